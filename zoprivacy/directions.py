@@ -1,0 +1,182 @@
+"""Random perturbation directions over parameter pytrees.
+
+Every zeroth-order method in zoprivacy perturbs the parameters along a random
+direction ``u`` that is *public*: it depends only on a PRNG key, never on data.
+Directions are regenerated from their key whenever they are needed instead of
+being stored (MeZO / DP-ZO Alg. 2, "PerturbParameters" with a reset seed).
+
+The papers disagree on the distribution of ``u`` (see ``shared/NOTES.md``,
+item 1); this module offers one family of samplers with explicit names:
+
+===================  ==========================================  =====================
+name                 distribution                                 used by
+===================  ==========================================  =====================
+``gaussian``         ``N(0, I_d)``                                MeZO, DP-ZO Alg. 1,
+                                                                  DPZero experiments
+``sphere``           uniform on ``sqrt(d) S^{d-1}``               DPZero Alg. 1/2, line 2
+``sphere_quarter``   uniform on ``d^{1/4} S^{d-1}``               PAZO-M (App. A.1)
+``rademacher``       i.i.d. ``+-1`` coordinates                   fast variant, E[uu^T]=I
+``stiefel``          K orthonormal unit directions (Haar)         Noisy-ZOGD eq. (3)
+===================  ==========================================  =====================
+
+``gaussian``, ``sphere`` and ``rademacher`` all satisfy ``E[u u^T] = I_d``, so
+the two-point estimator ``(f(x+lu) - f(x-lu)) / (2l) * u`` is an unbiased
+estimate of the gradient of the smoothed loss (DPZero eq. (2)).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Literal, Union
+
+import jax
+import jax.flatten_util
+import jax.numpy as jnp
+
+PyTree = object
+Sampler = Callable[[jax.Array, PyTree], PyTree]
+SphereRadius = Union[Literal["sqrt_dim", "quarter_power_dim"], float]
+
+DIRECTION_NAMES = ("gaussian", "sphere", "sphere_quarter", "rademacher")
+
+
+def tree_size(tree: PyTree) -> int:
+  """Total number of scalar entries ``d`` of a pytree."""
+  return sum(math.prod(jnp.shape(x)) for x in jax.tree.leaves(tree))
+
+
+def _leaf_keys(key: jax.Array, tree: PyTree):
+  leaves, treedef = jax.tree.flatten(tree)
+  return jax.random.split(key, len(leaves)), leaves, treedef
+
+
+def gaussian(key: jax.Array, params: PyTree) -> PyTree:
+  """Standard Gaussian direction ``u ~ N(0, I_d)`` shaped like ``params``.
+
+  DP-ZO Alg. 1 line 4 and MeZO: ``z ~ N(0, I_{|theta|})``. One key per leaf,
+  split from ``key``, in the leaf's own dtype.
+  """
+  keys, leaves, treedef = _leaf_keys(key, params)
+  out = [
+      jax.random.normal(k, jnp.shape(x), jnp.result_type(x))
+      for k, x in zip(keys, leaves)
+  ]
+  return jax.tree.unflatten(treedef, out)
+
+
+def rademacher(key: jax.Array, params: PyTree) -> PyTree:
+  """Rademacher direction: i.i.d. uniform ``+-1`` coordinates.
+
+  Satisfies ``E[u u^T] = I_d`` like the Gaussian (DPZero Sec. 2 allows "any u
+  satisfying E[uu^T] = I_d"), and needs one random bit per coordinate instead
+  of a Box-Muller transform, so it is the cheapest direction to generate.
+  """
+  keys, leaves, treedef = _leaf_keys(key, params)
+  out = [
+      jax.random.rademacher(k, jnp.shape(x), jnp.result_type(x))
+      for k, x in zip(keys, leaves)
+  ]
+  return jax.tree.unflatten(treedef, out)
+
+
+def sphere_radius(radius: SphereRadius, dim: int) -> float:
+  """Resolves a named sphere radius for dimension ``dim``.
+
+  ``"sqrt_dim"``: ``sqrt(d)``, DPZero Alg. 1/2 line 2 (so ``E[uu^T] = I_d``).
+  ``"quarter_power_dim"``: ``d^{1/4}``, PAZO App. A.1 (so that the PAZO-M
+  estimate's second moment matches the gradient's squared norm).
+  """
+  if radius == "sqrt_dim":
+    return math.sqrt(dim)
+  if radius == "quarter_power_dim":
+    return dim ** 0.25
+  if isinstance(radius, str):
+    raise ValueError(
+        f"Unknown sphere radius {radius!r}; use 'sqrt_dim', "
+        "'quarter_power_dim' or a positive float.")
+  if not radius > 0:
+    raise ValueError(f"Sphere radius must be positive, got {radius}.")
+  return float(radius)
+
+
+def sphere(key: jax.Array, params: PyTree,
+           radius: SphereRadius = "sqrt_dim") -> PyTree:
+  """Uniform direction on the sphere ``r S^{d-1}`` over the whole pytree.
+
+  Marsaglia's method, as in DPZero Sec. 2: ``u = r z / ||z||`` with
+  ``z ~ N(0, I_d)``; the norm is global over all leaves.
+  """
+  z = gaussian(key, params)
+  r = sphere_radius(radius, tree_size(params))
+  sq_norm = sum(jnp.sum(jnp.square(x.astype(jnp.float32)))
+                for x in jax.tree.leaves(z))
+  scale = r * jax.lax.rsqrt(sq_norm)
+  return jax.tree.map(lambda x: (x * scale).astype(x.dtype), z)
+
+
+def stiefel(key: jax.Array, params: PyTree, num_directions: int) -> PyTree:
+  """``K`` orthonormal unit directions, Haar-uniform on the Stiefel manifold.
+
+  Noisy-ZOGD eq. (3) draws ``U_t = [u_1, ..., u_K]`` with orthonormal
+  columns uniformly. We take the QR decomposition of a ``d x K`` Gaussian
+  matrix and multiply each column of Q by the sign of the matching diagonal
+  entry of R (Mezzadri 2007), which makes the distribution exactly Haar.
+
+  Returns a pytree shaped like ``params`` with a leading axis of size ``K``;
+  slice ``k`` is the unit-norm direction ``u_k`` and slices are orthogonal.
+  Needs the full ``d x K`` matrix in memory, unlike the other samplers.
+  """
+  if num_directions < 1:
+    raise ValueError(f"num_directions must be >= 1, got {num_directions}.")
+  flat, unravel = jax.flatten_util.ravel_pytree(params)
+  dim = flat.shape[0]
+  if num_directions > dim:
+    raise ValueError(
+        f"Cannot draw {num_directions} orthonormal directions in dimension "
+        f"{dim}.")
+  gauss = jax.random.normal(key, (dim, num_directions), jnp.float32)
+  q, r = jnp.linalg.qr(gauss, mode="reduced")
+  signs = jnp.sign(jnp.diagonal(r))
+  signs = jnp.where(signs == 0, 1.0, signs)
+  q = q * signs[None, :]
+  return jax.vmap(unravel, in_axes=1)(q.astype(flat.dtype))
+
+
+def get_sampler(name: str) -> Sampler:
+  """Returns the sampler ``(key, params) -> direction`` called ``name``.
+
+  Names are listed in ``DIRECTION_NAMES``; see the module docstring.
+  """
+  if name == "gaussian":
+    return gaussian
+  if name == "rademacher":
+    return rademacher
+  if name == "sphere":
+    return lambda key, params: sphere(key, params, "sqrt_dim")
+  if name == "sphere_quarter":
+    return lambda key, params: sphere(key, params, "quarter_power_dim")
+  raise ValueError(
+      f"Unknown direction distribution {name!r}; choose one of "
+      f"{DIRECTION_NAMES}.")
+
+
+PRNG_IMPLS = ("threefry", "rbg", "unsafe_rbg")
+
+
+def direction_key(key: jax.Array, prng_impl: str = "threefry") -> jax.Array:
+  """Derives the key used to draw a direction, with a chosen PRNG.
+
+  ``threefry`` (JAX's default) is the paper-faithful, counter-based choice.
+  ``rbg`` and ``unsafe_rbg`` use the XLA RngBitGenerator and are several times
+  cheaper on accelerators and large parameter counts; directions are public,
+  so a faster generator does not touch the privacy argument. Privacy noise is
+  always drawn with the default (threefry) key.
+  """
+  if prng_impl == "threefry":
+    return key
+  if prng_impl in ("rbg", "unsafe_rbg"):
+    bits = jax.random.bits(key, (4,), jnp.uint32)
+    return jax.random.wrap_key_data(bits, impl=prng_impl)
+  raise ValueError(
+      f"Unknown PRNG implementation {prng_impl!r}; choose one of {PRNG_IMPLS}.")
+

@@ -1,0 +1,225 @@
+"""Two-point zeroth-order estimators with a privatized *scalar*: MeZO, DPZero, DP-ZO.
+
+All three are one composition of the shared primitives:
+
+1. draw ``q`` public directions ``u_j`` from the step's direction key
+   (:mod:`zoprivacy.directions`);
+2. per example, query the loss at ``x + l u_j`` and ``x - l u_j``
+   (:mod:`zoprivacy.queries`);
+3. per example, clip the two-point scalar (:mod:`zoprivacy.clipping`);
+4. sum over real (unmasked) examples, add noise with the step's noise key,
+   divide by the expected batch size (:mod:`zoprivacy.mechanisms`);
+5. return ``(1/q) sum_j s_j u_j``, regenerating ``u_j`` from its key.
+
+Only the ``q`` scalars ``s_j`` depend on private data. With ``q = 1`` the
+whole step is two batched forward passes plus one direction; for ``q > 1``
+the queries run in a ``lax.map`` so memory stays at one direction at a time.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from zoprivacy import clipping
+from zoprivacy import directions as directions_lib
+from zoprivacy import mechanisms
+from zoprivacy import queries
+from zoprivacy import validation
+from zoprivacy.estimators import base
+
+
+def _two_point_transformation(*, smoothing: float, num_queries: int,
+                              directions: str, clip_target: str,
+                              mechanism: mechanisms.Mechanism,
+                              privacy: base.PrivacySpec | None, key,
+                              direction_prng: str) -> base.PrivateEstimator:
+  """Shared implementation of steps 1-5 above."""
+  sampler = directions_lib.get_sampler(directions)
+  private = privacy is not None
+
+  def direction(key, params):
+    return sampler(directions_lib.direction_key(key, direction_prng), params)
+
+  def init_fn(params):
+    del params
+    return base.init_state(key, num_queries)
+
+  def update_fn(updates, state, params=None, **extra_args):
+    del updates
+    if params is None:
+      raise ValueError("Zeroth-order estimators need params in update().")
+    args = base.parse_extra_args(extra_args)
+    next_key, dir_key, noise_key = base.split_step_keys(state)
+    query_keys = jax.random.split(dir_key, num_queries)
+
+    def query(k):
+      u = direction(k, params)
+      f_plus, f_minus = queries.two_point_losses(args.loss, params, u,
+                                                 smoothing, args.batch)
+      return clipping.two_point_scalar(f_plus, f_minus, smoothing, clip_target)
+
+    if num_queries == 1:
+      per_example = query(query_keys[0])[:, None]            # [B, 1]
+    else:
+      per_example = jax.lax.map(query, query_keys).T         # [B, q]
+    per_example = per_example.astype(jnp.float32)
+
+    if private:
+      clipped = clipping.clip_scalars(per_example, mechanism.clip)
+      noisy_sum = mechanism.add_noise(noise_key,
+                                      mechanisms.masked_sum(clipped, args.mask))
+      mean = noisy_sum / privacy.expected_batch_size
+    else:
+      if args.mask is None:
+        count = per_example.shape[0]
+      else:
+        count = jnp.maximum(jnp.sum(args.mask.astype(jnp.float32)), 1.0)
+      mean = mechanisms.masked_sum(per_example, args.mask) / count
+    scalars = clipping.to_directional_derivative(mean, smoothing, clip_target)
+
+    if num_queries == 1:
+      grad = jax.tree.map(lambda u: scalars[0].astype(u.dtype) * u,
+                          direction(query_keys[0], params))
+    else:
+      def accumulate(acc, key_and_scalar):
+        k, s = key_and_scalar
+        u = direction(k, params)
+        return jax.tree.map(lambda a, x: a + (s / num_queries).astype(x.dtype) * x,
+                            acc, u), None
+      zeros = jax.tree.map(jnp.zeros_like, params)
+      grad, _ = jax.lax.scan(accumulate, zeros, (query_keys, scalars))
+
+    new_state = base.EstimatorState(key=next_key, step=state.step + 1,
+                                    released=scalars)
+    return grad, new_state
+
+  return base.PrivateEstimator(init_fn, update_fn, privacy)
+
+
+def mezo(*, smoothing: float = 1e-3, num_queries: int = 1,
+         directions: str = "gaussian", key=0,
+         direction_prng: str = "threefry") -> base.PrivateEstimator:
+  """MeZO (Malladi et al. 2023): non-private two-point SPSA, the baseline.
+
+  Returns ``(1/q) sum_j (L(x+l u_j; B) - L(x-l u_j; B)) / (2l) u_j`` with the
+  mean loss over the real examples of the batch (n-SPSA, DP-ZO App. C Def. 2).
+  Not private: ``privacy`` is ``None``.
+
+  Args:
+    smoothing: perturbation scale ``l`` (MeZO's ``epsilon``).
+    num_queries: directions per step ``q``.
+    directions: a name from :data:`zoprivacy.directions.DIRECTION_NAMES`.
+    key: PRNG key or integer seed.
+    direction_prng: 'threefry', 'rbg' or 'unsafe_rbg' for the directions.
+  """
+  smoothing = validation.positive("smoothing", smoothing)
+  num_queries = validation.positive_int("num_queries", num_queries)
+  validation.one_of("directions", directions, directions_lib.DIRECTION_NAMES)
+  validation.one_of("direction_prng", direction_prng, directions_lib.PRNG_IMPLS)
+  return _two_point_transformation(
+      smoothing=smoothing, num_queries=num_queries, directions=directions,
+      clip_target="finite_difference", mechanism=mechanisms.NoNoise(),
+      privacy=None, key=key, direction_prng=direction_prng)
+
+
+def _private_scalar_estimator(*, mechanism_name, clip, noise_multiplier,
+                              smoothing, expected_batch_size, dataset_size,
+                              num_queries, directions, clip_target,
+                              neighboring, key, direction_prng):
+  clip = validation.positive("clip", clip)
+  noise_multiplier = validation.positive("noise_multiplier", noise_multiplier)
+  smoothing = validation.positive("smoothing", smoothing)
+  num_queries = validation.positive_int("num_queries", num_queries)
+  expected_batch_size, dataset_size = validation.batch_size_and_dataset(
+      expected_batch_size, dataset_size)
+  validation.one_of("directions", directions, directions_lib.DIRECTION_NAMES)
+  validation.one_of("clip_target", clip_target, clipping.CLIP_TARGETS)
+  validation.one_of("neighboring", neighboring, mechanisms.NEIGHBORING_RELATIONS)
+  validation.one_of("direction_prng", direction_prng, directions_lib.PRNG_IMPLS)
+  mechanism = mechanisms.make_mechanism(
+      mechanism_name, clip=clip, noise_multiplier=noise_multiplier,
+      num_queries=num_queries, neighboring=neighboring)
+  privacy = base.PrivacySpec(mechanism, expected_batch_size, dataset_size)
+  return _two_point_transformation(
+      smoothing=smoothing, num_queries=num_queries, directions=directions,
+      clip_target=clip_target, mechanism=mechanism, privacy=privacy, key=key,
+      direction_prng=direction_prng)
+
+
+def dpzero(*, clip: float, noise_multiplier: float, smoothing: float,
+           expected_batch_size: float, dataset_size: int | None = None,
+           num_queries: int = 1, directions: str = "sphere",
+           neighboring: str = "add_or_remove", key=0,
+           direction_prng: str = "threefry") -> base.PrivateEstimator:
+  """DPZero (Zhang et al. 2024, Alg. 2): scalar Gaussian noise.
+
+  Line 3: ``x <- x - a ((1/B) sum_i clip_C((f(x+lu) - f(x-lu)) / (2l)) + z) u``
+  with ``z ~ N(0, (sigma C / B)^2)``: ``clip`` bounds the *finite difference*.
+  Directions default to Alg. 2's ``sqrt(d) S^{d-1}``; the paper's experiments
+  use ``directions='gaussian'`` (its Table 7 finds no difference).
+
+  Privacy: per step, a Poisson-subsampled Gaussian with ``noise_multiplier``
+  at ``p = expected_batch_size / dataset_size``, add/remove by default (the
+  paper's replace-one with ``neighboring='replace_one'``). With ``num_queries
+  = q``, each scalar gets noise std ``sqrt(q) sigma C`` and the step is still
+  one Gaussian with ``noise_multiplier`` (NOTES.md item 5).
+
+  Args:
+    clip: threshold ``C`` on the per-example finite difference.
+    noise_multiplier: ``sigma``, noise std over the per-example bound.
+    smoothing: ``lambda``.
+    expected_batch_size: ``B = p n``; the noisy sum is divided by it.
+    dataset_size: ``n``, to validate ``B`` and to account without repeating it.
+    num_queries: ``q`` directions per step (n-SPSA).
+    directions: a name from :data:`zoprivacy.directions.DIRECTION_NAMES`.
+    neighboring: 'add_or_remove' (default) or 'replace_one'.
+    key: PRNG key or integer seed for directions and noise.
+    direction_prng: 'threefry' (default), 'rbg' or 'unsafe_rbg'.
+  """
+  return _private_scalar_estimator(
+      mechanism_name="gaussian", clip=clip, noise_multiplier=noise_multiplier,
+      smoothing=smoothing, expected_batch_size=expected_batch_size,
+      dataset_size=dataset_size, num_queries=num_queries,
+      directions=directions, clip_target="finite_difference",
+      neighboring=neighboring, key=key, direction_prng=direction_prng)
+
+
+def dp_zo(*, clip: float, noise_multiplier: float, smoothing: float,
+          expected_batch_size: float, dataset_size: int | None = None,
+          mechanism: str = "gaussian", num_queries: int = 1,
+          directions: str = "gaussian", clip_target: str = "raw_difference",
+          key=0, direction_prng: str = "threefry") -> base.PrivateEstimator:
+  """DP-ZO (Tang et al. 2024, Alg. 1/2): Gaussian or Laplace scalar noise.
+
+  Lines 10-17: ``l_i = clip(L(th+phi z) - L(th-phi z), C)``; ``s = (sum_i l_i +
+  Z) / (B 2 phi)`` with ``Z = N(0, C^2 sigma^2)`` (line 13) or
+  ``Laplace(0, C sigma)`` (line 15); ``th <- th - eta s z``. ``clip`` bounds
+  the *raw* loss difference by default (a DP-ZO ``C`` is a DPZero ``C/(2 phi)``);
+  ``clip_target='finite_difference'`` switches to DPZero's convention.
+
+  Privacy: add/remove, Poisson sampling at ``p = B/n``; Gaussian: PLD of the
+  subsampled Gaussian; Laplace: ``eps = T log(1 + p (e^{1/sigma} - 1))`` pure
+  (Thm 3.1) and a tighter PLD ``(eps, delta)``, see :mod:`zoprivacy.accounting`.
+
+  Args:
+    clip: threshold ``C``; see ``clip_target``.
+    noise_multiplier: ``sigma``.
+    smoothing: perturbation scale ``phi``.
+    expected_batch_size: ``B``; the noisy sum is divided by it (not by the
+      realized batch size).
+    dataset_size: ``|D|``.
+    mechanism: 'gaussian' or 'laplace'.
+    num_queries: ``q`` (the paper uses 1; App. C).
+    directions: 'gaussian' (the paper's) or another sampler name.
+    clip_target: 'raw_difference' (the paper's) or 'finite_difference'.
+    key: PRNG key or integer seed.
+    direction_prng: 'threefry' (default), 'rbg' or 'unsafe_rbg'.
+  """
+  validation.one_of("mechanism", mechanism, ("gaussian", "laplace"))
+  return _private_scalar_estimator(
+      mechanism_name=mechanism, clip=clip, noise_multiplier=noise_multiplier,
+      smoothing=smoothing, expected_batch_size=expected_batch_size,
+      dataset_size=dataset_size, num_queries=num_queries,
+      directions=directions, clip_target=clip_target,
+      neighboring="add_or_remove", key=key, direction_prng=direction_prng)

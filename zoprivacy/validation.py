@@ -1,0 +1,69 @@
+"""Hyperparameter checks run when an estimator is constructed.
+
+Every check runs before any private data is touched, so a typo fails loudly
+instead of silently weakening (or voiding) a privacy guarantee.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def _finite_number(name: str, value) -> float:
+  try:
+    value = float(value)
+  except (TypeError, ValueError):
+    raise ValueError(f"{name} must be a number, got {value!r}.") from None
+  if math.isnan(value):
+    raise ValueError(f"{name} must not be NaN.")
+  return value
+
+
+def positive(name: str, value, *, allow_inf: bool = False) -> float:
+  value = _finite_number(name, value)
+  if not value > 0 or (math.isinf(value) and not allow_inf):
+    raise ValueError(f"{name} must be a positive finite number, got {value}.")
+  return value
+
+
+def positive_int(name: str, value) -> int:
+  if isinstance(value, bool) or int(value) != value or value < 1:
+    raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
+  return int(value)
+
+
+def probability(name: str, value) -> float:
+  value = _finite_number(name, value)
+  if not 0.0 < value < 1.0:
+    raise ValueError(f"{name} must lie strictly between 0 and 1, got {value}.")
+  return value
+
+
+def unit_interval(name: str, value) -> float:
+  value = _finite_number(name, value)
+  if not 0.0 <= value <= 1.0:
+    raise ValueError(f"{name} must lie in [0, 1], got {value}.")
+  return value
+
+
+def one_of(name: str, value, choices) -> str:
+  if value not in choices:
+    raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}.")
+  return value
+
+
+def batch_size_and_dataset(expected_batch_size, dataset_size):
+  """Checks ``expected_batch_size`` (and, if given, ``dataset_size``).
+
+  Returns ``(expected_batch_size, dataset_size)`` with ``dataset_size``
+  possibly ``None``. The expected batch size may be fractional (it is
+  ``p * n`` under Poisson sampling) but cannot exceed the dataset.
+  """
+  expected_batch_size = positive("expected_batch_size", expected_batch_size)
+  if dataset_size is not None:
+    dataset_size = positive_int("dataset_size", dataset_size)
+    if expected_batch_size > dataset_size:
+      raise ValueError(
+          f"expected_batch_size ({expected_batch_size}) is larger than the "
+          f"dataset ({dataset_size} examples).")
+  return expected_batch_size, dataset_size

@@ -1,0 +1,35 @@
+"""scikit-learn digits: 1,797 real 8x8 grey-scale handwritten digits, 10 classes.
+
+Bundled with scikit-learn, so always available offline. It serves as the small
+real image task for quick end-to-end checks of the private zeroth-order methods
+(DPZero / DP-ZO / PAZO / Noisy-ZOGD) on tiny convolutional or ViT models, in
+place of CIFAR-10 (PAZO's NF-ResNet18 setting) when that data is not on disk.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from zoprivacy.data.loaders.base import (
+    Dataset, DatasetSplits, as_labels, stratified_train_test_split)
+
+
+def load_digits(test_fraction: float = 0.2, seed: int = 0,
+                dtype=np.float32) -> DatasetSplits:
+    """Loads ``sklearn.datasets.load_digits`` as ``[N, 8, 8, 1]`` images in ``[0, 1]``.
+
+    The raw pixel values are integers 0..16 and are divided by 16. There is no
+    official test split; a seeded stratified split with ``test_fraction`` of
+    each class is used.
+    """
+    from sklearn.datasets import load_digits as _sk_load_digits
+
+    raw = _sk_load_digits()
+    images = (raw.images.astype(np.float64) / 16.0).astype(dtype)[..., None]
+    labels = as_labels(raw.target)
+    train_idx, test_idx = stratified_train_test_split(labels, test_fraction, seed)
+    names = tuple(str(i) for i in range(10))
+    return DatasetSplits(
+        train=Dataset(images[train_idx], labels[train_idx], 10, "digits/train", names),
+        test=Dataset(images[test_idx], labels[test_idx], 10, "digits/test", names),
+    )

@@ -1,0 +1,61 @@
+"""Privacy accounting for zoprivacy (issue #3; accounting part of issue #2).
+
+Conventions (``shared/NOTES.md`` items 3, 4, 5, 8; ``docs/accounting.md``):
+
+* ``noise_multiplier`` = noise std (Gaussian) or Laplace scale over ``C``,
+  one example's contribution bound; add/remove-one is the default relation,
+  replace-one (sensitivity ``2C``) must be asked for.
+* PLD epsilons are dp_accounting's *pessimistic* estimate and the maximum of
+  the add and remove directions (DP-ZO App. A, Remark A.9).
+* All composition is done by dp_accounting (PLD and RDP accountants).
+"""
+
+from zoprivacy.accounting.calibration import CalibrationResult
+from zoprivacy.accounting.calibration import calibrate_noise_multiplier
+from zoprivacy.accounting.epsilon import DirectionalEpsilon
+from zoprivacy.accounting.epsilon import EpsilonReport
+from zoprivacy.accounting.epsilon import build_pld
+from zoprivacy.accounting.epsilon import dpzero_advanced_composition_noise_multiplier
+from zoprivacy.accounting.epsilon import dpzero_advanced_composition_sigma
+from zoprivacy.accounting.epsilon import epsilon_report
+from zoprivacy.accounting.epsilon import pld_epsilon
+from zoprivacy.accounting.epsilon import pld_epsilon_by_direction
+from zoprivacy.accounting.epsilon import pure_epsilon_poisson_laplace
+from zoprivacy.accounting.epsilon import pure_laplace_noise_multiplier
+from zoprivacy.accounting.epsilon import rdp_epsilon
+from zoprivacy.accounting.events import full_batch_gaussian_event
+from zoprivacy.accounting.events import neighboring_relation
+from zoprivacy.accounting.events import poisson_gaussian_event
+from zoprivacy.accounting.events import poisson_gaussian_queries_composed_event
+from zoprivacy.accounting.events import poisson_gaussian_queries_event
+from zoprivacy.accounting.events import poisson_laplace_event
+from zoprivacy.accounting.events import sampled_without_replacement_gaussian_event
+from zoprivacy.accounting.ledger import LedgerSegment
+from zoprivacy.accounting.ledger import PrivacyBudgetExceededError
+from zoprivacy.accounting.ledger import PrivacyLedger
+
+__all__ = [
+    "CalibrationResult",
+    "DirectionalEpsilon",
+    "EpsilonReport",
+    "LedgerSegment",
+    "PrivacyBudgetExceededError",
+    "PrivacyLedger",
+    "build_pld",
+    "calibrate_noise_multiplier",
+    "dpzero_advanced_composition_noise_multiplier",
+    "dpzero_advanced_composition_sigma",
+    "epsilon_report",
+    "full_batch_gaussian_event",
+    "neighboring_relation",
+    "pld_epsilon",
+    "pld_epsilon_by_direction",
+    "poisson_gaussian_event",
+    "poisson_gaussian_queries_composed_event",
+    "poisson_gaussian_queries_event",
+    "poisson_laplace_event",
+    "pure_epsilon_poisson_laplace",
+    "pure_laplace_noise_multiplier",
+    "rdp_epsilon",
+    "sampled_without_replacement_gaussian_event",
+]

@@ -1,0 +1,236 @@
+"""DP events of the mechanisms used by DPZero, DP-ZO and PAZO, and input checks.
+
+Conventions (``shared/NOTES.md`` items 3, 5, 8; same as ``zoprivacy.mechanisms``):
+
+* ``noise_multiplier`` is always the noise standard deviation (Gaussian) or
+  the Laplace scale ``b`` divided by ``C``, the bound on one example's
+  contribution (the clip). ``C`` is the sensitivity under add/remove-one.
+* Under replace-one the sensitivity is ``2C``. ``dp_accounting``'s PLD applies
+  that factor 2 itself (its REPLACE adjacency shifts the two outputs by ``-C``
+  and ``+C``); its RDP accountant does *not* (it uses ``alpha / (2 sigma^2)``
+  whatever the relation), so :func:`zoprivacy.accounting.rdp_epsilon` halves
+  Gaussian noise multipliers under replace-one before calling it.
+* ``num_queries`` Gaussian queries on one batch, each with noise std
+  ``sqrt(num_queries) * noise_multiplier * C``, are exactly one Gaussian
+  mechanism with ``noise_multiplier`` (Dong, Roth, Su, Gaussian DP, Cor. 3.3;
+  NOTES item 5). ``dp_accounting``'s PLD rejects a ``ComposedDpEvent`` inside
+  ``PoissonSampledDpEvent``, so the equivalent single Gaussian is accounted.
+* ``sampling_probability == 1`` is full-batch training: the event is the
+  un-subsampled mechanism (identical privacy loss, and the form that
+  ``dp_accounting``'s RDP accountant accepts under replace-one too).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Union
+
+import dp_accounting
+
+NeighboringRelation = dp_accounting.NeighboringRelation
+NeighboringLike = Union[str, NeighboringRelation]
+
+_NEIGHBORING_NAMES = {
+    "add_or_remove": NeighboringRelation.ADD_OR_REMOVE_ONE,
+    "add_or_remove_one": NeighboringRelation.ADD_OR_REMOVE_ONE,
+    "replace_one": NeighboringRelation.REPLACE_ONE,
+}
+
+MECHANISMS = ("gaussian", "laplace")
+
+
+def neighboring_relation(neighboring: NeighboringLike) -> NeighboringRelation:
+  """Parses ``'add_or_remove'`` / ``'replace_one'`` (or the enum) into the enum.
+
+  Add/remove-one is the default of every function in this package (DP-ZO
+  Def. 2.1); replace-one (DPZero Lemma 2.2 with sensitivity ``2C/n``) must be
+  asked for explicitly.
+  """
+  if isinstance(neighboring, NeighboringRelation):
+    if neighboring not in (NeighboringRelation.ADD_OR_REMOVE_ONE,
+                           NeighboringRelation.REPLACE_ONE):
+      raise ValueError(
+          f"Unsupported neighboring relation {neighboring}; use "
+          "ADD_OR_REMOVE_ONE or REPLACE_ONE.")
+    return neighboring
+  if isinstance(neighboring, str) and neighboring.lower() in _NEIGHBORING_NAMES:
+    return _NEIGHBORING_NAMES[neighboring.lower()]
+  raise ValueError(
+      f"Unknown neighboring relation {neighboring!r}; use 'add_or_remove' or "
+      "'replace_one' (or dp_accounting.NeighboringRelation).")
+
+
+def neighboring_name(neighboring: NeighboringLike) -> str:
+  """The canonical string name (``'add_or_remove'`` or ``'replace_one'``)."""
+  rel = neighboring_relation(neighboring)
+  return ("add_or_remove" if rel == NeighboringRelation.ADD_OR_REMOVE_ONE
+          else "replace_one")
+
+
+# ----------------------------------------------------------------- validation
+
+
+def _is_real(x) -> bool:
+  return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+
+def check_noise_multiplier(noise_multiplier, name="noise_multiplier") -> float:
+  if not _is_real(noise_multiplier) or not math.isfinite(noise_multiplier):
+    raise ValueError(f"{name} must be a finite number, got {noise_multiplier!r}.")
+  if noise_multiplier <= 0:
+    raise ValueError(f"{name} must be > 0, got {noise_multiplier!r}.")
+  return float(noise_multiplier)
+
+
+def check_sampling_probability(p, name="sampling_probability") -> float:
+  if not _is_real(p) or not math.isfinite(p) or not 0.0 < p <= 1.0:
+    raise ValueError(f"{name} must be in (0, 1], got {p!r}.")
+  return float(p)
+
+
+def check_num_steps(num_steps, name="num_steps", minimum=1) -> int:
+  if not isinstance(num_steps, numbers.Integral) or isinstance(num_steps, bool):
+    raise ValueError(f"{name} must be an integer, got {num_steps!r}.")
+  if num_steps < minimum:
+    raise ValueError(f"{name} must be >= {minimum}, got {num_steps!r}.")
+  return int(num_steps)
+
+
+def check_delta(delta) -> float:
+  if not _is_real(delta) or not math.isfinite(delta) or not 0.0 < delta < 1.0:
+    raise ValueError(f"delta must be in (0, 1), got {delta!r}.")
+  return float(delta)
+
+
+def check_epsilon(epsilon, name="epsilon") -> float:
+  if not _is_real(epsilon) or not math.isfinite(epsilon) or epsilon <= 0:
+    raise ValueError(f"{name} must be a finite number > 0, got {epsilon!r}.")
+  return float(epsilon)
+
+
+def check_mechanism(mechanism: str) -> str:
+  if mechanism not in MECHANISMS:
+    raise ValueError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}.")
+  return mechanism
+
+
+def check_interval(value_discretization_interval) -> float:
+  v = value_discretization_interval
+  if not _is_real(v) or not math.isfinite(v) or not 0.0 < v <= 1e-1:
+    raise ValueError(
+        f"value_discretization_interval must be in (0, 0.1], got {v!r}.")
+  return float(v)
+
+
+# --------------------------------------------------------------------- events
+
+
+def poisson_gaussian_event(*, noise_multiplier: float,
+                           sampling_probability: float,
+                           num_steps: int) -> dp_accounting.DpEvent:
+  """``num_steps`` Poisson-subsampled Gaussian releases.
+
+  DP-ZO Alg. 1 lines 3 and 13 (each example in the batch with probability
+  ``p``, ``N(0, C^2 sigma^2)`` on the clipped sum), DPZero's released code and
+  PAZO. Per step the dominating pairs are DP-ZO App. A eq. (4) (Prop. A.8):
+  ``(N(0,s^2), (1-p)N(0,s^2) + pN(1,s^2))`` for add and
+  ``((1-p)N(1,s^2) + pN(0,s^2), N(1,s^2))`` for remove.
+  With ``sampling_probability == 1`` (full batch, DPZero Alg. 2) the event is
+  ``GaussianDpEvent`` composed ``num_steps`` times.
+  """
+  sigma = check_noise_multiplier(noise_multiplier)
+  p = check_sampling_probability(sampling_probability)
+  steps = check_num_steps(num_steps)
+  inner = dp_accounting.GaussianDpEvent(sigma)
+  if p < 1.0:
+    inner = dp_accounting.PoissonSampledDpEvent(p, inner)
+  return dp_accounting.SelfComposedDpEvent(inner, steps)
+
+
+def poisson_laplace_event(*, noise_multiplier: float,
+                          sampling_probability: float,
+                          num_steps: int) -> dp_accounting.DpEvent:
+  """``num_steps`` Poisson-subsampled Laplace releases (DP-ZO Alg. 1 line 15).
+
+  ``noise_multiplier`` is ``b / C``: the Laplace scale over the L1
+  sensitivity, so one un-subsampled release is ``1/b``-pure-DP (DP-ZO
+  Prop. 2.3). ``LaplaceDpEvent(noise_multiplier)``, Poisson-subsampled
+  (add/remove only: ``dp_accounting`` has no replace-one Laplace PLD).
+  """
+  b = check_noise_multiplier(noise_multiplier)
+  p = check_sampling_probability(sampling_probability)
+  steps = check_num_steps(num_steps)
+  inner = dp_accounting.LaplaceDpEvent(b)
+  if p < 1.0:
+    inner = dp_accounting.PoissonSampledDpEvent(p, inner)
+  return dp_accounting.SelfComposedDpEvent(inner, steps)
+
+
+def full_batch_gaussian_event(*, noise_multiplier: float,
+                              num_steps: int) -> dp_accounting.DpEvent:
+  """``num_steps`` full-batch Gaussian releases (DPZero Alg. 2, ``p = 1``)."""
+  return poisson_gaussian_event(noise_multiplier=noise_multiplier,
+                                sampling_probability=1.0, num_steps=num_steps)
+
+
+def poisson_gaussian_queries_event(*, noise_multiplier: float,
+                                   num_queries: int,
+                                   sampling_probability: float,
+                                   num_steps: int) -> dp_accounting.DpEvent:
+  """``num_queries`` Gaussian queries per Poisson batch, as one Gaussian.
+
+  Each query (PAZO-M/P's ``q`` queries, PAZO-S's ``k+1`` candidates, n-SPSA)
+  gets noise std ``sqrt(num_queries) * noise_multiplier * C``. By Gaussian DP
+  (Dong et al., Cor. 3.3; NOTES item 5) the ``q`` releases on one batch are
+  exactly one Gaussian mechanism with ``noise_multiplier``, which is the event
+  returned (the form ``dp_accounting``'s PLD accepts). Compare
+  :func:`poisson_gaussian_queries_composed_event`.
+  """
+  check_num_steps(num_queries, name="num_queries")
+  return poisson_gaussian_event(noise_multiplier=noise_multiplier,
+                                sampling_probability=sampling_probability,
+                                num_steps=num_steps)
+
+
+def poisson_gaussian_queries_composed_event(
+    *, noise_multiplier: float, num_queries: int, sampling_probability: float,
+    num_steps: int) -> dp_accounting.DpEvent:
+  """The same mechanism written literally: ``q`` Gaussians of std ``sqrt(q) sigma``.
+
+  ``PoissonSampledDpEvent(p, ComposedDpEvent([GaussianDpEvent(sqrt(q) sigma)] * q))``
+  composed ``num_steps`` times. Only ``dp_accounting``'s RDP accountant
+  accepts this form; it exists to check :func:`poisson_gaussian_queries_event`.
+  """
+  sigma = check_noise_multiplier(noise_multiplier)
+  q = check_num_steps(num_queries, name="num_queries")
+  p = check_sampling_probability(sampling_probability)
+  steps = check_num_steps(num_steps)
+  per_query = dp_accounting.GaussianDpEvent(sigma * math.sqrt(q))
+  inner = dp_accounting.ComposedDpEvent([per_query] * q)
+  if p < 1.0:
+    inner = dp_accounting.PoissonSampledDpEvent(p, inner)
+  return dp_accounting.SelfComposedDpEvent(inner, steps)
+
+
+def sampled_without_replacement_gaussian_event(
+    *, noise_multiplier: float, batch_size: int, dataset_size: int,
+    num_steps: int) -> dp_accounting.DpEvent:
+  """Fixed-size batches of ``batch_size`` drawn without replacement each step.
+
+  ``SampledWithoutReplacementDpEvent(dataset_size, batch_size,
+  GaussianDpEvent(noise_multiplier))`` composed ``num_steps`` times. Only
+  ``dp_accounting``'s RDP accountant supports it, under replace-one (Wang,
+  Balle, Kasiviswanathan 2019, Thm. 27: ``n`` is public). The theorem assumes
+  each batch is an *independent* uniformly random subset; see
+  :class:`zoprivacy.accounting.PrivacyLedger` for epoch-wise shuffling.
+  """
+  sigma = check_noise_multiplier(noise_multiplier)
+  n = check_num_steps(dataset_size, name="dataset_size")
+  m = check_num_steps(batch_size, name="batch_size")
+  if m > n:
+    raise ValueError(f"batch_size ({m}) must be <= dataset_size ({n}).")
+  steps = check_num_steps(num_steps)
+  inner = dp_accounting.SampledWithoutReplacementDpEvent(
+      n, m, dp_accounting.GaussianDpEvent(sigma))
+  return dp_accounting.SelfComposedDpEvent(inner, steps)

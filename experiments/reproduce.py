@@ -1,0 +1,108 @@
+"""Paper-reproduction commands (issue #6).
+
+    python -m experiments.reproduce dpzero_quadratic --quick   # ~first thing to try
+    python -m experiments.reproduce dpzero_quadratic           # DPZero Table 6 grid
+    python -m experiments.reproduce dpzero_rates               # slopes from the above
+    python -m experiments.reproduce dpzo_accounting
+
+Results go to ``results/<name>/`` (``--out`` to change it); each command
+prints a short summary and writes ``summary.md`` there. See REPRODUCTION.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+COMMANDS = ("dpzero_quadratic", "dpzero_rates", "dpzo_accounting")
+
+
+def build_parser() -> argparse.ArgumentParser:
+  parser = argparse.ArgumentParser(
+      prog="python -m experiments.reproduce",
+      description="Reproduce tables and figures of the zoprivacy papers.")
+  parser.add_argument("name", choices=COMMANDS)
+  parser.add_argument("--out", default=None,
+                      help="results directory (default results/<name>/, or "
+                           "results/<name>_quick/ with --quick)")
+  parser.add_argument("--quick", action="store_true",
+                      help="dpzero_quadratic/dpzero_rates: the reduced grid "
+                           "(winning stepsize/clip region, fewer iteration "
+                           "counts); dpzo_accounting: skip the T=75000 "
+                           "calibrations")
+  parser.add_argument("--fast", action="store_true",
+                      help="dpzero_quadratic: the tiny grid of the test suite")
+  parser.add_argument("--directions", choices=("sphere", "gaussian"),
+                      default="sphere",
+                      help="dpzero_quadratic: direction distribution "
+                           "(Alg. 1/2: sphere; DPZero Sec. 5 used gaussian)")
+  parser.add_argument("--dims", default=None,
+                      help="dpzero_quadratic: comma-separated subset of d")
+  parser.add_argument("--modes", default=None,
+                      help="dpzero_quadratic: comma-separated subset of "
+                           "rank_d,rank_sqrt_d,rank_log_d")
+  parser.add_argument("--methods", default=None,
+                      help="dpzero_quadratic: comma-separated subset of "
+                           "dpzero,dpgd_zeroth,dp_gd")
+  parser.add_argument("--max-iterations", type=int, default=None,
+                      help="dpzero_quadratic: drop iteration counts above "
+                           "this (a partial run; the cache is shared with the "
+                           "full grid)")
+  parser.add_argument("--no-plots", action="store_true")
+  parser.add_argument("--source", default=None,
+                      help="dpzero_rates: results directory of "
+                           "dpzero_quadratic (default results/dpzero_quadratic"
+                           "[_quick]/)")
+  return parser
+
+
+def _grid(args):
+  import dataclasses  # pylint: disable=g-import-not-at-top
+  from experiments.reproductions import dpzero_quadratic  # pylint: disable=g-import-not-at-top
+  cfg = dpzero_quadratic.CONFIGS[
+      "fast" if args.fast else "quick" if args.quick else "full"]
+  changes = {"directions": args.directions}
+  if args.dims:
+    changes["dims"] = tuple(int(d) for d in args.dims.split(","))
+  if args.modes:
+    changes["modes"] = tuple(args.modes.split(","))
+  if args.methods:
+    changes["methods"] = tuple(args.methods.split(","))
+  if args.max_iterations:
+    changes["iterations"] = {
+        m: tuple(t for t in ts if t <= args.max_iterations)
+        for m, ts in cfg.iterations.items()}
+  return dataclasses.replace(cfg, **changes)
+
+
+def _default_out(name: str, args) -> str:
+  suffix = "_fast" if args.fast else "_quick" if args.quick else ""
+  if args.directions != "sphere":
+    suffix += f"_{args.directions}"
+  return os.path.join("results", name + suffix)
+
+
+def main(argv=None) -> int:
+  args = build_parser().parse_args(argv)
+  if args.name == "dpzero_quadratic":
+    from experiments.reproductions import dpzero_quadratic  # pylint: disable=g-import-not-at-top
+    out = args.out or _default_out(args.name, args)
+    os.makedirs(out, exist_ok=True)
+    dpzero_quadratic.main(_grid(args), out, make_plots=not args.no_plots)
+  elif args.name == "dpzero_rates":
+    from experiments.reproductions import dpzero_rates  # pylint: disable=g-import-not-at-top
+    source = args.source or _default_out("dpzero_quadratic", args)
+    out = args.out or _default_out(args.name, args)
+    os.makedirs(out, exist_ok=True)
+    dpzero_rates.main(source, out)
+  elif args.name == "dpzo_accounting":
+    from experiments.reproductions import dpzo_accounting  # pylint: disable=g-import-not-at-top
+    out = args.out or os.path.join("results", args.name)
+    os.makedirs(out, exist_ok=True)
+    dpzo_accounting.main(out, quick=args.quick)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

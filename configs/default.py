@@ -1,0 +1,38 @@
+"""Offline default: DPZero on scikit-learn's digits with a small CNN, eps = 2.
+
+  python -m experiments.run --config configs/default.py
+"""
+
+import ml_collections
+from ml_collections import config_dict
+
+
+def get_config() -> ml_collections.ConfigDict:
+  config = ml_collections.ConfigDict()
+  config.dataset = "digits"
+  config.model = "cnn"
+  config.model_kwargs = ml_collections.ConfigDict({"features": (16, 32)})
+  config.seed = 0
+
+  config.estimator = "dpzero"
+  config.estimator_kwargs = ml_collections.ConfigDict({
+      "clip": 2.0,              # on the per-example finite difference
+      "smoothing": 1e-3,
+      "directions": "gaussian",
+      "num_queries": 1,
+  })
+  config.optimizer = "sgd"
+  config.learning_rate = 0.02
+  config.momentum = 0.0
+
+  config.sampling = "poisson"
+  config.expected_batch_size = 64
+  config.num_steps = 4000
+  config.target_epsilon = config_dict.placeholder(float)
+  config.target_epsilon = 2.0
+  config.noise_multiplier = config_dict.placeholder(float)
+  config.delta = 1e-5
+
+  config.eval_every = 1000
+  config.workdir = ""
+  return config

@@ -1,0 +1,1 @@
+"""Experiment runner for zoprivacy: ``python -m experiments.run --config ...``."""

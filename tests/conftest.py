@@ -1,0 +1,6 @@
+"""Shared pytest setup: keep XLA on the host and quiet."""
+
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")

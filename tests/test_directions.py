@@ -1,0 +1,86 @@
+"""Direction samplers: moments, norms, orthonormality, key determinism."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from zoprivacy import directions
+
+PARAMS = {"w": jnp.zeros((2, 3)), "b": jnp.zeros((4,))}   # d = 10
+D = 10
+N = 20000
+
+
+def _flat_samples(sampler):
+  keys = jax.random.split(jax.random.key(0), N)
+  samples = jax.vmap(lambda k: sampler(k, PARAMS))(keys)
+  return np.asarray(jax.vmap(lambda t: jax.flatten_util.ravel_pytree(t)[0])(samples))
+
+
+@pytest.mark.parametrize("name", ["gaussian", "sphere", "rademacher"])
+def test_second_moment_is_identity(name):
+  u = _flat_samples(directions.get_sampler(name))
+  second = u.T @ u / N
+  # Each entry of E[uu^T] is a mean of N terms with variance <= 3 (Gaussian
+  # u_i^2 has variance 2, u_i u_j variance 1): 5 standard errors.
+  np.testing.assert_allclose(second, np.eye(D), atol=5 * math.sqrt(3 / N))
+  np.testing.assert_allclose(u.mean(0), np.zeros(D), atol=5 * math.sqrt(1 / N))
+
+
+def test_sphere_radii():
+  key = jax.random.key(1)
+  for radius, expected in [("sqrt_dim", math.sqrt(D)),
+                           ("quarter_power_dim", D ** 0.25), (2.5, 2.5)]:
+    u = directions.sphere(key, PARAMS, radius)
+    norm = float(jnp.linalg.norm(jax.flatten_util.ravel_pytree(u)[0]))
+    assert norm == pytest.approx(expected, rel=1e-5)
+  u = _flat_samples(directions.get_sampler("sphere_quarter"))
+  np.testing.assert_allclose(np.linalg.norm(u, axis=1), D ** 0.25, rtol=1e-5)
+
+
+def test_rademacher_entries_are_signs():
+  u = _flat_samples(directions.rademacher)
+  assert set(np.unique(u)) == {-1.0, 1.0}
+
+
+def test_stiefel_orthonormal_and_isotropic():
+  k = 4
+  u = directions.stiefel(jax.random.key(3), PARAMS, k)
+  assert u["w"].shape == (k, 2, 3)
+  mat = np.asarray(jax.vmap(lambda t: jax.flatten_util.ravel_pytree(t)[0])(u))
+  np.testing.assert_allclose(mat @ mat.T, np.eye(k), atol=1e-5)
+  # Haar: E[sum_k u_k u_k^T] = (K/d) I.
+  keys = jax.random.split(jax.random.key(4), 4000)
+  mats = jax.vmap(lambda key: jax.vmap(
+      lambda t: jax.flatten_util.ravel_pytree(t)[0])(
+          directions.stiefel(key, PARAMS, k)))(keys)
+  proj = np.einsum("nki,nkj->ij", np.asarray(mats), np.asarray(mats)) / 4000
+  np.testing.assert_allclose(proj, (k / D) * np.eye(D), atol=0.03)
+
+
+def test_stiefel_rejects_too_many_directions():
+  with pytest.raises(ValueError):
+    directions.stiefel(jax.random.key(0), PARAMS, D + 1)
+
+
+@pytest.mark.parametrize("impl", directions.PRNG_IMPLS)
+def test_same_key_same_direction(impl):
+  sampler = directions.get_sampler("gaussian")
+  key = directions.direction_key(jax.random.key(7), impl)
+  again = directions.direction_key(jax.random.key(7), impl)
+  other = directions.direction_key(jax.random.key(8), impl)
+  a, b, c = (sampler(k, PARAMS) for k in (key, again, other))
+  np.testing.assert_array_equal(a["w"], b["w"])
+  assert not np.allclose(a["w"], c["w"])
+
+
+def test_unknown_names_rejected():
+  with pytest.raises(ValueError):
+    directions.get_sampler("uniform")
+  with pytest.raises(ValueError):
+    directions.direction_key(jax.random.key(0), "philox")
+  with pytest.raises(ValueError):
+    directions.sphere_radius(-1.0, 4)

@@ -134,9 +134,8 @@ def initial_point(dim: int) -> jax.Array:
 # expected batch size is n (DPZero Alg. 1/2 line 3: (1/n) sum_i ... + z).
 
 
-def dpzero_step(r, stepsize, clip, noise_multiplier, *, au, proj, noise_key,
-                n):
-  """DPZero Alg. 2 line 3 for one grid point.
+def dpzero_step(r, clip, noise_multiplier, *, au, proj, noise_key, n):
+  """DPZero Alg. 2 line 3 for one grid point: the noisy mean scalar.
 
   ``au = A u`` and ``proj = E (A u)``, so ``au @ r - proj`` are the exact
   per-example finite differences ``u^T A (x - x_i)``.
@@ -149,8 +148,8 @@ def dpzero_step(r, stepsize, clip, noise_multiplier, *, au, proj, noise_key,
   return noisy / n
 
 
-def dpgd_zeroth_step(r, stepsize, clip, noise_multiplier, *, au, proj, u,
-                     u_norm, noise_key, n):
+def dpgd_zeroth_step(r, clip, noise_multiplier, *, au, proj, u, u_norm,
+                     noise_key, n):
   """DPGD-0th Alg. 1 line 3 for one grid point (returns the noisy mean)."""
   fd = jnp.dot(au, r) - proj
   # L2 clip of fd_i u == clip of the scalar fd_i at C / ||u|| (vector_zo.py).
@@ -222,8 +221,46 @@ def _metrics(problem: Problem, r):
   )
 
 
+def zeroth_order_grads(method: str, r, clips, noise_multiplier, *, u, proj,
+                       a, noise_key, n):
+  """Privatized gradient estimates ``[K, d]`` of one step for ``K`` points.
+
+  ``r``: [K, d]; ``u``: the step's direction; ``proj = E (A u)``. All grid
+  points share ``u`` and the noise key (common random numbers).
+  """
+  au = a * u
+  if method == "dpgd_zeroth":
+    u_norm = jnp.sqrt(jnp.sum(jnp.square(u)))
+    return jax.vmap(
+        lambda rk, c: dpgd_zeroth_step(
+            rk, c, noise_multiplier, au=au, proj=proj, u=u,
+            u_norm=u_norm, noise_key=noise_key, n=n))(r, clips)
+  if method == "dpzero":
+    scalars = jax.vmap(
+        lambda rk, c: dpzero_step(
+            rk, c, noise_multiplier, au=au, proj=proj,
+            noise_key=noise_key, n=n))(r, clips)
+    return scalars[:, None] * u[None, :]
+  raise ValueError(f"Unknown zeroth-order method {method!r}.")
+
+
+def dp_gd_grads(r, clips, noise_multiplier, *, centred, sq_norms, a,
+                noise_key):
+  """DP-GD's privatized full-batch gradients ``[K, d]`` for ``K`` points."""
+  n = centred.shape[0]
+  a2 = a * a
+  # Per-example squared norms ||A (r_k - e_i)||^2 for all k: [n, K].
+  cross = centred @ (a2[:, None] * r.T)
+  sq = jnp.sum(a2 * r * r, axis=1)[None, :] - 2.0 * cross + sq_norms[:, None]
+  w = jax.vmap(dp_gd_weights, in_axes=(1, 0), out_axes=1)(sq, clips)
+  # Clipped sums sum_i w_i A (r_k - e_i) = A (sum_i w_i r_k - E^T w_k): [K, d].
+  wsum = jnp.sum(w, axis=0)
+  clipped_sum = a[None, :] * (wsum[:, None] * r - (centred.T @ w).T)
+  return jax.vmap(lambda g, c: dp_gd_noise(g, c, noise_multiplier, noise_key,
+                                           n))(clipped_sum, clips)
+
+
 def _make_zeroth_runner(method: str):
-  vector_noise = method == "dpgd_zeroth"
 
   @jax.jit
   def run(r0, stepsizes, clips, noise_multiplier, dirs, proj, a, noise_key,
@@ -231,22 +268,10 @@ def _make_zeroth_runner(method: str):
     n = proj.shape[1]
 
     def body(t, r):
-      u = dirs[t]
-      au = a * u
-      p = proj[t]
-      key = jax.random.fold_in(noise_key, t)
-      if vector_noise:
-        u_norm = jnp.sqrt(jnp.sum(jnp.square(u)))
-        grads = jax.vmap(
-            lambda rk, s, c: dpgd_zeroth_step(
-                rk, s, c, noise_multiplier, au=au, proj=p, u=u,
-                u_norm=u_norm, noise_key=key, n=n))(r, stepsizes, clips)
-        return r - stepsizes[:, None] * grads
-      scalars = jax.vmap(
-          lambda rk, s, c: dpzero_step(
-              rk, s, c, noise_multiplier, au=au, proj=p, noise_key=key,
-              n=n))(r, stepsizes, clips)
-      return r - (stepsizes * scalars)[:, None] * u[None, :]
+      grads = zeroth_order_grads(
+          method, r, clips, noise_multiplier, u=dirs[t], proj=proj[t], a=a,
+          noise_key=jax.random.fold_in(noise_key, t), n=n)
+      return r - stepsizes[:, None] * grads
 
     return jax.lax.fori_loop(0, num_steps, body, r0)
 
@@ -258,20 +283,11 @@ def _make_dp_gd_runner():
   @jax.jit
   def run(r0, stepsizes, clips, noise_multiplier, centred, sq_norms, a,
           noise_key, num_steps):
-    n = centred.shape[0]
-    a2 = a * a
 
     def body(t, r):
-      key = jax.random.fold_in(noise_key, t)
-      # Per-example squared norms ||A (r_k - e_i)||^2 for all k: [n, K].
-      cross = centred @ (a2[:, None] * r.T)
-      sq = jnp.sum(a2 * r * r, axis=1)[None, :] - 2.0 * cross + sq_norms[:, None]
-      w = jax.vmap(dp_gd_weights, in_axes=(1, 0), out_axes=1)(sq, clips)
-      # Clipped sums A (sum_i w_i r_k - E^T w_k): [K, d].
-      wsum = jnp.sum(w, axis=0)
-      clipped_sum = a[None, :] * (wsum[:, None] * r - (centred.T @ w).T)
-      grads = jax.vmap(lambda g, c: dp_gd_noise(g, c, noise_multiplier, key,
-                                                n))(clipped_sum, clips)
+      grads = dp_gd_grads(r, clips, noise_multiplier, centred=centred,
+                          sq_norms=sq_norms, a=a,
+                          noise_key=jax.random.fold_in(noise_key, t))
       return r - stepsizes[:, None] * grads
 
     return jax.lax.fori_loop(0, num_steps, body, r0)

@@ -8,11 +8,17 @@ from zoprivacy.models.peft import (
 from zoprivacy.models.vit import ViT
 
 
+def rbg_key(seed):
+  # XLA's RngBitGenerator keys compile in a fraction of the time of threefry keys on
+  # CPU, which dominates these tests' runtime; model code accepts either.
+  return jax.random.key(seed, impl="rbg")
+
+
 @pytest.fixture(scope="module")
 def vit():
   model = ViT(num_classes=3, patch_size=4, hidden_size=8, depth=1, num_heads=2, mlp_dim=16)
-  x = jax.random.normal(jax.random.key(0), (2, 8, 8, 1))
-  params = jax.jit(model.init)(jax.random.key(1), x)["params"]
+  x = jax.random.normal(rbg_key(0), (2, 8, 8, 1))
+  params = jax.jit(model.init)(rbg_key(1), x)["params"]
   return model, params, x
 
 
@@ -40,7 +46,7 @@ def test_zeroth_order_perturbation_touches_only_trainable(vit):
   assert set(trainable) == {"head"}
   loss = bind_frozen(lambda p, b: jnp.sum(model.apply({"params": p}, b) ** 2), frozen)
   # a two-point zeroth-order step on the trainable subset
-  u = jax.tree.map(lambda v: jax.random.normal(jax.random.key(2), v.shape), trainable)
+  u = jax.tree.map(lambda v: jax.random.normal(rbg_key(2), v.shape), trainable)
   plus = jax.tree.map(lambda v, d: v + 1e-3 * d, trainable, u)
   minus = jax.tree.map(lambda v, d: v - 1e-3 * d, trainable, u)
   diff = (loss(plus, x) - loss(minus, x)) / 2e-3
@@ -61,7 +67,7 @@ def test_lora_adapters(vit):
   lora = LoRA(rank=2, targets=r"attention/(query|value)/kernel$", alpha=4.0)
   assert [("/".join(p)) for p in lora.target_paths(params)] == [
       "block0/attention/query/kernel", "block0/attention/value/kernel"]
-  adapters = lora.init(jax.random.key(3), params)
+  adapters = lora.init(rbg_key(3), params)
   q = adapters["block0"]["attention"]["query"]
   assert q["lora_A"].shape == (8, 2) and q["lora_B"].shape == (2, 8)
   assert num_params(adapters) == 2 * (8 * 2 + 2 * 8)
@@ -84,4 +90,4 @@ def test_lora_adapters(vit):
   np.testing.assert_allclose(per_ex, out, atol=1e-5)
   assert not np.allclose(out, model.apply({"params": params}, x))
   with pytest.raises(ValueError, match="no 2-D kernel"):
-    LoRA(rank=2, targets="nonexistent").init(jax.random.key(0), params)
+    LoRA(rank=2, targets="nonexistent").init(rbg_key(0), params)

@@ -17,6 +17,12 @@ from zoprivacy.models.bert import (  # noqa: E402
 from zoprivacy.models.prompt_mlm import (  # noqa: E402
     PromptMLMClassifier, RobertaMaskedLM, load_roberta_mlm, prompt_classifier)
 
+
+def rbg_key(seed):
+  # XLA's RngBitGenerator keys compile in a fraction of the time of threefry keys on
+  # CPU, which dominates these tests' runtime; model code accepts either.
+  return jax.random.key(seed, impl="rbg")
+
 TINY = dict(vocab_size=40, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
             intermediate_size=16, max_position_embeddings=20, hidden_act="gelu",
             position_embedding_type="absolute")
@@ -114,7 +120,7 @@ def test_bert_safetensors_matches_numpy_reference(tmp_path, assert_per_example_i
 
   # classifier: pooler weights from the checkpoint, shapes, per-example independence
   clf = BertClassifier(config, num_classes=3, pooling="pooler")
-  cparams = classifier_params_from_encoder(params, config, 3, jax.random.key(0), "pooler",
+  cparams = classifier_params_from_encoder(params, config, 3, rbg_key(0), "pooler",
                                            read_safetensors(tmp_path / "bert"))
   np.testing.assert_array_equal(cparams["pooler"]["kernel"], t["pooler.dense.weight"].T)
   logits = assert_per_example_independent(
@@ -123,8 +129,9 @@ def test_bert_safetensors_matches_numpy_reference(tmp_path, assert_per_example_i
   assert logits.shape == (3, 3)
   for pooling in ("cls", "mean"):
     m = BertClassifier(config, 2, pooling)
-    p = m.init(jax.random.key(0), ids)["params"]
-    assert m.apply({"params": p}, ids).shape == (3, 2)
+    p = jax.eval_shape(m.init, rbg_key(0), ids)["params"]
+    assert set(p) == {"encoder", "head"}
+    assert jax.eval_shape(m.apply, {"params": p}, ids).shape == (3, 2)
 
 
 def test_bert_loader_rejects_bad_checkpoints(tmp_path):
@@ -166,9 +173,9 @@ def test_roberta_prompt_mlm(tmp_path, assert_per_example_independent):
   np.testing.assert_allclose(out, logits[np.arange(3), pos][:, label_words], atol=1e-4)
   # padding an example further does not change its class logits
   longer = np.concatenate([ids, np.full((3, 3), pad, np.int32)], axis=1)
-  np.testing.assert_allclose(clf.apply({"params": params}, longer), out, atol=1e-5)
+  np.testing.assert_allclose(jax.jit(clf.apply)({"params": params}, longer), out, atol=1e-5)
   # the same params pytree serves the freshly initialised modules
-  fresh = clf.init(jax.random.key(0), ids)["params"]
+  fresh = jax.eval_shape(clf.init, rbg_key(0), ids)["params"]
   assert jax.tree.structure(fresh) == jax.tree.structure(params)
   assert all(a.shape == b.shape for a, b in zip(jax.tree.leaves(fresh), jax.tree.leaves(params)))
 

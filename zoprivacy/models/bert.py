@@ -254,7 +254,7 @@ def classifier_params_from_encoder(encoder_params: dict, config: BertConfig, num
   """Params of :class:`BertClassifier` with pretrained encoder weights and a
   freshly initialised head (and the checkpoint's pooler for ``"pooler"``)."""
   model = BertClassifier(config, num_classes, pooling)
-  params = model.init(rng, jnp.zeros((1, 2), jnp.int32))["params"]
+  params = jax.jit(model.init)(rng, jnp.zeros((1, 2), jnp.int32))["params"]
   params = dict(params)
   params["encoder"] = encoder_params
   if pooling == "pooler" and tensors is not None:

@@ -139,13 +139,13 @@ def find_dir_with(files: Sequence[str], dirs: Sequence[Path], dataset: str,
     Raises :class:`MissingDataError` naming the files missing from the
     most complete candidate (ties: the first candidate) otherwise.
     """
-    best_dir, best_missing = None, None
+    best_missing = None
     for d in dirs:
         missing = [d / f for f in files if not (d / f).exists()]
         if not missing:
             return d
         if best_missing is None or len(missing) < len(best_missing):
-            best_dir, best_missing = d, missing
+            best_missing = missing
     searched = ", ".join(str(d) for d in dirs)
     raise MissingDataError(
         dataset, best_missing,

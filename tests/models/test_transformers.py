@@ -197,3 +197,17 @@ def test_minilm_sentence_similarity():
   assert sim_bread > sim_drums + 0.3
   # regression pin: the value measured with this loader (recorded in docs/data.md)
   assert abs(sim_bread - 0.7553) < 2e-3
+
+
+def test_tokenizer_padding_for_roberta_vocab(tmp_path):
+  tokenizers = pytest.importorskip("tokenizers")
+  from zoprivacy.models.bert import load_tokenizer, tokenize_batch
+
+  vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "<mask>": 4, "yes": 5, "it": 6, "was": 7}
+  tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="<unk>"))
+  tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+  tok.add_special_tokens(["<mask>", "<pad>"])
+  tok.save(str(tmp_path / "tokenizer.json"))
+  ids, mask, _ = tokenize_batch(load_tokenizer(tmp_path, max_length=3), ["it was <mask> yes", "yes"])
+  np.testing.assert_array_equal(ids, [[6, 7, 4], [5, 1, 1]])  # truncated; padded with <pad>=1
+  np.testing.assert_array_equal(mask, [[1, 1, 1], [1, 0, 0]])

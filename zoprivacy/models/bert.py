@@ -280,8 +280,13 @@ def load_tokenizer(model_dir, max_length: int = 128):
 
   tok = Tokenizer.from_file(str(Path(model_dir) / "tokenizer.json"))
   tok.enable_truncation(max_length)
-  pad_id = tok.padding["pad_id"] if tok.padding else 0
-  pad_token = tok.padding["pad_token"] if tok.padding else tok.id_to_token(pad_id)
+  if tok.padding:
+    pad_id, pad_token = tok.padding["pad_id"], tok.padding["pad_token"]
+  else:  # BERT vocabularies use [PAD] (id 0), RoBERTa's BPE <pad> (id 1)
+    pad_token = next((t for t in ("[PAD]", "<pad>") if tok.token_to_id(t) is not None), None)
+    if pad_token is None:
+      raise ValueError(f"{model_dir}: tokenizer has no padding config and no [PAD]/<pad> token")
+    pad_id = tok.token_to_id(pad_token)
   tok.enable_padding(pad_id=pad_id, pad_token=pad_token)
   return tok
 

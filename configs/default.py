@@ -16,7 +16,7 @@ def get_config() -> ml_collections.ConfigDict:
 
   config.estimator = "dpzero"
   config.estimator_kwargs = ml_collections.ConfigDict({
-      "clip": 2.0,              # on the per-example finite difference
+      "clip": 1.0,              # on the per-example finite difference
       "smoothing": 1e-3,
       "directions": "gaussian",
       "num_queries": 1,

@@ -7,6 +7,7 @@ Override any field with ``--config.<field>=<value>``, e.g.
 """
 
 from absl import app
+from absl import logging
 from ml_collections import config_flags
 
 from experiments import train
@@ -18,6 +19,7 @@ _CONFIG = config_flags.DEFINE_config_file(
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  logging.set_verbosity(logging.WARNING)
   config = _CONFIG.value
   result = train.train(config)
   print(train.format_report(result))

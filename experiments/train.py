@@ -26,10 +26,8 @@ import optax
 import tqdm
 
 import zoprivacy
-try:
-  from zoprivacy import accounting
-except ImportError:
-  accounting = None
+from zoprivacy import accounting
+from zoprivacy import mechanisms
 from zoprivacy.data import sampling
 from experiments import tasks
 
@@ -149,6 +147,13 @@ def train(config: ml_collections.ConfigDict, *, progress: bool = True) -> dict[s
       "train_seconds": train_seconds,
       "history": history,
   }
+  mechanism = getattr(estimator.privacy, "mechanism", None)
+  if mechanism is not None and isinstance(mechanism, mechanisms.LaplaceMechanism):
+    # DP-ZO Thm 3.1: the pure epsilon of the subsampled Laplace mechanism.
+    result["pure_epsilon"] = accounting.pure_epsilon_poisson_laplace(
+        noise_multiplier=noise_multiplier,
+        sampling_probability=sampler.sampling_probability,
+        num_steps=config.num_steps)
   if config.get("workdir"):
     os.makedirs(config.workdir, exist_ok=True)
     with open(os.path.join(config.workdir, "result.json"), "w") as f:
@@ -165,6 +170,9 @@ def format_report(result: dict[str, Any]) -> str:
                f"{result['delta']:g}) [PLD, add/remove, {result['sampling']} "
                f"sampling p={result['sampling_probability']:.5f}, "
                f"noise multiplier {result['noise_multiplier']:.4f}]")
+  if "pure_epsilon" in result:
+    privacy += (f"\npure epsilon (Laplace, basic composition, DP-ZO Thm 3.1): "
+                f"{result['pure_epsilon']:.4f}")
   return "\n".join([
       f"estimator: {result['estimator']} on {result['dataset']}",
       f"test accuracy: {result['test_accuracy']:.4f}",

@@ -1,0 +1,76 @@
+"""Run as a subprocess with 8 simulated CPU devices (see test_sharding.py).
+
+Prints one JSON line: max abs difference between the 8-device and the
+1-device dpzero update, and the shapes of all cross-device collectives.
+"""
+
+import json
+import os
+import re
+import sys
+
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+os.environ["JAX_PLATFORMS"] = "cpu"
+
+import jax  # pylint: disable=g-import-not-at-top
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+import zoprivacy
+from zoprivacy import sharding
+from zoprivacy.models import small
+
+
+def main():
+  assert jax.device_count() == 8, jax.devices()
+  model = small.MLP(num_classes=10, hidden=(64,))
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(64, 8, 8, 1)).astype(np.float32)
+  y = rng.integers(0, 10, size=64).astype(np.int32)
+  mask = np.arange(64) < 53          # padded Poisson batch
+  params = model.init(jax.random.key(0), x[:1])
+  num_params = sum(v.size for v in jax.tree.leaves(params))
+
+  def batched_loss(p, batch):
+    logits = model.apply(p, batch[0])
+    return optax.softmax_cross_entropy_with_integer_labels(logits, batch[1])
+
+  est = zoprivacy.dpzero(clip=1.0, noise_multiplier=1.0, smoothing=1e-3,
+                         expected_batch_size=50.0, key=42)
+  tx = optax.chain(est, optax.sgd(0.1))
+  state = tx.init(params)
+
+  def step(p, s, batch, m):
+    updates, s = tx.update(jax.tree.map(jnp.zeros_like, p), s, p,
+                           batched_loss=batched_loss, batch=batch, mask=m)
+    return optax.apply_updates(p, updates), s
+
+  mesh = sharding.data_mesh(8)
+  sharded = sharding.jit_data_parallel(step, mesh, num_args=4, batch_argnums=(2, 3))
+  single = jax.jit(step)
+  p8, _ = sharded(params, state, (x, y), mask)
+  p1, _ = single(params, state, (x, y), mask)
+  diff = max(float(jnp.max(jnp.abs(a - b)))
+             for a, b in zip(jax.tree.leaves(p8), jax.tree.leaves(p1)))
+  hlo = sharded.lower(params, state, (x, y), mask).compile().as_text()
+  collectives = []
+  for line in hlo.splitlines():
+    m = re.search(r"=\s*(\S+)\s+(all-reduce|all-gather|reduce-scatter|"
+                  r"all-to-all|collective-permute)(-start)?\(", line)
+    if m:
+      collectives.append((m.group(2), m.group(1)))
+  sizes = []
+  for _, shape in collectives:
+    dims = re.findall(r"\[([\d,]*)\]", shape)
+    size = 0
+    for d in dims:
+      size += int(np.prod([int(v) for v in d.split(",") if v])) if d else 1
+    sizes.append(size)
+  print(json.dumps({"max_abs_diff": diff, "collectives": collectives,
+                    "collective_sizes": sizes, "num_params": num_params,
+                    "sharding": str(p8["params"]["Dense_0"]["kernel"].sharding)}))
+
+
+if __name__ == "__main__":
+  sys.exit(main())

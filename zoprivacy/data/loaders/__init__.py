@@ -23,12 +23,12 @@ _VADER_NAMES = ("load_vader", "load_vader_corpus", "load_vader_private_public")
 
 
 def __getattr__(name):
-    # Imported lazily so that `python -m zoprivacy.data.loaders.vader` does not
-    # find the module already imported by the package (runpy RuntimeWarning).
-    if name in _VADER_NAMES:
-        from zoprivacy.data.loaders import vader
-        return getattr(vader, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+  # Imported lazily so that `python -m zoprivacy.data.loaders.vader` does not
+  # find the module already imported by the package (runpy RuntimeWarning).
+  if name in _VADER_NAMES:
+    from zoprivacy.data.loaders import vader
+    return getattr(vader, name)
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "DATA_DIR_ENV", "Dataset", "DatasetSplits", "MissingDataError", "data_root",

@@ -27,169 +27,169 @@ DEFAULT_DATA_ROOT = Path("~/.cache/zoprivacy")
 
 @dataclasses.dataclass(frozen=True)
 class Dataset:
-    """A labelled dataset held in memory.
+  """A labelled dataset held in memory.
 
-    Attributes:
-      inputs: ``[N, ...]`` array. Images are ``[N, H, W, C]``; text is an
-        ``object`` array of strings, ``[N]`` or ``[N, 2]`` for sentence pairs.
-      labels: ``[N]`` int32 class indices.
-      num_classes: number of classes (labels lie in ``[0, num_classes)``).
-      name: short identifier, e.g. ``"cifar10/train"``.
-      class_names: optional human-readable class names, index-aligned.
-    """
+  Attributes:
+    inputs: ``[N, ...]`` array. Images are ``[N, H, W, C]``; text is an
+      ``object`` array of strings, ``[N]`` or ``[N, 2]`` for sentence pairs.
+    labels: ``[N]`` int32 class indices.
+    num_classes: number of classes (labels lie in ``[0, num_classes)``).
+    name: short identifier, e.g. ``"cifar10/train"``.
+    class_names: optional human-readable class names, index-aligned.
+  """
 
-    inputs: np.ndarray
-    labels: np.ndarray
-    num_classes: int
-    name: str
-    class_names: Optional[Tuple[str, ...]] = None
+  inputs: np.ndarray
+  labels: np.ndarray
+  num_classes: int
+  name: str
+  class_names: Optional[Tuple[str, ...]] = None
 
-    def __post_init__(self):
-        if len(self.inputs) != len(self.labels):
-            raise ValueError(
-                f"{self.name}: {len(self.inputs)} inputs but {len(self.labels)} labels")
-        if self.labels.ndim != 1:
-            raise ValueError(f"{self.name}: labels must be 1-D, got {self.labels.shape}")
-        if len(self.labels) and (self.labels.min() < 0 or self.labels.max() >= self.num_classes):
-            raise ValueError(
-                f"{self.name}: labels outside [0, {self.num_classes}): "
-                f"min {self.labels.min()}, max {self.labels.max()}")
-        if self.class_names is not None and len(self.class_names) != self.num_classes:
-            raise ValueError(
-                f"{self.name}: {len(self.class_names)} class names for {self.num_classes} classes")
+  def __post_init__(self):
+    if len(self.inputs) != len(self.labels):
+      raise ValueError(
+          f"{self.name}: {len(self.inputs)} inputs but {len(self.labels)} labels")
+    if self.labels.ndim != 1:
+      raise ValueError(f"{self.name}: labels must be 1-D, got {self.labels.shape}")
+    if len(self.labels) and (self.labels.min() < 0 or self.labels.max() >= self.num_classes):
+      raise ValueError(
+          f"{self.name}: labels outside [0, {self.num_classes}): "
+          f"min {self.labels.min()}, max {self.labels.max()}")
+    if self.class_names is not None and len(self.class_names) != self.num_classes:
+      raise ValueError(
+          f"{self.name}: {len(self.class_names)} class names for {self.num_classes} classes")
 
-    def __len__(self) -> int:
-        return len(self.labels)
+  def __len__(self) -> int:
+    return len(self.labels)
 
-    def subset(self, indices: np.ndarray, name: Optional[str] = None) -> "Dataset":
-        """Returns the examples at ``indices`` (a new Dataset, arrays copied)."""
-        indices = np.asarray(indices)
-        return dataclasses.replace(
-            self, inputs=self.inputs[indices], labels=self.labels[indices],
-            name=self.name if name is None else name)
+  def subset(self, indices: np.ndarray, name: Optional[str] = None) -> "Dataset":
+    """Returns the examples at ``indices`` (a new Dataset, arrays copied)."""
+    indices = np.asarray(indices)
+    return dataclasses.replace(
+        self, inputs=self.inputs[indices], labels=self.labels[indices],
+        name=self.name if name is None else name)
 
-    def class_counts(self) -> np.ndarray:
-        """``[num_classes]`` number of examples of each class."""
-        return np.bincount(self.labels, minlength=self.num_classes)
+  def class_counts(self) -> np.ndarray:
+    """``[num_classes]`` number of examples of each class."""
+    return np.bincount(self.labels, minlength=self.num_classes)
 
 
 class DatasetSplits(NamedTuple):
-    """A train/test pair as returned by every ``load_*`` function."""
+  """A train/test pair as returned by every ``load_*`` function."""
 
-    train: Dataset
-    test: Dataset
+  train: Dataset
+  test: Dataset
 
 
 class MissingDataError(FileNotFoundError):
-    """Raised when a dataset's files are not on disk.
+  """Raised when a dataset's files are not on disk.
 
-    Attributes:
-      dataset: the dataset's name.
-      missing: the exact paths that were looked for and not found.
-      instructions: how to obtain the files.
-    """
+  Attributes:
+    dataset: the dataset's name.
+    missing: the exact paths that were looked for and not found.
+    instructions: how to obtain the files.
+  """
 
-    def __init__(self, dataset: str, missing: Sequence[PathLike], instructions: str):
-        self.dataset = dataset
-        self.missing = [str(p) for p in missing]
-        self.instructions = instructions
-        listing = "\n".join(f"  - {p}" for p in self.missing)
-        super().__init__(
-            f"{dataset}: {len(self.missing)} required file(s) not found:\n{listing}\n"
-            f"How to obtain them: {instructions}")
+  def __init__(self, dataset: str, missing: Sequence[PathLike], instructions: str):
+    self.dataset = dataset
+    self.missing = [str(p) for p in missing]
+    self.instructions = instructions
+    listing = "\n".join(f"  - {p}" for p in self.missing)
+    super().__init__(
+        f"{dataset}: {len(self.missing)} required file(s) not found:\n{listing}\n"
+        f"How to obtain them: {instructions}")
 
 
 def data_root(data_dir: Optional[PathLike] = None) -> Path:
-    """Root of local dataset copies: ``data_dir``, else ``$ZOPRIVACY_DATA_DIR``,
-    else ``~/.cache/zoprivacy``."""
-    if data_dir is not None:
-        return Path(data_dir).expanduser()
-    env = os.environ.get(DATA_DIR_ENV)
-    if env:
-        return Path(env).expanduser()
-    return DEFAULT_DATA_ROOT.expanduser()
+  """Root of local dataset copies: ``data_dir``, else ``$ZOPRIVACY_DATA_DIR``,
+  else ``~/.cache/zoprivacy``."""
+  if data_dir is not None:
+    return Path(data_dir).expanduser()
+  env = os.environ.get(DATA_DIR_ENV)
+  if env:
+    return Path(env).expanduser()
+  return DEFAULT_DATA_ROOT.expanduser()
 
 
 def candidate_dirs(subdir: str, data_dir: Optional[PathLike] = None,
                    extra: Sequence[PathLike] = ()) -> list:
-    """Directories in which a dataset whose canonical folder is ``subdir`` is
-    looked for, in order.
+  """Directories in which a dataset whose canonical folder is ``subdir`` is
+  looked for, in order.
 
-    With an explicit ``data_dir`` only ``data_dir`` itself and
-    ``data_dir/subdir`` are searched (so both the parent folder and the dataset
-    folder may be passed).  Otherwise ``$ZOPRIVACY_DATA_DIR/subdir`` (when set),
-    ``~/.cache/zoprivacy/subdir`` and the ``extra`` system locations.
-    """
-    if data_dir is not None:
-        root = Path(data_dir).expanduser()
-        return [root / subdir, root]
-    dirs = []
-    env = os.environ.get(DATA_DIR_ENV)
-    if env:
-        dirs.append(Path(env).expanduser() / subdir)
-    dirs.append(DEFAULT_DATA_ROOT.expanduser() / subdir)
-    dirs.extend(Path(p) for p in extra)
-    return dirs
+  With an explicit ``data_dir`` only ``data_dir`` itself and
+  ``data_dir/subdir`` are searched (so both the parent folder and the dataset
+  folder may be passed).  Otherwise ``$ZOPRIVACY_DATA_DIR/subdir`` (when set),
+  ``~/.cache/zoprivacy/subdir`` and the ``extra`` system locations.
+  """
+  if data_dir is not None:
+    root = Path(data_dir).expanduser()
+    return [root / subdir, root]
+  dirs = []
+  env = os.environ.get(DATA_DIR_ENV)
+  if env:
+    dirs.append(Path(env).expanduser() / subdir)
+  dirs.append(DEFAULT_DATA_ROOT.expanduser() / subdir)
+  dirs.extend(Path(p) for p in extra)
+  return dirs
 
 
 def find_dir_with(files: Sequence[str], dirs: Sequence[Path], dataset: str,
                   instructions: str) -> Path:
-    """Returns the first directory in ``dirs`` that contains all ``files``.
+  """Returns the first directory in ``dirs`` that contains all ``files``.
 
-    Raises :class:`MissingDataError` naming the files missing from the
-    most complete candidate (ties: the first candidate) otherwise.
-    """
-    best_missing = None
-    for d in dirs:
-        missing = [d / f for f in files if not (d / f).exists()]
-        if not missing:
-            return d
-        if best_missing is None or len(missing) < len(best_missing):
-            best_missing = missing
-    searched = ", ".join(str(d) for d in dirs)
-    raise MissingDataError(
-        dataset, best_missing,
-        f"{instructions} (searched: {searched}; pass data_dir=... or set ${DATA_DIR_ENV})")
+  Raises :class:`MissingDataError` naming the files missing from the
+  most complete candidate (ties: the first candidate) otherwise.
+  """
+  best_missing = None
+  for d in dirs:
+    missing = [d / f for f in files if not (d / f).exists()]
+    if not missing:
+      return d
+    if best_missing is None or len(missing) < len(best_missing):
+      best_missing = missing
+  searched = ", ".join(str(d) for d in dirs)
+  raise MissingDataError(
+      dataset, best_missing,
+      f"{instructions} (searched: {searched}; pass data_dir=... or set ${DATA_DIR_ENV})")
 
 
 def scale_images(images_uint8: np.ndarray, dtype) -> np.ndarray:
-    """uint8 images -> ``dtype``; floating dtypes are scaled to ``[0, 1]``."""
-    dtype = np.dtype(dtype)
-    if dtype == np.uint8:
-        return images_uint8
-    if not np.issubdtype(dtype, np.floating):
-        raise ValueError(f"dtype must be uint8 or a float dtype, got {dtype}")
-    return images_uint8.astype(dtype) / dtype.type(255.0)
+  """uint8 images -> ``dtype``; floating dtypes are scaled to ``[0, 1]``."""
+  dtype = np.dtype(dtype)
+  if dtype == np.uint8:
+    return images_uint8
+  if not np.issubdtype(dtype, np.floating):
+    raise ValueError(f"dtype must be uint8 or a float dtype, got {dtype}")
+  return images_uint8.astype(dtype) / dtype.type(255.0)
 
 
 def as_labels(values) -> np.ndarray:
-    return np.asarray(values, dtype=np.int32)
+  return np.asarray(values, dtype=np.int32)
 
 
 def text_array(texts: Sequence) -> np.ndarray:
-    """A numpy ``object`` array of strings (``[N]`` or ``[N, 2]`` for pairs)."""
-    if len(texts) and isinstance(texts[0], (tuple, list)):
-        arr = np.empty((len(texts), len(texts[0])), dtype=object)
-        for i, t in enumerate(texts):
-            arr[i, :] = t
-        return arr
-    arr = np.empty((len(texts),), dtype=object)
-    arr[:] = list(texts)
+  """A numpy ``object`` array of strings (``[N]`` or ``[N, 2]`` for pairs)."""
+  if len(texts) and isinstance(texts[0], (tuple, list)):
+    arr = np.empty((len(texts), len(texts[0])), dtype=object)
+    for i, t in enumerate(texts):
+      arr[i, :] = t
     return arr
+  arr = np.empty((len(texts),), dtype=object)
+  arr[:] = list(texts)
+  return arr
 
 
 def stratified_train_test_split(labels: np.ndarray, test_fraction: float,
                                 seed: int) -> Tuple[np.ndarray, np.ndarray]:
-    """Seeded stratified split of indices, for datasets without an official
-    test split. Returns sorted ``(train_idx, test_idx)``."""
-    if not 0.0 < test_fraction < 1.0:
-        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
-    rng = np.random.default_rng(seed)
-    train, test = [], []
-    for c in np.unique(labels):
-        idx = np.flatnonzero(labels == c)
-        rng.shuffle(idx)
-        n_test = int(round(test_fraction * len(idx)))
-        test.append(idx[:n_test])
-        train.append(idx[n_test:])
-    return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))
+  """Seeded stratified split of indices, for datasets without an official
+  test split. Returns sorted ``(train_idx, test_idx)``."""
+  if not 0.0 < test_fraction < 1.0:
+    raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+  rng = np.random.default_rng(seed)
+  train, test = [], []
+  for c in np.unique(labels):
+    idx = np.flatnonzero(labels == c)
+    rng.shuffle(idx)
+    n_test = int(round(test_fraction * len(idx)))
+    test.append(idx[:n_test])
+    train.append(idx[n_test:])
+  return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))

@@ -47,56 +47,56 @@ _ALLOWED_GLOBALS = {
 
 
 class _RestrictedUnpickler(pickle.Unpickler):
-    def find_class(self, module, name):
-        if (module, name) in _ALLOWED_GLOBALS:
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"CIFAR-10 batch refers to {module}.{name}; refusing to load")
+  def find_class(self, module, name):
+    if (module, name) in _ALLOWED_GLOBALS:
+      return super().find_class(module, name)
+    raise pickle.UnpicklingError(f"CIFAR-10 batch refers to {module}.{name}; refusing to load")
 
 
 def read_batch(path: PathLike) -> dict:
-    """Unpickles one CIFAR batch file (keys are bytes, as in the original files)."""
-    with open(path, "rb") as f:
-        return _RestrictedUnpickler(f, encoding="bytes").load()
+  """Unpickles one CIFAR batch file (keys are bytes, as in the original files)."""
+  with open(path, "rb") as f:
+    return _RestrictedUnpickler(f, encoding="bytes").load()
 
 
 def _get(d: dict, key: str):
-    return d[key.encode()] if key.encode() in d else d[key]
+  return d[key.encode()] if key.encode() in d else d[key]
 
 
 def _decode_batch(batch: dict, source: str):
-    data = np.asarray(_get(batch, "data"), dtype=np.uint8)
-    labels = as_labels(_get(batch, "labels"))
-    if data.ndim != 2 or data.shape[1] != 3 * 32 * 32:
-        raise ValueError(f"{source}: data must be [N, 3072] uint8, got {data.shape}")
-    if len(labels) != len(data):
-        raise ValueError(f"{source}: {len(data)} images but {len(labels)} labels")
-    images = data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
-    return images, labels
+  data = np.asarray(_get(batch, "data"), dtype=np.uint8)
+  labels = as_labels(_get(batch, "labels"))
+  if data.ndim != 2 or data.shape[1] != 3 * 32 * 32:
+    raise ValueError(f"{source}: data must be [N, 3072] uint8, got {data.shape}")
+  if len(labels) != len(data):
+    raise ValueError(f"{source}: {len(data)} images but {len(labels)} labels")
+  images = data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+  return images, labels
 
 
 def cifar10_dir(data_dir: Optional[PathLike] = None) -> Path:
-    return find_dir_with(TRAIN_FILES + (TEST_FILE, META_FILE),
-                         candidate_dirs(SUBDIR, data_dir), "CIFAR-10", INSTRUCTIONS)
+  return find_dir_with(TRAIN_FILES + (TEST_FILE, META_FILE),
+                       candidate_dirs(SUBDIR, data_dir), "CIFAR-10", INSTRUCTIONS)
 
 
 def load_cifar10(data_dir: Optional[PathLike] = None, dtype=np.float32) -> DatasetSplits:
-    """Loads CIFAR-10 as ``[N, 32, 32, 3]`` images (float in ``[0, 1]``, or uint8).
+  """Loads CIFAR-10 as ``[N, 32, 32, 3]`` images (float in ``[0, 1]``, or uint8).
 
-    ``data_dir`` may be the folder containing ``cifar-10-batches-py`` or that
-    folder itself; default ``$ZOPRIVACY_DATA_DIR`` or ``~/.cache/zoprivacy``.
-    Raises :class:`~zoprivacy.data.loaders.base.MissingDataError` naming the
-    missing batch files.
-    """
-    directory = cifar10_dir(data_dir)
-    meta = read_batch(directory / META_FILE)
-    names = tuple(n.decode() if isinstance(n, bytes) else str(n)
-                  for n in _get(meta, "label_names"))
-    train_parts = [_decode_batch(read_batch(directory / f), str(directory / f))
-                   for f in TRAIN_FILES]
-    train_x = np.concatenate([p[0] for p in train_parts])
-    train_y = np.concatenate([p[1] for p in train_parts])
-    test_x, test_y = _decode_batch(read_batch(directory / TEST_FILE), str(directory / TEST_FILE))
-    k = len(names)
-    return DatasetSplits(
-        Dataset(scale_images(train_x, dtype), train_y, k, "cifar10/train", names),
-        Dataset(scale_images(test_x, dtype), test_y, k, "cifar10/test", names))
+  ``data_dir`` may be the folder containing ``cifar-10-batches-py`` or that
+  folder itself; default ``$ZOPRIVACY_DATA_DIR`` or ``~/.cache/zoprivacy``.
+  Raises :class:`~zoprivacy.data.loaders.base.MissingDataError` naming the
+  missing batch files.
+  """
+  directory = cifar10_dir(data_dir)
+  meta = read_batch(directory / META_FILE)
+  names = tuple(n.decode() if isinstance(n, bytes) else str(n)
+                for n in _get(meta, "label_names"))
+  train_parts = [_decode_batch(read_batch(directory / f), str(directory / f))
+                 for f in TRAIN_FILES]
+  train_x = np.concatenate([p[0] for p in train_parts])
+  train_y = np.concatenate([p[1] for p in train_parts])
+  test_x, test_y = _decode_batch(read_batch(directory / TEST_FILE), str(directory / TEST_FILE))
+  k = len(names)
+  return DatasetSplits(
+      Dataset(scale_images(train_x, dtype), train_y, k, "cifar10/train", names),
+      Dataset(scale_images(test_x, dtype), test_y, k, "cifar10/test", names))

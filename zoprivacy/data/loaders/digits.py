@@ -16,20 +16,20 @@ from zoprivacy.data.loaders.base import (
 
 def load_digits(test_fraction: float = 0.2, seed: int = 0,
                 dtype=np.float32) -> DatasetSplits:
-    """Loads ``sklearn.datasets.load_digits`` as ``[N, 8, 8, 1]`` images in ``[0, 1]``.
+  """Loads ``sklearn.datasets.load_digits`` as ``[N, 8, 8, 1]`` images in ``[0, 1]``.
 
-    The raw pixel values are integers 0..16 and are divided by 16. There is no
-    official test split; a seeded stratified split with ``test_fraction`` of
-    each class is used.
-    """
-    from sklearn.datasets import load_digits as _sk_load_digits
+  The raw pixel values are integers 0..16 and are divided by 16. There is no
+  official test split; a seeded stratified split with ``test_fraction`` of
+  each class is used.
+  """
+  from sklearn.datasets import load_digits as _sk_load_digits
 
-    raw = _sk_load_digits()
-    images = (raw.images.astype(np.float64) / 16.0).astype(dtype)[..., None]
-    labels = as_labels(raw.target)
-    train_idx, test_idx = stratified_train_test_split(labels, test_fraction, seed)
-    names = tuple(str(i) for i in range(10))
-    return DatasetSplits(
-        train=Dataset(images[train_idx], labels[train_idx], 10, "digits/train", names),
-        test=Dataset(images[test_idx], labels[test_idx], 10, "digits/test", names),
-    )
+  raw = _sk_load_digits()
+  images = (raw.images.astype(np.float64) / 16.0).astype(dtype)[..., None]
+  labels = as_labels(raw.target)
+  train_idx, test_idx = stratified_train_test_split(labels, test_fraction, seed)
+  names = tuple(str(i) for i in range(10))
+  return DatasetSplits(
+      train=Dataset(images[train_idx], labels[train_idx], 10, "digits/train", names),
+      test=Dataset(images[test_idx], labels[test_idx], 10, "digits/test", names),
+  )

@@ -33,49 +33,49 @@ INSTRUCTIONS = (
 
 
 def _find(directory: Path, stem: str) -> Optional[Path]:
-    for name in (stem + ".gz", stem):
-        if (directory / name).is_file():
-            return directory / name
-    return None
+  for name in (stem + ".gz", stem):
+    if (directory / name).is_file():
+      return directory / name
+  return None
 
 
 def fashion_mnist_dir(data_dir: Optional[PathLike] = None) -> Path:
-    """The first directory holding all four IDX files (``.gz`` or not)."""
-    dirs = candidate_dirs("fashion-mnist", data_dir, extra=[DEBIAN_DIR])
-    stems = [s for pair in FILES.values() for s in pair]
-    best = None
-    for d in dirs:
-        missing = [d / (s + ".gz") for s in stems if _find(d, s) is None]
-        if not missing:
-            return d
-        if best is None or len(missing) < len(best):
-            best = missing
-    raise MissingDataError(
-        "Fashion-MNIST", best,
-        INSTRUCTIONS + f" (searched: {', '.join(map(str, dirs))}; uncompressed files are "
-        "accepted too; pass data_dir=... or set $ZOPRIVACY_DATA_DIR)")
+  """The first directory holding all four IDX files (``.gz`` or not)."""
+  dirs = candidate_dirs("fashion-mnist", data_dir, extra=[DEBIAN_DIR])
+  stems = [s for pair in FILES.values() for s in pair]
+  best = None
+  for d in dirs:
+    missing = [d / (s + ".gz") for s in stems if _find(d, s) is None]
+    if not missing:
+      return d
+    if best is None or len(missing) < len(best):
+      best = missing
+  raise MissingDataError(
+      "Fashion-MNIST", best,
+      INSTRUCTIONS + f" (searched: {', '.join(map(str, dirs))}; uncompressed files are "
+      "accepted too; pass data_dir=... or set $ZOPRIVACY_DATA_DIR)")
 
 
 def _load_split(directory: Path, split: str, dtype) -> Dataset:
-    img_stem, lbl_stem = FILES[split]
-    images = read_idx(_find(directory, img_stem), expected_ndim=3)
-    labels = read_idx(_find(directory, lbl_stem), expected_ndim=1)
-    if images.dtype != np.uint8 or labels.dtype != np.uint8:
-        raise IDXFormatError(f"Fashion-MNIST {split}: expected unsigned-byte IDX files")
-    if len(images) != len(labels):
-        raise IDXFormatError(
-            f"Fashion-MNIST {split}: {len(images)} images but {len(labels)} labels")
-    return Dataset(scale_images(images, dtype)[..., None], as_labels(labels), 10,
-                   f"fashion_mnist/{split}", CLASS_NAMES)
+  img_stem, lbl_stem = FILES[split]
+  images = read_idx(_find(directory, img_stem), expected_ndim=3)
+  labels = read_idx(_find(directory, lbl_stem), expected_ndim=1)
+  if images.dtype != np.uint8 or labels.dtype != np.uint8:
+    raise IDXFormatError(f"Fashion-MNIST {split}: expected unsigned-byte IDX files")
+  if len(images) != len(labels):
+    raise IDXFormatError(
+        f"Fashion-MNIST {split}: {len(images)} images but {len(labels)} labels")
+  return Dataset(scale_images(images, dtype)[..., None], as_labels(labels), 10,
+                 f"fashion_mnist/{split}", CLASS_NAMES)
 
 
 def load_fashion_mnist(data_dir: Optional[PathLike] = None, dtype=np.float32) -> DatasetSplits:
-    """Loads Fashion-MNIST as ``[N, 28, 28, 1]`` images (float in ``[0, 1]`` or uint8).
+  """Loads Fashion-MNIST as ``[N, 28, 28, 1]`` images (float in ``[0, 1]`` or uint8).
 
-    Files are looked for in ``data_dir`` (or ``data_dir/fashion-mnist``), else in
-    ``$ZOPRIVACY_DATA_DIR/fashion-mnist``, ``~/.cache/zoprivacy/fashion-mnist``
-    and ``/usr/share/datasets/fashion-mnist``.
-    """
-    directory = fashion_mnist_dir(data_dir)
-    return DatasetSplits(_load_split(directory, "train", dtype),
-                         _load_split(directory, "test", dtype))
+  Files are looked for in ``data_dir`` (or ``data_dir/fashion-mnist``), else in
+  ``$ZOPRIVACY_DATA_DIR/fashion-mnist``, ``~/.cache/zoprivacy/fashion-mnist``
+  and ``/usr/share/datasets/fashion-mnist``.
+  """
+  directory = fashion_mnist_dir(data_dir)
+  return DatasetSplits(_load_split(directory, "train", dtype),
+                       _load_split(directory, "test", dtype))

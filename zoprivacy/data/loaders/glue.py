@@ -47,104 +47,104 @@ SNLI_INSTRUCTIONS = ("download https://nlp.stanford.edu/projects/snli/snli_1.0.z
 
 
 def read_tsv(path: Path) -> Tuple[List[str], List[List[str]]]:
-    """Reads a header + rows TSV, splitting on tabs only (no quote handling)."""
-    with open(path, encoding="utf-8", newline="") as f:
-        lines = [l.rstrip("\r\n") for l in f]
-    lines = [l for l in lines if l]
-    if not lines:
-        raise ValueError(f"{path}: empty file")
-    header = lines[0].lstrip("\ufeff").split("\t")
-    rows = [l.split("\t") for l in lines[1:]]
-    for i, r in enumerate(rows, 2):
-        if len(r) != len(header):
-            raise ValueError(f"{path}:{i}: {len(r)} fields, header has {len(header)}")
-    return header, rows
+  """Reads a header + rows TSV, splitting on tabs only (no quote handling)."""
+  with open(path, encoding="utf-8", newline="") as f:
+    lines = [l.rstrip("\r\n") for l in f]
+  lines = [l for l in lines if l]
+  if not lines:
+    raise ValueError(f"{path}: empty file")
+  header = lines[0].lstrip("\ufeff").split("\t")
+  rows = [l.split("\t") for l in lines[1:]]
+  for i, r in enumerate(rows, 2):
+    if len(r) != len(header):
+      raise ValueError(f"{path}:{i}: {len(r)} fields, header has {len(header)}")
+  return header, rows
 
 
 def _column(header: List[str], name: str, path: Path) -> int:
-    if name not in header:
-        raise ValueError(f"{path}: no column {name!r} in header {header}")
-    return header.index(name)
+  if name not in header:
+    raise ValueError(f"{path}: no column {name!r} in header {header}")
+  return header.index(name)
 
 
 def _nli_from_tsv(path: Path, name: str, label_column: str = "gold_label") -> Dataset:
-    header, rows = read_tsv(path)
-    s1, s2 = _column(header, "sentence1", path), _column(header, "sentence2", path)
-    lab = _column(header, label_column, path)
-    pairs, labels = [], []
-    for r in rows:
-        if r[lab] not in NLI_LABELS:
-            continue
-        pairs.append((r[s1], r[s2]))
-        labels.append(NLI_LABELS[r[lab]])
-    return Dataset(text_array(pairs), as_labels(labels), 3, name, NLI_CLASS_NAMES)
+  header, rows = read_tsv(path)
+  s1, s2 = _column(header, "sentence1", path), _column(header, "sentence2", path)
+  lab = _column(header, label_column, path)
+  pairs, labels = [], []
+  for r in rows:
+    if r[lab] not in NLI_LABELS:
+      continue
+    pairs.append((r[s1], r[s2]))
+    labels.append(NLI_LABELS[r[lab]])
+  return Dataset(text_array(pairs), as_labels(labels), 3, name, NLI_CLASS_NAMES)
 
 
 def load_mnli(data_dir: Optional[PathLike] = None, test_split: str = "dev_matched") -> DatasetSplits:
-    """MNLI from GLUE TSVs: ``train.tsv`` and ``test_split`` (``dev_matched`` or
-    ``dev_mismatched``; the GLUE test files carry no labels) as the test set."""
-    if test_split not in ("dev_matched", "dev_mismatched"):
-        raise ValueError(f"test_split must be dev_matched or dev_mismatched, got {test_split}")
-    root = find_dir_with(("train.tsv", f"{test_split}.tsv"), candidate_dirs("MNLI", data_dir),
-                         "MNLI", GLUE_INSTRUCTIONS.format(task="MNLI", zip="MNLI.zip"))
-    return DatasetSplits(_nli_from_tsv(root / "train.tsv", "mnli/train"),
-                         _nli_from_tsv(root / f"{test_split}.tsv", f"mnli/{test_split}"))
+  """MNLI from GLUE TSVs: ``train.tsv`` and ``test_split`` (``dev_matched`` or
+  ``dev_mismatched``; the GLUE test files carry no labels) as the test set."""
+  if test_split not in ("dev_matched", "dev_mismatched"):
+    raise ValueError(f"test_split must be dev_matched or dev_mismatched, got {test_split}")
+  root = find_dir_with(("train.tsv", f"{test_split}.tsv"), candidate_dirs("MNLI", data_dir),
+                       "MNLI", GLUE_INSTRUCTIONS.format(task="MNLI", zip="MNLI.zip"))
+  return DatasetSplits(_nli_from_tsv(root / "train.tsv", "mnli/train"),
+                       _nli_from_tsv(root / f"{test_split}.tsv", f"mnli/{test_split}"))
 
 
 def _sst2_split(path: Path, name: str) -> Dataset:
-    header, rows = read_tsv(path)
-    s, lab = _column(header, "sentence", path), _column(header, "label", path)
-    labels = []
-    for i, r in enumerate(rows, 2):
-        if r[lab] not in ("0", "1"):
-            raise ValueError(f"{path}:{i}: label must be 0 or 1, got {r[lab]!r}")
-        labels.append(int(r[lab]))
-    return Dataset(text_array([r[s].strip() for r in rows]), as_labels(labels), 2, name,
-                   SST2_CLASS_NAMES)
+  header, rows = read_tsv(path)
+  s, lab = _column(header, "sentence", path), _column(header, "label", path)
+  labels = []
+  for i, r in enumerate(rows, 2):
+    if r[lab] not in ("0", "1"):
+      raise ValueError(f"{path}:{i}: label must be 0 or 1, got {r[lab]!r}")
+    labels.append(int(r[lab]))
+  return Dataset(text_array([r[s].strip() for r in rows]), as_labels(labels), 2, name,
+                 SST2_CLASS_NAMES)
 
 
 def load_sst2(data_dir: Optional[PathLike] = None) -> DatasetSplits:
-    """SST-2 from GLUE TSVs: ``train.tsv`` and ``dev.tsv`` (as the test set)."""
-    root = find_dir_with(("train.tsv", "dev.tsv"), candidate_dirs("SST-2", data_dir), "SST-2",
-                         GLUE_INSTRUCTIONS.format(task="SST-2", zip="SST-2.zip"))
-    return DatasetSplits(_sst2_split(root / "train.tsv", "sst2/train"),
-                         _sst2_split(root / "dev.tsv", "sst2/dev"))
+  """SST-2 from GLUE TSVs: ``train.tsv`` and ``dev.tsv`` (as the test set)."""
+  root = find_dir_with(("train.tsv", "dev.tsv"), candidate_dirs("SST-2", data_dir), "SST-2",
+                       GLUE_INSTRUCTIONS.format(task="SST-2", zip="SST-2.zip"))
+  return DatasetSplits(_sst2_split(root / "train.tsv", "sst2/train"),
+                       _sst2_split(root / "dev.tsv", "sst2/dev"))
 
 
 def _snli_jsonl(path: Path, name: str) -> Dataset:
-    pairs, labels = [], []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                ex = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{lineno}: invalid JSON: {e}") from e
-            if ex.get("gold_label") not in NLI_LABELS:
-                continue
-            pairs.append((ex["sentence1"], ex["sentence2"]))
-            labels.append(NLI_LABELS[ex["gold_label"]])
-    return Dataset(text_array(pairs), as_labels(labels), 3, name, NLI_CLASS_NAMES)
+  pairs, labels = [], []
+  with open(path, encoding="utf-8") as f:
+    for lineno, line in enumerate(f, 1):
+      if not line.strip():
+        continue
+      try:
+        ex = json.loads(line)
+      except json.JSONDecodeError as e:
+        raise ValueError(f"{path}:{lineno}: invalid JSON: {e}") from e
+      if ex.get("gold_label") not in NLI_LABELS:
+        continue
+      pairs.append((ex["sentence1"], ex["sentence2"]))
+      labels.append(NLI_LABELS[ex["gold_label"]])
+  return Dataset(text_array(pairs), as_labels(labels), 3, name, NLI_CLASS_NAMES)
 
 
 def load_snli(data_dir: Optional[PathLike] = None, test_split: str = "test") -> DatasetSplits:
-    """SNLI 1.0 train and ``test_split`` (``test`` or ``dev``); reads the
-    ``.jsonl`` files, or the ``.txt`` TSV files when no jsonl is present."""
-    if test_split not in ("test", "dev"):
-        raise ValueError(f"test_split must be test or dev, got {test_split}")
-    dirs = candidate_dirs("snli_1.0", data_dir)
-    splits = ("train", test_split)
-    for ext in ("jsonl", "txt"):
-        files = tuple(f"snli_1.0_{s}.{ext}" for s in splits)
-        try:
-            root = find_dir_with(files, dirs, "SNLI", SNLI_INSTRUCTIONS)
-        except MissingDataError:
-            continue
-        if ext == "jsonl":
-            return DatasetSplits(*(_snli_jsonl(root / f, f"snli/{s}") for f, s in zip(files, splits)))
-        return DatasetSplits(*(_nli_from_tsv(root / f, f"snli/{s}") for f, s in zip(files, splits)))
-    # Neither format complete: report the jsonl files (the primary format).
-    find_dir_with(tuple(f"snli_1.0_{s}.jsonl" for s in splits), dirs, "SNLI",
-                  SNLI_INSTRUCTIONS + " (the .txt TSV files are accepted as well)")
-    raise AssertionError("unreachable")
+  """SNLI 1.0 train and ``test_split`` (``test`` or ``dev``); reads the
+  ``.jsonl`` files, or the ``.txt`` TSV files when no jsonl is present."""
+  if test_split not in ("test", "dev"):
+    raise ValueError(f"test_split must be test or dev, got {test_split}")
+  dirs = candidate_dirs("snli_1.0", data_dir)
+  splits = ("train", test_split)
+  for ext in ("jsonl", "txt"):
+    files = tuple(f"snli_1.0_{s}.{ext}" for s in splits)
+    try:
+      root = find_dir_with(files, dirs, "SNLI", SNLI_INSTRUCTIONS)
+    except MissingDataError:
+      continue
+    if ext == "jsonl":
+      return DatasetSplits(*(_snli_jsonl(root / f, f"snli/{s}") for f, s in zip(files, splits)))
+    return DatasetSplits(*(_nli_from_tsv(root / f, f"snli/{s}") for f, s in zip(files, splits)))
+  # Neither format complete: report the jsonl files (the primary format).
+  find_dir_with(tuple(f"snli_1.0_{s}.jsonl" for s in splits), dirs, "SNLI",
+                SNLI_INSTRUCTIONS + " (the .txt TSV files are accepted as well)")
+  raise AssertionError("unreachable")

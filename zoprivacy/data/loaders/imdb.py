@@ -33,30 +33,30 @@ _NAME = re.compile(r"^(\d+)_(\d+)\.txt$")
 
 
 def imdb_dir(data_dir: Optional[PathLike] = None) -> Path:
-    return find_dir_with(tuple(f"{s}/{c}" for s in ("train", "test") for c in CLASS_NAMES),
-                         candidate_dirs(SUBDIR, data_dir), "IMDB", INSTRUCTIONS)
+  return find_dir_with(tuple(f"{s}/{c}" for s in ("train", "test") for c in CLASS_NAMES),
+                       candidate_dirs(SUBDIR, data_dir), "IMDB", INSTRUCTIONS)
 
 
 def _load_split(root: Path, split: str) -> Dataset:
-    texts, labels = [], []
-    for label, cls in enumerate(CLASS_NAMES):
-        entries = []
-        for p in (root / split / cls).iterdir():
-            m = _NAME.match(p.name)
-            if m is None:
-                continue
-            rating = int(m.group(2))
-            if (cls == "pos") != (rating >= 5):
-                raise ValueError(f"{p}: rating {rating} inconsistent with folder {cls}")
-            entries.append((int(m.group(1)), p))
-        for _, p in sorted(entries):
-            texts.append(p.read_text(encoding="utf-8"))
-            labels.append(label)
-    return Dataset(text_array(texts), as_labels(labels), 2, f"imdb/{split}", CLASS_NAMES)
+  texts, labels = [], []
+  for label, cls in enumerate(CLASS_NAMES):
+    entries = []
+    for p in (root / split / cls).iterdir():
+      m = _NAME.match(p.name)
+      if m is None:
+        continue
+      rating = int(m.group(2))
+      if (cls == "pos") != (rating >= 5):
+        raise ValueError(f"{p}: rating {rating} inconsistent with folder {cls}")
+      entries.append((int(m.group(1)), p))
+    for _, p in sorted(entries):
+      texts.append(p.read_text(encoding="utf-8"))
+      labels.append(label)
+  return Dataset(text_array(texts), as_labels(labels), 2, f"imdb/{split}", CLASS_NAMES)
 
 
 def load_imdb(data_dir: Optional[PathLike] = None) -> DatasetSplits:
-    """Loads IMDB reviews as ``object`` arrays of raw text (HTML ``<br />`` kept;
-    :func:`zoprivacy.data.loaders.text.tokenize` strips it)."""
-    root = imdb_dir(data_dir)
-    return DatasetSplits(_load_split(root, "train"), _load_split(root, "test"))
+  """Loads IMDB reviews as ``object`` arrays of raw text (HTML ``<br />`` kept;
+  :func:`zoprivacy.data.loaders.text.tokenize` strips it)."""
+  root = imdb_dir(data_dir)
+  return DatasetSplits(_load_split(root, "train"), _load_split(root, "test"))

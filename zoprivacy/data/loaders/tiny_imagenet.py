@@ -36,80 +36,80 @@ INSTRUCTIONS = ("download http://cs231n.stanford.edu/tiny-imagenet-200.zip and u
 
 
 def _pil_image():
-    try:
-        from PIL import Image
-    except ImportError as e:
-        raise ImportError("Tiny-ImageNet decoding needs Pillow: pip install 'pillow>=9'") from e
-    return Image
+  try:
+    from PIL import Image
+  except ImportError as e:
+    raise ImportError("Tiny-ImageNet decoding needs Pillow: pip install 'pillow>=9'") from e
+  return Image
 
 
 def _read_image(path: Path, Image) -> np.ndarray:
-    with Image.open(path) as im:
-        arr = np.asarray(im.convert("RGB"), dtype=np.uint8)
-    if arr.shape != (IMAGE_SIZE, IMAGE_SIZE, 3):
-        raise ValueError(f"{path}: expected a {IMAGE_SIZE}x{IMAGE_SIZE} image, got {arr.shape}")
-    return arr
+  with Image.open(path) as im:
+    arr = np.asarray(im.convert("RGB"), dtype=np.uint8)
+  if arr.shape != (IMAGE_SIZE, IMAGE_SIZE, 3):
+    raise ValueError(f"{path}: expected a {IMAGE_SIZE}x{IMAGE_SIZE} image, got {arr.shape}")
+  return arr
 
 
 def tiny_imagenet_dir(data_dir: Optional[PathLike] = None) -> Path:
-    return find_dir_with(("wnids.txt", "train", "val/images", "val/val_annotations.txt"),
-                         candidate_dirs(SUBDIR, data_dir), "Tiny-ImageNet", INSTRUCTIONS)
+  return find_dir_with(("wnids.txt", "train", "val/images", "val/val_annotations.txt"),
+                       candidate_dirs(SUBDIR, data_dir), "Tiny-ImageNet", INSTRUCTIONS)
 
 
 def load_tiny_imagenet(data_dir: Optional[PathLike] = None, dtype=np.float32,
                        max_per_class: Optional[int] = None) -> DatasetSplits:
-    """Loads Tiny-ImageNet as ``[N, 64, 64, 3]`` images (float in ``[0, 1]`` or uint8).
+  """Loads Tiny-ImageNet as ``[N, 64, 64, 3]`` images (float in ``[0, 1]`` or uint8).
 
-    Full float32 train data takes 4.9 GB; pass ``dtype=np.uint8`` (1.2 GB) to
-    convert later. ``max_per_class`` keeps only the first ``k`` training images
-    of each class (sorted by file name), e.g. for quick runs.
-    Labels follow the order of ``wnids.txt``.
-    """
-    Image = _pil_image()
-    root = tiny_imagenet_dir(data_dir)
-    wnids = [w.strip() for w in (root / "wnids.txt").read_text().splitlines() if w.strip()]
-    index = {w: i for i, w in enumerate(wnids)}
-    names = list(wnids)
-    words = root / "words.txt"
-    if words.exists():
-        lookup = dict(line.split("\t", 1) for line in words.read_text().splitlines() if "\t" in line)
-        names = [lookup.get(w, w).strip() for w in wnids]
+  Full float32 train data takes 4.9 GB; pass ``dtype=np.uint8`` (1.2 GB) to
+  convert later. ``max_per_class`` keeps only the first ``k`` training images
+  of each class (sorted by file name), e.g. for quick runs.
+  Labels follow the order of ``wnids.txt``.
+  """
+  Image = _pil_image()
+  root = tiny_imagenet_dir(data_dir)
+  wnids = [w.strip() for w in (root / "wnids.txt").read_text().splitlines() if w.strip()]
+  index = {w: i for i, w in enumerate(wnids)}
+  names = list(wnids)
+  words = root / "words.txt"
+  if words.exists():
+    lookup = dict(line.split("\t", 1) for line in words.read_text().splitlines() if "\t" in line)
+    names = [lookup.get(w, w).strip() for w in wnids]
 
-    missing = [root / "train" / w / "images" for w in wnids
-               if not (root / "train" / w / "images").is_dir()]
-    if missing:
-        raise MissingDataError("Tiny-ImageNet", missing, INSTRUCTIONS)
-    train_x, train_y = [], []
-    for w in wnids:
-        files = sorted(p for p in (root / "train" / w / "images").iterdir()
-                       if p.suffix.lower() in (".jpeg", ".jpg", ".png"))
-        if max_per_class is not None:
-            files = files[:max_per_class]
-        train_x.extend(_read_image(p, Image) for p in files)
-        train_y.extend([index[w]] * len(files))
+  missing = [root / "train" / w / "images" for w in wnids
+             if not (root / "train" / w / "images").is_dir()]
+  if missing:
+    raise MissingDataError("Tiny-ImageNet", missing, INSTRUCTIONS)
+  train_x, train_y = [], []
+  for w in wnids:
+    files = sorted(p for p in (root / "train" / w / "images").iterdir()
+                   if p.suffix.lower() in (".jpeg", ".jpg", ".png"))
+    if max_per_class is not None:
+      files = files[:max_per_class]
+    train_x.extend(_read_image(p, Image) for p in files)
+    train_y.extend([index[w]] * len(files))
 
-    val_x, val_y, val_missing = [], [], []
-    for lineno, line in enumerate((root / "val" / "val_annotations.txt").read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        parts = line.split("\t")
-        if len(parts) < 2 or parts[1] not in index:
-            raise ValueError(f"val_annotations.txt:{lineno}: bad line {line!r}")
-        path = root / "val" / "images" / parts[0]
-        if not path.exists():
-            val_missing.append(path)
-            continue
-        val_x.append(_read_image(path, Image))
-        val_y.append(index[parts[1]])
-    if val_missing:
-        raise MissingDataError("Tiny-ImageNet", val_missing, INSTRUCTIONS)
+  val_x, val_y, val_missing = [], [], []
+  for lineno, line in enumerate((root / "val" / "val_annotations.txt").read_text().splitlines(), 1):
+    if not line.strip():
+      continue
+    parts = line.split("\t")
+    if len(parts) < 2 or parts[1] not in index:
+      raise ValueError(f"val_annotations.txt:{lineno}: bad line {line!r}")
+    path = root / "val" / "images" / parts[0]
+    if not path.exists():
+      val_missing.append(path)
+      continue
+    val_x.append(_read_image(path, Image))
+    val_y.append(index[parts[1]])
+  if val_missing:
+    raise MissingDataError("Tiny-ImageNet", val_missing, INSTRUCTIONS)
 
-    def stack(xs):
-        return np.stack(xs) if xs else np.zeros((0, IMAGE_SIZE, IMAGE_SIZE, 3), np.uint8)
+  def stack(xs):
+    return np.stack(xs) if xs else np.zeros((0, IMAGE_SIZE, IMAGE_SIZE, 3), np.uint8)
 
-    k = len(wnids)
-    return DatasetSplits(
-        Dataset(scale_images(stack(train_x), dtype), as_labels(train_y), k,
-                "tiny_imagenet/train", tuple(names)),
-        Dataset(scale_images(stack(val_x), dtype), as_labels(val_y), k,
-                "tiny_imagenet/val", tuple(names)))
+  k = len(wnids)
+  return DatasetSplits(
+      Dataset(scale_images(stack(train_x), dtype), as_labels(train_y), k,
+              "tiny_imagenet/train", tuple(names)),
+      Dataset(scale_images(stack(val_x), dtype), as_labels(val_y), k,
+              "tiny_imagenet/val", tuple(names)))

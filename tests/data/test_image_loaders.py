@@ -211,3 +211,12 @@ def test_tiny_imagenet_missing(tmp_path):
     load_tiny_imagenet(tmp_path)
   assert any(p.endswith("wnids.txt") for p in e.value.missing)
   assert "tiny-imagenet-200.zip" in str(e.value)
+
+
+def test_cifar10_found_through_env_var(tmp_path, monkeypatch):
+  _write_cifar(tmp_path)
+  monkeypatch.setenv("ZOPRIVACY_DATA_DIR", str(tmp_path))
+  assert len(load_cifar10().train) == 20
+  monkeypatch.setenv("ZOPRIVACY_DATA_DIR", str(tmp_path / "elsewhere"))
+  with pytest.raises(MissingDataError, match="elsewhere"):
+    load_cifar10()

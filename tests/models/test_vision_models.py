@@ -3,6 +3,7 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from zoprivacy.models.nf_resnet import NFResNet, RELU_GAMMA, WSConv, scaled_relu
 from zoprivacy.models.vit import ViT
@@ -67,3 +68,20 @@ def test_vit_shapes_and_independence(assert_per_example_independent):
   assert out.shape == (3, 5)
   assert params["pos_embedding"].shape == (1, 5, 16)  # 2x2 patches + class token
   assert params["block0"]["attention"]["query"]["kernel"].shape == (16, 16)
+
+
+@pytest.mark.slow
+def test_full_size_paper_models_forward():
+  """NF-ResNet18 on CIFAR-sized and the PAZO ViT-small on Tiny-ImageNet-sized inputs."""
+  from zoprivacy.models.nf_resnet import nf_resnet18
+  from zoprivacy.models.vit import vit_small_pazo
+
+  for model, shape, classes in ((nf_resnet18(10), (2, 32, 32, 3), 10),
+                                (vit_small_pazo(200), (2, 64, 64, 3), 200)):
+    x = jax.random.uniform(rbg_key(0), shape)
+    params = jax.jit(model.init)(rbg_key(1), x)["params"]
+    fn = jax.jit(lambda p, b, m=model: m.apply({"params": p}, b))
+    out = fn(params, x)
+    assert out.shape == (2, classes) and bool(jnp.all(jnp.isfinite(out)))
+    out2 = fn(params, x.at[1].set(0.0))
+    np.testing.assert_array_equal(out[0], out2[0])

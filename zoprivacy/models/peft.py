@@ -8,8 +8,10 @@ perturbation to a subset is the standard remedy:
 * **BitFit** (Ben Zaken et al., 2022): only bias vectors are trained.
 * **LoRA** (Hu et al., 2022): frozen ``W`` plus a trainable low-rank
   ``(alpha / r) * A @ B``; ``B = 0`` at initialisation, so the merged model
-  starts equal to the pretrained one. DPZero and DP-ZO report LoRA/prefix
-  variants of their RoBERTa/OPT experiments (MeZO's parameter-efficient modes).
+  starts equal to the pretrained one. DP-ZO fine-tunes OPT-13B with LoRA
+  (DP-ZO-LoRA, under 1% of the weights) and compares with DP-SGD-LoRA and
+  DP-SGD-BitFit; DPZero's LoRA / DP-LoRA baselines use rank 8 and alpha 16
+  (``LoRA(rank=8, alpha=16.0)``).
 
 Usage with any Flax model and an estimator that perturbs a pytree::
 

@@ -49,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="dpzero_quadratic: drop iteration counts above "
                            "this (a partial run; the cache is shared with the "
                            "full grid)")
+  parser.add_argument("--estimate", action="store_true",
+                      help="dpzero_quadratic: time short probes and predict "
+                           "the grid's runtime instead of running it")
   parser.add_argument("--no-plots", action="store_true")
   parser.add_argument("--source", default=None,
                       help="dpzero_rates: results directory of "
@@ -87,6 +90,9 @@ def main(argv=None) -> int:
   args = build_parser().parse_args(argv)
   if args.name == "dpzero_quadratic":
     from experiments.reproductions import dpzero_quadratic  # pylint: disable=g-import-not-at-top
+    if args.estimate:
+      dpzero_quadratic.estimate_runtime(_grid(args))
+      return 0
     out = args.out or _default_out(args.name, args)
     os.makedirs(out, exist_ok=True)
     dpzero_quadratic.main(_grid(args), out, make_plots=not args.no_plots)

@@ -80,18 +80,21 @@ FULL = GridConfig(
     methods=quadratic.METHODS, iterations=_same(PAPER_ITERATIONS),
     stepsizes=_same(PAPER_STEPSIZES), clips=_same(PAPER_CLIPS))
 
-# The region of Table 6's grid where the best points of the full grid lie
-# (measured; see REPRODUCTION.md), with fewer iteration counts.
+# The region of Table 6's grid that holds the winners of the full grid
+# (measured with the full grid, see REPRODUCTION.md), with fewer iteration
+# counts: the zeroth-order methods win at T >= 640, DP-GD at T <= 640.
+_ZO_QUICK = dict(iterations=(640, 2560, 5120),
+                 stepsizes=(1e-2, 3e-2, 0.1, 0.3, 1.0),
+                 clips=(0.1, 0.3, 1.0, 3.0))
 QUICK = GridConfig(
     name="quick", dims=PAPER_DIMS, modes=tuple(quadratic.HESSIANS),
     methods=quadratic.METHODS,
-    iterations={"dpzero": (640, 2560), "dpgd_zeroth": (160, 640, 2560),
-                "dp_gd": (80, 320)},
-    stepsizes={"dpzero": (1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3),
-               "dpgd_zeroth": (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2),
+    iterations={"dpzero": _ZO_QUICK["iterations"],
+                "dpgd_zeroth": _ZO_QUICK["iterations"], "dp_gd": (80, 320, 640)},
+    stepsizes={"dpzero": _ZO_QUICK["stepsizes"],
+               "dpgd_zeroth": _ZO_QUICK["stepsizes"],
                "dp_gd": (0.1, 0.3, 1.0)},
-    clips={"dpzero": (0.3, 1.0, 3.0, 10.0),
-           "dpgd_zeroth": (1.0, 3.0, 10.0, 30.0, 100.0),
+    clips={"dpzero": _ZO_QUICK["clips"], "dpgd_zeroth": _ZO_QUICK["clips"],
            "dp_gd": (0.3, 1.0, 3.0, 10.0)})
 
 # Small enough for the default test suite: one dimension, one mode, the two
@@ -180,6 +183,7 @@ def run(cfg: GridConfig, out_dir: str, *, log=print) -> dict:
               records.append(json.load(f))
             continue
           start = time.perf_counter()
+          cpu_start = time.process_time()
           if problem is None:
             problem = quadratic.make_problem(
                 mode, dim, num_train=cfg.num_train, num_test=cfg.num_test,
@@ -196,6 +200,7 @@ def run(cfg: GridConfig, out_dir: str, *, log=print) -> dict:
               noise_multiplier=sigma,
               noise_key=jax.random.key(cfg.seed * 1000 + 2), dirs=dirs)
           seconds = time.perf_counter() - start
+          cpu_seconds = time.process_time() - cpu_start
           compute_seconds += seconds
           rec = {
               "method": method, "mode": mode, "dim": dim, "iterations": steps,
@@ -203,6 +208,7 @@ def run(cfg: GridConfig, out_dir: str, *, log=print) -> dict:
               "stepsizes": list(cfg.stepsizes[method]),
               "clips": list(cfg.clips[method]),
               "seconds": seconds,
+              "cpu_seconds": cpu_seconds,
               **{k: np.asarray(v).tolist()
                  for k, v in dataclasses.asdict(res).items()},
           }
@@ -210,7 +216,7 @@ def run(cfg: GridConfig, out_dir: str, *, log=print) -> dict:
           records.append(_json_safe(rec))
           log(f"  {method:11s} {mode:11s} d={dim:5d} T={steps:5d}: "
               f"best test grad norm {np.min(res.test_grad_norm):.4g} "
-              f"({seconds:.1f} s)")
+              f"({seconds:.1f} s wall, {cpu_seconds:.1f} s CPU)")
       del problem, dirs
   return {"records": records, "sigmas": sigmas,
           "calibration_seconds": calibration_seconds,
@@ -249,6 +255,63 @@ def best_values(records: list[dict]) -> dict:
         entry[metric] = (val, rec["iterations"], rec["stepsizes"][i],
                          rec["clips"][j])
   return best
+
+
+def estimate_runtime(cfg: GridConfig, *, probe_steps=(50, 450),
+                     log=print) -> dict:
+  """Predicts the wall time of ``run(cfg)`` from short timed probes.
+
+  For every ``(method, d)`` (the cost does not depend on the Hessian mode) it
+  times ``probe_steps`` steps of the grid runner at the config's grid size,
+  after compilation, and fits ``seconds = overhead + steps * per_step``; it
+  also times the direction/projection precomputation. The prediction sums
+  these over every slice of ``cfg``. Compilation (a few seconds per method
+  and d) is included once per (method, d, mode).
+  """
+  lo, hi = probe_steps
+  total = 0.0
+  rows = []
+  for dim in cfg.dims:
+    problem = quadratic.make_problem(cfg.modes[0], dim,
+                                     num_train=cfg.num_train,
+                                     num_test=cfg.num_test, seed=cfg.seed)
+    zo = [m for m in cfg.methods if m != "dp_gd"]
+    prep = 0.0
+    dirs = None
+    if zo:
+      max_steps = max(max(cfg.iterations[m]) for m in zo)
+      t0 = time.perf_counter()
+      dirs = quadratic.prepare_directions(problem, max_steps,
+                                          jax.random.key(1), cfg.directions)
+      jax.block_until_ready(dirs.proj)
+      prep = time.perf_counter() - t0
+    total += prep * len(cfg.modes)
+    for method in cfg.methods:
+      kw = dict(stepsizes=cfg.stepsizes[method], clips=cfg.clips[method],
+                noise_multiplier=100.0, noise_key=jax.random.key(2),
+                dirs=dirs)
+      t0 = time.perf_counter()
+      quadratic.run_grid(method, problem, num_steps=lo, **kw)
+      compile_s = time.perf_counter() - t0
+      times = []
+      for steps in (lo, hi):
+        t0 = time.perf_counter()
+        quadratic.run_grid(method, problem, num_steps=steps, **kw)
+        times.append(time.perf_counter() - t0)
+      per_step = max(times[1] - times[0], 0.0) / (hi - lo)
+      overhead = max(times[0] - lo * per_step, 0.0)
+      slices = cfg.iterations[method]
+      predicted = len(cfg.modes) * (
+          compile_s + sum(overhead + t * per_step for t in slices))
+      total += predicted
+      rows.append({"method": method, "dim": dim, "per_step_ms": 1e3 * per_step,
+                   "overhead_s": overhead, "compile_s": compile_s,
+                   "predicted_s": predicted})
+      log(f"  {method:11s} d={dim:5d}: {1e3 * per_step:8.3f} ms/step, "
+          f"predicted {predicted:7.1f} s over {len(cfg.modes)} modes")
+  log(f"Predicted wall time of the {cfg.name} grid: {total:.0f} s "
+      f"({total / 60:.1f} min) at the machine's current load.")
+  return {"predicted_seconds": total, "rows": rows}
 
 
 # ------------------------------------------------------------------- analysis

@@ -15,7 +15,7 @@ epsilon for ``T`` replace-one Gaussian releases at ``delta = 1e-6`` is
 ``<= 2`` (``zoprivacy.accounting.calibrate_noise_multiplier`` with
 ``sampling_probability=1, neighboring='replace_one'``). Alg. 2's advanced-
 composition sigma (``4 C sqrt(2T log(e + eps/delta)) / (n eps)`` on the
-mean) is reported next to it as a reference; it is about 2.6 times larger.
+mean) is reported next to it as a reference; it is 2.41 times larger.
 
 Metric plotted in Fig. 1: the test gradient norm ``||grad F_test(x_T)||_2 =
 ||A (x_T - mean(test))||_2`` (not squared; Fig. 1's caption: "the norm of the

@@ -110,8 +110,8 @@ CONFIGS = {"full": FULL, "quick": QUICK, "fast": FAST}
 # ----------------------------------------------------------- noise calibration
 
 
-def noise_multipliers(iterations: Sequence[int], cache_path: str | None,
-                      num_train: int = NUM_TRAIN) -> dict[int, dict]:
+def noise_multipliers(iterations: Sequence[int],
+                      cache_path: str | None) -> dict[int, dict]:
   """Calibrated (and Alg. 2 reference) noise multipliers for each ``T``."""
   from zoprivacy import accounting  # pylint: disable=g-import-not-at-top
   cached = {}
@@ -136,7 +136,6 @@ def noise_multipliers(iterations: Sequence[int], cache_path: str | None,
       if cache_path:
         _write_json(cache_path, {str(k): v for k, v in cached.items()})
     out[steps] = cached[steps]
-  del num_train
   return out
 
 

@@ -359,32 +359,78 @@ class PrivacyLedger:
               "and shuffled segments in one 'wor_rdp' ledger.")
 
   def _max_run_steps(self, prefix, run: LedgerSegment) -> int:
-    """Largest run length m with epsilon(prefix + run[m]) <= budget."""
+    """Largest run length m with epsilon(prefix + run[m]) <= budget.
+
+    Epsilon is non-decreasing in m (composition cannot reduce it). Upward
+    phase: secant steps in (log m, log eps) aimed just past the budget, at
+    most x8 in m per step, so the PLD is never evaluated far beyond the
+    budget (that would be slow and memory hungry). Then an interpolation
+    search with bisection safeguard finds the exact integer boundary.
+    """
     key = (prefix, run.params(), run.start_step)
     cached = self._max_run_cache.get(key)
     if cached is not None:
       return cached
+    budget = self.epsilon_budget
+    evals: Dict[int, float] = {}
 
-    def ok(m: int) -> bool:
-      seg = dataclasses.replace(run, num_steps=m)
-      return self._enforced_epsilon_of(prefix + (seg,)) <= self.epsilon_budget
+    def eps_at(m: int) -> float:
+      if m not in evals:
+        seg = dataclasses.replace(run, num_steps=m)
+        evals[m] = self._enforced_epsilon_of(prefix + (seg,))
+      return evals[m]
 
-    if not ok(1):
+    cap = 2**40
+    if eps_at(1) > budget:
       result = 0
     else:
-      lo, hi = 1, 2
-      while ok(hi):
-        lo, hi = hi, hi * 2
-        if hi > 2**40:
-          lo = hi = 2**40
-          break
-      while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if ok(mid):
-          lo = mid
+      lo, hi, prev = 1, None, None
+      while hi is None:
+        e = eps_at(lo)
+        if e <= 0:
+          nxt = lo * 8
         else:
-          hi = mid
-      result = lo
+          slope = 1.0
+          if prev is not None and eps_at(prev) > 0:
+            slope = ((math.log(e) - math.log(eps_at(prev)))
+                     / (math.log(lo) - math.log(prev)))
+            slope = min(max(slope, 0.3), 2.0)
+          # Aim just past the budget so that a bracket forms quickly.
+          log_m = math.log(lo) + (math.log(1.01 * budget) - math.log(e)) / slope
+          nxt = int(math.exp(min(log_m, math.log(8.0 * lo)))) + 1
+        nxt = min(cap, max(lo + 1, nxt))
+        if eps_at(nxt) <= budget:
+          if nxt == cap:
+            break
+          prev, lo = lo, nxt
+        else:
+          hi = nxt
+      if hi is None:
+        result = cap
+      else:
+        last_width = None
+        use_bisection = False
+        while hi - lo > 1:
+          e_lo, e_hi = eps_at(lo), eps_at(hi)
+          if use_bisection or e_lo <= 0:
+            mid = (lo + hi) // 2
+          else:
+            t = ((math.log(budget) - math.log(e_lo))
+                 / (math.log(e_hi) - math.log(e_lo)))
+            mid = int(math.exp(math.log(lo) + t * (math.log(hi) - math.log(lo))))
+          mid = min(max(mid, lo + 1), hi - 1)
+          if eps_at(mid) <= budget:
+            lo = mid
+            if mid + 1 < hi and eps_at(mid + 1) > budget:
+              hi = mid + 1
+          else:
+            hi = mid
+            if mid - 1 > lo and eps_at(mid - 1) <= budget:
+              lo = mid - 1
+          width = hi - lo
+          use_bisection = last_width is not None and width > last_width // 2
+          last_width = width
+        result = lo
     if len(self._max_run_cache) > 256:
       self._max_run_cache.clear()
     self._max_run_cache[key] = result

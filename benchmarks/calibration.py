@@ -88,7 +88,6 @@ def machine_note() -> str:
   except OSError:
     pass
   load = os.getloadavg() if hasattr(os, "getloadavg") else ("?",)
-  import dp_accounting as dpa  # noqa: F401
   from importlib import metadata
   return (f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, "
           f"dp-accounting {metadata.version('dp-accounting')}, numpy "

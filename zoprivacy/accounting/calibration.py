@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import math
 import time
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 from scipy import optimize
 

@@ -10,6 +10,7 @@ import ml_collections
 import numpy as np
 import optax
 
+from zoprivacy.data import loaders
 from zoprivacy.models import small
 
 
@@ -35,22 +36,14 @@ class Task:
     return optax.softmax_cross_entropy_with_integer_labels(logits, labels)
 
 
-def load_digits_split(seed: int = 0, test_fraction: float = 0.2):
-  """scikit-learn's bundled 8x8 digits, scaled to [0, 1], stratified split."""
-  from sklearn import datasets, model_selection  # pylint: disable=g-import-not-at-top
-  digits = datasets.load_digits()
-  x = (digits.images / 16.0).astype(np.float32)[..., None]
-  y = digits.target.astype(np.int32)
-  return model_selection.train_test_split(
-      x, y, test_size=test_fraction, random_state=seed, stratify=y)
-
-
 MODELS: dict[str, Callable[..., Any]] = {"cnn": small.SmallCNN, "mlp": small.MLP}
 
 
 def get_task(config: ml_collections.ConfigDict) -> Task:
   if config.dataset != "digits":
     raise ValueError(f"Unknown dataset {config.dataset!r}.")
-  x_train, x_test, y_train, y_test = load_digits_split(config.seed)
-  model = MODELS[config.model](num_classes=10, **config.get("model_kwargs", {}))
-  return Task(x_train, y_train, x_test, y_test, 10, model)
+  splits = loaders.load_digits(seed=config.seed)
+  model = MODELS[config.model](num_classes=splits.train.num_classes,
+                               **config.get("model_kwargs", {}))
+  return Task(splits.train.inputs, splits.train.labels, splits.test.inputs,
+              splits.test.labels, splits.train.num_classes, model)

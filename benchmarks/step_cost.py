@@ -1,0 +1,184 @@
+r"""Cost of one private step against the zeroth-order floor and DP-SGD.
+
+    python benchmarks/step_cost.py [--quick] [--out benchmarks/results/step_cost.md]
+
+For each model (the digits CNN and a ~4M-parameter MLP) and batch size (64,
+256) it times, side by side in one run (round-robin, after warm-up, medians):
+
+* ``floor``: two batched forward passes at ``x +- l u`` plus generating ``u``
+  (the least any two-point method can do), for each direction variant;
+* ``forward``: one batched forward pass;
+* ``mezo`` / ``dpzero`` steps (estimator + SGD update, jitted);
+* ``dp_sgd`` step (per-example gradients, clipping, noise, SGD update);
+
+and prints the ratios dpzero/floor, dpzero/mezo and dp_sgd/dpzero, plus the
+compiled peak memory (``memory_analysis()``) of a dpzero step, a dp_sgd step
+and a forward pass. Direction variants: threefry Gaussian (paper-faithful
+default), rbg / unsafe_rbg Gaussian, threefry / rbg Rademacher.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+import zoprivacy
+from zoprivacy import directions
+from zoprivacy import queries
+from zoprivacy.models import small
+
+VARIANTS = [  # (label, direction distribution, PRNG implementation)
+    ("gaussian/threefry", "gaussian", "threefry"),
+    ("gaussian/rbg", "gaussian", "rbg"),
+    ("gaussian/unsafe_rbg", "gaussian", "unsafe_rbg"),
+    ("rademacher/threefry", "rademacher", "threefry"),
+    ("rademacher/rbg", "rademacher", "rbg"),
+]
+
+
+def models():
+  return {
+      "digits CNN": (small.SmallCNN(num_classes=10, features=(8, 16)), (8, 8, 1)),
+      "wide MLP": (small.MLP(num_classes=10, hidden=(2304, 1024)), (28, 28, 1)),
+  }
+
+
+def peak_bytes(jitted, *args) -> int:
+  """Compiled peak: arguments + outputs + temporaries, less aliased buffers."""
+  m = jitted.lower(*args).compile().memory_analysis()
+  return int(m.argument_size_in_bytes + m.output_size_in_bytes
+             + m.temp_size_in_bytes - m.alias_size_in_bytes)
+
+
+def time_round_robin(fns: dict, reps: int, min_seconds: float) -> dict:
+  """Median seconds per call of each zero-argument fn, interleaved."""
+  for f in fns.values():                     # warm-up (compiles)
+    jax.block_until_ready(f())
+    jax.block_until_ready(f())
+  samples = {k: [] for k in fns}
+  start = time.perf_counter()
+  r = 0
+  while r < reps or (time.perf_counter() - start < min_seconds and r < 10 * reps):
+    for k, f in fns.items():
+      t0 = time.perf_counter()
+      jax.block_until_ready(f())
+      samples[k].append(time.perf_counter() - t0)
+    r += 1
+  return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def bench(model_name, model, shape, batch_size, reps, min_seconds):
+  rng = np.random.default_rng(0)
+  x = jnp.asarray(rng.normal(size=(batch_size,) + shape).astype(np.float32))
+  y = jnp.asarray(rng.integers(0, 10, size=batch_size).astype(np.int32))
+  batch, mask = (x, y), jnp.ones(batch_size, bool)
+  params = model.init(jax.random.key(0), x[:1])
+  num_params = sum(v.size for v in jax.tree.leaves(params))
+
+  def loss(p, b):
+    return optax.softmax_cross_entropy_with_integer_labels(model.apply(p, b[0]), b[1])
+
+  def make_step(est):
+    tx = optax.chain(est, optax.sgd(1e-3))
+    state = tx.init(params)
+
+    @jax.jit
+    def step(p, s, b, m):
+      u, s = tx.update(jax.tree.map(jnp.zeros_like, p), s, p, batched_loss=loss,
+                       batch=b, mask=m)
+      return optax.apply_updates(p, u), s
+    return step, state
+
+  def make_floor(dist, impl):
+    sampler = directions.get_sampler(dist)
+
+    @jax.jit
+    def floor(p, key, b):
+      # Returning u makes XLA materialize it once, as any step must (it is
+      # the update's direction); otherwise the generator may be fused into,
+      # and recomputed by, each of its consumers.
+      u = sampler(directions.direction_key(key, impl), p)
+      return queries.two_point_losses(loss, p, u, 1e-3, b), u
+    return floor
+
+  forward = jax.jit(lambda p, b: loss(p, b))
+  key = jax.random.key(1)
+  fns = {"forward": lambda: forward(params, batch)}
+  steps = {}
+  for label, dist, impl in VARIANTS:
+    fl = make_floor(dist, impl)
+    fns[f"floor[{label}]"] = (lambda fl=fl: fl(params, key, batch))
+    for name, est in [
+        ("mezo", zoprivacy.mezo(smoothing=1e-3, directions=dist, direction_prng=impl)),
+        ("dpzero", zoprivacy.dpzero(clip=1.0, noise_multiplier=1.0, smoothing=1e-3,
+                                    expected_batch_size=batch_size, directions=dist,
+                                    direction_prng=impl))]:
+      step, state = make_step(est)
+      steps[(name, label)] = (step, state)
+      fns[f"{name}[{label}]"] = (lambda step=step, state=state: step(params, state, batch, mask))
+  sgd_step, sgd_state = make_step(zoprivacy.dp_sgd(
+      clip=1.0, noise_multiplier=1.0, expected_batch_size=batch_size))
+  fns["dp_sgd"] = lambda: sgd_step(params, sgd_state, batch, mask)
+
+  times = time_round_robin(fns, reps, min_seconds)
+  dz_step, dz_state = steps[("dpzero", VARIANTS[0][0])]
+  memory = {
+      "forward": peak_bytes(forward, params, batch),
+      "dpzero": peak_bytes(dz_step, params, dz_state, batch, mask),
+      "dp_sgd": peak_bytes(sgd_step, params, sgd_state, batch, mask),
+  }
+  return num_params, times, memory
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+  parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__),
+                                                    "results", "step_cost.md"))
+  args = parser.parse_args()
+  reps, min_seconds = (5, 0.5) if args.quick else (21, 3.0)
+
+  lines = [
+      "# Step cost: private ZO step vs the two-forward floor and DP-SGD", "",
+      f"Command: `python benchmarks/step_cost.py{' --quick' if args.quick else ''}`  ",
+      f"Machine: {platform.machine()}, {os.cpu_count()} CPU cores, "
+      f"jax {jax.__version__} on {jax.devices()[0].platform}; "
+      f"median of >= {reps} interleaved calls after warm-up.", "",
+      "floor = generating u once (materialized) plus two batched forward passes at "
+      "x +- l u, with the same direction variant as the step it is compared to.", "",
+  ]
+  for model_name, (model, shape) in models().items():
+    for batch_size in (64, 256):
+      n, t, mem = bench(model_name, model, shape, batch_size, reps, min_seconds)
+      lines += [f"## {model_name} ({n:,} parameters), batch {batch_size}", "",
+                f"forward pass: {t['forward'] * 1e3:.3f} ms; dp_sgd step: "
+                f"{t['dp_sgd'] * 1e3:.3f} ms", "",
+                "| directions | floor ms | dpzero ms | dpzero / floor | dpzero / mezo "
+                "| dp_sgd / dpzero | floor / forward |",
+                "|---|---|---|---|---|---|---|"]
+      for label, _, _ in VARIANTS:
+        fl, dz, mz = t[f"floor[{label}]"], t[f"dpzero[{label}]"], t[f"mezo[{label}]"]
+        lines.append(f"| {label} | {fl * 1e3:.3f} | {dz * 1e3:.3f} | {dz / fl:.3f} | "
+                     f"{dz / mz:.3f} | {t['dp_sgd'] / dz:.2f} | {fl / t['forward']:.2f} |")
+      lines += ["", "Compiled peak memory (arguments + outputs + temporaries): "
+                f"forward {mem['forward'] / 2**20:.2f} MiB, dpzero step "
+                f"{mem['dpzero'] / 2**20:.2f} MiB, dp_sgd step "
+                f"{mem['dp_sgd'] / 2**20:.2f} MiB "
+                f"(dp_sgd / dpzero = {mem['dp_sgd'] / mem['dpzero']:.1f}x).", ""]
+      print("\n".join(lines[-(len(VARIANTS) + 8):]), flush=True)
+  os.makedirs(os.path.dirname(args.out), exist_ok=True)
+  with open(args.out, "w") as f:
+    f.write("\n".join(lines) + "\n")
+  print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+  main()

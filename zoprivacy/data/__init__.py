@@ -1,0 +1,1 @@
+"""Data: samplers (:mod:`sampling`), loaders (:mod:`loaders`), splits (:mod:`splits`)."""

@@ -189,7 +189,7 @@ def calibrate_noise_multiplier(
   for _ in range(80):
     e, g = g_of(x)
     points.append((x, g, e))
-    if g > 0:
+    if not e <= target:  # classified on epsilon itself, not on its log
       if lo is None or x > lo[0]:
         lo = (x, g, e)
     else:

@@ -119,3 +119,25 @@ def test_calibration_errors():
                                    sampling_probability=0.1, num_steps=10,
                                    mechanism="laplace",
                                    neighboring="replace_one")
+
+
+def test_calibration_on_random_settings():
+  """Seeded settings (T capped at 2000 for run time): certified bracket."""
+  import math
+  import numpy as np
+  rng = np.random.default_rng(7)
+  for _ in range(6):
+    target = float(np.exp(rng.uniform(math.log(0.3), math.log(8.0))))
+    p = float(np.exp(rng.uniform(math.log(1e-3), math.log(0.3))))
+    steps = int(np.exp(rng.uniform(math.log(10), math.log(2000))))
+    delta = float(np.exp(rng.uniform(math.log(1e-8), math.log(1e-4))))
+    res = acc.calibrate_noise_multiplier(target_epsilon=target, delta=delta,
+                                         sampling_probability=p,
+                                         num_steps=steps)
+    ev = acc.poisson_gaussian_event(noise_multiplier=res.noise_multiplier,
+                                    sampling_probability=p, num_steps=steps)
+    assert res.epsilon == acc.pld_epsilon(ev, delta=delta) <= target
+    low = acc.poisson_gaussian_event(noise_multiplier=res.lower_bound,
+                                     sampling_probability=p, num_steps=steps)
+    assert acc.pld_epsilon(low, delta=delta) > target
+    assert res.noise_multiplier <= res.lower_bound * 1.002

@@ -101,7 +101,7 @@ def _require_add_remove_for_laplace(rel) -> None:
         "Laplace events are accounted under add_or_remove only.")
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=32)  # PLDs can be tens of MB each
 def _lru_pld(event, rel, interval) -> PLD:
   return _build_pld(event, 1, rel, interval)
 

@@ -263,7 +263,7 @@ class PrivacyLedger:
       pld = _eps.build_pld(
           self._pld_event(seg), neighboring=self.neighboring,
           value_discretization_interval=self.value_discretization_interval)
-      if len(self._segment_pld_cache) > 512:
+      if len(self._segment_pld_cache) > 32:  # bounded memory
         self._segment_pld_cache.clear()
       self._segment_pld_cache[seg] = pld
     return pld
@@ -274,7 +274,7 @@ class PrivacyLedger:
     pld = self._prefix_pld_cache.get(segs)
     if pld is None:
       pld = self._prefix_pld(segs[:-1]).compose(self._segment_pld(segs[-1]))
-      if len(self._prefix_pld_cache) > 64:
+      if len(self._prefix_pld_cache) > 16:
         self._prefix_pld_cache.clear()
       self._prefix_pld_cache[segs] = pld
     return pld

@@ -24,15 +24,20 @@ def get_config() -> ml_collections.ConfigDict:
   config.optimizer = "sgd"
   config.learning_rate = 0.02
   config.momentum = 0.0
+  config.data_dir = ""
 
   config.sampling = "poisson"
   config.expected_batch_size = 64
   config.num_steps = 4000
   config.target_epsilon = config_dict.placeholder(float)
-  config.target_epsilon = 2.0
+  config.target_epsilon = 2.0     # calibrate the noise for this epsilon
+
   config.noise_multiplier = config_dict.placeholder(float)
   config.delta = 1e-5
+  # Optional hard limit: the ledger refuses any step that would exceed it.
+  config.epsilon_budget = config_dict.placeholder(float)
 
   config.eval_every = 1000
+  config.checkpoint_every = 1000   # only when workdir is set
   config.workdir = ""
   return config

@@ -1,4 +1,10 @@
-"""A task: the data, the model and the loss of one experiment."""
+"""A task: the data, the model and the loss of one experiment.
+
+``trainable`` parameters are what the estimator perturbs; ``frozen`` ones
+(a pretrained encoder under LoRA or BitFit, say) are passed to the loss as a
+separate argument, so they are neither perturbed nor baked into the compiled
+step as constants.
+"""
 
 from __future__ import annotations
 
@@ -16,34 +22,58 @@ from zoprivacy.models import small
 
 @dataclasses.dataclass
 class Task:
-  train_inputs: np.ndarray
+  """Data (numpy pytrees with a leading example axis) and a classifier."""
+  train_inputs: Any
   train_labels: np.ndarray
-  test_inputs: np.ndarray
+  test_inputs: Any
   test_labels: np.ndarray
   num_classes: int
-  model: Any
+  init: Callable[[jax.Array], tuple[Any, Any]]     # key -> (trainable, frozen)
+  apply: Callable[[Any, Any, Any], jax.Array]      # (trainable, frozen, inputs) -> logits
+  public_inputs: Any = None
+  public_labels: np.ndarray | None = None
 
-  def init_params(self, key):
-    return self.model.init(key, self.train_inputs[:1])
+  @property
+  def num_train(self) -> int:
+    return len(self.train_labels)
 
-  def predict(self, params, inputs):
-    return self.model.apply(params, inputs)
-
-  def batched_loss(self, params, batch):
-    """Per-example cross-entropy, ``[B]``; the model mixes no examples."""
+  def batched_loss(self, trainable, frozen, batch):
+    """Per-example cross-entropy, ``[B]``; no model here mixes examples."""
     inputs, labels = batch
-    logits = self.model.apply(params, inputs)
+    logits = self.apply(trainable, frozen, inputs)
     return optax.softmax_cross_entropy_with_integer_labels(logits, labels)
+
+
+def _flax_classifier_task(splits, model) -> Task:
+  def init(key):
+    return model.init(key, splits.train.inputs[:1]), {}
+
+  def apply(trainable, frozen, inputs):
+    del frozen
+    return model.apply(trainable, inputs)
+
+  return Task(splits.train.inputs, splits.train.labels, splits.test.inputs,
+              splits.test.labels, splits.train.num_classes, init, apply)
 
 
 MODELS: dict[str, Callable[..., Any]] = {"cnn": small.SmallCNN, "mlp": small.MLP}
 
 
-def get_task(config: ml_collections.ConfigDict) -> Task:
-  if config.dataset != "digits":
-    raise ValueError(f"Unknown dataset {config.dataset!r}.")
-  splits = loaders.load_digits(seed=config.seed)
+def _image_task(config, splits) -> Task:
+  if config.model not in MODELS:
+    raise ValueError(f"Unknown model {config.model!r} for an image task; "
+                     f"choose one of {sorted(MODELS)}.")
   model = MODELS[config.model](num_classes=splits.train.num_classes,
                                **config.get("model_kwargs", {}))
-  return Task(splits.train.inputs, splits.train.labels, splits.test.inputs,
-              splits.test.labels, splits.train.num_classes, model)
+  return _flax_classifier_task(splits, model)
+
+
+def get_task(config: ml_collections.ConfigDict) -> Task:
+  """Builds the task named by ``config.dataset``."""
+  if config.dataset == "digits":
+    return _image_task(config, loaders.load_digits(seed=config.seed))
+  if config.dataset == "fashion_mnist":
+    return _image_task(config, loaders.load_fashion_mnist(
+        data_dir=config.get("data_dir") or None))
+  raise ValueError(f"Unknown dataset {config.dataset!r}; "
+                   "choose 'digits' or 'fashion_mnist'.")

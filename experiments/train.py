@@ -1,18 +1,25 @@
 """Training loop shared by every experiment: private batches in, metrics out.
 
-Read top to bottom, one run is:
+One run, top to bottom:
 
-1. load the data and build the model (``experiments.tasks``);
+1. load the data and build the model (:mod:`experiments.tasks`);
 2. resolve the privacy parameters: calibrate the noise multiplier for
    ``target_epsilon`` or take ``noise_multiplier`` as given;
-3. build the estimator and chain it with the optimizer;
-4. for each step, draw a Poisson batch (padded, masked), apply one jitted
-   step;
-5. evaluate, and report accuracy with the ``(epsilon, delta)`` spent.
+3. build the estimator, chain it with the optimizer, open the privacy ledger;
+4. resume from the latest checkpoint in ``workdir`` if there is one;
+5. for each step: charge the ledger (it refuses a step over budget *before*
+   the step runs), draw a Poisson batch (padded, masked), apply one jitted
+   step; evaluate and checkpoint every so often;
+6. report accuracy with the ``(epsilon, delta)`` spent, write metrics and a
+   plot.
+
+Only test-set metrics are logged: a training loss on private batches is
+itself private and is never written out.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import time
@@ -29,6 +36,7 @@ import zoprivacy
 from zoprivacy import accounting
 from zoprivacy import mechanisms
 from zoprivacy.data import sampling
+from experiments import checkpointing
 from experiments import tasks
 
 
@@ -82,82 +90,207 @@ def build_estimator(config, noise_multiplier, dataset_size):
   return zoprivacy.ESTIMATORS[config.estimator](**kwargs)
 
 
-def evaluate(predict, params, inputs, labels, batch_size: int = 512) -> float:
+def evaluate(predict, trainable, frozen, inputs, labels, batch_size: int = 512) -> float:
   correct = 0
   for start in range(0, len(labels), batch_size):
-    logits = predict(params, inputs[start:start + batch_size])
+    chunk = jax.tree.map(lambda a: a[start:start + batch_size], inputs)
+    logits = predict(trainable, frozen, chunk)
     correct += int(np.sum(np.argmax(np.asarray(logits), -1)
                           == labels[start:start + batch_size]))
   return correct / len(labels)
 
 
-def train(config: ml_collections.ConfigDict, *, progress: bool = True) -> dict[str, Any]:
-  """Runs one experiment and returns its final metrics."""
-  task = tasks.get_task(config)                                       # 1
-  n = len(task.train_labels)
+class MetricsWriter:
+  """Appends metric rows to ``metrics.csv`` and ``metrics.jsonl`` (and
+  TensorBoard when ``tensorboardX`` is installed)."""
+
+  FIELDS = ("step", "test_accuracy", "epsilon", "seconds")
+
+  def __init__(self, workdir: str | None):
+    self.workdir = workdir
+    self._tb = None
+    if workdir:
+      os.makedirs(workdir, exist_ok=True)
+      try:
+        from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
+        self._tb = SummaryWriter(os.path.join(workdir, "tensorboard"))
+      except ImportError:
+        self._tb = None
+
+  def write(self, row: dict) -> None:
+    if not self.workdir:
+      return
+    path = os.path.join(self.workdir, "metrics.csv")
+    new = not os.path.exists(path)
+    with open(path, "a", newline="") as f:
+      w = csv.DictWriter(f, fieldnames=self.FIELDS)
+      if new:
+        w.writeheader()
+      w.writerow({k: row.get(k) for k in self.FIELDS})
+    with open(os.path.join(self.workdir, "metrics.jsonl"), "a") as f:
+      f.write(json.dumps(row) + "\n")
+    if self._tb is not None:
+      for k in ("test_accuracy", "epsilon"):
+        if row.get(k) is not None:
+          self._tb.add_scalar(k, row[k], row["step"])
+
+
+def plot_report(history: list[dict], path: str, title: str) -> str | None:
+  """PNG of test accuracy against step and against epsilon."""
+  try:
+    import matplotlib  # pylint: disable=g-import-not-at-top
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    return None
+  steps = [h["step"] for h in history]
+  acc = [h["test_accuracy"] for h in history]
+  eps = [h.get("epsilon") for h in history]
+  fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+  axes[0].plot(steps, acc, marker="o")
+  axes[0].set(xlabel="step", ylabel="test accuracy", title=title)
+  if all(e is not None and np.isfinite(e) for e in eps):
+    axes[1].plot(eps, acc, marker="o")
+    axes[1].set(xlabel="epsilon spent", ylabel="test accuracy")
+  else:
+    axes[1].text(0.5, 0.5, "non-private run", ha="center")
+    axes[1].set_axis_off()
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
+  return path
+
+
+def train(config: ml_collections.ConfigDict, *, progress: bool = True,
+          stop_after: int | None = None) -> dict[str, Any]:
+  """Runs (or resumes) one experiment and returns its final metrics.
+
+  ``stop_after``: stop (after checkpointing) once this many steps are done,
+  as if interrupted; a later call with the same ``workdir`` resumes.
+  """
+  task = tasks.get_task(config)                                        # 1
+  n = task.num_train
   sampler = make_sampler(config, n)
-  noise_multiplier = resolve_noise_multiplier(config,                 # 2
+  noise_multiplier = resolve_noise_multiplier(config,                  # 2
                                               sampler.sampling_probability)
-  estimator = build_estimator(config, noise_multiplier, n)            # 3
+  estimator = build_estimator(config, noise_multiplier, n)             # 3
   tx = optax.chain(estimator, make_optimizer(config))
-  params = task.init_params(jax.random.key(config.seed))
-  opt_state = tx.init(params)
+  privacy = estimator.privacy
+  ledger = None
+  if privacy is not None:
+    ledger = accounting.PrivacyLedger(delta=config.delta,
+                                      epsilon_budget=config.get("epsilon_budget"),
+                                      neighboring=privacy.neighboring)
+    ledger_step = dict(noise_multiplier=noise_multiplier,
+                       sampling_probability=sampler.sampling_probability,
+                       mechanism=("laplace" if isinstance(
+                           privacy.mechanism, mechanisms.LaplaceMechanism)
+                                  else "gaussian"),
+                       num_queries=privacy.mechanism.num_queries,
+                       sampling=sampler.scheme)
+  trainable, frozen = task.init(jax.random.key(config.seed))
+  state = {"params": trainable, "opt_state": tx.init(trainable),
+           "step": np.array(0, np.int64)}
+
+  workdir = config.get("workdir") or None
+  ckpt = None
+  if workdir:                                                          # 4
+    ckpt = checkpointing.Checkpointer(os.path.join(workdir, "checkpoints"))
+    latest = ckpt.latest_step()
+    if latest is not None:
+      state, ledger_dict = ckpt.restore(latest, state)
+      if ledger is not None:
+        ledger = accounting.PrivacyLedger.from_dict(ledger_dict)
 
   @jax.jit
-  def step(params, opt_state, batch, mask):
+  def step(params, frozen, opt_state, batch, mask):
+    loss = lambda p, b: task.batched_loss(p, frozen, b)
     zeros = jax.tree.map(jnp.zeros_like, params)
-    updates, opt_state = tx.update(zeros, opt_state, params,
-                                   batched_loss=task.batched_loss,
+    updates, opt_state = tx.update(zeros, opt_state, params, batched_loss=loss,
                                    batch=batch, mask=mask)
     return optax.apply_updates(params, updates), opt_state
 
-  predict = jax.jit(task.predict)
+  predict = jax.jit(task.apply)
+  metrics = MetricsWriter(workdir)
   history = []
+  if workdir and os.path.exists(os.path.join(workdir, "metrics.jsonl")):
+    with open(os.path.join(workdir, "metrics.jsonl")) as f:
+      history = [r for r in map(json.loads, f) if r["step"] <= int(state["step"])]
 
-  def epsilon_at(num_steps):
-    if estimator.privacy is None or num_steps == 0:
-      return 0.0 if estimator.privacy is not None else float("inf")
-    return estimator.privacy.epsilon(num_steps, config.delta)
+  def spent(num_steps=None):
+    if ledger is None:
+      return float("inf")
+    return ledger.epsilon(num_steps)
+
+  def log_eval(t):
+    row = {"step": t, "test_accuracy": evaluate(predict, state["params"], frozen,
+                                                task.test_inputs, task.test_labels),
+           "epsilon": spent(), "seconds": time.time() - start}
+    history.append(row)
+    metrics.write(row)
+    return row
+
+  def save(t):
+    if ckpt is not None:
+      ckpt.save(t, state, ledger.to_dict() if ledger is not None else None)
 
   start = time.time()
-  bar = tqdm.trange(config.num_steps, disable=not progress, desc=config.estimator,
-                    mininterval=1.0)
-  for t in bar:                                                        # 4
+  first = int(state["step"])
+  last = config.num_steps if stop_after is None else min(stop_after, config.num_steps)
+  bar = tqdm.tqdm(range(first, last), initial=first, total=config.num_steps,
+                  disable=not progress, desc=config.estimator, mininterval=1.0)
+  for t in bar:                                                        # 5
+    if ledger is not None:
+      ledger.record(1, **ledger_step)
     idx = sampler.batch_indices(t)
     batch = sampling.gather((task.train_inputs, task.train_labels), idx.indices)
-    params, opt_state = step(params, opt_state, batch, idx.mask)
-    if config.eval_every and (t + 1) % config.eval_every == 0 and t + 1 < config.num_steps:
-      acc = evaluate(predict, params, task.test_inputs, task.test_labels)
-      history.append({"step": t + 1, "test_accuracy": acc})
-      bar.set_postfix(test_acc=f"{acc:.3f}")
+    params, opt_state = step(state["params"], frozen, state["opt_state"], batch, idx.mask)
+    state = {"params": params, "opt_state": opt_state, "step": np.array(t + 1, np.int64)}
+    done = t + 1
+    if config.eval_every and done % config.eval_every == 0 and done < config.num_steps:
+      row = log_eval(done)
+      bar.set_postfix(test_acc=f"{row['test_accuracy']:.3f}", eps=f"{row['epsilon']:.3f}")
+    if ckpt is not None and config.checkpoint_every and done % config.checkpoint_every == 0:
+      save(done)
   train_seconds = time.time() - start
 
-  test_accuracy = evaluate(predict, params, task.test_inputs, task.test_labels)  # 5
-  history.append({"step": config.num_steps, "test_accuracy": test_accuracy})
+  done = int(state["step"])
+  if done < config.num_steps:          # interrupted on purpose (stop_after)
+    save(done)
+    return {"interrupted_at": done, "params_sha256": checkpointing.tree_digest(state["params"])}
+  if not history or history[-1]["step"] != done:                      # 6
+    log_eval(done)
+  save(done)
   result = {
       "estimator": config.estimator,
       "dataset": config.dataset,
-      "test_accuracy": test_accuracy,
-      "num_steps": config.num_steps,
+      "test_accuracy": history[-1]["test_accuracy"],
+      "num_steps": done,
       "noise_multiplier": noise_multiplier,
-      "epsilon": epsilon_at(config.num_steps),
-      "delta": config.delta if estimator.privacy is not None else None,
+      "epsilon": spent(),
+      "delta": config.delta if privacy is not None else None,
       "sampling": sampler.scheme,
       "sampling_probability": sampler.sampling_probability,
       "train_seconds": train_seconds,
       "history": history,
+      "params_sha256": checkpointing.tree_digest(state["params"]),
   }
-  mechanism = getattr(estimator.privacy, "mechanism", None)
-  if mechanism is not None and isinstance(mechanism, mechanisms.LaplaceMechanism):
+  if ledger is not None:
+    result["ledger"] = ledger.summary()
+  if privacy is not None and isinstance(privacy.mechanism, mechanisms.LaplaceMechanism):
     # DP-ZO Thm 3.1: the pure epsilon of the subsampled Laplace mechanism.
     result["pure_epsilon"] = accounting.pure_epsilon_poisson_laplace(
         noise_multiplier=noise_multiplier,
-        sampling_probability=sampler.sampling_probability,
-        num_steps=config.num_steps)
-  if config.get("workdir"):
-    os.makedirs(config.workdir, exist_ok=True)
-    with open(os.path.join(config.workdir, "result.json"), "w") as f:
+        sampling_probability=sampler.sampling_probability, num_steps=done)
+  if workdir:
+    result["plot"] = plot_report(history, os.path.join(workdir, "report.png"),
+                                 f"{config.estimator} on {config.dataset}")
+    with open(os.path.join(workdir, "result.json"), "w") as f:
       json.dump({"config": config.to_dict(), **result}, f, indent=2, default=str)
+    if ledger is not None:
+      ledger.save(os.path.join(workdir, "privacy_ledger.json"))
+  if ckpt is not None:
+    ckpt.close()
   return result
 
 
@@ -173,9 +306,12 @@ def format_report(result: dict[str, Any]) -> str:
   if "pure_epsilon" in result:
     privacy += (f"\npure epsilon (Laplace, basic composition, DP-ZO Thm 3.1): "
                 f"{result['pure_epsilon']:.4f}")
-  return "\n".join([
+  lines = [
       f"estimator: {result['estimator']} on {result['dataset']}",
       f"test accuracy: {result['test_accuracy']:.4f}",
       f"steps: {result['num_steps']} ({result['train_seconds']:.1f} s)",
       privacy,
-  ])
+  ]
+  if result.get("plot"):
+    lines.append(f"plot: {result['plot']}")
+  return "\n".join(lines)

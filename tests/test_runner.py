@@ -1,0 +1,77 @@
+"""The experiment runner: resume, ledger budget, corrupt checkpoints, bad configs."""
+
+import glob
+import json
+import os
+
+import pytest
+
+from configs import default
+from experiments import checkpointing
+from experiments import train
+from zoprivacy import accounting
+
+
+def _small_config(workdir, **overrides):
+  c = default.get_config()
+  c.num_steps = 300
+  c.eval_every = 100
+  c.checkpoint_every = 100
+  c.workdir = str(workdir)
+  for k, v in overrides.items():
+    setattr(c, k, v)
+  return c
+
+
+def test_resume_ends_exactly_where_an_uninterrupted_run_does(tmp_path):
+  full = train.train(_small_config(tmp_path / "full"), progress=False)
+  part = train.train(_small_config(tmp_path / "resumed"), progress=False, stop_after=150)
+  assert part["interrupted_at"] == 150
+  resumed = train.train(_small_config(tmp_path / "resumed"), progress=False)
+  assert resumed["params_sha256"] == full["params_sha256"]
+  assert resumed["epsilon"] == full["epsilon"]
+  assert resumed["test_accuracy"] == full["test_accuracy"]
+  ledger = accounting.PrivacyLedger.load(tmp_path / "resumed" / "privacy_ledger.json")
+  assert ledger.num_steps == 300
+  rows = [json.loads(l) for l in open(tmp_path / "resumed" / "metrics.jsonl")]
+  assert [r["step"] for r in rows] == [100, 200, 300]
+  assert (tmp_path / "resumed" / "report.png").stat().st_size > 1000
+
+
+def test_budget_refuses_the_step_that_would_exceed_it(tmp_path):
+  c = _small_config(tmp_path, epsilon_budget=1.0)   # the run needs epsilon 2
+  with pytest.raises(accounting.PrivacyBudgetExceededError, match="budget"):
+    train.train(c, progress=False)
+
+
+def test_corrupt_checkpoint_is_reported(tmp_path):
+  train.train(_small_config(tmp_path, num_steps=200), progress=False, stop_after=100)
+  data_files = [f for f in glob.glob(str(tmp_path / "checkpoints" / "100" / "state" / "**"),
+                                     recursive=True)
+                if os.path.isfile(f) and "/d/" in f]
+  assert data_files
+  for f in data_files:
+    with open(f, "r+b") as fh:
+      raw = bytearray(fh.read())
+      for i in range(0, len(raw), 7):
+        raw[i] ^= 0xFF
+      fh.seek(0)
+      fh.write(raw)
+  with pytest.raises(checkpointing.CorruptCheckpointError):
+    train.train(_small_config(tmp_path, num_steps=200), progress=False)
+
+
+def test_shuffling_is_rejected_for_private_estimators(tmp_path):
+  c = _small_config(tmp_path, sampling="shuffle")
+  with pytest.raises(ValueError, match="Poisson"):
+    train.train(c, progress=False)
+
+
+def test_tampered_ledger_in_checkpoint_is_reported(tmp_path):
+  train.train(_small_config(tmp_path, num_steps=200), progress=False, stop_after=100)
+  path = tmp_path / "checkpoints" / "100" / "manifest" / "metadata"
+  manifest = json.loads(path.read_text())
+  manifest["ledger"]["segments"][0]["num_steps"] = 10     # under-report spending
+  path.write_text(json.dumps(manifest))
+  with pytest.raises(checkpointing.CorruptCheckpointError, match="ledger"):
+    train.train(_small_config(tmp_path, num_steps=200), progress=False)

@@ -1,0 +1,1 @@
+"""Paper-reproduction commands run by ``python -m experiments.reproduce``."""

@@ -68,12 +68,35 @@ def _image_task(config, splits) -> Task:
   return _flax_classifier_task(splits, model)
 
 
+TaskBuilder = Callable[[ml_collections.ConfigDict], Task]
+TASKS: dict[str, TaskBuilder] = {}
+
+
+def register(name: str):
+  """Decorator: ``@register('cifar10')`` makes ``config.dataset='cifar10'`` work."""
+  def wrap(builder: TaskBuilder) -> TaskBuilder:
+    if name in TASKS:
+      raise ValueError(f"Task {name!r} is registered twice.")
+    TASKS[name] = builder
+    return builder
+  return wrap
+
+
+@register("digits")
+def digits_task(config) -> Task:
+  return _image_task(config, loaders.load_digits(seed=config.seed))
+
+
+@register("fashion_mnist")
+def fashion_mnist_task(config) -> Task:
+  return _image_task(config, loaders.load_fashion_mnist(
+      data_dir=config.get("data_dir") or None))
+
+
 def get_task(config: ml_collections.ConfigDict) -> Task:
   """Builds the task named by ``config.dataset``."""
-  if config.dataset == "digits":
-    return _image_task(config, loaders.load_digits(seed=config.seed))
-  if config.dataset == "fashion_mnist":
-    return _image_task(config, loaders.load_fashion_mnist(
-        data_dir=config.get("data_dir") or None))
-  raise ValueError(f"Unknown dataset {config.dataset!r}; "
-                   "choose 'digits' or 'fashion_mnist'.")
+  # The paper settings' tasks (text, CIFAR-10, ...) register themselves here.
+  from experiments import paper_tasks  # pylint: disable=g-import-not-at-top,unused-import
+  if config.dataset not in TASKS:
+    raise ValueError(f"Unknown dataset {config.dataset!r}; choose one of {sorted(TASKS)}.")
+  return TASKS[config.dataset](config)

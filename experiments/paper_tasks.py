@@ -1,0 +1,1 @@
+"""Tasks of the papers' settings (registered with :func:`experiments.tasks.register`)."""

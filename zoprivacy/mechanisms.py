@@ -65,6 +65,15 @@ def masked_tree_sum(tree, mask: jax.Array | None):
   return jax.tree.map(lambda x: masked_sum(x, mask), tree)
 
 
+def _add_iid_noise(key: jax.Array, tree, scale: float, sample):
+  """Adds ``scale * sample(key_leaf, shape, dtype)`` to every leaf of a tree."""
+  leaves, treedef = jax.tree.flatten(tree)
+  keys = jax.random.split(key, len(leaves))
+  noisy = [x + scale * sample(k, jnp.shape(x), jnp.result_type(x))
+           for k, x in zip(keys, leaves)]
+  return jax.tree.unflatten(treedef, noisy)
+
+
 @dataclasses.dataclass(frozen=True)
 class GaussianMechanism:
   """Gaussian noise on a sum of clipped contributions.
@@ -107,13 +116,7 @@ class GaussianMechanism:
 
   def add_noise(self, key: jax.Array, clipped_sum):
     """Adds ``N(0, noise_std^2)`` to every coordinate of a pytree sum."""
-    leaves, treedef = jax.tree.flatten(clipped_sum)
-    keys = jax.random.split(key, len(leaves))
-    noisy = [
-        x + self.noise_std * jax.random.normal(k, jnp.shape(x), jnp.result_type(x))
-        for k, x in zip(keys, leaves)
-    ]
-    return jax.tree.unflatten(treedef, noisy)
+    return _add_iid_noise(key, clipped_sum, self.noise_std, jax.random.normal)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,13 +165,8 @@ class LaplaceMechanism:
     return dp_accounting.LaplaceDpEvent(self.noise_multiplier)
 
   def add_noise(self, key: jax.Array, clipped_sum):
-    leaves, treedef = jax.tree.flatten(clipped_sum)
-    keys = jax.random.split(key, len(leaves))
-    noisy = [
-        x + self.noise_scale * jax.random.laplace(k, jnp.shape(x), jnp.result_type(x))
-        for k, x in zip(keys, leaves)
-    ]
-    return jax.tree.unflatten(treedef, noisy)
+    """Adds ``Laplace(0, noise_scale)`` to every coordinate of a pytree sum."""
+    return _add_iid_noise(key, clipped_sum, self.noise_scale, jax.random.laplace)
 
 
 @dataclasses.dataclass(frozen=True)

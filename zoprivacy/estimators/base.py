@@ -125,6 +125,31 @@ class PrivacySpec:
                                   delta=delta, neighboring=self.neighboring)
 
 
+def privacy_spec(*, clip, noise_multiplier, expected_batch_size,
+                 dataset_size=None, num_queries: int = 1,
+                 neighboring: str = "add_or_remove",
+                 mechanism: str = "gaussian") -> PrivacySpec:
+  """Validates the privacy hyperparameters and builds the step's spec.
+
+  Shared by every estimator that privatizes a sum of per-example
+  contributions clipped at ``clip`` with Gaussian or Laplace noise under
+  Poisson sampling. Runs at construction, before any data is seen.
+  """
+  from zoprivacy import validation  # pylint: disable=g-import-not-at-top
+  clip = validation.positive("clip", clip)
+  noise_multiplier = validation.positive("noise_multiplier", noise_multiplier)
+  num_queries = validation.positive_int("num_queries", num_queries)
+  validation.one_of("neighboring", neighboring, mechanisms.NEIGHBORING_RELATIONS)
+  expected_batch_size, dataset_size = validation.batch_size_and_dataset(
+      expected_batch_size, dataset_size)
+  validation.one_of("mechanism", mechanism, ("gaussian", "laplace"))
+  return PrivacySpec(
+      mechanisms.make_mechanism(mechanism, clip=clip,
+                                noise_multiplier=noise_multiplier,
+                                num_queries=num_queries, neighboring=neighboring),
+      expected_batch_size, dataset_size)
+
+
 class PrivateEstimator(optax.GradientTransformationExtraArgs):
   """An ``optax.GradientTransformationExtraArgs`` that knows its privacy.
 
@@ -140,3 +165,30 @@ class PrivateEstimator(optax.GradientTransformationExtraArgs):
     self = super().__new__(cls, init, update)
     self.privacy = privacy
     return self
+
+
+def build_estimator(compute, *, key, privacy: PrivacySpec | None,
+                    num_released: int = 1) -> PrivateEstimator:
+  """Wraps a step computation into an optax transformation.
+
+  ``compute(params, loss_args, direction_key, noise_key) -> (grad, released)``
+  holds the method; this wrapper owns what every estimator shares: the state,
+  the data-independent key schedule and the extra-argument parsing.
+  """
+
+  def init_fn(params):
+    del params
+    return init_state(key, num_released)
+
+  def update_fn(updates, state, params=None, **extra_args):
+    del updates
+    if params is None:
+      raise ValueError("Estimators need params in update().")
+    args = parse_extra_args(extra_args)
+    next_key, direction_key, noise_key = split_step_keys(state)
+    grad, released = compute(params, args, direction_key, noise_key)
+    released = jnp.asarray(released, jnp.float32).reshape([num_released])
+    return grad, EstimatorState(key=next_key, step=state.step + 1,
+                                released=released)
+
+  return PrivateEstimator(init_fn, update_fn, privacy)

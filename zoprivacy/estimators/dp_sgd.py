@@ -14,7 +14,6 @@ import jax.numpy as jnp
 from zoprivacy import clipping
 from zoprivacy import mechanisms
 from zoprivacy import queries
-from zoprivacy import validation
 from zoprivacy.estimators import base
 
 
@@ -29,32 +28,22 @@ def dp_sgd(*, clip: float, noise_multiplier: float, expected_batch_size: float,
   ``sigma C`` per coordinate, event ``GaussianDpEvent(sigma)`` Poisson-sampled
   at ``p = B/n``.
   """
-  clip = validation.positive("clip", clip)
-  noise_multiplier = validation.positive("noise_multiplier", noise_multiplier)
-  expected_batch_size, dataset_size = validation.batch_size_and_dataset(
-      expected_batch_size, dataset_size)
-  mechanism = mechanisms.GaussianMechanism(clip, noise_multiplier, 1,
-                                           neighboring)
-  privacy = base.PrivacySpec(mechanism, expected_batch_size, dataset_size)
+  privacy = base.privacy_spec(
+      clip=clip, noise_multiplier=noise_multiplier,
+      expected_batch_size=expected_batch_size, dataset_size=dataset_size,
+      neighboring=neighboring)
+  mechanism = privacy.mechanism
 
-  def init_fn(params):
-    del params
-    return base.init_state(key, 1)
-
-  def update_fn(updates, state, params=None, **extra_args):
-    del updates
-    args = base.parse_extra_args(extra_args)
-    next_key, _, noise_key = base.split_step_keys(state)
+  def compute(params, args, direction_key, noise_key):
+    del direction_key
     loss_one = queries.as_per_example_loss(args.per_example_loss,
                                            args.batched_loss)
     per_example_grads = jax.vmap(jax.grad(loss_one), in_axes=(None, 0))(
         params, args.batch)
-    clipped, _ = clipping.clip_tree_per_example(per_example_grads, clip)
+    clipped, _ = clipping.clip_tree_per_example(per_example_grads, mechanism.clip)
     noisy = mechanism.add_noise(noise_key,
                                 mechanisms.masked_tree_sum(clipped, args.mask))
-    grad = jax.tree.map(lambda x: x / expected_batch_size, noisy)
-    new_state = base.EstimatorState(key=next_key, step=state.step + 1,
-                                    released=jnp.zeros([1], jnp.float32))
-    return grad, new_state
+    grad = jax.tree.map(lambda x: x / privacy.expected_batch_size, noisy)
+    return grad, jnp.zeros([0])
 
-  return base.PrivateEstimator(init_fn, update_fn, privacy)
+  return base.build_estimator(compute, key=key, privacy=privacy, num_released=0)

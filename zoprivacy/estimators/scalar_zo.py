@@ -41,17 +41,8 @@ def _two_point_transformation(*, smoothing: float, num_queries: int,
   def direction(key, params):
     return sampler(directions_lib.direction_key(key, direction_prng), params)
 
-  def init_fn(params):
-    del params
-    return base.init_state(key, num_queries)
-
-  def update_fn(updates, state, params=None, **extra_args):
-    del updates
-    if params is None:
-      raise ValueError("Zeroth-order estimators need params in update().")
-    args = base.parse_extra_args(extra_args)
-    next_key, dir_key, noise_key = base.split_step_keys(state)
-    query_keys = jax.random.split(dir_key, num_queries)
+  def compute(params, args, direction_key, noise_key):
+    query_keys = jax.random.split(direction_key, num_queries)
 
     def query(k):
       u = direction(k, params)
@@ -89,12 +80,10 @@ def _two_point_transformation(*, smoothing: float, num_queries: int,
                             acc, u), None
       zeros = jax.tree.map(jnp.zeros_like, params)
       grad, _ = jax.lax.scan(accumulate, zeros, (query_keys, scalars))
+    return grad, scalars
 
-    new_state = base.EstimatorState(key=next_key, step=state.step + 1,
-                                    released=scalars)
-    return grad, new_state
-
-  return base.PrivateEstimator(init_fn, update_fn, privacy)
+  return base.build_estimator(compute, key=key, privacy=privacy,
+                              num_released=num_queries)
 
 
 def mezo(*, smoothing: float = 1e-3, num_queries: int = 1,
@@ -127,23 +116,19 @@ def _private_scalar_estimator(*, mechanism_name, clip, noise_multiplier,
                               smoothing, expected_batch_size, dataset_size,
                               num_queries, directions, clip_target,
                               neighboring, key, direction_prng):
-  clip = validation.positive("clip", clip)
-  noise_multiplier = validation.positive("noise_multiplier", noise_multiplier)
   smoothing = validation.positive("smoothing", smoothing)
-  num_queries = validation.positive_int("num_queries", num_queries)
-  expected_batch_size, dataset_size = validation.batch_size_and_dataset(
-      expected_batch_size, dataset_size)
   validation.one_of("directions", directions, directions_lib.DIRECTION_NAMES)
   validation.one_of("clip_target", clip_target, clipping.CLIP_TARGETS)
-  validation.one_of("neighboring", neighboring, mechanisms.NEIGHBORING_RELATIONS)
   validation.one_of("direction_prng", direction_prng, directions_lib.PRNG_IMPLS)
-  mechanism = mechanisms.make_mechanism(
-      mechanism_name, clip=clip, noise_multiplier=noise_multiplier,
-      num_queries=num_queries, neighboring=neighboring)
-  privacy = base.PrivacySpec(mechanism, expected_batch_size, dataset_size)
+  privacy = base.privacy_spec(
+      clip=clip, noise_multiplier=noise_multiplier,
+      expected_batch_size=expected_batch_size, dataset_size=dataset_size,
+      num_queries=num_queries, neighboring=neighboring,
+      mechanism=mechanism_name)
   return _two_point_transformation(
-      smoothing=smoothing, num_queries=num_queries, directions=directions,
-      clip_target=clip_target, mechanism=mechanism, privacy=privacy, key=key,
+      smoothing=smoothing, num_queries=privacy.mechanism.num_queries,
+      directions=directions, clip_target=clip_target,
+      mechanism=privacy.mechanism, privacy=privacy, key=key,
       direction_prng=direction_prng)
 
 
@@ -216,7 +201,6 @@ def dp_zo(*, clip: float, noise_multiplier: float, smoothing: float,
     key: PRNG key or integer seed.
     direction_prng: 'threefry' (default), 'rbg' or 'unsafe_rbg'.
   """
-  validation.one_of("mechanism", mechanism, ("gaussian", "laplace"))
   return _private_scalar_estimator(
       mechanism_name=mechanism, clip=clip, noise_multiplier=noise_multiplier,
       smoothing=smoothing, expected_batch_size=expected_batch_size,

@@ -38,40 +38,29 @@ def dpgd_zeroth(*, clip: float, noise_multiplier: float, smoothing: float,
   ``sigma C`` per coordinate, event ``GaussianDpEvent(sigma)`` Poisson-sampled
   at ``p = B/n``: the same accounting as DP-SGD.
   """
-  clip = validation.positive("clip", clip)
-  noise_multiplier = validation.positive("noise_multiplier", noise_multiplier)
   smoothing = validation.positive("smoothing", smoothing)
-  expected_batch_size, dataset_size = validation.batch_size_and_dataset(
-      expected_batch_size, dataset_size)
   validation.one_of("directions", directions, directions_lib.DIRECTION_NAMES)
   validation.one_of("direction_prng", direction_prng, directions_lib.PRNG_IMPLS)
-  mechanism = mechanisms.GaussianMechanism(clip, noise_multiplier, 1,
-                                           neighboring)
-  privacy = base.PrivacySpec(mechanism, expected_batch_size, dataset_size)
+  privacy = base.privacy_spec(
+      clip=clip, noise_multiplier=noise_multiplier,
+      expected_batch_size=expected_batch_size, dataset_size=dataset_size,
+      neighboring=neighboring)
+  mechanism = privacy.mechanism
   sampler = directions_lib.get_sampler(directions)
 
-  def init_fn(params):
-    del params
-    return base.init_state(key, 1)
-
-  def update_fn(updates, state, params=None, **extra_args):
-    del updates
-    args = base.parse_extra_args(extra_args)
-    next_key, dir_key, noise_key = base.split_step_keys(state)
-    u = sampler(directions_lib.direction_key(dir_key, direction_prng), params)
+  def compute(params, args, direction_key, noise_key):
+    u = sampler(directions_lib.direction_key(direction_key, direction_prng), params)
     f_plus, f_minus = queries.two_point_losses(args.loss, params, u, smoothing,
                                                args.batch)
     fd = clipping.two_point_scalar(f_plus, f_minus, smoothing,
                                    "finite_difference").astype(jnp.float32)
     u_norm = jnp.sqrt(sum(jnp.sum(jnp.square(x.astype(jnp.float32)))
                           for x in jax.tree.leaves(u)))
-    clipped = clipping.clip_scalars(fd, clip / u_norm)
+    clipped = clipping.clip_scalars(fd, mechanism.clip / u_norm)
     scalar_sum = mechanisms.masked_sum(clipped, args.mask)
     vector_sum = jax.tree.map(lambda x: scalar_sum.astype(x.dtype) * x, u)
     noisy = mechanism.add_noise(noise_key, vector_sum)
-    grad = jax.tree.map(lambda x: x / expected_batch_size, noisy)
-    new_state = base.EstimatorState(key=next_key, step=state.step + 1,
-                                    released=jnp.zeros([1], jnp.float32))
-    return grad, new_state
+    grad = jax.tree.map(lambda x: x / privacy.expected_batch_size, noisy)
+    return grad, jnp.zeros([0])
 
-  return base.PrivateEstimator(init_fn, update_fn, privacy)
+  return base.build_estimator(compute, key=key, privacy=privacy, num_released=0)

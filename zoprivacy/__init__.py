@@ -18,10 +18,16 @@ from zoprivacy.estimators import ESTIMATORS
 from zoprivacy.estimators import EstimatorState
 from zoprivacy.estimators import PrivacySpec
 from zoprivacy.estimators import PrivateEstimator
+from zoprivacy.estimators import dope_sgd
 from zoprivacy.estimators import dp_sgd
 from zoprivacy.estimators import dp_zo
 from zoprivacy.estimators import dpgd_zeroth
+from zoprivacy.estimators import dpmd
 from zoprivacy.estimators import dpzero
+from zoprivacy.estimators import gep
 from zoprivacy.estimators import mezo
+from zoprivacy.estimators import pazo_m
+from zoprivacy.estimators import pazo_p
+from zoprivacy.estimators import pazo_s
 
 __version__ = "0.1.0"

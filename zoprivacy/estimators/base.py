@@ -63,6 +63,7 @@ class LossArgs(NamedTuple):
   mask: jax.Array | None
   per_example_loss: Any
   batched_loss: Any
+  extra: dict        # every keyword extra argument, e.g. public batches
 
 
 def parse_extra_args(extra_args: dict) -> LossArgs:
@@ -73,7 +74,7 @@ def parse_extra_args(extra_args: dict) -> LossArgs:
     raise ValueError("The estimator's update needs the keyword extra arg batch=.")
   loss = queries.as_batched_loss(per_example_loss, batched_loss)
   return LossArgs(loss, extra_args["batch"], extra_args.get("mask"),
-                  per_example_loss, batched_loss)
+                  per_example_loss, batched_loss, dict(extra_args))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -57,6 +57,7 @@ from zoprivacy import mechanisms
 from zoprivacy import queries
 from zoprivacy import validation
 from zoprivacy.estimators import base
+from zoprivacy.estimators import scalar_zo
 from zoprivacy.estimators.dp_sgd import dp_sgd as _dp_sgd
 
 _FD = "finite_difference"   # PAZO clips the finite difference (NOTES item 2).
@@ -65,8 +66,9 @@ _FD = "finite_difference"   # PAZO clips the finite difference (NOTES item 2).
 # ----------------------------------------------------------------- public data
 
 
-def _public_loss(args: base.LossArgs, extra_args: dict):
+def _public_loss(args: base.LossArgs):
   """``(params, public_batch) -> scalar`` mean public loss."""
+  extra_args = args.extra
   public_loss = extra_args.get("public_loss")
   if public_loss is not None:
     return public_loss
@@ -94,7 +96,8 @@ def _check_like_private(public, private, *, stacked: bool, what: str) -> None:
           f"private batch's has {jnp.shape(priv)[1:]}.")
 
 
-def _get_public_batch(extra_args: dict, args: base.LossArgs):
+def _get_public_batch(args: base.LossArgs):
+  extra_args = args.extra
   public_batch = extra_args.get("public_batch")
   if public_batch is None:
     raise ValueError(
@@ -108,8 +111,9 @@ def _get_public_batch(extra_args: dict, args: base.LossArgs):
   return public_batch
 
 
-def _get_public_batches(extra_args: dict, args: base.LossArgs, k: int):
+def _get_public_batches(args: base.LossArgs, k: int):
   """``public_batches``: every leaf stacked ``[k, b', ...]``; checked here."""
+  extra_args = args.extra
   public_batches = extra_args.get("public_batches")
   if public_batches is None:
     hint = (" (got public_batch=; stack k batches along a new leading axis "
@@ -212,70 +216,16 @@ def _combine(weight_a, tree_a, tree_b):
 # --------------------------------------------- privatized two-point queries
 
 
-def _privatized_two_point(*, loss, params, batch, mask, direction, query_keys,
-                          noise_key, mechanism, expected_batch_size, smoothing):
-  """PAZO Alg. 1/2 lines 6-11 up to the direction: the ``q`` released scalars.
-
-  For each query key ``k_j``: ``u_j = direction(k_j)``; per example the
-  finite difference ``(f(x + l u_j) - f(x - l u_j)) / (2l)`` (two batched
-  forward passes), clipped at ``C``; masked sum over the batch; Gaussian noise
-  of std ``sqrt(q) sigma C`` on each of the ``q`` sums (line 8); divided by
-  the expected batch size ``b``. The same composition as DPZero's step in
-  :mod:`zoprivacy.estimators.scalar_zo`, so PAZO-M with ``alpha = 0`` is
-  DPZero with ``directions='sphere_quarter'`` key for key.
-  """
-  num_queries = query_keys.shape[0]
-
-  def query(k):
-    u = direction(k)
-    f_plus, f_minus = queries.two_point_losses(loss, params, u, smoothing,
-                                               batch)
-    return clipping.two_point_scalar(f_plus, f_minus, smoothing, _FD)
-
-  if num_queries == 1:
-    per_example = query(query_keys[0])[:, None]             # [B, 1]
-  else:
-    per_example = jax.lax.map(query, query_keys).T          # [B, q]
-  per_example = per_example.astype(jnp.float32)
-  clipped = clipping.clip_scalars(per_example, mechanism.clip)
-  noisy_sum = mechanism.add_noise(noise_key,
-                                  mechanisms.masked_sum(clipped, mask))
-  mean = noisy_sum / expected_batch_size
-  return clipping.to_directional_derivative(mean, smoothing, _FD)
-
-
-def _average_of_directions(direction, query_keys, scalars, params):
-  """``(1/q) sum_j s_j u_j``, regenerating each ``u_j`` from its key."""
-  num_queries = query_keys.shape[0]
-  if num_queries == 1:
-    return jax.tree.map(lambda u: scalars[0].astype(u.dtype) * u,
-                        direction(query_keys[0]))
-
-  def accumulate(acc, key_and_scalar):
-    k, s = key_and_scalar
-    u = direction(k)
-    return jax.tree.map(lambda a, x: a + (s / num_queries).astype(x.dtype) * x,
-                        acc, u), None
-
-  zeros = jax.tree.map(jnp.zeros_like, params)
-  out, _ = jax.lax.scan(accumulate, zeros, (query_keys, scalars))
-  return out
-
-
 def _zo_common(*, clip, noise_multiplier, smoothing, expected_batch_size,
                dataset_size, num_queries, neighboring, direction_prng):
-  clip = validation.positive("clip", clip)
-  noise_multiplier = validation.positive("noise_multiplier", noise_multiplier)
   smoothing = validation.positive("smoothing", smoothing)
-  num_queries = validation.positive_int("num_queries", num_queries)
-  expected_batch_size, dataset_size = validation.batch_size_and_dataset(
-      expected_batch_size, dataset_size)
-  validation.one_of("neighboring", neighboring, mechanisms.NEIGHBORING_RELATIONS)
   validation.one_of("direction_prng", direction_prng, directions_lib.PRNG_IMPLS)
-  mechanism = mechanisms.GaussianMechanism(clip, noise_multiplier, num_queries,
-                                           neighboring)
-  privacy = base.PrivacySpec(mechanism, expected_batch_size, dataset_size)
-  return mechanism, privacy, smoothing, num_queries, expected_batch_size
+  privacy = base.privacy_spec(
+      clip=clip, noise_multiplier=noise_multiplier,
+      expected_batch_size=expected_batch_size, dataset_size=dataset_size,
+      num_queries=num_queries, neighboring=neighboring)
+  return (privacy.mechanism, privacy, smoothing, privacy.mechanism.num_queries,
+          privacy.expected_batch_size)
 
 
 def _require_params(params):
@@ -328,35 +278,27 @@ def pazo_m(*, clip: float, noise_multiplier: float, smoothing: float,
       direction_prng=direction_prng)
   sampler = directions_lib.get_sampler(directions)
 
-  def init_fn(params):
-    del params
-    return base.init_state(key, num_queries)
-
-  def update_fn(updates, state, params=None, **extra_args):
-    del updates
-    _require_params(params)
-    args = base.parse_extra_args(extra_args)
-    public_batch = _get_public_batch(extra_args, args)
-    next_key, dir_key, noise_key = base.split_step_keys(state)
+  def compute(params, args, dir_key, noise_key):
+    public_batch = _get_public_batch(args)
     query_keys = jax.random.split(dir_key, num_queries)
 
     def direction(k):
       return sampler(directions_lib.direction_key(k, direction_prng), params)
 
-    scalars = _privatized_two_point(
+    scalars = scalar_zo.two_point_scalars(
         loss=args.loss, params=params, batch=args.batch, mask=args.mask,
         direction=direction, query_keys=query_keys, noise_key=noise_key,
-        mechanism=mechanism, expected_batch_size=expected_batch_size,
-        smoothing=smoothing)
-    g_private = _average_of_directions(direction, query_keys, scalars, params)
-    g_pub = public_gradient(_public_loss(args, extra_args), params,
+        smoothing=smoothing, clip_target=_FD, mechanism=mechanism,
+        privacy=privacy)
+    g_private = scalar_zo.average_of_directions(direction, query_keys, scalars,
+                                                params)
+    g_pub = public_gradient(_public_loss(args), params,
                             public_batch)
     grad = _combine(alpha, g_pub, g_private)
-    new_state = base.EstimatorState(key=next_key, step=state.step + 1,
-                                    released=scalars)
-    return grad, new_state
+    return grad, scalars
 
-  return base.PrivateEstimator(init_fn, update_fn, privacy)
+  return base.build_estimator(compute, key=key, privacy=privacy,
+                              num_released=num_queries)
 
 
 # ------------------------------------------------------------------- PAZO-P
@@ -403,19 +345,11 @@ def pazo_p(*, clip: float, noise_multiplier: float, smoothing: float,
         directions_lib.direction_key(key, direction_prng),
         coefficient_template, "sqrt_dim")
 
-  def init_fn(params):
-    del params
-    return base.init_state(key, num_queries)
-
-  def update_fn(updates, state, params=None, **extra_args):
-    del updates
-    _require_params(params)
-    args = base.parse_extra_args(extra_args)
-    public_batches = _get_public_batches(extra_args, args, k)
-    next_key, dir_key, noise_key = base.split_step_keys(state)
+  def compute(params, args, dir_key, noise_key):
+    public_batches = _get_public_batches(args, k)
     query_keys = jax.random.split(dir_key, num_queries)
     basis = public_subspace(
-        public_gradients(_public_loss(args, extra_args), params,
+        public_gradients(_public_loss(args), params,
                          public_batches), orthonormalize)
 
     def in_span(c):
@@ -423,19 +357,18 @@ def pazo_p(*, clip: float, noise_multiplier: float, smoothing: float,
       return jax.tree.map(
           lambda g: jnp.tensordot(c.astype(g.dtype), g, axes=1), basis)
 
-    scalars = _privatized_two_point(
+    scalars = scalar_zo.two_point_scalars(
         loss=args.loss, params=params, batch=args.batch, mask=args.mask,
         direction=lambda kk: in_span(coefficients(kk)), query_keys=query_keys,
-        noise_key=noise_key, mechanism=mechanism,
-        expected_batch_size=expected_batch_size, smoothing=smoothing)
+        noise_key=noise_key, smoothing=smoothing, clip_target=_FD,
+        mechanism=mechanism, privacy=privacy)
     mean_coefficients = jnp.mean(
         scalars[:, None] * jax.vmap(coefficients)(query_keys), axis=0)
     grad = in_span(mean_coefficients)
-    new_state = base.EstimatorState(key=next_key, step=state.step + 1,
-                                    released=scalars)
-    return grad, new_state
+    return grad, scalars
 
-  return base.PrivateEstimator(init_fn, update_fn, privacy)
+  return base.build_estimator(compute, key=key, privacy=privacy,
+                              num_released=num_queries)
 
 
 # ------------------------------------------------------------------- PAZO-S
@@ -500,18 +433,10 @@ def pazo_s(*, clip: float, noise_multiplier: float, learning_rate: float,
       num_queries=num_scores, neighboring=neighboring,
       direction_prng=direction_prng)
 
-  def init_fn(params):
-    del params
-    return base.init_state(key, num_scores)
-
-  def update_fn(updates, state, params=None, **extra_args):
-    del updates
-    _require_params(params)
-    args = base.parse_extra_args(extra_args)
-    public_batches = _get_public_batches(extra_args, args, k)
-    next_key, dir_key, noise_key = base.split_step_keys(state)
+  def compute(params, args, dir_key, noise_key):
+    public_batches = _get_public_batches(args, k)
     candidates_noise_key, extra_noise_key = jax.random.split(noise_key)
-    grads = public_gradients(_public_loss(args, extra_args), params,
+    grads = public_gradients(_public_loss(args), params,
                              public_batches)
 
     def clipped_loss_sum(g):
@@ -540,11 +465,10 @@ def pazo_s(*, clip: float, noise_multiplier: float, learning_rate: float,
                           g_extra, g_best)
     else:
       grad = g_best
-    new_state = base.EstimatorState(key=next_key, step=state.step + 1,
-                                    released=scores)
-    return grad, new_state
+    return grad, scores
 
-  return base.PrivateEstimator(init_fn, update_fn, privacy)
+  return base.build_estimator(compute, key=key, privacy=privacy,
+                              num_released=num_scores)
 
 
 # --------------------------------------------------------------------- DPMD
@@ -581,8 +505,8 @@ def dpmd(*, clip: float, noise_multiplier: float, expected_batch_size: float,
     _require_params(params)
     g_private, new_state = private.update(updates, state, params, **extra_args)
     args = base.parse_extra_args(extra_args)
-    g_pub = public_gradient(_public_loss(args, extra_args), params,
-                            _get_public_batch(extra_args, args))
+    g_pub = public_gradient(_public_loss(args), params,
+                            _get_public_batch(args))
     weight = dpmd_public_weight(state.step, num_steps)
     return _combine(weight, g_pub, g_private), new_state
 
@@ -611,26 +535,15 @@ def dope_sgd(*, clip: float, noise_multiplier: float,
   Poisson-sampled at ``p = b/n``. Cost (Table 6): ``b`` private
   forward+backward (vmapped), one public forward+backward.
   """
-  clip = validation.positive("clip", clip)
-  noise_multiplier = validation.positive("noise_multiplier", noise_multiplier)
-  expected_batch_size, dataset_size = validation.batch_size_and_dataset(
-      expected_batch_size, dataset_size)
-  validation.one_of("neighboring", neighboring, mechanisms.NEIGHBORING_RELATIONS)
-  mechanism = mechanisms.GaussianMechanism(clip, noise_multiplier, 1,
-                                           neighboring)
-  privacy = base.PrivacySpec(mechanism, expected_batch_size, dataset_size)
+  privacy = base.privacy_spec(
+      clip=clip, noise_multiplier=noise_multiplier,
+      expected_batch_size=expected_batch_size, dataset_size=dataset_size,
+      neighboring=neighboring)
+  mechanism, expected_batch_size = privacy.mechanism, privacy.expected_batch_size
 
-  def init_fn(params):
-    del params
-    return base.init_state(key, 1)
-
-  def update_fn(updates, state, params=None, **extra_args):
-    del updates
-    _require_params(params)
-    args = base.parse_extra_args(extra_args)
-    g_pub = public_gradient(_public_loss(args, extra_args), params,
-                            _get_public_batch(extra_args, args))
-    next_key, _, noise_key = base.split_step_keys(state)
+  def compute(params, args, dir_key, noise_key):
+    g_pub = public_gradient(_public_loss(args), params,
+                            _get_public_batch(args))
     loss_one = queries.as_per_example_loss(args.per_example_loss,
                                            args.batched_loss)
     per_example = jax.vmap(jax.grad(loss_one), in_axes=(None, 0))(params,
@@ -640,11 +553,10 @@ def dope_sgd(*, clip: float, noise_multiplier: float,
     noisy = mechanism.add_noise(noise_key,
                                 mechanisms.masked_tree_sum(clipped, args.mask))
     grad = jax.tree.map(lambda p, s: p + s / expected_batch_size, g_pub, noisy)
-    new_state = base.EstimatorState(key=next_key, step=state.step + 1,
-                                    released=jnp.zeros([1], jnp.float32))
-    return grad, new_state
+    return grad, jnp.zeros([0])
 
-  return base.PrivateEstimator(init_fn, update_fn, privacy)
+  return base.build_estimator(compute, key=key, privacy=privacy,
+                              num_released=0)
 
 
 # ---------------------------------------------------------------------- GEP
@@ -787,16 +699,8 @@ def gep(*, embedding_clip: float, residual_clip: float,
       validation.positive("residual_noise_multiplier", split[1]), neighboring)
   privacy = base.PrivacySpec(mechanism, expected_batch_size, dataset_size)
 
-  def init_fn(params):
-    del params
-    return base.init_state(key, 1)
-
-  def update_fn(updates, state, params=None, **extra_args):
-    del updates
-    _require_params(params)
-    args = base.parse_extra_args(extra_args)
-    public_batch = _get_public_batch(extra_args, args)
-    next_key, dir_key, noise_key = base.split_step_keys(state)
+  def compute(params, args, dir_key, noise_key):
+    public_batch = _get_public_batch(args)
     loss_one = queries.as_per_example_loss(args.per_example_loss,
                                            args.batched_loss)
     per_example_grad = jax.vmap(jax.grad(loss_one), in_axes=(None, 0))
@@ -819,11 +723,10 @@ def gep(*, embedding_clip: float, residual_clip: float,
     dtype = jax.tree.leaves(params)[0].dtype
     grad = jax.tree.map(lambda g, p: g.astype(p.dtype), unravel(flat.astype(dtype)),
                         params)
-    new_state = base.EstimatorState(key=next_key, step=state.step + 1,
-                                    released=jnp.zeros([1], jnp.float32))
-    return grad, new_state
+    return grad, jnp.zeros([0])
 
-  return base.PrivateEstimator(init_fn, update_fn, privacy)
+  return base.build_estimator(compute, key=key, privacy=privacy,
+                              num_released=0)
 
 
 PUBLIC_ASSISTED_ESTIMATORS = {

@@ -29,58 +29,87 @@ from zoprivacy import validation
 from zoprivacy.estimators import base
 
 
+def two_point_scalars(*, loss, params, batch, mask, direction, query_keys,
+                      noise_key, smoothing: float, clip_target: str,
+                      mechanism: mechanisms.Mechanism,
+                      privacy: base.PrivacySpec | None) -> jax.Array:
+  """Steps 2-4: the ``q`` released directional-derivative estimates ``s_j``.
+
+  For each query key ``k_j``, ``u_j = direction(k_j)``; per example the
+  two-point scalar (DPZero eq. (2) / DP-ZO Alg. 1 line 10) at ``x +- l u_j``
+  (two batched forward passes). Private (``privacy`` given): clipped at
+  ``mechanism.clip`` per example, summed over real examples, noised once
+  (DPZero Alg. 2 line 3, DP-ZO Alg. 1 lines 13/15), divided by the expected
+  batch size. Non-private: the mean over real examples (MeZO).
+  """
+  num_queries = query_keys.shape[0]
+
+  def query(k):
+    u = direction(k)
+    f_plus, f_minus = queries.two_point_losses(loss, params, u, smoothing, batch)
+    return clipping.two_point_scalar(f_plus, f_minus, smoothing, clip_target)
+
+  if num_queries == 1:
+    per_example = query(query_keys[0])[:, None]            # [B, 1]
+  else:
+    per_example = jax.lax.map(query, query_keys).T         # [B, q]
+  per_example = per_example.astype(jnp.float32)
+
+  if privacy is not None:
+    clipped = clipping.clip_scalars(per_example, mechanism.clip)
+    noisy_sum = mechanism.add_noise(noise_key, mechanisms.masked_sum(clipped, mask))
+    mean = noisy_sum / privacy.expected_batch_size
+  else:
+    if mask is None:
+      count = per_example.shape[0]
+    else:
+      count = jnp.maximum(jnp.sum(mask.astype(jnp.float32)), 1.0)
+    mean = mechanisms.masked_sum(per_example, mask) / count
+  return clipping.to_directional_derivative(mean, smoothing, clip_target)
+
+
+def average_of_directions(direction, query_keys, scalars, params):
+  """Step 5: ``(1/q) sum_j s_j u_j``, regenerating each ``u_j`` from its key.
+
+  With ``q = 1`` this is one fused ``s u``; otherwise a ``lax.scan`` keeps
+  one direction in memory at a time.
+  """
+  num_queries = query_keys.shape[0]
+  if num_queries == 1:
+    return jax.tree.map(lambda u: scalars[0].astype(u.dtype) * u,
+                        direction(query_keys[0]))
+
+  def accumulate(acc, key_and_scalar):
+    k, s = key_and_scalar
+    u = direction(k)
+    return jax.tree.map(lambda a, x: a + (s / num_queries).astype(x.dtype) * x,
+                        acc, u), None
+
+  zeros = jax.tree.map(jnp.zeros_like, params)
+  out, _ = jax.lax.scan(accumulate, zeros, (query_keys, scalars))
+  return out
+
+
 def _two_point_transformation(*, smoothing: float, num_queries: int,
                               directions: str, clip_target: str,
                               mechanism: mechanisms.Mechanism,
                               privacy: base.PrivacySpec | None, key,
                               direction_prng: str) -> base.PrivateEstimator:
-  """Shared implementation of steps 1-5 above."""
+  """Steps 1-5 above as an optax transformation."""
   sampler = directions_lib.get_sampler(directions)
-  private = privacy is not None
-
-  def direction(key, params):
-    return sampler(directions_lib.direction_key(key, direction_prng), params)
 
   def compute(params, args, direction_key, noise_key):
     query_keys = jax.random.split(direction_key, num_queries)
 
-    def query(k):
-      u = direction(k, params)
-      f_plus, f_minus = queries.two_point_losses(args.loss, params, u,
-                                                 smoothing, args.batch)
-      return clipping.two_point_scalar(f_plus, f_minus, smoothing, clip_target)
+    def direction(k):
+      return sampler(directions_lib.direction_key(k, direction_prng), params)
 
-    if num_queries == 1:
-      per_example = query(query_keys[0])[:, None]            # [B, 1]
-    else:
-      per_example = jax.lax.map(query, query_keys).T         # [B, q]
-    per_example = per_example.astype(jnp.float32)
-
-    if private:
-      clipped = clipping.clip_scalars(per_example, mechanism.clip)
-      noisy_sum = mechanism.add_noise(noise_key,
-                                      mechanisms.masked_sum(clipped, args.mask))
-      mean = noisy_sum / privacy.expected_batch_size
-    else:
-      if args.mask is None:
-        count = per_example.shape[0]
-      else:
-        count = jnp.maximum(jnp.sum(args.mask.astype(jnp.float32)), 1.0)
-      mean = mechanisms.masked_sum(per_example, args.mask) / count
-    scalars = clipping.to_directional_derivative(mean, smoothing, clip_target)
-
-    if num_queries == 1:
-      grad = jax.tree.map(lambda u: scalars[0].astype(u.dtype) * u,
-                          direction(query_keys[0], params))
-    else:
-      def accumulate(acc, key_and_scalar):
-        k, s = key_and_scalar
-        u = direction(k, params)
-        return jax.tree.map(lambda a, x: a + (s / num_queries).astype(x.dtype) * x,
-                            acc, u), None
-      zeros = jax.tree.map(jnp.zeros_like, params)
-      grad, _ = jax.lax.scan(accumulate, zeros, (query_keys, scalars))
-    return grad, scalars
+    scalars = two_point_scalars(
+        loss=args.loss, params=params, batch=args.batch, mask=args.mask,
+        direction=direction, query_keys=query_keys, noise_key=noise_key,
+        smoothing=smoothing, clip_target=clip_target, mechanism=mechanism,
+        privacy=privacy)
+    return average_of_directions(direction, query_keys, scalars, params), scalars
 
   return base.build_estimator(compute, key=key, privacy=privacy,
                               num_released=num_queries)

@@ -27,6 +27,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.data_dir = ""
 
   config.sampling = "poisson"
+  config.public_batch_size = 64     # public-data methods (PAZO, DPMD, DOPE-SGD, GEP)
   config.expected_batch_size = 64
   config.num_steps = 4000
   config.target_epsilon = config_dict.placeholder(float)

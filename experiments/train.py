@@ -87,7 +87,35 @@ def build_estimator(config, noise_multiplier, dataset_size):
     kwargs.update(noise_multiplier=noise_multiplier,
                   expected_batch_size=config.expected_batch_size,
                   dataset_size=dataset_size)
+  if config.estimator == "dpmd":
+    kwargs.setdefault("num_steps", config.num_steps)
+  if config.estimator == "pazo_s":
+    kwargs.setdefault("learning_rate", config.learning_rate)
   return zoprivacy.ESTIMATORS[config.estimator](**kwargs)
+
+
+# Estimators that take public data, and the extra argument they take it by.
+PUBLIC_BATCH = ("pazo_m", "dpmd", "dope_sgd", "gep")
+PUBLIC_BATCHES = ("pazo_p", "pazo_s")
+
+
+def public_batch_indices(config, num_public: int, step: int) -> np.ndarray | None:
+  """Public examples for ``step``: uniform without replacement, seeded.
+
+  Public data carries no privacy cost, so any sampling is allowed; ``[k, b']``
+  indices for methods that take ``k`` public batches, ``[b']`` otherwise.
+  """
+  if config.estimator not in PUBLIC_BATCH + PUBLIC_BATCHES:
+    return None
+  if not num_public:
+    raise ValueError(f"{config.estimator} needs public data: set config.public "
+                     "to a task that provides a public split.")
+  k = (config.estimator_kwargs.get("num_public_batches", 1)
+       if config.estimator in PUBLIC_BATCHES else 1)
+  size = min(int(config.public_batch_size), num_public)
+  rng = np.random.default_rng([config.seed, 2, int(step)])
+  idx = np.stack([rng.choice(num_public, size, replace=False) for _ in range(k)])
+  return idx if config.estimator in PUBLIC_BATCHES else idx[0]
 
 
 def evaluate(predict, trainable, frozen, inputs, labels, batch_size: int = 512) -> float:
@@ -170,6 +198,7 @@ def train(config: ml_collections.ConfigDict, *, progress: bool = True,
   """
   task = tasks.get_task(config)                                        # 1
   n = task.num_train
+  num_public = 0 if task.public_labels is None else len(task.public_labels)
   sampler = make_sampler(config, n)
   noise_multiplier = resolve_noise_multiplier(config,                  # 2
                                               sampler.sampling_probability)
@@ -202,12 +231,16 @@ def train(config: ml_collections.ConfigDict, *, progress: bool = True,
       if ledger is not None:
         ledger = accounting.PrivacyLedger.from_dict(ledger_dict)
 
+  public_arg = ("public_batches" if config.estimator in PUBLIC_BATCHES
+                else "public_batch")
+
   @jax.jit
-  def step(params, frozen, opt_state, batch, mask):
+  def step(params, frozen, opt_state, batch, mask, public):
     loss = lambda p, b: task.batched_loss(p, frozen, b)
     zeros = jax.tree.map(jnp.zeros_like, params)
+    extra = {} if public is None else {public_arg: public}
     updates, opt_state = tx.update(zeros, opt_state, params, batched_loss=loss,
-                                   batch=batch, mask=mask)
+                                   batch=batch, mask=mask, **extra)
     return optax.apply_updates(params, updates), opt_state
 
   predict = jax.jit(task.apply)
@@ -244,7 +277,11 @@ def train(config: ml_collections.ConfigDict, *, progress: bool = True,
       ledger.record(1, **ledger_step)
     idx = sampler.batch_indices(t)
     batch = sampling.gather((task.train_inputs, task.train_labels), idx.indices)
-    params, opt_state = step(state["params"], frozen, state["opt_state"], batch, idx.mask)
+    pub_idx = public_batch_indices(config, num_public, t)
+    public = None if pub_idx is None else sampling.gather(
+        (task.public_inputs, task.public_labels), pub_idx)
+    params, opt_state = step(state["params"], frozen, state["opt_state"], batch,
+                             idx.mask, public)
     state = {"params": params, "opt_state": opt_state, "step": np.array(t + 1, np.int64)}
     done = t + 1
     if config.eval_every and done % config.eval_every == 0 and done < config.num_steps:

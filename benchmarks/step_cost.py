@@ -22,8 +22,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import statistics
-import time
 
 import jax
 import jax.numpy as jnp
@@ -31,6 +29,8 @@ import numpy as np
 import optax
 
 import zoprivacy
+from timing import peak_bytes
+from timing import time_round_robin
 from zoprivacy import directions
 from zoprivacy import queries
 from zoprivacy.models import small
@@ -49,40 +49,6 @@ def models():
       "digits CNN": (small.SmallCNN(num_classes=10, features=(8, 16)), (8, 8, 1)),
       "wide MLP": (small.MLP(num_classes=10, hidden=(2304, 1024)), (28, 28, 1)),
   }
-
-
-def peak_bytes(jitted, *args) -> int:
-  """Compiled peak: arguments + outputs + temporaries, less aliased buffers."""
-  m = jitted.lower(*args).compile().memory_analysis()
-  return int(m.argument_size_in_bytes + m.output_size_in_bytes
-             + m.temp_size_in_bytes - m.alias_size_in_bytes)
-
-
-def time_round_robin(fns: dict, reps: int, min_seconds: float,
-                     slow_call_seconds: float = 1.0, slow_reps: int = 3) -> dict:
-  """Median seconds per call of each zero-argument fn, interleaved.
-
-  Calls slower than ``slow_call_seconds`` (DP-SGD on the wide MLP) are
-  sampled only ``slow_reps`` times, still interleaved with the others.
-  """
-  first_call = {}
-  for k, f in fns.items():                   # warm-up (compiles)
-    jax.block_until_ready(f())
-    t0 = time.perf_counter()
-    jax.block_until_ready(f())
-    first_call[k] = time.perf_counter() - t0
-  samples = {k: [] for k in fns}
-  start = time.perf_counter()
-  r = 0
-  while r < reps or (time.perf_counter() - start < min_seconds and r < 10 * reps):
-    for k, f in fns.items():
-      if first_call[k] > slow_call_seconds and len(samples[k]) >= slow_reps:
-        continue
-      t0 = time.perf_counter()
-      jax.block_until_ready(f())
-      samples[k].append(time.perf_counter() - t0)
-    r += 1
-  return {k: statistics.median(v) for k, v in samples.items()}
 
 
 def bench(model_name, model, shape, batch_size, reps, min_seconds):

@@ -149,11 +149,12 @@ def public_gradient(public_loss, params, public_batch):
 def public_gradients(public_loss, params, public_batches):
   """``k`` public gradients, one per stacked batch; leading axis ``k``.
 
-  PAZO Alg. 2/3 line 4. A ``lax.map``, so ``k`` forward+backward passes run
-  one after another and only the ``k`` gradients are kept.
+  PAZO Alg. 2/3 line 4: ``k`` forward+backward passes, vectorized with
+  ``vmap`` (the ``k`` gradients are kept anyway; on CPU a sequential
+  ``lax.map`` of convolution gradients measured 4-5x slower).
   """
-  return jax.lax.map(lambda b: public_gradient(public_loss, params, b),
-                     public_batches)
+  return jax.vmap(lambda b: public_gradient(public_loss, params, b))(
+      public_batches)
 
 
 def _flatten_stacked(stacked):

@@ -1,0 +1,42 @@
+"""Timing and memory helpers shared by the benchmark scripts."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import jax
+
+
+def peak_bytes(jitted, *args) -> int:
+  """Compiled peak: arguments + outputs + temporaries, less aliased buffers."""
+  m = jitted.lower(*args).compile().memory_analysis()
+  return int(m.argument_size_in_bytes + m.output_size_in_bytes
+             + m.temp_size_in_bytes - m.alias_size_in_bytes)
+
+
+def time_round_robin(fns: dict, reps: int, min_seconds: float,
+                     slow_call_seconds: float = 1.0, slow_reps: int = 3) -> dict:
+  """Median seconds per call of each zero-argument fn, interleaved.
+
+  Calls slower than ``slow_call_seconds`` (DP-SGD on the wide MLP) are
+  sampled only ``slow_reps`` times, still interleaved with the others.
+  """
+  first_call = {}
+  for k, f in fns.items():                   # warm-up (compiles)
+    jax.block_until_ready(f())
+    t0 = time.perf_counter()
+    jax.block_until_ready(f())
+    first_call[k] = time.perf_counter() - t0
+  samples = {k: [] for k in fns}
+  start = time.perf_counter()
+  r = 0
+  while r < reps or (time.perf_counter() - start < min_seconds and r < 10 * reps):
+    for k, f in fns.items():
+      if first_call[k] > slow_call_seconds and len(samples[k]) >= slow_reps:
+        continue
+      t0 = time.perf_counter()
+      jax.block_until_ready(f())
+      samples[k].append(time.perf_counter() - t0)
+    r += 1
+  return {k: statistics.median(v) for k, v in samples.items()}

@@ -17,5 +17,6 @@ def get_config() -> ml_collections.ConfigDict:
   config.peft = "head"
   config.precompute_features = True
   config.estimator_kwargs.clip = 5.0
-  config.learning_rate = 1e-2
+  # Chosen on the validation split from step sizes 1e-4 ... 0.3 (C = 5).
+  config.learning_rate = 3e-2
   return config

@@ -1,7 +1,7 @@
 """Offline analog of DPZero Table 2 with LORA: DPZero on VADER movie snippets
 with all-MiniLM-L6-v2, 512 examples per class, (2, 1e-5)-DP.
 
-Same data, model, privacy and sampling as ``vader_minilm_dpzero_full.py``; only
+Same data, model, privacy, sampling and steps (400) as ``vader_minilm_dpzero_full.py``; only
 rank-8 LoRA adapters (alpha 16, DPZero's LoRA setting) on the query and
 value kernels of the 6 layers (73,728 parameters) and the fresh linear head are perturbed (the rest of the encoder is
 ``frozen``). Clipping of the finite difference at 5 (about the 90th
@@ -21,5 +21,6 @@ def get_config() -> ml_collections.ConfigDict:
   config = vader_minilm_dpzero_full.vader_base()
   config.peft = "lora"
   config.estimator_kwargs.clip = 5.0
+  config.num_steps = 400
   config.learning_rate = 1e-3
   return config

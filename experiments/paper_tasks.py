@@ -49,7 +49,6 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from experiments.tasks import Task, register

@@ -4,6 +4,7 @@
     python -m experiments.reproduce dpzero_quadratic           # DPZero Table 6 grid
     python -m experiments.reproduce dpzero_rates               # slopes from the above
     python -m experiments.reproduce dpzo_accounting
+    python -m experiments.reproduce pazo_table1 --quick      # Fashion-MNIST analog
 
 Results go to ``results/<name>/`` (``--out`` to change it); each command
 prints a short summary and writes ``summary.md`` there. See REPRODUCTION.md.
@@ -15,7 +16,7 @@ import argparse
 import os
 import sys
 
-COMMANDS = ("dpzero_quadratic", "dpzero_rates", "dpzo_accounting")
+COMMANDS = ("dpzero_quadratic", "dpzero_rates", "dpzo_accounting", "pazo_table1")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -107,6 +108,12 @@ def main(argv=None) -> int:
     out = args.out or os.path.join("results", args.name)
     os.makedirs(out, exist_ok=True)
     dpzo_accounting.main(out, quick=args.quick)
+  elif args.name == "pazo_table1":
+    from experiments.reproductions import pazo_table1  # pylint: disable=g-import-not-at-top
+    out = args.out or _default_out(args.name, args)
+    os.makedirs(out, exist_ok=True)
+    mode = "fast" if args.fast else "quick" if args.quick else "full"
+    pazo_table1.main(out, mode, args.methods.split(",") if args.methods else None)
   return 0
 
 

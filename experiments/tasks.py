@@ -32,6 +32,10 @@ class Task:
   apply: Callable[[Any, Any, Any], jax.Array]      # (trainable, frozen, inputs) -> logits
   public_inputs: Any = None
   public_labels: np.ndarray | None = None
+  # Batch samplers this task's data supports. In-memory arrays support both;
+  # a streamed source can only be read in order (shuffled by a buffer), so
+  # it cannot give the independent per-example inclusion Poisson needs.
+  sampling_schemes: tuple[str, ...] = ("poisson", "shuffle")
 
   @property
   def num_train(self) -> int:

@@ -49,7 +49,12 @@ def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransform
   raise ValueError(f"Unknown optimizer {name!r}; use 'sgd' or 'adam'.")
 
 
-def make_sampler(config, dataset_size: int):
+def make_sampler(config, dataset_size: int, supported=("poisson", "shuffle")):
+  if config.sampling not in supported:
+    raise ValueError(
+        f"config.sampling={config.sampling!r}, but the {config.dataset!r} loader "
+        f"can only provide {supported}: it cannot draw the batches whose privacy "
+        "the accountant would report.")
   if config.sampling == "poisson":
     return sampling.PoissonSampler(dataset_size, config.expected_batch_size,
                                    seed=config.seed + 1)
@@ -199,7 +204,7 @@ def train(config: ml_collections.ConfigDict, *, progress: bool = True,
   task = tasks.get_task(config)                                        # 1
   n = task.num_train
   num_public = 0 if task.public_labels is None else len(task.public_labels)
-  sampler = make_sampler(config, n)
+  sampler = make_sampler(config, n, task.sampling_schemes)
   noise_multiplier = resolve_noise_multiplier(config,                  # 2
                                               sampler.sampling_probability)
   estimator = build_estimator(config, noise_multiplier, n)             # 3

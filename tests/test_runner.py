@@ -75,3 +75,18 @@ def test_tampered_ledger_in_checkpoint_is_reported(tmp_path):
   path.write_text(json.dumps(manifest))
   with pytest.raises(checkpointing.CorruptCheckpointError, match="ledger"):
     train.train(_small_config(tmp_path, num_steps=200), progress=False)
+
+
+def test_poisson_from_a_loader_that_cannot_provide_it_is_rejected(tmp_path, monkeypatch):
+  from experiments import tasks
+  digits = tasks.TASKS["digits"]
+
+  def streamed_digits(config):
+    task = digits(config)
+    task.sampling_schemes = ("shuffle",)
+    return task
+
+  monkeypatch.setitem(tasks.TASKS, "streamed_digits", streamed_digits)
+  c = _small_config(tmp_path, dataset="streamed_digits")
+  with pytest.raises(ValueError, match="can only provide"):
+    train.train(c, progress=False)

@@ -18,8 +18,9 @@ weights that can:
   steps cost almost nothing, take 1,000 at the same epsilon), clipping of the finite difference at 20 for
   all parameters (about the 90th percentile of |finite difference| at
   initialisation on held-out validation data; 5 for the subsets, whose
-  differences are smaller), step size tuned on a held-out validation split
-  (``--config.eval_split=validation``, see ``benchmarks/results/vader_minilm.md``).
+  differences are smaller). The step size 1e-5 (within PAZO's DPZero grid for
+  RoBERTa) was fixed without a sweep, for lack of CPU time; run a sweep with
+  ``--config.eval_split=validation`` (see ``benchmarks/results/vader_minilm.md``).
 
   python -m experiments.run --config configs/vader_minilm_dpzero_full.py
 """

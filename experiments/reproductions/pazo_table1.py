@@ -178,6 +178,7 @@ def main(out: str, mode: str = "full", methods=None) -> dict:
 
 def _plot(acc, methods, path):
   import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib.ticker  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -187,6 +188,7 @@ def _plot(acc, methods, path):
   ax.set(xlabel="epsilon (delta = 1e-5)", ylabel="test accuracy (%)",
          title="Fashion-MNIST, 4% imbalanced public data", xscale="log")
   ax.set_xticks(EPSILONS, [f"{e:g}" for e in EPSILONS])
+  ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
   ax.legend(fontsize=8, ncol=2)
   fig.tight_layout()
   fig.savefig(path, dpi=100)

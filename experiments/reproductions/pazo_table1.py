@@ -28,7 +28,7 @@ import time
 
 import ml_collections
 
-from configs import default
+from configs import fashion_mnist_pazo_public4
 
 EPSILONS = (0.5, 1.0, 2.0)
 K = 4   # public batches for PAZO-P/P'/S
@@ -71,15 +71,8 @@ BUDGETS = {"full": Budget(1000, 300, 128, 64), "quick": Budget(300, 150, 128, 64
 def make_config(method: str, epsilon: float, learning_rate: float, num_steps: int,
                 budget: Budget, eval_split: str) -> ml_collections.ConfigDict:
   estimator, kwargs, _ = METHODS[method]
-  c = default.get_config()
-  c.dataset = "fashion_mnist_public"
-  c.model = "cnn"
-  c.model_kwargs = ml_collections.ConfigDict({"features": (8, 16)})
-  c.public = "imbalanced4"
-  c.public_fraction = 0.04
-  c.public_imbalance_ratio = 10.0
+  c = fashion_mnist_pazo_public4.get_config()   # data, split and model
   c.eval_split = eval_split
-  c.validation_size = 5000
   c.estimator = estimator
   c.estimator_kwargs = ml_collections.ConfigDict(dict(kwargs))
   c.expected_batch_size = budget.expected_batch_size

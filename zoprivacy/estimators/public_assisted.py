@@ -728,13 +728,3 @@ def gep(*, embedding_clip: float, residual_clip: float,
 
   return base.build_estimator(compute, key=key, privacy=privacy,
                               num_released=0)
-
-
-PUBLIC_ASSISTED_ESTIMATORS = {
-    "pazo_m": pazo_m,
-    "pazo_p": pazo_p,
-    "pazo_s": pazo_s,
-    "dpmd": dpmd,
-    "dope_sgd": dope_sgd,
-    "gep": gep,
-}

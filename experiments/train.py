@@ -252,8 +252,14 @@ def train(config: ml_collections.ConfigDict, *, progress: bool = True,
   metrics = MetricsWriter(workdir)
   history = []
   if workdir and os.path.exists(os.path.join(workdir, "metrics.jsonl")):
+    # Resuming: keep the rows up to the checkpoint; rows logged after it
+    # (before the interruption) will be logged again by the resumed run.
     with open(os.path.join(workdir, "metrics.jsonl")) as f:
       history = [r for r in map(json.loads, f) if r["step"] <= int(state["step"])]
+    for name in ("metrics.jsonl", "metrics.csv"):
+      os.remove(os.path.join(workdir, name))
+    for row in history:
+      metrics.write(row)
 
   def spent(num_steps=None):
     if ledger is None:

@@ -13,27 +13,15 @@ smoothing 1e-3, step size 0.02.
 
 import ml_collections
 
-from configs import default
+from configs import fashion_mnist_dpzero
 
 
 def get_config() -> ml_collections.ConfigDict:
-  config = default.get_config()
+  config = fashion_mnist_dpzero.get_config()   # model, DPZero, budget, privacy
   config.dataset = "fashion_mnist_public"
-  config.model = "cnn"
-  config.model_kwargs = ml_collections.ConfigDict({"features": (8, 16)})
   config.public = "imbalanced4"
   config.public_fraction = 0.04
   config.public_imbalance_ratio = 10.0
   config.eval_split = "test"
   config.validation_size = 5000
-
-  config.estimator = "dpzero"
-  config.estimator_kwargs = ml_collections.ConfigDict({
-      "clip": 1.0, "smoothing": 1e-3, "directions": "gaussian", "num_queries": 1})
-  config.expected_batch_size = 256
-  config.num_steps = 6000
-  config.learning_rate = 0.02
-  config.target_epsilon = 2.0
-  config.delta = 1e-5
-  config.eval_every = 1000
   return config

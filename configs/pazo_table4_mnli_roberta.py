@@ -19,35 +19,20 @@ safetensors folder (config.json, model.safetensors, tokenizer.json):
 
 import ml_collections
 
-from configs import default
+from configs import dpzero_table2_roberta_fewshot
 
 
 def get_config() -> ml_collections.ConfigDict:
-  config = default.get_config()
+  config = dpzero_table2_roberta_fewshot.get_config()   # RoBERTa prompt task
   config.dataset = "mnli"
-  config.model = "roberta_prompt"
-  config.model_kwargs = ml_collections.ConfigDict()
-  config.model_dir = ""
-  config.peft = "full"
-  config.lora_rank = 8
-  config.lora_alpha = 16.0
-  config.lora_targets = r"(query|value)/kernel$"
-  config.examples_per_class = 512
   config.max_length = 256
   config.public = "snli"
   config.public_per_class = 100
-  config.eval_split = "test"
-  config.validation_size = 1000
-  config.test_size = 1000
 
-  config.estimator = "dpzero"
   config.estimator_kwargs = ml_collections.ConfigDict({
       "clip": 100.0, "smoothing": 1e-3, "directions": "gaussian", "num_queries": 5})
-  config.optimizer = "sgd"
   config.learning_rate = 1e-5
-  config.expected_batch_size = 64
   config.num_steps = 4_800            # 200 epochs of 1,536 examples
-  config.target_epsilon = 2.0
   config.delta = 1.0 / 1_536
   config.eval_every = 1_000
   config.checkpoint_every = 1_000

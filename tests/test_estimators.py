@@ -8,6 +8,9 @@ import numpy as np
 import optax
 import pytest
 
+from adversarial import ADV_BATCH
+from adversarial import adversarial_loss
+
 import zoprivacy
 
 D = 6
@@ -105,17 +108,6 @@ def test_num_queries_average_reduces_variance():
 
 # ------------------------------------------------------------- privacy mechanics
 
-def _adversarial_loss(params, example):
-  """Huge, NaN and infinite per-example losses, all depending on params."""
-  scale, kind = example[0], example[1]
-  value = scale * jnp.sum(_flat(params) * jnp.arange(1.0, 7.0))
-  value = jnp.where(kind == 1, jnp.nan, value)
-  value = jnp.where(kind == 2, jnp.inf * jnp.sign(value + 1e-9), value)
-  return value
-
-
-ADV_BATCH = jnp.array([[1e6, 0], [-3e5, 0], [1.0, 1], [5e3, 2], [2.0, 0],
-                       [-1e9, 0], [0.0, 2], [7.0, 0]], jnp.float32)
 
 
 @pytest.mark.parametrize("name,clip,unit", [
@@ -129,7 +121,7 @@ def test_no_example_exceeds_the_clip(name, clip, unit):
   full_mask = jnp.ones(8, bool)
 
   def run(mask):
-    g, s = tx.update(None, state, params, per_example_loss=_adversarial_loss,
+    g, s = tx.update(None, state, params, per_example_loss=adversarial_loss,
                      batch=ADV_BATCH, mask=mask)
     return _flat(g), s.released
 

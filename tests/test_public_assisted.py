@@ -15,6 +15,9 @@ import numpy as np
 import optax
 import pytest
 
+from adversarial import ADV_BATCH
+from adversarial import adversarial_loss
+
 import zoprivacy
 from zoprivacy import accounting
 from zoprivacy.estimators import public_assisted as pa
@@ -392,16 +395,6 @@ def test_noise_std_per_query(name, kw, expected_std):
 # ------------------------------------------------------------ sensitivity
 
 
-def _adversarial_loss(params, example):
-  scale, kind = example[0], example[1]
-  value = scale * jnp.sum(_flat(params) * jnp.arange(1.0, 7.0))
-  value = jnp.where(kind == 1, jnp.nan, value)
-  value = jnp.where(kind == 2, jnp.inf * jnp.sign(value + 1e-9), value)
-  return value
-
-
-ADV_BATCH = jnp.array([[1e6, 0], [-3e5, 0], [1.0, 1], [5e3, 2], [2.0, 0],
-                       [-1e9, 0], [0.0, 2], [7.0, 0]], jnp.float32)
 PUBLIC_QUADRATIC = lambda p, b: jnp.mean(batched_quadratic(p, b))
 
 
@@ -419,7 +412,7 @@ def test_removing_one_example_moves_released_values_by_at_most_clip_over_b(name,
 
   @jax.jit
   def release(mask):
-    g, s = est.update(None, state, X0, per_example_loss=_adversarial_loss,
+    g, s = est.update(None, state, X0, per_example_loss=adversarial_loss,
                       batch=ADV_BATCH, mask=mask, public_loss=PUBLIC_QUADRATIC,
                       **_public(name))
     return _flat(g), s.released

@@ -10,7 +10,7 @@ targets eps in {0.5, 1, 4}. Measured side by side in one run:
   ``PLDAccountant(value_discretization_interval=1e-4)``, its default bracket
   search from [0, 1] and default tolerance (the slow, tight baseline);
 * for reference, dp_accounting calibration at a coarse 1e-3 interval (fast
-  but biased upward: NOTES "Reference values").
+  but biased upward).
 
 Usage::
 
@@ -172,7 +172,7 @@ def main(argv=None) -> int:
       "The 1e-3 columns show why a coarse interval is not a shortcut: its "
       "multiplier is biased upward (too much noise).",
       "",
-      "Note: `shared/NOTES.md` reports 12-28 s per target for the "
+      "Note: an earlier measurement on this kind of machine gave 12-28 s per target for the "
       "dp_accounting 1e-4 baseline on this kind of machine; that was not "
       "reproduced in this run (times above; the machine was shared with "
       "other jobs, see the load average). Most of the baseline's time goes "

@@ -1,4 +1,4 @@
-"""Paper-reproduction commands (issue #6).
+"""Paper-reproduction commands.
 
     python -m experiments.reproduce dpzero_quadratic --quick   # ~first thing to try
     python -m experiments.reproduce dpzero_quadratic           # DPZero Table 6 grid

@@ -4,7 +4,7 @@ Clipping bounds how much one example can move the quantity that is later
 summed and noised. It is always applied per example, before summing.
 
 Two conventions for *what* a zeroth-order threshold bounds coexist in the
-papers (``shared/NOTES.md`` item 2), and the API names them explicitly:
+papers (``docs/conventions.md`` §2), and the API names them explicitly:
 
 * ``"finite_difference"`` (DPZero Alg. 2 line 3, PAZO Alg. 1-2): the clipped
   scalar is ``(f(x+lu) - f(x-lu)) / (2l)``.

@@ -5,7 +5,7 @@ direction ``u`` that is *public*: it depends only on a PRNG key, never on data.
 Directions are regenerated from their key whenever they are needed instead of
 being stored (MeZO / DP-ZO Alg. 2, "PerturbParameters" with a reset seed).
 
-The papers disagree on the distribution of ``u`` (see ``shared/NOTES.md``,
+The papers disagree on the distribution of ``u`` (see ``docs/conventions.md`` §1,
 item 1); this module offers one family of samplers with explicit names:
 
 ===================  ==========================================  =====================

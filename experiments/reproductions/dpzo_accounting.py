@@ -22,7 +22,7 @@ in ``{4, 10, 15}``. For each target we give
   the Gaussian sigma for the same ``(eps, 1e-5)`` (Table 10's comparison).
 
 Table 12's and Table 13's numbers are images in the paper source we have
-(``shared/papers/dp-zo-private-llm-finetuning.md``), so only the Table 16
+(the DP-ZO paper), so only the Table 16
 sigmas can be compared number by number.
 """
 

@@ -18,7 +18,7 @@ DELTA = 1e-5
 @pytest.mark.parametrize("sigma,expected", [(30.9, 0.5004), (16.4, 0.9988),
                                             (4.8, 3.9952)])
 def test_dpzo_table16_epsilons(sigma, expected):
-  """DP-ZO Table 16: sigma 30.9/16.4/4.8 give eps 0.5/1/4 (NOTES reference)."""
+  """DP-ZO Table 16: sigma 30.9/16.4/4.8 give eps 0.5/1/4."""
   event = acc.poisson_gaussian_event(noise_multiplier=sigma,
                                      sampling_probability=P_TABLE16,
                                      num_steps=T_TABLE16)
@@ -54,7 +54,7 @@ def test_pld_matches_dp_accounting_pld_accountant():
 
 
 def test_reported_epsilon_is_max_of_add_and_remove():
-  """NOTES item 4: sigma=30.9 gives remove 0.50038 and add 0.50016."""
+  """conventions §4: sigma=30.9 gives remove 0.50038 and add 0.50016."""
   event = acc.poisson_gaussian_event(noise_multiplier=30.9,
                                      sampling_probability=P_TABLE16,
                                      num_steps=T_TABLE16)
@@ -105,7 +105,7 @@ def test_pure_epsilon_poisson_laplace_by_hand(b, p, T):
 
 
 def test_subsampled_laplace_pld_is_far_below_pure_eps():
-  """p=0.02, T=2000, b with pure eps 4: PLD (eps, 1e-5) is ~0.28 (NOTES item 8)."""
+  """p=0.02, T=2000, b with pure eps 4: PLD (eps, 1e-5) is ~0.28 (conventions §8)."""
   b = acc.pure_laplace_noise_multiplier(target_epsilon=4.0,
                                         sampling_probability=0.02,
                                         num_steps=2000)
@@ -128,7 +128,7 @@ def test_subsampled_laplace_pld_is_far_below_pure_eps():
 
 
 def test_q_queries_equivalent_to_one_gaussian_under_rdp():
-  """NOTES item 5: q queries of std sqrt(q) sigma == one Gaussian of std sigma."""
+  """conventions §5: q queries of std sqrt(q) sigma == one Gaussian of std sigma."""
   for sigma, q, p, T in [(3.0, 4, 0.02, 500), (1.5, 9, 0.1, 50),
                          (8.0, 2, 1.0, 100)]:
     composed = acc.poisson_gaussian_queries_composed_event(

@@ -57,7 +57,7 @@ def test_quadratic_noise_calibration_matches_closed_form(steps, tmp_path):
 def test_dpzo_table16_gaussian():
   rows = dpzo_accounting.gaussian_rows(calibrate=True, log=lambda *_: None)
   by_eps = {r["target_epsilon"]: r for r in rows}
-  # NOTES.md reference values (dp_accounting 0.6.0, interval 1e-4).
+  # Reference values (dp_accounting 0.6.0, interval 1e-4).
   for eps, want in ((0.5, 0.5004), (1.0, 0.9988), (4.0, 3.9952)):
     assert by_eps[eps]["epsilon_of_paper_sigma"] == pytest.approx(want,
                                                                   abs=2e-4)

@@ -86,7 +86,7 @@ def _build_pld(event, count: int, rel, interval: float) -> PLD:
         "dp_accounting's PLD accepts only a GaussianDpEvent or LaplaceDpEvent "
         f"inside PoissonSampledDpEvent, got {inner!r}. For q Gaussian queries "
         "on one batch use poisson_gaussian_queries_event (one equivalent "
-        "Gaussian, NOTES item 5).")
+        "Gaussian, conventions §5).")
   if isinstance(event, dp_accounting.SampledWithoutReplacementDpEvent):
     raise ValueError(
         "dp_accounting's PLD does not support SampledWithoutReplacementDpEvent "
@@ -149,7 +149,7 @@ def pld_epsilon_by_direction(
   """Add-only and remove-only epsilons of ``event`` under add/remove-one.
 
   DP-ZO App. A eq. (4): the two hockey-stick divergences whose maximum is the
-  add/remove guarantee (NOTES item 4: sigma=30.9, p=16/1000, T=75000 gives
+  add/remove guarantee (conventions §4: sigma=30.9, p=16/1000, T=75000 gives
   remove 0.50038, add 0.50016). Reads the two PMFs that dp_accounting's
   ``PrivacyLossDistribution`` keeps internally (``_pmf_remove``,
   ``_pmf_add``; dp-accounting 0.5-0.6). ``pld_epsilon`` is their maximum.
@@ -350,7 +350,7 @@ def epsilon_report(*, noise_multiplier: float, sampling_probability: float,
   """PLD and RDP epsilon side by side (plus pure eps for Laplace).
 
   Gaussian: ``num_queries`` queries of std ``sqrt(q) sigma C`` per batch are
-  accounted as one Gaussian (NOTES item 5). Laplace: ``noise_multiplier`` is
+  accounted as one Gaussian (conventions §5). Laplace: ``noise_multiplier`` is
   the scale over the L1 bound; PLD (eps, delta) and DP-ZO Thm. 3.1 pure eps.
   RDP is reported where dp_accounting supports the event, else ``None`` and
   the reason in ``rdp_note``.

@@ -1,6 +1,6 @@
 """DP events of the mechanisms used by DPZero, DP-ZO and PAZO, and input checks.
 
-Conventions (``shared/NOTES.md`` items 3, 5, 8; same as ``zoprivacy.mechanisms``):
+Conventions (``docs/conventions.md`` §3, 5, 8; same as ``zoprivacy.mechanisms``):
 
 * ``noise_multiplier`` is always the noise standard deviation (Gaussian) or
   the Laplace scale ``b`` divided by ``C``, the bound on one example's
@@ -13,7 +13,7 @@ Conventions (``shared/NOTES.md`` items 3, 5, 8; same as ``zoprivacy.mechanisms``
 * ``num_queries`` Gaussian queries on one batch, each with noise std
   ``sqrt(num_queries) * noise_multiplier * C``, are exactly one Gaussian
   mechanism with ``noise_multiplier`` (Dong, Roth, Su, Gaussian DP, Cor. 3.3;
-  NOTES item 5). ``dp_accounting``'s PLD rejects a ``ComposedDpEvent`` inside
+  conventions §5). ``dp_accounting``'s PLD rejects a ``ComposedDpEvent`` inside
   ``PoissonSampledDpEvent``, so the equivalent single Gaussian is accounted.
 * ``sampling_probability == 1`` is full-batch training: the event is the
   un-subsampled mechanism (identical privacy loss, and the form that
@@ -182,7 +182,7 @@ def poisson_gaussian_queries_event(*, noise_multiplier: float,
 
   Each query (PAZO-M/P's ``q`` queries, PAZO-S's ``k+1`` candidates, n-SPSA)
   gets noise std ``sqrt(num_queries) * noise_multiplier * C``. By Gaussian DP
-  (Dong et al., Cor. 3.3; NOTES item 5) the ``q`` releases on one batch are
+  (Dong et al., Cor. 3.3; conventions §5) the ``q`` releases on one batch are
   exactly one Gaussian mechanism with ``noise_multiplier``, which is the event
   returned (the form ``dp_accounting``'s PLD accepts). Compare
   :func:`poisson_gaussian_queries_composed_event`.

@@ -12,6 +12,8 @@ def get_config() -> ml_collections.ConfigDict:
   config.dataset = "digits"
   config.model = "cnn"
   config.model_kwargs = ml_collections.ConfigDict({"features": (16, 32)})
+  # PUBLIC seed: model initialization, directions and public batches. The
+  # noise and the Poisson batches are secret (OS entropy), never seeded.
   config.seed = 0
 
   config.estimator = "dpzero"
@@ -37,6 +39,16 @@ def get_config() -> ml_collections.ConfigDict:
   config.delta = 1e-5
   # Optional hard limit: the ledger refuses any step that would exceed it.
   config.epsilon_budget = config_dict.placeholder(float)
+
+  # Exact discrete noise on a quantized sum (scalar estimators, one query,
+  # add/remove); other cases fall back to float noise and the report says so.
+  config.exact_noise = True
+  # Reproducible noise and batches from the seed: NOT private; for tests and
+  # debugging only. Rejected with epsilon_budget unless test_run is set.
+  config.insecure_test_noise = False
+  config.test_run = False
+  # Check once at start-up, on synthetic inputs, that the loss is per-example.
+  config.check_per_example = True
 
   config.eval_every = 1000
   config.checkpoint_every = 1000   # only when workdir is set

@@ -2,11 +2,17 @@
 
 A checkpoint holds everything the next step depends on:
 
-* the parameters and the optimizer state (which holds the estimator's PRNG
-  key, so directions and noise continue the same stream);
-* the step, which is also the sampler's position (samplers are pure
-  functions of ``(seed, step)``);
+* the parameters and the optimizer state (which holds the estimator's public
+  direction key and its SECRET noise key);
+* the step, which is also the samplers' position;
+* the run's 256-bit SECRET (Poisson sampling and exact noise streams), so a
+  step re-run after a crash regenerates the same batch and noise: nothing is
+  released twice with fresh noise;
 * the privacy ledger, as JSON, so epsilon keeps counting across restarts.
+
+A checkpoint is therefore secret material: whoever reads it can regenerate
+the noise. Never publish or share it; publish ``result.json``, the metrics
+and the ledger, which hold no secret.
 
 Arrays are written with orbax. A manifest stores a SHA-256 digest of every
 array and of the ledger; a restore that does not reproduce the digests raises
@@ -34,22 +40,30 @@ def _is_key(x) -> bool:
 
 
 def _to_storable(tree):
-  """Typed PRNG keys become their raw uint32 data (orbax stores plain arrays)."""
-  return jax.tree.map(lambda x: jax.random.key_data(x) if _is_key(x) else x, tree)
+  """The leaves as a flat ``{index: array}`` dict; typed PRNG keys become
+  their raw uint32 data. The tree structure (including the static privacy
+  plan) comes from the template at restore time."""
+  leaves = jax.tree.leaves(tree)
+  return {f"{i:05d}": jax.random.key_data(x) if _is_key(x) else x
+          for i, x in enumerate(leaves)}
 
 
 def _from_storable(stored, template):
-  def restore(s, t):
-    if _is_key(t):
-      return jax.random.wrap_key_data(s, impl=jax.random.key_impl(t))
-    return s
-  return jax.tree.map(restore, stored, template)
+  leaves, treedef = jax.tree.flatten(template)
+  out = []
+  for i, t in enumerate(leaves):
+    s = stored[f"{i:05d}"]
+    out.append(jax.random.wrap_key_data(s, impl=jax.random.key_impl(t))
+               if _is_key(t) else s)
+  return jax.tree.unflatten(treedef, out)
 
 
 def tree_digest(tree) -> str:
   """SHA-256 over the shapes, dtypes and bytes of every leaf, in tree order."""
   h = hashlib.sha256()
-  for leaf in jax.tree.leaves(_to_storable(tree)):
+  stored = _to_storable(tree)
+  for name in sorted(stored):
+    leaf = stored[name]
     a = np.asarray(leaf)
     h.update(f"{a.shape}{a.dtype}".encode())
     h.update(np.ascontiguousarray(a).tobytes())
@@ -70,6 +84,7 @@ class Checkpointer:
 
   def save(self, step: int, train_state: Any, ledger: dict | None) -> None:
     manifest = {"step": int(step), "state_sha256": tree_digest(train_state),
+                "num_leaves": len(jax.tree.leaves(train_state)),
                 "ledger": ledger,
                 "ledger_sha256": hashlib.sha256(
                     json.dumps(ledger, sort_keys=True).encode()).hexdigest()}
@@ -81,6 +96,19 @@ class Checkpointer:
   def restore(self, step: int, template: Any) -> tuple[Any, dict | None]:
     """Restores step ``step`` into the structure of ``template``."""
     abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, _to_storable(template))
+    try:
+      manifest = self._manager.restore(step, args=ocp.args.Composite(
+          manifest=ocp.args.JsonRestore()))["manifest"]
+    except Exception as e:  # orbax raises many types for damaged files.
+      raise CorruptCheckpointError(
+          f"Checkpoint {step} in {self.directory} has no readable manifest: "
+          f"{type(e).__name__}: {e}") from e
+    if not isinstance(manifest, dict) or manifest.get("num_leaves") != len(
+        abstract):
+      raise CorruptCheckpointError(
+          f"Checkpoint {step} in {self.directory} does not hold the state this "
+          "run needs (its secret noise and sampling keys may be missing: a "
+          "checkpoint without them is refused, never silently re-seeded).")
     try:
       restored = self._manager.restore(step, args=ocp.args.Composite(
           state=ocp.args.StandardRestore(abstract),

@@ -210,6 +210,19 @@ def fashion_mnist_public_task(config) -> Task:
   return _flax_task(model, train, test, public)
 
 
+@register("digits_public")
+def digits_public_task(config) -> Task:
+  """scikit-learn's digits with a public split (``public='stratified4'`` or
+  ``'imbalanced4'``): a seconds-long offline task for the public-data
+  methods."""
+  from zoprivacy.models import small
+  data = loaders.load_digits(seed=config.seed)
+  private, public = image_public_split(config, data.train)
+  model = small.SmallCNN(num_classes=data.train.num_classes,
+                         **_model_kwargs(config))
+  return _flax_task(model, private, data.test, public)
+
+
 # --------------------------------------------------------------------------- IMDB / LSTM
 @register("imdb")
 def imdb_task(config) -> Task:

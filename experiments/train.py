@@ -3,26 +3,34 @@
 One run, top to bottom:
 
 1. load the data and build the model (:mod:`experiments.tasks`);
-2. resolve the privacy parameters: calibrate the noise multiplier for
-   ``target_epsilon`` or take ``noise_multiplier`` as given;
-3. build the estimator, chain it with the optimizer, open the privacy ledger;
-4. resume from the latest checkpoint in ``workdir`` if there is one;
-5. for each step: charge the ledger (it refuses a step over budget *before*
-   the step runs), draw a Poisson batch (padded, masked), apply one jitted
-   step; evaluate and checkpoint every so often;
-6. report accuracy with the ``(epsilon, delta)`` spent, write metrics and a
-   plot.
+2. build the estimator from its registry declaration
+   (:mod:`zoprivacy.estimators.registry`) and read its privacy plan from the
+   initialized optimizer state; calibrate the plan's noise multiplier for
+   ``target_epsilon`` unless ``noise_multiplier`` is set (a set multiplier
+   wins, and the report says so);
+3. check at start-up that the planned steps fit ``epsilon_budget``, and that
+   the loss is per-example (on synthetic inputs, never on private data);
+4. resume from the latest checkpoint in ``workdir`` if there is one; the
+   checkpoint holds the secret keys, so it is secret material;
+5. for each step: record it in the ledger (which refuses a step over budget
+   *before* it runs), draw a secret Poisson batch (padded, masked) and, for
+   exact noise, the step's integer noise; apply one jitted step; evaluate
+   and checkpoint every so often;
+6. report accuracy with the ``(epsilon, delta)`` of the plan and ledger.
 
-Only test-set metrics are logged: a training loss on private batches is
-itself private and is never written out.
+Randomness: ``config.seed`` is PUBLIC (model initialization, directions,
+public batches). The noise and the Poisson batches come from a 256-bit
+secret drawn from OS entropy, which is written only into checkpoints.
+``config.insecure_test_noise=True`` derives them from the seed instead, for
+tests; such a run is reported as NOT private.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import time
+import warnings
 from typing import Any
 
 import jax
@@ -32,12 +40,16 @@ import numpy as np
 import optax
 import tqdm
 
-import zoprivacy
-from zoprivacy import accounting
-from zoprivacy import mechanisms
-from zoprivacy.data import sampling
 from experiments import checkpointing
+from experiments import metrics as metrics_lib
 from experiments import tasks
+from zoprivacy import accounting
+from zoprivacy import per_example_check
+from zoprivacy.data import sampling
+from zoprivacy.estimators import registry
+from zoprivacy.privacy import ExactNoiseSource
+from zoprivacy.privacy import find_plan
+from zoprivacy.privacy import randomness
 
 
 def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransformation:
@@ -49,17 +61,31 @@ def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransform
   raise ValueError(f"Unknown optimizer {name!r}; use 'sgd' or 'adam'.")
 
 
-def make_sampler(config, dataset_size: int, supported=("poisson", "shuffle")):
+def run_secret(config) -> bytes:
+  """The run's secret: OS entropy, or the insecure test secret."""
+  if config.get("insecure_test_noise"):
+    if config.get("epsilon_budget") is not None and not config.get("test_run"):
+      raise ValueError(
+          "insecure_test_noise makes the noise reproducible from the seed, so "
+          "the run is not private; it cannot be combined with epsilon_budget "
+          "unless the run is marked test_run=True.")
+    return randomness.insecure_test_secret(config.seed)
+  return randomness.new_secret()
+
+
+def make_sampler(config, dataset_size: int, secret: bytes,
+                 supported=("poisson", "shuffle")):
   if config.sampling not in supported:
     raise ValueError(
         f"config.sampling={config.sampling!r}, but the {config.dataset!r} loader "
         f"can only provide {supported}: it cannot draw the batches whose privacy "
         "the accountant would report.")
   if config.sampling == "poisson":
-    return sampling.PoissonSampler(dataset_size, config.expected_batch_size,
-                                   seed=config.seed + 1)
+    return sampling.PoissonSampler(
+        dataset_size, config.expected_batch_size,
+        secret=randomness.derive(secret, "poisson sampler", num_bytes=32))
   if config.sampling == "shuffle":
-    if config.estimator != "mezo":
+    if registry.get(config.estimator).private:
       raise ValueError(
           "Private estimators are accounted under Poisson sampling; "
           "sampling='shuffle' is only for the non-private baseline.")
@@ -68,130 +94,92 @@ def make_sampler(config, dataset_size: int, supported=("poisson", "shuffle")):
   raise ValueError(f"Unknown sampling {config.sampling!r}; use 'poisson' or 'shuffle'.")
 
 
-def resolve_noise_multiplier(config, sampling_probability: float) -> float | None:
-  """Step 2: the noise multiplier for the run, or ``None`` if non-private."""
-  if config.estimator == "mezo":
-    return None
-  target = config.get("target_epsilon")
-  if target is not None:
-    mechanism = config.estimator_kwargs.get("mechanism", "gaussian")
-    result = accounting.calibrate_noise_multiplier(
-        target_epsilon=target, delta=config.delta,
-        sampling_probability=sampling_probability, num_steps=config.num_steps,
-        mechanism=mechanism)
-    return float(result.noise_multiplier)
-  if config.get("noise_multiplier") is None:
-    raise ValueError("Set target_epsilon or noise_multiplier for a private run.")
-  return float(config.noise_multiplier)
-
-
 def build_estimator(config, noise_multiplier, dataset_size):
-  kwargs = dict(config.estimator_kwargs)
-  kwargs["key"] = config.seed
-  if config.estimator != "mezo":
+  """The estimator named by ``config.estimator``, from its declaration."""
+  spec = registry.get(config.estimator)
+  kwargs = dict(spec.defaults)
+  kwargs.update(config.estimator_kwargs)
+  kwargs["direction_key"] = config.seed
+  if spec.private:
     kwargs.update(noise_multiplier=noise_multiplier,
                   expected_batch_size=config.expected_batch_size,
                   dataset_size=dataset_size)
-  if config.estimator == "dpmd":
+    if config.get("insecure_test_noise"):
+      kwargs["insecure_test_noise_seed"] = config.seed
+  if spec.exact_noise:
+    kwargs.setdefault("exact_noise", bool(config.get("exact_noise", True)))
+  if spec.needs_num_steps:
     kwargs.setdefault("num_steps", config.num_steps)
-  if config.estimator == "pazo_s":
+  if spec.needs_learning_rate:
     kwargs.setdefault("learning_rate", config.learning_rate)
-  return zoprivacy.ESTIMATORS[config.estimator](**kwargs)
+  return spec.factory(**kwargs)
 
 
-# Estimators that take public data, and the extra argument they take it by.
-PUBLIC_BATCH = ("pazo_m", "dpmd", "dope_sgd", "gep")
-PUBLIC_BATCHES = ("pazo_p", "pazo_s")
+def resolve_plan(config, trainable, dataset_size):
+  """Step 2: the optimizer and its state, with the plan they hold.
+
+  The plan is read from the initialized state; calibration searches the
+  noise multiplier on that plan's own epsilon. Returns ``(tx, opt_state,
+  plan, how)`` where ``how`` says where the multiplier came from.
+  """
+  spec = registry.get(config.estimator)
+  sigma, how = None, "non-private"
+  if spec.private:
+    if config.get("noise_multiplier") is not None:
+      sigma, how = float(config.noise_multiplier), "set by noise_multiplier"
+    elif config.get("target_epsilon") is not None:
+      template = _chain(config, 1.0, dataset_size).init(trainable)
+      plan = find_plan(template).replace(delta=config.delta)
+      plan = accounting.calibrate_plan(
+          plan, target_epsilon=config.target_epsilon,
+          num_steps=config.num_steps)
+      sigma = plan.noise_multiplier
+      how = f"calibrated for target epsilon {config.target_epsilon:g}"
+    else:
+      raise ValueError("Set target_epsilon or noise_multiplier for a private run.")
+  tx = _chain(config, sigma, dataset_size)
+  opt_state = tx.init(trainable)
+  plan = find_plan(opt_state)
+  if plan.is_noised:
+    plan = plan.replace(delta=config.delta)
+  return tx, opt_state, plan, how
+
+
+def _chain(config, sigma, dataset_size):
+  return optax.chain(build_estimator(config, sigma, dataset_size),
+                     make_optimizer(config))
 
 
 def public_batch_indices(config, num_public: int, step: int) -> np.ndarray | None:
   """Public examples for ``step``: uniform without replacement, seeded.
 
-  Public data carries no privacy cost, so any sampling is allowed; ``[k, b']``
-  indices for methods that take ``k`` public batches, ``[b']`` otherwise.
+  Public data carries no privacy cost, so any (public) sampling is allowed;
+  ``[k, b']`` indices for methods that take ``k`` public batches, ``[b']``
+  otherwise.
   """
-  if config.estimator not in PUBLIC_BATCH + PUBLIC_BATCHES:
+  spec = registry.get(config.estimator)
+  if spec.public_data is None:
     return None
   if not num_public:
     raise ValueError(f"{config.estimator} needs public data: set config.public "
                      "to a task that provides a public split.")
-  k = (config.estimator_kwargs.get("num_public_batches", 1)
-       if config.estimator in PUBLIC_BATCHES else 1)
+  k = (dict(spec.defaults, **config.estimator_kwargs).get(
+      "num_public_batches", 1) if spec.public_data == "batches" else 1)
   size = min(int(config.public_batch_size), num_public)
   rng = np.random.default_rng([config.seed, 2, int(step)])
   idx = np.stack([rng.choice(num_public, size, replace=False) for _ in range(k)])
-  return idx if config.estimator in PUBLIC_BATCHES else idx[0]
+  return idx if spec.public_data == "batches" else idx[0]
 
 
-def evaluate(predict, trainable, frozen, inputs, labels, batch_size: int = 512) -> float:
-  correct = 0
-  for start in range(0, len(labels), batch_size):
-    chunk = jax.tree.map(lambda a: a[start:start + batch_size], inputs)
-    logits = predict(trainable, frozen, chunk)
-    correct += int(np.sum(np.argmax(np.asarray(logits), -1)
-                          == labels[start:start + batch_size]))
-  return correct / len(labels)
-
-
-class MetricsWriter:
-  """Appends metric rows to ``metrics.csv`` and ``metrics.jsonl`` (and
-  TensorBoard when ``tensorboardX`` is installed)."""
-
-  FIELDS = ("step", "test_accuracy", "epsilon", "seconds")
-
-  def __init__(self, workdir: str | None):
-    self.workdir = workdir
-    self._tb = None
-    if workdir:
-      os.makedirs(workdir, exist_ok=True)
-      try:
-        from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
-        self._tb = SummaryWriter(os.path.join(workdir, "tensorboard"))
-      except ImportError:
-        self._tb = None
-
-  def write(self, row: dict) -> None:
-    if not self.workdir:
-      return
-    path = os.path.join(self.workdir, "metrics.csv")
-    new = not os.path.exists(path)
-    with open(path, "a", newline="") as f:
-      w = csv.DictWriter(f, fieldnames=self.FIELDS)
-      if new:
-        w.writeheader()
-      w.writerow({k: row.get(k) for k in self.FIELDS})
-    with open(os.path.join(self.workdir, "metrics.jsonl"), "a") as f:
-      f.write(json.dumps(row) + "\n")
-    if self._tb is not None:
-      for k in ("test_accuracy", "epsilon"):
-        if row.get(k) is not None:
-          self._tb.add_scalar(k, row[k], row["step"])
-
-
-def plot_report(history: list[dict], path: str, title: str) -> str | None:
-  """PNG of test accuracy against step and against epsilon."""
-  try:
-    import matplotlib  # pylint: disable=g-import-not-at-top
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  except ImportError:
-    return None
-  steps = [h["step"] for h in history]
-  acc = [h["test_accuracy"] for h in history]
-  eps = [h.get("epsilon") for h in history]
-  fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-  axes[0].plot(steps, acc, marker="o")
-  axes[0].set(xlabel="step", ylabel="test accuracy", title=title)
-  if all(e is not None and np.isfinite(e) for e in eps):
-    axes[1].plot(eps, acc, marker="o")
-    axes[1].set(xlabel="epsilon spent", ylabel="test accuracy")
-  else:
-    axes[1].text(0.5, 0.5, "non-private run", ha="center")
-    axes[1].set_axis_off()
-  fig.tight_layout()
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
-  return path
+def check_loss_is_per_example(task, trainable, frozen, capacity: int, seed: int):
+  """Step 3: the per-example contract, on synthetic inputs shaped like the
+  training batch (never on private data)."""
+  shape_source = sampling.gather((task.train_inputs, task.train_labels),
+                                 np.arange(min(capacity, task.num_train)))
+  batch = per_example_check.synthetic_batch_like(shape_source,
+                                                 jax.random.key(seed))
+  per_example_check.assert_per_example(
+      lambda p, b: task.batched_loss(p, frozen, b), trainable, batch)
 
 
 def train(config: ml_collections.ConfigDict, *, progress: bool = True,
@@ -201,30 +189,32 @@ def train(config: ml_collections.ConfigDict, *, progress: bool = True,
   ``stop_after``: stop (after checkpointing) once this many steps are done,
   as if interrupted; a later call with the same ``workdir`` resumes.
   """
+  registry.get(config.estimator)                      # typos fail first
+  secret = run_secret(config)
   task = tasks.get_task(config)                                        # 1
   n = task.num_train
   num_public = 0 if task.public_labels is None else len(task.public_labels)
-  sampler = make_sampler(config, n, task.sampling_schemes)
-  noise_multiplier = resolve_noise_multiplier(config,                  # 2
-                                              sampler.sampling_probability)
-  estimator = build_estimator(config, noise_multiplier, n)             # 3
-  tx = optax.chain(estimator, make_optimizer(config))
-  privacy = estimator.privacy
-  ledger = None
-  if privacy is not None:
-    ledger = accounting.PrivacyLedger(delta=config.delta,
-                                      epsilon_budget=config.get("epsilon_budget"),
-                                      neighboring=privacy.neighboring)
-    ledger_step = dict(noise_multiplier=noise_multiplier,
-                       sampling_probability=sampler.sampling_probability,
-                       mechanism=("laplace" if isinstance(
-                           privacy.mechanism, mechanisms.LaplaceMechanism)
-                                  else "gaussian"),
-                       num_queries=privacy.mechanism.num_queries,
-                       sampling=sampler.scheme)
   trainable, frozen = task.init(jax.random.key(config.seed))
-  state = {"params": trainable, "opt_state": tx.init(trainable),
-           "step": np.array(0, np.int64)}
+  tx, opt_state, plan, how = resolve_plan(config, trainable, n)        # 2
+  sampler = make_sampler(config, n, secret, task.sampling_schemes)
+  ledger = None
+  if plan.is_noised:                                                   # 3
+    ledger = accounting.PrivacyLedger(
+        delta=config.delta, epsilon_budget=config.get("epsilon_budget"))
+    fits = ledger.steps_within_budget(plan, config.num_steps)
+    if fits < config.num_steps:
+      raise accounting.PrivacyBudgetExceededError(
+          f"The run plans {config.num_steps} steps but only {fits} fit "
+          f"epsilon_budget {config.epsilon_budget:g} at delta "
+          f"{config.delta:g} [{plan.describe()}].",
+          projected_epsilon=plan.epsilon(config.num_steps),
+          epsilon_budget=config.epsilon_budget, steps_remaining=fits)
+  if config.get("check_per_example", True):
+    check_loss_is_per_example(task, trainable, frozen, sampler.capacity,
+                              config.seed)
+  state = {"params": trainable, "opt_state": opt_state,
+           "step": np.array(0, np.int64),
+           "secret": randomness.secret_to_array(secret)}
 
   workdir = config.get("workdir") or None
   ckpt = None
@@ -233,43 +223,38 @@ def train(config: ml_collections.ConfigDict, *, progress: bool = True,
     latest = ckpt.latest_step()
     if latest is not None:
       state, ledger_dict = ckpt.restore(latest, state)
+      secret = bytes(np.asarray(state["secret"], np.uint8))
+      sampler = make_sampler(config, n, secret, task.sampling_schemes)
       if ledger is not None:
         ledger = accounting.PrivacyLedger.from_dict(ledger_dict)
-
-  public_arg = ("public_batches" if config.estimator in PUBLIC_BATCHES
-                else "public_batch")
+  noise_source = None
+  if plan.noise_kind == "discrete":
+    noise_source = ExactNoiseSource(
+        plan, randomness.derive(secret, "exact noise", num_bytes=32))
+  spec = registry.get(config.estimator)
 
   @jax.jit
-  def step(params, frozen, opt_state, batch, mask, public):
+  def step(params, frozen, opt_state, batch, public, discrete_noise):
     loss = lambda p, b: task.batched_loss(p, frozen, b)
     zeros = jax.tree.map(jnp.zeros_like, params)
-    extra = {} if public is None else {public_arg: public}
+    extra = {} if public is None else {spec.public_arg: public}
+    if discrete_noise is not None:
+      extra["discrete_noise"] = discrete_noise
     updates, opt_state = tx.update(zeros, opt_state, params, batched_loss=loss,
-                                   batch=batch, mask=mask, **extra)
+                                   batch=batch, **extra)
     return optax.apply_updates(params, updates), opt_state
 
   predict = jax.jit(task.apply)
-  metrics = MetricsWriter(workdir)
-  history = []
-  if workdir and os.path.exists(os.path.join(workdir, "metrics.jsonl")):
-    # Resuming: keep the rows up to the checkpoint; rows logged after it
-    # (before the interruption) will be logged again by the resumed run.
-    with open(os.path.join(workdir, "metrics.jsonl")) as f:
-      history = [r for r in map(json.loads, f) if r["step"] <= int(state["step"])]
-    for name in ("metrics.jsonl", "metrics.csv"):
-      os.remove(os.path.join(workdir, name))
-    for row in history:
-      metrics.write(row)
+  metrics = metrics_lib.MetricsWriter(workdir)
+  history = metrics.resume(int(state["step"]))
 
   def spent(num_steps=None):
-    if ledger is None:
-      return float("inf")
-    return ledger.epsilon(num_steps)
+    return float("inf") if ledger is None else ledger.epsilon(num_steps)
 
-  def log_eval(t):
-    row = {"step": t, "test_accuracy": evaluate(predict, state["params"], frozen,
-                                                task.test_inputs, task.test_labels),
-           "epsilon": spent(), "seconds": time.time() - start}
+  def log_eval(t, seconds):
+    row = {"step": t, "test_accuracy": metrics_lib.evaluate(
+        predict, state["params"], frozen, task.test_inputs, task.test_labels),
+           "epsilon": spent(), "seconds": seconds}
     history.append(row)
     metrics.write(row)
     return row
@@ -278,61 +263,74 @@ def train(config: ml_collections.ConfigDict, *, progress: bool = True,
     if ckpt is not None:
       ckpt.save(t, state, ledger.to_dict() if ledger is not None else None)
 
-  start = time.time()
   first = int(state["step"])
+  if first == 0 and not history:
+    log_eval(0, 0.0)
   last = config.num_steps if stop_after is None else min(stop_after, config.num_steps)
   bar = tqdm.tqdm(range(first, last), initial=first, total=config.num_steps,
                   disable=not progress, desc=config.estimator, mininterval=1.0)
+  train_seconds, start = 0.0, None
   for t in bar:                                                        # 5
     if ledger is not None:
-      ledger.record(1, **ledger_step)
-    idx = sampler.batch_indices(t)
-    batch = sampling.gather((task.train_inputs, task.train_labels), idx.indices)
+      ledger.record(plan)
+    batch = sampling.padded_batch((task.train_inputs, task.train_labels),
+                                  sampler.batch_indices(t))
     pub_idx = public_batch_indices(config, num_public, t)
     public = None if pub_idx is None else sampling.gather(
         (task.public_inputs, task.public_labels), pub_idx)
-    params, opt_state = step(state["params"], frozen, state["opt_state"], batch,
-                             idx.mask, public)
-    state = {"params": params, "opt_state": opt_state, "step": np.array(t + 1, np.int64)}
+    noise = None if noise_source is None else noise_source.draw(t)
+    params, opt_state = step(state["params"], frozen, state["opt_state"],
+                             batch, public, noise)
+    state = dict(state, params=params, opt_state=opt_state,
+                 step=np.array(t + 1, np.int64))
+    if start is None:            # the first step compiles: not timed
+      jax.block_until_ready(params)
+      start = time.time()
     done = t + 1
     if config.eval_every and done % config.eval_every == 0 and done < config.num_steps:
-      row = log_eval(done)
+      row = log_eval(done, time.time() - start)
       bar.set_postfix(test_acc=f"{row['test_accuracy']:.3f}", eps=f"{row['epsilon']:.3f}")
     if ckpt is not None and config.checkpoint_every and done % config.checkpoint_every == 0:
       save(done)
-  train_seconds = time.time() - start
+  if start is not None:
+    train_seconds = time.time() - start
 
   done = int(state["step"])
   if done < config.num_steps:          # interrupted on purpose (stop_after)
     save(done)
-    return {"interrupted_at": done, "params_sha256": checkpointing.tree_digest(state["params"])}
+    return {"interrupted_at": done,
+            "params_sha256": checkpointing.tree_digest(state["params"])}
   if not history or history[-1]["step"] != done:                      # 6
-    log_eval(done)
+    log_eval(done, train_seconds)
   save(done)
   result = {
       "estimator": config.estimator,
       "dataset": config.dataset,
       "test_accuracy": history[-1]["test_accuracy"],
       "num_steps": done,
-      "noise_multiplier": noise_multiplier,
+      "noise_multiplier": plan.noise_multiplier if plan.is_noised else None,
+      "noise_multiplier_source": how,
       "epsilon": spent(),
-      "delta": config.delta if privacy is not None else None,
+      "delta": config.delta if plan.is_noised else None,
+      "private": plan.is_private,
+      "privacy_plan": plan.to_dict(),
+      "privacy": plan.describe(),
       "sampling": sampler.scheme,
-      "sampling_probability": sampler.sampling_probability,
       "train_seconds": train_seconds,
       "history": history,
       "params_sha256": checkpointing.tree_digest(state["params"]),
   }
   if ledger is not None:
     result["ledger"] = ledger.summary()
-  if privacy is not None and isinstance(privacy.mechanism, mechanisms.LaplaceMechanism):
+  if plan.mechanism == "laplace":
     # DP-ZO Thm 3.1: the pure epsilon of the subsampled Laplace mechanism.
     result["pure_epsilon"] = accounting.pure_epsilon_poisson_laplace(
-        noise_multiplier=noise_multiplier,
-        sampling_probability=sampler.sampling_probability, num_steps=done)
+        noise_multiplier=plan.noise_multiplier,
+        sampling_probability=plan.sampling_probability, num_steps=done)
   if workdir:
-    result["plot"] = plot_report(history, os.path.join(workdir, "report.png"),
-                                 f"{config.estimator} on {config.dataset}")
+    result["plot"] = metrics_lib.plot_report(
+        history, os.path.join(workdir, "report.png"),
+        f"{config.estimator} on {config.dataset}")
     with open(os.path.join(workdir, "result.json"), "w") as f:
       json.dump({"config": config.to_dict(), **result}, f, indent=2, default=str)
     if ledger is not None:
@@ -348,9 +346,11 @@ def format_report(result: dict[str, Any]) -> str:
     privacy = "privacy: none (non-private baseline, epsilon = inf)"
   else:
     privacy = (f"privacy: (epsilon, delta) = ({result['epsilon']:.4f}, "
-               f"{result['delta']:g}) [PLD, add/remove, {result['sampling']} "
-               f"sampling p={result['sampling_probability']:.5f}, "
-               f"noise multiplier {result['noise_multiplier']:.4f}]")
+               f"{result['delta']:g}) [{result['privacy']}; noise multiplier "
+               f"{result['noise_multiplier_source']}]")
+    if not result["private"]:
+      privacy += ("\nWARNING: insecure test noise: the noise and batches are "
+                  "reproducible from the seed; this run is NOT private.")
   if "pure_epsilon" in result:
     privacy += (f"\npure epsilon (Laplace, basic composition, DP-ZO Thm 3.1): "
                 f"{result['pure_epsilon']:.4f}")

@@ -8,7 +8,7 @@ place next to the code that adds its noise:
 * the noise it adds (as a function of ``noise_multiplier`` and sensitivity),
 * the ``dp_accounting`` event of one release, before subsampling.
 
-Neighbouring relations (``shared/NOTES.md`` item 3). ``noise_multiplier``
+Neighbouring relations (``docs/conventions.md`` §3). ``noise_multiplier``
 always means noise std over the *per-example contribution bound* (the clip),
 which is ``dp_accounting``'s convention for its events:
 
@@ -23,7 +23,7 @@ from the *same* batch form one vector query whose per-example contribution
 has L2 norm at most ``sqrt(q) C`` (L1 at most ``q C``). Giving each coordinate
 Gaussian noise of std ``noise_multiplier * sqrt(q) C`` makes the whole release
 exactly one Gaussian mechanism with ``noise_multiplier`` (Dong et al. 2022,
-Cor. 3.3; ``shared/NOTES.md`` item 5), which is how it is accounted.
+Cor. 3.3; ``docs/conventions.md`` §5), which is how it is accounted.
 """
 
 from __future__ import annotations
@@ -66,16 +66,35 @@ def masked_tree_sum(tree, mask: jax.Array | None):
 
 
 def _add_iid_noise(key: jax.Array, tree, scale: float, sample):
-  """Adds ``scale * sample(key_leaf, shape, dtype)`` to every leaf of a tree."""
+  """Adds ``scale * sample(key_leaf, shape, float32)`` to every leaf of a tree.
+
+  The noise is drawn and added in float32 (or the leaf's dtype if wider),
+  whatever the parameter dtype: bf16 noise would take only a few hundred
+  values and be truncated near 3 sigma. The sum is cast back to the leaf's
+  dtype afterwards.
+  """
   leaves, treedef = jax.tree.flatten(tree)
   keys = jax.random.split(key, len(leaves))
-  noisy = [x + scale * sample(k, jnp.shape(x), jnp.result_type(x))
-           for k, x in zip(keys, leaves)]
+  noisy = []
+  for k, x in zip(keys, leaves):
+    dtype = jnp.promote_types(jnp.result_type(x), jnp.float32)
+    z = sample(k, jnp.shape(x), dtype)
+    noisy.append((x.astype(dtype) + scale * z).astype(jnp.result_type(x)))
   return jax.tree.unflatten(treedef, noisy)
 
 
+class _SumMechanism:
+  """Shared by the mechanisms that add float noise to a masked sum."""
+
+  def privatize_sum(self, noise_key: jax.Array, clipped: jax.Array,
+                    mask: jax.Array | None, discrete_noise=None) -> jax.Array:
+    """Masked sum over the leading axis of clipped values, plus noise."""
+    del discrete_noise
+    return self.add_noise(noise_key, masked_sum(clipped, mask))
+
+
 @dataclasses.dataclass(frozen=True)
-class GaussianMechanism:
+class GaussianMechanism(_SumMechanism):
   """Gaussian noise on a sum of clipped contributions.
 
   Implements DP-ZO Alg. 1 line 13 (``sum l_i + N(0, C^2 sigma^2)``), DPZero
@@ -92,6 +111,7 @@ class GaussianMechanism:
   noise_multiplier: float
   num_queries: int = 1
   neighboring: Neighboring = "add_or_remove"
+  name = "gaussian"
 
   def __post_init__(self):
     _check_neighboring(self.neighboring)
@@ -120,7 +140,7 @@ class GaussianMechanism:
 
 
 @dataclasses.dataclass(frozen=True)
-class LaplaceMechanism:
+class LaplaceMechanism(_SumMechanism):
   """Laplace noise on a sum of clipped scalars (DP-ZO Alg. 1 line 15).
 
   Per-example contribution bound (L1) of the released vector of
@@ -135,6 +155,7 @@ class LaplaceMechanism:
   noise_multiplier: float
   num_queries: int = 1
   neighboring: Neighboring = "add_or_remove"
+  name = "laplace"
 
   def __post_init__(self):
     _check_neighboring(self.neighboring)
@@ -170,13 +191,14 @@ class LaplaceMechanism:
 
 
 @dataclasses.dataclass(frozen=True)
-class NoNoise:
+class NoNoise(_SumMechanism):
   """The non-private identity release (MeZO); accounted as non-private."""
   clip: float = math.inf
   noise_multiplier: float = 0.0
   num_queries: int = 1
   neighboring: Neighboring = "add_or_remove"
   noise_std: float = 0.0
+  name = "none"
 
   def dp_event(self) -> dp_accounting.DpEvent:
     return dp_accounting.NonPrivateDpEvent()
@@ -186,15 +208,115 @@ class NoNoise:
     return clipped_sum
 
 
-Mechanism = GaussianMechanism | LaplaceMechanism | NoNoise
+_INT32_MAX = 2**31 - 1
+
+
+@dataclasses.dataclass(frozen=True)
+class DiscreteMechanism:
+  """Exact integer noise on a quantized sum of clipped scalars.
+
+  Each clipped per-example value ``v`` (``|v| <= clip``) is quantized to the
+  integer ``k = round(v * grid_points / clip)``, so ``|k| <= grid_points``;
+  the integers are summed exactly and integer noise drawn on the host by an
+  exact sampler (Canonne, Kamath, Steinke 2020) is added. The release is an
+  integer times ``clip / grid_points``: it carries no floating-point
+  artefact that depends on the data (Mironov 2012). Quantizing each value
+  (not the sum) keeps the sensitivity at ``grid_points``, not one grid step
+  more.
+
+  Sensitivity (add/remove, one query): ``grid_points`` integer units, i.e.
+  ``clip``. Noise: discrete Gaussian with ``sigma = noise_multiplier *
+  grid_points`` (``kind='gaussian'``) or discrete Laplace with scale
+  ``noise_multiplier * grid_points`` (``kind='laplace'``), integer units.
+  ``dp_accounting`` has no ``DpEvent`` for them: the plan is accounted with
+  ``from_discrete_gaussian_mechanism`` / ``from_discrete_laplace_mechanism``
+  (sensitivity ``grid_points``, connect-the-dots), see
+  :mod:`zoprivacy.accounting.discrete_pld`. One query, add/remove only.
+  """
+  clip: float
+  noise_multiplier: float
+  grid_points: int = 1024
+  kind: Literal["gaussian", "laplace"] = "gaussian"
+  num_queries: int = 1
+  neighboring: Neighboring = "add_or_remove"
+
+  def __post_init__(self):
+    if self.num_queries != 1 or self.neighboring != "add_or_remove":
+      raise ValueError("Exact discrete noise covers one query under "
+                       "add/remove neighbouring only.")
+    if self.kind not in ("gaussian", "laplace"):
+      raise ValueError(f"Unknown discrete noise kind {self.kind!r}.")
+    if isinstance(self.grid_points, bool) or int(self.grid_points) != \
+        self.grid_points or not 1 <= self.grid_points <= 2**20:
+      raise ValueError("grid_points must be an integer in [1, 2**20], got "
+                       f"{self.grid_points!r}.")
+
+  @property
+  def name(self) -> str:
+    return "discrete_" + self.kind
+
+  @property
+  def contribution_bound(self) -> float:
+    return self.clip
+
+  @property
+  def integer_noise_scale(self) -> float:
+    """Discrete Gaussian sigma, or discrete Laplace scale, in grid units."""
+    return self.noise_multiplier * self.grid_points
+
+  @property
+  def noise_std(self) -> float:
+    """Noise std in the units of the clipped values (approximately)."""
+    factor = 1.0 if self.kind == "gaussian" else math.sqrt(2.0)
+    return factor * self.noise_multiplier * self.clip
+
+  def quantize(self, clipped: jax.Array) -> jax.Array:
+    k = jnp.round(clipped.astype(jnp.float32) * (self.grid_points / self.clip))
+    return jnp.clip(k, -self.grid_points, self.grid_points).astype(jnp.int32)
+
+  def privatize_sum(self, noise_key: jax.Array, clipped: jax.Array,
+                    mask: jax.Array | None, discrete_noise=None) -> jax.Array:
+    """Quantize, sum integers, add the host-drawn integer noise."""
+    del noise_key
+    if discrete_noise is None:
+      raise ValueError(
+          "This estimator uses exact discrete noise: pass the step's integer "
+          "noise as the extra argument discrete_noise= (draw it with "
+          "zoprivacy.privacy.ExactNoiseSource).")
+    if clipped.shape[0] * self.grid_points > _INT32_MAX:
+      raise ValueError("Batch too large for an int32 sum at this grid; lower "
+                       "grid_points.")
+    ints = masked_sum(self.quantize(clipped), mask)
+    noise = jnp.asarray(discrete_noise).astype(jnp.int32).reshape(ints.shape)
+    return (ints + noise).astype(jnp.float32) * (self.clip / self.grid_points)
+
+
+Mechanism = GaussianMechanism | LaplaceMechanism | NoNoise | DiscreteMechanism
 
 
 def make_mechanism(name: str, *, clip: float, noise_multiplier: float,
                    num_queries: int = 1,
-                   neighboring: Neighboring = "add_or_remove") -> Mechanism:
-  """Builds the mechanism called ``name`` ('gaussian' or 'laplace')."""
-  if name == "gaussian":
-    return GaussianMechanism(clip, noise_multiplier, num_queries, neighboring)
-  if name == "laplace":
-    return LaplaceMechanism(clip, noise_multiplier, num_queries, neighboring)
-  raise ValueError(f"Unknown noise mechanism {name!r}; use 'gaussian' or 'laplace'.")
+                   neighboring: Neighboring = "add_or_remove",
+                   exact_noise: bool = False,
+                   grid_points: int = 1024) -> tuple[Mechanism, tuple[str, ...]]:
+  """The mechanism called ``name`` ('gaussian' or 'laplace'), and notes.
+
+  With ``exact_noise``, a :class:`DiscreteMechanism` where the discrete PLDs
+  cover the release (one query, add/remove); otherwise floating-point noise,
+  with a note saying why, which every report prints.
+  """
+  if name not in ("gaussian", "laplace"):
+    raise ValueError(
+        f"Unknown noise mechanism {name!r}; use 'gaussian' or 'laplace'.")
+  if exact_noise:
+    if num_queries == 1 and neighboring == "add_or_remove":
+      return DiscreteMechanism(clip, noise_multiplier, grid_points, name), ()
+    reason = ("replace-one neighbouring" if neighboring != "add_or_remove"
+              else f"{num_queries} queries on one batch")
+    note = (f"exact noise requested, but the discrete PLDs do not cover "
+            f"{reason}: floating-point {name} noise used")
+    notes = (note,)
+  else:
+    notes = ()
+  cls = GaussianMechanism if name == "gaussian" else LaplaceMechanism
+  return cls(clip, noise_multiplier, num_queries, neighboring), notes

@@ -1,6 +1,6 @@
-"""Privacy accounting for zoprivacy (issue #3; accounting part of issue #2).
+"""Privacy accounting for zoprivacy.
 
-Conventions (``shared/NOTES.md`` items 3, 4, 5, 8; ``docs/accounting.md``):
+Conventions (``docs/conventions.md``, ``docs/accounting.md``):
 
 * ``noise_multiplier`` = noise std (Gaussian) or Laplace scale over ``C``,
   one example's contribution bound; add/remove-one is the default relation,
@@ -30,19 +30,19 @@ from zoprivacy.accounting.events import poisson_gaussian_queries_composed_event
 from zoprivacy.accounting.events import poisson_gaussian_queries_event
 from zoprivacy.accounting.events import poisson_laplace_event
 from zoprivacy.accounting.events import sampled_without_replacement_gaussian_event
-from zoprivacy.accounting.ledger import LedgerSegment
 from zoprivacy.accounting.ledger import PrivacyBudgetExceededError
 from zoprivacy.accounting.ledger import PrivacyLedger
+from zoprivacy.accounting.plan_calibration import calibrate_plan
 
 __all__ = [
     "CalibrationResult",
     "DirectionalEpsilon",
     "EpsilonReport",
-    "LedgerSegment",
     "PrivacyBudgetExceededError",
     "PrivacyLedger",
     "build_pld",
     "calibrate_noise_multiplier",
+    "calibrate_plan",
     "dpzero_advanced_composition_noise_multiplier",
     "dpzero_advanced_composition_sigma",
     "epsilon_report",

@@ -14,8 +14,13 @@ recompilation, not privacy.
 epoch permutations, for non-private baselines. Each sampler names its
 ``scheme`` so the accountant knows which analysis applies.
 
-Both samplers are pure functions of ``(seed, step)``: the batch of step ``t``
-is the same whether or not the run was interrupted and resumed before it.
+The Poisson sampler's randomness is SECRET: a batch known to an adversary
+gives no amplification by subsampling. It draws from a 256-bit secret (OS
+entropy by default, see :mod:`zoprivacy.privacy.randomness`), never from a
+config seed; step ``t`` uses a Philox generator keyed by ``(secret, t)``, so
+the batch of step ``t`` is the same whether or not the run was interrupted
+and resumed (the secret is checkpointed). The shuffling sampler is for
+non-private baselines and may be seeded.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import numpy as np
 from scipy import stats
 
 from zoprivacy import validation
+from zoprivacy.privacy import randomness
 
 
 class IndexBatch(NamedTuple):
@@ -51,23 +57,36 @@ class PoissonSampler:
   """Poisson sampling with fixed-shape padded batches.
 
   Step ``t`` includes each of the ``dataset_size`` examples independently
-  with probability ``p = expected_batch_size / dataset_size``, using a
-  generator seeded by ``(seed, t)``.
+  with probability ``p = expected_batch_size / dataset_size``, drawn from
+  the secret stream ``(secret, "poisson", t)``.
+
+  Args:
+    dataset_size: ``n``.
+    expected_batch_size: ``p n``.
+    secret: 32 secret bytes (restored from a checkpoint); ``None`` draws a
+      fresh secret from OS entropy.
+    insecure_test_seed: REPRODUCIBLE batches for tests (warns; not private).
+    overflow_probability: probability that a batch exceeds the padded shape.
   """
   scheme = "poisson"
 
   def __init__(self, dataset_size: int, expected_batch_size: float, *,
-               seed: int, overflow_probability: float = 1e-9):
+               secret: bytes | None = None,
+               insecure_test_seed: int | None = None,
+               overflow_probability: float = 1e-9):
     self.expected_batch_size, self.dataset_size = (
         validation.batch_size_and_dataset(expected_batch_size, dataset_size))
     self.sampling_probability = self.expected_batch_size / self.dataset_size
-    self.seed = int(seed)
+    if secret is None:
+      secret = (randomness.new_secret() if insecure_test_seed is None else
+                randomness.insecure_test_secret(insecure_test_seed))
+    self.secret = randomness.check_secret(secret)
     self.capacity = poisson_capacity(self.dataset_size,
                                      self.sampling_probability,
                                      overflow_probability)
 
   def batch_indices(self, step: int) -> IndexBatch:
-    rng = np.random.default_rng([self.seed, int(step)])
+    rng = randomness.numpy_generator(self.secret, "poisson", int(step))
     chosen = np.flatnonzero(
         rng.random(self.dataset_size) < self.sampling_probability)
     if chosen.size > self.capacity:
@@ -114,6 +133,16 @@ class ShuffleSampler:
     return IndexBatch(indices, np.ones(self.batch_size, bool))
 
 
+class PaddedBatch(NamedTuple):
+  """A fixed-shape batch that carries its own mask of real examples.
+
+  The estimators read ``mask`` from it, so padding can never be counted by
+  forgetting (or misspelling) ``mask=``.
+  """
+  data: object
+  mask: np.ndarray
+
+
 def gather(arrays, indices: np.ndarray):
   """Gathers ``indices`` from every array of a pytree of numpy arrays."""
   if isinstance(arrays, dict):
@@ -121,3 +150,8 @@ def gather(arrays, indices: np.ndarray):
   if isinstance(arrays, (tuple, list)):
     return type(arrays)(gather(v, indices) for v in arrays)
   return arrays[indices]
+
+
+def padded_batch(arrays, index_batch: IndexBatch) -> PaddedBatch:
+  """Gathers an :class:`IndexBatch` into a :class:`PaddedBatch`."""
+  return PaddedBatch(gather(arrays, index_batch.indices), index_batch.mask)

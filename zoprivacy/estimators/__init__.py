@@ -1,7 +1,11 @@
-"""Gradient estimators as ``optax.GradientTransformationExtraArgs``."""
+"""Gradient estimators as ``optax.GradientTransformationExtraArgs``.
 
+Importing this package registers every estimator in
+:mod:`zoprivacy.estimators.registry`.
+"""
+
+from zoprivacy.estimators import registry
 from zoprivacy.estimators.base import EstimatorState
-from zoprivacy.estimators.base import PrivacySpec
 from zoprivacy.estimators.base import PrivateEstimator
 from zoprivacy.estimators.dp_sgd import dp_sgd
 from zoprivacy.estimators.public_assisted import dope_sgd
@@ -15,16 +19,4 @@ from zoprivacy.estimators.scalar_zo import dpzero
 from zoprivacy.estimators.scalar_zo import mezo
 from zoprivacy.estimators.vector_zo import dpgd_zeroth
 
-ESTIMATORS = {
-    "mezo": mezo,
-    "dpzero": dpzero,
-    "dp_zo": dp_zo,
-    "dpgd_zeroth": dpgd_zeroth,
-    "dp_sgd": dp_sgd,
-    "pazo_m": pazo_m,
-    "pazo_p": pazo_p,
-    "pazo_s": pazo_s,
-    "dpmd": dpmd,
-    "dope_sgd": dope_sgd,
-    "gep": gep,
-}
+ESTIMATORS = registry.factories()

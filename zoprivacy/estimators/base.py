@@ -10,51 +10,96 @@ optax's line searches receive ``value_fn``:
                                per_example_loss=loss_fn, batch=batch, mask=mask)
 
 ``mask`` (optional, ``[B]`` bool) marks real examples in a fixed-shape padded
-batch; padded slots contribute nothing. Unknown extra arguments are ignored.
+batch; padded slots contribute nothing. Extra arguments meant for other
+members of a chain are ignored, but a near-miss of one of ours (``masks=``,
+``bacth=``) is an error.
+
+The per-example contract: entry ``i`` of ``batched_loss(params, batch)``
+depends only on ``params`` and example ``i``. A loss that mixes examples
+(batch normalization, in-batch negatives) breaks the sensitivity bound;
+:mod:`zoprivacy.per_example_check` detects it.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import difflib
 from typing import Any, NamedTuple
 
-import dp_accounting
 import jax
 import jax.numpy as jnp
 import optax
 
 from zoprivacy import mechanisms
 from zoprivacy import queries
+from zoprivacy import validation
+from zoprivacy.privacy import plan as plan_lib
+from zoprivacy.privacy import randomness
 
 
 class EstimatorState(NamedTuple):
   """State of every estimator.
 
   Attributes:
-    key: PRNG key, split every step into direction and noise keys; it never
-      depends on data.
+    direction_key: PUBLIC key of the directions; step ``t`` uses
+      ``fold_in(direction_key, t)``. It may be published: with the released
+      scalars it replays the trajectory (DP-ZO Sec. 5, "seed + scalar").
+    noise_key: SECRET 128-bit key of the floating-point noise, from OS
+      entropy at ``init`` (never derived from the direction key or a config
+      value); step ``t`` uses ``fold_in(noise_key, t)``. A checkpoint that
+      holds this state is secret material.
     step: number of updates taken.
-    released: the scalars (or their norm, for vector estimators) released at
-      the last step, after privatization: public, so they may be logged.
-      For the scalar estimators this with the key is the "seed + scalar
-      trajectory" of DP-ZO Sec. 5.
+    released: the privatized values released at the last step (for the
+      scalar estimators, the ``q`` scalars ``s_j``; for the vector ones, the
+      norm of the privatized gradient): public post-processing.
+    privacy_plan: the :class:`~zoprivacy.privacy.PrivacyPlan` of one step,
+      a pytree node without leaves (see :func:`zoprivacy.privacy.find_plan`).
   """
-  key: jax.Array
+  direction_key: jax.Array
+  noise_key: jax.Array
   step: jax.Array
   released: jax.Array
+  privacy_plan: plan_lib.PrivacyPlan
 
 
-def init_state(key, num_released: int = 1) -> EstimatorState:
-  if isinstance(key, int):
-    key = jax.random.key(key)
-  return EstimatorState(key=key, step=jnp.zeros([], jnp.int32),
-                        released=jnp.zeros([num_released], jnp.float32))
+def init_state(direction_key, plan: plan_lib.PrivacyPlan,
+               num_released: int = 1,
+               insecure_test_noise_seed: int | None = None) -> EstimatorState:
+  """A fresh state: public direction key, secret noise key, step 0."""
+  if not isinstance(direction_key, jax.Array):
+    direction_key = jax.random.key(int(direction_key))
+  if insecure_test_noise_seed is None:
+    noise_key = randomness.fresh_noise_key()
+  else:
+    noise_key = randomness.jax_noise_key(
+        randomness.insecure_test_secret(insecure_test_noise_seed))
+  return EstimatorState(
+      direction_key=direction_key, noise_key=noise_key,
+      step=jnp.zeros([], jnp.int32),
+      released=jnp.zeros([max(num_released, 1)], jnp.float32),
+      privacy_plan=plan)
 
 
-def split_step_keys(state: EstimatorState):
-  """``(next_key, direction_key, noise_key)``: data-independent by design."""
-  next_key, direction_key, noise_key = jax.random.split(state.key, 3)
-  return next_key, direction_key, noise_key
+def step_keys(state: EstimatorState):
+  """``(direction_key, noise_key)`` of the current step, by ``fold_in``."""
+  return (jax.random.fold_in(state.direction_key, state.step),
+          jax.random.fold_in(state.noise_key, state.step))
+
+
+# Extra arguments the estimators read; anything close to one of these but not
+# equal is a misspelling that would silently change the computation.
+KNOWN_EXTRA_ARGS = ("per_example_loss", "batched_loss", "batch", "mask",
+                    "public_batch", "public_batches", "discrete_noise")
+
+
+def _reject_misspellings(extra_args: dict) -> None:
+  for name in extra_args:
+    if name in KNOWN_EXTRA_ARGS:
+      continue
+    close = difflib.get_close_matches(name, KNOWN_EXTRA_ARGS, n=1, cutoff=0.75)
+    if close:
+      raise TypeError(f"Unknown extra argument {name!r}: did you mean "
+                      f"{close[0]!r}? (Other optax members may take other "
+                      "extra arguments, but this one looks like a typo.)")
 
 
 class LossArgs(NamedTuple):
@@ -65,131 +110,143 @@ class LossArgs(NamedTuple):
   batched_loss: Any
   extra: dict        # every keyword extra argument, e.g. public batches
 
+  @property
+  def discrete_noise(self):
+    return self.extra.get("discrete_noise")
+
 
 def parse_extra_args(extra_args: dict) -> LossArgs:
-  """Reads ``per_example_loss`` / ``batched_loss``, ``batch`` and ``mask``."""
+  """Reads ``per_example_loss`` / ``batched_loss``, ``batch`` and ``mask``.
+
+  A batch that carries its own mask (a :class:`~zoprivacy.data.sampling.
+  PaddedBatch`) supplies it; a padded batch without a mask is refused.
+  """
+  _reject_misspellings(extra_args)
   per_example_loss = extra_args.get("per_example_loss")
   batched_loss = extra_args.get("batched_loss")
   if "batch" not in extra_args:
     raise ValueError("The estimator's update needs the keyword extra arg batch=.")
   loss = queries.as_batched_loss(per_example_loss, batched_loss)
-  return LossArgs(loss, extra_args["batch"], extra_args.get("mask"),
-                  per_example_loss, batched_loss, dict(extra_args))
+  batch, mask = extra_args["batch"], extra_args.get("mask")
+  if hasattr(batch, "mask") and hasattr(batch, "data"):
+    if mask is not None:
+      raise ValueError("Pass either a PaddedBatch or batch= with mask=, "
+                       "not both.")
+    batch, mask = batch.data, batch.mask
+  return LossArgs(loss, batch, mask, per_example_loss, batched_loss,
+                  dict(extra_args))
 
 
-@dataclasses.dataclass(frozen=True)
-class PrivacySpec:
-  """How one step of an estimator spends privacy.
-
-  ``mechanism`` states the sensitivity, the noise and the per-release
-  ``dp_accounting`` event (see :mod:`zoprivacy.mechanisms`). One step is that
-  event under Poisson sampling with probability ``expected_batch_size / n``
-  (``p = 1``: full batch). The estimate is divided by the *expected* batch
-  size, as DP-ZO Alg. 1 line 13 and DPZero Alg. 2 line 3 do.
-  """
+class Privatization(NamedTuple):
+  """A private estimator's mechanism (it adds the noise) and its plan."""
   mechanism: mechanisms.Mechanism
-  expected_batch_size: float
-  dataset_size: int | None = None
+  plan: plan_lib.PrivacyPlan
 
   @property
-  def neighboring(self) -> str:
-    return self.mechanism.neighboring
-
-  def sampling_probability(self, dataset_size: int | None = None) -> float:
-    n = dataset_size if dataset_size is not None else self.dataset_size
-    if n is None:
-      raise ValueError(
-          "The dataset size is needed for the sampling probability: pass "
-          "dataset_size= to the estimator or to this call.")
-    if self.expected_batch_size > n:
-      raise ValueError(
-          f"expected_batch_size ({self.expected_batch_size}) exceeds the "
-          f"dataset size ({n}).")
-    return self.expected_batch_size / n
-
-  def step_event(self, dataset_size: int | None = None) -> dp_accounting.DpEvent:
-    """The ``dp_accounting`` event of one step (Poisson-subsampled release)."""
-    p = self.sampling_probability(dataset_size)
-    return dp_accounting.PoissonSampledDpEvent(p, self.mechanism.dp_event())
-
-  def dp_event(self, num_steps: int,
-               dataset_size: int | None = None) -> dp_accounting.DpEvent:
-    """The event of ``num_steps`` steps."""
-    return dp_accounting.SelfComposedDpEvent(self.step_event(dataset_size),
-                                             int(num_steps))
-
-  def epsilon(self, num_steps: int, delta: float,
-              dataset_size: int | None = None) -> float:
-    """Epsilon after ``num_steps`` steps: PLD, pessimistic, add/remove max."""
-    from zoprivacy import accounting  # pylint: disable=g-import-not-at-top
-    return accounting.pld_epsilon(self.dp_event(num_steps, dataset_size),
-                                  delta=delta, neighboring=self.neighboring)
+  def expected_batch_size(self) -> float:
+    return self.plan.expected_batch_size
 
 
 def privacy_spec(*, clip, noise_multiplier, expected_batch_size,
                  dataset_size=None, num_queries: int = 1,
                  neighboring: str = "add_or_remove",
-                 mechanism: str = "gaussian") -> PrivacySpec:
-  """Validates the privacy hyperparameters and builds the step's spec.
+                 mechanism: str = "gaussian", exact_noise: bool = False,
+                 grid_points: int = 1024,
+                 insecure_test_noise_seed: int | None = None) -> Privatization:
+  """Validates the privacy hyperparameters; builds the mechanism and plan.
 
   Shared by every estimator that privatizes a sum of per-example
-  contributions clipped at ``clip`` with Gaussian or Laplace noise under
-  Poisson sampling. Runs at construction, before any data is seen.
+  contributions clipped at ``clip`` under Poisson sampling. Runs at
+  construction, before any data is seen. Privacy hyperparameters must be
+  static Python numbers: they fix the plan that the accountant reads.
   """
-  from zoprivacy import validation  # pylint: disable=g-import-not-at-top
-  clip = validation.positive("clip", clip)
-  noise_multiplier = validation.positive("noise_multiplier", noise_multiplier)
+  clip = validation.static_positive("clip", clip)
+  noise_multiplier = validation.static_positive("noise_multiplier",
+                                                noise_multiplier)
   num_queries = validation.positive_int("num_queries", num_queries)
   validation.one_of("neighboring", neighboring, mechanisms.NEIGHBORING_RELATIONS)
   expected_batch_size, dataset_size = validation.batch_size_and_dataset(
-      expected_batch_size, dataset_size)
+      validation.static_positive("expected_batch_size", expected_batch_size),
+      dataset_size)
   validation.one_of("mechanism", mechanism, ("gaussian", "laplace"))
-  return PrivacySpec(
-      mechanisms.make_mechanism(mechanism, clip=clip,
-                                noise_multiplier=noise_multiplier,
-                                num_queries=num_queries, neighboring=neighboring),
-      expected_batch_size, dataset_size)
+  mech, notes = mechanisms.make_mechanism(
+      mechanism, clip=clip, noise_multiplier=noise_multiplier,
+      num_queries=num_queries, neighboring=neighboring,
+      exact_noise=exact_noise, grid_points=grid_points)
+  return Privatization(mech, make_plan(
+      mech, expected_batch_size=expected_batch_size,
+      dataset_size=dataset_size, notes=notes,
+      insecure_test_noise_seed=insecure_test_noise_seed))
+
+
+def make_plan(mechanism, *, expected_batch_size, dataset_size, notes=(),
+              insecure_test_noise_seed=None) -> plan_lib.PrivacyPlan:
+  """The plan of one step of ``mechanism`` under Poisson sampling."""
+  return plan_lib.PrivacyPlan(
+      mechanism=mechanism.name,
+      noise_multiplier=float(mechanism.noise_multiplier),
+      clip=float(mechanism.clip), num_queries=int(mechanism.num_queries),
+      grid_points=getattr(mechanism, "grid_points", None),
+      neighboring=mechanism.neighboring, sampling="poisson",
+      expected_batch_size=float(expected_batch_size),
+      dataset_size=dataset_size,
+      noise_source=("os_entropy" if insecure_test_noise_seed is None
+                    else "insecure_test_seed"),
+      notes=tuple(notes))
 
 
 class PrivateEstimator(optax.GradientTransformationExtraArgs):
-  """An ``optax.GradientTransformationExtraArgs`` that knows its privacy.
+  """An ``optax.GradientTransformationExtraArgs`` whose state holds its plan.
 
-  ``privacy`` is a :class:`PrivacySpec` (``None`` for non-private baselines).
-  It stays on the estimator object, so keep a reference to it when chaining:
+  The plan travels in the state (``EstimatorState.privacy_plan``), so it is
+  found however the estimator is wrapped:
 
-      est = zoprivacy.dpzero(...)
-      tx = optax.chain(est, optax.sgd(1e-3))
-      eps = est.privacy.epsilon(num_steps=T, delta=1e-5)
+      tx = optax.chain(zoprivacy.dpzero(...), optax.sgd(1e-3))
+      state = tx.init(params)
+      plan = zoprivacy.privacy.find_plan(state)
+      eps = plan.epsilon(num_steps=T, delta=1e-5)
+
+  ``privacy_plan`` on the estimator object is the same plan, for
+  convenience before ``init``.
   """
 
-  def __new__(cls, init, update, privacy: PrivacySpec | None = None):
+  def __new__(cls, init, update, privacy_plan: plan_lib.PrivacyPlan):
     self = super().__new__(cls, init, update)
-    self.privacy = privacy
+    self.privacy_plan = privacy_plan
     return self
 
 
-def build_estimator(compute, *, key, privacy: PrivacySpec | None,
-                    num_released: int = 1) -> PrivateEstimator:
+def build_estimator(compute, *, direction_key, privacy: Privatization | None,
+                    num_released: int = 1,
+                    insecure_test_noise_seed: int | None = None
+                    ) -> PrivateEstimator:
   """Wraps a step computation into an optax transformation.
 
   ``compute(params, loss_args, direction_key, noise_key) -> (grad, released)``
   holds the method; this wrapper owns what every estimator shares: the state,
-  the data-independent key schedule and the extra-argument parsing.
+  the public/secret key schedule and the extra-argument parsing.
   """
+  plan = plan_lib.PrivacyPlan.non_private() if privacy is None else privacy.plan
 
   def init_fn(params):
     del params
-    return init_state(key, num_released)
+    return init_state(direction_key, plan, num_released,
+                      insecure_test_noise_seed)
 
   def update_fn(updates, state, params=None, **extra_args):
     del updates
     if params is None:
       raise ValueError("Estimators need params in update().")
     args = parse_extra_args(extra_args)
-    next_key, direction_key, noise_key = split_step_keys(state)
-    grad, released = compute(params, args, direction_key, noise_key)
-    released = jnp.asarray(released, jnp.float32).reshape([num_released])
-    return grad, EstimatorState(key=next_key, step=state.step + 1,
-                                released=released)
+    dir_key, noise_key = step_keys(state)
+    grad, released = compute(params, args, dir_key, noise_key)
+    released = jnp.asarray(released, jnp.float32).reshape([-1])
+    return grad, state._replace(step=state.step + 1, released=released)
 
-  return PrivateEstimator(init_fn, update_fn, privacy)
+  return PrivateEstimator(init_fn, update_fn, plan)
+
+
+def release_norm(grad) -> jax.Array:
+  """``[||grad||_2]``: what a vector estimator logs as released (public
+  post-processing of the privatized gradient)."""
+  return jnp.reshape(optax.tree_utils.tree_norm(grad), [1])

@@ -15,11 +15,13 @@ from zoprivacy import clipping
 from zoprivacy import mechanisms
 from zoprivacy import queries
 from zoprivacy.estimators import base
+from zoprivacy.estimators import registry
 
 
 def dp_sgd(*, clip: float, noise_multiplier: float, expected_batch_size: float,
            dataset_size: int | None = None,
-           neighboring: str = "add_or_remove", key=0) -> base.PrivateEstimator:
+           neighboring: str = "add_or_remove", direction_key=0,
+    insecure_test_noise_seed: int | None = None) -> base.PrivateEstimator:
   """DP-SGD's privatized gradient (Abadi et al. 2016, Alg. 1 lines 5-8).
 
   ``g = (sum_i clip_C(grad f(x; xi_i)) + N(0, sigma^2 C^2 I_d)) / B``.
@@ -31,7 +33,8 @@ def dp_sgd(*, clip: float, noise_multiplier: float, expected_batch_size: float,
   privacy = base.privacy_spec(
       clip=clip, noise_multiplier=noise_multiplier,
       expected_batch_size=expected_batch_size, dataset_size=dataset_size,
-      neighboring=neighboring)
+      neighboring=neighboring,
+      insecure_test_noise_seed=insecure_test_noise_seed)
   mechanism = privacy.mechanism
 
   def compute(params, args, direction_key, noise_key):
@@ -44,6 +47,12 @@ def dp_sgd(*, clip: float, noise_multiplier: float, expected_batch_size: float,
     noisy = mechanism.add_noise(noise_key,
                                 mechanisms.masked_tree_sum(clipped, args.mask))
     grad = jax.tree.map(lambda x: x / privacy.expected_batch_size, noisy)
-    return grad, jnp.zeros([0])
+    return grad, base.release_norm(grad)
 
-  return base.build_estimator(compute, key=key, privacy=privacy, num_released=0)
+  return base.build_estimator(
+      compute, direction_key=direction_key, privacy=privacy,
+      num_released=1, insecure_test_noise_seed=insecure_test_noise_seed)
+
+
+registry.register(registry.EstimatorSpec("dp_sgd", dp_sgd,
+                                         defaults=(("clip", 1.0),)))

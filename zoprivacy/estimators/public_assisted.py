@@ -36,7 +36,7 @@ Privacy: every method releases, per step, one Gaussian mechanism on a
 Poisson-sampled private batch (``p = B/n``). PAZO's ``q`` (or ``k + 1``)
 queries on one batch each get noise variance ``q C^2 sigma^2``, which is
 exactly one Gaussian with ``noise_multiplier`` sigma (Dong et al. 2022
-Cor. 3.3; ``shared/NOTES.md`` item 5), so ``privacy.step_event()`` is
+Cor. 3.3; ``docs/conventions.md`` §5), so ``privacy.step_event()`` is
 ``PoissonSampled(p, Gaussian(sigma))`` whatever ``q`` or ``k``. GEP's two
 noises compose the same way (:class:`GEPMechanism`).
 """
@@ -57,10 +57,11 @@ from zoprivacy import mechanisms
 from zoprivacy import queries
 from zoprivacy import validation
 from zoprivacy.estimators import base
+from zoprivacy.estimators import registry
 from zoprivacy.estimators import scalar_zo
 from zoprivacy.estimators.dp_sgd import dp_sgd as _dp_sgd
 
-_FD = "finite_difference"   # PAZO clips the finite difference (NOTES item 2).
+_FD = "finite_difference"   # PAZO clips the finite difference (conventions §2).
 
 
 # ----------------------------------------------------------------- public data
@@ -218,13 +219,16 @@ def _combine(weight_a, tree_a, tree_b):
 
 
 def _zo_common(*, clip, noise_multiplier, smoothing, expected_batch_size,
-               dataset_size, num_queries, neighboring, direction_prng):
-  smoothing = validation.positive("smoothing", smoothing)
+               dataset_size, num_queries, neighboring, direction_prng,
+               insecure_test_noise_seed, exact_noise=False, grid_points=1024):
+  smoothing = validation.positive_or_traced("smoothing", smoothing)
   validation.one_of("direction_prng", direction_prng, directions_lib.PRNG_IMPLS)
   privacy = base.privacy_spec(
       clip=clip, noise_multiplier=noise_multiplier,
       expected_batch_size=expected_batch_size, dataset_size=dataset_size,
-      num_queries=num_queries, neighboring=neighboring)
+      num_queries=num_queries, neighboring=neighboring,
+      exact_noise=exact_noise, grid_points=grid_points,
+      insecure_test_noise_seed=insecure_test_noise_seed)
   return (privacy.mechanism, privacy, smoothing, privacy.mechanism.num_queries,
           privacy.expected_batch_size)
 
@@ -241,8 +245,10 @@ def pazo_m(*, clip: float, noise_multiplier: float, smoothing: float,
            expected_batch_size: float, alpha: float,
            dataset_size: int | None = None, num_queries: int = 1,
            directions: str = "sphere_quarter",
-           neighboring: str = "add_or_remove", key=0,
-           direction_prng: str = "threefry") -> base.PrivateEstimator:
+           neighboring: str = "add_or_remove", direction_key=0,
+    insecure_test_noise_seed: int | None = None,
+           direction_prng: str = "threefry",
+           exact_noise: bool = False, grid_points: int = 1024) -> base.PrivateEstimator:
   """PAZO-M (PAZO Alg. 1): mix the public gradient with private DPZero.
 
   Lines 5-12: ``g~ = sum_{j=1}^q ((1/b) sum_i clip_C((f(x + l u_j; xi_i) -
@@ -276,7 +282,9 @@ def pazo_m(*, clip: float, noise_multiplier: float, smoothing: float,
       clip=clip, noise_multiplier=noise_multiplier, smoothing=smoothing,
       expected_batch_size=expected_batch_size, dataset_size=dataset_size,
       num_queries=num_queries, neighboring=neighboring,
-      direction_prng=direction_prng)
+      direction_prng=direction_prng, exact_noise=exact_noise,
+      grid_points=grid_points,
+      insecure_test_noise_seed=insecure_test_noise_seed)
   sampler = directions_lib.get_sampler(directions)
 
   def compute(params, args, dir_key, noise_key):
@@ -290,7 +298,7 @@ def pazo_m(*, clip: float, noise_multiplier: float, smoothing: float,
         loss=args.loss, params=params, batch=args.batch, mask=args.mask,
         direction=direction, query_keys=query_keys, noise_key=noise_key,
         smoothing=smoothing, clip_target=_FD, mechanism=mechanism,
-        privacy=privacy)
+        privacy=privacy, discrete_noise=args.discrete_noise)
     g_private = scalar_zo.average_of_directions(direction, query_keys, scalars,
                                                 params)
     g_pub = public_gradient(_public_loss(args), params,
@@ -298,8 +306,9 @@ def pazo_m(*, clip: float, noise_multiplier: float, smoothing: float,
     grad = _combine(alpha, g_pub, g_private)
     return grad, scalars
 
-  return base.build_estimator(compute, key=key, privacy=privacy,
-                              num_released=num_queries)
+  return base.build_estimator(
+      compute, direction_key=direction_key, privacy=privacy,
+      num_released=num_queries, insecure_test_noise_seed=insecure_test_noise_seed)
 
 
 # ------------------------------------------------------------------- PAZO-P
@@ -308,8 +317,10 @@ def pazo_m(*, clip: float, noise_multiplier: float, smoothing: float,
 def pazo_p(*, clip: float, noise_multiplier: float, smoothing: float,
            expected_batch_size: float, num_public_batches: int,
            orthonormalize: bool = True, dataset_size: int | None = None,
-           num_queries: int = 1, neighboring: str = "add_or_remove", key=0,
-           direction_prng: str = "threefry") -> base.PrivateEstimator:
+           num_queries: int = 1, neighboring: str = "add_or_remove", direction_key=0,
+    insecure_test_noise_seed: int | None = None,
+           direction_prng: str = "threefry",
+           exact_noise: bool = False, grid_points: int = 1024) -> base.PrivateEstimator:
   """PAZO-P (PAZO Alg. 2) and PAZO-P' (``orthonormalize=False``).
 
   Line 4-5: ``G = [g_1, ..., g_k]``, the gradients of ``k`` public batches
@@ -337,7 +348,9 @@ def pazo_p(*, clip: float, noise_multiplier: float, smoothing: float,
       clip=clip, noise_multiplier=noise_multiplier, smoothing=smoothing,
       expected_batch_size=expected_batch_size, dataset_size=dataset_size,
       num_queries=num_queries, neighboring=neighboring,
-      direction_prng=direction_prng)
+      direction_prng=direction_prng, exact_noise=exact_noise,
+      grid_points=grid_points,
+      insecure_test_noise_seed=insecure_test_noise_seed)
   coefficient_template = jnp.zeros([k], jnp.float32)
 
   def coefficients(key):
@@ -362,14 +375,16 @@ def pazo_p(*, clip: float, noise_multiplier: float, smoothing: float,
         loss=args.loss, params=params, batch=args.batch, mask=args.mask,
         direction=lambda kk: in_span(coefficients(kk)), query_keys=query_keys,
         noise_key=noise_key, smoothing=smoothing, clip_target=_FD,
-        mechanism=mechanism, privacy=privacy)
+        mechanism=mechanism, privacy=privacy,
+        discrete_noise=args.discrete_noise)
     mean_coefficients = jnp.mean(
         scalars[:, None] * jax.vmap(coefficients)(query_keys), axis=0)
     grad = in_span(mean_coefficients)
     return grad, scalars
 
-  return base.build_estimator(compute, key=key, privacy=privacy,
-                              num_released=num_queries)
+  return base.build_estimator(
+      compute, direction_key=direction_key, privacy=privacy,
+      num_released=num_queries, insecure_test_noise_seed=insecure_test_noise_seed)
 
 
 # ------------------------------------------------------------------- PAZO-S
@@ -379,7 +394,8 @@ def pazo_s(*, clip: float, noise_multiplier: float, learning_rate: float,
            expected_batch_size: float, num_public_batches: int,
            candidate_noise_scale: float = 0.0, extra_candidate: bool = True,
            dataset_size: int | None = None,
-           neighboring: str = "add_or_remove", key=0,
+           neighboring: str = "add_or_remove", direction_key=0,
+    insecure_test_noise_seed: int | None = None,
            direction_prng: str = "threefry") -> base.PrivateEstimator:
   """PAZO-S (PAZO Alg. 3): select the best public gradient by private loss.
 
@@ -390,7 +406,7 @@ def pazo_s(*, clip: float, noise_multiplier: float, learning_rate: float,
   ``+-inf`` -> ``+-C``). Line 10: ``j^ = argmin f_j``. Lines 11-14 (with
   ``extra_candidate``): ``g_{k+1} = g_j^ + z'``, ``z' ~ N(0, s^2 I_d)`` with
   ``s = candidate_noise_scale`` (a perturbation scale, *not* a privacy
-  parameter; NOTES item 6), scored the same way, and ``j* = argmin_{j <=
+  parameter; conventions §6), scored the same way, and ``j* = argmin_{j <=
   k+1} f_j``.
 
   Returned update: ``g_{j*}``. Line 15 ``x <- x - eta g_{j*}`` is then
@@ -432,7 +448,8 @@ def pazo_s(*, clip: float, noise_multiplier: float, learning_rate: float,
       clip=clip, noise_multiplier=noise_multiplier, smoothing=1.0,
       expected_batch_size=expected_batch_size, dataset_size=dataset_size,
       num_queries=num_scores, neighboring=neighboring,
-      direction_prng=direction_prng)
+      direction_prng=direction_prng,
+      insecure_test_noise_seed=insecure_test_noise_seed)
 
   def compute(params, args, dir_key, noise_key):
     public_batches = _get_public_batches(args, k)
@@ -468,8 +485,9 @@ def pazo_s(*, clip: float, noise_multiplier: float, learning_rate: float,
       grad = g_best
     return grad, scores
 
-  return base.build_estimator(compute, key=key, privacy=privacy,
-                              num_released=num_scores)
+  return base.build_estimator(
+      compute, direction_key=direction_key, privacy=privacy,
+      num_released=num_scores, insecure_test_noise_seed=insecure_test_noise_seed)
 
 
 # --------------------------------------------------------------------- DPMD
@@ -483,7 +501,8 @@ def dpmd_public_weight(step, num_steps: int):
 
 def dpmd(*, clip: float, noise_multiplier: float, expected_batch_size: float,
          num_steps: int, dataset_size: int | None = None,
-         neighboring: str = "add_or_remove", key=0) -> base.PrivateEstimator:
+         neighboring: str = "add_or_remove", direction_key=0,
+    insecure_test_noise_seed: int | None = None) -> base.PrivateEstimator:
   """DPMD (Amid et al. 2022, public-data-assisted mirror descent), first order.
 
   The first-order form used as PAZO's baseline: ``g_t = alpha_t g_pub + (1 -
@@ -500,7 +519,8 @@ def dpmd(*, clip: float, noise_multiplier: float, expected_batch_size: float,
   private = _dp_sgd(
       clip=clip, noise_multiplier=noise_multiplier,
       expected_batch_size=expected_batch_size, dataset_size=dataset_size,
-      neighboring=neighboring, key=key)
+      neighboring=neighboring, direction_key=direction_key,
+      insecure_test_noise_seed=insecure_test_noise_seed)
 
   def update_fn(updates, state, params=None, **extra_args):
     _require_params(params)
@@ -511,7 +531,7 @@ def dpmd(*, clip: float, noise_multiplier: float, expected_batch_size: float,
     weight = dpmd_public_weight(state.step, num_steps)
     return _combine(weight, g_pub, g_private), new_state
 
-  return base.PrivateEstimator(private.init, update_fn, private.privacy)
+  return base.PrivateEstimator(private.init, update_fn, private.privacy_plan)
 
 
 # ----------------------------------------------------------------- DOPE-SGD
@@ -519,7 +539,8 @@ def dpmd(*, clip: float, noise_multiplier: float, expected_batch_size: float,
 
 def dope_sgd(*, clip: float, noise_multiplier: float,
              expected_batch_size: float, dataset_size: int | None = None,
-             neighboring: str = "add_or_remove", key=0) -> base.PrivateEstimator:
+             neighboring: str = "add_or_remove", direction_key=0,
+    insecure_test_noise_seed: int | None = None) -> base.PrivateEstimator:
   """DOPE-SGD's gradient (Nasr et al. 2023): clip around the public gradient.
 
   ``g = g_pub + (sum_i clip_C(grad f(x; xi_i) - g_pub) + N(0, sigma^2 C^2
@@ -539,7 +560,8 @@ def dope_sgd(*, clip: float, noise_multiplier: float,
   privacy = base.privacy_spec(
       clip=clip, noise_multiplier=noise_multiplier,
       expected_batch_size=expected_batch_size, dataset_size=dataset_size,
-      neighboring=neighboring)
+      neighboring=neighboring,
+      insecure_test_noise_seed=insecure_test_noise_seed)
   mechanism, expected_batch_size = privacy.mechanism, privacy.expected_batch_size
 
   def compute(params, args, dir_key, noise_key):
@@ -554,10 +576,11 @@ def dope_sgd(*, clip: float, noise_multiplier: float,
     noisy = mechanism.add_noise(noise_key,
                                 mechanisms.masked_tree_sum(clipped, args.mask))
     grad = jax.tree.map(lambda p, s: p + s / expected_batch_size, g_pub, noisy)
-    return grad, jnp.zeros([0])
+    return grad, base.releasebase.release_norm(grad)
 
-  return base.build_estimator(compute, key=key, privacy=privacy,
-                              num_released=0)
+  return base.build_estimator(
+      compute, direction_key=direction_key, privacy=privacy,
+      num_released=1, insecure_test_noise_seed=insecure_test_noise_seed)
 
 
 # ---------------------------------------------------------------------- GEP
@@ -611,6 +634,12 @@ class GEPMechanism:
             + self.residual_noise_multiplier ** -2) ** -0.5
 
   num_queries = 1   # one (composed) Gaussian release per step
+  name = "gaussian"  # accounted as one Gaussian with ``noise_multiplier``
+
+  @property
+  def clip(self) -> float:
+    """The embedding clip (the residual has its own, ``residual_clip``)."""
+    return self.embedding_clip
 
   @property
   def noise_std(self) -> tuple[float, float]:
@@ -659,7 +688,8 @@ def gep(*, embedding_clip: float, residual_clip: float,
         embedding_noise_multiplier: float | None = None,
         residual_noise_multiplier: float | None = None,
         power_iterations: int = 1, dataset_size: int | None = None,
-        neighboring: str = "add_or_remove", key=0) -> base.PrivateEstimator:
+        neighboring: str = "add_or_remove", direction_key=0,
+    insecure_test_noise_seed: int | None = None) -> base.PrivateEstimator:
   """GEP (Yu et al. 2021, gradient embedding perturbation), first order.
 
   Anchor subspace ``V`` (``d x k``, :func:`anchor_subspace`) from the
@@ -698,7 +728,12 @@ def gep(*, embedding_clip: float, residual_clip: float,
       embedding_clip, residual_clip,
       validation.positive("embedding_noise_multiplier", split[0]),
       validation.positive("residual_noise_multiplier", split[1]), neighboring)
-  privacy = base.PrivacySpec(mechanism, expected_batch_size, dataset_size)
+  expected_batch_size, dataset_size = validation.batch_size_and_dataset(
+      expected_batch_size, dataset_size)
+  privacy = base.Privatization(mechanism, base.make_plan(
+      mechanism, expected_batch_size=expected_batch_size,
+      dataset_size=dataset_size,
+      insecure_test_noise_seed=insecure_test_noise_seed))
 
   def compute(params, args, dir_key, noise_key):
     public_batch = _get_public_batch(args)
@@ -724,7 +759,28 @@ def gep(*, embedding_clip: float, residual_clip: float,
     dtype = jax.tree.leaves(params)[0].dtype
     grad = jax.tree.map(lambda g, p: g.astype(p.dtype), unravel(flat.astype(dtype)),
                         params)
-    return grad, jnp.zeros([0])
+    return grad, base.releasebase.release_norm(grad)
 
-  return base.build_estimator(compute, key=key, privacy=privacy,
-                              num_released=0)
+  return base.build_estimator(
+      compute, direction_key=direction_key, privacy=privacy,
+      num_released=1, insecure_test_noise_seed=insecure_test_noise_seed)
+
+
+registry.register(registry.EstimatorSpec(
+    "pazo_m", pazo_m, public_data="batch", exact_noise=True,
+    defaults=(("clip", 1.0), ("smoothing", 1e-3))))
+registry.register(registry.EstimatorSpec(
+    "pazo_p", pazo_p, public_data="batches", exact_noise=True,
+    defaults=(("clip", 1.0), ("smoothing", 1e-3),
+              ("num_public_batches", 4))))
+registry.register(registry.EstimatorSpec(
+    "pazo_s", pazo_s, public_data="batches", needs_learning_rate=True,
+    defaults=(("clip", 1.0), ("num_public_batches", 4))))
+registry.register(registry.EstimatorSpec(
+    "dpmd", dpmd, public_data="batch", needs_num_steps=True,
+    defaults=(("clip", 1.0),)))
+registry.register(registry.EstimatorSpec(
+    "dope_sgd", dope_sgd, public_data="batch", defaults=(("clip", 1.0),)))
+registry.register(registry.EstimatorSpec(
+    "gep", gep, public_data="batch",
+    defaults=(("embedding_clip", 1.0), ("residual_clip", 0.5))))

@@ -27,12 +27,14 @@ from zoprivacy import mechanisms
 from zoprivacy import queries
 from zoprivacy import validation
 from zoprivacy.estimators import base
+from zoprivacy.estimators import registry
 
 
 def two_point_scalars(*, loss, params, batch, mask, direction, query_keys,
                       noise_key, smoothing: float, clip_target: str,
                       mechanism: mechanisms.Mechanism,
-                      privacy: base.PrivacySpec | None) -> jax.Array:
+                      privacy: base.Privatization | None,
+                      discrete_noise=None) -> jax.Array:
   """Steps 2-4: the ``q`` released directional-derivative estimates ``s_j``.
 
   For each query key ``k_j``, ``u_j = direction(k_j)``; per example the
@@ -40,7 +42,9 @@ def two_point_scalars(*, loss, params, batch, mask, direction, query_keys,
   (two batched forward passes). Private (``privacy`` given): clipped at
   ``mechanism.clip`` per example, summed over real examples, noised once
   (DPZero Alg. 2 line 3, DP-ZO Alg. 1 lines 13/15), divided by the expected
-  batch size. Non-private: the mean over real examples (MeZO).
+  batch size. Non-private: the mean over real examples (MeZO). With a
+  :class:`~zoprivacy.mechanisms.DiscreteMechanism`, ``discrete_noise`` holds
+  the step's host-drawn integer noise.
   """
   num_queries = query_keys.shape[0]
 
@@ -57,7 +61,8 @@ def two_point_scalars(*, loss, params, batch, mask, direction, query_keys,
 
   if privacy is not None:
     clipped = clipping.clip_scalars(per_example, mechanism.clip)
-    noisy_sum = mechanism.add_noise(noise_key, mechanisms.masked_sum(clipped, mask))
+    noisy_sum = mechanism.privatize_sum(noise_key, clipped, mask,
+                                        discrete_noise)
     mean = noisy_sum / privacy.expected_batch_size
   else:
     if mask is None:
@@ -93,7 +98,8 @@ def average_of_directions(direction, query_keys, scalars, params):
 def _two_point_transformation(*, smoothing: float, num_queries: int,
                               directions: str, clip_target: str,
                               mechanism: mechanisms.Mechanism,
-                              privacy: base.PrivacySpec | None, key,
+                              privacy: base.Privatization | None,
+                              direction_key, insecure_test_noise_seed,
                               direction_prng: str) -> base.PrivateEstimator:
   """Steps 1-5 above as an optax transformation."""
   sampler = directions_lib.get_sampler(directions)
@@ -108,15 +114,17 @@ def _two_point_transformation(*, smoothing: float, num_queries: int,
         loss=args.loss, params=params, batch=args.batch, mask=args.mask,
         direction=direction, query_keys=query_keys, noise_key=noise_key,
         smoothing=smoothing, clip_target=clip_target, mechanism=mechanism,
-        privacy=privacy)
+        privacy=privacy, discrete_noise=args.discrete_noise)
     return average_of_directions(direction, query_keys, scalars, params), scalars
 
-  return base.build_estimator(compute, key=key, privacy=privacy,
-                              num_released=num_queries)
+  return base.build_estimator(
+      compute, direction_key=direction_key, privacy=privacy,
+      num_released=num_queries,
+      insecure_test_noise_seed=insecure_test_noise_seed)
 
 
 def mezo(*, smoothing: float = 1e-3, num_queries: int = 1,
-         directions: str = "gaussian", key=0,
+         directions: str = "gaussian", direction_key=0,
          direction_prng: str = "threefry") -> base.PrivateEstimator:
   """MeZO (Malladi et al. 2023): non-private two-point SPSA, the baseline.
 
@@ -128,24 +136,27 @@ def mezo(*, smoothing: float = 1e-3, num_queries: int = 1,
     smoothing: perturbation scale ``l`` (MeZO's ``epsilon``).
     num_queries: directions per step ``q``.
     directions: a name from :data:`zoprivacy.directions.DIRECTION_NAMES`.
-    key: PRNG key or integer seed.
+    direction_key: public PRNG key or integer seed of the directions.
     direction_prng: 'threefry', 'rbg' or 'unsafe_rbg' for the directions.
   """
-  smoothing = validation.positive("smoothing", smoothing)
+  smoothing = validation.positive_or_traced("smoothing", smoothing)
   num_queries = validation.positive_int("num_queries", num_queries)
   validation.one_of("directions", directions, directions_lib.DIRECTION_NAMES)
   validation.one_of("direction_prng", direction_prng, directions_lib.PRNG_IMPLS)
   return _two_point_transformation(
       smoothing=smoothing, num_queries=num_queries, directions=directions,
       clip_target="finite_difference", mechanism=mechanisms.NoNoise(),
-      privacy=None, key=key, direction_prng=direction_prng)
+      privacy=None, direction_key=direction_key, insecure_test_noise_seed=None,
+      direction_prng=direction_prng)
 
 
 def _private_scalar_estimator(*, mechanism_name, clip, noise_multiplier,
                               smoothing, expected_batch_size, dataset_size,
                               num_queries, directions, clip_target,
-                              neighboring, key, direction_prng):
-  smoothing = validation.positive("smoothing", smoothing)
+                              neighboring, direction_key, direction_prng,
+                              exact_noise, grid_points,
+                              insecure_test_noise_seed):
+  smoothing = validation.positive_or_traced("smoothing", smoothing)
   validation.one_of("directions", directions, directions_lib.DIRECTION_NAMES)
   validation.one_of("clip_target", clip_target, clipping.CLIP_TARGETS)
   validation.one_of("direction_prng", direction_prng, directions_lib.PRNG_IMPLS)
@@ -153,19 +164,26 @@ def _private_scalar_estimator(*, mechanism_name, clip, noise_multiplier,
       clip=clip, noise_multiplier=noise_multiplier,
       expected_batch_size=expected_batch_size, dataset_size=dataset_size,
       num_queries=num_queries, neighboring=neighboring,
-      mechanism=mechanism_name)
+      mechanism=mechanism_name, exact_noise=exact_noise,
+      grid_points=grid_points,
+      insecure_test_noise_seed=insecure_test_noise_seed)
   return _two_point_transformation(
       smoothing=smoothing, num_queries=privacy.mechanism.num_queries,
       directions=directions, clip_target=clip_target,
-      mechanism=privacy.mechanism, privacy=privacy, key=key,
+      mechanism=privacy.mechanism, privacy=privacy,
+      direction_key=direction_key,
+      insecure_test_noise_seed=insecure_test_noise_seed,
       direction_prng=direction_prng)
 
 
 def dpzero(*, clip: float, noise_multiplier: float, smoothing: float,
            expected_batch_size: float, dataset_size: int | None = None,
            num_queries: int = 1, directions: str = "sphere",
-           neighboring: str = "add_or_remove", key=0,
-           direction_prng: str = "threefry") -> base.PrivateEstimator:
+           neighboring: str = "add_or_remove", direction_key=0,
+           direction_prng: str = "threefry", exact_noise: bool = False,
+           grid_points: int = 1024,
+           insecure_test_noise_seed: int | None = None
+           ) -> base.PrivateEstimator:
   """DPZero (Zhang et al. 2024, Alg. 2): scalar Gaussian noise.
 
   Line 3: ``x <- x - a ((1/B) sum_i clip_C((f(x+lu) - f(x-lu)) / (2l)) + z) u``
@@ -177,7 +195,8 @@ def dpzero(*, clip: float, noise_multiplier: float, smoothing: float,
   at ``p = expected_batch_size / dataset_size``, add/remove by default (the
   paper's replace-one with ``neighboring='replace_one'``). With ``num_queries
   = q``, each scalar gets noise std ``sqrt(q) sigma C`` and the step is still
-  one Gaussian with ``noise_multiplier`` (NOTES.md item 5).
+  one Gaussian with ``noise_multiplier`` (Dong et al. 2022, Cor. 3.3; see
+  ``docs/conventions.md``).
 
   Args:
     clip: threshold ``C`` on the per-example finite difference.
@@ -188,22 +207,41 @@ def dpzero(*, clip: float, noise_multiplier: float, smoothing: float,
     num_queries: ``q`` directions per step (n-SPSA).
     directions: a name from :data:`zoprivacy.directions.DIRECTION_NAMES`.
     neighboring: 'add_or_remove' (default) or 'replace_one'.
-    key: PRNG key or integer seed for directions and noise.
+    direction_key: PUBLIC PRNG key or integer seed of the directions.
     direction_prng: 'threefry' (default), 'rbg' or 'unsafe_rbg'.
+    exact_noise: add exact discrete noise to a sum quantized on a grid of
+      ``grid_points`` steps per clip (one query, add/remove only; otherwise
+      floating-point noise and the plan notes why). Each update then needs
+      the extra argument ``discrete_noise=`` drawn by
+      :class:`zoprivacy.privacy.ExactNoiseSource`.
+    grid_points: integer sensitivity of the quantized release.
+    insecure_test_noise_seed: REPRODUCIBLE noise for tests and debugging;
+      the run is then NOT private and its plan says so. By default the noise
+      key comes from OS entropy at ``init``.
+
+  The loss must satisfy the per-example contract: entry ``i`` of
+  ``batched_loss(params, batch)`` depends only on ``params`` and example
+  ``i`` (see :mod:`zoprivacy.per_example_check`).
   """
   return _private_scalar_estimator(
       mechanism_name="gaussian", clip=clip, noise_multiplier=noise_multiplier,
       smoothing=smoothing, expected_batch_size=expected_batch_size,
       dataset_size=dataset_size, num_queries=num_queries,
       directions=directions, clip_target="finite_difference",
-      neighboring=neighboring, key=key, direction_prng=direction_prng)
+      neighboring=neighboring, direction_key=direction_key,
+      direction_prng=direction_prng, exact_noise=exact_noise,
+      grid_points=grid_points,
+      insecure_test_noise_seed=insecure_test_noise_seed)
 
 
 def dp_zo(*, clip: float, noise_multiplier: float, smoothing: float,
           expected_batch_size: float, dataset_size: int | None = None,
           mechanism: str = "gaussian", num_queries: int = 1,
           directions: str = "gaussian", clip_target: str = "raw_difference",
-          key=0, direction_prng: str = "threefry") -> base.PrivateEstimator:
+          direction_key=0, direction_prng: str = "threefry",
+          exact_noise: bool = False, grid_points: int = 1024,
+          insecure_test_noise_seed: int | None = None
+          ) -> base.PrivateEstimator:
   """DP-ZO (Tang et al. 2024, Alg. 1/2): Gaussian or Laplace scalar noise.
 
   Lines 10-17: ``l_i = clip(L(th+phi z) - L(th-phi z), C)``; ``s = (sum_i l_i +
@@ -227,12 +265,39 @@ def dp_zo(*, clip: float, noise_multiplier: float, smoothing: float,
     num_queries: ``q`` (the paper uses 1; App. C).
     directions: 'gaussian' (the paper's) or another sampler name.
     clip_target: 'raw_difference' (the paper's) or 'finite_difference'.
-    key: PRNG key or integer seed.
+    direction_key: PUBLIC PRNG key or integer seed of the directions.
     direction_prng: 'threefry' (default), 'rbg' or 'unsafe_rbg'.
+    exact_noise: add exact discrete noise to a sum quantized on a grid of
+      ``grid_points`` steps per clip (one query, add/remove only; otherwise
+      floating-point noise and the plan notes why). Each update then needs
+      the extra argument ``discrete_noise=`` drawn by
+      :class:`zoprivacy.privacy.ExactNoiseSource`.
+    grid_points: integer sensitivity of the quantized release.
+    insecure_test_noise_seed: REPRODUCIBLE noise for tests and debugging;
+      the run is then NOT private and its plan says so. By default the noise
+      key comes from OS entropy at ``init``.
+
+  The loss must satisfy the per-example contract: entry ``i`` of
+  ``batched_loss(params, batch)`` depends only on ``params`` and example
+  ``i`` (see :mod:`zoprivacy.per_example_check`).
   """
   return _private_scalar_estimator(
       mechanism_name=mechanism, clip=clip, noise_multiplier=noise_multiplier,
       smoothing=smoothing, expected_batch_size=expected_batch_size,
       dataset_size=dataset_size, num_queries=num_queries,
       directions=directions, clip_target=clip_target,
-      neighboring="add_or_remove", key=key, direction_prng=direction_prng)
+      neighboring="add_or_remove", direction_key=direction_key,
+      direction_prng=direction_prng, exact_noise=exact_noise,
+      grid_points=grid_points,
+      insecure_test_noise_seed=insecure_test_noise_seed)
+
+
+registry.register(registry.EstimatorSpec(
+    "mezo", mezo, private=False,
+    defaults=(("smoothing", 1e-3), ("directions", "gaussian"))))
+registry.register(registry.EstimatorSpec(
+    "dpzero", dpzero, exact_noise=True,
+    defaults=(("clip", 1.0), ("smoothing", 1e-3))))
+registry.register(registry.EstimatorSpec(
+    "dp_zo", dp_zo, exact_noise=True,
+    defaults=(("clip", 1.0), ("smoothing", 1e-3))))

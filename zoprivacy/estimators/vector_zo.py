@@ -17,12 +17,13 @@ from zoprivacy import mechanisms
 from zoprivacy import queries
 from zoprivacy import validation
 from zoprivacy.estimators import base
+from zoprivacy.estimators import registry
 
 
 def dpgd_zeroth(*, clip: float, noise_multiplier: float, smoothing: float,
                 expected_batch_size: float, dataset_size: int | None = None,
-                directions: str = "sphere", neighboring: str = "add_or_remove",
-                key=0, direction_prng: str = "threefry") -> base.PrivateEstimator:
+                directions: str = "sphere", neighboring: str = "add_or_remove", direction_key=0,
+    insecure_test_noise_seed: int | None = None, direction_prng: str = "threefry") -> base.PrivateEstimator:
   """DPGD-0th, DPZero Alg. 1 lines 2-3.
 
   ``x <- x - a ((1/B) sum_i clip_C(g_l(x; xi_i)) + z)``, ``z ~ N(0, (sigma C /
@@ -44,7 +45,8 @@ def dpgd_zeroth(*, clip: float, noise_multiplier: float, smoothing: float,
   privacy = base.privacy_spec(
       clip=clip, noise_multiplier=noise_multiplier,
       expected_batch_size=expected_batch_size, dataset_size=dataset_size,
-      neighboring=neighboring)
+      neighboring=neighboring,
+      insecure_test_noise_seed=insecure_test_noise_seed)
   mechanism = privacy.mechanism
   sampler = directions_lib.get_sampler(directions)
 
@@ -61,6 +63,13 @@ def dpgd_zeroth(*, clip: float, noise_multiplier: float, smoothing: float,
     vector_sum = jax.tree.map(lambda x: scalar_sum.astype(x.dtype) * x, u)
     noisy = mechanism.add_noise(noise_key, vector_sum)
     grad = jax.tree.map(lambda x: x / privacy.expected_batch_size, noisy)
-    return grad, jnp.zeros([0])
+    return grad, base.release_norm(grad)
 
-  return base.build_estimator(compute, key=key, privacy=privacy, num_released=0)
+  return base.build_estimator(
+      compute, direction_key=direction_key, privacy=privacy,
+      num_released=1, insecure_test_noise_seed=insecure_test_noise_seed)
+
+
+registry.register(registry.EstimatorSpec(
+    "dpgd_zeroth", dpgd_zeroth,
+    defaults=(("clip", 1.0), ("smoothing", 1e-3))))

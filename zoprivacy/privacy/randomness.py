@@ -1,0 +1,161 @@
+"""Two kinds of randomness, never mixed: public directions, secret noise.
+
+* **Public** randomness draws the perturbation directions ``u``. It comes
+  from a ``direction_key`` that may be published: with the released scalars
+  it replays the whole trajectory (DP-ZO Sec. 5, "seed + scalar").
+* **Secret** randomness draws the privacy noise and the Poisson batches. Its
+  key has 256 bits from the operating system's entropy
+  (:func:`secrets.token_bytes`) by default. It is never derived from the
+  direction key, from a config value or from anything written to results;
+  it lives only in the estimator state and in checkpoints, which are
+  therefore secret material.
+
+From one 256-bit secret, independent streams are derived by domain
+separation with keyed BLAKE2b (a pseudorandom function):
+
+* :func:`jax_noise_key`: a 128-bit ``rbg`` JAX key for floating-point noise
+  inside a jitted step (XLA's counter-based ``RngBitGenerator``);
+* :class:`KeyedStream`: a SHAKE-256 stream (a cryptographic XOF) keyed by
+  ``(secret, purpose, counter)``, whose ``randbelow`` feeds the exact
+  discrete samplers;
+* :func:`numpy_generator`: a Philox generator with a 128-bit derived key,
+  for Poisson sampling (fast, counter-based).
+
+Every stream is a pure function of ``(secret, purpose, step)``: a step that
+is re-run after a crash regenerates the same noise, so nothing is ever
+released twice with fresh noise.
+
+Reproducible noise exists only behind :func:`insecure_test_secret`, whose
+use warns (:class:`InsecureTestNoiseWarning`) and marks the privacy plan as
+not private.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets as _secrets
+import struct
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import io_callback
+
+SECRET_BYTES = 32
+_TEST_DOMAIN = b"zoprivacy insecure test noise, never use for a private run"
+
+
+class InsecureTestNoiseWarning(UserWarning):
+  """Noise or batches were drawn from a reproducible, public seed."""
+
+
+def new_secret() -> bytes:
+  """256 bits from the operating system's CSPRNG."""
+  return _secrets.token_bytes(SECRET_BYTES)
+
+
+def insecure_test_secret(seed: int) -> bytes:
+  """A *reproducible* secret for tests and debugging: NOT private.
+
+  Anyone who knows ``seed`` can regenerate every noise draw and batch, which
+  voids the privacy guarantee; the privacy plan of a run that uses it says
+  so. Warns every time it is called.
+  """
+  if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+    raise TypeError(f"The insecure test seed must be an integer, got {seed!r}.")
+  warnings.warn(
+      "Noise and batch sampling use a reproducible test seed: this run is "
+      "NOT differentially private.", InsecureTestNoiseWarning, stacklevel=3)
+  return hashlib.sha256(_TEST_DOMAIN + str(int(seed)).encode()).digest()
+
+
+def check_secret(secret) -> bytes:
+  secret = bytes(np.asarray(secret, np.uint8).tobytes()) if not isinstance(
+      secret, bytes) else secret
+  if len(secret) != SECRET_BYTES:
+    raise ValueError(f"A secret has {SECRET_BYTES} bytes, got {len(secret)}.")
+  return secret
+
+
+def derive(secret: bytes, purpose: str, *counters: int,
+           num_bytes: int = 16) -> bytes:
+  """Keyed BLAKE2b of ``(purpose, counters)``: independent sub-secrets."""
+  data = purpose.encode() + b"\x00" + b"".join(
+      struct.pack("<q", int(c)) for c in counters)
+  return hashlib.blake2b(data, key=check_secret(secret),
+                         digest_size=num_bytes).digest()
+
+
+def secret_to_array(secret: bytes) -> np.ndarray:
+  """The secret as ``uint8[32]``, to live in a checkpointed pytree."""
+  return np.frombuffer(check_secret(secret), np.uint8).copy()
+
+
+def jax_noise_key(secret: bytes, purpose: str = "noise") -> jax.Array:
+  """A 128-bit ``rbg`` JAX key derived from the secret."""
+  words = np.frombuffer(derive(secret, purpose), np.uint32)
+  return jax.random.wrap_key_data(jnp.asarray(words), impl="rbg")
+
+
+def fresh_noise_key() -> jax.Array:
+  """A 128-bit ``rbg`` key from OS entropy, drawn when the code *runs*.
+
+  The entropy is fetched by an ``io_callback``, so a jitted ``init`` draws a
+  new key at every execution instead of baking one into its executable.
+  """
+  def entropy():
+    return np.frombuffer(_secrets.token_bytes(16), np.uint32).copy()
+  words = io_callback(entropy, jax.ShapeDtypeStruct((4,), jnp.uint32))
+  return jax.random.wrap_key_data(words, impl="rbg")
+
+
+class KeyedStream:
+  """A deterministic CSPRNG: SHAKE-256 of ``(secret, purpose, counter)``.
+
+  ``randbelow(n)`` returns an exactly uniform integer in ``[0, n)`` by
+  rejection sampling on fresh stream bits; the exact discrete samplers of
+  :mod:`zoprivacy.privacy.discrete_noise` need nothing else.
+  """
+
+  _CHUNK = 512
+
+  def __init__(self, secret: bytes, purpose: str, counter: int):
+    self._xof = hashlib.shake_256(derive(secret, purpose, counter,
+                                         num_bytes=32))
+    self._offset = 0
+    self._buffer = b""
+    self._pos = 0
+
+  def _read(self, num_bytes: int) -> bytes:
+    if self._pos + num_bytes > len(self._buffer):
+      self._offset += len(self._buffer)
+      size = max(self._CHUNK, num_bytes)
+      # shake_256 is an XOF: a longer digest extends the shorter one.
+      self._buffer = self._xof.digest(self._offset + size)[self._offset:]
+      self._pos = 0
+    out = self._buffer[self._pos:self._pos + num_bytes]
+    self._pos += num_bytes
+    return out
+
+  def randbits(self, k: int) -> int:
+    if k <= 0:
+      return 0
+    value = int.from_bytes(self._read((k + 7) // 8), "little")
+    return value >> (8 * ((k + 7) // 8) - k)
+
+  def randbelow(self, n: int) -> int:
+    if n <= 0:
+      raise ValueError(f"randbelow needs n >= 1, got {n}.")
+    k = int(n).bit_length()
+    while True:
+      r = self.randbits(k)
+      if r < n:
+        return r
+
+
+def numpy_generator(secret: bytes, purpose: str,
+                    counter: int) -> np.random.Generator:
+  """Philox-4x64 with a 128-bit key derived for ``(purpose, counter)``."""
+  key = np.frombuffer(derive(secret, purpose, counter), np.uint64)
+  return np.random.Generator(np.random.Philox(key=key))

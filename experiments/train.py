@@ -322,7 +322,7 @@ def train(config: ml_collections.ConfigDict, *, progress: bool = True,
   }
   if ledger is not None:
     result["ledger"] = ledger.summary()
-  if plan.mechanism == "laplace":
+  if plan.mechanism.endswith("laplace"):
     # DP-ZO Thm 3.1: the pure epsilon of the subsampled Laplace mechanism.
     result["pure_epsilon"] = accounting.pure_epsilon_poisson_laplace(
         noise_multiplier=plan.noise_multiplier,

@@ -24,17 +24,21 @@ def _small_config(workdir, **overrides):
 
 
 def test_resume_ends_exactly_where_an_uninterrupted_run_does(tmp_path):
-  full = train.train(_small_config(tmp_path / "full"), progress=False)
-  part = train.train(_small_config(tmp_path / "resumed"), progress=False, stop_after=150)
+  # Reproducible test noise, so that two separate runs can be compared.
+  test = dict(insecure_test_noise=True)
+  full = train.train(_small_config(tmp_path / "full", **test), progress=False)
+  part = train.train(_small_config(tmp_path / "resumed", **test),
+                     progress=False, stop_after=150)
   assert part["interrupted_at"] == 150
-  resumed = train.train(_small_config(tmp_path / "resumed"), progress=False)
+  resumed = train.train(_small_config(tmp_path / "resumed", **test),
+                        progress=False)
   assert resumed["params_sha256"] == full["params_sha256"]
   assert resumed["epsilon"] == full["epsilon"]
   assert resumed["test_accuracy"] == full["test_accuracy"]
   ledger = accounting.PrivacyLedger.load(tmp_path / "resumed" / "privacy_ledger.json")
   assert ledger.num_steps == 300
   rows = [json.loads(l) for l in open(tmp_path / "resumed" / "metrics.jsonl")]
-  assert [r["step"] for r in rows] == [100, 200, 300]
+  assert [r["step"] for r in rows] == [0, 100, 200, 300]
   assert (tmp_path / "resumed" / "report.png").stat().st_size > 1000
 
 

@@ -10,7 +10,7 @@ from zoprivacy.data import sampling
 
 def test_poisson_inclusion_is_bernoulli_p():
   n, b = 500, 25.0
-  s = sampling.PoissonSampler(n, b, seed=3)
+  s = sampling.PoissonSampler(n, b)
   counts = np.zeros(n)
   sizes = []
   steps = 2000
@@ -32,10 +32,10 @@ def test_poisson_inclusion_is_bernoulli_p():
   assert np.var(sizes) == pytest.approx(23.75, rel=0.15)
 
 
-def test_poisson_is_a_pure_function_of_seed_and_step():
-  a = sampling.PoissonSampler(1000, 16, seed=0)
-  b = sampling.PoissonSampler(1000, 16, seed=0)
-  c = sampling.PoissonSampler(1000, 16, seed=1)
+def test_poisson_is_a_pure_function_of_secret_and_step():
+  a = sampling.PoissonSampler(1000, 16)
+  b = sampling.PoissonSampler(1000, 16, secret=a.secret)
+  c = sampling.PoissonSampler(1000, 16)     # a fresh secret
   np.testing.assert_array_equal(a.batch_indices(17).indices, b.batch_indices(17).indices)
   # Resume: step 17 does not depend on having drawn steps 0..16.
   for t in range(17):
@@ -45,7 +45,7 @@ def test_poisson_is_a_pure_function_of_seed_and_step():
 
 
 def test_poisson_overflow_grows_capacity_instead_of_dropping():
-  s = sampling.PoissonSampler(100, 50, seed=0)
+  s = sampling.PoissonSampler(100, 50)
   s.capacity = 8          # force an overflow
   with pytest.warns(UserWarning, match="exceeds the padded capacity"):
     idx = s.batch_indices(0)
@@ -66,6 +66,6 @@ def test_shuffle_epochs_cover_the_data_once():
 
 def test_bad_sampler_arguments():
   with pytest.raises(ValueError, match="larger than the dataset"):
-    sampling.PoissonSampler(10, 20, seed=0)
+    sampling.PoissonSampler(10, 20)
   with pytest.raises(ValueError):
     sampling.ShuffleSampler(10, 0, seed=0)

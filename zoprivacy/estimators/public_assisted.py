@@ -576,7 +576,7 @@ def dope_sgd(*, clip: float, noise_multiplier: float,
     noisy = mechanism.add_noise(noise_key,
                                 mechanisms.masked_tree_sum(clipped, args.mask))
     grad = jax.tree.map(lambda p, s: p + s / expected_batch_size, g_pub, noisy)
-    return grad, base.releasebase.release_norm(grad)
+    return grad, base.release_norm(grad)
 
   return base.build_estimator(
       compute, direction_key=direction_key, privacy=privacy,
@@ -759,7 +759,7 @@ def gep(*, embedding_clip: float, residual_clip: float,
     dtype = jax.tree.leaves(params)[0].dtype
     grad = jax.tree.map(lambda g, p: g.astype(p.dtype), unravel(flat.astype(dtype)),
                         params)
-    return grad, base.releasebase.release_norm(grad)
+    return grad, base.release_norm(grad)
 
   return base.build_estimator(
       compute, direction_key=direction_key, privacy=privacy,
@@ -768,7 +768,7 @@ def gep(*, embedding_clip: float, residual_clip: float,
 
 registry.register(registry.EstimatorSpec(
     "pazo_m", pazo_m, public_data="batch", exact_noise=True,
-    defaults=(("clip", 1.0), ("smoothing", 1e-3))))
+    defaults=(("clip", 1.0), ("smoothing", 1e-3), ("alpha", 0.5))))
 registry.register(registry.EstimatorSpec(
     "pazo_p", pazo_p, public_data="batches", exact_noise=True,
     defaults=(("clip", 1.0), ("smoothing", 1e-3),

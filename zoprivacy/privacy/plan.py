@@ -177,6 +177,8 @@ class PrivacyPlan:
     delta = self.delta if delta is None else delta
     if delta is None:
       raise PlanError("epsilon needs delta (set plan.delta or pass delta=).")
+    if not 0.0 < float(delta) < 1.0:
+      raise PlanError(f"delta must lie in (0, 1), got {delta!r}.")
     return float(self.pld(num_steps).get_epsilon_for_delta(delta))
 
   # -------------------------------------------------------------- reports

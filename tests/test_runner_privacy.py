@@ -1,0 +1,155 @@
+"""The runner's privacy: secret randomness, one plan, honest reports."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from configs import default
+from experiments import checkpointing
+from experiments import train
+from zoprivacy import accounting
+from zoprivacy.estimators import registry
+
+
+def _config(workdir=None, **overrides):
+  c = default.get_config()
+  c.num_steps = 60
+  c.eval_every = 0
+  c.checkpoint_every = 30
+  c.workdir = str(workdir) if workdir else ""
+  for k, v in overrides.items():
+    setattr(c, k, v)
+  return c
+
+
+def _checkpoint_secret(workdir, step):
+  ckpt = checkpointing.Checkpointer(os.path.join(workdir, "checkpoints"))
+  import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
+  raw = ckpt._manager.restore(step, args=ocp.args.Composite(  # pylint: disable=protected-access
+      state=ocp.args.StandardRestore()))["state"]
+  ckpt.close()
+  return raw
+
+
+def test_two_runs_of_one_config_draw_different_noise_and_batches(tmp_path):
+  a = train.train(_config(tmp_path / "a"), progress=False)
+  b = train.train(_config(tmp_path / "b"), progress=False)
+  assert a["params_sha256"] != b["params_sha256"]
+  assert a["epsilon"] == b["epsilon"]
+
+
+def test_nothing_written_besides_the_checkpoint_holds_the_secrets(tmp_path):
+  train.train(_config(tmp_path), progress=False)
+  stored = _checkpoint_secret(str(tmp_path), 60)
+  leaves = [np.asarray(v) for v in stored.values()]
+  secret = [x for x in leaves if x.dtype == np.uint8 and x.shape == (32,)]
+  rbg = [x for x in leaves if x.dtype == np.uint32 and x.shape == (4,)]
+  assert len(secret) == 1 and len(rbg) == 1      # the test has teeth
+  needles = []
+  for arr in secret + rbg:
+    raw = arr.tobytes()
+    needles += [raw, raw.hex().encode(), raw.hex().upper().encode()]
+    needles += [str(int(w)).encode() for w in arr.view(np.uint32)
+                if int(w) > 10**6]
+    needles.append(json.dumps(arr.tolist()).encode())
+  for root, _, files in os.walk(tmp_path):
+    if "checkpoints" in root.split(os.sep):
+      continue
+    for name in files:
+      data = open(os.path.join(root, name), "rb").read()
+      for needle in needles:
+        assert needle not in data, (name, needle[:16])
+
+
+def test_resuming_a_copy_of_a_workdir_regenerates_the_same_noise(tmp_path):
+  c = _config(tmp_path / "a")
+  train.train(c, progress=False, stop_after=30)
+  shutil.copytree(tmp_path / "a", tmp_path / "b")
+  a = train.train(_config(tmp_path / "a"), progress=False)
+  b = train.train(_config(tmp_path / "b"), progress=False)
+  assert a["params_sha256"] == b["params_sha256"]
+
+
+def test_a_checkpoint_without_its_secret_is_refused(tmp_path):
+  c = _config(tmp_path)
+  train.train(c, progress=False, stop_after=30)
+  path = tmp_path / "checkpoints" / "30" / "manifest" / "metadata"
+  manifest = json.loads(path.read_text())
+  manifest["num_leaves"] -= 1     # as written by a state without the secret
+  path.write_text(json.dumps(manifest))
+  with pytest.raises(checkpointing.CorruptCheckpointError, match="secret"):
+    train.train(_config(tmp_path), progress=False)
+
+
+def test_insecure_test_noise_with_a_budget_needs_test_run():
+  with pytest.raises(ValueError, match="not private"):
+    train.train(_config(insecure_test_noise=True, epsilon_budget=5.0),
+                progress=False)
+  r = train.train(_config(insecure_test_noise=True, epsilon_budget=5.0,
+                          test_run=True, num_steps=10), progress=False)
+  assert not r["private"] and "NOT PRIVATE" in train.format_report(r)
+
+
+def test_replace_one_target_is_met_and_named(tmp_path):
+  c = _config(num_steps=100)
+  c.estimator_kwargs.neighboring = "replace_one"
+  r = train.train(c, progress=False)
+  assert r["epsilon"] <= 2.0
+  assert r["privacy_plan"]["neighboring"] == "replace_one"
+  assert "replace-one" in train.format_report(r)
+  # Exact noise does not cover replace-one: the fallback is reported.
+  assert r["privacy_plan"]["mechanism"] == "gaussian"
+  assert "floating-point" in r["privacy"]
+
+
+def test_noise_multiplier_override_wins_over_the_target():
+  r = train.train(_config(noise_multiplier=3.0, num_steps=10), progress=False)
+  assert r["noise_multiplier"] == 3.0
+  assert "set by noise_multiplier" in train.format_report(r)
+
+
+def _registry_config(name, workdir):
+  c = _config(workdir, num_steps=12, checkpoint_every=6, dataset="digits_public",
+              public="stratified4", public_batch_size=16)
+  c.estimator = name
+  c.estimator_kwargs = dict(registry.get(name).defaults)
+  if name in ("pazo_p", "pazo_s"):
+    c.estimator_kwargs["num_public_batches"] = 2
+  if name == "gep":
+    c.estimator_kwargs["num_bases"] = 2
+  c.target_epsilon = 2.0 if registry.get(name).private else None
+  return c
+
+
+@pytest.mark.parametrize("name", sorted(registry.names()))
+def test_every_estimator_reports_one_epsilon_and_checkpoints(name, tmp_path):
+  """plan epsilon == ledger epsilon == result.json epsilon == printed."""
+  c = _registry_config(name, tmp_path)
+  r = train.train(c, progress=False)
+  assert r["num_steps"] == 12
+  with open(tmp_path / "result.json") as f:
+    saved = json.load(f)
+  if not registry.get(name).private:
+    assert saved["epsilon"] == "inf" or saved["epsilon"] == float("inf")
+    return
+  from zoprivacy.privacy import PrivacyPlan  # pylint: disable=g-import-not-at-top
+  plan = PrivacyPlan.from_dict(saved["privacy_plan"])
+  ledger = accounting.PrivacyLedger.load(tmp_path / "privacy_ledger.json")
+  assert plan.epsilon(12) == ledger.epsilon() == saved["epsilon"] == r["epsilon"]
+  assert f"{r['epsilon']:.4f}" in train.format_report(r)
+  assert r["epsilon"] <= 2.0
+
+
+def test_main_command_prints_accuracy_and_epsilon(tmp_path):
+  out = subprocess.run(
+      [sys.executable, "-m", "experiments.run", "--config",
+       "configs/default.py", "--config.num_steps=50", "--config.eval_every=0"],
+      capture_output=True, text=True, check=True, timeout=300)
+  assert "test accuracy:" in out.stdout
+  assert "(epsilon, delta) = (" in out.stdout
+  assert "exact integer noise" in out.stdout

@@ -192,3 +192,36 @@ def test_misspelled_mask_is_an_error_and_padded_batches_carry_their_mask():
   g2, _ = b.update(jnp.zeros(D), b.init(w), w, batched_loss=_loss,
                    batch=_batch(), mask=jnp.asarray(mask))
   np.testing.assert_array_equal(g1, g2)
+
+
+@pytest.mark.parametrize("name,kw", [
+    ("dpzero", {}), ("dp_zo", {}), ("dp_zo", {"mechanism": "laplace"})])
+def test_exact_noise_releases_lie_on_the_grid(name, kw):
+  """Every released scalar is an integer number of grid steps C / m (times
+  the estimator's fixed scale), so no float artefact depends on the data."""
+  m, clip, b, lam = 256, 0.5, 16.0, 1e-3
+  est = zoprivacy.ESTIMATORS[name](
+      clip=clip, noise_multiplier=2.0, smoothing=lam, expected_batch_size=b,
+      dataset_size=1000, exact_noise=True, grid_points=m, **kw)
+  plan = est.privacy_plan
+  assert plan.noise_kind == "discrete" and plan.grid_points == m
+  source = zoprivacy.ExactNoiseSource(plan)
+  w = jnp.zeros(D)
+  state = est.init(w)
+  scale = b / (clip / m) * (2 * lam if name == "dp_zo" else 1.0)
+  step = jax.jit(lambda s, z: est.update(jnp.zeros(D), s, w, batched_loss=_loss,
+                                         batch=_batch(), discrete_noise=z))
+  for t in range(50):
+    _, state = step(state, source.draw(t))
+    units = float(state.released[0]) * scale
+    assert abs(units - round(units)) < 1e-3 * max(1.0, abs(units) * 1e-4)
+  with pytest.raises(ValueError, match="discrete_noise"):
+    est.update(jnp.zeros(D), state, w, batched_loss=_loss, batch=_batch())
+
+
+def test_exact_noise_falls_back_to_float_where_discrete_pld_does_not_cover():
+  est = _dpzero(exact_noise=True, num_queries=4)
+  assert est.privacy_plan.mechanism == "gaussian"
+  assert "4 queries" in est.privacy_plan.describe()
+  est = _dpzero(exact_noise=True, neighboring="replace_one")
+  assert "replace-one" in est.privacy_plan.notes[0]

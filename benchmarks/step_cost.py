@@ -15,6 +15,12 @@ and prints the ratios dpzero/floor, dpzero/mezo and dp_sgd/dpzero, plus the
 compiled peak memory (``memory_analysis()``) of a dpzero step, a dp_sgd step
 and a forward pass. Direction variants: threefry Gaussian (paper-faithful
 default), rbg / unsafe_rbg Gaussian, threefry / rbg Rademacher.
+
+``--exact-noise`` (also part of the full run) times the runner's whole step
+with exact discrete noise against the same step with floating-point noise:
+secret Poisson sampling, gathering the padded batch, drawing the integer
+noise on the host (exact noise only) and the jitted update, min and median
+of interleaved calls.
 """
 
 from __future__ import annotations
@@ -114,9 +120,94 @@ def bench(model_name, model, shape, batch_size, reps, min_seconds):
   return num_params, times, memory
 
 
+def bench_exact_noise(model, shape, dataset_size, batch_size, reps):
+  """Seconds per runner step, exact vs float noise, sampler included."""
+  from zoprivacy.data import sampling  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(0)
+  data = (rng.normal(size=(dataset_size,) + shape).astype(np.float32),
+          rng.integers(0, 10, size=dataset_size).astype(np.int32))
+  params = model.init(jax.random.key(0), jnp.asarray(data[0][:1]))
+
+  def loss(p, b):
+    return optax.softmax_cross_entropy_with_integer_labels(
+        model.apply(p, b[0]), b[1])
+
+  fns = {}
+  for kind in ("float", "exact"):
+    est = zoprivacy.dpzero(clip=1.0, noise_multiplier=1.0, smoothing=1e-3,
+                           expected_batch_size=batch_size,
+                           dataset_size=dataset_size, directions="gaussian",
+                           exact_noise=kind == "exact")
+    tx = optax.chain(est, optax.sgd(1e-3))
+    state = tx.init(params)
+    plan = zoprivacy.find_plan(state)
+    source = (zoprivacy.ExactNoiseSource(plan) if kind == "exact" else None)
+    sampler = sampling.PoissonSampler(dataset_size, batch_size)
+
+    @jax.jit
+    def step(p, s, b, z, tx=tx):
+      extra = {} if z is None else {"discrete_noise": z}
+      u, s = tx.update(jax.tree.map(jnp.zeros_like, p), s, p,
+                       batched_loss=loss, batch=b, **extra)
+      return optax.apply_updates(p, u), s
+
+    counter = [0]
+
+    def runner_step(step=step, state=state, sampler=sampler, source=source,
+                    counter=counter):
+      t = counter[0] = counter[0] + 1
+      batch = sampling.padded_batch(data, sampler.batch_indices(t))
+      noise = None if source is None else source.draw(t)
+      return step(params, state, batch, noise)
+    fns[kind] = runner_step
+  return time_min_median(fns, reps)
+
+
+def time_min_median(fns, reps):
+  """(min, median) seconds per call, interleaved, after two warm-up calls."""
+  import time  # pylint: disable=g-import-not-at-top
+  for f in fns.values():
+    jax.block_until_ready(f())
+    jax.block_until_ready(f())
+  samples = {k: [] for k in fns}
+  for _ in range(reps):
+    for k, f in fns.items():
+      t0 = time.perf_counter()
+      jax.block_until_ready(f())
+      samples[k].append(time.perf_counter() - t0)
+  return {k: (min(v), float(np.median(v))) for k, v in samples.items()}
+
+
+def exact_noise_section(reps):
+  lines = ["## Exact discrete noise vs floating-point noise (whole runner step)",
+           "", f"Machine load (1/5/15 min): {os.getloadavg()}; {reps} "
+           "interleaved calls after warm-up; each call samples a secret "
+           "Poisson batch, gathers it, draws the integer noise (exact only) "
+           "and runs the jitted dpzero + SGD step.", "",
+           "| setting | float min / median ms | exact min / median ms | "
+           "extra per step (median) | ratio (median) | target |",
+           "|---|---|---|---|---|---|"]
+  cases = [("digits CNN", models()["digits CNN"], 1437, 64, "<= 100 us"),
+           ("wide MLP", models()["wide MLP"], 60000, 64, "<= 5%"),
+           ("wide MLP", models()["wide MLP"], 60000, 256, "<= 5%")]
+  for name, (model, shape), n, b, target in cases:
+    t = bench_exact_noise(model, shape, n, b, reps)
+    (f_min, f_med), (e_min, e_med) = t["float"], t["exact"]
+    extra, ratio = e_med - f_med, e_med / f_med
+    ok = extra <= 100e-6 if target.endswith("us") else ratio <= 1.05
+    lines.append(f"| {name}, n={n}, batch {b} | {f_min * 1e3:.3f} / "
+                 f"{f_med * 1e3:.3f} | {e_min * 1e3:.3f} / {e_med * 1e3:.3f} | "
+                 f"{extra * 1e6:+.0f} us | {ratio:.3f} | {target} "
+                 f"{'ok' if ok else 'MISSED'} |")
+    print(lines[-1], flush=True)
+  return lines + [""]
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+  parser.add_argument("--exact-noise", action="store_true",
+                      help="only the exact vs float noise section")
   parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__),
                                                     "results", "step_cost.md"))
   args = parser.parse_args()
@@ -131,6 +222,20 @@ def main():
       "floor = generating u once (materialized) plus two batched forward passes at "
       "x +- l u, with the same direction variant as the step it is compared to.", "",
   ]
+  if args.exact_noise:      # refresh that section of the results file only
+    section = exact_noise_section(reps=60 if args.quick else 200)
+    old = open(args.out).read().split("\n") if os.path.exists(args.out) else []
+    head = "## Exact discrete noise"
+    start = next((i for i, l in enumerate(old) if l.startswith(head)), len(old))
+    end = next((i for i in range(start + 1, len(old))
+                if old[i].startswith("## ")), len(old))
+    section[2] += (f" Section refreshed by `python benchmarks/step_cost.py "
+                   f"--exact-noise{' --quick' if args.quick else ''}`.")
+    with open(args.out, "w") as f:
+      f.write("\n".join(old[:start] + section + old[end:]).rstrip() + "\n")
+    print(f"updated {args.out}")
+    return
+  lines += exact_noise_section(reps=60 if args.quick else 200)
   checks = []
   for model_name, (model, shape) in models().items():
     for batch_size in (64, 256):

@@ -267,10 +267,9 @@ def train(config: ml_collections.ConfigDict, *, progress: bool = True,
   if first == 0 and not history:
     log_eval(0, 0.0)
   last = config.num_steps if stop_after is None else min(stop_after, config.num_steps)
-  bar = tqdm.tqdm(range(first, last), initial=first, total=config.num_steps,
-                  disable=not progress, desc=config.estimator, mininterval=1.0)
+  bar = None       # created after the first (compiling) step: honest ETA
   train_seconds, start = 0.0, None
-  for t in bar:                                                        # 5
+  for t in range(first, last):                                         # 5
     if ledger is not None:
       ledger.record(plan)
     batch = sampling.padded_batch((task.train_inputs, task.train_labels),
@@ -283,10 +282,15 @@ def train(config: ml_collections.ConfigDict, *, progress: bool = True,
                              batch, public, noise)
     state = dict(state, params=params, opt_state=opt_state,
                  step=np.array(t + 1, np.int64))
+    done = t + 1
     if start is None:            # the first step compiles: not timed
       jax.block_until_ready(params)
       start = time.time()
-    done = t + 1
+      bar = tqdm.tqdm(initial=done, total=config.num_steps,
+                      disable=not progress, desc=config.estimator,
+                      mininterval=1.0)
+    else:
+      bar.update(1)
     if config.eval_every and done % config.eval_every == 0 and done < config.num_steps:
       row = log_eval(done, time.time() - start)
       bar.set_postfix(test_acc=f"{row['test_accuracy']:.3f}", eps=f"{row['epsilon']:.3f}")
@@ -294,6 +298,7 @@ def train(config: ml_collections.ConfigDict, *, progress: bool = True,
       save(done)
   if start is not None:
     train_seconds = time.time() - start
+    bar.close()
 
   done = int(state["step"])
   if done < config.num_steps:          # interrupted on purpose (stop_after)

@@ -21,7 +21,7 @@ from zoprivacy.estimators import registry
 def dp_sgd(*, clip: float, noise_multiplier: float, expected_batch_size: float,
            dataset_size: int | None = None,
            neighboring: str = "add_or_remove", direction_key=0,
-    insecure_test_noise_seed: int | None = None) -> base.PrivateEstimator:
+           insecure_test_noise_seed: int | None = None) -> base.PrivateEstimator:
   """DP-SGD's privatized gradient (Abadi et al. 2016, Alg. 1 lines 5-8).
 
   ``g = (sum_i clip_C(grad f(x; xi_i)) + N(0, sigma^2 C^2 I_d)) / B``.
@@ -29,6 +29,12 @@ def dp_sgd(*, clip: float, noise_multiplier: float, expected_batch_size: float,
   Privacy: sensitivity ``C`` (L2, add/remove; ``2C`` replace-one), noise std
   ``sigma C`` per coordinate, event ``GaussianDpEvent(sigma)`` Poisson-sampled
   at ``p = B/n``.
+
+  The loss must be per-example: entry ``i`` of ``batched_loss(params,
+  batch)`` may depend only on ``params`` and example ``i`` (padding rows
+  included), or the sensitivity bound fails; check it with
+  :func:`zoprivacy.per_example_check.assert_per_example`. Noise keys are
+  secret (OS entropy at ``init``) unless ``insecure_test_noise_seed`` is set.
   """
   privacy = base.privacy_spec(
       clip=clip, noise_multiplier=noise_multiplier,

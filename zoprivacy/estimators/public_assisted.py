@@ -246,7 +246,7 @@ def pazo_m(*, clip: float, noise_multiplier: float, smoothing: float,
            dataset_size: int | None = None, num_queries: int = 1,
            directions: str = "sphere_quarter",
            neighboring: str = "add_or_remove", direction_key=0,
-    insecure_test_noise_seed: int | None = None,
+           insecure_test_noise_seed: int | None = None,
            direction_prng: str = "threefry",
            exact_noise: bool = False, grid_points: int = 1024) -> base.PrivateEstimator:
   """PAZO-M (PAZO Alg. 1): mix the public gradient with private DPZero.
@@ -275,6 +275,12 @@ def pazo_m(*, clip: float, noise_multiplier: float, smoothing: float,
     neighboring: 'add_or_remove' (default) or 'replace_one'.
     key: PRNG key or integer seed for directions and noise.
     direction_prng: 'threefry', 'rbg' or 'unsafe_rbg' for the directions.
+
+  The loss must be per-example: entry ``i`` of ``batched_loss(params,
+  batch)`` may depend only on ``params`` and example ``i`` (padding rows
+  included), or the sensitivity bound fails; check it with
+  :func:`zoprivacy.per_example_check.assert_per_example`. Noise keys are
+  secret (OS entropy at ``init``) unless ``insecure_test_noise_seed`` is set.
   """
   alpha = validation.unit_interval("alpha", alpha)
   validation.one_of("directions", directions, directions_lib.DIRECTION_NAMES)
@@ -318,7 +324,7 @@ def pazo_p(*, clip: float, noise_multiplier: float, smoothing: float,
            expected_batch_size: float, num_public_batches: int,
            orthonormalize: bool = True, dataset_size: int | None = None,
            num_queries: int = 1, neighboring: str = "add_or_remove", direction_key=0,
-    insecure_test_noise_seed: int | None = None,
+           insecure_test_noise_seed: int | None = None,
            direction_prng: str = "threefry",
            exact_noise: bool = False, grid_points: int = 1024) -> base.PrivateEstimator:
   """PAZO-P (PAZO Alg. 2) and PAZO-P' (``orthonormalize=False``).
@@ -340,6 +346,12 @@ def pazo_p(*, clip: float, noise_multiplier: float, smoothing: float,
     num_public_batches: ``k``; ``public_batches`` leaves have leading axis k.
     orthonormalize: True for PAZO-P, False for PAZO-P'.
     Others: as :func:`pazo_m`.
+
+  The loss must be per-example: entry ``i`` of ``batched_loss(params,
+  batch)`` may depend only on ``params`` and example ``i`` (padding rows
+  included), or the sensitivity bound fails; check it with
+  :func:`zoprivacy.per_example_check.assert_per_example`. Noise keys are
+  secret (OS entropy at ``init``) unless ``insecure_test_noise_seed`` is set.
   """
   k = validation.positive_int("num_public_batches", num_public_batches)
   if not isinstance(orthonormalize, bool):
@@ -395,7 +407,7 @@ def pazo_s(*, clip: float, noise_multiplier: float, learning_rate: float,
            candidate_noise_scale: float = 0.0, extra_candidate: bool = True,
            dataset_size: int | None = None,
            neighboring: str = "add_or_remove", direction_key=0,
-    insecure_test_noise_seed: int | None = None,
+           insecure_test_noise_seed: int | None = None,
            direction_prng: str = "threefry") -> base.PrivateEstimator:
   """PAZO-S (PAZO Alg. 3): select the best public gradient by private loss.
 
@@ -431,6 +443,12 @@ def pazo_s(*, clip: float, noise_multiplier: float, learning_rate: float,
     extra_candidate: whether to add the perturbed candidate ``g_j^ + z'``.
     dataset_size, neighboring, key, direction_prng: as :func:`pazo_m`; the
       PRNG choice applies to ``z'``.
+
+  The loss must be per-example: entry ``i`` of ``batched_loss(params,
+  batch)`` may depend only on ``params`` and example ``i`` (padding rows
+  included), or the sensitivity bound fails; check it with
+  :func:`zoprivacy.per_example_check.assert_per_example`. Noise keys are
+  secret (OS entropy at ``init``) unless ``insecure_test_noise_seed`` is set.
   """
   k = validation.positive_int("num_public_batches", num_public_batches)
   learning_rate = validation.positive("learning_rate", learning_rate)
@@ -502,7 +520,7 @@ def dpmd_public_weight(step, num_steps: int):
 def dpmd(*, clip: float, noise_multiplier: float, expected_batch_size: float,
          num_steps: int, dataset_size: int | None = None,
          neighboring: str = "add_or_remove", direction_key=0,
-    insecure_test_noise_seed: int | None = None) -> base.PrivateEstimator:
+         insecure_test_noise_seed: int | None = None) -> base.PrivateEstimator:
   """DPMD (Amid et al. 2022, public-data-assisted mirror descent), first order.
 
   The first-order form used as PAZO's baseline: ``g_t = alpha_t g_pub + (1 -
@@ -514,6 +532,12 @@ def dpmd(*, clip: float, noise_multiplier: float, expected_batch_size: float,
 
   Privacy: exactly DP-SGD's (the public gradient is free). Cost (Table 6):
   ``b`` private forward+backward (vmapped), one public forward+backward.
+
+  The loss must be per-example: entry ``i`` of ``batched_loss(params,
+  batch)`` may depend only on ``params`` and example ``i`` (padding rows
+  included), or the sensitivity bound fails; check it with
+  :func:`zoprivacy.per_example_check.assert_per_example`. Noise keys are
+  secret (OS entropy at ``init``) unless ``insecure_test_noise_seed`` is set.
   """
   num_steps = validation.positive_int("num_steps", num_steps)
   private = _dp_sgd(
@@ -540,7 +564,7 @@ def dpmd(*, clip: float, noise_multiplier: float, expected_batch_size: float,
 def dope_sgd(*, clip: float, noise_multiplier: float,
              expected_batch_size: float, dataset_size: int | None = None,
              neighboring: str = "add_or_remove", direction_key=0,
-    insecure_test_noise_seed: int | None = None) -> base.PrivateEstimator:
+             insecure_test_noise_seed: int | None = None) -> base.PrivateEstimator:
   """DOPE-SGD's gradient (Nasr et al. 2023): clip around the public gradient.
 
   ``g = g_pub + (sum_i clip_C(grad f(x; xi_i) - g_pub) + N(0, sigma^2 C^2
@@ -556,6 +580,12 @@ def dope_sgd(*, clip: float, noise_multiplier: float,
   replace-one), noise std ``sigma C``, ``GaussianDpEvent(sigma)``
   Poisson-sampled at ``p = b/n``. Cost (Table 6): ``b`` private
   forward+backward (vmapped), one public forward+backward.
+
+  The loss must be per-example: entry ``i`` of ``batched_loss(params,
+  batch)`` may depend only on ``params`` and example ``i`` (padding rows
+  included), or the sensitivity bound fails; check it with
+  :func:`zoprivacy.per_example_check.assert_per_example`. Noise keys are
+  secret (OS entropy at ``init``) unless ``insecure_test_noise_seed`` is set.
   """
   privacy = base.privacy_spec(
       clip=clip, noise_multiplier=noise_multiplier,
@@ -689,7 +719,7 @@ def gep(*, embedding_clip: float, residual_clip: float,
         residual_noise_multiplier: float | None = None,
         power_iterations: int = 1, dataset_size: int | None = None,
         neighboring: str = "add_or_remove", direction_key=0,
-    insecure_test_noise_seed: int | None = None) -> base.PrivateEstimator:
+        insecure_test_noise_seed: int | None = None) -> base.PrivateEstimator:
   """GEP (Yu et al. 2021, gradient embedding perturbation), first order.
 
   Anchor subspace ``V`` (``d x k``, :func:`anchor_subspace`) from the
@@ -704,6 +734,12 @@ def gep(*, embedding_clip: float, residual_clip: float,
   Privacy: :class:`GEPMechanism`, one Gaussian with ``sigma_eff``
   Poisson-sampled at ``p = b/n``. Cost (Table 6): ``b`` private and ``b'``
   public forward+backward (both vmapped); memory ``O((b + b') d)``.
+
+  The loss must be per-example: entry ``i`` of ``batched_loss(params,
+  batch)`` may depend only on ``params`` and example ``i`` (padding rows
+  included), or the sensitivity bound fails; check it with
+  :func:`zoprivacy.per_example_check.assert_per_example`. Noise keys are
+  secret (OS entropy at ``init``) unless ``insecure_test_noise_seed`` is set.
   """
   embedding_clip = validation.positive("embedding_clip", embedding_clip)
   residual_clip = validation.positive("residual_clip", residual_clip)

@@ -138,6 +138,11 @@ def mezo(*, smoothing: float = 1e-3, num_queries: int = 1,
     directions: a name from :data:`zoprivacy.directions.DIRECTION_NAMES`.
     direction_key: public PRNG key or integer seed of the directions.
     direction_prng: 'threefry', 'rbg' or 'unsafe_rbg' for the directions.
+
+  The loss must be per-example: entry ``i`` of ``batched_loss(params,
+  batch)`` may depend only on ``params`` and example ``i`` (padding rows
+  included), or the sensitivity bound fails; check it with
+  :func:`zoprivacy.per_example_check.assert_per_example`.
   """
   smoothing = validation.positive_or_traced("smoothing", smoothing)
   num_queries = validation.positive_int("num_queries", num_queries)

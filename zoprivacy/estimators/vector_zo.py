@@ -23,7 +23,7 @@ from zoprivacy.estimators import registry
 def dpgd_zeroth(*, clip: float, noise_multiplier: float, smoothing: float,
                 expected_batch_size: float, dataset_size: int | None = None,
                 directions: str = "sphere", neighboring: str = "add_or_remove", direction_key=0,
-    insecure_test_noise_seed: int | None = None, direction_prng: str = "threefry") -> base.PrivateEstimator:
+                insecure_test_noise_seed: int | None = None, direction_prng: str = "threefry") -> base.PrivateEstimator:
   """DPGD-0th, DPZero Alg. 1 lines 2-3.
 
   ``x <- x - a ((1/B) sum_i clip_C(g_l(x; xi_i)) + z)``, ``z ~ N(0, (sigma C /
@@ -38,6 +38,12 @@ def dpgd_zeroth(*, clip: float, noise_multiplier: float, smoothing: float,
   Privacy: sensitivity ``C`` (L2, add/remove; ``2C`` replace-one), noise std
   ``sigma C`` per coordinate, event ``GaussianDpEvent(sigma)`` Poisson-sampled
   at ``p = B/n``: the same accounting as DP-SGD.
+
+  The loss must be per-example: entry ``i`` of ``batched_loss(params,
+  batch)`` may depend only on ``params`` and example ``i`` (padding rows
+  included), or the sensitivity bound fails; check it with
+  :func:`zoprivacy.per_example_check.assert_per_example`. Noise keys are
+  secret (OS entropy at ``init``) unless ``insecure_test_noise_seed`` is set.
   """
   smoothing = validation.positive("smoothing", smoothing)
   validation.one_of("directions", directions, directions_lib.DIRECTION_NAMES)

@@ -153,3 +153,21 @@ def test_main_command_prints_accuracy_and_epsilon(tmp_path):
   assert "test accuracy:" in out.stdout
   assert "(epsilon, delta) = (" in out.stdout
   assert "exact integer noise" in out.stdout
+
+
+def test_runner_refuses_a_loss_that_mixes_examples(monkeypatch):
+  """Checked once at start-up, on synthetic inputs, before any private step."""
+  from experiments import tasks  # pylint: disable=g-import-not-at-top
+  from zoprivacy import per_example_check  # pylint: disable=g-import-not-at-top
+  digits = tasks.TASKS["digits"]
+
+  def batch_normalized_digits(config):
+    task = digits(config)
+    inner = task.batched_loss
+    task.batched_loss = lambda p, f, b: (lambda l: l / (l.mean() + 1.0))(
+        inner(p, f, b))
+    return task
+
+  monkeypatch.setitem(tasks.TASKS, "bn_digits", batch_normalized_digits)
+  with pytest.raises(per_example_check.CrossExampleDependenceError):
+    train.train(_config(dataset="bn_digits"), progress=False)

@@ -23,9 +23,12 @@ def get_config() -> ml_collections.ConfigDict:
       "directions": "gaussian",
       "num_queries": 1,
   })
-  config.optimizer = "sgd"
+  config.optimizer = "sgd"           # any optax optimizer by name
+  config.optimizer_kwargs = ml_collections.ConfigDict()
   config.learning_rate = 0.02
   config.momentum = 0.0
+  config.schedule = ""               # e.g. "cosine_decay_schedule"
+  config.schedule_kwargs = ml_collections.ConfigDict()
   config.data_dir = ""
 
   config.sampling = "poisson"
@@ -53,4 +56,6 @@ def get_config() -> ml_collections.ConfigDict:
   config.eval_every = 1000
   config.checkpoint_every = 1000   # only when workdir is set
   config.workdir = ""
+  # A workdir belongs to one config; "force" resumes a differing one anyway.
+  config.resume = ""
   return config

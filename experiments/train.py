@@ -27,6 +27,8 @@ tests; such a run is reported as NOT private.
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import json
 import os
 import time
@@ -43,6 +45,7 @@ import tqdm
 from experiments import checkpointing
 from experiments import metrics as metrics_lib
 from experiments import tasks
+from experiments import workdir as workdir_lib
 from zoprivacy import accounting
 from zoprivacy import per_example_check
 from zoprivacy.data import sampling
@@ -53,12 +56,42 @@ from zoprivacy.privacy import randomness
 
 
 def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransformation:
+  """Any optax optimizer by name, with ``optimizer_kwargs`` and a schedule.
+
+  ``config.schedule`` names an optax schedule (e.g. 'cosine_decay_schedule')
+  built with ``schedule_kwargs``; its ``init_value`` / ``peak_value``
+  default to ``learning_rate`` and ``decay_steps`` to ``num_steps``.
+  """
   name = config.optimizer
-  if name == "sgd":
-    return optax.sgd(config.learning_rate, momentum=config.get("momentum") or None)
-  if name == "adam":
-    return optax.adam(config.learning_rate)
-  raise ValueError(f"Unknown optimizer {name!r}; use 'sgd' or 'adam'.")
+  factory = getattr(optax, name, None)
+  if not callable(factory) or name.endswith("_schedule"):
+    choices = [n for n in ("sgd", "adam", "adamw", "lion", "adafactor",
+                           "rmsprop", "lamb", "adagrad", "radam", "nadam")]
+    close = difflib.get_close_matches(str(name), dir(optax), n=3)
+    raise ValueError(f"Unknown optimizer {name!r}; any optax optimizer works, "
+                     f"e.g. {', '.join(choices)}"
+                     + (f" (did you mean {', '.join(close)}?)" if close else "")
+                     + ".")
+  learning_rate = config.learning_rate
+  if config.get("schedule"):
+    schedule = getattr(optax, config.schedule, None)
+    if not callable(schedule):
+      close = difflib.get_close_matches(config.schedule, [
+          n for n in dir(optax) if n.endswith("_schedule")], n=3)
+      raise ValueError(f"Unknown optax schedule {config.schedule!r}"
+                       + (f"; did you mean {', '.join(close)}?" if close else "."))
+    params = inspect.signature(schedule).parameters
+    skw = dict(config.get("schedule_kwargs") or {})
+    for key in ("init_value", "peak_value"):
+      if key in params:
+        skw.setdefault(key, config.learning_rate)
+    if "decay_steps" in params:
+      skw.setdefault("decay_steps", config.num_steps)
+    learning_rate = schedule(**skw)
+  kwargs = dict(config.get("optimizer_kwargs") or {})
+  if name == "sgd" and config.get("momentum"):
+    kwargs.setdefault("momentum", config.momentum)
+  return factory(learning_rate, **kwargs)
 
 
 def run_secret(config) -> bytes:
@@ -97,6 +130,12 @@ def make_sampler(config, dataset_size: int, secret: bytes,
 def build_estimator(config, noise_multiplier, dataset_size):
   """The estimator named by ``config.estimator``, from its declaration."""
   spec = registry.get(config.estimator)
+  accepted = inspect.signature(spec.factory).parameters
+  unknown = [k for k in config.estimator_kwargs if k not in accepted]
+  if unknown:
+    raise ValueError(
+        f"{config.estimator} does not take {', '.join(map(repr, unknown))}; "
+        f"it takes {', '.join(sorted(accepted))}.")
   kwargs = dict(spec.defaults)
   kwargs.update(config.estimator_kwargs)
   kwargs["direction_key"] = config.seed
@@ -190,6 +229,9 @@ def train(config: ml_collections.ConfigDict, *, progress: bool = True,
   as if interrupted; a later call with the same ``workdir`` resumes.
   """
   registry.get(config.estimator)                      # typos fail first
+  if config.get("workdir"):
+    workdir_lib.claim(config.workdir, config.to_dict(),
+                      config.get("resume", ""))
   secret = run_secret(config)
   task = tasks.get_task(config)                                        # 1
   n = task.num_train

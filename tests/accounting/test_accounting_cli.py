@@ -51,3 +51,18 @@ def test_cli_calibrate_and_errors():
   bad = _run("calibrate", "-e", "1", "-p", "0.1", "-T", "10",
              "--mechanism", "laplace", "--neighboring", "replace_one")
   assert bad.returncode == 2 and "Laplace" in bad.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["calibrate", "-e", "1e6", "-p", "0.01", "-T", "10"],
+    ["epsilon", "-s", "0.01", "-p", "1", "-T", "100000"],
+])
+def test_degenerate_inputs_fail_fast_with_the_memory_limit(args):
+  """These used to run out of memory (or ask for 72.8 TiB)."""
+  import subprocess, sys, time  # pylint: disable=g-import-not-at-top,multiple-imports
+  t0 = time.perf_counter()
+  r = subprocess.run([sys.executable, "-m", "zoprivacy.accounting", *args],
+                     capture_output=True, text=True, timeout=120)
+  assert r.returncode != 0
+  assert "PLD points" in r.stdout + r.stderr and "limit" in r.stdout + r.stderr
+  assert time.perf_counter() - t0 < 30      # import time included

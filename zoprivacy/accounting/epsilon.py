@@ -46,6 +46,39 @@ def build_pld(event: dp_accounting.DpEvent, *,
   return _build_pld(event, 1, rel, interval)
 
 
+MAX_PLD_POINTS = 5e7   # ~400 MB of float64 per PMF
+
+
+def _check_pld_size(noise_multiplier: float, count: int, p: float,
+                    interval: float, rel) -> None:
+  """Refuses, in microseconds, a PLD that would not fit in memory.
+
+  Estimate of the composed privacy-loss support, in grid points, with
+  ``r = Delta / sigma``: one step's range (``r^2/2 + 10 r``) plus ``T`` times
+  the per-step mean loss plus 20 standard deviations of the ``T``-step sum.
+  Unsampled, one step's loss is Gaussian with mean ``r^2/2`` and std ``r``;
+  under Poisson sampling at rate ``p`` its variance is at most
+  ``min(p^2 (exp(r^2) - 1), r^2 + r^4/4)`` and its mean at most
+  ``min(p^2 (exp(r^2) - 1), r^2/2)``.
+  """
+  sens = 2.0 if rel == NeighborRel.REPLACE_ONE else 1.0
+  r = sens / noise_multiplier
+  if p >= 1.0:
+    mean, var = r * r / 2, r * r
+  else:
+    growth = p * p * math.expm1(min(r * r, 700.0))
+    mean, var = min(growth, r * r / 2), min(growth, r * r + r ** 4 / 4)
+  width = r * r / 2 + 10 * r + count * mean + 20 * math.sqrt(count * var)
+  points = width / interval
+  if not points <= MAX_PLD_POINTS:
+    raise ValueError(
+        f"Accounting noise_multiplier={noise_multiplier:.4g} over {count} "
+        f"steps at sampling probability {p:g} would need about {points:.3g} "
+        f"PLD points, over the limit of {MAX_PLD_POINTS:.0e} (memory); such "
+        "a mechanism adds too little noise to account with the PLD at "
+        f"discretization {interval:g}.")
+
+
 def _build_pld(event, count: int, rel, interval: float) -> PLD:
   if isinstance(event, dp_accounting.NoOpDpEvent):
     return _pld_lib.identity(interval)
@@ -58,12 +91,15 @@ def _build_pld(event, count: int, rel, interval: float) -> PLD:
     return out
   if isinstance(event, dp_accounting.GaussianDpEvent):
     _ev.check_noise_multiplier(event.noise_multiplier)
+    _check_pld_size(event.noise_multiplier / math.sqrt(count), 1, 1.0,
+                    interval, rel)
     return _pld_lib.from_gaussian_mechanism(
         standard_deviation=event.noise_multiplier / math.sqrt(count),
         value_discretization_interval=interval, neighboring_relation=rel)
   if isinstance(event, dp_accounting.LaplaceDpEvent):
     _require_add_remove_for_laplace(rel)
     _ev.check_noise_multiplier(event.noise_multiplier)
+    _check_pld_size(event.noise_multiplier, count, 1.0, interval, rel)
     return _pld_lib.from_laplace_mechanism(
         event.noise_multiplier,
         value_discretization_interval=interval).self_compose(count)
@@ -72,6 +108,7 @@ def _build_pld(event, count: int, rel, interval: float) -> PLD:
     inner = event.event
     if isinstance(inner, dp_accounting.GaussianDpEvent):
       _ev.check_noise_multiplier(inner.noise_multiplier)
+      _check_pld_size(inner.noise_multiplier, count, p, interval, rel)
       return _pld_lib.from_gaussian_mechanism(
           standard_deviation=inner.noise_multiplier,
           value_discretization_interval=interval, sampling_prob=p,
@@ -79,6 +116,7 @@ def _build_pld(event, count: int, rel, interval: float) -> PLD:
     if isinstance(inner, dp_accounting.LaplaceDpEvent):
       _require_add_remove_for_laplace(rel)
       _ev.check_noise_multiplier(inner.noise_multiplier)
+      _check_pld_size(inner.noise_multiplier, count, p, interval, rel)
       return _pld_lib.from_laplace_mechanism(
           inner.noise_multiplier, value_discretization_interval=interval,
           sampling_prob=p).self_compose(count)

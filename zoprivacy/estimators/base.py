@@ -216,6 +216,19 @@ class PrivateEstimator(optax.GradientTransformationExtraArgs):
     return self
 
 
+def _reject_masked_params(params) -> None:
+  """``optax.partition`` / ``multi_transform`` / ``masked`` hide leaves."""
+  is_masked = lambda x: type(x).__name__ == "MaskedNode"
+  if any(map(is_masked, jax.tree.leaves(params, is_leaf=is_masked))):
+    raise ValueError(
+        "A zoprivacy estimator evaluates the loss at perturbed parameters, so "
+        "it needs every parameter; optax.partition / multi_transform / masked "
+        "hand it a tree with hidden (MaskedNode) leaves. Freeze parameters by "
+        "splitting instead: give the optimizer only the trainable tree and "
+        "close the loss over the frozen one, loss = lambda p, b: "
+        "f({**p, **frozen}, b) (docs/freezing.md).")
+
+
 def build_estimator(compute, *, direction_key, privacy: Privatization | None,
                     num_released: int = 1,
                     insecure_test_noise_seed: int | None = None
@@ -237,6 +250,7 @@ def build_estimator(compute, *, direction_key, privacy: Privatization | None,
     del updates
     if params is None:
       raise ValueError("Estimators need params in update().")
+    _reject_masked_params(params)
     args = parse_extra_args(extra_args)
     dir_key, noise_key = step_keys(state)
     grad, released = compute(params, args, dir_key, noise_key)

@@ -1,7 +1,8 @@
 """Run as a subprocess with 8 simulated CPU devices (see test_sharding.py).
 
 Prints one JSON line: max abs difference between the 8-device and the
-1-device dpzero update, and the shapes of all cross-device collectives.
+1-device dpzero update, and the shapes of all cross-device collectives, for
+floating-point noise (top level) and for exact discrete noise (``"exact"``).
 """
 
 import json
@@ -22,6 +23,24 @@ from zoprivacy import sharding
 from zoprivacy.models import small
 
 
+def _collectives(hlo):
+  """``(kind, shape)`` of every cross-device collective, and their sizes."""
+  collectives = []
+  for line in hlo.splitlines():
+    m = re.search(r"=\s*(\S+)\s+(all-reduce|all-gather|reduce-scatter|"
+                  r"all-to-all|collective-permute)(-start)?\(", line)
+    if m:
+      collectives.append((m.group(2), m.group(1)))
+  sizes = []
+  for _, shape in collectives:
+    dims = re.findall(r"\[([\d,]*)\]", shape)
+    size = 0
+    for d in dims:
+      size += int(np.prod([int(v) for v in d.split(",") if v])) if d else 1
+    sizes.append(size)
+  return collectives, sizes
+
+
 def main():
   assert jax.device_count() == 8, jax.devices()
   model = small.MLP(num_classes=10, hidden=(64,))
@@ -36,40 +55,47 @@ def main():
     logits = model.apply(p, batch[0])
     return optax.softmax_cross_entropy_with_integer_labels(logits, batch[1])
 
-  est = zoprivacy.dpzero(clip=1.0, noise_multiplier=1.0, smoothing=1e-3,
-                         expected_batch_size=50.0, key=42)
-  tx = optax.chain(est, optax.sgd(0.1))
-  state = tx.init(params)
-
-  def step(p, s, batch, m):
-    updates, s = tx.update(jax.tree.map(jnp.zeros_like, p), s, p,
-                           batched_loss=batched_loss, batch=batch, mask=m)
-    return optax.apply_updates(p, updates), s
-
   mesh = sharding.data_mesh(8)
-  sharded = sharding.jit_data_parallel(step, mesh, num_args=4, batch_argnums=(2, 3))
-  single = jax.jit(step)
-  p8, _ = sharded(params, state, (x, y), mask)
-  p1, _ = single(params, state, (x, y), mask)
-  diff = max(float(jnp.max(jnp.abs(a - b)))
-             for a, b in zip(jax.tree.leaves(p8), jax.tree.leaves(p1)))
-  hlo = sharded.lower(params, state, (x, y), mask).compile().as_text()
-  collectives = []
-  for line in hlo.splitlines():
-    m = re.search(r"=\s*(\S+)\s+(all-reduce|all-gather|reduce-scatter|"
-                  r"all-to-all|collective-permute)(-start)?\(", line)
-    if m:
-      collectives.append((m.group(2), m.group(1)))
-  sizes = []
-  for _, shape in collectives:
-    dims = re.findall(r"\[([\d,]*)\]", shape)
-    size = 0
-    for d in dims:
-      size += int(np.prod([int(v) for v in d.split(",") if v])) if d else 1
-    sizes.append(size)
-  print(json.dumps({"max_abs_diff": diff, "collectives": collectives,
-                    "collective_sizes": sizes, "num_params": num_params,
-                    "sharding": str(p8["params"]["Dense_0"]["kernel"].sharding)}))
+
+  def check(exact_noise):
+    """One step on 8 devices and on one, from the same state (same public
+    direction key, same secret noise key) and, for exact noise, the same
+    host-drawn integer noise (a replicated input)."""
+    est = zoprivacy.dpzero(clip=1.0, noise_multiplier=1.0, smoothing=1e-3,
+                           expected_batch_size=50.0, dataset_size=1000,
+                           direction_key=42, exact_noise=exact_noise)
+    tx = optax.chain(est, optax.sgd(0.1))
+    state = tx.init(params)
+    plan = zoprivacy.find_plan(state)
+    noise = (zoprivacy.ExactNoiseSource(plan).draw(0) if exact_noise
+             else None)
+
+    def step(p, s, batch, m, discrete_noise):
+      extra = {} if discrete_noise is None else {"discrete_noise": discrete_noise}
+      updates, s = tx.update(jax.tree.map(jnp.zeros_like, p), s, p,
+                             batched_loss=batched_loss, batch=batch, mask=m,
+                             **extra)
+      return optax.apply_updates(p, updates), s
+
+    sharded = sharding.jit_data_parallel(step, mesh, num_args=5,
+                                         batch_argnums=(2, 3))
+    single = jax.jit(step)
+    p8, _ = sharded(params, state, (x, y), mask, noise)
+    p1, _ = single(params, state, (x, y), mask, noise)
+    diff = max(float(jnp.max(jnp.abs(a - b)))
+               for a, b in zip(jax.tree.leaves(p8), jax.tree.leaves(p1)))
+    moved = max(float(jnp.max(jnp.abs(a - b)))
+                for a, b in zip(jax.tree.leaves(p1), jax.tree.leaves(params)))
+    hlo = sharded.lower(params, state, (x, y), mask, noise).compile().as_text()
+    collectives, sizes = _collectives(hlo)
+    return {"max_abs_diff": diff, "max_abs_update": moved,
+            "collectives": collectives, "collective_sizes": sizes,
+            "mechanism": plan.mechanism,
+            "sharding": str(p8["params"]["Dense_0"]["kernel"].sharding)}
+
+  out = check(exact_noise=False)
+  out.update(num_params=num_params, exact=check(exact_noise=True))
+  print(json.dumps(out))
 
 
 if __name__ == "__main__":

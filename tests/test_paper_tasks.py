@@ -22,6 +22,7 @@ from configs import default
 from experiments import paper_tasks
 from experiments import tasks
 from experiments import train
+import zoprivacy
 from zoprivacy.data.loaders import MissingDataError, write_idx
 from zoprivacy.models import peft
 
@@ -63,6 +64,7 @@ def _run_two_steps(config):
   assert result["num_steps"] == 2
   assert 0.0 <= result["test_accuracy"] <= 1.0
   assert np.isfinite(result["epsilon"])
+  assert result["private"] and result["privacy_plan"]["noise_source"] == "os_entropy"
   return result
 
 
@@ -356,10 +358,15 @@ def _changed_paths(before, after):
   return {k for k in a if not np.array_equal(a[k], b[k])}
 
 
+@pytest.mark.filterwarnings("ignore::zoprivacy.privacy.InsecureTestNoiseWarning")
 @pytest.mark.parametrize("mode", paper_tasks.PEFT_MODES)
 def test_peft_modes_perturb_only_their_parameters(tmp_path, mode):
   """One DPZero step through each split: the merged model changes exactly in
-  the parameters the mode trains (LoRA: the query/value kernels it adapts)."""
+  the parameters the mode trains (LoRA: the query/value kernels it adapts).
+
+  The runner's estimator, with its default exact noise; the test noise seed
+  makes the step reproducible (so the noisy scalar is a fixed nonzero value).
+  """
   from zoprivacy.models import bert
   model_dir = _tiny_hf_checkpoint(tmp_path / "bert", roberta=False)
   bcfg, enc = bert.load_hf_encoder(model_dir)
@@ -374,13 +381,17 @@ def test_peft_modes_perturb_only_their_parameters(tmp_path, mode):
     logits = model.apply({"params": merge(t, frozen)}, b[0]["input_ids"], b[0]["attention_mask"])
     return optax.softmax_cross_entropy_with_integer_labels(logits, b[1])
 
-  c = _config("vader_minilm")
+  c = _config("vader_minilm", insecure_test_noise=True)
   c.estimator_kwargs.clip = 10.0
   est = train.build_estimator(c, 1.0, 16)
   tx = optax.chain(est, optax.sgd(0.1))
+  state = tx.init(trainable)
+  plan = zoprivacy.find_plan(state)
+  assert plan.mechanism == "discrete_gaussian" and not plan.is_private
+  noise = zoprivacy.ExactNoiseSource(plan, insecure_test_noise_seed=c.seed).draw(0)
   zeros = jax.tree.map(np.zeros_like, trainable)
-  updates, _ = tx.update(zeros, tx.init(trainable), trainable, batched_loss=loss, batch=batch,
-                         mask=np.ones(4, bool))
+  updates, _ = tx.update(zeros, state, trainable, batched_loss=loss, batch=batch,
+                         mask=np.ones(4, bool), discrete_noise=noise)
   new = optax.apply_updates(trainable, updates)
   changed = _changed_paths(merge(trainable, frozen), merge(new, frozen))
   everything = _changed_paths(params, jax.tree.map(lambda x: x + 1.0, params))

@@ -1,8 +1,12 @@
 """PAZO-M/P/S and the first-order public-data baselines (DPMD, DOPE-SGD, GEP).
 
 Statistical checks use fixed seeds and state their tolerances; privacy checks
-use adversarial losses (NaN, inf, 1e9) and the same key with one example
-masked out, so the difference is that example's clipped contribution.
+use adversarial losses (NaN, inf, 1e9) and the same state (same direction and
+noise keys) with one example masked out, so the difference is that example's
+clipped contribution. Tests that compare the noise of two separately built
+estimators give both the same ``insecure_test_noise_seed`` (NOT private: the
+noise is then reproducible); statistical tests give every draw its own
+direction and noise key with ``keys.with_keys``.
 """
 
 import math
@@ -17,10 +21,12 @@ import pytest
 
 from adversarial import ADV_BATCH
 from adversarial import adversarial_loss
+from keys import with_keys
 
 import zoprivacy
 from zoprivacy import accounting
 from zoprivacy.estimators import public_assisted as pa
+from zoprivacy.privacy import InsecureTestNoiseWarning
 
 D = 6
 X0 = {"a": jnp.linspace(-1.0, 1.0, 4), "b": jnp.array([0.5, -2.0])}
@@ -91,17 +97,30 @@ def _public(name):
 
 ALL = ["pazo_m", "pazo_p", "pazo_p_prime", "pazo_s", "dpmd", "dope_sgd", "gep"]
 
+# Tests that build two estimators with the same insecure test-noise seed, so
+# that both add the same (reproducible, NOT private) noise.
+same_test_noise = pytest.mark.filterwarnings(
+    "ignore::zoprivacy.privacy.InsecureTestNoiseWarning")
+
 
 # ------------------------------------------------------------------ PAZO-M
 
 
 @pytest.mark.parametrize("q", [1, 3])
 def test_pazo_m_alpha_zero_is_dpzero_on_the_quarter_sphere(q):
+  # Same public direction key and same test-noise seed: key for key.
   common = dict(clip=0.5, noise_multiplier=1.3, smoothing=1e-2,
-                expected_batch_size=B, num_queries=q, key=7)
+                expected_batch_size=B, num_queries=q, direction_key=7,
+                insecure_test_noise_seed=7)
   pazo = pa.pazo_m(alpha=0.0, **common)
   dpz = zoprivacy.dpzero(directions="sphere_quarter", **common)
-  s_pazo, s_dpz = pazo.init(X0), dpz.init(X0)
+  with pytest.warns(InsecureTestNoiseWarning):
+    s_pazo = pazo.init(X0)
+  with pytest.warns(InsecureTestNoiseWarning):
+    s_dpz = dpz.init(X0)
+  plan = zoprivacy.find_plan(s_pazo)
+  assert plan.noise_source == "insecure_test_seed" and not plan.is_private
+  assert "NOT PRIVATE" in plan.describe()
   step_pazo = jax.jit(lambda s: pazo.update(
       None, s, X0, per_example_loss=quadratic_loss, batch=BATCH,
       public_batch=PUB))
@@ -114,9 +133,11 @@ def test_pazo_m_alpha_zero_is_dpzero_on_the_quarter_sphere(q):
     np.testing.assert_allclose(s_pazo.released, s_dpz.released, rtol=1e-6)
 
 
+@same_test_noise
 def test_pazo_m_mixes_public_gradient_and_dpzero():
   common = dict(clip=0.5, noise_multiplier=1.3, smoothing=1e-2,
-                expected_batch_size=B, num_queries=2, key=3)
+                expected_batch_size=B, num_queries=2, direction_key=3,
+                insecure_test_noise_seed=3)
   g_pub = _flat(mean_grad(X0, PUB))
   dpz = zoprivacy.dpzero(directions="sphere_quarter", **common)
   g_zo = _flat(jax.jit(lambda: dpz.update(
@@ -138,7 +159,7 @@ def test_pazo_m_quarter_sphere_aligns_norms():
                   expected_batch_size=B, alpha=0.0)
 
   def sq_norm(key):
-    g, _ = est.update(None, est.init(X0)._replace(key=key), X0,
+    g, _ = est.update(None, with_keys(est.init(X0), key), X0,
                       per_example_loss=linear, batch=BATCH, public_batch=PUB)
     return jnp.sum(_flat(g) ** 2)
 
@@ -228,7 +249,7 @@ def test_pazo_p_estimates_the_projected_gradient():
   pubs = PUBS[:2]
 
   def one(key):
-    g, _ = est.update(None, est.init(X0)._replace(key=key), X0,
+    g, _ = est.update(None, with_keys(est.init(X0), key), X0,
                       per_example_loss=quadratic_loss, batch=BATCH,
                       public_batches=pubs)
     return _flat(g)
@@ -282,7 +303,7 @@ def test_pazo_s_extra_candidate_is_taken_only_when_it_scores_best():
                   candidate_noise_scale=0.3)
 
   def one(key):
-    g, s = est.update(None, est.init(X0)._replace(key=key), X0,
+    g, s = est.update(None, with_keys(est.init(X0), key), X0,
                       per_example_loss=_targeted_loss(target), batch=BATCH,
                       public_batches=PUBS, public_loss=PUBLIC_QUADRATIC)
     return _flat(g), s.released
@@ -305,9 +326,10 @@ def test_pazo_s_chain_with_sgd_is_the_candidate_step():
   eta = 0.1
   est = _make("pazo_s", learning_rate=eta)
   tx = optax.chain(est, optax.sgd(eta))
-  g, _ = est.update(None, est.init(X0), X0, per_example_loss=quadratic_loss,
+  state = tx.init(X0)   # one state: the estimator alone sees the same keys
+  g, _ = est.update(None, state[0], X0, per_example_loss=quadratic_loss,
                     batch=BATCH, public_batches=PUBS)
-  u, _ = tx.update(None, tx.init(X0), X0, per_example_loss=quadratic_loss,
+  u, _ = tx.update(None, state, X0, per_example_loss=quadratic_loss,
                    batch=BATCH, public_batches=PUBS)
   np.testing.assert_allclose(_flat(u), -eta * _flat(g), rtol=1e-6)
 
@@ -380,13 +402,20 @@ def test_noise_std_per_query(name, kw, expected_std):
     extra["public_loss"] = lambda p, b: jnp.mean(batched_quadratic(p, b))
 
   def one(key):
-    _, s = est.update(None, est.init(X0)._replace(key=key), X0,
+    _, s = est.update(None, with_keys(est.init(X0), key), X0,
                       per_example_loss=_zero_loss, batch=BATCH, **extra)
     return s.released
 
   released = np.asarray(jax.jit(jax.vmap(one))(
       jax.random.split(jax.random.key(11), 2000)))
-  assert est.privacy.mechanism.noise_std / B == pytest.approx(expected_std)
+  # The plan's per-query Gaussian std: sigma C sqrt(q) (q = k + 1 for PAZO-S).
+  plan = est.privacy_plan
+  assert plan.mechanism == "gaussian"
+  plan_std = plan.noise_multiplier * plan.clip * math.sqrt(plan.num_queries)
+  assert plan_std / B == pytest.approx(expected_std)
+  assert zoprivacy.mechanisms.GaussianMechanism(
+      plan.clip, plan.noise_multiplier, plan.num_queries).noise_std / B == \
+      pytest.approx(expected_std)
   # Sample std over >= 2000 draws: relative s.e. < 1.6%; 10% is > 6 s.e.
   assert float(np.std(released)) == pytest.approx(expected_std, rel=0.10)
   assert abs(float(np.mean(released))) <= 5 * expected_std / math.sqrt(released.size)
@@ -403,18 +432,25 @@ PUBLIC_QUADRATIC = lambda p, b: jnp.mean(batched_quadratic(p, b))
     ("pazo_p", dict(num_queries=2)),
     ("pazo_p_prime", dict()),
     ("pazo_s", dict()),
+    ("pazo_m", dict(exact_noise=True)),        # the runner's default noise
+    ("pazo_p", dict(exact_noise=True)),
 ])
 def test_removing_one_example_moves_released_values_by_at_most_clip_over_b(name, kw):
   clip = 0.7
   est = _make(name, clip=clip, noise_multiplier=2.0, **kw)
   state = est.init(X0)
   full = jnp.ones(8, bool)
+  plan = est.privacy_plan
+  assert plan.noise_kind == ("discrete" if kw.get("exact_noise") else "continuous")
+  exact = {}
+  if plan.noise_kind == "discrete":   # one host draw, the same for every mask
+    exact["discrete_noise"] = zoprivacy.ExactNoiseSource(plan).draw(0)
 
   @jax.jit
   def release(mask):
     g, s = est.update(None, state, X0, per_example_loss=adversarial_loss,
                       batch=ADV_BATCH, mask=mask, public_loss=PUBLIC_QUADRATIC,
-                      **_public(name))
+                      **_public(name), **exact)
     return _flat(g), s.released
 
   def run(mask):
@@ -424,6 +460,10 @@ def test_removing_one_example_moves_released_values_by_at_most_clip_over_b(name,
 
   r_full = run(full)
   assert np.all(np.isfinite(r_full))
+  if exact:   # the release is an integer number of grid steps C / (m b)
+    units = r_full * B * plan.grid_points / clip
+    # (float32 keeps ~7 digits of the up to ~1e4 units)
+    assert np.all(np.abs(units - np.round(units)) <= 1e-6 * np.abs(units) + 1e-3)
   for i in range(8):
     r_i = run(full.at[i].set(False))
     if name == "pazo_s":
@@ -475,22 +515,27 @@ def test_first_order_sensitivity(name, bound):
 # ----------------------------------------------------- first-order baselines
 
 
+@same_test_noise
 def test_dpmd_schedule_and_endpoints():
   T = 100
   assert float(pa.dpmd_public_weight(0, T)) == pytest.approx(1.0)
   assert float(pa.dpmd_public_weight(T // 2, T)) == pytest.approx(math.cos(math.pi / 4), abs=1e-6)
   assert float(pa.dpmd_public_weight(T, T)) == pytest.approx(0.0, abs=1e-6)
   assert float(pa.dpmd_public_weight(3 * T, T)) == pytest.approx(0.0, abs=1e-6)
-  est = _make("dpmd", num_steps=T, key=4)
+  # Same direction key and test-noise seed: DPMD's private part at step T is
+  # DP-SGD's step T, key for key.
+  seeds = dict(direction_key=4, insecure_test_noise_seed=4)
+  est = _make("dpmd", num_steps=T, **seeds)
   dpsgd = zoprivacy.dp_sgd(clip=1.0, noise_multiplier=1.0, expected_batch_size=B,
-                           key=4)
+                           **seeds)
   call = dict(per_example_loss=quadratic_loss, batch=BATCH, public_batch=PUB)
   g0, s1 = est.update(None, est.init(X0), X0, **call)
   np.testing.assert_allclose(_flat(g0), _flat(mean_grad(X0, PUB)), rtol=1e-6)
   assert int(s1.step) == 1
-  late = est.init(X0)._replace(step=jnp.asarray(T, jnp.int32))
+  step_T = jnp.asarray(T, jnp.int32)
+  late = est.init(X0)._replace(step=step_T)
   g_T, _ = est.update(None, late, X0, **call)
-  g_dp, _ = dpsgd.update(None, dpsgd.init(X0), X0, **call)
+  g_dp, _ = dpsgd.update(None, dpsgd.init(X0)._replace(step=step_T), X0, **call)
   np.testing.assert_allclose(_flat(g_T), _flat(g_dp), rtol=1e-5, atol=1e-6)
 
 
@@ -541,8 +586,11 @@ def test_gep_mechanism_accounting():
   assert eps_composed == pytest.approx(eps_single, rel=1e-2)
   est = pa.gep(embedding_clip=1.0, residual_clip=1.0, noise_multiplier=1.7,
                expected_batch_size=B, num_bases=2, dataset_size=100)
-  assert est.privacy.mechanism.noise_multiplier == pytest.approx(1.7)
-  assert est.privacy.step_event() == dp_accounting.PoissonSampledDpEvent(
+  plan = zoprivacy.find_plan(est.init(X0))
+  assert plan is est.privacy_plan
+  assert plan.mechanism == "gaussian"
+  assert plan.noise_multiplier == pytest.approx(1.7)     # the effective sigma
+  assert plan.step_event() == dp_accounting.PoissonSampledDpEvent(
       0.08, dp_accounting.GaussianDpEvent(pytest.approx(1.7)))
 
 
@@ -556,7 +604,7 @@ def test_gep_noise_variance():
                num_bases=2)
 
   def one(key):
-    g, _ = est.update(None, est.init(X0)._replace(key=key), X0,
+    g, _ = est.update(None, with_keys(est.init(X0), key), X0,
                       per_example_loss=loss, batch=private, public_batch=public)
     return jnp.sum(_flat(g) ** 2)
 
@@ -577,7 +625,9 @@ def test_gep_noise_variance():
     ("dope_sgd", dict()), ("gep", dict())])
 def test_step_event_is_one_poisson_gaussian(name, kw):
   est = _make(name, noise_multiplier=1.3, dataset_size=400, **kw)
-  assert est.privacy.step_event() == dp_accounting.PoissonSampledDpEvent(
+  plan = zoprivacy.find_plan(optax.chain(est, optax.sgd(0.1)).init(X0))
+  assert plan == est.privacy_plan and plan.is_private
+  assert plan.step_event() == dp_accounting.PoissonSampledDpEvent(
       B / 400, dp_accounting.GaussianDpEvent(pytest.approx(1.3)))
 
 
@@ -615,9 +665,11 @@ def test_jitted_chain_composes_and_descends(name, opt):
   assert mean_loss(params) - optimum < 0.5 * (mean_loss(X0) - optimum)
 
 
+@same_test_noise
 @pytest.mark.parametrize("name", ALL)
 def test_key_determinism_and_batched_loss(name):
-  est = _make(name, key=3)
+  # Two inits with the same test-noise seed give the same noise key.
+  est = _make(name, direction_key=3, insecure_test_noise_seed=3)
   call = dict(batch=BATCH, **_public(name))
   g1, s1 = est.update(None, est.init(X0), X0, per_example_loss=quadratic_loss, **call)
   g2, _ = est.update(None, est.init(X0), X0, batched_loss=batched_quadratic,
@@ -631,12 +683,13 @@ def test_key_determinism_and_batched_loss(name):
 @pytest.mark.parametrize("name", ["pazo_m", "pazo_p", "pazo_s", "dope_sgd", "gep"])
 def test_padding_contributes_nothing(name):
   est = _make(name)
+  state = est.init(X0)   # one state: both calls use the same keys
   garbage = jnp.concatenate([BATCH[:5], jnp.full((3, D), jnp.nan)], 0)
   garbage = garbage.at[6].set(1e30)
   call = dict(per_example_loss=quadratic_loss, **_public(name))
-  padded, _ = est.update(None, est.init(X0), X0, batch=garbage,
+  padded, _ = est.update(None, state, X0, batch=garbage,
                          mask=jnp.arange(8) < 5, **call)
-  trimmed, _ = est.update(None, est.init(X0), X0, batch=BATCH[:5], **call)
+  trimmed, _ = est.update(None, state, X0, batch=BATCH[:5], **call)
   np.testing.assert_allclose(_flat(padded), _flat(trimmed), rtol=1e-5, atol=1e-6)
 
 

@@ -1,4 +1,5 @@
-"""dpzero on 8 simulated CPU devices equals the single-device step.
+"""dpzero on 8 simulated CPU devices equals the single-device step, with
+floating-point noise and with exact discrete noise.
 
 The check runs in a subprocess because the simulated device count must be
 set before JAX initialises (this test process has already started JAX).
@@ -19,12 +20,20 @@ def test_sharded_dpzero_step_matches_single_device():
   out = subprocess.run([sys.executable, os.path.join(HERE, "sharded_step_check.py")],
                        capture_output=True, text=True, env=env, timeout=300, check=True)
   result = json.loads(out.stdout.strip().splitlines()[-1])
-  # Same key => same direction and noise; only the order of the batch
-  # reduction differs across devices. Tolerance: 1e-6 absolute on parameters.
-  assert result["max_abs_diff"] <= 1e-6, result
-  # The only cross-device traffic is the all-reduce of the q = 1 clipped sum:
-  # a scalar, never a parameter-sized tensor.
-  assert result["collectives"], result
-  assert all(kind == "all-reduce" for kind, _ in result["collectives"]), result
-  assert max(result["collective_sizes"]) == 1, result
   assert result["num_params"] > 1000
+  for case, mechanism, reduced in ((result, "gaussian", "f32"),
+                                   (result["exact"], "discrete_gaussian", "s32")):
+    assert case["mechanism"] == mechanism, case
+    assert case["max_abs_update"] > 1e-3, case    # the step moved the params
+    # Same state (same public direction key and secret noise key) and, for
+    # exact noise, the same integer noise => same direction and noise; only
+    # the order of the batch reduction differs across devices. Tolerance:
+    # 1e-6 absolute on parameters.
+    assert case["max_abs_diff"] <= 1e-6, case
+    # The only cross-device traffic is the all-reduce of the q = 1 clipped
+    # sum (float, or the exact integer sum of the quantized values): a
+    # scalar, never a parameter-sized tensor.
+    assert case["collectives"], case
+    assert all(kind == "all-reduce" for kind, _ in case["collectives"]), case
+    assert all(shape.startswith(reduced) for _, shape in case["collectives"]), case
+    assert max(case["collective_sizes"]) == 1, case

@@ -225,3 +225,10 @@ def test_exact_noise_falls_back_to_float_where_discrete_pld_does_not_cover():
   assert "4 queries" in est.privacy_plan.describe()
   est = _dpzero(exact_noise=True, neighboring="replace_one")
   assert "replace-one" in est.privacy_plan.notes[0]
+
+
+def test_a_test_seed_cannot_feed_exact_noise_of_a_plan_that_promises_secrecy():
+  plan = _dpzero(exact_noise=True).privacy_plan
+  with pytest.raises(ValueError, match="NOT PRIVATE"):
+    zoprivacy.ExactNoiseSource(plan, insecure_test_noise_seed=0)
+  assert "p unknown" in _dpzero(dataset_size=None).privacy_plan.describe()

@@ -41,6 +41,11 @@ class ExactNoiseSource:
     if plan.noise_kind != "discrete":
       raise ValueError(f"ExactNoiseSource needs a discrete plan, got "
                        f"{plan.mechanism!r}.")
+    if insecure_test_noise_seed is not None and plan.is_private:
+      raise ValueError(
+          "This plan promises secret noise from OS entropy; a reproducible "
+          "test seed would void it. Build the estimator with the same "
+          "insecure_test_noise_seed so that its plan says NOT PRIVATE.")
     if secret is None:
       if insecure_test_noise_seed is not None:
         secret = randomness.insecure_test_secret(insecure_test_noise_seed)

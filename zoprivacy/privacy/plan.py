@@ -198,7 +198,9 @@ class PrivacyPlan:
     rel = ("add/remove-one (max of both directions)"
            if self.neighboring == "add_or_remove" else "replace-one")
     parts.append(rel)
-    if self.sampling == "poisson":
+    if self.sampling == "poisson" and self.dataset_size is None:
+      parts.append("Poisson sampling (p unknown: no dataset_size)")
+    elif self.sampling == "poisson":
       parts.append(f"Poisson sampling p={self.sampling_probability:.5g}")
     else:
       parts.append("full batch")

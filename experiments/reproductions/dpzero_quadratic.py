@@ -7,6 +7,13 @@ metric over the grid, as DPZero App. B.1 does ("we perform a parameter search
 and plot the best gradient norm evaluated on the training set (Figure 2) and
 a test set (Figure 1) ... both training and test loss in Figure 3").
 
+This is a *simulation of utility* on synthetic data, as in the paper: no
+private data is released, so its noise is drawn from seeded keys (common
+random numbers across the grid) to make the figures reproducible. It must
+not be used as a template for a private run, whose noise keys are secret
+(``docs/conventions.md`` §9). Like the paper, it picks the best grid point;
+the reported curves are therefore optimistic by the (unaccounted) selection.
+
 Privacy calibration (decided here, see REPRODUCTION.md). DPZero's
 neighbouring relation is replace-one (Def. 2.1: same-size datasets differing
 in one element) and Alg. 1/2 are full batch (p = 1). For every iteration

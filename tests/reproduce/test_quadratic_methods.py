@@ -38,7 +38,9 @@ def _estimator_grad(est, x, loss, data):
   state = est.init(x)
   grad, _ = est.update(jnp.zeros_like(x), state, x, per_example_loss=loss,
                        batch=data)
-  _, dir_key, noise_key = jax.random.split(state.key, 3)
+  # The estimator's key schedule: step t folds t into each key.
+  dir_key = jax.random.fold_in(state.direction_key, state.step)
+  noise_key = jax.random.fold_in(state.noise_key, state.step)
   return grad, dir_key, noise_key
 
 
@@ -46,7 +48,7 @@ def _estimator_grad(est, x, loss, data):
 def test_dpzero_matches_estimator(clip):
   problem, data, x, loss = _setup()
   est = zoprivacy.dpzero(clip=clip, noise_multiplier=SIGMA, smoothing=0.5,
-                         expected_batch_size=N, dataset_size=N, key=7)
+                         expected_batch_size=N, dataset_size=N, direction_key=7)
   grad, dir_key, noise_key = _estimator_grad(est, x, loss, data)
   u = directions.sphere(jax.random.split(dir_key, 1)[0], x, "sqrt_dim")
   proj = problem.centred @ (problem.a * u)
@@ -61,7 +63,7 @@ def test_dpzero_matches_estimator(clip):
 def test_dpgd_zeroth_matches_estimator(clip):
   problem, data, x, loss = _setup()
   est = zoprivacy.dpgd_zeroth(clip=clip, noise_multiplier=SIGMA, smoothing=0.5,
-                              expected_batch_size=N, dataset_size=N, key=11)
+                              expected_batch_size=N, dataset_size=N, direction_key=11)
   grad, dir_key, noise_key = _estimator_grad(est, x, loss, data)
   u = directions.sphere(dir_key, x, "sqrt_dim")
   proj = problem.centred @ (problem.a * u)
@@ -78,7 +80,7 @@ def test_dp_gd_matches_dp_sgd_estimator(mode):
   r = jnp.stack([x - problem.train_mean] * len(CLIPS))
   for k, clip in enumerate(CLIPS):
     est = zoprivacy.dp_sgd(clip=clip, noise_multiplier=SIGMA,
-                           expected_batch_size=N, dataset_size=N, key=5)
+                           expected_batch_size=N, dataset_size=N, direction_key=5)
     grad, _, noise_key = _estimator_grad(est, x, loss, data)
     ours = quadratic.dp_gd_grads(
         r, jnp.array(CLIPS, jnp.float32), SIGMA, centred=problem.centred,

@@ -34,10 +34,13 @@ from __future__ import annotations
 import functools
 import math
 import numbers
-from typing import NamedTuple, Union
+from typing import Union
 
 import dp_accounting
 from dp_accounting.pld import privacy_loss_distribution as _pld_lib
+
+from zoprivacy.accounting.epsilon import DirectionalEpsilon
+from zoprivacy.accounting.epsilon import epsilon_by_direction
 
 PLD = _pld_lib.PrivacyLossDistribution
 NeighboringLike = Union[str, dp_accounting.NeighboringRelation]
@@ -212,16 +215,6 @@ def discrete_laplace_pld(*, scale: float, sensitivity: int,
 # ------------------------------------------------------------------ epsilon
 
 
-class DirectionalEpsilon(NamedTuple):
-  """Epsilons of the remove and the add direction, and their maximum."""
-  remove: float
-  add: float
-
-  @property
-  def maximum(self) -> float:
-    return max(self.remove, self.add)
-
-
 def discrete_epsilon_by_direction(pld: PLD, delta: float
                                   ) -> DirectionalEpsilon:
   """Remove-direction and add-direction epsilons of ``pld`` at ``delta``.
@@ -236,15 +229,7 @@ def discrete_epsilon_by_direction(pld: PLD, delta: float
   delta = _check_delta(delta)
   if not isinstance(pld, PLD):
     raise ValueError(f"pld must be a PrivacyLossDistribution, got {pld!r}.")
-  try:  # pylint: disable=protected-access
-    pmf_remove, pmf_add = pld._pmf_remove, pld._pmf_add
-  except AttributeError as exc:  # pragma: no cover - library version
-    raise RuntimeError(
-        "This dp_accounting version does not expose per-direction PMFs."
-    ) from exc
-  return DirectionalEpsilon(
-      remove=float(pmf_remove.get_epsilon_for_delta(delta)),
-      add=float(pmf_add.get_epsilon_for_delta(delta)))
+  return epsilon_by_direction(pld, delta)
 
 
 def discrete_epsilon(pld: PLD, delta: float) -> float:

@@ -194,7 +194,16 @@ def pld_epsilon_by_direction(
   """
   delta = _ev.check_delta(delta)
   interval = _ev.check_interval(value_discretization_interval)
-  pld = _cached_pld(event, NeighborRel.ADD_OR_REMOVE_ONE, interval)
+  return epsilon_by_direction(
+      _cached_pld(event, NeighborRel.ADD_OR_REMOVE_ONE, interval), delta)
+
+
+def epsilon_by_direction(pld: PLD, delta: float) -> DirectionalEpsilon:
+  """Remove-direction and add-direction epsilons of a PLD at ``delta``.
+
+  Reads the two PMFs dp_accounting's ``PrivacyLossDistribution`` keeps
+  (``_pmf_remove``, ``_pmf_add``; dp-accounting 0.5-0.6).
+  """
   try:
     pmf_remove, pmf_add = pld._pmf_remove, pld._pmf_add  # pylint: disable=protected-access
   except AttributeError as exc:  # pragma: no cover - depends on library version

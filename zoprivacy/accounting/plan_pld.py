@@ -26,18 +26,14 @@ def pld(plan, num_steps: int):
   p = plan.sampling_probability
   if plan.mechanism.startswith("discrete_"):
     from zoprivacy.accounting import discrete_pld  # pylint: disable=g-import-not-at-top
-  if plan.mechanism == "discrete_gaussian":
-    return discrete_pld.discrete_gaussian_pld(
-        sigma=plan.noise_multiplier * plan.grid_points,
-        sensitivity=plan.grid_points, sampling_probability=p,
-        num_steps=num_steps,
-        value_discretization_interval=VALUE_DISCRETIZATION_INTERVAL)
-  if plan.mechanism == "discrete_laplace":
-    return discrete_pld.discrete_laplace_pld(
-        scale=plan.noise_multiplier * plan.grid_points,
-        sensitivity=plan.grid_points, sampling_probability=p,
-        num_steps=num_steps,
-        value_discretization_interval=VALUE_DISCRETIZATION_INTERVAL)
+    build, scale = {
+        "discrete_gaussian": (discrete_pld.discrete_gaussian_pld, "sigma"),
+        "discrete_laplace": (discrete_pld.discrete_laplace_pld, "scale"),
+    }[plan.mechanism]
+    return build(**{scale: plan.noise_multiplier * plan.grid_points},
+                 sensitivity=plan.grid_points, sampling_probability=p,
+                 num_steps=num_steps,
+                 value_discretization_interval=VALUE_DISCRETIZATION_INTERVAL)
   import dp_accounting  # pylint: disable=g-import-not-at-top
   event = dp_accounting.SelfComposedDpEvent(plan.step_event(), num_steps)
   return _eps.build_pld(

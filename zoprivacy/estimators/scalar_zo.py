@@ -270,21 +270,9 @@ def dp_zo(*, clip: float, noise_multiplier: float, smoothing: float,
     num_queries: ``q`` (the paper uses 1; App. C).
     directions: 'gaussian' (the paper's) or another sampler name.
     clip_target: 'raw_difference' (the paper's) or 'finite_difference'.
-    direction_key: PUBLIC PRNG key or integer seed of the directions.
-    direction_prng: 'threefry' (default), 'rbg' or 'unsafe_rbg'.
-    exact_noise: add exact discrete noise to a sum quantized on a grid of
-      ``grid_points`` steps per clip (one query, add/remove only; otherwise
-      floating-point noise and the plan notes why). Each update then needs
-      the extra argument ``discrete_noise=`` drawn by
-      :class:`zoprivacy.privacy.ExactNoiseSource`.
-    grid_points: integer sensitivity of the quantized release.
-    insecure_test_noise_seed: REPRODUCIBLE noise for tests and debugging;
-      the run is then NOT private and its plan says so. By default the noise
-      key comes from OS entropy at ``init``.
-
-  The loss must satisfy the per-example contract: entry ``i`` of
-  ``batched_loss(params, batch)`` depends only on ``params`` and example
-  ``i`` (see :mod:`zoprivacy.per_example_check`).
+    direction_key, direction_prng, exact_noise, grid_points,
+      insecure_test_noise_seed: as :func:`dpzero`. The loss must satisfy the
+      per-example contract (:mod:`zoprivacy.per_example_check`).
   """
   return _private_scalar_estimator(
       mechanism_name=mechanism, clip=clip, noise_multiplier=noise_multiplier,

@@ -84,15 +84,17 @@ def plot_report(history: list[dict], path: str, title: str) -> str | None:
   steps = [h["step"] for h in history]
   acc = [h["test_accuracy"] for h in history]
   eps = [h.get("epsilon") for h in history]
-  fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+  private = all(e is not None and np.isfinite(e) for e in eps)
+  fig, axes = plt.subplots(1, 2 if private else 1,
+                           figsize=(10, 4) if private else (5.5, 4),
+                           squeeze=False)
+  axes = axes[0]
   axes[0].plot(steps, acc, marker="o")
-  axes[0].set(xlabel="step", ylabel="test accuracy", title=title)
-  if all(e is not None and np.isfinite(e) for e in eps):
+  axes[0].set(xlabel="step", ylabel="test accuracy",
+              title=title if private else f"{title} (non-private)")
+  if private:
     axes[1].plot(eps, acc, marker="o")
     axes[1].set(xlabel="epsilon spent", ylabel="test accuracy")
-  else:
-    axes[1].text(0.5, 0.5, "non-private run", ha="center")
-    axes[1].set_axis_off()
   fig.tight_layout()
   fig.savefig(path, dpi=100)
   plt.close(fig)

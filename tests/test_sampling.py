@@ -69,3 +69,14 @@ def test_bad_sampler_arguments():
     sampling.PoissonSampler(10, 20)
   with pytest.raises(ValueError):
     sampling.ShuffleSampler(10, 0, seed=0)
+
+
+def test_padding_rows_are_zeros_not_copies_of_real_examples():
+  data = (np.arange(1, 101, dtype=np.float32)[:, None] * np.ones((1, 3)),
+          np.arange(1, 101))
+  s = sampling.PoissonSampler(100, 10)
+  idx = s.batch_indices(0)
+  batch = sampling.padded_batch(data, idx)
+  assert np.all(batch.data[0][~idx.mask] == 0) and np.all(batch.data[1][~idx.mask] == 0)
+  assert np.all(batch.data[1][idx.mask] == data[1][idx.indices[idx.mask]])
+  assert idx.mask.sum() < len(idx.mask)     # there is padding to check

@@ -153,5 +153,26 @@ def gather(arrays, indices: np.ndarray):
 
 
 def padded_batch(arrays, index_batch: IndexBatch) -> PaddedBatch:
-  """Gathers an :class:`IndexBatch` into a :class:`PaddedBatch`."""
-  return PaddedBatch(gather(arrays, index_batch.indices), index_batch.mask)
+  """Gathers an :class:`IndexBatch` into a :class:`PaddedBatch`.
+
+  Padding rows are zeros, not copies of a real example: even a loss or a
+  metric that ignored the mask would not see any example twice.
+  """
+  pad = ~np.asarray(index_batch.mask, bool)
+
+  def zero_padding(a):
+    a = np.array(a, copy=True)
+    a[pad] = 0
+    return a
+  data = gather(arrays, index_batch.indices)
+  if pad.any():
+    data = _map(zero_padding, data)
+  return PaddedBatch(data, index_batch.mask)
+
+
+def _map(fn, tree):
+  if isinstance(tree, dict):
+    return {k: _map(fn, v) for k, v in tree.items()}
+  if isinstance(tree, (tuple, list)):
+    return type(tree)(_map(fn, v) for v in tree)
+  return fn(tree)

@@ -32,6 +32,7 @@ import dataclasses
 import math
 from typing import Literal
 
+import chex
 import dp_accounting
 import jax
 import jax.numpy as jnp
@@ -55,6 +56,7 @@ def masked_sum(values: jax.Array, mask: jax.Array | None) -> jax.Array:
   sharded over devices crosses devices only as this reduced quantity.
   """
   if mask is not None:
+    chex.assert_shape(mask, (values.shape[0],))   # one flag per example
     mask = mask.astype(bool).reshape(mask.shape + (1,) * (values.ndim - 1))
     values = jnp.where(mask, values, jnp.zeros_like(values))
   return jnp.sum(values, axis=0)

@@ -4,7 +4,9 @@
     python -m experiments.reproduce dpzero_quadratic           # DPZero Table 6 grid
     python -m experiments.reproduce dpzero_rates               # slopes from the above
     python -m experiments.reproduce dpzo_accounting
-    python -m experiments.reproduce pazo_table1 --quick      # Fashion-MNIST analog
+    python -m experiments.reproduce pazo_table1 --estimate  # F-MNIST analog
+    python -m experiments.reproduce pazo_table1 --curve     # its step budget
+    python -m experiments.reproduce pazo_table1             # its table
 
 Results go to ``results/<name>/`` (``--out`` to change it); each command
 prints a short summary and writes ``summary.md`` there. See REPRODUCTION.md.
@@ -33,7 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "counts); dpzo_accounting: skip the T=75000 "
                            "calibrations")
   parser.add_argument("--fast", action="store_true",
-                      help="dpzero_quadratic: the tiny grid of the test suite")
+                      help="dpzero_quadratic, pazo_table1: the tiny grid of "
+                           "the test suite (pazo_table1: a smoke run, no "
+                           "verdicts)")
   parser.add_argument("--directions", choices=("sphere", "gaussian"),
                       default="sphere",
                       help="dpzero_quadratic: direction distribution "
@@ -45,14 +49,25 @@ def build_parser() -> argparse.ArgumentParser:
                            "rank_d,rank_sqrt_d,rank_log_d")
   parser.add_argument("--methods", default=None,
                       help="dpzero_quadratic: comma-separated subset of "
-                           "dpzero,dpgd_zeroth,dp_gd")
+                           "dpzero,dpgd_zeroth,dp_gd; pazo_table1: of its "
+                           "method names (DP-SGD,DPZero,PAZO-M,...)")
+  parser.add_argument("--epsilons", default=None,
+                      help="pazo_table1: comma-separated subset of the "
+                           "epsilon grid (a slice; the cache is shared)")
+  parser.add_argument("--max-minutes", type=float, default=None,
+                      help="pazo_table1: start no new run after this many "
+                           "minutes; write the table of what is done")
+  parser.add_argument("--curve", action="store_true",
+                      help="pazo_table1: the non-private learning curves on "
+                           "public data that set the step budget")
   parser.add_argument("--max-iterations", type=int, default=None,
                       help="dpzero_quadratic: drop iteration counts above "
                            "this (a partial run; the cache is shared with the "
                            "full grid)")
   parser.add_argument("--estimate", action="store_true",
-                      help="dpzero_quadratic: time short probes and predict "
-                           "the grid's runtime instead of running it")
+                      help="dpzero_quadratic, pazo_table1: time short "
+                           "probes and predict the grid's runtime instead of "
+                           "running it")
   parser.add_argument("--no-plots", action="store_true")
   parser.add_argument("--source", default=None,
                       help="dpzero_rates: results directory of "
@@ -110,10 +125,22 @@ def main(argv=None) -> int:
     dpzo_accounting.main(out, quick=args.quick)
   elif args.name == "pazo_table1":
     from experiments.reproductions import pazo_table1  # pylint: disable=g-import-not-at-top
+    if args.quick:
+      raise SystemExit("pazo_table1 has no --quick mode: use --fast (smoke) "
+                       "or --epsilons/--max-minutes to run a slice.")
+    mode = "fast" if args.fast else "full"
+    methods = args.methods.split(",") if args.methods else None
+    if args.estimate:
+      pazo_table1.estimate(mode, methods)
+      return 0
     out = args.out or _default_out(args.name, args)
     os.makedirs(out, exist_ok=True)
-    mode = "fast" if args.fast else "quick" if args.quick else "full"
-    pazo_table1.main(out, mode, args.methods.split(",") if args.methods else None)
+    if args.curve:
+      pazo_table1.curve(out, mode)
+      return 0
+    epsilons = ([float(e) for e in args.epsilons.split(",")]
+                if args.epsilons else None)
+    pazo_table1.main(out, mode, methods, epsilons, args.max_minutes)
   return 0
 
 

@@ -21,12 +21,13 @@ Hyperparameter selection uses public data only:
    balanced public-validation set.
 2. For every method and epsilon, each step size of the method's grid is
    tried in a *simulated* private run on public-train: the same noise
-   multiplier (the one calibrated for that epsilon on the private pool), the
-   same expected batch size and the same number of steps as the final run,
-   so the noise on every update is the same as in the final run; the PAZO
-   methods draw their public batches from public-train too. The step size
-   with the best public-validation accuracy wins (ties: the smaller one).
-   Seed 0 only.
+   multiplier (the one calibrated for that epsilon on the private pool) and
+   the same expected batch size as the final run, so the noise on every
+   update is the same as in the final run, but only
+   ``Budget.selection_steps`` steps (half the final run's, for CPU time);
+   the PAZO methods draw their public batches from public-train too. The
+   step size with the best public-validation accuracy wins (ties: the
+   smaller one). Seed 0 only.
 3. The final runs train on the private pool with the chosen step size and
    report test accuracy and the epsilon the ledger spent.
 
@@ -66,12 +67,12 @@ METHODS = {
     "DPZero": ("dpzero", {"clip": 1.0, "smoothing": 1e-3,
                           "directions": "gaussian"}, (0.01, 0.03)),
     "PAZO-M": ("pazo_m", {"clip": 1.0, "smoothing": 1e-3, "alpha": 0.5},
-               (0.03, 0.1)),
+               (0.1, 0.3)),
     "PAZO-P": ("pazo_p", {"clip": 1.0, "smoothing": 1e-3,
-                          "num_public_batches": K}, (0.03, 0.1)),
+                          "num_public_batches": K}, (0.1, 0.3)),
     "PAZO-P'": ("pazo_p", {"clip": 1.0, "smoothing": 1e-3,
                            "num_public_batches": K, "orthonormalize": False},
-                (0.03, 0.1)),
+                (0.1, 0.3)),
     "PAZO-S": ("pazo_s", {"clip": 3.0, "num_public_batches": K,
                           "candidate_noise_scale": 1e-3}, (0.03, 0.1)),
     "DPMD": ("dpmd", {"clip": 1.0}, (0.1, 0.3)),
@@ -89,35 +90,36 @@ class Budget:
   public_batch_size: int
   features: tuple[int, ...]
   seeds: tuple[int, ...]
+  selection_steps: int
 
   def tag(self) -> str:
     feats = "x".join(map(str, self.features))
-    return (f"T{self.num_steps}|B{self.expected_batch_size}|"
+    return (f"T{self.num_steps}|S{self.selection_steps}|"
+            f"B{self.expected_batch_size}|"
             f"b{self.public_batch_size}|cnn{feats}")
 
 
 BUDGETS = {
-    "full": Budget(800, 64, 32, (4, 8), (0, 1, 2)),
-    "fast": Budget(10, 32, 16, (4, 8), (0,)),
+    "full": Budget(600, 128, 32, (4, 8), (0, 1, 2), 300),
+    "fast": Budget(10, 32, 16, (4, 8), (0,), 10),
 }
 SMOKE_MODES = ("fast",)
-
-
-@functools.lru_cache(maxsize=None)
-def noise_multiplier(epsilon: float, budget: Budget) -> float:
-  """The final runs' noise multiplier: (epsilon, DELTA) on the private pool."""
-  from zoprivacy import accounting  # pylint: disable=g-import-not-at-top
-  p = budget.expected_batch_size / len(data.splits()["private"])
-  return float(accounting.calibrate_noise_multiplier(
-      target_epsilon=epsilon, delta=DELTA, sampling_probability=p,
-      num_steps=budget.num_steps).noise_multiplier)
 
 
 def make_config(method: str, epsilon: float | None, learning_rate: float,
                 seed: int, budget: Budget, selection: bool,
                 num_steps: int | None = None) -> ml_collections.ConfigDict:
   """One run. ``selection``: public-train -> public-validation, private
-  pool otherwise. ``epsilon=None``: non-private MeZO (curves only)."""
+  pool otherwise. ``method="MeZO"``: non-private (curves only)."""
+  c = _config(method, learning_rate, seed, budget, selection, num_steps)
+  if method != "MeZO":
+    # The same noise multiplier in selection and final runs: calibrated for
+    # epsilon on the private pool (in a selection run the data are public).
+    c.noise_multiplier = noise_multiplier(method, epsilon, budget)
+  return c
+
+
+def _config(method, learning_rate, seed, budget, selection, num_steps=None):
   c = fashion_mnist_pazo_public4.get_config()
   c.dataset = data.SELECTION_TASK if selection else data.PRIVATE_TASK
   c.model_kwargs = ml_collections.ConfigDict({"features": budget.features})
@@ -137,10 +139,23 @@ def make_config(method: str, epsilon: float | None, learning_rate: float,
   estimator, kwargs, _ = METHODS[method]
   c.estimator = estimator
   c.estimator_kwargs = ml_collections.ConfigDict(dict(kwargs))
-  # The same noise multiplier in selection and final runs: calibrated for
-  # epsilon on the private pool (in a selection run the data are public).
-  c.noise_multiplier = noise_multiplier(epsilon, budget)
   return c
+
+
+@functools.lru_cache(maxsize=None)
+def noise_multiplier(method: str, epsilon: float, budget: Budget) -> float:
+  """The final runs' noise multiplier: the runner's own calibration of the
+  method's privacy plan for (epsilon, DELTA) on the private pool, done once
+  per method and epsilon instead of once per run."""
+  import jax  # pylint: disable=g-import-not-at-top
+  from experiments import tasks  # pylint: disable=g-import-not-at-top
+  from experiments import train  # pylint: disable=g-import-not-at-top
+  c = _config(method, METHODS[method][2][0], 0, budget, False)
+  c.target_epsilon = epsilon
+  task = tasks.get_task(c)
+  trainable, _ = task.init(jax.random.key(0))
+  _, _, plan, _ = train.resolve_plan(c, trainable, task.num_train)
+  return float(plan.noise_multiplier)
 
 
 class Runner:
@@ -186,7 +201,8 @@ def select(run: Runner, budget: Budget, methods, epsilons) -> dict:
       scores = {}
       for lr in METHODS[m][2]:
         r = run(f"select|{m}|{e:g}|{lr:g}|{budget.tag()}",
-                lambda m=m, e=e, lr=lr: make_config(m, e, lr, 0, budget, True))
+                lambda m=m, e=e, lr=lr: make_config(
+                    m, e, lr, 0, budget, True, budget.selection_steps))
         if r is not None:
           scores[lr] = r["accuracy"]
       if len(scores) == len(METHODS[m][2]):
@@ -236,7 +252,8 @@ def main(out: str, mode: str = "full", methods=None, epsilons=None,
   info = report.Info(
       mode=mode, smoke=mode in SMOKE_MODES, budget=budget, delta=DELTA,
       epsilons=epsilons, methods=methods, split=data.describe(),
-      sigma={e: noise_multiplier(e, budget) for e in epsilons},
+      sigma={(m, e): noise_multiplier(m, e, budget)
+             for m in methods for e in epsilons},
       grids={m: METHODS[m][2] for m in methods}, seconds=seconds,
       done=done, expected=expected,
       command=command(mode, methods, epsilons))
@@ -293,8 +310,9 @@ def estimate(mode: str = "full", methods=None, probe_steps=(10, 110)) -> dict:
     compile_s = max(t[0] - t[1], 0.0)
     compiles = len(EPSILONS) * len(METHODS[m][2])
     runs = compiles + len(EPSILONS) * len(budget.seeds)
-    total[m] = (compiles * compile_s
-                + runs * (overhead + budget.num_steps * per_step))
+    steps = (compiles * budget.selection_steps
+             + len(EPSILONS) * len(budget.seeds) * budget.num_steps)
+    total[m] = compiles * compile_s + runs * overhead + steps * per_step
     print(f"{m:9s} compile {compile_s:4.1f} s, overhead {overhead:4.1f} s, "
           f"{1e3 * per_step:5.1f} ms/step, {runs} runs: "
           f"{total[m] / 60:5.1f} min", flush=True)
@@ -304,12 +322,12 @@ def estimate(mode: str = "full", methods=None, probe_steps=(10, 110)) -> dict:
 
 
 # Non-private learning curves on public data, for the step budget.
-CURVE_RUNS = (("MeZO", 0.03), ("MeZO", 0.1), ("DP-SGD", 0.3))
+CURVE_RUNS = (("MeZO", 1e-3), ("MeZO", 3e-3), ("DP-SGD", 0.1), ("DP-SGD", 0.3))
 CURVE_EPSILON = 100.0   # DP-SGD cannot run without noise: a proxy
 
 
-def curve(out: str, mode: str = "full", steps: int = 3000,
-          every: int = 250) -> dict:
+def curve(out: str, mode: str = "full", steps: int = 1500,
+          every: int = 100) -> dict:
   """Accuracy vs steps on public-validation, training on public-train:
   MeZO (non-private) and DP-SGD at epsilon 100 (its noise calibrated for
   public-train's sampling rate), seed 0. Writes ``curve.md``/``curve.png``."""
@@ -318,10 +336,8 @@ def curve(out: str, mode: str = "full", steps: int = 3000,
   compilation_cache(os.path.join(out, "jax_cache"))
   curves = {}
   for method, lr in CURVE_RUNS:
-    c = make_config(method if method == "MeZO" else "DP-SGD", 1.0, lr, 0,
-                    budget, True, steps)
+    c = _config(method, lr, 0, budget, True, steps)
     if method != "MeZO":
-      c.noise_multiplier = None
       c.target_epsilon = CURVE_EPSILON
     c.eval_every = every
     r = train.train(c, progress=False)

@@ -104,8 +104,14 @@ def write(out: str, info: Info, chosen: dict, results: dict) -> None:
     lines.append(f"| {m} | " + " | ".join(_cell(acc[m, e]) for e in eps)
                  + " |")
   ratios = [r["epsilon"] / e for (_, e), v in results.items() for r in v]
-  sig = ", ".join(f"{e:g}: {info.sigma[e]:.3f}" for e in eps)
-  lines += ["", f"Noise multipliers (all methods): {sig}. Largest ratio of "
+  sig = []
+  for e in eps:
+    vals = [v for (_, e2), v in info.sigma.items() if e2 == e]
+    lo, hi = min(vals), max(vals)
+    sig.append(f"{e:g}: {lo:.3f}" + ("" if hi - lo < 5e-4 else f"-{hi:.3f}"))
+  lines += ["", "Noise multipliers (the runner's calibration of each "
+            f"method's privacy plan; range over methods): {', '.join(sig)}. "
+            "Largest ratio of "
             "ledger epsilon to target over the final runs: "
             + (f"{max(ratios):.4f}." if ratios else "n/a."), "",
             "Paper's claims, on the seed means:", ""]
@@ -129,9 +135,10 @@ def write(out: str, info: Info, chosen: dict, results: dict) -> None:
 def _write_selection(out: str, info: Info, chosen: dict) -> None:
   eps = info.epsilons
   lines = ["# Step-size selection on public data", "",
-           "Simulated private runs on public-train (same noise multiplier, "
-           "batch and steps as the final runs), seed 0; public-validation "
-           "accuracy (%) of each candidate, chosen one in bold.", "",
+           "Simulated private runs on public-train (same noise multiplier "
+           f"and batch as the final runs, {info.budget.selection_steps} "
+           "steps), seed 0; public-validation accuracy (%) of each "
+           "candidate, chosen one in bold.", "",
            "| method | grid | " + " | ".join(f"eps = {e:g}" for e in eps)
            + " |", "|---|---|" + "---|" * len(eps)]
   for m in info.methods:

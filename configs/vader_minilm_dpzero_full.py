@@ -17,10 +17,13 @@ weights that can:
   (Poisson, p = 1/32), 400 steps (12.5 epochs; the head-only configs, whose
   steps cost almost nothing, take 1,000 at the same epsilon), clipping of the finite difference at 20 for
   all parameters (about the 90th percentile of |finite difference| at
-  initialisation on held-out validation data; 5 for the subsets, whose
-  differences are smaller). The step size 1e-5 (within PAZO's DPZero grid for
-  RoBERTa) was fixed without a sweep, for lack of CPU time; run a sweep with
-  ``--config.eval_split=validation`` (see ``benchmarks/results/vader_minilm.md``).
+  initialisation on validation data held out of the private pool, a use of
+  private data that epsilon does not account; 5 for the subsets, whose
+  differences are smaller). The step size 1e-5 (within PAZO's DPZero grid
+  for RoBERTa) was fixed without a sweep, for lack of CPU time. A sweep with
+  ``--config.eval_split=validation`` would choose on private data without
+  accounting it; choose on public data or account the selection (see
+  ``benchmarks/results/vader_minilm.md``).
 
   python -m experiments.run --config configs/vader_minilm_dpzero_full.py
 """
@@ -46,7 +49,7 @@ def vader_base() -> ml_collections.ConfigDict:
   config.max_length = 48
   config.public = ""                # "amazon+tweets" for the PAZO estimators
   config.public_size = 0            # 0: the whole public pool
-  config.eval_split = "test"        # "validation" to tune without the test set
+  config.eval_split = "test"        # "validation": private, unaccounted
   config.validation_size = 1000
   config.test_size = 0              # 0: all 2,113 test snippets
 

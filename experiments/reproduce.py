@@ -1,8 +1,8 @@
 """Paper-reproduction commands.
 
-    python -m experiments.reproduce dpzero_quadratic --quick   # ~first thing to try
-    python -m experiments.reproduce dpzero_quadratic           # DPZero Table 6 grid
-    python -m experiments.reproduce dpzero_rates               # slopes from the above
+    python -m experiments.reproduce dpzero_quadratic --quick  # try this first
+    python -m experiments.reproduce dpzero_quadratic          # Table 6 grid
+    python -m experiments.reproduce dpzero_rates              # slopes of it
     python -m experiments.reproduce dpzo_accounting
     python -m experiments.reproduce pazo_table1 --estimate  # F-MNIST analog
     python -m experiments.reproduce pazo_table1 --curve     # its step budget
@@ -18,7 +18,8 @@ import argparse
 import os
 import sys
 
-COMMANDS = ("dpzero_quadratic", "dpzero_rates", "dpzo_accounting", "pazo_table1")
+COMMANDS = ("dpzero_quadratic", "dpzero_rates", "dpzo_accounting",
+            "pazo_table1")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _grid(args):
   import dataclasses  # pylint: disable=g-import-not-at-top
-  from experiments.reproductions import dpzero_quadratic  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top
+  from experiments.reproductions import dpzero_quadratic
   cfg = dpzero_quadratic.CONFIGS[
       "fast" if args.fast else "quick" if args.quick else "full"]
   changes = {"directions": args.directions}
@@ -105,7 +107,8 @@ def _default_out(name: str, args) -> str:
 def main(argv=None) -> int:
   args = build_parser().parse_args(argv)
   if args.name == "dpzero_quadratic":
-    from experiments.reproductions import dpzero_quadratic  # pylint: disable=g-import-not-at-top
+    # pylint: disable-next=g-import-not-at-top
+    from experiments.reproductions import dpzero_quadratic
     if args.estimate:
       dpzero_quadratic.estimate_runtime(_grid(args))
       return 0
@@ -113,18 +116,21 @@ def main(argv=None) -> int:
     os.makedirs(out, exist_ok=True)
     dpzero_quadratic.main(_grid(args), out, make_plots=not args.no_plots)
   elif args.name == "dpzero_rates":
-    from experiments.reproductions import dpzero_rates  # pylint: disable=g-import-not-at-top
+    # pylint: disable-next=g-import-not-at-top
+    from experiments.reproductions import dpzero_rates
     source = args.source or _default_out("dpzero_quadratic", args)
     out = args.out or _default_out(args.name, args)
     os.makedirs(out, exist_ok=True)
     dpzero_rates.main(source, out)
   elif args.name == "dpzo_accounting":
-    from experiments.reproductions import dpzo_accounting  # pylint: disable=g-import-not-at-top
+    # pylint: disable-next=g-import-not-at-top
+    from experiments.reproductions import dpzo_accounting
     out = args.out or os.path.join("results", args.name)
     os.makedirs(out, exist_ok=True)
     dpzo_accounting.main(out, quick=args.quick)
   elif args.name == "pazo_table1":
-    from experiments.reproductions import pazo_table1  # pylint: disable=g-import-not-at-top
+    # pylint: disable-next=g-import-not-at-top
+    from experiments.reproductions import pazo_table1
     if args.quick:
       raise SystemExit("pazo_table1 has no --quick mode: use --fast (smoke) "
                        "or --epsilons/--max-minutes to run a slice.")

@@ -12,8 +12,9 @@ swaps the data and model:
   1/n = 1/57,600), Poisson sampling, the same number of steps, expected
   batch size and noise calibration for every method;
 * DP-SGD, DPZero, PAZO-M, PAZO-P, PAZO-P', PAZO-S, DPMD, DOPE-SGD, GEP;
-* ``len(SEEDS)`` seeds per cell, mean and standard deviation reported. A
-  seed sets the initialization, the public batches and the directions.
+* ``Budget.seeds`` (3 in the full mode) per cell, mean and standard
+  deviation reported. A seed sets the initialization, the public batches
+  and the directions; the noise and the Poisson batches are secret.
 
 Hyperparameter selection uses public data only:
 

@@ -84,3 +84,31 @@ def test_unknown_names_rejected():
     directions.direction_key(jax.random.key(0), "philox")
   with pytest.raises(ValueError):
     directions.sphere_radius(-1.0, 4)
+
+
+def test_get_sampler_stiefel_block_is_orthonormal_and_isotropic():
+  k, n = 3, 4000
+  sampler = directions.get_sampler("stiefel", num_directions=k)
+  keys = jax.random.split(jax.random.key(11), n)
+  mats = np.asarray(jax.vmap(lambda key: jax.vmap(
+      lambda t: jax.flatten_util.ravel_pytree(t)[0])(sampler(key, PARAMS)))(
+          keys))                                            # [n, K, d]
+  gram = np.einsum("nki,nli->nkl", mats, mats)
+  np.testing.assert_allclose(gram, np.broadcast_to(np.eye(k), gram.shape),
+                             atol=1e-5)
+  proj = np.einsum("nki,nkj->ij", mats, mats) / n
+  # A Haar rank-K projection P has Var(P_ii) = 2K(d-K) / (d^2 (d+2)) and
+  # smaller off-diagonal variance: allow 5 standard errors of the mean.
+  tol = 5 * math.sqrt(2 * k * (D - k) / (D**2 * (D + 2)) / n)
+  np.testing.assert_allclose(proj, (k / D) * np.eye(D), atol=tol)
+
+
+def test_get_sampler_stiefel_default_is_one_unit_direction():
+  u = directions.get_sampler("stiefel")(jax.random.key(2), PARAMS)
+  assert u["w"].shape == (1, 2, 3)
+  flat = jax.flatten_util.ravel_pytree(u)[0]
+  assert float(jnp.linalg.norm(flat)) == pytest.approx(1.0, rel=1e-5)
+  with pytest.raises(ValueError):
+    directions.get_sampler("stiefel", num_directions=0)
+  with pytest.raises(ValueError):
+    directions.get_sampler("gaussian", num_directions=2)

@@ -26,6 +26,7 @@ estimate of the gradient of the smoothed loss (DPZero eq. (2)).
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Callable, Literal, Union
 
@@ -37,7 +38,10 @@ PyTree = object
 Sampler = Callable[[jax.Array, PyTree], PyTree]
 SphereRadius = Union[Literal["sqrt_dim", "quarter_power_dim"], float]
 
+# Samplers of one direction shaped like ``params``.
 DIRECTION_NAMES = ("gaussian", "sphere", "sphere_quarter", "rademacher")
+# Samplers of a block of ``K`` directions (leading axis ``K``).
+BLOCK_DIRECTION_NAMES = ("stiefel",)
 
 
 def tree_size(tree: PyTree) -> int:
@@ -142,11 +146,24 @@ def stiefel(key: jax.Array, params: PyTree, num_directions: int) -> PyTree:
   return jax.vmap(unravel, in_axes=1)(q.astype(flat.dtype))
 
 
-def get_sampler(name: str) -> Sampler:
+def get_sampler(name: str, num_directions: int | None = None) -> Sampler:
   """Returns the sampler ``(key, params) -> direction`` called ``name``.
 
-  Names are listed in ``DIRECTION_NAMES``; see the module docstring.
+  Names are listed in ``DIRECTION_NAMES`` and ``BLOCK_DIRECTION_NAMES``; see
+  the module docstring. ``'stiefel'`` returns ``K = num_directions``
+  orthonormal directions stacked on a leading axis (``K = 1`` if not given:
+  one uniform unit direction, Noisy-ZOGD eq. (3) with ``K = 1``).
+  ``num_directions`` is only meaningful for ``'stiefel'``.
   """
+  if name == "stiefel":
+    k = 1 if num_directions is None else num_directions
+    if isinstance(k, bool) or int(k) != k or k < 1:
+      raise ValueError(f"num_directions must be an integer >= 1, got {k!r}.")
+    return functools.partial(stiefel, num_directions=int(k))
+  if num_directions is not None:
+    raise ValueError(
+        f"num_directions applies to {BLOCK_DIRECTION_NAMES} only; the "
+        f"{name!r} sampler draws one direction.")
   if name == "gaussian":
     return gaussian
   if name == "rademacher":
@@ -157,7 +174,7 @@ def get_sampler(name: str) -> Sampler:
     return lambda key, params: sphere(key, params, "quarter_power_dim")
   raise ValueError(
       f"Unknown direction distribution {name!r}; choose one of "
-      f"{DIRECTION_NAMES}.")
+      f"{DIRECTION_NAMES + BLOCK_DIRECTION_NAMES}.")
 
 
 PRNG_IMPLS = ("threefry", "rbg", "unsafe_rbg")

@@ -14,7 +14,9 @@ Estimators are optax transformations that go first in a chain:
 
 from zoprivacy import clipping
 from zoprivacy import directions
+from zoprivacy import hidden_state
 from zoprivacy import mechanisms
+from zoprivacy import projection
 from zoprivacy import queries
 from zoprivacy import privacy
 from zoprivacy.estimators import ESTIMATORS
@@ -29,6 +31,8 @@ from zoprivacy.estimators import dpmd
 from zoprivacy.estimators import dpzero
 from zoprivacy.estimators import gep
 from zoprivacy.estimators import mezo
+from zoprivacy.estimators import noisy_zogd
+from zoprivacy.estimators import noisy_zogd_chain
 from zoprivacy.estimators import pazo_m
 from zoprivacy.estimators import pazo_p
 from zoprivacy.estimators import pazo_s

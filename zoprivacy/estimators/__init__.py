@@ -18,5 +18,8 @@ from zoprivacy.estimators.scalar_zo import dp_zo
 from zoprivacy.estimators.scalar_zo import dpzero
 from zoprivacy.estimators.scalar_zo import mezo
 from zoprivacy.estimators.vector_zo import dpgd_zeroth
+# Noisy-ZOGD takes a NoisyZOGDSetting, not the keyword arguments above.
+from zoprivacy.estimators.noisy_zogd import noisy_zogd
+from zoprivacy.estimators.noisy_zogd import noisy_zogd_chain
 
 ESTIMATORS = registry.factories()

@@ -1,0 +1,180 @@
+"""Noisy-ZOGD (eq. (3)): noise split, gradient, projection, bad input."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import zoprivacy
+from zoprivacy import directions
+from zoprivacy import projection
+from zoprivacy.estimators import base
+from zoprivacy.hidden_state import baselines
+from zoprivacy.hidden_state import setting as setting_lib
+from zoprivacy.hidden_state import theorem32
+
+D, K, N = 20, 4, 8
+PARAMS = {"w": jnp.zeros((4, 4)), "b": jnp.zeros((4,))}     # d = 20
+DATA = jnp.asarray(np.random.default_rng(0).normal(size=(N, D)), jnp.float32)
+
+
+def flat(tree):
+  return jax.flatten_util.ravel_pytree(tree)[0]
+
+
+def quadratic_loss(params, x):
+  """l_i(w) = ||w - x_i||^2 / 2: its finite difference is exact."""
+  return 0.5 * jnp.sum(jnp.square(flat(params) - x))
+
+
+def make_setting(**changes):
+  kw = dict(dimension=D, dataset_size=N, num_directions=K, step_size=0.5,
+            noise_std=1.0, clip=2.0, radius=3.0, smoothing=1e-2,
+            directional_fraction=0.3)
+  kw.update(changes)
+  return setting_lib.NoisyZOGDSetting(**kw)
+
+
+def test_noise_split_matches_directional_fraction_and_accountant():
+  setting = make_setting()
+  est = zoprivacy.noisy_zogd(setting, key=1)
+  const = lambda p, x: jnp.zeros(())   # no signal: the estimate is noise
+  n = 3000
+
+  @jax.jit
+  def sample(state):
+    g, new = est.update(None, state, PARAMS, per_example_loss=const,
+                        batch=DATA)
+    _, dkey, _ = base.split_step_keys(state)
+    u = directions.stiefel(dkey, PARAMS, K)
+    mat = jax.vmap(flat)(u)                                 # [K, d]
+    coeff = mat @ flat(g)
+    resid = flat(g) - mat.T @ coeff
+    return new, (coeff, jnp.sum(resid**2))
+
+  _, (coeffs, resid) = jax.lax.scan(lambda s, _: sample(s),
+                                    est.init(PARAMS), None, length=n)
+  along, across = setting.noise_variances()
+  emp_along = float(jnp.mean(coeffs**2))
+  emp_across = float(jnp.mean(resid)) / (D - K)
+  # Variances of n*K (resp. n*(d-K)) chi-square terms: 5 standard errors.
+  print(f"along: {emp_along:.4f} vs {along:.4f}; across: {emp_across:.4f} "
+        f"vs {across:.4f}")
+  assert emp_along == pytest.approx(along, rel=5 * math.sqrt(2 / (n * K)))
+  assert emp_across == pytest.approx(across,
+                                     rel=5 * math.sqrt(2 / (n * (D - K))))
+  # The accountant, given the same object, uses the same split: the
+  # composition RDP from the *measured* variance along the directions ...
+  sens = 2 * setting.clip / (N * math.sqrt(K))
+  measured_slope = sens**2 / (2 * emp_along)
+  accounted = baselines.composition_rdp(est.privacy.setting, 1)
+  slope = accounted.rdp[0] / accounted.orders[0]
+  assert slope == pytest.approx(measured_slope, rel=5 * math.sqrt(2 / (n * K)))
+  # ... and Thm 3.2 charges the mechanism's own beta at every step.
+  assumptions = setting_lib.LossAssumptions(smoothness=1.0, lipschitz=2.0,
+                                            strong_convexity=0.5)
+  bound = theorem32.hidden_state_bound(
+      est.privacy.setting.replace(assumptions=assumptions), 50, 1e-5)
+  for point in bound.points.values():
+    if point.solution is not None:
+      np.testing.assert_array_equal(point.solution.fractions,
+                                    setting.directional_fraction)
+
+
+def test_gradient_is_average_of_clipped_directional_derivatives():
+  setting = make_setting(noise_std=1e-9, clip=1.5)
+  est = zoprivacy.noisy_zogd(setting, key=3)
+  w = {"w": jnp.full((4, 4), 0.1), "b": jnp.full((4,), -0.2)}
+  state = est.init(w)
+  g, _ = est.update(None, state, w, per_example_loss=quadratic_loss,
+                    batch=DATA)
+  _, dkey, _ = base.split_step_keys(state)
+  mat = np.asarray(jax.vmap(flat)(directions.stiefel(dkey, w, K)))
+  fd = (np.asarray(flat(w)) - np.asarray(DATA)) @ mat.T      # [N, K]
+  ghat = np.clip(fd, -1.5, 1.5).mean(0)                      # [K]
+  expected = ghat @ mat / K
+  np.testing.assert_allclose(np.asarray(flat(g)), expected, atol=1e-5)
+
+
+def test_schedule_is_indexed_by_step():
+  setting = make_setting(directional_fraction=(1.0, 0.0))
+  est = zoprivacy.noisy_zogd(setting, key=0)
+  const = lambda p, x: jnp.zeros(())
+  state = est.init(PARAMS)
+  out = []
+  for _ in range(2):
+    _, dkey, _ = base.split_step_keys(state)
+    mat = jax.vmap(flat)(directions.stiefel(dkey, PARAMS, K))
+    g, state = est.update(None, state, PARAMS, per_example_loss=const,
+                          batch=DATA)
+    out.append(float(jnp.sum((flat(g) - mat.T @ (mat @ flat(g)))**2)))
+  assert out[0] < 1e-10 < out[1]      # step 0 all directional, step 1 not
+
+
+def test_projection_keeps_ball_and_is_identity_inside():
+  tx = projection.project_l2_ball(2.0)
+  inside = {"a": jnp.array([0.3, -0.4]), "b": jnp.array([[0.5]])}
+  step = {"a": jnp.array([0.1, 0.1]), "b": jnp.array([[-0.2]])}
+  up, _ = tx.update(step, tx.init(inside), inside)
+  for k in inside:
+    np.testing.assert_array_equal(up[k], step[k])
+  far = {"a": jnp.array([3.0, 4.0]), "b": jnp.array([[12.0]])}
+  new = optax.apply_updates(inside, tx.update(far, None, inside)[0])
+  norm = float(projection.tree_norm(new))
+  assert norm == pytest.approx(2.0, rel=1e-6)
+  direction = flat(optax.apply_updates(inside, far))
+  np.testing.assert_allclose(flat(new), 2.0 * direction
+                             / jnp.linalg.norm(direction), rtol=1e-6)
+
+
+def test_chain_stays_in_ball():
+  setting = make_setting(noise_std=5.0, step_size=2.0, radius=0.5)
+  tx = zoprivacy.noisy_zogd_chain(setting, key=2)
+  params, state = PARAMS, tx.init(PARAMS)
+  for _ in range(5):
+    up, state = tx.update(jax.tree.map(jnp.zeros_like, params), state, params,
+                          per_example_loss=quadratic_loss, batch=DATA)
+    params = optax.apply_updates(params, up)
+    assert float(projection.tree_norm(params)) <= 0.5 * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("changes, match", [
+    (dict(num_directions=11), "d >= 2K"),
+    (dict(radius=0.0), "radius"),
+    (dict(radius=-1.0), "radius"),
+    (dict(directional_fraction=1.5), r"\[0, 1\]"),
+    (dict(directional_fraction=(0.5, -0.1)), r"\[0, 1\]"),
+])
+def test_bad_settings_rejected(changes, match):
+  with pytest.raises(ValueError, match=match):
+    make_setting(**changes)
+
+
+def test_step_size_limit_and_undeclared_assumptions():
+  strong = setting_lib.LossAssumptions(smoothness=2.0, lipschitz=1.0,
+                                       strong_convexity=1.0)
+  with pytest.raises(ValueError, match="above the limit K/M"):
+    make_setting(step_size=K / 2.0 + 0.01, assumptions=strong)
+  convex = setting_lib.LossAssumptions(smoothness=2.0, lipschitz=1.0,
+                                       convex=True)
+  with pytest.raises(ValueError, match="2K/M"):
+    make_setting(step_size=K + 0.01, assumptions=convex)
+  make_setting(step_size=K, assumptions=convex)            # at the limit: ok
+  with pytest.raises(ValueError, match="declared loss assumptions"):
+    theorem32.hidden_state_bound(make_setting(), 10, 1e-5)
+  with pytest.raises(ValueError, match="Lipschitz"):
+    make_setting(assumptions=setting_lib.LossAssumptions(
+        smoothness=1.0, lipschitz=5.0))
+
+
+def test_bad_estimator_input_rejected_before_data():
+  with pytest.raises(ValueError, match="radius"):
+    projection.project_l2_ball(0.0)
+  with pytest.raises(ValueError, match="smoothing"):
+    zoprivacy.noisy_zogd(make_setting(smoothing=0.0))
+  est = zoprivacy.noisy_zogd(make_setting(dimension=22))
+  with pytest.raises(ValueError, match="d = 22"):
+    est.init(PARAMS)

@@ -1,0 +1,154 @@
+"""Noisy-ZOGD (Chien, Chen & Li, eq. (3)) and its mini-batch form (eq. (63)).
+
+One step, composed from the shared primitives:
+
+1. ``K`` orthonormal directions, Haar-uniform on the Stiefel manifold
+   (:func:`zoprivacy.directions.stiefel`), from the step's public key;
+2. per example and direction, the two-point finite difference at
+   ``w +- xi u_k`` (:mod:`zoprivacy.queries`), clipped at ``Delta``
+   (:mod:`zoprivacy.clipping`) and summed over the batch;
+3. directional noise on the ``K`` sums and isotropic noise on the
+   ``d``-vector (two :class:`zoprivacy.mechanisms.GaussianMechanism`);
+4. ``g = (1/K) sum_k (g_k + sqrt(K) G_k) u_k + G' / sqrt(d)`` with
+   ``G_k ~ N(0, beta sigma^2)``, ``G' ~ N(0, (1 - beta) sigma^2 I_d)``.
+
+``optax.sgd(eta)`` then takes ``w - eta g``, which is eq. (3) before the
+projection, and :func:`zoprivacy.projection.project_l2_ball` projects onto
+``B_R``: :func:`noisy_zogd_chain` builds exactly that chain. ``beta`` is the
+setting's ``directional_fraction`` (Thm 3.2's convention, the directional
+share; see :mod:`zoprivacy.hidden_state.setting`).
+
+In units of the clipped sums (one example contributes a vector of L2 norm
+at most ``sqrt(K) Delta``, sensitivity ``2 sqrt(K) Delta`` under
+replace-one), the directional noise has multiplier ``b sqrt(beta) sigma /
+Delta`` and the isotropic one ``b sqrt(K (1 - beta) / d) sigma / Delta``,
+with ``b`` the batch size (``n`` for the full batch).
+
+Nothing the step computes is released: the intermediate iterates are the
+hidden state of the analysis, so the estimator state keeps no released
+scalars (unlike DPZero's public scalar trajectory).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from zoprivacy import clipping
+from zoprivacy import directions as directions_lib
+from zoprivacy import mechanisms
+from zoprivacy import projection
+from zoprivacy import queries
+from zoprivacy import validation
+from zoprivacy.estimators import base
+from zoprivacy.hidden_state import privacy as privacy_lib
+from zoprivacy.hidden_state import setting as setting_lib
+
+
+def _mechanisms(setting: setting_lib.NoisyZOGDSetting, beta):
+  """The directional and isotropic Gaussian mechanisms of one step."""
+  b, k, d = setting.divisor, setting.num_directions, setting.dimension
+  scale = b * setting.noise_std / setting.clip
+  directional = mechanisms.GaussianMechanism(
+      clip=setting.clip, noise_multiplier=scale * jnp.sqrt(beta),
+      num_queries=k, neighboring="replace_one")
+  isotropic = mechanisms.GaussianMechanism(
+      clip=setting.clip, noise_multiplier=scale * jnp.sqrt(k * (1.0 - beta) / d),
+      num_queries=k, neighboring="replace_one")
+  return directional, isotropic
+
+
+def noisy_zogd(setting: setting_lib.NoisyZOGDSetting, *, key=0,
+               direction_prng: str = "threefry",
+               query_batch_size: int | None = None) -> base.PrivateEstimator:
+  """The privatized Noisy-ZOGD gradient ``g`` of eq. (3) (before ``-eta``).
+
+  Args:
+    setting: the run's :class:`~zoprivacy.hidden_state.NoisyZOGDSetting`
+      (``K``, ``sigma``, ``Delta``, ``xi > 0``, ``directional_fraction``,
+      ``n`` or ``b``). A per-step schedule of fractions is indexed by the
+      step count (its last entry is reused past its end).
+    key: PRNG key or integer seed for directions and noise.
+    direction_prng: 'threefry' (default), 'rbg' or 'unsafe_rbg'.
+    query_batch_size: directions evaluated together (``lax.map`` batch);
+      ``None``: all ``K`` at once.
+
+  Returns:
+    An estimator whose ``privacy`` is a
+    :class:`~zoprivacy.hidden_state.NoisyZOGDPrivacy` built from the same
+    ``setting``, so the accountant reads the same split.
+
+  Raises:
+    ValueError: at construction for a non-positive smoothing, at ``init``
+      when the parameters do not have ``setting.dimension`` entries.
+  """
+  smoothing = validation.positive("smoothing", setting.smoothing)
+  validation.one_of("direction_prng", direction_prng, directions_lib.PRNG_IMPLS)
+  k = setting.num_directions
+  chunk = k if query_batch_size is None else validation.positive_int(
+      "query_batch_size", query_batch_size)
+  sampler = directions_lib.get_sampler("stiefel", num_directions=k)
+  fraction = setting.directional_fraction
+  schedule = (jnp.asarray(fraction, jnp.float32)
+              if isinstance(fraction, tuple) else None)
+
+  def init_fn(params):
+    dim = directions_lib.tree_size(params)
+    if dim != setting.dimension:
+      raise ValueError(
+          f"The parameters have {dim} entries but the setting says d = "
+          f"{setting.dimension}; K = {k} must satisfy d >= 2K.")
+    return base.init_state(key, num_released=0)
+
+  def update_fn(updates, state, params=None, **extra_args):
+    del updates
+    if params is None:
+      raise ValueError("Estimators need params in update().")
+    args = base.parse_extra_args(extra_args)
+    next_key, direction_key, noise_key = base.split_step_keys(state)
+    u = sampler(directions_lib.direction_key(direction_key, direction_prng),
+                params)                                   # leading axis K
+
+    def query(u_k):
+      f_plus, f_minus = queries.two_point_losses(args.loss, params, u_k,
+                                                 smoothing, args.batch)
+      return clipping.two_point_scalar(f_plus, f_minus, smoothing,
+                                       "finite_difference")
+
+    per_example = jax.lax.map(query, u, batch_size=chunk)  # [K, B]
+    clipped = clipping.clip_scalars(per_example.astype(jnp.float32).T,
+                                    setting.clip)          # [B, K]
+    sums = mechanisms.masked_sum(clipped, args.mask)       # [K]
+    beta = (fraction if schedule is None else
+            jnp.take(schedule, state.step, mode="clip"))
+    directional, isotropic = _mechanisms(setting, beta)
+    dir_key, iso_key = jax.random.split(noise_key)
+    noisy = directional.add_noise(dir_key, sums)
+    vector = jax.tree.map(
+        lambda x: jnp.tensordot(noisy.astype(x.dtype), x, axes=1), u)
+    vector = isotropic.add_noise(iso_key, vector)
+    denom = setting.divisor * k
+    grad = jax.tree.map(lambda x: x / denom, vector)
+    return grad, base.EstimatorState(key=next_key, step=state.step + 1,
+                                     released=state.released)
+
+  privacy = privacy_lib.NoisyZOGDPrivacy.from_setting(setting)
+  return base.PrivateEstimator(init_fn, update_fn, privacy)
+
+
+def noisy_zogd_chain(setting: setting_lib.NoisyZOGDSetting, *, key=0,
+                     direction_prng: str = "threefry",
+                     query_batch_size: int | None = None
+                     ) -> base.PrivateEstimator:
+  """The whole eq. (3) update: estimator, ``sgd(eta)``, projection on ``B_R``.
+
+  ``params`` must start inside ``B_R`` and must not depend on the data
+  (Thm 3.2 assumes identical initializations ``w_0 = w_0'``).
+  """
+  estimator = noisy_zogd(setting, key=key, direction_prng=direction_prng,
+                         query_batch_size=query_batch_size)
+  chain = optax.chain(estimator, optax.sgd(setting.step_size),
+                      projection.project_l2_ball(setting.radius))
+  return base.PrivateEstimator(chain.init, chain.update, estimator.privacy)
+

@@ -1,0 +1,31 @@
+"""Hidden-state (final-iterate) privacy of Noisy-ZOGD.
+
+Chien, Chen & Li, "Privacy Amplification in Differentially Private
+Zeroth-Order Optimization with Hidden States". One
+:class:`NoisyZOGDSetting` drives both the mechanism
+(:func:`zoprivacy.noisy_zogd_chain`) and the accountants:
+
+* :func:`hidden_state_bound`: Thm 3.2 / Thm A.3, optimized numerically;
+* :func:`corollary33`: the closed form for strongly convex losses;
+* :func:`composition_rdp`, :func:`output_perturbation_rdp`: the baselines;
+* :func:`final_iterate_report`: the three side by side.
+
+See ``docs/hidden_state.md`` for when the final-iterate guarantee applies.
+"""
+
+from zoprivacy.hidden_state.baselines import composition_rdp
+from zoprivacy.hidden_state.baselines import output_perturbation_rdp
+from zoprivacy.hidden_state.corollary33 import Corollary33
+from zoprivacy.hidden_state.corollary33 import corollary33
+from zoprivacy.hidden_state.corollary33 import minimum_directions
+from zoprivacy.hidden_state.corollary33 import saturation_window
+from zoprivacy.hidden_state.privacy import NoisyZOGDPrivacy
+from zoprivacy.hidden_state.rdp import CONVERSIONS
+from zoprivacy.hidden_state.rdp import RdpCurve
+from zoprivacy.hidden_state.report import FinalIterateReport
+from zoprivacy.hidden_state.report import final_iterate_report
+from zoprivacy.hidden_state.setting import LossAssumptions
+from zoprivacy.hidden_state.setting import NoisyZOGDSetting
+from zoprivacy.hidden_state.setting import step_size_limit
+from zoprivacy.hidden_state.theorem32 import HiddenStateBound
+from zoprivacy.hidden_state.theorem32 import hidden_state_bound

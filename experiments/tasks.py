@@ -101,6 +101,7 @@ def get_task(config: ml_collections.ConfigDict) -> Task:
   """Builds the task named by ``config.dataset``."""
   # The paper settings' tasks (text, CIFAR-10, ...) register themselves here.
   from experiments import paper_tasks  # pylint: disable=g-import-not-at-top,unused-import
+  from experiments import hidden_state_tasks  # pylint: disable=g-import-not-at-top,unused-import
   if config.dataset not in TASKS:
     raise ValueError(f"Unknown dataset {config.dataset!r}; choose one of {sorted(TASKS)}.")
   return TASKS[config.dataset](config)

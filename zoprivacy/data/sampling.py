@@ -11,11 +11,15 @@ ever dropped: a batch larger than the capacity (probability below
 recompilation, not privacy.
 
 :class:`ShuffleSampler` draws fixed-size batches without replacement from
-epoch permutations, for non-private baselines. Each sampler names its
-``scheme`` so the accountant knows which analysis applies.
+epoch permutations, for non-private baselines.
+:class:`WithoutReplacementSampler` draws every step's batch as an
+independent uniformly random subset of fixed size (Noisy-ZOSGD, Chien,
+Chen & Li App. A.9); :class:`FullBatchSampler` returns the whole dataset.
+Each sampler names its ``scheme`` so the accountant knows which analysis
+applies.
 
-The Poisson sampler's randomness is SECRET: a batch known to an adversary
-gives no amplification by subsampling. It draws from a 256-bit secret (OS
+The Poisson and without-replacement samplers' randomness is SECRET: a batch
+known to an adversary gives no amplification by subsampling. It draws from a 256-bit secret (OS
 entropy by default, see :mod:`zoprivacy.privacy.randomness`), never from a
 config seed; step ``t`` uses a Philox generator keyed by ``(secret, t)``, so
 the batch of step ``t`` is the same whether or not the run was interrupted
@@ -131,6 +135,65 @@ class ShuffleSampler:
     start = position * self.batch_size
     indices = perm[start:start + self.batch_size].astype(np.int32)
     return IndexBatch(indices, np.ones(self.batch_size, bool))
+
+
+class WithoutReplacementSampler:
+  """Each step: ``batch_size`` distinct examples, uniformly, independently.
+
+  Unlike :class:`ShuffleSampler` there are no epochs: the batch of step ``t``
+  is a uniformly random subset drawn afresh from the SECRET stream
+  ``(secret, "without_replacement", t)``, which is the sampling App. A.9 of
+  Chien, Chen & Li and Wang, Balle & Kasiviswanathan (2019, Thm. 27)
+  analyze (replace-one). Like :class:`PoissonSampler` it takes a secret
+  (OS entropy by default), never a config seed.
+  """
+  scheme = "without_replacement"
+
+  def __init__(self, dataset_size: int, batch_size: int, *,
+               secret: bytes | None = None,
+               insecure_test_seed: int | None = None):
+    self.batch_size = validation.positive_int("batch_size", batch_size)
+    self.dataset_size = validation.positive_int("dataset_size", dataset_size)
+    if self.batch_size > self.dataset_size:
+      raise ValueError(f"batch_size ({batch_size}) exceeds the dataset "
+                       f"({dataset_size}).")
+    self.expected_batch_size = float(self.batch_size)
+    self.sampling_probability = self.batch_size / self.dataset_size
+    self.capacity = self.batch_size
+    if secret is None:
+      secret = (randomness.new_secret() if insecure_test_seed is None else
+                randomness.insecure_test_secret(insecure_test_seed))
+    self.secret = randomness.check_secret(secret)
+
+  def batch_indices(self, step: int) -> IndexBatch:
+    rng = randomness.numpy_generator(self.secret, "without_replacement",
+                                     int(step))
+    indices = np.sort(rng.choice(self.dataset_size, self.batch_size,
+                                 replace=False)).astype(np.int32)
+    return IndexBatch(indices, np.ones(self.batch_size, bool))
+
+
+class FullBatchSampler:
+  """Every step uses all ``dataset_size`` examples (Noisy-ZOGD, eq. (3)).
+
+  It has no randomness; ``secret`` and ``insecure_test_seed`` are accepted
+  (and ignored) so that every sampler is built the same way.
+  """
+  scheme = "full_batch"
+
+  def __init__(self, dataset_size: int, *, secret: bytes | None = None,
+               insecure_test_seed: int | None = None):
+    del secret, insecure_test_seed
+    self.dataset_size = validation.positive_int("dataset_size", dataset_size)
+    self.batch_size = self.capacity = self.dataset_size
+    self.expected_batch_size = float(self.dataset_size)
+    self.sampling_probability = 1.0
+    self._batch = IndexBatch(np.arange(self.dataset_size, dtype=np.int32),
+                             np.ones(self.dataset_size, bool))
+
+  def batch_indices(self, step: int) -> IndexBatch:
+    del step
+    return self._batch
 
 
 class PaddedBatch(NamedTuple):

@@ -15,10 +15,10 @@ See ``docs/hidden_state.md`` for when the final-iterate guarantee applies.
 
 from zoprivacy.hidden_state.baselines import composition_rdp
 from zoprivacy.hidden_state.baselines import output_perturbation_rdp
-from zoprivacy.hidden_state.corollary33 import Corollary33
-from zoprivacy.hidden_state.corollary33 import corollary33
-from zoprivacy.hidden_state.corollary33 import minimum_directions
-from zoprivacy.hidden_state.corollary33 import saturation_window
+from zoprivacy.hidden_state.closed_form import Corollary33
+from zoprivacy.hidden_state.closed_form import corollary33
+from zoprivacy.hidden_state.closed_form import minimum_directions
+from zoprivacy.hidden_state.closed_form import saturation_window
 from zoprivacy.hidden_state.privacy import NoisyZOGDPrivacy
 from zoprivacy.hidden_state.rdp import CONVERSIONS
 from zoprivacy.hidden_state.rdp import RdpCurve

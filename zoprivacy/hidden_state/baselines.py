@@ -52,15 +52,18 @@ def composition_step_multiplier(setting: setting_lib.NoisyZOGDSetting,
 
 
 def composition_rdp(setting: setting_lib.NoisyZOGDSetting, num_steps: int,
-                    orders=rdp_lib.DEFAULT_ORDERS) -> rdp_lib.RdpCurve:
+                    orders=None) -> rdp_lib.RdpCurve:
   """Thm 3.1: RDP of publishing all ``num_steps`` iterates.
 
   Full batch: the sum of the per-step Gaussian curves above. Mini-batch
   (``setting.batch_size < n``): each step is the Gaussian subsampled
-  without replacement (WBK'19 Thm. 27), composed.
+  without replacement (WBK'19 Thm. 27), composed. ``orders``: default
+  :func:`zoprivacy.hidden_state.rdp.orders_for`.
   """
   if not isinstance(num_steps, int) or num_steps < 1:
     raise ValueError(f"num_steps must be an integer >= 1, got {num_steps!r}.")
+  if orders is None:
+    orders = rdp_lib.orders_for(setting)
   counts: dict[float, int] = {}
   for beta in setting.fractions(num_steps):
     counts[beta] = counts.get(beta, 0) + 1

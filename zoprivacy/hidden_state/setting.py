@@ -157,7 +157,8 @@ class NoisyZOGDSetting:
   # ------------------------------------------------------------ derived
   @property
   def full_batch(self) -> bool:
-    return self.batch_size is None or self.batch_size == self.dataset_size
+    """No ``batch_size``: Thm 3.2. Any ``batch_size`` (even ``n``): Thm A.3."""
+    return self.batch_size is None
 
   @property
   def divisor(self) -> int:

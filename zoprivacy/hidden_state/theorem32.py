@@ -136,9 +136,10 @@ def _first_term_curves(setting, fractions, orders):
                                             orders).scaled(k)
     each = rdp_lib.subsampled_gaussian_rdp(q, math.sqrt(beta) * scale, orders)
     fa, fb = whole.fn, each.fn
-    curves[beta] = rdp_lib.RdpCurve(
-        whole.orders, np.minimum(whole.rdp, each.rdp),
+    fn = None if fa is None or fb is None else (
         lambda a, fa=fa, fb=fb: min(fa(a), fb(a)))
+    curves[beta] = rdp_lib.RdpCurve(whole.orders,
+                                    np.minimum(whole.rdp, each.rdp), fn)
   return curves
 
 
@@ -166,7 +167,14 @@ class _Search:
       return prog.shift_costs()
     return prog.costs()
 
-  def evaluate(self, concentration: float, full_improved: bool = False):
+  def values(self, concentration: float, improved_at: str = "all") -> dict:
+    """Per-``tau`` epsilons of the relaxed program, by conversion.
+
+    The standard conversion is exact and cheap for every ``tau``; for the
+    full batch the improved one is evaluated at every ``tau``
+    (``improved_at='all'``) or only at the standard one's best ``tau``
+    (``'argmin'``; others are inf).
+    """
     prog = _program(self.setting, self.num_steps, concentration,
                     self.fractions)
     cost = self._costs(prog)
@@ -175,21 +183,23 @@ class _Search:
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
       if self.minibatch:
         rdp = self.first + np.outer(cost, self.orders)
-        values = {"standard": rdp_lib.standard_epsilons(self.orders, rdp,
-                                                        conv_delta),
-                  "improved": rdp_lib.improved_epsilons(self.orders, rdp,
-                                                        conv_delta)}
-      else:
-        log_inv = -np.log(np.where(conv_delta > 0, conv_delta, np.nan))
-        std = cost + 2.0 * np.sqrt(cost * log_inv)
-        std = np.where((conv_delta > 0) & np.isfinite(cost), std, np.inf)
-        values = {"standard": std}
-        idx = (np.arange(self.num_steps) if full_improved
-               else np.array([int(np.argmin(std))]))
-        imp = np.full(self.num_steps, np.inf)
-        imp[idx] = rdp_lib.improved_epsilons(
-            self.orders, np.outer(cost[idx], self.orders), conv_delta[idx])
-        values["improved"] = imp
+        return {"standard": rdp_lib.standard_epsilons(self.orders, rdp,
+                                                      conv_delta),
+                "improved": rdp_lib.improved_epsilons(self.orders, rdp,
+                                                      conv_delta)}
+      log_inv = -np.log(np.where(conv_delta > 0, conv_delta, np.nan))
+      std = cost + 2.0 * np.sqrt(cost * log_inv)
+      std = np.where((conv_delta > 0) & np.isfinite(cost), std, np.inf)
+      idx = (np.arange(self.num_steps) if improved_at == "all"
+             else np.array([int(np.argmin(std))]))
+      imp = np.full(self.num_steps, np.inf)
+      imp[idx] = rdp_lib.improved_epsilons(
+          self.orders, np.outer(cost[idx], self.orders), conv_delta[idx])
+    return {"standard": std, "improved": imp}
+
+  def evaluate(self, concentration: float, full_improved: bool = False):
+    values = self.values(concentration,
+                         "all" if full_improved else "argmin")
     for name, vals in values.items():
       tau = int(np.argmin(vals))
       val = float(vals[tau])
@@ -200,7 +210,7 @@ class _Search:
 
 def hidden_state_bound(setting: setting_lib.NoisyZOGDSetting, num_steps: int,
                        delta: float, *, design: bool = False,
-                       orders=rdp_lib.DEFAULT_ORDERS) -> HiddenStateBound:
+                       orders=None) -> HiddenStateBound:
   """The optimized Thm 3.2 / Thm A.3 bound on the final iterate ``w_T``.
 
   Args:
@@ -209,7 +219,8 @@ def hidden_state_bound(setting: setting_lib.NoisyZOGDSetting, num_steps: int,
     delta: the target total delta (conversion plus failure term).
     design: optimize ``beta_t`` too (full batch only); the mechanism must
       then run :meth:`HiddenStateBound.schedule`.
-    orders: Renyi orders of the search and of the returned curves.
+    orders: Renyi orders of the search and of the returned curves (default
+      :func:`zoprivacy.hidden_state.rdp.orders_for`).
 
   Raises:
     ValueError: undeclared assumptions, ``design`` with mini-batches, or no
@@ -222,6 +233,8 @@ def hidden_state_bound(setting: setting_lib.NoisyZOGDSetting, num_steps: int,
   if design and not setting.full_batch:
     raise ValueError("design=True optimizes beta_t for the full batch only; "
                      "give the mini-batch setting a directional_fraction.")
+  if orders is None:
+    orders = rdp_lib.orders_for(setting)
   search = _Search(setting, num_steps, delta, design, orders)
   grid = list(COARSE)
   c = setting.contraction
@@ -257,6 +270,20 @@ def hidden_state_bound(setting: setting_lib.NoisyZOGDSetting, num_steps: int,
 
 
 def _point(search, conversion, concentration, tau) -> HiddenStatePoint:
+  """The solution at ``(concentration, tau)``; if the closed form had to be
+  repaired (``c2 > 0``), the next best ``tau`` are tried as well."""
+  point = _point_at(search, conversion, concentration, tau)
+  if point.solution.repaired:
+    vals = search.values(concentration)[conversion]
+    for other in np.argsort(vals)[:8]:
+      if int(other) != tau and np.isfinite(vals[other]):
+        trial = _point_at(search, conversion, concentration, int(other))
+        if trial.epsilon < point.epsilon:
+          point = trial
+  return point
+
+
+def _point_at(search, conversion, concentration, tau) -> HiddenStatePoint:
   setting = search.setting
   prog = _program(setting, search.num_steps, concentration, search.fractions)
   solution = prog.solve(tau)
@@ -269,9 +296,11 @@ def _point(search, conversion, concentration, tau) -> HiddenStatePoint:
     for beta in search.fractions[tau:]:
       counts[beta] = counts.get(beta, 0) + 1
     fns = [(search.first_fns[b].fn, n) for b, n in counts.items()]
+    exact = all(f is not None for f, _ in fns)
     curve = rdp_lib.RdpCurve(
         search.orders, rdp,
-        lambda a: sum(n * f(a) for f, n in fns) + shift * a)
+        (lambda a: sum(n * f(a) for f, n in fns) + shift * a) if exact
+        else None)
   else:
     curve = rdp_lib.linear_curve(solution.cost, search.orders)
   eps = curve.epsilon(conv_delta, conversion)

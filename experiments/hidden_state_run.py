@@ -1,0 +1,132 @@
+"""What the runner does differently for Noisy-ZOGD (``estimator='noisy_zogd'``).
+
+* :func:`preflight` checks the hyperparameters against Thm 3.2 from the
+  config alone, before any data is loaded: ``d >= 2K``, ``R > 0``, the
+  directional fraction in [0, 1], the step size limit and the declared loss
+  assumptions (the clip must cover the Lipschitz constant).
+* :func:`build` makes the setting, the optax chain (estimator, ``sgd(eta)``,
+  projection) and the privacy spec once the dataset size is known.
+* :func:`published_outputs` lists what the run publishes from intermediate
+  iterates; :func:`final_iterate` refuses the final-iterate epsilon when the
+  list is not empty (``docs/hidden_state.md``).
+
+Config fields: ``estimator_kwargs`` (``num_directions``, ``noise_std``,
+``clip``, ``smoothing``, ``directional_fraction``), ``learning_rate`` (the
+step size ``eta``; ``None``: the theorem's limit, ``K/M`` for a strongly
+convex loss), ``radius``, ``l2``, ``sampling`` ('full_batch' or
+'without_replacement' with ``expected_batch_size`` as the batch size) and
+``hidden_state`` (``report``, ``checkpoints_private``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import zoprivacy
+from zoprivacy.hidden_state import setting as setting_lib
+from experiments import hidden_state_tasks
+
+SAMPLING = ("full_batch", "without_replacement")
+
+
+def _assumptions(config) -> setting_lib.LossAssumptions:
+  if config.dataset not in ("digits_logreg", "fashion_mnist_logreg"):
+    raise ValueError(
+        f"Noisy-ZOGD's final-iterate epsilon needs declared loss assumptions; "
+        f"the task {config.dataset!r} declares none. Use digits_logreg or "
+        "fashion_mnist_logreg, or set hidden_state.report=False.")
+  kw = config.estimator_kwargs
+  return hidden_state_tasks.assumptions(config.l2, config.radius, kw.smoothing)
+
+
+def _dataset(config) -> str:
+  return config.dataset.removesuffix("_logreg")
+
+
+def make_setting(config, dataset_size: int) -> setting_lib.NoisyZOGDSetting:
+  kw = dict(config.estimator_kwargs)
+  fraction = kw.pop("directional_fraction", 0.5)
+  if isinstance(fraction, list):
+    fraction = tuple(fraction)
+  report = config.hidden_state.report
+  assumptions = _assumptions(config) if report else None
+  k = kw["num_directions"]
+  eta = config.get("learning_rate")
+  if eta is None:
+    if assumptions is None:
+      raise ValueError("Set learning_rate (the step size eta).")
+    eta = setting_lib.step_size_limit(assumptions, k)
+  if config.sampling not in SAMPLING:
+    raise ValueError(f"Noisy-ZOGD samples {SAMPLING}, got sampling="
+                     f"{config.sampling!r}.")
+  batch = (None if config.sampling == "full_batch"
+           else int(config.expected_batch_size))
+  return setting_lib.NoisyZOGDSetting(
+      dimension=hidden_state_tasks.dimension(_dataset(config)),
+      dataset_size=dataset_size, num_directions=k, step_size=float(eta),
+      noise_std=kw["noise_std"], clip=kw["clip"], radius=config.radius,
+      smoothing=kw["smoothing"], directional_fraction=fraction,
+      batch_size=batch, assumptions=assumptions)
+
+
+def preflight(config) -> None:
+  """Every check that needs no data (a stand-in dataset size is used)."""
+  stand_in = (1 if config.sampling == "full_batch"
+              else int(config.expected_batch_size))
+  make_setting(config, stand_in)
+
+
+def build(config, dataset_size: int):
+  """``(setting, chain, privacy)`` for the run."""
+  setting = make_setting(config, dataset_size)
+  chain = zoprivacy.noisy_zogd_chain(setting, key=config.seed)
+  return setting, chain, chain.privacy
+
+
+def ledger_step(privacy, step: int) -> dict:
+  """Ledger arguments for step ``step``: each step is charged as one
+  full-batch replace-one Gaussian (for mini-batches this forgoes the
+  amplification by sampling; the final-iterate report has the tight
+  composition figure)."""
+  return dict(noise_multiplier=privacy.noise_multiplier_at(step),
+              sampling_probability=1.0, mechanism="gaussian",
+              num_queries=privacy.mechanism.num_queries, sampling="full_batch")
+
+
+def published_outputs(config) -> list[str]:
+  """Outputs computed from intermediate iterates that the run publishes."""
+  out = []
+  every, steps = config.get("eval_every") or 0, config.num_steps
+  if every and every < steps:
+    out.append(f"test accuracy of intermediate iterates (eval_every={every},"
+               " also shown in the progress bar)")
+  ckpt = config.get("checkpoint_every") or 0
+  if config.get("workdir") and ckpt and ckpt < steps and not (
+      config.hidden_state.get("checkpoints_private", False)):
+    out.append(f"intermediate checkpoints (checkpoint_every={ckpt}) not "
+               "declared private (hidden_state.checkpoints_private)")
+  for name in ("trajectory_log", "log_trajectory"):
+    if config.get(name):
+      out.append(f"the trajectory log ({name}) publishes intermediate "
+                 "iterates")
+  return out
+
+
+def final_iterate(config, privacy, num_steps: int) -> dict[str, Any]:
+  """The three epsilons of the run, or why they are refused."""
+  published = published_outputs(config)
+  if published:
+    return {"refused": "the final-iterate (hidden-state) epsilon does not "
+                       "apply: intermediate outputs are published: "
+                       + "; ".join(published)}
+  report = privacy.final_iterate(num_steps, config.delta)
+  out = report.to_dict()
+  out["text"] = report.format()
+  out["condition_ratio"] = privacy.setting.assumptions.condition_ratio
+  return out
+
+
+def format_final_iterate(block: dict[str, Any]) -> str:
+  if "refused" in block:
+    return "final-iterate epsilon: not reported (" + block["refused"] + ")"
+  return block["text"] + f"\n  m/M = {block['condition_ratio']:.3g}"

@@ -1,0 +1,70 @@
+"""The runner's Noisy-ZOGD path: three epsilons, refusal, checks before data."""
+
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+if ROOT not in sys.path:
+  sys.path.insert(0, ROOT)
+
+from configs import hidden_state_digits_logreg  # pylint: disable=g-import-not-at-top,wrong-import-position
+from experiments import tasks  # pylint: disable=g-import-not-at-top,wrong-import-position
+from experiments import train  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+
+def small_config(**changes):
+  config = hidden_state_digits_logreg.get_config()
+  config.num_steps = 4
+  config.estimator_kwargs.num_directions = 20
+  config.estimator_kwargs.noise_std = 0.05
+  for key, value in changes.items():
+    target = config
+    *path, last = key.split(".")
+    for name in path:
+      target = target[name]
+    target[last] = value
+  return config
+
+
+def test_report_has_three_final_iterate_epsilons():
+  result = train.train(small_config(), progress=False)
+  block = result["final_iterate"]
+  for name in ("hidden_state_epsilon", "composition_epsilon",
+               "output_perturbation_epsilon"):
+    assert set(block[name]) == {"standard", "improved"}
+  # The ledger's composition (PLD) is at most the RDP composition figure.
+  assert result["epsilon"] <= block["composition_epsilon"]["improved"]
+  assert block["hidden_state_epsilon"]["improved"] <= (
+      block["composition_epsilon"]["improved"] * (1 + 1e-9))
+  assert block["condition_ratio"] == pytest.approx(0.5)
+  text = train.format_report(result)
+  assert "hidden state (Thm 3.2)" in text and "replace_one" in text
+  assert 0.0 <= result["test_accuracy"] <= 1.0
+  print(text)
+
+
+def test_final_iterate_epsilon_refused_when_intermediates_published():
+  result = train.train(small_config(eval_every=2), progress=False)
+  refused = result["final_iterate"]["refused"]
+  assert "intermediate" in refused and "eval_every=2" in refused
+  assert "not reported" in train.format_report(result)
+
+
+@pytest.mark.parametrize("changes, match", [
+    ({"estimator_kwargs.num_directions": 400}, "d >= 2K"),
+    ({"radius": 0.0}, "radius"),
+    ({"estimator_kwargs.directional_fraction": 1.5}, r"\[0, 1\]"),
+    ({"learning_rate": 1000.0}, "above the limit"),
+    ({"dataset": "digits"}, "assumptions"),
+    ({"estimator_kwargs.clip": 1.0}, "Lipschitz"),
+])
+def test_bad_input_fails_before_any_data_is_loaded(monkeypatch, changes,
+                                                   match):
+  def no_data(config):
+    raise AssertionError("data was touched")
+  monkeypatch.setattr(tasks, "get_task", no_data)
+  with pytest.raises(ValueError, match=match):
+    train.train(small_config(**changes), progress=False)

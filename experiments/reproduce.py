@@ -7,6 +7,8 @@
     python -m experiments.reproduce pazo_table1 --estimate  # F-MNIST analog
     python -m experiments.reproduce pazo_table1 --curve     # its step budget
     python -m experiments.reproduce pazo_table1             # its table
+    python -m experiments.reproduce hidden_state_fig1   # Chien et al. Fig. 1
+    python -m experiments.reproduce hidden_state_sweep  # accuracy vs eps, K
 
 Results go to ``results/<name>/`` (``--out`` to change it); each command
 prints a short summary and writes ``summary.md`` there. See REPRODUCTION.md.
@@ -19,7 +21,7 @@ import os
 import sys
 
 COMMANDS = ("dpzero_quadratic", "dpzero_rates", "dpzo_accounting",
-            "pazo_table1")
+            "pazo_table1", "hidden_state_fig1", "hidden_state_sweep")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="dpzero_quadratic/dpzero_rates: the reduced grid "
                            "(winning stepsize/clip region, fewer iteration "
                            "counts); dpzo_accounting: skip the T=75000 "
-                           "calibrations")
+                           "calibrations; hidden_state_*: fewer K and T")
   parser.add_argument("--fast", action="store_true",
                       help="dpzero_quadratic, pazo_table1: the tiny grid of "
                            "the test suite (pazo_table1: a smoke run, no "
@@ -147,6 +149,22 @@ def main(argv=None) -> int:
     epsilons = ([float(e) for e in args.epsilons.split(",")]
                 if args.epsilons else None)
     pazo_table1.main(out, mode, methods, epsilons, args.max_minutes)
+  elif args.name == "hidden_state_fig1":
+    # pylint: disable-next=g-import-not-at-top
+    from experiments.reproductions import hidden_state_fig1
+    out = args.out or _default_out(args.name, args)
+    os.makedirs(out, exist_ok=True)
+    hidden_state_fig1.main(out, hidden_state_fig1.QUICK if args.quick
+                           else hidden_state_fig1.FULL,
+                           make_plot=not args.no_plots)
+  elif args.name == "hidden_state_sweep":
+    # pylint: disable-next=g-import-not-at-top
+    from experiments.reproductions import hidden_state_sweep
+    out = args.out or _default_out(args.name, args)
+    os.makedirs(out, exist_ok=True)
+    hidden_state_sweep.main(out, hidden_state_sweep.QUICK if args.quick
+                            else hidden_state_sweep.FULL,
+                            make_plot=not args.no_plots)
   return 0
 
 

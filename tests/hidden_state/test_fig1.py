@@ -1,0 +1,39 @@
+"""The Fig. 1 reproduction command: claims, and its runtime."""
+
+import json
+import os
+import sys
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+if ROOT not in sys.path:
+  sys.path.insert(0, ROOT)
+
+from experiments import reproduce  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+
+def _run(args, out):
+  assert reproduce.main(["hidden_state_fig1", "--out", str(out)] + args) == 0
+  with open(os.path.join(out, "results.json")) as f:
+    return json.load(f)
+
+
+def test_quick_fig1_claims_hold(tmp_path):
+  result = _run(["--quick", "--no-plots"], tmp_path)
+  print(result["claims"])
+  assert all(result["claims"].values()), result["claims"]
+  assert os.path.exists(os.path.join(tmp_path, "summary.md"))
+
+
+@pytest.mark.slow
+def test_full_fig1_runs_in_under_five_minutes(tmp_path):
+  start = time.time()
+  result = _run([], tmp_path)
+  seconds = time.time() - start
+  print(f"hidden_state_fig1: {seconds:.1f} s")
+  assert seconds < 300
+  assert all(result["claims"].values()), result["claims"]
+  assert os.path.exists(os.path.join(tmp_path, "fig1.png"))

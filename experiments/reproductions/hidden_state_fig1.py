@@ -54,7 +54,7 @@ class Config:
 
 
 FULL = Config()
-QUICK = Config(directions=(200, 1000), steps=(10, 300, 3000),
+QUICK = Config(directions=(200, 1000), steps=(10, 3000, 6000),
                panel_b_clips=(1.0, 2.0))
 
 

@@ -2,17 +2,11 @@
 
 import json
 import os
-import sys
 import time
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-if ROOT not in sys.path:
-  sys.path.insert(0, ROOT)
-
-from experiments import reproduce  # pylint: disable=g-import-not-at-top,wrong-import-position
+from experiments import reproduce
 
 
 def _run(args, out):

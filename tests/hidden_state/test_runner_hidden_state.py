@@ -1,18 +1,11 @@
 """The runner's Noisy-ZOGD path: three epsilons, refusal, checks before data."""
 
-import os
-import sys
-
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-if ROOT not in sys.path:
-  sys.path.insert(0, ROOT)
-
-from configs import hidden_state_digits_logreg  # pylint: disable=g-import-not-at-top,wrong-import-position
-from experiments import tasks  # pylint: disable=g-import-not-at-top,wrong-import-position
-from experiments import train  # pylint: disable=g-import-not-at-top,wrong-import-position
+from configs import hidden_state_digits_logreg
+from experiments import hidden_state_run
+from experiments import tasks
+from experiments import train
 
 
 def small_config(**changes):
@@ -47,10 +40,20 @@ def test_report_has_three_final_iterate_epsilons():
 
 
 def test_final_iterate_epsilon_refused_when_intermediates_published():
-  result = train.train(small_config(eval_every=2), progress=False)
-  refused = result["final_iterate"]["refused"]
-  assert "intermediate" in refused and "eval_every=2" in refused
-  assert "not reported" in train.format_report(result)
+  cases = {"eval_every": (dict(eval_every=2), "eval_every=2"),
+           "checkpoints": (dict(workdir="/tmp/x", checkpoint_every=2,
+                                **{"hidden_state.checkpoints_private": False}),
+                           "checkpoint_every=2"),
+           "trajectory": (dict(trajectory_log=True), "trajectory log")}
+  for changes, reason in cases.values():
+    config = small_config(**changes)
+    block = hidden_state_run.final_iterate(config, privacy=None,
+                                           num_steps=config.num_steps)
+    assert reason in block["refused"] and "intermediate" in block["refused"]
+    assert "not reported" in hidden_state_run.format_final_iterate(block)
+  # Private checkpoints for resuming, no evaluation: nothing is published.
+  assert not hidden_state_run.published_outputs(small_config(
+      workdir="/tmp/x", checkpoint_every=2))
 
 
 @pytest.mark.parametrize("changes, match", [

@@ -54,7 +54,8 @@ def _mechanisms(setting: setting_lib.NoisyZOGDSetting, beta):
       clip=setting.clip, noise_multiplier=scale * jnp.sqrt(beta),
       num_queries=k, neighboring="replace_one")
   isotropic = mechanisms.GaussianMechanism(
-      clip=setting.clip, noise_multiplier=scale * jnp.sqrt(k * (1.0 - beta) / d),
+      clip=setting.clip,
+      noise_multiplier=scale * jnp.sqrt(k * (1.0 - beta) / d),
       num_queries=k, neighboring="replace_one")
   return directional, isotropic
 

@@ -49,7 +49,7 @@ def check_delta(delta) -> float:
 
 
 def standard_epsilons(orders, rdp, delta) -> np.ndarray:
-  """Mironov's conversion, vectorized: ``rdp`` ``[..., A]``, ``delta`` ``[...]``.
+  """Mironov's conversion, vectorized: ``rdp [..., A]``, ``delta [...]``.
 
   Returns ``min_alpha rdp + log(1/delta)/(alpha - 1)`` (inf where
   ``delta <= 0``).
@@ -135,7 +135,8 @@ class RdpCurve:
     fn = None
     if self.fn is not None and other.fn is not None:
       f, g = self.fn, other.fn
-      fn = lambda a: f(a) + g(a)  # pylint: disable=unnecessary-lambda-assignment
+      def fn(a):
+        return f(a) + g(a)
     return RdpCurve(self.orders, self.rdp + other.rdp, fn)
 
   def scaled(self, factor: float) -> RdpCurve:

@@ -245,13 +245,15 @@ class NoisyZOGDSetting:
   @property
   def lipschitz_offset(self) -> float:
     """``c2 = eta M xi`` (Lemma 3.7)."""
-    return self.step_size * self.require_assumptions().smoothness * self.smoothing
+    smoothness = self.require_assumptions().smoothness
+    return self.step_size * smoothness * self.smoothing
 
   def lipschitz_factor(self, concentration: float) -> float:
     """``c1 = sqrt(1 - (1 - c^2) K/d + eps (1 + c^2) K/d)`` (Lemma 3.8)."""
     c2 = self.contraction ** 2
     ratio = self.num_directions / self.dimension
-    return math.sqrt(1.0 - (1.0 - c2) * ratio + concentration * (1.0 + c2) * ratio)
+    return math.sqrt(1.0 - (1.0 - c2) * ratio
+                     + concentration * (1.0 + c2) * ratio)
 
   def failure_probability(self, concentration: float, window):
     """``1 - P(G) <= 2 (T - tau) exp(-3 eps^2 dK / (12(d-K) + 8 eps (d-2K)))``.
@@ -266,7 +268,7 @@ class NoisyZOGDSetting:
     return float(out) if out.ndim == 0 else out
 
   def initial_shift(self, tau):
-    """``min(2R, 2 eta Delta tau / sqrt(K))``: Lemma 3.9's W_inf bound at tau."""
+    """``min(2R, 2 eta Delta tau / sqrt(K))``, Lemma 3.9's bound at tau."""
     out = np.minimum(2.0 * self.radius, 2.0 * self.step_size * self.clip
                      * np.asarray(tau, np.float64)
                      / math.sqrt(self.num_directions))

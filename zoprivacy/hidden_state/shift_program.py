@@ -2,7 +2,8 @@
 
 Chien, Chen & Li, Thm 3.2: for every ``tau``,
 
-  eps(alpha) <= sum_{t=tau}^{T-1} [ alpha P / beta_t + alpha Q a_t^2 / (1 - beta_t) ]
+  eps(alpha) <= sum_{t=tau}^{T-1} [alpha P / beta_t
+                                   + alpha Q a_t^2 / (1 - beta_t)]
 
 with ``P = (2 Delta/n)^2 / (2 sigma^2)``, ``Q = d / (2 eta^2 sigma^2)``,
 over shifts ``a_t >= 0`` whose recursion ``z_t = (z_{t+1} + a_t - c2) / c1``
@@ -246,7 +247,8 @@ class ShiftProgram:
     return best.shifts, True
 
   def _least_squares(self, tau: int, weights, start):
-    """``min sum_t w_t (c1 z_t - z_{t+1} + c2)^2``, ``z >= 0``, ``z_tau >= D``."""
+    """``min sum_t w_t (c1 z_t - z_{t+1} + c2)^2``, ``z >= 0``, ``z_tau >= D``.
+    """
     n = self.num_steps - tau
     root = np.sqrt(weights)
     rows = np.arange(n)
@@ -256,9 +258,13 @@ class ShiftProgram:
         shape=(n, n)).tocsr()
     lower = np.zeros(n)
     lower[0] = self.initial_shifts[tau]
-    res = optimize.lsq_linear(matrix, -root * self.c2, bounds=(lower, np.inf),
-                              method="trf", tol=1e-13, lsmr_tol="auto",
-                              max_iter=5000)
+    if n <= 1500:      # exact active-set solver on the dense matrix
+      res = optimize.lsq_linear(matrix.toarray(), -root * self.c2,
+                                bounds=(lower, np.inf), method="bvls")
+    else:
+      res = optimize.lsq_linear(matrix, -root * self.c2,
+                                bounds=(lower, np.inf), method="trf",
+                                tol=1e-10, lsmr_tol="auto", max_iter=500)
     z = np.append(res.x, 0.0)
     shifts = np.maximum(self.c1 * z[:-1] - z[1:] + self.c2, 0.0)
     # Re-impose feasibility exactly (the solver's tolerance), from the end.

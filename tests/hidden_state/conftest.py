@@ -1,0 +1,8 @@
+"""Makes the repository root importable (``experiments`` is not installed)."""
+
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if ROOT not in sys.path:
+  sys.path.insert(0, ROOT)

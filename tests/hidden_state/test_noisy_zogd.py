@@ -11,6 +11,7 @@ import pytest
 import zoprivacy
 from zoprivacy import directions
 from zoprivacy import projection
+from zoprivacy.data import sampling
 from zoprivacy.estimators import base
 from zoprivacy.hidden_state import baselines
 from zoprivacy.hidden_state import setting as setting_lib
@@ -178,3 +179,20 @@ def test_bad_estimator_input_rejected_before_data():
   est = zoprivacy.noisy_zogd(make_setting(dimension=22))
   with pytest.raises(ValueError, match="d = 22"):
     est.init(PARAMS)
+
+
+def test_without_replacement_sampler_draws_independent_uniform_subsets():
+  sampler = sampling.WithoutReplacementSampler(50, 10, seed=3)
+  counts = np.zeros(50)
+  steps = 2000
+  for t in range(steps):
+    batch = sampler.batch_indices(t)
+    assert len(set(batch.indices.tolist())) == 10 and batch.mask.all()
+    counts[batch.indices] += 1
+  np.testing.assert_array_equal(sampler.batch_indices(7).indices,
+                                sampler.batch_indices(7).indices)
+  # Inclusion frequency b/n = 0.2 for every example: Binomial(2000, 0.2)
+  # has std 17.9; allow 5 of them.
+  np.testing.assert_allclose(counts, 0.2 * steps, atol=5 * 17.9)
+  full = sampling.FullBatchSampler(5).batch_indices(3)
+  np.testing.assert_array_equal(full.indices, np.arange(5))

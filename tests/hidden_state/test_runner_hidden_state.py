@@ -34,7 +34,7 @@ def test_report_has_three_final_iterate_epsilons():
       block["composition_epsilon"]["improved"] * (1 + 1e-9))
   assert block["condition_ratio"] == pytest.approx(0.5)
   text = train.format_report(result)
-  assert "hidden state (Thm 3.2)" in text and "replace_one" in text
+  assert "hidden state (Thm 3.2)" in text and "replace-one" in text
   assert 0.0 <= result["test_accuracy"] <= 1.0
   print(text)
 

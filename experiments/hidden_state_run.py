@@ -122,6 +122,10 @@ def final_iterate(config, privacy, num_steps: int) -> dict[str, Any]:
   report = privacy.final_iterate(num_steps, config.delta)
   out = report.to_dict()
   out["text"] = report.format()
+  if privacy.sampling != "full_batch":
+    out["text"] += ("\n  (the ledger charges each mini-batch step as a "
+                    "full-batch release, without amplification by sampling; "
+                    "the composition figure above is amplified, WBK'19)")
   out["condition_ratio"] = privacy.setting.assumptions.condition_ratio
   return out
 

@@ -216,3 +216,15 @@ def test_shift_program_matches_a_generic_solver(c1, c2, free):
     assert prog.check(sol) == []
     ref = _brute(t, tau, c1, c2, shifts[tau], 0.4, 1.3, fractions)
     assert sol.cost == pytest.approx(ref, rel=1e-4, abs=1e-6)
+
+
+def test_no_bound_when_the_failure_term_uses_up_delta(monkeypatch):
+  # If every candidate's failure term were >= delta, no Thm 3.2 bound is
+  # returned: only composition, which needs no event G.
+  monkeypatch.setattr(theorem32, "_failures",
+                      lambda setting, e, t: np.ones(t))
+  bound = theorem32.hidden_state_bound(fig1(), 3000, DELTA, design=True)
+  comp = baselines.composition_rdp(fig1(), 3000)
+  for conv, pt in bound.points.items():
+    assert pt.analysis == "composition" and pt.failure_probability == 0.0
+    assert pt.epsilon == pytest.approx(comp.epsilon(DELTA, conv))

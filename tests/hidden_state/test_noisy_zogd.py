@@ -41,15 +41,18 @@ def make_setting(**changes):
 
 def test_noise_split_matches_directional_fraction_and_accountant():
   setting = make_setting()
-  est = zoprivacy.noisy_zogd(setting, key=1)
+  est = zoprivacy.noisy_zogd(setting, direction_key=1)
   const = lambda p, x: jnp.zeros(())   # no signal: the estimate is noise
   n = 3000
 
   def sample(key):
-    state = base.init_state(key, 0)
+    direction_key, noise_key = jax.random.split(key)
+    state = base.EstimatorState(direction_key, noise_key,
+                                jnp.zeros([], jnp.int32),
+                                jnp.zeros([1], jnp.float32), est.privacy_plan)
     g, _ = est.update(None, state, PARAMS, per_example_loss=const,
                       batch=DATA)
-    _, dkey, _ = base.split_step_keys(state)
+    dkey, _ = base.step_keys(state)
     mat = jax.vmap(flat)(directions.stiefel(dkey, PARAMS, K))   # [K, d]
     coeff = mat @ flat(g)
     resid = flat(g) - mat.T @ coeff
@@ -71,14 +74,23 @@ def test_noise_split_matches_directional_fraction_and_accountant():
   # composition RDP from the *measured* variance along the directions ...
   sens = 2 * setting.clip / (N * math.sqrt(K))
   measured_slope = sens**2 / (2 * emp_along)
-  accounted = baselines.composition_rdp(est.privacy.setting, 1)
+  accounted = baselines.composition_rdp(setting, 1)
   slope = accounted.rdp[0] / accounted.orders[0]
   assert slope == pytest.approx(measured_slope, rel=5 * math.sqrt(2 / (n * K)))
+  # ... and the plan in the state (the ledger's view, std over one example's
+  # bound sqrt(K) Delta / n, replace-one factor paid by the accountant).
+  plan = zoprivacy.find_plan(est.init(PARAMS))
+  measured_multiplier = math.sqrt(emp_along) / (setting.clip
+                                                / (N * math.sqrt(K)))
+  print(f"plan multiplier {plan.noise_multiplier:.4f} vs measured "
+        f"{measured_multiplier:.4f}")
+  assert plan.noise_multiplier == pytest.approx(
+      measured_multiplier, rel=5 * math.sqrt(2 / (n * K)))
   # ... and Thm 3.2 charges the mechanism's own beta at every step.
   assumptions = setting_lib.LossAssumptions(smoothness=1.0, lipschitz=2.0,
                                             strong_convexity=0.5)
   bound = theorem32.hidden_state_bound(
-      est.privacy.setting.replace(assumptions=assumptions), 50, 1e-5)
+      setting.replace(assumptions=assumptions), 50, 1e-5)
   for point in bound.points.values():
     if point.solution is not None:
       np.testing.assert_array_equal(point.solution.fractions,
@@ -87,12 +99,12 @@ def test_noise_split_matches_directional_fraction_and_accountant():
 
 def test_gradient_is_average_of_clipped_directional_derivatives():
   setting = make_setting(noise_std=1e-9, clip=1.5)
-  est = zoprivacy.noisy_zogd(setting, key=3)
+  est = zoprivacy.noisy_zogd(setting, direction_key=3)
   w = {"w": jnp.full((4, 4), 0.1), "b": jnp.full((4,), -0.2)}
   state = est.init(w)
   g, _ = est.update(None, state, w, per_example_loss=quadratic_loss,
                     batch=DATA)
-  _, dkey, _ = base.split_step_keys(state)
+  dkey, _ = base.step_keys(state)
   mat = np.asarray(jax.vmap(flat)(directions.stiefel(dkey, w, K)))
   fd = (np.asarray(flat(w)) - np.asarray(DATA)) @ mat.T      # [N, K]
   ghat = np.clip(fd, -1.5, 1.5).mean(0)                      # [K]
@@ -102,12 +114,12 @@ def test_gradient_is_average_of_clipped_directional_derivatives():
 
 def test_schedule_is_indexed_by_step():
   setting = make_setting(directional_fraction=(1.0, 0.0))
-  est = zoprivacy.noisy_zogd(setting, key=0)
+  est = zoprivacy.noisy_zogd(setting, direction_key=0)
   const = lambda p, x: jnp.zeros(())
   state = est.init(PARAMS)
   out = []
   for _ in range(2):
-    _, dkey, _ = base.split_step_keys(state)
+    dkey, _ = base.step_keys(state)
     mat = jax.vmap(flat)(directions.stiefel(dkey, PARAMS, K))
     g, state = est.update(None, state, PARAMS, per_example_loss=const,
                           batch=DATA)
@@ -133,7 +145,7 @@ def test_projection_keeps_ball_and_is_identity_inside():
 
 def test_chain_stays_in_ball():
   setting = make_setting(noise_std=5.0, step_size=2.0, radius=0.5)
-  tx = zoprivacy.noisy_zogd_chain(setting, key=2)
+  tx = zoprivacy.noisy_zogd_chain(setting, direction_key=2)
   params, state = PARAMS, tx.init(PARAMS)
   for _ in range(5):
     up, state = tx.update(jax.tree.map(jnp.zeros_like, params), state, params,
@@ -182,7 +194,7 @@ def test_bad_estimator_input_rejected_before_data():
 
 
 def test_without_replacement_sampler_draws_independent_uniform_subsets():
-  sampler = sampling.WithoutReplacementSampler(50, 10, seed=3)
+  sampler = sampling.WithoutReplacementSampler(50, 10)     # secret batches
   counts = np.zeros(50)
   steps = 2000
   for t in range(steps):
@@ -196,3 +208,59 @@ def test_without_replacement_sampler_draws_independent_uniform_subsets():
   np.testing.assert_allclose(counts, 0.2 * steps, atol=5 * 17.9)
   full = sampling.FullBatchSampler(5).batch_indices(3)
   np.testing.assert_array_equal(full.indices, np.arange(5))
+  # The batches come from the secret (OS entropy), never from a seed: a
+  # second sampler draws other batches, the restored secret the same ones.
+  other = sampling.WithoutReplacementSampler(50, 10)
+  assert any(not np.array_equal(sampler.batch_indices(t).indices,
+                                other.batch_indices(t).indices)
+             for t in range(5))
+  again = sampling.WithoutReplacementSampler(50, 10, secret=sampler.secret)
+  for t in range(5):
+    np.testing.assert_array_equal(again.batch_indices(t).indices,
+                                  sampler.batch_indices(t).indices)
+
+
+def test_noise_is_secret_and_directions_public():
+  """Noise from the state's secret noise_key (OS entropy at init), never
+  from the direction key; directions from the public direction key."""
+  setting = make_setting()
+  const = lambda p, x: jnp.zeros(())
+  est = zoprivacy.noisy_zogd(setting, direction_key=5)
+  s1, s2 = est.init(PARAMS), est.init(PARAMS)
+  np.testing.assert_array_equal(jax.random.key_data(s1.direction_key),
+                                jax.random.key_data(s2.direction_key))
+  g1, _ = est.update(None, s1, PARAMS, per_example_loss=const, batch=DATA)
+  g2, _ = est.update(None, s2, PARAMS, per_example_loss=const, batch=DATA)
+  assert not np.allclose(flat(g1), flat(g2))       # fresh secret noise
+  assert flat(g1).dtype == jnp.float32
+  with pytest.warns(UserWarning, match="NOT differentially private"):
+    test_est = zoprivacy.noisy_zogd(setting, direction_key=5,
+                                    insecure_test_noise_seed=7)
+    t1, t2 = test_est.init(PARAMS), test_est.init(PARAMS)
+  h1, _ = test_est.update(None, t1, PARAMS, per_example_loss=const, batch=DATA)
+  h2, _ = test_est.update(None, t2, PARAMS, per_example_loss=const, batch=DATA)
+  np.testing.assert_array_equal(flat(h1), flat(h2))
+  assert not zoprivacy.find_plan(t1).is_private
+
+
+def test_plan_in_state_is_the_composition_view():
+  """Thm 3.1 per step: replace-one Gaussian, full batch; the mini-batch
+  form is charged as full batch, and the plan says so."""
+  setting = make_setting()
+  plan = zoprivacy.find_plan(zoprivacy.noisy_zogd_chain(setting).init(PARAMS))
+  assert (plan.mechanism, plan.neighboring, plan.sampling) == (
+      "gaussian", "replace_one", "full_batch")
+  assert plan.num_queries == K and plan.dataset_size == N
+  assert plan.noise_multiplier == pytest.approx(
+      2 * baselines.composition_step_multiplier(setting, 0.3))
+  assert plan.is_private and plan.noise_kind == "continuous"
+  mini = zoprivacy.noisy_zogd(make_setting(batch_size=4)).privacy_plan
+  assert mini.sampling == "full_batch" and mini.expected_batch_size == 4
+  assert any("charged as full-batch" in note for note in mini.notes)
+  assert "charged as full-batch" in mini.describe()
+  # The plan's epsilon is the PLD of T replace-one Gaussians: it equals the
+  # composition RDP figure up to the conversion (PLD is tighter).
+  rdp_eps = baselines.composition_rdp(setting, 20).epsilon(1e-5)
+  pld_eps = plan.epsilon(20, 1e-5)
+  print(f"plan (PLD) {pld_eps:.4f} vs RDP {rdp_eps:.4f}")
+  assert 0 < pld_eps <= rdp_eps * (1 + 1e-6)

@@ -24,9 +24,17 @@ replace-one), the directional noise has multiplier ``b sqrt(beta) sigma /
 Delta`` and the isotropic one ``b sqrt(K (1 - beta) / d) sigma / Delta``,
 with ``b`` the batch size (``n`` for the full batch).
 
-Nothing the step computes is released: the intermediate iterates are the
-hidden state of the analysis, so the estimator state keeps no released
-scalars (unlike DPZero's public scalar trajectory).
+Randomness (``docs/conventions.md`` §9): the directions come from the
+PUBLIC ``direction_key`` (step ``t``: ``fold_in(direction_key, t)``); both
+noises come from the state's SECRET ``noise_key`` (OS entropy at ``init``),
+drawn in float32. Nothing the step computes is released: the intermediate
+iterates are the hidden state of the analysis, so the estimator state keeps
+no released scalars (unlike DPZero's public scalar trajectory).
+
+The state carries the composition plan
+(:func:`zoprivacy.hidden_state.privacy.composition_plan`), so
+``zoprivacy.find_plan(state)`` finds it; the estimator is registered as
+``'noisy_zogd'`` with the factory :func:`noisy_zogd_from_setting`.
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ from zoprivacy import projection
 from zoprivacy import queries
 from zoprivacy import validation
 from zoprivacy.estimators import base
+from zoprivacy.estimators import registry
 from zoprivacy.hidden_state import privacy as privacy_lib
 from zoprivacy.hidden_state import setting as setting_lib
 
@@ -60,7 +69,8 @@ def _mechanisms(setting: setting_lib.NoisyZOGDSetting, beta):
   return directional, isotropic
 
 
-def noisy_zogd(setting: setting_lib.NoisyZOGDSetting, *, key=0,
+def noisy_zogd(setting: setting_lib.NoisyZOGDSetting, *, direction_key=0,
+               insecure_test_noise_seed: int | None = None,
                direction_prng: str = "threefry",
                query_batch_size: int | None = None) -> base.PrivateEstimator:
   """The privatized Noisy-ZOGD gradient ``g`` of eq. (3) (before ``-eta``).
@@ -70,15 +80,16 @@ def noisy_zogd(setting: setting_lib.NoisyZOGDSetting, *, key=0,
       (``K``, ``sigma``, ``Delta``, ``xi > 0``, ``directional_fraction``,
       ``n`` or ``b``). A per-step schedule of fractions is indexed by the
       step count (its last entry is reused past its end).
-    key: PRNG key or integer seed for directions and noise.
+    direction_key: PUBLIC PRNG key or integer seed of the directions.
+    insecure_test_noise_seed: REPRODUCIBLE noise for tests (warns; the plan
+      says the run is not private). ``None``: secret noise from OS entropy.
     direction_prng: 'threefry' (default), 'rbg' or 'unsafe_rbg'.
     query_batch_size: directions evaluated together (``lax.map`` batch);
       ``None``: all ``K`` at once.
 
   Returns:
-    An estimator whose ``privacy`` is a
-    :class:`~zoprivacy.hidden_state.NoisyZOGDPrivacy` built from the same
-    ``setting``, so the accountant reads the same split.
+    An estimator whose state holds the composition plan built from the same
+    ``setting`` (:func:`zoprivacy.hidden_state.privacy.composition_plan`).
 
   Raises:
     ValueError: at construction for a non-positive smoothing, at ``init``
@@ -93,6 +104,8 @@ def noisy_zogd(setting: setting_lib.NoisyZOGDSetting, *, key=0,
   fraction = setting.directional_fraction
   schedule = (jnp.asarray(fraction, jnp.float32)
               if isinstance(fraction, tuple) else None)
+  plan = privacy_lib.composition_plan(
+      setting, insecure_test_noise_seed=insecure_test_noise_seed)
 
   def init_fn(params):
     dim = directions_lib.tree_size(params)
@@ -100,15 +113,16 @@ def noisy_zogd(setting: setting_lib.NoisyZOGDSetting, *, key=0,
       raise ValueError(
           f"The parameters have {dim} entries but the setting says d = "
           f"{setting.dimension}; K = {k} must satisfy d >= 2K.")
-    return base.init_state(key, num_released=0)
+    return base.init_state(direction_key, plan, num_released=0,
+                           insecure_test_noise_seed=insecure_test_noise_seed)
 
   def update_fn(updates, state, params=None, **extra_args):
     del updates
     if params is None:
       raise ValueError("Estimators need params in update().")
     args = base.parse_extra_args(extra_args)
-    next_key, direction_key, noise_key = base.split_step_keys(state)
-    u = sampler(directions_lib.direction_key(direction_key, direction_prng),
+    dir_key, noise_key = base.step_keys(state)     # public, secret
+    u = sampler(directions_lib.direction_key(dir_key, direction_prng),
                 params)                                   # leading axis K
 
     def query(u_k):
@@ -124,21 +138,20 @@ def noisy_zogd(setting: setting_lib.NoisyZOGDSetting, *, key=0,
     beta = (fraction if schedule is None else
             jnp.take(schedule, state.step, mode="clip"))
     directional, isotropic = _mechanisms(setting, beta)
-    dir_key, iso_key = jax.random.split(noise_key)
-    noisy = directional.add_noise(dir_key, sums)
+    dir_noise_key, iso_noise_key = jax.random.split(noise_key)
+    noisy = directional.add_noise(dir_noise_key, sums)     # float32 noise
     vector = jax.tree.map(
         lambda x: jnp.tensordot(noisy.astype(x.dtype), x, axes=1), u)
-    vector = isotropic.add_noise(iso_key, vector)
+    vector = isotropic.add_noise(iso_noise_key, vector)    # float32 noise
     denom = setting.divisor * k
     grad = jax.tree.map(lambda x: x / denom, vector)
-    return grad, base.EstimatorState(key=next_key, step=state.step + 1,
-                                     released=state.released)
+    return grad, state._replace(step=state.step + 1)
 
-  privacy = privacy_lib.NoisyZOGDPrivacy.from_setting(setting)
-  return base.PrivateEstimator(init_fn, update_fn, privacy)
+  return base.PrivateEstimator(init_fn, update_fn, plan)
 
 
-def noisy_zogd_chain(setting: setting_lib.NoisyZOGDSetting, *, key=0,
+def noisy_zogd_chain(setting: setting_lib.NoisyZOGDSetting, *, direction_key=0,
+                     insecure_test_noise_seed: int | None = None,
                      direction_prng: str = "threefry",
                      query_batch_size: int | None = None
                      ) -> base.PrivateEstimator:
@@ -147,9 +160,42 @@ def noisy_zogd_chain(setting: setting_lib.NoisyZOGDSetting, *, key=0,
   ``params`` must start inside ``B_R`` and must not depend on the data
   (Thm 3.2 assumes identical initializations ``w_0 = w_0'``).
   """
-  estimator = noisy_zogd(setting, key=key, direction_prng=direction_prng,
+  estimator = noisy_zogd(setting, direction_key=direction_key,
+                         insecure_test_noise_seed=insecure_test_noise_seed,
+                         direction_prng=direction_prng,
                          query_batch_size=query_batch_size)
   chain = optax.chain(estimator, optax.sgd(setting.step_size),
                       projection.project_l2_ball(setting.radius))
-  return base.PrivateEstimator(chain.init, chain.update, estimator.privacy)
+  return base.PrivateEstimator(chain.init, chain.update,
+                               estimator.privacy_plan)
 
+
+def noisy_zogd_from_setting(*, setting: setting_lib.NoisyZOGDSetting,
+                            direction_key=0,
+                            noise_multiplier: float | None = None,
+                            insecure_test_noise_seed: int | None = None,
+                            direction_prng: str = "threefry",
+                            query_batch_size: int | None = None
+                            ) -> base.PrivateEstimator:
+  """The registered factory: :func:`noisy_zogd_chain` for a runner.
+
+  ``noise_multiplier``: the plan's per-step multiplier (a runner's set or
+  calibrated value); ``sigma`` is rescaled to give it
+  (:func:`zoprivacy.hidden_state.privacy.with_plan_multiplier`). ``None``:
+  the setting's own ``sigma``.
+  """
+  if noise_multiplier is not None:
+    setting = privacy_lib.with_plan_multiplier(setting, noise_multiplier)
+  return noisy_zogd_chain(setting, direction_key=direction_key,
+                          insecure_test_noise_seed=insecure_test_noise_seed,
+                          direction_prng=direction_prng,
+                          query_batch_size=query_batch_size)
+
+
+registry.register(registry.EstimatorSpec(
+    "noisy_zogd", noisy_zogd_from_setting, takes_setting=True,
+    sampling=("full_batch", "without_replacement"),
+    defaults=(("num_directions", 20), ("noise_std", 0.05), ("clip", 2.0),
+              ("smoothing", 1e-4), ("directional_fraction", 0.5)),
+    run_settings=(("dataset", "digits_logreg"), ("model", "linear"),
+                  ("l2", 0.5), ("radius", 0.5), ("sampling", "full_batch"))))

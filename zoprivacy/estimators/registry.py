@@ -31,6 +31,18 @@ class EstimatorSpec:
     exact_noise: the factory takes ``exact_noise`` / ``grid_points``.
     defaults: hyperparameters a runner fills in when a config names this
       estimator without them (overridden by the config's own values).
+    sampling: the batch schemes its privacy plan accounts for (a runner
+      refuses any other for a private estimator).
+    takes_setting: the factory takes ``setting=`` (a
+      :class:`zoprivacy.hidden_state.NoisyZOGDSetting` built from the
+      ``defaults`` and the config) instead of ``expected_batch_size`` /
+      ``dataset_size``, and returns the whole update (step size and
+      projection included: a runner adds no optimizer); a runner checks the
+      setting before loading data and reports the final-iterate epsilon
+      next to the composition one.
+    run_settings: config values (a task whose loss declares what the
+      analysis assumes, a sampling scheme, ...) under which the estimator
+      runs; tools that build a config for every estimator apply them.
   """
   name: str
   factory: Callable[..., Any]
@@ -40,6 +52,9 @@ class EstimatorSpec:
   needs_learning_rate: bool = False
   exact_noise: bool = False
   defaults: tuple[tuple[str, Any], ...] = ()
+  sampling: tuple[str, ...] = ("poisson",)
+  takes_setting: bool = False
+  run_settings: tuple[tuple[str, Any], ...] = ()
 
   def __post_init__(self):
     if self.public_data not in PUBLIC_DATA:

@@ -8,7 +8,9 @@ Zeroth-Order Optimization with Hidden States". One
 * :func:`hidden_state_bound`: Thm 3.2 / Thm A.3, optimized numerically;
 * :func:`corollary33`: the closed form for strongly convex losses;
 * :func:`composition_rdp`, :func:`output_perturbation_rdp`: the baselines;
-* :func:`final_iterate_report`: the three side by side.
+* :func:`final_iterate_report`: the three side by side;
+* :func:`composition_plan`: the per-step privacy plan the estimator
+  carries (Thm 3.1, for the ledger).
 
 See ``docs/hidden_state.md`` for when the final-iterate guarantee applies.
 """
@@ -19,7 +21,8 @@ from zoprivacy.hidden_state.closed_form import Corollary33
 from zoprivacy.hidden_state.closed_form import corollary33
 from zoprivacy.hidden_state.closed_form import minimum_directions
 from zoprivacy.hidden_state.closed_form import saturation_window
-from zoprivacy.hidden_state.privacy import NoisyZOGDPrivacy
+from zoprivacy.hidden_state.privacy import composition_plan
+from zoprivacy.hidden_state.privacy import final_iterate
 from zoprivacy.hidden_state.rdp import CONVERSIONS
 from zoprivacy.hidden_state.rdp import RdpCurve
 from zoprivacy.hidden_state.report import FinalIterateReport

@@ -1,105 +1,88 @@
-"""Noisy-ZOGD's privacy spec: the ledger's composition view, and the
-final-iterate report, from the same setting the mechanism runs.
+"""Noisy-ZOGD's privacy plan (composition view) and final-iterate report,
+both from the same setting the mechanism runs.
 
-:class:`NoisyZOGDPrivacy` is a :class:`zoprivacy.estimators.PrivacySpec`,
-so everything that reads an estimator's ``privacy`` (the runner, the
-ledger) sees an ordinary Gaussian step: each published step is one
-replace-one Gaussian release of the ``K`` clipped sums, whose noise
-multiplier (std over one example's bound ``sqrt(K) Delta``) is ``b sqrt(K
-(beta/K + (1-beta)/d)) sigma / Delta`` (Thm 3.1; see
-:mod:`zoprivacy.hidden_state.baselines`). The same object answers the
-final-iterate question with :meth:`NoisyZOGDPrivacy.final_iterate`.
+:func:`composition_plan` is the :class:`zoprivacy.privacy.PrivacyPlan` the
+estimator puts into its state, so the ledger, the calibration,
+``result.json`` and the report see an ordinary step (Thm 3.1, every iterate
+published): one replace-one Gaussian release of the ``K`` clipped sums on
+the full batch, whose noise multiplier (std over one example's bound
+``sqrt(K) Delta / b``) is ``2 x`` :func:`zoprivacy.hidden_state.baselines.
+composition_step_multiplier` (the replace-one factor 2 is paid by the
+accountant, ``docs/conventions.md`` §3).
+
+* Mini-batches (App. A.9, ``b`` of ``n`` drawn without replacement) have no
+  Poisson amplification the plan could express: they are charged as
+  full-batch steps, which is an upper bound, and the plan's notes say so.
+  The amplified composition figure (WBK'19) is in the final-iterate report.
+* A schedule of directional fractions is charged at its noisiest-for-privacy
+  step (smallest multiplier) for every step; the notes say so.
+
+:func:`final_iterate` gives the hidden-state, composition and
+output-perturbation epsilons of the final iterate (the extra report).
 """
 
 from __future__ import annotations
 
-import dataclasses
-
-import dp_accounting
-
-from zoprivacy import mechanisms
-from zoprivacy.estimators import base
 from zoprivacy.hidden_state import baselines
 from zoprivacy.hidden_state import report as report_lib
 from zoprivacy.hidden_state import setting as setting_lib
+from zoprivacy.privacy import plan as plan_lib
 
 
-@dataclasses.dataclass(frozen=True)
-class NoisyZOGDPrivacy(base.PrivacySpec):
-  """Composition spec of a Noisy-ZOGD step plus its setting."""
-  setting: setting_lib.NoisyZOGDSetting | None = None
+def _fractions(setting: setting_lib.NoisyZOGDSetting) -> tuple[float, ...]:
+  fraction = setting.directional_fraction
+  return tuple(fraction) if isinstance(fraction, tuple) else (fraction,)
 
-  @classmethod
-  def from_setting(cls, setting: setting_lib.NoisyZOGDSetting
-                   ) -> NoisyZOGDPrivacy:
-    return cls(cls._mechanism(setting, setting.fraction_at(0)),
-               float(setting.divisor), setting.dataset_size, setting)
 
-  @staticmethod
-  def _mechanism(setting, beta) -> mechanisms.GaussianMechanism:
-    multiplier = 2.0 * baselines.composition_step_multiplier(setting, beta)
-    return mechanisms.GaussianMechanism(
-        clip=setting.clip, noise_multiplier=multiplier,
-        num_queries=setting.num_directions, neighboring="replace_one")
+def plan_multiplier(setting: setting_lib.NoisyZOGDSetting) -> float:
+  """The plan's per-step noise multiplier (smallest over a schedule)."""
+  return min(2.0 * baselines.composition_step_multiplier(setting, beta)
+             for beta in _fractions(setting))
 
-  @property
-  def sampling(self) -> str:
-    """``'full_batch'`` or ``'without_replacement'`` (App. A.9)."""
-    return ("full_batch" if self.setting.full_batch
-            else "without_replacement")
 
-  def noise_multiplier_at(self, step: int) -> float:
-    """The composition noise multiplier of step ``step`` (schedules vary)."""
-    return self._mechanism(self.setting,
-                           self.setting.fraction_at(step)).noise_multiplier
+def composition_plan(setting: setting_lib.NoisyZOGDSetting, *,
+                     insecure_test_noise_seed: int | None = None
+                     ) -> plan_lib.PrivacyPlan:
+  """The per-step :class:`~zoprivacy.privacy.PrivacyPlan` (Thm 3.1)."""
+  notes = ["Noisy-ZOGD (Chien, Chen & Li) composition view, Thm 3.1: every "
+           "iterate counted as published"]
+  if not setting.full_batch:
+    notes.append(f"mini-batches of {setting.batch_size} drawn without "
+                 "replacement are charged as full-batch steps (no "
+                 "amplification by sampling)")
+  if len(_fractions(setting)) > 1:
+    notes.append("a directional-fraction schedule is charged at its "
+                 "smallest noise multiplier at every step")
+  return plan_lib.PrivacyPlan(
+      mechanism="gaussian", noise_multiplier=plan_multiplier(setting),
+      clip=float(setting.clip), num_queries=int(setting.num_directions),
+      neighboring="replace_one", sampling="full_batch",
+      expected_batch_size=float(setting.divisor),
+      dataset_size=int(setting.dataset_size),
+      noise_source=("os_entropy" if insecure_test_noise_seed is None
+                    else "insecure_test_seed"),
+      notes=tuple(notes))
 
-  def step_event(self, dataset_size: int | None = None,
-                 step: int = 0) -> dp_accounting.DpEvent:
-    del dataset_size
-    event = dp_accounting.GaussianDpEvent(self.noise_multiplier_at(step))
-    if self.setting.full_batch:
-      return event
-    return dp_accounting.SampledWithoutReplacementDpEvent(
-        self.setting.dataset_size, self.setting.batch_size, event)
 
-  def dp_event(self, num_steps: int,
-               dataset_size: int | None = None) -> dp_accounting.DpEvent:
-    del dataset_size
-    counts: dict[float, int] = {}
-    for beta in self.setting.fractions(int(num_steps)):
-      counts[beta] = counts.get(beta, 0) + 1
-    events = []
-    for beta, count in counts.items():
-      event = dp_accounting.GaussianDpEvent(
-          self._mechanism(self.setting, beta).noise_multiplier)
-      if not self.setting.full_batch:
-        event = dp_accounting.SampledWithoutReplacementDpEvent(
-            self.setting.dataset_size, self.setting.batch_size, event)
-      events.append(dp_accounting.SelfComposedDpEvent(event, count))
-    return events[0] if len(events) == 1 else dp_accounting.ComposedDpEvent(
-        events)
+def with_plan_multiplier(setting: setting_lib.NoisyZOGDSetting,
+                         noise_multiplier: float
+                         ) -> setting_lib.NoisyZOGDSetting:
+  """The setting whose plan has ``noise_multiplier`` (``sigma`` rescaled).
 
-  def epsilon(self, num_steps: int, delta: float,
-              dataset_size: int | None = None) -> float:
-    """Composition epsilon (every iterate published), replace-one.
+  The plan's multiplier is linear in ``sigma``, so calibrating a plan for a
+  target epsilon calibrates ``sigma``.
+  """
+  scale = float(noise_multiplier) / plan_multiplier(setting)
+  return setting.replace(noise_std=setting.noise_std * scale)
 
-    PLD for the full batch; RDP (Wang, Balle & Kasiviswanathan 2019) for
-    batches sampled without replacement, which the PLD does not support.
-    """
-    from zoprivacy import accounting  # pylint: disable=g-import-not-at-top
-    event = self.dp_event(num_steps, dataset_size)
-    if self.setting.full_batch:
-      return accounting.pld_epsilon(event, delta=delta,
-                                    neighboring="replace_one")
-    return accounting.rdp_epsilon(event, delta=delta,
-                                  neighboring="replace_one")
 
-  def final_iterate(self, num_steps: int, delta: float, *,
-                    strict_output: bool = True
-                    ) -> report_lib.FinalIterateReport:
-    """Hidden-state, composition and output-perturbation epsilons.
+def final_iterate(setting: setting_lib.NoisyZOGDSetting, num_steps: int,
+                  delta: float, *, strict_output: bool = True
+                  ) -> report_lib.FinalIterateReport:
+  """Hidden-state, composition and output-perturbation epsilons.
 
-    Raises ``ValueError`` if the loss assumptions were not declared.
-    """
-    return report_lib.final_iterate_report(self.setting, num_steps, delta,
-                                           strict_output=strict_output)
+  Raises ``ValueError`` if the loss assumptions were not declared.
+  """
+  return report_lib.final_iterate_report(setting, num_steps, delta,
+                                         strict_output=strict_output)
+

@@ -1,17 +1,24 @@
-"""What the runner does differently for Noisy-ZOGD (``estimator='noisy_zogd'``).
+"""The runner's hooks for estimators declared ``takes_setting`` (Noisy-ZOGD).
+
+The estimator's registry declaration
+(:class:`zoprivacy.estimators.registry.EstimatorSpec`) says its factory
+takes a :class:`~zoprivacy.hidden_state.NoisyZOGDSetting`; this module
+builds it from the config. Everything else (the privacy plan in the state,
+the ledger, calibration, result.json) follows the runner's ordinary path.
 
 * :func:`preflight` checks the hyperparameters against Thm 3.2 from the
   config alone, before any data is loaded: ``d >= 2K``, ``R > 0``, the
   directional fraction in [0, 1], the step size limit and the declared loss
   assumptions (the clip must cover the Lipschitz constant).
-* :func:`build` makes the setting, the optax chain (estimator, ``sgd(eta)``,
-  projection) and the privacy spec once the dataset size is known.
+* :func:`factory_kwargs` gives the factory its setting once the dataset
+  size is known.
 * :func:`published_outputs` lists what the run publishes from intermediate
   iterates; :func:`final_iterate` refuses the final-iterate epsilon when the
   list is not empty (``docs/hidden_state.md``).
 
 Config fields: ``estimator_kwargs`` (``num_directions``, ``noise_std``,
-``clip``, ``smoothing``, ``directional_fraction``), ``learning_rate`` (the
+``clip``, ``smoothing``, ``directional_fraction``; defaults from the
+registry; any other key goes to the factory), ``learning_rate`` (the
 step size ``eta``; ``None``: the theorem's limit, ``K/M`` for a strongly
 convex loss), ``radius``, ``l2``, ``sampling`` ('full_batch' or
 'without_replacement' with ``expected_batch_size`` as the batch size) and
@@ -22,11 +29,24 @@ from __future__ import annotations
 
 from typing import Any
 
-import zoprivacy
+from zoprivacy.estimators import registry
+from zoprivacy.hidden_state import privacy as privacy_lib
 from zoprivacy.hidden_state import setting as setting_lib
 from experiments import hidden_state_tasks
 
 SAMPLING = ("full_batch", "without_replacement")
+SETTING_FIELDS = ("num_directions", "noise_std", "clip", "smoothing",
+                  "directional_fraction")
+
+
+def _kwargs(config) -> dict[str, Any]:
+  kw = dict(registry.get(config.estimator).defaults)
+  kw.update(config.estimator_kwargs)
+  return kw
+
+
+def _hidden(config):
+  return config.get("hidden_state") or {}
 
 
 def _assumptions(config) -> setting_lib.LossAssumptions:
@@ -35,8 +55,8 @@ def _assumptions(config) -> setting_lib.LossAssumptions:
         f"Noisy-ZOGD's final-iterate epsilon needs declared loss assumptions; "
         f"the task {config.dataset!r} declares none. Use digits_logreg or "
         "fashion_mnist_logreg, or set hidden_state.report=False.")
-  kw = config.estimator_kwargs
-  return hidden_state_tasks.assumptions(config.l2, config.radius, kw.smoothing)
+  return hidden_state_tasks.assumptions(config.l2, config.radius,
+                                        _kwargs(config)["smoothing"])
 
 
 def _dataset(config) -> str:
@@ -44,11 +64,11 @@ def _dataset(config) -> str:
 
 
 def make_setting(config, dataset_size: int) -> setting_lib.NoisyZOGDSetting:
-  kw = dict(config.estimator_kwargs)
+  kw = _kwargs(config)
   fraction = kw.pop("directional_fraction", 0.5)
   if isinstance(fraction, list):
     fraction = tuple(fraction)
-  report = config.hidden_state.report
+  report = _hidden(config).get("report", True)
   assumptions = _assumptions(config) if report else None
   k = kw["num_directions"]
   eta = config.get("learning_rate")
@@ -76,21 +96,19 @@ def preflight(config) -> None:
   make_setting(config, stand_in)
 
 
-def build(config, dataset_size: int):
-  """``(setting, chain, privacy)`` for the run."""
-  setting = make_setting(config, dataset_size)
-  chain = zoprivacy.noisy_zogd_chain(setting, key=config.seed)
-  return setting, chain, chain.privacy
+def factory_kwargs(config, dataset_size: int) -> dict[str, Any]:
+  """The factory's ``setting=`` and the non-setting ``estimator_kwargs``."""
+  extra = {k: v for k, v in _kwargs(config).items()
+           if k not in SETTING_FIELDS}
+  return dict(extra, setting=make_setting(config, dataset_size))
 
 
-def ledger_step(privacy, step: int) -> dict:
-  """Ledger arguments for step ``step``: each step is charged as one
-  full-batch replace-one Gaussian (for mini-batches this forgoes the
-  amplification by sampling; the final-iterate report has the tight
-  composition figure)."""
-  return dict(noise_multiplier=privacy.noise_multiplier_at(step),
-              sampling_probability=1.0, mechanism="gaussian",
-              num_queries=privacy.mechanism.num_queries, sampling="full_batch")
+def run_setting(config, dataset_size: int, noise_multiplier: float
+                ) -> setting_lib.NoisyZOGDSetting:
+  """The setting the run used: its ``sigma`` gives the plan's multiplier
+  (set, calibrated or from ``noise_std``)."""
+  return privacy_lib.with_plan_multiplier(make_setting(config, dataset_size),
+                                          noise_multiplier)
 
 
 def published_outputs(config) -> list[str]:
@@ -102,7 +120,7 @@ def published_outputs(config) -> list[str]:
                " also shown in the progress bar)")
   ckpt = config.get("checkpoint_every") or 0
   if config.get("workdir") and ckpt and ckpt < steps and not (
-      config.hidden_state.get("checkpoints_private", False)):
+      _hidden(config).get("checkpoints_private", False)):
     out.append(f"intermediate checkpoints (checkpoint_every={ckpt}) not "
                "declared private (hidden_state.checkpoints_private)")
   for name in ("trajectory_log", "log_trajectory"):
@@ -112,21 +130,21 @@ def published_outputs(config) -> list[str]:
   return out
 
 
-def final_iterate(config, privacy, num_steps: int) -> dict[str, Any]:
+def final_iterate(config, setting, num_steps: int) -> dict[str, Any]:
   """The three epsilons of the run, or why they are refused."""
   published = published_outputs(config)
   if published:
     return {"refused": "the final-iterate (hidden-state) epsilon does not "
                        "apply: intermediate outputs are published: "
                        + "; ".join(published)}
-  report = privacy.final_iterate(num_steps, config.delta)
+  report = privacy_lib.final_iterate(setting, num_steps, config.delta)
   out = report.to_dict()
   out["text"] = report.format()
-  if privacy.sampling != "full_batch":
+  if not setting.full_batch:
     out["text"] += ("\n  (the ledger charges each mini-batch step as a "
                     "full-batch release, without amplification by sampling; "
                     "the composition figure above is amplified, WBK'19)")
-  out["condition_ratio"] = privacy.setting.assumptions.condition_ratio
+  out["condition_ratio"] = setting.assumptions.condition_ratio
   return out
 
 
@@ -134,3 +152,8 @@ def format_final_iterate(block: dict[str, Any]) -> str:
   if "refused" in block:
     return "final-iterate epsilon: not reported (" + block["refused"] + ")"
   return block["text"] + f"\n  m/M = {block['condition_ratio']:.3g}"
+
+
+def wants_report(config) -> bool:
+  """Whether the run asks for the final-iterate report (default: yes)."""
+  return bool(_hidden(config).get("report", True))

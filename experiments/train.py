@@ -18,6 +18,11 @@ One run, top to bottom:
    and checkpoint every so often;
 6. report accuracy with the ``(epsilon, delta)`` of the plan and ledger.
 
+An estimator declared ``takes_setting`` (Noisy-ZOGD) gets its setting from
+:mod:`experiments.hidden_state_run`, which also checks it before any data is
+loaded and adds the final-iterate (hidden-state) epsilon to the report;
+its plan, ledger and calibration follow the same path as every estimator's.
+
 Randomness: ``config.seed`` is PUBLIC (model initialization, directions,
 public batches). The noise and the Poisson batches come from a 256-bit
 secret drawn from OS entropy, which is written only into checkpoints.
@@ -27,7 +32,6 @@ tests; such a run is reported as NOT private.
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import json
 import os
@@ -43,9 +47,13 @@ import optax
 import tqdm
 
 from experiments import checkpointing
+from experiments import hidden_state_run
 from experiments import metrics as metrics_lib
 from experiments import tasks
 from experiments import workdir as workdir_lib
+from experiments.batches import make_sampler
+from experiments.batches import public_batch_indices
+from experiments.optimizers import make_optimizer
 from zoprivacy import accounting
 from zoprivacy import per_example_check
 from zoprivacy.data import sampling
@@ -53,45 +61,6 @@ from zoprivacy.estimators import registry
 from zoprivacy.privacy import ExactNoiseSource
 from zoprivacy.privacy import find_plan
 from zoprivacy.privacy import randomness
-
-
-def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransformation:
-  """Any optax optimizer by name, with ``optimizer_kwargs`` and a schedule.
-
-  ``config.schedule`` names an optax schedule (e.g. 'cosine_decay_schedule')
-  built with ``schedule_kwargs``; its ``init_value`` / ``peak_value``
-  default to ``learning_rate`` and ``decay_steps`` to ``num_steps``.
-  """
-  name = config.optimizer
-  factory = getattr(optax, name, None)
-  if not callable(factory) or name.endswith("_schedule"):
-    choices = [n for n in ("sgd", "adam", "adamw", "lion", "adafactor",
-                           "rmsprop", "lamb", "adagrad", "radam", "nadam")]
-    close = difflib.get_close_matches(str(name), dir(optax), n=3)
-    raise ValueError(f"Unknown optimizer {name!r}; any optax optimizer works, "
-                     f"e.g. {', '.join(choices)}"
-                     + (f" (did you mean {', '.join(close)}?)" if close else "")
-                     + ".")
-  learning_rate = config.learning_rate
-  if config.get("schedule"):
-    schedule = getattr(optax, config.schedule, None)
-    if not callable(schedule):
-      close = difflib.get_close_matches(config.schedule, [
-          n for n in dir(optax) if n.endswith("_schedule")], n=3)
-      raise ValueError(f"Unknown optax schedule {config.schedule!r}"
-                       + (f"; did you mean {', '.join(close)}?" if close else "."))
-    params = inspect.signature(schedule).parameters
-    skw = dict(config.get("schedule_kwargs") or {})
-    for key in ("init_value", "peak_value"):
-      if key in params:
-        skw.setdefault(key, config.learning_rate)
-    if "decay_steps" in params:
-      skw.setdefault("decay_steps", config.num_steps)
-    learning_rate = schedule(**skw)
-  kwargs = dict(config.get("optimizer_kwargs") or {})
-  if name == "sgd" and config.get("momentum"):
-    kwargs.setdefault("momentum", config.momentum)
-  return factory(learning_rate, **kwargs)
 
 
 def run_secret(config) -> bytes:
@@ -106,40 +75,26 @@ def run_secret(config) -> bytes:
   return randomness.new_secret()
 
 
-def make_sampler(config, dataset_size: int, secret: bytes,
-                 supported=("poisson", "shuffle")):
-  if config.sampling not in supported:
-    raise ValueError(
-        f"config.sampling={config.sampling!r}, but the {config.dataset!r} loader "
-        f"can only provide {supported}: it cannot draw the batches whose privacy "
-        "the accountant would report.")
-  if config.sampling == "poisson":
-    return sampling.PoissonSampler(
-        dataset_size, config.expected_batch_size,
-        secret=randomness.derive(secret, "poisson sampler", num_bytes=32))
-  if config.sampling == "shuffle":
-    if registry.get(config.estimator).private:
-      raise ValueError(
-          "Private estimators are accounted under Poisson sampling; "
-          "sampling='shuffle' is only for the non-private baseline.")
-    return sampling.ShuffleSampler(dataset_size, int(config.expected_batch_size),
-                                   seed=config.seed + 1)
-  raise ValueError(f"Unknown sampling {config.sampling!r}; use 'poisson' or 'shuffle'.")
-
-
 def build_estimator(config, noise_multiplier, dataset_size):
   """The estimator named by ``config.estimator``, from its declaration."""
   spec = registry.get(config.estimator)
+  if spec.takes_setting:     # the setting holds the hyperparameters
+    kwargs = hidden_state_run.factory_kwargs(config, dataset_size)
+  else:
+    kwargs = dict(spec.defaults)
+    kwargs.update(config.estimator_kwargs)
   accepted = inspect.signature(spec.factory).parameters
-  unknown = [k for k in config.estimator_kwargs if k not in accepted]
+  unknown = [k for k in kwargs if k not in accepted]
   if unknown:
     raise ValueError(
         f"{config.estimator} does not take {', '.join(map(repr, unknown))}; "
         f"it takes {', '.join(sorted(accepted))}.")
-  kwargs = dict(spec.defaults)
-  kwargs.update(config.estimator_kwargs)
   kwargs["direction_key"] = config.seed
-  if spec.private:
+  if spec.takes_setting:
+    kwargs["noise_multiplier"] = noise_multiplier
+    if config.get("insecure_test_noise"):
+      kwargs["insecure_test_noise_seed"] = config.seed
+  elif spec.private:
     kwargs.update(noise_multiplier=noise_multiplier,
                   expected_batch_size=config.expected_batch_size,
                   dataset_size=dataset_size)
@@ -174,6 +129,8 @@ def resolve_plan(config, trainable, dataset_size):
           num_steps=config.num_steps)
       sigma = plan.noise_multiplier
       how = f"calibrated for target epsilon {config.target_epsilon:g}"
+    elif spec.takes_setting:
+      how = "set by the setting's noise_std"
     else:
       raise ValueError("Set target_epsilon or noise_multiplier for a private run.")
   tx = _chain(config, sigma, dataset_size)
@@ -185,29 +142,10 @@ def resolve_plan(config, trainable, dataset_size):
 
 
 def _chain(config, sigma, dataset_size):
-  return optax.chain(build_estimator(config, sigma, dataset_size),
-                     make_optimizer(config))
-
-
-def public_batch_indices(config, num_public: int, step: int) -> np.ndarray | None:
-  """Public examples for ``step``: uniform without replacement, seeded.
-
-  Public data carries no privacy cost, so any (public) sampling is allowed;
-  ``[k, b']`` indices for methods that take ``k`` public batches, ``[b']``
-  otherwise.
-  """
-  spec = registry.get(config.estimator)
-  if spec.public_data is None:
-    return None
-  if not num_public:
-    raise ValueError(f"{config.estimator} needs public data: set config.public "
-                     "to a task that provides a public split.")
-  k = (dict(spec.defaults, **config.estimator_kwargs).get(
-      "num_public_batches", 1) if spec.public_data == "batches" else 1)
-  size = min(int(config.public_batch_size), num_public)
-  rng = np.random.default_rng([config.seed, 2, int(step)])
-  idx = np.stack([rng.choice(num_public, size, replace=False) for _ in range(k)])
-  return idx if spec.public_data == "batches" else idx[0]
+  estimator = build_estimator(config, sigma, dataset_size)
+  if registry.get(config.estimator).takes_setting:   # eta, projection inside
+    return estimator
+  return optax.chain(estimator, make_optimizer(config))
 
 
 def check_loss_is_per_example(task, trainable, frozen, capacity: int, seed: int):
@@ -228,7 +166,9 @@ def train(config: ml_collections.ConfigDict, *, progress: bool = True,
   ``stop_after``: stop (after checkpointing) once this many steps are done,
   as if interrupted; a later call with the same ``workdir`` resumes.
   """
-  registry.get(config.estimator)                      # typos fail first
+  spec = registry.get(config.estimator)               # typos fail first
+  if spec.takes_setting:      # the setting's conditions, before any data
+    hidden_state_run.preflight(config)
   if config.get("workdir"):
     workdir_lib.claim(config.workdir, config.to_dict(),
                       config.get("resume", ""))
@@ -273,7 +213,6 @@ def train(config: ml_collections.ConfigDict, *, progress: bool = True,
   if plan.noise_kind == "discrete":
     noise_source = ExactNoiseSource(
         plan, randomness.derive(secret, "exact noise", num_bytes=32))
-  spec = registry.get(config.estimator)
 
   @jax.jit
   def step(params, frozen, opt_state, batch, public, discrete_noise):
@@ -378,6 +317,11 @@ def train(config: ml_collections.ConfigDict, *, progress: bool = True,
     result["plot"] = metrics_lib.plot_report(
         history, os.path.join(workdir, "report.png"),
         f"{config.estimator} on {config.dataset}")
+  if spec.takes_setting and hidden_state_run.wants_report(config):
+    result["final_iterate"] = hidden_state_run.final_iterate(
+        config, hidden_state_run.run_setting(config, n, plan.noise_multiplier),
+        done)
+  if workdir:
     with open(os.path.join(workdir, "result.json"), "w") as f:
       json.dump({"config": config.to_dict(), **result}, f, indent=2, default=str)
     if ledger is not None:
@@ -401,6 +345,9 @@ def format_report(result: dict[str, Any]) -> str:
   if "pure_epsilon" in result:
     privacy += (f"\npure epsilon (Laplace, basic composition, DP-ZO Thm 3.1): "
                 f"{result['pure_epsilon']:.4f}")
+  if "final_iterate" in result:
+    privacy += "\n" + hidden_state_run.format_final_iterate(
+        result["final_iterate"])
   lines = [
       f"estimator: {result['estimator']} on {result['dataset']}",
       f"test accuracy: {result['test_accuracy']:.4f}",

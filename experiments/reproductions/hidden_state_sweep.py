@@ -57,7 +57,7 @@ def run_config(cfg: Config, k: int, sigma: float):
 def train_once(config, task) -> tuple[float, hidden_state.NoisyZOGDSetting]:
   """Trains ``config`` (nothing intermediate is evaluated or saved)."""
   setting = hidden_state_run.make_setting(config, task.num_train)
-  tx = zoprivacy.noisy_zogd_chain(setting, key=config.seed)
+  tx = zoprivacy.noisy_zogd_chain(setting, direction_key=config.seed)
   batch = (jnp.asarray(task.train_inputs), jnp.asarray(task.train_labels))
   params, frozen = task.init(jax.random.key(config.seed))
 

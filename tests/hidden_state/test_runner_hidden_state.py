@@ -47,7 +47,7 @@ def test_final_iterate_epsilon_refused_when_intermediates_published():
            "trajectory": (dict(trajectory_log=True), "trajectory log")}
   for changes, reason in cases.values():
     config = small_config(**changes)
-    block = hidden_state_run.final_iterate(config, privacy=None,
+    block = hidden_state_run.final_iterate(config, setting=None,
                                            num_steps=config.num_steps)
     assert reason in block["refused"] and "intermediate" in block["refused"]
     assert "not reported" in hidden_state_run.format_final_iterate(block)

@@ -90,14 +90,11 @@ def build_estimator(config, noise_multiplier, dataset_size):
         f"{config.estimator} does not take {', '.join(map(repr, unknown))}; "
         f"it takes {', '.join(sorted(accepted))}.")
   kwargs["direction_key"] = config.seed
-  if spec.takes_setting:
+  if spec.private:
     kwargs["noise_multiplier"] = noise_multiplier
-    if config.get("insecure_test_noise"):
-      kwargs["insecure_test_noise_seed"] = config.seed
-  elif spec.private:
-    kwargs.update(noise_multiplier=noise_multiplier,
-                  expected_batch_size=config.expected_batch_size,
-                  dataset_size=dataset_size)
+    if not spec.takes_setting:              # a setting fixes its batches
+      kwargs.update(expected_batch_size=config.expected_batch_size,
+                    dataset_size=dataset_size)
     if config.get("insecure_test_noise"):
       kwargs["insecure_test_noise_seed"] = config.seed
   if spec.exact_noise:

@@ -81,10 +81,7 @@ class PoissonSampler:
     self.expected_batch_size, self.dataset_size = (
         validation.batch_size_and_dataset(expected_batch_size, dataset_size))
     self.sampling_probability = self.expected_batch_size / self.dataset_size
-    if secret is None:
-      secret = (randomness.new_secret() if insecure_test_seed is None else
-                randomness.insecure_test_secret(insecure_test_seed))
-    self.secret = randomness.check_secret(secret)
+    self.secret = _secret(secret, insecure_test_seed)
     self.capacity = poisson_capacity(self.dataset_size,
                                      self.sampling_probability,
                                      overflow_probability)
@@ -107,6 +104,26 @@ class PoissonSampler:
     return IndexBatch(indices, mask)
 
 
+def _fixed_batch_size(sampler, dataset_size: int, batch_size: int) -> None:
+  """Validates and sets the sizes of a fixed-size-batch sampler."""
+  sampler.batch_size = validation.positive_int("batch_size", batch_size)
+  sampler.dataset_size = validation.positive_int("dataset_size", dataset_size)
+  if sampler.batch_size > sampler.dataset_size:
+    raise ValueError(f"batch_size ({batch_size}) exceeds the dataset "
+                     f"({dataset_size}).")
+  sampler.expected_batch_size = float(sampler.batch_size)
+  sampler.sampling_probability = sampler.batch_size / sampler.dataset_size
+  sampler.capacity = sampler.batch_size
+
+
+def _secret(secret: bytes | None, insecure_test_seed: int | None) -> bytes:
+  """The given secret, OS entropy, or (loudly) the insecure test secret."""
+  if secret is None:
+    secret = (randomness.new_secret() if insecure_test_seed is None else
+              randomness.insecure_test_secret(insecure_test_seed))
+  return randomness.check_secret(secret)
+
+
 class ShuffleSampler:
   """Fixed-size batches without replacement, reshuffled every epoch.
 
@@ -117,14 +134,7 @@ class ShuffleSampler:
   scheme = "shuffle"
 
   def __init__(self, dataset_size: int, batch_size: int, *, seed: int):
-    self.batch_size = validation.positive_int("batch_size", batch_size)
-    self.dataset_size = validation.positive_int("dataset_size", dataset_size)
-    if self.batch_size > self.dataset_size:
-      raise ValueError(f"batch_size ({batch_size}) exceeds the dataset "
-                       f"({dataset_size}).")
-    self.expected_batch_size = float(self.batch_size)
-    self.sampling_probability = self.batch_size / self.dataset_size
-    self.capacity = self.batch_size
+    _fixed_batch_size(self, dataset_size, batch_size)
     self.seed = int(seed)
     self.batches_per_epoch = self.dataset_size // self.batch_size
 
@@ -152,18 +162,8 @@ class WithoutReplacementSampler:
   def __init__(self, dataset_size: int, batch_size: int, *,
                secret: bytes | None = None,
                insecure_test_seed: int | None = None):
-    self.batch_size = validation.positive_int("batch_size", batch_size)
-    self.dataset_size = validation.positive_int("dataset_size", dataset_size)
-    if self.batch_size > self.dataset_size:
-      raise ValueError(f"batch_size ({batch_size}) exceeds the dataset "
-                       f"({dataset_size}).")
-    self.expected_batch_size = float(self.batch_size)
-    self.sampling_probability = self.batch_size / self.dataset_size
-    self.capacity = self.batch_size
-    if secret is None:
-      secret = (randomness.new_secret() if insecure_test_seed is None else
-                randomness.insecure_test_secret(insecure_test_seed))
-    self.secret = randomness.check_secret(secret)
+    _fixed_batch_size(self, dataset_size, batch_size)
+    self.secret = _secret(secret, insecure_test_seed)
 
   def batch_indices(self, step: int) -> IndexBatch:
     rng = randomness.numpy_generator(self.secret, "without_replacement",

@@ -160,3 +160,17 @@ def test_ledger_input_errors():
     _plan(-1.0, 0.1)
   with pytest.raises(ValueError, match="add/remove"):
     _plan(1.0, 0.1, "laplace", neighboring="replace_one")
+
+
+@pytest.mark.parametrize("neighboring", ["add_or_remove", "replace_one"])
+def test_full_batch_gaussian_epsilon_is_exact_and_below_the_pld(neighboring):
+  """The analytic full-batch epsilon sits just below dp_accounting's
+  pessimistic PLD (which upper-bounds the same exact quantity)."""
+  plan = PrivacyPlan(mechanism="gaussian", noise_multiplier=20.0, clip=1.0,
+                     sampling="full_batch", neighboring=neighboring)
+  exact = plan.epsilon(50, DELTA)
+  event = dp_accounting.SelfComposedDpEvent(plan.step_event(), 50)
+  pld = acc.pld_epsilon(event, delta=DELTA, neighboring=neighboring)
+  assert exact <= pld <= exact * 1.01 + 1e-3
+  assert PrivacyPlan(mechanism="gaussian", noise_multiplier=0.01,
+                     sampling="full_batch").epsilon(200, DELTA) > 1e4

@@ -54,21 +54,18 @@ def _check_pld_size(noise_multiplier: float, count: int, p: float,
   """Refuses, in microseconds, a PLD that would not fit in memory.
 
   Estimate of the composed privacy-loss support, in grid points, with
-  ``r = Delta / sigma``: one step's range (``r^2/2 + 10 r``) plus ``T`` times
-  the per-step mean loss plus 20 standard deviations of the ``T``-step sum.
-  Unsampled, one step's loss is Gaussian with mean ``r^2/2`` and std ``r``;
-  under Poisson sampling at rate ``p`` its variance is at most
-  ``min(p^2 (exp(r^2) - 1), r^2 + r^4/4)`` and its mean at most
-  ``min(p^2 (exp(r^2) - 1), r^2/2)``.
+  ``r = Delta / sigma``: 20 standard deviations of the ``T``-step sum plus,
+  when subsampled, one step's range (``r^2/2 + 10 r``). Unsampled, one step's
+  loss is Gaussian with std ``r``; under Poisson sampling at rate ``p`` its
+  variance is at most ``min(p^2 (exp(r^2) - 1), r^2 + r^4/4)``.
   """
   sens = 2.0 if rel == NeighborRel.REPLACE_ONE else 1.0
   r = sens / noise_multiplier
   if p >= 1.0:
-    mean, var = r * r / 2, r * r
+    width = 20 * r * math.sqrt(count)
   else:
-    growth = p * p * math.expm1(min(r * r, 700.0))
-    mean, var = min(growth, r * r / 2), min(growth, r * r + r ** 4 / 4)
-  width = r * r / 2 + 10 * r + count * mean + 20 * math.sqrt(count * var)
+    var = min(p * p * math.expm1(min(r * r, 700.0)), r * r + r ** 4 / 4)
+    width = r * r / 2 + 10 * r + 20 * math.sqrt(count * var)
   points = width / interval
   if not points <= MAX_PLD_POINTS:
     raise ValueError(

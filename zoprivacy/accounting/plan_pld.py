@@ -39,3 +39,31 @@ def pld(plan, num_steps: int):
   return _eps.build_pld(
       event, neighboring=plan.neighboring,
       value_discretization_interval=VALUE_DISCRETIZATION_INTERVAL)
+
+
+def full_batch_gaussian_epsilon(plan, num_steps: int, delta: float) -> float:
+  """Exact epsilon of ``T`` un-subsampled Gaussian steps (no discretization).
+
+  ``T`` Gaussian releases with noise multiplier ``sigma`` are one Gaussian
+  mechanism with ``mu = Delta sqrt(T) / sigma`` (``Delta`` = 1 add/remove,
+  2 replace-one), whose privacy profile is exact (Balle & Wang 2018,
+  Thm. 8): ``delta(eps) = Phi(mu/2 - eps/mu) - e^eps Phi(-mu/2 - eps/mu)``.
+  Solved for ``eps`` in float64; a PLD would need ``O(mu / interval)``
+  points, which is prohibitive for the large ``mu`` of full-batch runs.
+  """
+  import math  # pylint: disable=g-import-not-at-top
+  from scipy import optimize, stats  # pylint: disable=g-import-not-at-top
+  sens = 2.0 if plan.neighboring == "replace_one" else 1.0
+  mu = sens * math.sqrt(num_steps) / plan.noise_multiplier
+
+  def excess(eps):
+    a = stats.norm.cdf(mu / 2 - eps / mu)
+    b = math.exp(eps + stats.norm.logcdf(-mu / 2 - eps / mu))
+    return a - b - delta
+
+  if excess(0.0) <= 0:
+    return 0.0
+  hi = mu * mu / 2 + mu * math.sqrt(2 * math.log(1 / delta)) + 1.0
+  while excess(hi) > 0:
+    hi *= 2
+  return float(optimize.brentq(excess, 0.0, hi, xtol=1e-12, rtol=1e-12))

@@ -179,6 +179,9 @@ class PrivacyPlan:
       raise PlanError("epsilon needs delta (set plan.delta or pass delta=).")
     if not 0.0 < float(delta) < 1.0:
       raise PlanError(f"delta must lie in (0, 1), got {delta!r}.")
+    if self.mechanism == "gaussian" and self.sampling == "full_batch":
+      from zoprivacy.accounting import plan_pld  # pylint: disable=g-import-not-at-top
+      return plan_pld.full_batch_gaussian_epsilon(self, num_steps, delta)
     return float(self.pld(num_steps).get_epsilon_for_delta(delta))
 
   # -------------------------------------------------------------- reports
@@ -204,7 +207,8 @@ class PrivacyPlan:
       parts.append(f"Poisson sampling p={self.sampling_probability:.5g}")
     else:
       parts.append("full batch")
-    parts.append("PLD accountant")
+    parts.append("exact Gaussian accountant" if self.mechanism == "gaussian"
+                 and self.sampling == "full_batch" else "PLD accountant")
     parts.append("secret noise from OS entropy"
                  if self.noise_source == "os_entropy" else
                  "NOT PRIVATE: reproducible insecure test noise")

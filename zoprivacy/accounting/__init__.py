@@ -13,11 +13,11 @@ Conventions (``docs/conventions.md``, ``docs/accounting.md``):
 from zoprivacy.accounting.calibration import CalibrationResult
 from zoprivacy.accounting.calibration import calibrate_noise_multiplier
 from zoprivacy.accounting.epsilon import DirectionalEpsilon
-from zoprivacy.accounting.epsilon import EpsilonReport
+from zoprivacy.accounting.report import EpsilonReport
 from zoprivacy.accounting.epsilon import build_pld
 from zoprivacy.accounting.epsilon import dpzero_advanced_composition_noise_multiplier
 from zoprivacy.accounting.epsilon import dpzero_advanced_composition_sigma
-from zoprivacy.accounting.epsilon import epsilon_report
+from zoprivacy.accounting.report import epsilon_report
 from zoprivacy.accounting.epsilon import pld_epsilon
 from zoprivacy.accounting.epsilon import pld_epsilon_by_direction
 from zoprivacy.accounting.epsilon import pure_epsilon_poisson_laplace

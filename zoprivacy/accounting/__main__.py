@@ -20,7 +20,7 @@ import argparse
 import sys
 
 from zoprivacy.accounting.calibration import calibrate_noise_multiplier
-from zoprivacy.accounting.epsilon import epsilon_report
+from zoprivacy.accounting.report import epsilon_report
 
 
 def _common(p: argparse.ArgumentParser) -> None:

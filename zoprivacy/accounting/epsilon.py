@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import dp_accounting
 from dp_accounting.pld import privacy_loss_distribution as _pld_lib
 
 from zoprivacy.accounting import events as _ev
+from zoprivacy.accounting import pld_size
 
 PLD = _pld_lib.PrivacyLossDistribution
 NeighborRel = dp_accounting.NeighboringRelation
@@ -46,36 +47,6 @@ def build_pld(event: dp_accounting.DpEvent, *,
   return _build_pld(event, 1, rel, interval)
 
 
-MAX_PLD_POINTS = 5e7   # ~400 MB of float64 per PMF
-
-
-def _check_pld_size(noise_multiplier: float, count: int, p: float,
-                    interval: float, rel) -> None:
-  """Refuses, in microseconds, a PLD that would not fit in memory.
-
-  Estimate of the composed privacy-loss support, in grid points, with
-  ``r = Delta / sigma``: 20 standard deviations of the ``T``-step sum plus,
-  when subsampled, one step's range (``r^2/2 + 10 r``). Unsampled, one step's
-  loss is Gaussian with std ``r``; under Poisson sampling at rate ``p`` its
-  variance is at most ``min(p^2 (exp(r^2) - 1), r^2 + r^4/4)``.
-  """
-  sens = 2.0 if rel == NeighborRel.REPLACE_ONE else 1.0
-  r = sens / noise_multiplier
-  if p >= 1.0:
-    width = 20 * r * math.sqrt(count)
-  else:
-    var = min(p * p * math.expm1(min(r * r, 700.0)), r * r + r ** 4 / 4)
-    width = r * r / 2 + 10 * r + 20 * math.sqrt(count * var)
-  points = width / interval
-  if not points <= MAX_PLD_POINTS:
-    raise ValueError(
-        f"Accounting noise_multiplier={noise_multiplier:.4g} over {count} "
-        f"steps at sampling probability {p:g} would need about {points:.3g} "
-        f"PLD points, over the limit of {MAX_PLD_POINTS:.0e} (memory); such "
-        "a mechanism adds too little noise to account with the PLD at "
-        f"discretization {interval:g}.")
-
-
 def _build_pld(event, count: int, rel, interval: float) -> PLD:
   if isinstance(event, dp_accounting.NoOpDpEvent):
     return _pld_lib.identity(interval)
@@ -88,7 +59,7 @@ def _build_pld(event, count: int, rel, interval: float) -> PLD:
     return out
   if isinstance(event, dp_accounting.GaussianDpEvent):
     _ev.check_noise_multiplier(event.noise_multiplier)
-    _check_pld_size(event.noise_multiplier / math.sqrt(count), 1, 1.0,
+    pld_size.check_pld_size(event.noise_multiplier / math.sqrt(count), 1, 1.0,
                     interval, rel)
     return _pld_lib.from_gaussian_mechanism(
         standard_deviation=event.noise_multiplier / math.sqrt(count),
@@ -96,7 +67,7 @@ def _build_pld(event, count: int, rel, interval: float) -> PLD:
   if isinstance(event, dp_accounting.LaplaceDpEvent):
     _require_add_remove_for_laplace(rel)
     _ev.check_noise_multiplier(event.noise_multiplier)
-    _check_pld_size(event.noise_multiplier, count, 1.0, interval, rel)
+    pld_size.check_pld_size(event.noise_multiplier, count, 1.0, interval, rel)
     return _pld_lib.from_laplace_mechanism(
         event.noise_multiplier,
         value_discretization_interval=interval).self_compose(count)
@@ -105,7 +76,7 @@ def _build_pld(event, count: int, rel, interval: float) -> PLD:
     inner = event.event
     if isinstance(inner, dp_accounting.GaussianDpEvent):
       _ev.check_noise_multiplier(inner.noise_multiplier)
-      _check_pld_size(inner.noise_multiplier, count, p, interval, rel)
+      pld_size.check_pld_size(inner.noise_multiplier, count, p, interval, rel)
       return _pld_lib.from_gaussian_mechanism(
           standard_deviation=inner.noise_multiplier,
           value_discretization_interval=interval, sampling_prob=p,
@@ -113,7 +84,7 @@ def _build_pld(event, count: int, rel, interval: float) -> PLD:
     if isinstance(inner, dp_accounting.LaplaceDpEvent):
       _require_add_remove_for_laplace(rel)
       _ev.check_noise_multiplier(inner.noise_multiplier)
-      _check_pld_size(inner.noise_multiplier, count, p, interval, rel)
+      pld_size.check_pld_size(inner.noise_multiplier, count, p, interval, rel)
       return _pld_lib.from_laplace_mechanism(
           inner.noise_multiplier, value_discretization_interval=interval,
           sampling_prob=p).self_compose(count)
@@ -338,106 +309,3 @@ def dpzero_advanced_composition_noise_multiplier(*, epsilon: float,
   return dpzero_advanced_composition_sigma(
       epsilon=epsilon, delta=delta, num_steps=num_steps, clip=1.0,
       dataset_size=1)
-
-
-# -------------------------------------------------------------------- report
-
-
-class EpsilonReport(NamedTuple):
-  """PLD and RDP (and for Laplace the pure eps) of one training configuration."""
-  mechanism: str
-  neighboring: str
-  noise_multiplier: float
-  sampling_probability: float
-  num_steps: int
-  delta: float
-  num_queries: int
-  pld_epsilon: float
-  pld_epsilon_remove: Optional[float]
-  pld_epsilon_add: Optional[float]
-  rdp_epsilon: Optional[float]
-  rdp_note: str
-  pure_epsilon: Optional[float]
-  value_discretization_interval: float
-
-  def format(self) -> str:
-    def fmt(x):
-      return "n/a" if x is None else f"{x:.6g}"
-    lines = [
-        f"mechanism            {self.mechanism} (num_queries={self.num_queries})",
-        f"neighboring          {self.neighboring}",
-        f"noise_multiplier     {self.noise_multiplier:.6g}",
-        f"sampling_probability {self.sampling_probability:.6g}",
-        f"num_steps            {self.num_steps}",
-        f"delta                {self.delta:.3g}",
-        f"PLD epsilon          {fmt(self.pld_epsilon)}   (pessimistic, "
-        f"interval {self.value_discretization_interval:g}"
-        + (", max of add/remove)" if self.pld_epsilon_add is not None else ")"),
-    ]
-    if self.pld_epsilon_add is not None:
-      lines.append(f"  remove / add       {fmt(self.pld_epsilon_remove)} / "
-                   f"{fmt(self.pld_epsilon_add)}")
-    lines.append(f"RDP epsilon          {fmt(self.rdp_epsilon)}"
-                 + (f"   ({self.rdp_note})" if self.rdp_note else ""))
-    if self.mechanism == "laplace":
-      lines.append(f"pure epsilon (delta=0) {fmt(self.pure_epsilon)}   "
-                   "(DP-ZO Thm. 3.1, basic composition)")
-    return "\n".join(lines)
-
-
-def epsilon_report(*, noise_multiplier: float, sampling_probability: float,
-                   num_steps: int, delta: float, mechanism: str = "gaussian",
-                   neighboring: _ev.NeighboringLike = "add_or_remove",
-                   num_queries: int = 1,
-                   value_discretization_interval: float = 1e-4
-                   ) -> EpsilonReport:
-  """PLD and RDP epsilon side by side (plus pure eps for Laplace).
-
-  Gaussian: ``num_queries`` queries of std ``sqrt(q) sigma C`` per batch are
-  accounted as one Gaussian (conventions §5). Laplace: ``noise_multiplier`` is
-  the scale over the L1 bound; PLD (eps, delta) and DP-ZO Thm. 3.1 pure eps.
-  RDP is reported where dp_accounting supports the event, else ``None`` and
-  the reason in ``rdp_note``.
-  """
-  _ev.check_mechanism(mechanism)
-  rel = _ev.neighboring_relation(neighboring)
-  q = _ev.check_num_steps(num_queries, name="num_queries")
-  delta = _ev.check_delta(delta)
-  if mechanism == "gaussian":
-    event = poisson_event = _ev.poisson_gaussian_queries_event(
-        noise_multiplier=noise_multiplier, num_queries=q,
-        sampling_probability=sampling_probability, num_steps=num_steps)
-  else:
-    event = poisson_event = _ev.poisson_laplace_event(
-        noise_multiplier=noise_multiplier,
-        sampling_probability=sampling_probability, num_steps=num_steps)
-  eps = pld_epsilon(event, delta=delta, neighboring=rel,
-                    value_discretization_interval=value_discretization_interval)
-  remove = add = None
-  if rel == NeighborRel.ADD_OR_REMOVE_ONE:
-    split = pld_epsilon_by_direction(
-        poisson_event, delta=delta,
-        value_discretization_interval=value_discretization_interval)
-    remove, add = split.remove, split.add
-  rdp, note = None, ""
-  if mechanism == "laplace" and float(sampling_probability) < 1.0:
-    note = "dp_accounting's RDP has no Poisson-subsampled Laplace"
-  elif rel == NeighborRel.REPLACE_ONE and float(sampling_probability) < 1.0:
-    note = "dp_accounting's RDP supports Poisson sampling only under add/remove"
-  else:
-    rdp = rdp_epsilon(event, delta=delta, neighboring=rel)
-    if rel == NeighborRel.REPLACE_ONE:
-      note = "replace-one: Gaussian multiplier halved for dp_accounting's RDP"
-  pure = None
-  if mechanism == "laplace":
-    pure = pure_epsilon_poisson_laplace(
-        noise_multiplier=noise_multiplier,
-        sampling_probability=sampling_probability, num_steps=num_steps)
-  return EpsilonReport(
-      mechanism=mechanism, neighboring=_ev.neighboring_name(rel),
-      noise_multiplier=float(noise_multiplier),
-      sampling_probability=float(sampling_probability),
-      num_steps=int(num_steps), delta=delta, num_queries=q, pld_epsilon=eps,
-      pld_epsilon_remove=remove, pld_epsilon_add=add, rdp_epsilon=rdp,
-      rdp_note=note, pure_epsilon=pure,
-      value_discretization_interval=float(value_discretization_interval))

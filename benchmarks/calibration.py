@@ -51,29 +51,41 @@ def _clear_caches():
 
 
 def fine_epsilon(sigma: float) -> float:
-  event = zev.poisson_gaussian_event(noise_multiplier=sigma,
-                                     sampling_probability=P, num_steps=T)
-  return zeps.pld_epsilon(event, delta=DELTA, value_discretization_interval=1e-4)
+  event = zev.poisson_gaussian_event(
+    noise_multiplier=sigma, sampling_probability=P, num_steps=T
+  )
+  return zeps.pld_epsilon(
+    event, delta=DELTA, value_discretization_interval=1e-4
+  )
 
 
 def ours(target: float):
   _clear_caches()
   t0 = time.perf_counter()
-  res = zcal.calibrate_noise_multiplier(target_epsilon=target, delta=DELTA,
-                                        sampling_probability=P, num_steps=T)
+  res = zcal.calibrate_noise_multiplier(
+    target_epsilon=target, delta=DELTA, sampling_probability=P, num_steps=T
+  )
   return time.perf_counter() - t0, res
 
 
 def baseline(target: float, interval: float):
   def make_event(sigma):
     return dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(
-            P, dp_accounting.GaussianDpEvent(sigma)), T)
+      dp_accounting.PoissonSampledDpEvent(
+        P, dp_accounting.GaussianDpEvent(sigma)
+      ),
+      T,
+    )
+
   t0 = time.perf_counter()
   sigma = mechanism_calibration.calibrate_dp_mechanism(
-      lambda: pld_privacy_accountant.PLDAccountant(
-          value_discretization_interval=interval),
-      make_event, target, DELTA)
+    lambda: pld_privacy_accountant.PLDAccountant(
+      value_discretization_interval=interval
+    ),
+    make_event,
+    target,
+    DELTA,
+  )
   return time.perf_counter() - t0, sigma
 
 
@@ -89,17 +101,21 @@ def machine_note() -> str:
     pass
   load = os.getloadavg() if hasattr(os, "getloadavg") else ("?",)
   from importlib import metadata
-  return (f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, "
-          f"dp-accounting {metadata.version('dp-accounting')}, numpy "
-          f"{metadata.version('numpy')}, scipy {metadata.version('scipy')}; "
-          f"load average at start {tuple(round(x, 2) for x in load)}")
+
+  return (
+    f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, "
+    f"dp-accounting {metadata.version('dp-accounting')}, numpy "
+    f"{metadata.version('numpy')}, scipy {metadata.version('scipy')}; "
+    f"load average at start {tuple(round(x, 2) for x in load)}"
+  )
 
 
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--repeats", type=int, default=3)
-  parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" /
-                                           "calibration.md"))
+  parser.add_argument(
+    "--out", default=str(REPO / "benchmarks" / "results" / "calibration.md")
+  )
   args = parser.parse_args(argv)
   note = machine_note()
   print(note)
@@ -112,74 +128,82 @@ def main(argv=None) -> int:
     base_eps = fine_epsilon(base_sigma)
     coarse_t, coarse_sigma = baseline(target, 1e-3)
     row = dict(
-        target=target,
-        our_t=statistics.median(t for t, _ in our_runs),
-        our_t_max=max(t for t, _ in our_runs),
-        our_sigma=res.noise_multiplier, our_eps=res.epsilon,
-        our_lower=res.lower_bound, our_evals=res.num_pld_evaluations,
-        base_t=statistics.median(t for t, _ in base_runs),
-        base_t_max=max(t for t, _ in base_runs),
-        base_sigma=base_sigma, base_eps=base_eps,
-        coarse_t=coarse_t, coarse_sigma=coarse_sigma,
-        coarse_eps=fine_epsilon(coarse_sigma))
+      target=target,
+      our_t=statistics.median(t for t, _ in our_runs),
+      our_t_max=max(t for t, _ in our_runs),
+      our_sigma=res.noise_multiplier,
+      our_eps=res.epsilon,
+      our_lower=res.lower_bound,
+      our_evals=res.num_pld_evaluations,
+      base_t=statistics.median(t for t, _ in base_runs),
+      base_t_max=max(t for t, _ in base_runs),
+      base_sigma=base_sigma,
+      base_eps=base_eps,
+      coarse_t=coarse_t,
+      coarse_sigma=coarse_sigma,
+      coarse_eps=fine_epsilon(coarse_sigma),
+    )
     rows.append(row)
-    print(f"eps={target}: ours {row['our_t']:.3f}s sigma={res.noise_multiplier:.4f} "
-          f"(eps {res.epsilon:.5f}, {res.num_pld_evaluations} PLD evals) | "
-          f"dp_accounting 1e-4 {row['base_t']:.3f}s sigma={base_sigma:.4f} "
-          f"(eps {base_eps:.5f}) | 1e-3 {coarse_t:.3f}s sigma={coarse_sigma:.4f}",
-          flush=True)
+    print(
+      f"eps={target}: ours {row['our_t']:.3f}s sigma={res.noise_multiplier:.4f} "
+      f"(eps {res.epsilon:.5f}, {res.num_pld_evaluations} PLD evals) | "
+      f"dp_accounting 1e-4 {row['base_t']:.3f}s sigma={base_sigma:.4f} "
+      f"(eps {base_eps:.5f}) | 1e-3 {coarse_t:.3f}s sigma={coarse_sigma:.4f}",
+      flush=True,
+    )
 
   lines = [
-      "# Noise calibration benchmark",
-      "",
-      "Command:",
-      "",
-      "```",
-      f"python benchmarks/calibration.py --repeats {args.repeats}",
-      "```",
-      "",
-      f"Machine: {note}.",
-      "",
-      f"Setting: DP-ZO Table 16, Poisson p = 16/1000, T = {T}, delta = 1e-5, "
-      "Gaussian, add/remove (max of both directions). All epsilons in the "
-      "table are the pessimistic PLD epsilon at value_discretization_interval "
-      "1e-4, recomputed for the returned multiplier. Times are the median "
-      f"(and max) of {args.repeats} cold runs (zoprivacy caches cleared before "
-      "each run).",
-      "",
-      "| target eps | zoprivacy time (s) | zoprivacy sigma | its eps (1e-4) | "
-      "PLD evals | dp_accounting 1e-4 time (s) | dp_accounting sigma | its eps "
-      "(1e-4) | sigma ratio | dp_accounting 1e-3 time (s) | 1e-3 sigma | its "
-      "eps (1e-4) |",
-      "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    "# Noise calibration benchmark",
+    "",
+    "Command:",
+    "",
+    "```",
+    f"python benchmarks/calibration.py --repeats {args.repeats}",
+    "```",
+    "",
+    f"Machine: {note}.",
+    "",
+    f"Setting: DP-ZO Table 16, Poisson p = 16/1000, T = {T}, delta = 1e-5, "
+    "Gaussian, add/remove (max of both directions). All epsilons in the "
+    "table are the pessimistic PLD epsilon at value_discretization_interval "
+    "1e-4, recomputed for the returned multiplier. Times are the median "
+    f"(and max) of {args.repeats} cold runs (zoprivacy caches cleared before "
+    "each run).",
+    "",
+    "| target eps | zoprivacy time (s) | zoprivacy sigma | its eps (1e-4) | "
+    "PLD evals | dp_accounting 1e-4 time (s) | dp_accounting sigma | its eps "
+    "(1e-4) | sigma ratio | dp_accounting 1e-3 time (s) | 1e-3 sigma | its "
+    "eps (1e-4) |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|",
   ]
   for r in rows:
     lines.append(
-        f"| {r['target']} | {r['our_t']:.3f} (max {r['our_t_max']:.3f}) | "
-        f"{r['our_sigma']:.4f} | {r['our_eps']:.5f} | {r['our_evals']} | "
-        f"{r['base_t']:.3f} (max {r['base_t_max']:.3f}) | "
-        f"{r['base_sigma']:.4f} | {r['base_eps']:.5f} | "
-        f"{r['our_sigma'] / r['base_sigma']:.5f} | {r['coarse_t']:.3f} | "
-        f"{r['coarse_sigma']:.4f} | {r['coarse_eps']:.5f} |")
+      f"| {r['target']} | {r['our_t']:.3f} (max {r['our_t_max']:.3f}) | "
+      f"{r['our_sigma']:.4f} | {r['our_eps']:.5f} | {r['our_evals']} | "
+      f"{r['base_t']:.3f} (max {r['base_t_max']:.3f}) | "
+      f"{r['base_sigma']:.4f} | {r['base_eps']:.5f} | "
+      f"{r['our_sigma'] / r['base_sigma']:.5f} | {r['coarse_t']:.3f} | "
+      f"{r['coarse_sigma']:.4f} | {r['coarse_eps']:.5f} |"
+    )
   lines += [
-      "",
-      "sigma ratio = zoprivacy sigma / dp_accounting (1e-4) sigma. zoprivacy "
-      "returns the smallest evaluated multiplier whose fine pessimistic PLD "
-      "epsilon is <= target, with an evaluated multiplier at most 0.2% below "
-      "it that is over the target (so it is within 0.2% of the exact root).",
-      "dp_accounting's brentq returns a point within tol=1e-6 of the root "
-      "with epsilon <= target.",
-      "The 1e-3 columns show why a coarse interval is not a shortcut: its "
-      "multiplier is biased upward (too much noise).",
-      "",
-      "Note: an earlier measurement on this kind of machine gave 12-28 s per target for the "
-      "dp_accounting 1e-4 baseline on this kind of machine; that was not "
-      "reproduced in this run (times above; the machine was shared with "
-      "other jobs, see the load average). Most of the baseline's time goes "
-      "to its bracket search from [0, 1], where small multipliers give large "
-      "epsilons and expensive PLDs; zoprivacy starts from the RDP-calibrated "
-      "multiplier instead and needs about 4 fine PLD evaluations.",
-      "",
+    "",
+    "sigma ratio = zoprivacy sigma / dp_accounting (1e-4) sigma. zoprivacy "
+    "returns the smallest evaluated multiplier whose fine pessimistic PLD "
+    "epsilon is <= target, with an evaluated multiplier at most 0.2% below "
+    "it that is over the target (so it is within 0.2% of the exact root).",
+    "dp_accounting's brentq returns a point within tol=1e-6 of the root "
+    "with epsilon <= target.",
+    "The 1e-3 columns show why a coarse interval is not a shortcut: its "
+    "multiplier is biased upward (too much noise).",
+    "",
+    "Note: an earlier measurement on this kind of machine gave 12-28 s per target for the "
+    "dp_accounting 1e-4 baseline on this kind of machine; that was not "
+    "reproduced in this run (times above; the machine was shared with "
+    "other jobs, see the load average). Most of the baseline's time goes "
+    "to its bracket search from [0, 1], where small multipliers give large "
+    "epsilons and expensive PLDs; zoprivacy starts from the RDP-calibrated "
+    "multiplier instead and needs about 4 fine PLD evaluations.",
+    "",
   ]
   out = pathlib.Path(args.out)
   out.parent.mkdir(parents=True, exist_ok=True)

@@ -11,19 +11,28 @@ import jax
 def peak_bytes(jitted, *args) -> int:
   """Compiled peak: arguments + outputs + temporaries, less aliased buffers."""
   m = jitted.lower(*args).compile().memory_analysis()
-  return int(m.argument_size_in_bytes + m.output_size_in_bytes
-             + m.temp_size_in_bytes - m.alias_size_in_bytes)
+  return int(
+    m.argument_size_in_bytes
+    + m.output_size_in_bytes
+    + m.temp_size_in_bytes
+    - m.alias_size_in_bytes
+  )
 
 
-def time_round_robin(fns: dict, reps: int, min_seconds: float,
-                     slow_call_seconds: float = 1.0, slow_reps: int = 3) -> dict:
+def time_round_robin(
+  fns: dict,
+  reps: int,
+  min_seconds: float,
+  slow_call_seconds: float = 1.0,
+  slow_reps: int = 3,
+) -> dict:
   """Median seconds per call of each zero-argument fn, interleaved.
 
   Calls slower than ``slow_call_seconds`` (DP-SGD on the wide MLP) are
   sampled only ``slow_reps`` times, still interleaved with the others.
   """
   first_call = {}
-  for k, f in fns.items():                   # warm-up (compiles)
+  for k, f in fns.items():  # warm-up (compiles)
     jax.block_until_ready(f())
     t0 = time.perf_counter()
     jax.block_until_ready(f())
@@ -31,7 +40,9 @@ def time_round_robin(fns: dict, reps: int, min_seconds: float,
   samples = {k: [] for k in fns}
   start = time.perf_counter()
   r = 0
-  while r < reps or (time.perf_counter() - start < min_seconds and r < 10 * reps):
+  while r < reps or (
+    time.perf_counter() - start < min_seconds and r < 10 * reps
+  ):
     for k, f in fns.items():
       if first_call[k] > slow_call_seconds and len(samples[k]) >= slow_reps:
         continue

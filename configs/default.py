@@ -1,6 +1,6 @@
 """Offline default: DPZero on scikit-learn's digits with a small CNN, eps = 2.
 
-  python -m experiments.run --config configs/default.py
+python -m experiments.run --config configs/default.py
 """
 
 import ml_collections
@@ -17,26 +17,30 @@ def get_config() -> ml_collections.ConfigDict:
   config.seed = 0
 
   config.estimator = "dpzero"
-  config.estimator_kwargs = ml_collections.ConfigDict({
-      "clip": 1.0,              # on the per-example finite difference
+  config.estimator_kwargs = ml_collections.ConfigDict(
+    {
+      "clip": 1.0,  # on the per-example finite difference
       "smoothing": 1e-3,
       "directions": "gaussian",
       "num_queries": 1,
-  })
-  config.optimizer = "sgd"           # any optax optimizer by name
+    }
+  )
+  config.optimizer = "sgd"  # any optax optimizer by name
   config.optimizer_kwargs = ml_collections.ConfigDict()
   config.learning_rate = 0.02
   config.momentum = 0.0
-  config.schedule = ""               # e.g. "cosine_decay_schedule"
+  config.schedule = ""  # e.g. "cosine_decay_schedule"
   config.schedule_kwargs = ml_collections.ConfigDict()
   config.data_dir = ""
 
   config.sampling = "poisson"
-  config.public_batch_size = 64     # public-data methods (PAZO, DPMD, DOPE-SGD, GEP)
+  config.public_batch_size = (
+    64  # public-data methods (PAZO, DPMD, DOPE-SGD, GEP)
+  )
   config.expected_batch_size = 64
   config.num_steps = 4000
   config.target_epsilon = config_dict.placeholder(float)
-  config.target_epsilon = 2.0     # calibrate the noise for this epsilon
+  config.target_epsilon = 2.0  # calibrate the noise for this epsilon
 
   config.noise_multiplier = config_dict.placeholder(float)
   config.delta = 1e-5
@@ -54,7 +58,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.check_per_example = True
 
   config.eval_every = 1000
-  config.checkpoint_every = 1000   # only when workdir is set
+  config.checkpoint_every = 1000  # only when workdir is set
   config.workdir = ""
   # A workdir belongs to one config; "force" resumes a differing one anyway.
   config.resume = ""

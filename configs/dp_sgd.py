@@ -1,6 +1,6 @@
 """DP-SGD (first-order baseline) on digits, eps = 2.
 
-  python -m experiments.run --config configs/dp_sgd.py
+python -m experiments.run --config configs/dp_sgd.py
 """
 
 import ml_collections

@@ -1,6 +1,6 @@
 """DP-ZO with Laplace noise on digits: noise calibrated for (eps, delta) = (2, 1e-5) by PLD; the report also prints the pure epsilon of DP-ZO Thm 3.1.
 
-  python -m experiments.run --config configs/dp_zo_laplace.py
+python -m experiments.run --config configs/dp_zo_laplace.py
 """
 
 import ml_collections
@@ -11,6 +11,13 @@ from configs import default
 def get_config() -> ml_collections.ConfigDict:
   config = default.get_config()
   config.estimator = "dp_zo"
-  config.estimator_kwargs = ml_collections.ConfigDict({"clip": 2e-3, "smoothing": 1e-3, "mechanism": "laplace", "clip_target": "raw_difference"})
+  config.estimator_kwargs = ml_collections.ConfigDict(
+    {
+      "clip": 2e-3,
+      "smoothing": 1e-3,
+      "mechanism": "laplace",
+      "clip_target": "raw_difference",
+    }
+  )
   config.learning_rate = 0.02
   return config

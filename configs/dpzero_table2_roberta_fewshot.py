@@ -43,8 +43,14 @@ def get_config() -> ml_collections.ConfigDict:
   config.test_size = 1000
 
   config.estimator = "dpzero"
-  config.estimator_kwargs = ml_collections.ConfigDict({
-      "clip": 200.0, "smoothing": 1e-3, "directions": "gaussian", "num_queries": 1})
+  config.estimator_kwargs = ml_collections.ConfigDict(
+    {
+      "clip": 200.0,
+      "smoothing": 1e-3,
+      "directions": "gaussian",
+      "num_queries": 1,
+    }
+  )
   config.optimizer = "sgd"
   config.learning_rate = 1e-6
   config.expected_batch_size = 64

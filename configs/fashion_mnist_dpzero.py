@@ -17,8 +17,14 @@ def get_config() -> ml_collections.ConfigDict:
   config.model = "cnn"
   config.model_kwargs = ml_collections.ConfigDict({"features": (8, 16)})
   config.estimator = "dpzero"
-  config.estimator_kwargs = ml_collections.ConfigDict({
-      "clip": 1.0, "smoothing": 1e-3, "directions": "gaussian", "num_queries": 1})
+  config.estimator_kwargs = ml_collections.ConfigDict(
+    {
+      "clip": 1.0,
+      "smoothing": 1e-3,
+      "directions": "gaussian",
+      "num_queries": 1,
+    }
+  )
   config.expected_batch_size = 256
   config.num_steps = 6000
   config.learning_rate = 0.02

@@ -17,7 +17,7 @@ from configs import fashion_mnist_dpzero
 
 
 def get_config() -> ml_collections.ConfigDict:
-  config = fashion_mnist_dpzero.get_config()   # model, DPZero, budget, privacy
+  config = fashion_mnist_dpzero.get_config()  # model, DPZero, budget, privacy
   config.dataset = "fashion_mnist_public"
   config.public = "imbalanced4"
   config.public_fraction = 0.04

@@ -22,29 +22,33 @@ def get_config() -> ml_collections.ConfigDict:
   config = default.get_config()
   config.dataset = "digits_logreg"
   config.model = "linear"
-  config.l2 = 0.5                  # m / M = 0.5 / (0.5 + 0.5)
-  config.radius = 0.5              # R; the regularized optimum has norm 0.16
+  config.l2 = 0.5  # m / M = 0.5 / (0.5 + 0.5)
+  config.radius = 0.5  # R; the regularized optimum has norm 0.16
   config.estimator = "noisy_zogd"
-  config.estimator_kwargs = ml_collections.ConfigDict({
-      "num_directions": 200,       # K <= d/2 = 325
-      "noise_std": 3e-4,           # sigma of eq. (3)
-      "clip": 2.0,                 # Delta >= sqrt(2) + l2 (R + xi)
-      "smoothing": 1e-4,           # xi
+  config.estimator_kwargs = ml_collections.ConfigDict(
+    {
+      "num_directions": 200,  # K <= d/2 = 325
+      "noise_std": 3e-4,  # sigma of eq. (3)
+      "clip": 2.0,  # Delta >= sqrt(2) + l2 (R + xi)
+      "smoothing": 1e-4,  # xi
       "directional_fraction": 0.5,  # beta: directional share of sigma^2
-  })
-  config.learning_rate = config_dict.placeholder(float)   # None: eta = K/M
+    }
+  )
+  config.learning_rate = config_dict.placeholder(float)  # None: eta = K/M
   config.sampling = "full_batch"
   config.num_steps = 200
   config.target_epsilon = None
   config.noise_multiplier = None
   config.delta = 1e-5
-  config.eval_every = 0            # any intermediate evaluation is published
+  config.eval_every = 0  # any intermediate evaluation is published
   config.checkpoint_every = 0
-  config.hidden_state = ml_collections.ConfigDict({
+  config.hidden_state = ml_collections.ConfigDict(
+    {
       "report": True,
       # Checkpoints written to workdir for resuming stay with the trainer;
       # set False if they are shared (then the final-iterate epsilon is
       # refused).
       "checkpoints_private": True,
-  })
+    }
+  )
   return config

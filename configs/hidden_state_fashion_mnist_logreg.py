@@ -20,9 +20,9 @@ from configs import hidden_state_digits_logreg
 def get_config() -> ml_collections.ConfigDict:
   config = hidden_state_digits_logreg.get_config()
   config.dataset = "fashion_mnist_logreg"
-  config.estimator_kwargs.num_directions = 400     # K <= d/2 = 3925
+  config.estimator_kwargs.num_directions = 400  # K <= d/2 = 3925
   config.estimator_kwargs.noise_std = 1e-2
   config.sampling = "without_replacement"
-  config.expected_batch_size = 1000                # b, fixed
+  config.expected_batch_size = 1000  # b, fixed
   config.num_steps = 100
   return config

@@ -27,7 +27,7 @@ def get_config() -> ml_collections.ConfigDict:
   config = default.get_config()
   config.dataset = "cifar10"
   config.model = "nf_resnet18"
-  config.model_kwargs = ml_collections.ConfigDict()   # NFResNet() is NF-ResNet18
+  config.model_kwargs = ml_collections.ConfigDict()  # NFResNet() is NF-ResNet18
   config.public = "imbalanced4"
   config.public_fraction = 0.04
   config.public_imbalance_ratio = 10.0
@@ -35,12 +35,18 @@ def get_config() -> ml_collections.ConfigDict:
   config.validation_size = 1000
 
   config.estimator = "dpzero"
-  config.estimator_kwargs = ml_collections.ConfigDict({
-      "clip": 1.0, "smoothing": 1e-2, "directions": "gaussian", "num_queries": 5})
+  config.estimator_kwargs = ml_collections.ConfigDict(
+    {
+      "clip": 1.0,
+      "smoothing": 1e-2,
+      "directions": "gaussian",
+      "num_queries": 5,
+    }
+  )
   config.optimizer = "sgd"
   config.learning_rate = 0.1
   config.expected_batch_size = 64
-  config.num_steps = 150_000          # 200 epochs of 48,000 private images
+  config.num_steps = 150_000  # 200 epochs of 48,000 private images
   config.target_epsilon = 2.0
   config.delta = 1.0 / 48_000
   config.eval_every = 10_000

@@ -25,20 +25,26 @@ def get_config() -> ml_collections.ConfigDict:
   config = default.get_config()
   config.dataset = "tiny_imagenet"
   config.model = "vit_small"
-  config.model_kwargs = ml_collections.ConfigDict()   # vit_small_pazo sizes
-  config.max_per_class = 0            # 0: all 500 training images per class
+  config.model_kwargs = ml_collections.ConfigDict()  # vit_small_pazo sizes
+  config.max_per_class = 0  # 0: all 500 training images per class
   config.public = "stratified4"
   config.public_fraction = 0.04
   config.eval_split = "test"
   config.validation_size = 2000
 
   config.estimator = "dpzero"
-  config.estimator_kwargs = ml_collections.ConfigDict({
-      "clip": 1.0, "smoothing": 1e-2, "directions": "gaussian", "num_queries": 5})
+  config.estimator_kwargs = ml_collections.ConfigDict(
+    {
+      "clip": 1.0,
+      "smoothing": 1e-2,
+      "directions": "gaussian",
+      "num_queries": 5,
+    }
+  )
   config.optimizer = "sgd"
   config.learning_rate = 5e-4
   config.expected_batch_size = 64
-  config.num_steps = 300_000          # 200 epochs of 96,000 private images
+  config.num_steps = 300_000  # 200 epochs of 96,000 private images
   config.target_epsilon = 2.0
   config.delta = 1.0 / 96_000
   config.eval_every = 20_000

@@ -25,8 +25,9 @@ def get_config() -> ml_collections.ConfigDict:
   config = default.get_config()
   config.dataset = "imdb"
   config.model = "lstm"
-  config.model_kwargs = ml_collections.ConfigDict({
-      "embed_dim": 100, "hidden_size": 128, "num_layers": 1})
+  config.model_kwargs = ml_collections.ConfigDict(
+    {"embed_dim": 100, "hidden_size": 128, "num_layers": 1}
+  )
   config.vocab_size = 10_000
   config.max_length = 256
   config.public = "amazon"
@@ -35,12 +36,18 @@ def get_config() -> ml_collections.ConfigDict:
   config.validation_size = 1000
 
   config.estimator = "dpzero"
-  config.estimator_kwargs = ml_collections.ConfigDict({
-      "clip": 1.0, "smoothing": 1e-2, "directions": "gaussian", "num_queries": 5})
+  config.estimator_kwargs = ml_collections.ConfigDict(
+    {
+      "clip": 1.0,
+      "smoothing": 1e-2,
+      "directions": "gaussian",
+      "num_queries": 5,
+    }
+  )
   config.optimizer = "sgd"
   config.learning_rate = 0.02
   config.expected_batch_size = 64
-  config.num_steps = 78_125           # 200 epochs of 25,000 reviews
+  config.num_steps = 78_125  # 200 epochs of 25,000 reviews
   config.target_epsilon = 2.0
   config.delta = 1.0 / 25_000
   config.eval_every = 5_000

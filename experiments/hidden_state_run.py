@@ -29,14 +29,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from experiments import hidden_state_tasks
 from zoprivacy.estimators import registry
 from zoprivacy.hidden_state import privacy as privacy_lib
 from zoprivacy.hidden_state import setting as setting_lib
-from experiments import hidden_state_tasks
 
 SAMPLING = ("full_batch", "without_replacement")
-SETTING_FIELDS = ("num_directions", "noise_std", "clip", "smoothing",
-                  "directional_fraction")
+SETTING_FIELDS = (
+  "num_directions",
+  "noise_std",
+  "clip",
+  "smoothing",
+  "directional_fraction",
+)
 
 
 def _kwargs(config) -> dict[str, Any]:
@@ -52,11 +57,13 @@ def _hidden(config):
 def _assumptions(config) -> setting_lib.LossAssumptions:
   if config.dataset not in ("digits_logreg", "fashion_mnist_logreg"):
     raise ValueError(
-        f"Noisy-ZOGD's final-iterate epsilon needs declared loss assumptions; "
-        f"the task {config.dataset!r} declares none. Use digits_logreg or "
-        "fashion_mnist_logreg, or set hidden_state.report=False.")
-  return hidden_state_tasks.assumptions(config.l2, config.radius,
-                                        _kwargs(config)["smoothing"])
+      f"Noisy-ZOGD's final-iterate epsilon needs declared loss assumptions; "
+      f"the task {config.dataset!r} declares none. Use digits_logreg or "
+      "fashion_mnist_logreg, or set hidden_state.report=False."
+    )
+  return hidden_state_tasks.assumptions(
+    config.l2, config.radius, _kwargs(config)["smoothing"]
+  )
 
 
 def _dataset(config) -> str:
@@ -77,38 +84,49 @@ def make_setting(config, dataset_size: int) -> setting_lib.NoisyZOGDSetting:
       raise ValueError("Set learning_rate (the step size eta).")
     eta = setting_lib.step_size_limit(assumptions, k)
   if config.sampling not in SAMPLING:
-    raise ValueError(f"Noisy-ZOGD samples {SAMPLING}, got sampling="
-                     f"{config.sampling!r}.")
-  batch = (None if config.sampling == "full_batch"
-           else int(config.expected_batch_size))
+    raise ValueError(
+      f"Noisy-ZOGD samples {SAMPLING}, got sampling={config.sampling!r}."
+    )
+  batch = (
+    None if config.sampling == "full_batch" else int(config.expected_batch_size)
+  )
   return setting_lib.NoisyZOGDSetting(
-      dimension=hidden_state_tasks.dimension(_dataset(config)),
-      dataset_size=dataset_size, num_directions=k, step_size=float(eta),
-      noise_std=kw["noise_std"], clip=kw["clip"], radius=config.radius,
-      smoothing=kw["smoothing"], directional_fraction=fraction,
-      batch_size=batch, assumptions=assumptions)
+    dimension=hidden_state_tasks.dimension(_dataset(config)),
+    dataset_size=dataset_size,
+    num_directions=k,
+    step_size=float(eta),
+    noise_std=kw["noise_std"],
+    clip=kw["clip"],
+    radius=config.radius,
+    smoothing=kw["smoothing"],
+    directional_fraction=fraction,
+    batch_size=batch,
+    assumptions=assumptions,
+  )
 
 
 def preflight(config) -> None:
   """Every check that needs no data (a stand-in dataset size is used)."""
-  stand_in = (1 if config.sampling == "full_batch"
-              else int(config.expected_batch_size))
+  stand_in = (
+    1 if config.sampling == "full_batch" else int(config.expected_batch_size)
+  )
   make_setting(config, stand_in)
 
 
 def factory_kwargs(config, dataset_size: int) -> dict[str, Any]:
   """The factory's ``setting=`` and the non-setting ``estimator_kwargs``."""
-  extra = {k: v for k, v in _kwargs(config).items()
-           if k not in SETTING_FIELDS}
+  extra = {k: v for k, v in _kwargs(config).items() if k not in SETTING_FIELDS}
   return dict(extra, setting=make_setting(config, dataset_size))
 
 
-def run_setting(config, dataset_size: int, noise_multiplier: float
-                ) -> setting_lib.NoisyZOGDSetting:
+def run_setting(
+  config, dataset_size: int, noise_multiplier: float
+) -> setting_lib.NoisyZOGDSetting:
   """The setting the run used: its ``sigma`` gives the plan's multiplier
   (set, calibrated or from ``noise_std``)."""
-  return privacy_lib.with_plan_multiplier(make_setting(config, dataset_size),
-                                          noise_multiplier)
+  return privacy_lib.with_plan_multiplier(
+    make_setting(config, dataset_size), noise_multiplier
+  )
 
 
 def published_outputs(config) -> list[str]:
@@ -116,17 +134,24 @@ def published_outputs(config) -> list[str]:
   out = []
   every, steps = config.get("eval_every") or 0, config.num_steps
   if every and every < steps:
-    out.append(f"test accuracy of intermediate iterates (eval_every={every},"
-               " also shown in the progress bar)")
+    out.append(
+      f"test accuracy of intermediate iterates (eval_every={every},"
+      " also shown in the progress bar)"
+    )
   ckpt = config.get("checkpoint_every") or 0
-  if config.get("workdir") and ckpt and ckpt < steps and not (
-      _hidden(config).get("checkpoints_private", False)):
-    out.append(f"intermediate checkpoints (checkpoint_every={ckpt}) not "
-               "declared private (hidden_state.checkpoints_private)")
+  if (
+    config.get("workdir")
+    and ckpt
+    and ckpt < steps
+    and not (_hidden(config).get("checkpoints_private", False))
+  ):
+    out.append(
+      f"intermediate checkpoints (checkpoint_every={ckpt}) not "
+      "declared private (hidden_state.checkpoints_private)"
+    )
   for name in ("trajectory_log", "log_trajectory"):
     if config.get(name):
-      out.append(f"the trajectory log ({name}) publishes intermediate "
-                 "iterates")
+      out.append(f"the trajectory log ({name}) publishes intermediate iterates")
   return out
 
 
@@ -134,16 +159,19 @@ def final_iterate(config, setting, num_steps: int) -> dict[str, Any]:
   """The three epsilons of the run, or why they are refused."""
   published = published_outputs(config)
   if published:
-    return {"refused": "the final-iterate (hidden-state) epsilon does not "
-                       "apply: intermediate outputs are published: "
-                       + "; ".join(published)}
+    return {
+      "refused": "the final-iterate (hidden-state) epsilon does not "
+      "apply: intermediate outputs are published: " + "; ".join(published)
+    }
   report = privacy_lib.final_iterate(setting, num_steps, config.delta)
   out = report.to_dict()
   out["text"] = report.format()
   if not setting.full_batch:
-    out["text"] += ("\n  (the ledger charges each mini-batch step as a "
-                    "full-batch release, without amplification by sampling; "
-                    "the composition figure above is amplified, WBK'19)")
+    out["text"] += (
+      "\n  (the ledger charges each mini-batch step as a "
+      "full-batch release, without amplification by sampling; "
+      "the composition figure above is amplified, WBK'19)"
+    )
   out["condition_ratio"] = setting.assumptions.condition_ratio
   return out
 

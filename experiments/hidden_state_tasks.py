@@ -38,15 +38,20 @@ def dimension(dataset: str) -> int:
   return (features + 1) * classes
 
 
-def assumptions(l2: float, radius: float,
-                smoothing: float) -> setting_lib.LossAssumptions:
+def assumptions(
+  l2: float, radius: float, smoothing: float
+) -> setting_lib.LossAssumptions:
   """The declared constants above (module docstring)."""
   if not l2 > 0:
-    raise ValueError(f"The L2 regularization must be > 0 for a strongly "
-                     f"convex loss, got {l2!r}.")
+    raise ValueError(
+      f"The L2 regularization must be > 0 for a strongly "
+      f"convex loss, got {l2!r}."
+    )
   return setting_lib.LossAssumptions(
-      smoothness=0.5 + l2, lipschitz=math.sqrt(2.0) + l2 * (radius + smoothing),
-      strong_convexity=l2)
+    smoothness=0.5 + l2,
+    lipschitz=math.sqrt(2.0) + l2 * (radius + smoothing),
+    strong_convexity=l2,
+  )
 
 
 def normalize(inputs: np.ndarray) -> np.ndarray:
@@ -59,13 +64,15 @@ def normalize(inputs: np.ndarray) -> np.ndarray:
 @dataclasses.dataclass
 class LogRegTask(tasks.Task):
   """A :class:`~experiments.tasks.Task` whose loss adds ``lam/2 ||W||^2``."""
+
   l2: float = 0.0
   loss_assumptions: setting_lib.LossAssumptions | None = None
 
   def batched_loss(self, trainable, frozen, batch):
     inputs, labels = batch
     ce = optax.softmax_cross_entropy_with_integer_labels(
-        self.apply(trainable, frozen, inputs), labels)
+      self.apply(trainable, frozen, inputs), labels
+    )
     sq = sum(jnp.sum(jnp.square(x)) for x in (trainable["w"], trainable["b"]))
     return ce + 0.5 * self.l2 * sq
 
@@ -74,8 +81,11 @@ def _logreg(config, splits, dataset: str) -> LogRegTask:
   features, classes = SHAPES[dataset]
 
   def init(key):
-    del key      # zeros: inside the ball and independent of the data
-    return {"w": jnp.zeros((features, classes)), "b": jnp.zeros(classes)}, {}
+    del key  # zeros: inside the ball and independent of the data
+    return {
+      "w": jnp.zeros((features, classes)),
+      "b": jnp.zeros(classes),
+    }, {}
 
   def apply(trainable, frozen, inputs):
     del frozen
@@ -84,10 +94,17 @@ def _logreg(config, splits, dataset: str) -> LogRegTask:
   l2 = float(config.l2)
   kw = config.estimator_kwargs
   return LogRegTask(
-      normalize(splits.train.inputs), splits.train.labels,
-      normalize(splits.test.inputs), splits.test.labels, classes, init, apply,
-      sampling_schemes=("full_batch", "without_replacement"), l2=l2,
-      loss_assumptions=assumptions(l2, config.radius, kw.smoothing))
+    normalize(splits.train.inputs),
+    splits.train.labels,
+    normalize(splits.test.inputs),
+    splits.test.labels,
+    classes,
+    init,
+    apply,
+    sampling_schemes=("full_batch", "without_replacement"),
+    l2=l2,
+    loss_assumptions=assumptions(l2, config.radius, kw.smoothing),
+  )
 
 
 @tasks.register("digits_logreg")
@@ -97,5 +114,8 @@ def digits_logreg(config) -> LogRegTask:
 
 @tasks.register("fashion_mnist_logreg")
 def fashion_mnist_logreg(config) -> LogRegTask:
-  return _logreg(config, loaders.load_fashion_mnist(
-      data_dir=config.get("data_dir") or None), "fashion_mnist")
+  return _logreg(
+    config,
+    loaders.load_fashion_mnist(data_dir=config.get("data_dir") or None),
+    "fashion_mnist",
+  )

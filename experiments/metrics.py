@@ -14,13 +14,19 @@ import jax
 import numpy as np
 
 
-def evaluate(predict, trainable, frozen, inputs, labels, batch_size: int = 512) -> float:
+def evaluate(
+  predict, trainable, frozen, inputs, labels, batch_size: int = 512
+) -> float:
   correct = 0
   for start in range(0, len(labels), batch_size):
-    chunk = jax.tree.map(lambda a: a[start:start + batch_size], inputs)
+    rows = slice(start, start + batch_size)
+    chunk = jax.tree.map(lambda a, rows=rows: a[rows], inputs)
     logits = predict(trainable, frozen, chunk)
-    correct += int(np.sum(np.argmax(np.asarray(logits), -1)
-                          == labels[start:start + batch_size]))
+    correct += int(
+      np.sum(
+        np.argmax(np.asarray(logits), -1) == labels[start : start + batch_size]
+      )
+    )
   return correct / len(labels)
 
 
@@ -37,6 +43,7 @@ class MetricsWriter:
       os.makedirs(workdir, exist_ok=True)
       try:
         from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
+
         self._tb = SummaryWriter(os.path.join(workdir, "tensorboard"))
       except ImportError:
         self._tb = None
@@ -77,6 +84,7 @@ def plot_report(history: list[dict], path: str, title: str) -> str | None:
   """PNG of test accuracy against step and against epsilon."""
   try:
     import matplotlib  # pylint: disable=g-import-not-at-top
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   except ImportError:
@@ -85,13 +93,19 @@ def plot_report(history: list[dict], path: str, title: str) -> str | None:
   acc = [h["test_accuracy"] for h in history]
   eps = [h.get("epsilon") for h in history]
   private = all(e is not None and np.isfinite(e) for e in eps)
-  fig, axes = plt.subplots(1, 2 if private else 1,
-                           figsize=(10, 4) if private else (5.5, 4),
-                           squeeze=False)
+  fig, axes = plt.subplots(
+    1,
+    2 if private else 1,
+    figsize=(10, 4) if private else (5.5, 4),
+    squeeze=False,
+  )
   axes = axes[0]
   axes[0].plot(steps, acc, marker="o")
-  axes[0].set(xlabel="step", ylabel="test accuracy",
-              title=title if private else f"{title} (non-private)")
+  axes[0].set(
+    xlabel="step",
+    ylabel="test accuracy",
+    title=title if private else f"{title} (non-private)",
+  )
   if private:
     axes[1].plot(eps, acc, marker="o")
     axes[1].set(xlabel="epsilon spent", ylabel="test accuracy")

@@ -9,7 +9,9 @@ import ml_collections
 import optax
 
 
-def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransformation:
+def make_optimizer(
+  config: ml_collections.ConfigDict,
+) -> optax.GradientTransformation:
   """Any optax optimizer by name, with ``optimizer_kwargs`` and a schedule.
 
   ``config.schedule`` names an optax schedule (e.g. 'cosine_decay_schedule')
@@ -19,21 +21,41 @@ def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransform
   name = config.optimizer
   factory = getattr(optax, name, None)
   if not callable(factory) or name.endswith("_schedule"):
-    choices = [n for n in ("sgd", "adam", "adamw", "lion", "adafactor",
-                           "rmsprop", "lamb", "adagrad", "radam", "nadam")]
+    choices = [
+      n
+      for n in (
+        "sgd",
+        "adam",
+        "adamw",
+        "lion",
+        "adafactor",
+        "rmsprop",
+        "lamb",
+        "adagrad",
+        "radam",
+        "nadam",
+      )
+    ]
     close = difflib.get_close_matches(str(name), dir(optax), n=3)
-    raise ValueError(f"Unknown optimizer {name!r}; any optax optimizer works, "
-                     f"e.g. {', '.join(choices)}"
-                     + (f" (did you mean {', '.join(close)}?)" if close else "")
-                     + ".")
+    raise ValueError(
+      f"Unknown optimizer {name!r}; any optax optimizer works, "
+      f"e.g. {', '.join(choices)}"
+      + (f" (did you mean {', '.join(close)}?)" if close else "")
+      + "."
+    )
   learning_rate = config.learning_rate
   if config.get("schedule"):
     schedule = getattr(optax, config.schedule, None)
     if not callable(schedule):
-      close = difflib.get_close_matches(config.schedule, [
-          n for n in dir(optax) if n.endswith("_schedule")], n=3)
-      raise ValueError(f"Unknown optax schedule {config.schedule!r}"
-                       + (f"; did you mean {', '.join(close)}?" if close else "."))
+      close = difflib.get_close_matches(
+        config.schedule,
+        [n for n in dir(optax) if n.endswith("_schedule")],
+        n=3,
+      )
+      raise ValueError(
+        f"Unknown optax schedule {config.schedule!r}"
+        + (f"; did you mean {', '.join(close)}?" if close else ".")
+      )
     params = inspect.signature(schedule).parameters
     skw = dict(config.get("schedule_kwargs") or {})
     for key in ("init_value", "peak_value"):

@@ -20,71 +20,122 @@ import argparse
 import os
 import sys
 
-COMMANDS = ("dpzero_quadratic", "dpzero_rates", "dpzo_accounting",
-            "pazo_table1", "hidden_state_fig1", "hidden_state_sweep")
+COMMANDS = (
+  "dpzero_quadratic",
+  "dpzero_rates",
+  "dpzo_accounting",
+  "pazo_table1",
+  "hidden_state_fig1",
+  "hidden_state_sweep",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(
-      prog="python -m experiments.reproduce",
-      description="Reproduce tables and figures of the zoprivacy papers.")
+    prog="python -m experiments.reproduce",
+    description="Reproduce tables and figures of the zoprivacy papers.",
+  )
   parser.add_argument("name", choices=COMMANDS)
-  parser.add_argument("--out", default=None,
-                      help="results directory (default results/<name>/, or "
-                           "results/<name>_quick/ with --quick)")
-  parser.add_argument("--quick", action="store_true",
-                      help="dpzero_quadratic/dpzero_rates: the reduced grid "
-                           "(winning stepsize/clip region, fewer iteration "
-                           "counts); dpzo_accounting: skip the T=75000 "
-                           "calibrations; hidden_state_*: fewer K and T")
-  parser.add_argument("--fast", action="store_true",
-                      help="dpzero_quadratic, pazo_table1: the tiny grid of "
-                           "the test suite (pazo_table1: a smoke run, no "
-                           "verdicts)")
-  parser.add_argument("--directions", choices=("sphere", "gaussian"),
-                      default="sphere",
-                      help="dpzero_quadratic: direction distribution "
-                           "(Alg. 1/2: sphere; DPZero Sec. 5 used gaussian)")
-  parser.add_argument("--dims", default=None,
-                      help="dpzero_quadratic: comma-separated subset of d")
-  parser.add_argument("--modes", default=None,
-                      help="dpzero_quadratic: comma-separated subset of "
-                           "rank_d,rank_sqrt_d,rank_log_d")
-  parser.add_argument("--methods", default=None,
-                      help="dpzero_quadratic: comma-separated subset of "
-                           "dpzero,dpgd_zeroth,dp_gd; pazo_table1: of its "
-                           "method names (DP-SGD,DPZero,PAZO-M,...)")
-  parser.add_argument("--epsilons", default=None,
-                      help="pazo_table1: comma-separated subset of the "
-                           "epsilon grid (a slice; the cache is shared)")
-  parser.add_argument("--max-minutes", type=float, default=None,
-                      help="pazo_table1: start no new run after this many "
-                           "minutes; write the table of what is done")
-  parser.add_argument("--curve", action="store_true",
-                      help="pazo_table1: the non-private learning curves on "
-                           "public data that set the step budget")
-  parser.add_argument("--max-iterations", type=int, default=None,
-                      help="dpzero_quadratic: drop iteration counts above "
-                           "this (a partial run; the cache is shared with the "
-                           "full grid)")
-  parser.add_argument("--estimate", action="store_true",
-                      help="dpzero_quadratic, pazo_table1: time short "
-                           "probes and predict the grid's runtime instead of "
-                           "running it")
+  parser.add_argument(
+    "--out",
+    default=None,
+    help="results directory (default results/<name>/, or "
+    "results/<name>_quick/ with --quick)",
+  )
+  parser.add_argument(
+    "--quick",
+    action="store_true",
+    help="dpzero_quadratic/dpzero_rates: the reduced grid "
+    "(winning stepsize/clip region, fewer iteration "
+    "counts); dpzo_accounting: skip the T=75000 "
+    "calibrations; hidden_state_*: fewer K and T",
+  )
+  parser.add_argument(
+    "--fast",
+    action="store_true",
+    help="dpzero_quadratic, pazo_table1: the tiny grid of "
+    "the test suite (pazo_table1: a smoke run, no "
+    "verdicts)",
+  )
+  parser.add_argument(
+    "--directions",
+    choices=("sphere", "gaussian"),
+    default="sphere",
+    help="dpzero_quadratic: direction distribution "
+    "(Alg. 1/2: sphere; DPZero Sec. 5 used gaussian)",
+  )
+  parser.add_argument(
+    "--dims",
+    default=None,
+    help="dpzero_quadratic: comma-separated subset of d",
+  )
+  parser.add_argument(
+    "--modes",
+    default=None,
+    help="dpzero_quadratic: comma-separated subset of "
+    "rank_d,rank_sqrt_d,rank_log_d",
+  )
+  parser.add_argument(
+    "--methods",
+    default=None,
+    help="dpzero_quadratic: comma-separated subset of "
+    "dpzero,dpgd_zeroth,dp_gd; pazo_table1: of its "
+    "method names (DP-SGD,DPZero,PAZO-M,...)",
+  )
+  parser.add_argument(
+    "--epsilons",
+    default=None,
+    help="pazo_table1: comma-separated subset of the "
+    "epsilon grid (a slice; the cache is shared)",
+  )
+  parser.add_argument(
+    "--max-minutes",
+    type=float,
+    default=None,
+    help="pazo_table1: start no new run after this many "
+    "minutes; write the table of what is done",
+  )
+  parser.add_argument(
+    "--curve",
+    action="store_true",
+    help="pazo_table1: the non-private learning curves on "
+    "public data that set the step budget",
+  )
+  parser.add_argument(
+    "--max-iterations",
+    type=int,
+    default=None,
+    help="dpzero_quadratic: drop iteration counts above "
+    "this (a partial run; the cache is shared with the "
+    "full grid)",
+  )
+  parser.add_argument(
+    "--estimate",
+    action="store_true",
+    help="dpzero_quadratic, pazo_table1: time short "
+    "probes and predict the grid's runtime instead of "
+    "running it",
+  )
   parser.add_argument("--no-plots", action="store_true")
-  parser.add_argument("--source", default=None,
-                      help="dpzero_rates: results directory of "
-                           "dpzero_quadratic (default results/dpzero_quadratic"
-                           "[_quick]/)")
+  parser.add_argument(
+    "--source",
+    default=None,
+    help="dpzero_rates: results directory of "
+    "dpzero_quadratic (default results/dpzero_quadratic"
+    "[_quick]/)",
+  )
   return parser
 
 
 def _grid(args):
   import dataclasses  # pylint: disable=g-import-not-at-top
+
   # pylint: disable-next=g-import-not-at-top
   from experiments.reproductions import dpzero_quadratic
+
   cfg = dpzero_quadratic.CONFIGS[
-      "fast" if args.fast else "quick" if args.quick else "full"]
+    "fast" if args.fast else "quick" if args.quick else "full"
+  ]
   changes = {"directions": args.directions}
   if args.dims:
     changes["dims"] = tuple(int(d) for d in args.dims.split(","))
@@ -94,8 +145,9 @@ def _grid(args):
     changes["methods"] = tuple(args.methods.split(","))
   if args.max_iterations:
     changes["iterations"] = {
-        m: tuple(t for t in ts if t <= args.max_iterations)
-        for m, ts in cfg.iterations.items()}
+      m: tuple(t for t in ts if t <= args.max_iterations)
+      for m, ts in cfg.iterations.items()
+    }
   return dataclasses.replace(cfg, **changes)
 
 
@@ -111,6 +163,7 @@ def main(argv=None) -> int:
   if args.name == "dpzero_quadratic":
     # pylint: disable-next=g-import-not-at-top
     from experiments.reproductions import dpzero_quadratic
+
     if args.estimate:
       dpzero_quadratic.estimate_runtime(_grid(args))
       return 0
@@ -120,6 +173,7 @@ def main(argv=None) -> int:
   elif args.name == "dpzero_rates":
     # pylint: disable-next=g-import-not-at-top
     from experiments.reproductions import dpzero_rates
+
     source = args.source or _default_out("dpzero_quadratic", args)
     out = args.out or _default_out(args.name, args)
     os.makedirs(out, exist_ok=True)
@@ -127,15 +181,19 @@ def main(argv=None) -> int:
   elif args.name == "dpzo_accounting":
     # pylint: disable-next=g-import-not-at-top
     from experiments.reproductions import dpzo_accounting
+
     out = args.out or os.path.join("results", args.name)
     os.makedirs(out, exist_ok=True)
     dpzo_accounting.main(out, quick=args.quick)
   elif args.name == "pazo_table1":
     # pylint: disable-next=g-import-not-at-top
     from experiments.reproductions import pazo_table1
+
     if args.quick:
-      raise SystemExit("pazo_table1 has no --quick mode: use --fast (smoke) "
-                       "or --epsilons/--max-minutes to run a slice.")
+      raise SystemExit(
+        "pazo_table1 has no --quick mode: use --fast (smoke) "
+        "or --epsilons/--max-minutes to run a slice."
+      )
     mode = "fast" if args.fast else "full"
     methods = args.methods.split(",") if args.methods else None
     if args.estimate:
@@ -146,25 +204,32 @@ def main(argv=None) -> int:
     if args.curve:
       pazo_table1.curve(out, mode)
       return 0
-    epsilons = ([float(e) for e in args.epsilons.split(",")]
-                if args.epsilons else None)
+    epsilons = (
+      [float(e) for e in args.epsilons.split(",")] if args.epsilons else None
+    )
     pazo_table1.main(out, mode, methods, epsilons, args.max_minutes)
   elif args.name == "hidden_state_fig1":
     # pylint: disable-next=g-import-not-at-top
     from experiments.reproductions import hidden_state_fig1
+
     out = args.out or _default_out(args.name, args)
     os.makedirs(out, exist_ok=True)
-    hidden_state_fig1.main(out, hidden_state_fig1.QUICK if args.quick
-                           else hidden_state_fig1.FULL,
-                           make_plot=not args.no_plots)
+    hidden_state_fig1.main(
+      out,
+      hidden_state_fig1.QUICK if args.quick else hidden_state_fig1.FULL,
+      make_plot=not args.no_plots,
+    )
   elif args.name == "hidden_state_sweep":
     # pylint: disable-next=g-import-not-at-top
     from experiments.reproductions import hidden_state_sweep
+
     out = args.out or _default_out(args.name, args)
     os.makedirs(out, exist_ok=True)
-    hidden_state_sweep.main(out, hidden_state_sweep.QUICK if args.quick
-                            else hidden_state_sweep.FULL,
-                            make_plot=not args.no_plots)
+    hidden_state_sweep.main(
+      out,
+      hidden_state_sweep.QUICK if args.quick else hidden_state_sweep.FULL,
+      make_plot=not args.no_plots,
+    )
   return 0
 
 

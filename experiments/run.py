@@ -23,12 +23,12 @@ import ast
 import inspect
 import sys
 
-from absl import app
-from absl import logging
+from absl import app, logging
 from ml_collections import config_flags
 
 _CONFIG = config_flags.DEFINE_config_file(
-    "config", None, "Path to a configs/<name>.py file.", lock_config=True)
+  "config", None, "Path to a configs/<name>.py file.", lock_config=True
+)
 
 _OWN_FLAGS = {"debug": False, "resume": ""}
 _ESTIMATOR_SWITCHED = False
@@ -54,7 +54,7 @@ def _split_argv(argv):
     elif name.startswith("--config.estimator_kwargs."):
       _LATE["estimator_kwargs"][name.split(".", 2)[2]] = _literal(value)
     elif name.startswith("--config.") and value == "None":
-      _LATE["none"].append(name[len("--config."):])
+      _LATE["none"].append(name[len("--config.") :])
     else:
       kept.append(arg)
   return kept
@@ -62,6 +62,7 @@ def _split_argv(argv):
 
 def apply_late_overrides(config, argv_had_estimator: bool):
   from zoprivacy.estimators import registry  # pylint: disable=g-import-not-at-top
+
   for field in _LATE["none"]:
     if field not in config:
       raise ValueError(f"Unknown config field {field!r}.")
@@ -76,8 +77,10 @@ def apply_late_overrides(config, argv_had_estimator: bool):
         for k in dropped:
           del config.estimator_kwargs[k]
       if dropped:
-        print(f"note: {config.estimator} does not take {', '.join(dropped)} "
-              "from the config's previous estimator; dropped.")
+        print(
+          f"note: {config.estimator} does not take {', '.join(dropped)} "
+          "from the config's previous estimator; dropped."
+        )
     with config.estimator_kwargs.unlocked():
       for k, v in _LATE["estimator_kwargs"].items():
         config.estimator_kwargs[k] = v
@@ -90,8 +93,11 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   logging.set_verbosity(logging.WARNING)
-  from experiments import errors  # pylint: disable=g-import-not-at-top
-  from experiments import train  # pylint: disable=g-import-not-at-top
+  from experiments import (
+    errors,  # pylint: disable=g-import-not-at-top
+    train,  # pylint: disable=g-import-not-at-top
+  )
+
   try:
     config = apply_late_overrides(_CONFIG.value, _ESTIMATOR_SWITCHED)
     result = train.train(config)
@@ -104,13 +110,18 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  _ESTIMATOR_SWITCHED = any(a.startswith("--config.estimator=") for a in sys.argv)
+  _ESTIMATOR_SWITCHED = any(
+    a.startswith("--config.estimator=") for a in sys.argv
+  )
   sys.argv = _split_argv(sys.argv)
   try:
     app.run(main)
-  except AttributeError as e:   # a --config.<field> that the config lacks
+  except AttributeError as e:  # a --config.<field> that the config lacks
     if _OWN_FLAGS["debug"]:
       raise
-    print(f"error: unknown config field in the overrides: {e}\n(run with "
-          "--debug for the traceback)", file=sys.stderr)
+    print(
+      f"error: unknown config field in the overrides: {e}\n(run with "
+      "--debug for the traceback)",
+      file=sys.stderr,
+    )
     sys.exit(2)

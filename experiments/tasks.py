@@ -9,7 +9,8 @@ step as constants.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import ml_collections
@@ -23,13 +24,16 @@ from zoprivacy.models import small
 @dataclasses.dataclass
 class Task:
   """Data (numpy pytrees with a leading example axis) and a classifier."""
+
   train_inputs: Any
   train_labels: np.ndarray
   test_inputs: Any
   test_labels: np.ndarray
   num_classes: int
-  init: Callable[[jax.Array], tuple[Any, Any]]     # key -> (trainable, frozen)
-  apply: Callable[[Any, Any, Any], jax.Array]      # (trainable, frozen, inputs) -> logits
+  init: Callable[[jax.Array], tuple[Any, Any]]  # key -> (trainable, frozen)
+  apply: Callable[
+    [Any, Any, Any], jax.Array
+  ]  # (trainable, frozen, inputs) -> logits
   public_inputs: Any = None
   public_labels: np.ndarray | None = None
   # Batch samplers this task's data supports. In-memory arrays support both;
@@ -56,19 +60,32 @@ def _flax_classifier_task(splits, model) -> Task:
     del frozen
     return model.apply(trainable, inputs)
 
-  return Task(splits.train.inputs, splits.train.labels, splits.test.inputs,
-              splits.test.labels, splits.train.num_classes, init, apply)
+  return Task(
+    splits.train.inputs,
+    splits.train.labels,
+    splits.test.inputs,
+    splits.test.labels,
+    splits.train.num_classes,
+    init,
+    apply,
+  )
 
 
-MODELS: dict[str, Callable[..., Any]] = {"cnn": small.SmallCNN, "mlp": small.MLP}
+MODELS: dict[str, Callable[..., Any]] = {
+  "cnn": small.SmallCNN,
+  "mlp": small.MLP,
+}
 
 
 def _image_task(config, splits) -> Task:
   if config.model not in MODELS:
-    raise ValueError(f"Unknown model {config.model!r} for an image task; "
-                     f"choose one of {sorted(MODELS)}.")
-  model = MODELS[config.model](num_classes=splits.train.num_classes,
-                               **config.get("model_kwargs", {}))
+    raise ValueError(
+      f"Unknown model {config.model!r} for an image task; "
+      f"choose one of {sorted(MODELS)}."
+    )
+  model = MODELS[config.model](
+    num_classes=splits.train.num_classes, **config.get("model_kwargs", {})
+  )
   return _flax_classifier_task(splits, model)
 
 
@@ -78,11 +95,13 @@ TASKS: dict[str, TaskBuilder] = {}
 
 def register(name: str):
   """Decorator: ``@register('cifar10')`` makes ``config.dataset='cifar10'`` work."""
+
   def wrap(builder: TaskBuilder) -> TaskBuilder:
     if name in TASKS:
       raise ValueError(f"Task {name!r} is registered twice.")
     TASKS[name] = builder
     return builder
+
   return wrap
 
 
@@ -93,15 +112,17 @@ def digits_task(config) -> Task:
 
 @register("fashion_mnist")
 def fashion_mnist_task(config) -> Task:
-  return _image_task(config, loaders.load_fashion_mnist(
-      data_dir=config.get("data_dir") or None))
+  return _image_task(
+    config,
+    loaders.load_fashion_mnist(data_dir=config.get("data_dir") or None),
+  )
 
 
 def get_task(config: ml_collections.ConfigDict) -> Task:
   """Builds the task named by ``config.dataset``."""
   # The paper settings' tasks (text, CIFAR-10, ...) register themselves here.
-  from experiments import paper_tasks  # pylint: disable=g-import-not-at-top,unused-import
-  from experiments import hidden_state_tasks  # pylint: disable=g-import-not-at-top,unused-import
   if config.dataset not in TASKS:
-    raise ValueError(f"Unknown dataset {config.dataset!r}; choose one of {sorted(TASKS)}.")
+    raise ValueError(
+      f"Unknown dataset {config.dataset!r}; choose one of {sorted(TASKS)}."
+    )
   return TASKS[config.dataset](config)

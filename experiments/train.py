@@ -36,7 +36,6 @@ import inspect
 import json
 import os
 import time
-import warnings
 from typing import Any
 
 import jax
@@ -46,21 +45,15 @@ import numpy as np
 import optax
 import tqdm
 
-from experiments import checkpointing
-from experiments import hidden_state_run
+from experiments import checkpointing, hidden_state_run, tasks
 from experiments import metrics as metrics_lib
-from experiments import tasks
 from experiments import workdir as workdir_lib
-from experiments.batches import make_sampler
-from experiments.batches import public_batch_indices
+from experiments.batches import make_sampler, public_batch_indices
 from experiments.optimizers import make_optimizer
-from zoprivacy import accounting
-from zoprivacy import per_example_check
+from zoprivacy import accounting, per_example_check
 from zoprivacy.data import sampling
 from zoprivacy.estimators import registry
-from zoprivacy.privacy import ExactNoiseSource
-from zoprivacy.privacy import find_plan
-from zoprivacy.privacy import randomness
+from zoprivacy.privacy import ExactNoiseSource, find_plan, randomness
 
 
 def run_secret(config) -> bytes:
@@ -68,9 +61,10 @@ def run_secret(config) -> bytes:
   if config.get("insecure_test_noise"):
     if config.get("epsilon_budget") is not None and not config.get("test_run"):
       raise ValueError(
-          "insecure_test_noise makes the noise reproducible from the seed, so "
-          "the run is not private; it cannot be combined with epsilon_budget "
-          "unless the run is marked test_run=True.")
+        "insecure_test_noise makes the noise reproducible from the seed, so "
+        "the run is not private; it cannot be combined with epsilon_budget "
+        "unless the run is marked test_run=True."
+      )
     return randomness.insecure_test_secret(config.seed)
   return randomness.new_secret()
 
@@ -78,7 +72,7 @@ def run_secret(config) -> bytes:
 def build_estimator(config, noise_multiplier, dataset_size):
   """The estimator named by ``config.estimator``, from its declaration."""
   spec = registry.get(config.estimator)
-  if spec.takes_setting:     # the setting holds the hyperparameters
+  if spec.takes_setting:  # the setting holds the hyperparameters
     kwargs = hidden_state_run.factory_kwargs(config, dataset_size)
   else:
     kwargs = dict(spec.defaults)
@@ -87,14 +81,17 @@ def build_estimator(config, noise_multiplier, dataset_size):
   unknown = [k for k in kwargs if k not in accepted]
   if unknown:
     raise ValueError(
-        f"{config.estimator} does not take {', '.join(map(repr, unknown))}; "
-        f"it takes {', '.join(sorted(accepted))}.")
+      f"{config.estimator} does not take {', '.join(map(repr, unknown))}; "
+      f"it takes {', '.join(sorted(accepted))}."
+    )
   kwargs["direction_key"] = config.seed
   if spec.private:
     kwargs["noise_multiplier"] = noise_multiplier
-    if not spec.takes_setting:              # a setting fixes its batches
-      kwargs.update(expected_batch_size=config.expected_batch_size,
-                    dataset_size=dataset_size)
+    if not spec.takes_setting:  # a setting fixes its batches
+      kwargs.update(
+        expected_batch_size=config.expected_batch_size,
+        dataset_size=dataset_size,
+      )
     if config.get("insecure_test_noise"):
       kwargs["insecure_test_noise_seed"] = config.seed
   if spec.exact_noise:
@@ -117,19 +114,26 @@ def resolve_plan(config, trainable, dataset_size):
   sigma, how = None, "non-private"
   if spec.private:
     if config.get("noise_multiplier") is not None:
-      sigma, how = float(config.noise_multiplier), "set by noise_multiplier"
+      sigma, how = (
+        float(config.noise_multiplier),
+        "set by noise_multiplier",
+      )
     elif config.get("target_epsilon") is not None:
       template = _chain(config, 1.0, dataset_size).init(trainable)
       plan = find_plan(template).replace(delta=config.delta)
       plan = accounting.calibrate_plan(
-          plan, target_epsilon=config.target_epsilon,
-          num_steps=config.num_steps)
+        plan,
+        target_epsilon=config.target_epsilon,
+        num_steps=config.num_steps,
+      )
       sigma = plan.noise_multiplier
       how = f"calibrated for target epsilon {config.target_epsilon:g}"
     elif spec.takes_setting:
       how = "set by the setting's noise_std"
     else:
-      raise ValueError("Set target_epsilon or noise_multiplier for a private run.")
+      raise ValueError(
+        "Set target_epsilon or noise_multiplier for a private run."
+      )
   tx = _chain(config, sigma, dataset_size)
   opt_state = tx.init(trainable)
   plan = find_plan(opt_state)
@@ -140,64 +144,82 @@ def resolve_plan(config, trainable, dataset_size):
 
 def _chain(config, sigma, dataset_size):
   estimator = build_estimator(config, sigma, dataset_size)
-  if registry.get(config.estimator).takes_setting:   # eta, projection inside
+  if registry.get(config.estimator).takes_setting:  # eta, projection inside
     return estimator
   return optax.chain(estimator, make_optimizer(config))
 
 
-def check_loss_is_per_example(task, trainable, frozen, capacity: int, seed: int):
+def check_loss_is_per_example(
+  task, trainable, frozen, capacity: int, seed: int
+):
   """Step 3: the per-example contract, on synthetic inputs shaped like the
   training batch (never on private data)."""
-  shape_source = sampling.gather((task.train_inputs, task.train_labels),
-                                 np.arange(min(capacity, task.num_train)))
-  batch = per_example_check.synthetic_batch_like(shape_source,
-                                                 jax.random.key(seed))
+  shape_source = sampling.gather(
+    (task.train_inputs, task.train_labels),
+    np.arange(min(capacity, task.num_train)),
+  )
+  batch = per_example_check.synthetic_batch_like(
+    shape_source, jax.random.key(seed)
+  )
   per_example_check.assert_per_example(
-      lambda p, b: task.batched_loss(p, frozen, b), trainable, batch)
+    lambda p, b: task.batched_loss(p, frozen, b), trainable, batch
+  )
 
 
-def train(config: ml_collections.ConfigDict, *, progress: bool = True,
-          stop_after: int | None = None) -> dict[str, Any]:
+def train(
+  config: ml_collections.ConfigDict,
+  *,
+  progress: bool = True,
+  stop_after: int | None = None,
+) -> dict[str, Any]:
   """Runs (or resumes) one experiment and returns its final metrics.
 
   ``stop_after``: stop (after checkpointing) once this many steps are done,
   as if interrupted; a later call with the same ``workdir`` resumes.
   """
-  spec = registry.get(config.estimator)               # typos fail first
-  if spec.takes_setting:      # the setting's conditions, before any data
+  spec = registry.get(config.estimator)  # typos fail first
+  if spec.takes_setting:  # the setting's conditions, before any data
     hidden_state_run.preflight(config)
   if config.get("workdir"):
-    workdir_lib.claim(config.workdir, config.to_dict(),
-                      config.get("resume", ""))
+    workdir_lib.claim(
+      config.workdir, config.to_dict(), config.get("resume", "")
+    )
   secret = run_secret(config)
-  task = tasks.get_task(config)                                        # 1
+  task = tasks.get_task(config)  # 1
   n = task.num_train
   num_public = 0 if task.public_labels is None else len(task.public_labels)
   trainable, frozen = task.init(jax.random.key(config.seed))
-  tx, opt_state, plan, how = resolve_plan(config, trainable, n)        # 2
+  tx, opt_state, plan, how = resolve_plan(config, trainable, n)  # 2
   sampler = make_sampler(config, n, secret, task.sampling_schemes)
   ledger = None
-  if plan.is_noised:                                                   # 3
+  if plan.is_noised:  # 3
     ledger = accounting.PrivacyLedger(
-        delta=config.delta, epsilon_budget=config.get("epsilon_budget"))
+      delta=config.delta, epsilon_budget=config.get("epsilon_budget")
+    )
     fits = ledger.steps_within_budget(plan, config.num_steps)
     if fits < config.num_steps:
       raise accounting.PrivacyBudgetExceededError(
-          f"The run plans {config.num_steps} steps but only {fits} fit "
-          f"epsilon_budget {config.epsilon_budget:g} at delta "
-          f"{config.delta:g} [{plan.describe()}].",
-          projected_epsilon=plan.epsilon(config.num_steps),
-          epsilon_budget=config.epsilon_budget, steps_remaining=fits)
+        f"The run plans {config.num_steps} steps but only {fits} fit "
+        f"epsilon_budget {config.epsilon_budget:g} at delta "
+        f"{config.delta:g} [{plan.describe()}].",
+        projected_epsilon=plan.epsilon(config.num_steps),
+        epsilon_budget=config.epsilon_budget,
+        steps_remaining=fits,
+      )
   if config.get("check_per_example", True):
-    check_loss_is_per_example(task, trainable, frozen, sampler.capacity,
-                              config.seed)
-  state = {"params": trainable, "opt_state": opt_state,
-           "step": np.array(0, np.int64),
-           "secret": randomness.secret_to_array(secret)}
+    check_loss_is_per_example(
+      task, trainable, frozen, sampler.capacity, config.seed
+    )
+  state = {
+    "params": trainable,
+    "opt_state": opt_state,
+    "step": np.array(0, np.int64),
+    "secret": randomness.secret_to_array(secret),
+  }
 
   workdir = config.get("workdir") or None
   ckpt = None
-  if workdir:                                                          # 4
+  if workdir:  # 4
     ckpt = checkpointing.Checkpointer(os.path.join(workdir, "checkpoints"))
     latest = ckpt.latest_step()
     if latest is not None:
@@ -209,7 +231,8 @@ def train(config: ml_collections.ConfigDict, *, progress: bool = True,
   noise_source = None
   if plan.noise_kind == "discrete":
     noise_source = ExactNoiseSource(
-        plan, randomness.derive(secret, "exact noise", num_bytes=32))
+      plan, randomness.derive(secret, "exact noise", num_bytes=32)
+    )
 
   @jax.jit
   def step(params, frozen, opt_state, batch, public, discrete_noise):
@@ -218,8 +241,9 @@ def train(config: ml_collections.ConfigDict, *, progress: bool = True,
     extra = {} if public is None else {spec.public_arg: public}
     if discrete_noise is not None:
       extra["discrete_noise"] = discrete_noise
-    updates, opt_state = tx.update(zeros, opt_state, params, batched_loss=loss,
-                                   batch=batch, **extra)
+    updates, opt_state = tx.update(
+      zeros, opt_state, params, batched_loss=loss, batch=batch, **extra
+    )
     return optax.apply_updates(params, updates), opt_state
 
   predict = jax.jit(task.apply)
@@ -230,9 +254,18 @@ def train(config: ml_collections.ConfigDict, *, progress: bool = True,
     return float("inf") if ledger is None else ledger.epsilon(num_steps)
 
   def log_eval(t, seconds):
-    row = {"step": t, "test_accuracy": metrics_lib.evaluate(
-        predict, state["params"], frozen, task.test_inputs, task.test_labels),
-           "epsilon": spent(), "seconds": seconds}
+    row = {
+      "step": t,
+      "test_accuracy": metrics_lib.evaluate(
+        predict,
+        state["params"],
+        frozen,
+        task.test_inputs,
+        task.test_labels,
+      ),
+      "epsilon": spent(),
+      "seconds": seconds,
+    }
     history.append(row)
     metrics.write(row)
     return row
@@ -244,83 +277,121 @@ def train(config: ml_collections.ConfigDict, *, progress: bool = True,
   first = int(state["step"])
   if first == 0 and not history:
     log_eval(0, 0.0)
-  last = config.num_steps if stop_after is None else min(stop_after, config.num_steps)
-  bar = None       # created after the first (compiling) step: honest ETA
+  last = (
+    config.num_steps
+    if stop_after is None
+    else min(stop_after, config.num_steps)
+  )
+  bar = None  # created after the first (compiling) step: honest ETA
   train_seconds, start = 0.0, None
-  for t in range(first, last):                                         # 5
+  for t in range(first, last):  # 5
     if ledger is not None:
       ledger.record(plan)
-    batch = sampling.padded_batch((task.train_inputs, task.train_labels),
-                                  sampler.batch_indices(t))
+    batch = sampling.padded_batch(
+      (task.train_inputs, task.train_labels), sampler.batch_indices(t)
+    )
     pub_idx = public_batch_indices(config, num_public, t)
-    public = None if pub_idx is None else sampling.gather(
-        (task.public_inputs, task.public_labels), pub_idx)
+    public = (
+      None
+      if pub_idx is None
+      else sampling.gather((task.public_inputs, task.public_labels), pub_idx)
+    )
     noise = None if noise_source is None else noise_source.draw(t)
-    params, opt_state = step(state["params"], frozen, state["opt_state"],
-                             batch, public, noise)
-    state = dict(state, params=params, opt_state=opt_state,
-                 step=np.array(t + 1, np.int64))
+    params, opt_state = step(
+      state["params"], frozen, state["opt_state"], batch, public, noise
+    )
+    state = dict(
+      state,
+      params=params,
+      opt_state=opt_state,
+      step=np.array(t + 1, np.int64),
+    )
     done = t + 1
-    if start is None:            # the first step compiles: not timed
+    if start is None:  # the first step compiles: not timed
       jax.block_until_ready(params)
       start = time.time()
-      bar = tqdm.tqdm(initial=done, total=config.num_steps,
-                      disable=not progress, desc=config.estimator,
-                      mininterval=1.0)
+      bar = tqdm.tqdm(
+        initial=done,
+        total=config.num_steps,
+        disable=not progress,
+        desc=config.estimator,
+        mininterval=1.0,
+      )
     else:
       bar.update(1)
-    if config.eval_every and done % config.eval_every == 0 and done < config.num_steps:
+    if (
+      config.eval_every
+      and done % config.eval_every == 0
+      and done < config.num_steps
+    ):
       row = log_eval(done, time.time() - start)
-      bar.set_postfix(test_acc=f"{row['test_accuracy']:.3f}", eps=f"{row['epsilon']:.3f}")
-    if ckpt is not None and config.checkpoint_every and done % config.checkpoint_every == 0:
+      bar.set_postfix(
+        test_acc=f"{row['test_accuracy']:.3f}",
+        eps=f"{row['epsilon']:.3f}",
+      )
+    if (
+      ckpt is not None
+      and config.checkpoint_every
+      and done % config.checkpoint_every == 0
+    ):
       save(done)
   if start is not None:
     train_seconds = time.time() - start
     bar.close()
 
   done = int(state["step"])
-  if done < config.num_steps:          # interrupted on purpose (stop_after)
+  if done < config.num_steps:  # interrupted on purpose (stop_after)
     save(done)
-    return {"interrupted_at": done,
-            "params_sha256": checkpointing.tree_digest(state["params"])}
-  if not history or history[-1]["step"] != done:                      # 6
+    return {
+      "interrupted_at": done,
+      "params_sha256": checkpointing.tree_digest(state["params"]),
+    }
+  if not history or history[-1]["step"] != done:  # 6
     log_eval(done, train_seconds)
   save(done)
   result = {
-      "estimator": config.estimator,
-      "dataset": config.dataset,
-      "test_accuracy": history[-1]["test_accuracy"],
-      "num_steps": done,
-      "noise_multiplier": plan.noise_multiplier if plan.is_noised else None,
-      "noise_multiplier_source": how,
-      "epsilon": spent(),
-      "delta": config.delta if plan.is_noised else None,
-      "private": plan.is_private,
-      "privacy_plan": plan.to_dict(),
-      "privacy": plan.describe(),
-      "sampling": sampler.scheme,
-      "train_seconds": train_seconds,
-      "history": history,
-      "params_sha256": checkpointing.tree_digest(state["params"]),
+    "estimator": config.estimator,
+    "dataset": config.dataset,
+    "test_accuracy": history[-1]["test_accuracy"],
+    "num_steps": done,
+    "noise_multiplier": plan.noise_multiplier if plan.is_noised else None,
+    "noise_multiplier_source": how,
+    "epsilon": spent(),
+    "delta": config.delta if plan.is_noised else None,
+    "private": plan.is_private,
+    "privacy_plan": plan.to_dict(),
+    "privacy": plan.describe(),
+    "sampling": sampler.scheme,
+    "train_seconds": train_seconds,
+    "history": history,
+    "params_sha256": checkpointing.tree_digest(state["params"]),
   }
   if ledger is not None:
     result["ledger"] = ledger.summary()
   if plan.mechanism.endswith("laplace"):
     # DP-ZO Thm 3.1: the pure epsilon of the subsampled Laplace mechanism.
     result["pure_epsilon"] = accounting.pure_epsilon_poisson_laplace(
-        noise_multiplier=plan.noise_multiplier,
-        sampling_probability=plan.sampling_probability, num_steps=done)
+      noise_multiplier=plan.noise_multiplier,
+      sampling_probability=plan.sampling_probability,
+      num_steps=done,
+    )
   if workdir:
     result["plot"] = metrics_lib.plot_report(
-        history, os.path.join(workdir, "report.png"),
-        f"{config.estimator} on {config.dataset}")
+      history,
+      os.path.join(workdir, "report.png"),
+      f"{config.estimator} on {config.dataset}",
+    )
   if spec.takes_setting and hidden_state_run.wants_report(config):
     result["final_iterate"] = hidden_state_run.final_iterate(
-        config, hidden_state_run.run_setting(config, n, plan.noise_multiplier),
-        done)
+      config,
+      hidden_state_run.run_setting(config, n, plan.noise_multiplier),
+      done,
+    )
   if workdir:
     with open(os.path.join(workdir, "result.json"), "w") as f:
-      json.dump({"config": config.to_dict(), **result}, f, indent=2, default=str)
+      json.dump(
+        {"config": config.to_dict(), **result}, f, indent=2, default=str
+      )
     if ledger is not None:
       ledger.save(os.path.join(workdir, "privacy_ledger.json"))
   if ckpt is not None:
@@ -333,23 +404,30 @@ def format_report(result: dict[str, Any]) -> str:
   if result["delta"] is None:
     privacy = "privacy: none (non-private baseline, epsilon = inf)"
   else:
-    privacy = (f"privacy: (epsilon, delta) = ({result['epsilon']:.4f}, "
-               f"{result['delta']:g}) [{result['privacy']}; noise multiplier "
-               f"{result['noise_multiplier_source']}]")
+    privacy = (
+      f"privacy: (epsilon, delta) = ({result['epsilon']:.4f}, "
+      f"{result['delta']:g}) [{result['privacy']}; noise multiplier "
+      f"{result['noise_multiplier_source']}]"
+    )
     if not result["private"]:
-      privacy += ("\nWARNING: insecure test noise: the noise and batches are "
-                  "reproducible from the seed; this run is NOT private.")
+      privacy += (
+        "\nWARNING: insecure test noise: the noise and batches are "
+        "reproducible from the seed; this run is NOT private."
+      )
   if "pure_epsilon" in result:
-    privacy += (f"\npure epsilon (Laplace, basic composition, DP-ZO Thm 3.1): "
-                f"{result['pure_epsilon']:.4f}")
+    privacy += (
+      f"\npure epsilon (Laplace, basic composition, DP-ZO Thm 3.1): "
+      f"{result['pure_epsilon']:.4f}"
+    )
   if "final_iterate" in result:
     privacy += "\n" + hidden_state_run.format_final_iterate(
-        result["final_iterate"])
+      result["final_iterate"]
+    )
   lines = [
-      f"estimator: {result['estimator']} on {result['dataset']}",
-      f"test accuracy: {result['test_accuracy']:.4f}",
-      f"steps: {result['num_steps']} ({result['train_seconds']:.1f} s)",
-      privacy,
+    f"estimator: {result['estimator']} on {result['dataset']}",
+    f"test accuracy: {result['test_accuracy']:.4f}",
+    f"steps: {result['num_steps']} ({result['train_seconds']:.1f} s)",
+    privacy,
   ]
   if result.get("plot"):
     lines.append(f"plot: {result['plot']}")

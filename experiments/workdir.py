@@ -17,8 +17,13 @@ import hashlib
 import json
 import os
 
-IGNORED = ("workdir", "eval_every", "checkpoint_every", "resume",
-           "check_per_example")
+IGNORED = (
+  "workdir",
+  "eval_every",
+  "checkpoint_every",
+  "resume",
+  "check_per_example",
+)
 
 
 class ConfigMismatchError(ValueError):
@@ -36,8 +41,11 @@ def _flat(d, prefix=""):
 
 
 def fingerprint(config_dict: dict) -> tuple[str, dict]:
-  flat = {k: v for k, v in _flat(config_dict).items()
-          if k.split(".")[0] not in IGNORED}
+  flat = {
+    k: v
+    for k, v in _flat(config_dict).items()
+    if k.split(".")[0] not in IGNORED
+  }
   text = json.dumps(flat, sort_keys=True, default=str)
   return hashlib.sha256(text.encode()).hexdigest(), json.loads(text)
 
@@ -52,16 +60,22 @@ def claim(workdir: str, config_dict: dict, resume: str = "") -> None:
     if recorded["fingerprint"] != digest and resume != "force":
       old = recorded["config"]
       keys = sorted(set(old) | set(flat))
-      diffs = [f"  {k}: {old.get(k, '<unset>')!r} -> {flat.get(k, '<unset>')!r}"
-               for k in keys if old.get(k) != flat.get(k)]
+      diffs = [
+        f"  {k}: {old.get(k, '<unset>')!r} -> {flat.get(k, '<unset>')!r}"
+        for k in keys
+        if old.get(k) != flat.get(k)
+      ]
       raise ConfigMismatchError(
-          f"{workdir} holds a run of a different configuration; resuming it "
-          "would mix two runs (and their privacy ledgers). Differences:\n"
-          + "\n".join(diffs) + "\nUse a new workdir, or --resume=force to "
-          "resume anyway.")
+        f"{workdir} holds a run of a different configuration; resuming it "
+        "would mix two runs (and their privacy ledgers). Differences:\n"
+        + "\n".join(diffs)
+        + "\nUse a new workdir, or --resume=force to "
+        "resume anyway."
+      )
     if recorded["fingerprint"] == digest:
       return
   os.makedirs(workdir, exist_ok=True)
   with open(path, "w") as f:
-    json.dump({"fingerprint": digest, "config": flat}, f, indent=2,
-              sort_keys=True)
+    json.dump(
+      {"fingerprint": digest, "config": flat}, f, indent=2, sort_keys=True
+    )

@@ -20,5 +20,16 @@ def adversarial_loss(params, example):
   return value
 
 
-ADV_BATCH = jnp.array([[1e6, 0], [-3e5, 0], [1.0, 1], [5e3, 2], [2.0, 0],
-                       [-1e9, 0], [0.0, 2], [7.0, 0]], jnp.float32)
+ADV_BATCH = jnp.array(
+  [
+    [1e6, 0],
+    [-3e5, 0],
+    [1.0, 1],
+    [5e3, 2],
+    [2.0, 0],
+    [-1e9, 0],
+    [0.0, 2],
+    [7.0, 0],
+  ],
+  jnp.float32,
+)

@@ -12,7 +12,9 @@ import jax.numpy as jnp
 def noise_key_from(key):
   """A 128-bit rbg noise key derived from a (threefry) test key."""
   data = jax.random.key_data(jax.random.fold_in(key, 0x5EC))
-  words = jnp.concatenate([data, jax.random.key_data(jax.random.fold_in(key, 1))])
+  words = jnp.concatenate(
+    [data, jax.random.key_data(jax.random.fold_in(key, 1))]
+  )
   return jax.random.wrap_key_data(words.astype(jnp.uint32), impl="rbg")
 
 

@@ -27,8 +27,11 @@ def _collectives(hlo):
   """``(kind, shape)`` of every cross-device collective, and their sizes."""
   collectives = []
   for line in hlo.splitlines():
-    m = re.search(r"=\s*(\S+)\s+(all-reduce|all-gather|reduce-scatter|"
-                  r"all-to-all|collective-permute)(-start)?\(", line)
+    m = re.search(
+      r"=\s*(\S+)\s+(all-reduce|all-gather|reduce-scatter|"
+      r"all-to-all|collective-permute)(-start)?\(",
+      line,
+    )
     if m:
       collectives.append((m.group(2), m.group(1)))
   sizes = []
@@ -47,7 +50,7 @@ def main():
   rng = np.random.default_rng(0)
   x = rng.normal(size=(64, 8, 8, 1)).astype(np.float32)
   y = rng.integers(0, 10, size=64).astype(np.int32)
-  mask = np.arange(64) < 53          # padded Poisson batch
+  mask = np.arange(64) < 53  # padded Poisson batch
   params = model.init(jax.random.key(0), x[:1])
   num_params = sum(v.size for v in jax.tree.leaves(params))
 
@@ -61,37 +64,59 @@ def main():
     """One step on 8 devices and on one, from the same state (same public
     direction key, same secret noise key) and, for exact noise, the same
     host-drawn integer noise (a replicated input)."""
-    est = zoprivacy.dpzero(clip=1.0, noise_multiplier=1.0, smoothing=1e-3,
-                           expected_batch_size=50.0, dataset_size=1000,
-                           direction_key=42, exact_noise=exact_noise)
+    est = zoprivacy.dpzero(
+      clip=1.0,
+      noise_multiplier=1.0,
+      smoothing=1e-3,
+      expected_batch_size=50.0,
+      dataset_size=1000,
+      direction_key=42,
+      exact_noise=exact_noise,
+    )
     tx = optax.chain(est, optax.sgd(0.1))
     state = tx.init(params)
     plan = zoprivacy.find_plan(state)
-    noise = (zoprivacy.ExactNoiseSource(plan).draw(0) if exact_noise
-             else None)
+    noise = zoprivacy.ExactNoiseSource(plan).draw(0) if exact_noise else None
 
     def step(p, s, batch, m, discrete_noise):
-      extra = {} if discrete_noise is None else {"discrete_noise": discrete_noise}
-      updates, s = tx.update(jax.tree.map(jnp.zeros_like, p), s, p,
-                             batched_loss=batched_loss, batch=batch, mask=m,
-                             **extra)
+      extra = (
+        {} if discrete_noise is None else {"discrete_noise": discrete_noise}
+      )
+      updates, s = tx.update(
+        jax.tree.map(jnp.zeros_like, p),
+        s,
+        p,
+        batched_loss=batched_loss,
+        batch=batch,
+        mask=m,
+        **extra,
+      )
       return optax.apply_updates(p, updates), s
 
-    sharded = sharding.jit_data_parallel(step, mesh, num_args=5,
-                                         batch_argnums=(2, 3))
+    sharded = sharding.jit_data_parallel(
+      step, mesh, num_args=5, batch_argnums=(2, 3)
+    )
     single = jax.jit(step)
     p8, _ = sharded(params, state, (x, y), mask, noise)
     p1, _ = single(params, state, (x, y), mask, noise)
-    diff = max(float(jnp.max(jnp.abs(a - b)))
-               for a, b in zip(jax.tree.leaves(p8), jax.tree.leaves(p1)))
-    moved = max(float(jnp.max(jnp.abs(a - b)))
-                for a, b in zip(jax.tree.leaves(p1), jax.tree.leaves(params)))
+    diff = max(
+      float(jnp.max(jnp.abs(a - b)))
+      for a, b in zip(jax.tree.leaves(p8), jax.tree.leaves(p1))
+    )
+    moved = max(
+      float(jnp.max(jnp.abs(a - b)))
+      for a, b in zip(jax.tree.leaves(p1), jax.tree.leaves(params))
+    )
     hlo = sharded.lower(params, state, (x, y), mask, noise).compile().as_text()
     collectives, sizes = _collectives(hlo)
-    return {"max_abs_diff": diff, "max_abs_update": moved,
-            "collectives": collectives, "collective_sizes": sizes,
-            "mechanism": plan.mechanism,
-            "sharding": str(p8["params"]["Dense_0"]["kernel"].sharding)}
+    return {
+      "max_abs_diff": diff,
+      "max_abs_update": moved,
+      "collectives": collectives,
+      "collective_sizes": sizes,
+      "mechanism": plan.mechanism,
+      "sharding": str(p8["params"]["Dense_0"]["kernel"].sharding),
+    }
 
   out = check(exact_noise=False)
   out.update(num_params=num_params, exact=check(exact_noise=True))

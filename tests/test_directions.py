@@ -9,7 +9,7 @@ import pytest
 
 from zoprivacy import directions
 
-PARAMS = {"w": jnp.zeros((2, 3)), "b": jnp.zeros((4,))}   # d = 10
+PARAMS = {"w": jnp.zeros((2, 3)), "b": jnp.zeros((4,))}  # d = 10
 D = 10
 N = 20000
 
@@ -17,7 +17,9 @@ N = 20000
 def _flat_samples(sampler):
   keys = jax.random.split(jax.random.key(0), N)
   samples = jax.vmap(lambda k: sampler(k, PARAMS))(keys)
-  return np.asarray(jax.vmap(lambda t: jax.flatten_util.ravel_pytree(t)[0])(samples))
+  return np.asarray(
+    jax.vmap(lambda t: jax.flatten_util.ravel_pytree(t)[0])(samples)
+  )
 
 
 @pytest.mark.parametrize("name", ["gaussian", "sphere", "rademacher"])
@@ -32,13 +34,16 @@ def test_second_moment_is_identity(name):
 
 def test_sphere_radii():
   key = jax.random.key(1)
-  for radius, expected in [("sqrt_dim", math.sqrt(D)),
-                           ("quarter_power_dim", D ** 0.25), (2.5, 2.5)]:
+  for radius, expected in [
+    ("sqrt_dim", math.sqrt(D)),
+    ("quarter_power_dim", D**0.25),
+    (2.5, 2.5),
+  ]:
     u = directions.sphere(key, PARAMS, radius)
     norm = float(jnp.linalg.norm(jax.flatten_util.ravel_pytree(u)[0]))
     assert norm == pytest.approx(expected, rel=1e-5)
   u = _flat_samples(directions.get_sampler("sphere_quarter"))
-  np.testing.assert_allclose(np.linalg.norm(u, axis=1), D ** 0.25, rtol=1e-5)
+  np.testing.assert_allclose(np.linalg.norm(u, axis=1), D**0.25, rtol=1e-5)
 
 
 def test_rademacher_entries_are_signs():
@@ -54,9 +59,11 @@ def test_stiefel_orthonormal_and_isotropic():
   np.testing.assert_allclose(mat @ mat.T, np.eye(k), atol=1e-5)
   # Haar: E[sum_k u_k u_k^T] = (K/d) I.
   keys = jax.random.split(jax.random.key(4), 4000)
-  mats = jax.vmap(lambda key: jax.vmap(
-      lambda t: jax.flatten_util.ravel_pytree(t)[0])(
-          directions.stiefel(key, PARAMS, k)))(keys)
+  mats = jax.vmap(
+    lambda key: jax.vmap(lambda t: jax.flatten_util.ravel_pytree(t)[0])(
+      directions.stiefel(key, PARAMS, k)
+    )
+  )(keys)
   proj = np.einsum("nki,nkj->ij", np.asarray(mats), np.asarray(mats)) / 4000
   np.testing.assert_allclose(proj, (k / D) * np.eye(D), atol=0.03)
 
@@ -90,12 +97,17 @@ def test_get_sampler_stiefel_block_is_orthonormal_and_isotropic():
   k, n = 3, 4000
   sampler = directions.get_sampler("stiefel", num_directions=k)
   keys = jax.random.split(jax.random.key(11), n)
-  mats = np.asarray(jax.vmap(lambda key: jax.vmap(
-      lambda t: jax.flatten_util.ravel_pytree(t)[0])(sampler(key, PARAMS)))(
-          keys))                                            # [n, K, d]
+  mats = np.asarray(
+    jax.vmap(
+      lambda key: jax.vmap(lambda t: jax.flatten_util.ravel_pytree(t)[0])(
+        sampler(key, PARAMS)
+      )
+    )(keys)
+  )  # [n, K, d]
   gram = np.einsum("nki,nli->nkl", mats, mats)
-  np.testing.assert_allclose(gram, np.broadcast_to(np.eye(k), gram.shape),
-                             atol=1e-5)
+  np.testing.assert_allclose(
+    gram, np.broadcast_to(np.eye(k), gram.shape), atol=1e-5
+  )
   proj = np.einsum("nki,nkj->ij", mats, mats) / n
   # A Haar rank-K projection P has Var(P_ii) = 2K(d-K) / (d^2 (d+2)) and
   # smaller off-diagonal variance: allow 5 standard errors of the mean.

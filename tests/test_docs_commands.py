@@ -12,8 +12,11 @@ import sys
 
 import pytest
 
-SMALL = ["--config.num_steps=3", "--config.eval_every=0",
-         "--config.checkpoint_every=0"]
+SMALL = [
+  "--config.num_steps=3",
+  "--config.eval_every=0",
+  "--config.checkpoint_every=0",
+]
 
 
 def _shell_blocks(text):
@@ -41,9 +44,13 @@ def _commands():
         line = line.split("#")[0].strip()
         if "&&" in line:
           line = line.split("&&")[-1].strip()
-        if line.startswith(("python -m experiments.run",
-                            "python -m zoprivacy.accounting")):
-          if "one_point" in line:    # docs/extending.md: needs its module
+        if line.startswith(
+          (
+            "python -m experiments.run",
+            "python -m zoprivacy.accounting",
+          )
+        ):
+          if "one_point" in line:  # docs/extending.md: needs its module
             continue
           found.append(pytest.param(line, id=f"{path}:{line[10:70]}"))
   return found

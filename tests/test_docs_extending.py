@@ -31,9 +31,14 @@ def test_extending_example_registers_and_trains():
   loss = lambda w, b: (b[0] @ w - b[1]) ** 2
   with warnings.catch_warnings():
     warnings.simplefilter("ignore")
-    est = spec.factory(clip=50.0, noise_multiplier=0.5, smoothing=0.5,
-                       expected_batch_size=256, dataset_size=256,
-                       insecure_test_noise_seed=0)
+    est = spec.factory(
+      clip=50.0,
+      noise_multiplier=0.5,
+      smoothing=0.5,
+      expected_batch_size=256,
+      dataset_size=256,
+      insecure_test_noise_seed=0,
+    )
   tx = optax.chain(est, optax.sgd(2e-3))
   w = jnp.zeros(4)
   state = tx.init(w)
@@ -42,8 +47,9 @@ def test_extending_example_registers_and_trains():
 
   @jax.jit
   def step(w, state):
-    u, state = tx.update(jnp.zeros_like(w), state, w, batched_loss=loss,
-                         batch=(x, y))
+    u, state = tx.update(
+      jnp.zeros_like(w), state, w, batched_loss=loss, batch=(x, y)
+    )
     return optax.apply_updates(w, u), state
 
   start = float(jnp.mean(loss(w, (x, y))))

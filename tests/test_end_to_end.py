@@ -21,10 +21,15 @@ def default_result():
 
 def test_default_run_learns_at_epsilon_two(default_result):
   r = default_result
-  print("default dpzero run:", {k: r[k] for k in ("test_accuracy", "epsilon", "noise_multiplier")})
+  print(
+    "default dpzero run:",
+    {k: r[k] for k in ("test_accuracy", "epsilon", "noise_multiplier")},
+  )
   # Measured 0.77-0.84 for seed 0; chance is 0.10.
   assert r["test_accuracy"] > 0.6
-  assert r["epsilon"] <= 2.0 and r["epsilon"] > 1.9       # calibrated, never above target
+  assert (
+    r["epsilon"] <= 2.0 and r["epsilon"] > 1.9
+  )  # calibrated, never above target
   assert r["delta"] == 1e-5 and r["sampling"] == "poisson"
 
 
@@ -38,11 +43,24 @@ def test_mezo_does_at_least_as_well_as_dpzero(default_result):
 
 
 def test_command_line_entry_point_with_overrides(tmp_path):
-  cmd = [sys.executable, "-m", "experiments.run", "--config", "configs/dp_zo_laplace.py",
-         "--config.num_steps=300", "--config.eval_every=0",
-         f"--config.workdir={tmp_path}"]
-  out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "PYTHONPATH": ROOT})
+  cmd = [
+    sys.executable,
+    "-m",
+    "experiments.run",
+    "--config",
+    "configs/dp_zo_laplace.py",
+    "--config.num_steps=300",
+    "--config.eval_every=0",
+    f"--config.workdir={tmp_path}",
+  ]
+  out = subprocess.run(
+    cmd,
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=300,
+    env={**os.environ, "PYTHONPATH": ROOT},
+  )
   assert out.returncode == 0, out.stderr[-3000:]
   assert "test accuracy:" in out.stdout
   assert "steps: 300" in out.stdout

@@ -7,9 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-
-from adversarial import ADV_BATCH
-from adversarial import adversarial_loss
+from adversarial import ADV_BATCH, adversarial_loss
 from keys import with_keys
 
 import zoprivacy
@@ -27,40 +25,52 @@ def _flat(t):
 def quadratic_loss(params, example):
   """f(x; xi) = 1/2 (x - xi)^T A (x - xi); grad = A (x - xi)."""
   diff = _flat(params) - example
-  return 0.5 * jnp.sum(A_DIAG * diff ** 2)
+  return 0.5 * jnp.sum(A_DIAG * diff**2)
 
 
 def cubic_loss(params, example):
   """f(x; xi) = sum (x - xi)^3 / 3 + ...: smoothing bias is visible."""
   diff = _flat(params) - example
-  return jnp.sum(diff ** 3) / 3.0
+  return jnp.sum(diff**3) / 3.0
 
 
 def _estimates(tx, loss, num_keys, batch=BATCH, mask=None, params=X0):
   """Estimator outputs (flattened) for num_keys different keys, vmapped."""
+
   def one(key):
     state = with_keys(tx.init(params), key)
-    g, new_state = tx.update(None, state, params, per_example_loss=loss,
-                             batch=batch, mask=mask)
+    g, new_state = tx.update(
+      None, state, params, per_example_loss=loss, batch=batch, mask=mask
+    )
     return _flat(g), new_state.released
+
   keys = jax.random.split(jax.random.key(123), num_keys)
   return jax.jit(jax.vmap(one))(keys)
 
 
 def _private(name, **kw):
-  base = dict(clip=1e4, noise_multiplier=1.0, smoothing=1e-3,
-              expected_batch_size=8.0)
+  base = dict(
+    clip=1e4, noise_multiplier=1.0, smoothing=1e-3, expected_batch_size=8.0
+  )
   base.update(kw)
   return zoprivacy.ESTIMATORS[name](**base)
 
 
 # ---------------------------------------------------------------- estimator math
 
+
 @pytest.mark.parametrize("directions", ["gaussian", "sphere", "rademacher"])
 def test_mezo_unbiased_on_quadratic(directions):
-  true = _flat(jnp.mean(jax.vmap(lambda e: _flat(jax.grad(quadratic_loss)(X0, e)))(BATCH), 0))
-  g, _ = _estimates(zoprivacy.mezo(smoothing=1e-2, directions=directions),
-                    quadratic_loss, 20000)
+  true = _flat(
+    jnp.mean(
+      jax.vmap(lambda e: _flat(jax.grad(quadratic_loss)(X0, e)))(BATCH), 0
+    )
+  )
+  g, _ = _estimates(
+    zoprivacy.mezo(smoothing=1e-2, directions=directions),
+    quadratic_loss,
+    20000,
+  )
   mean, se = g.mean(0), g.std(0) / math.sqrt(g.shape[0])
   # Two-point differences are exact on a quadratic, so E[g] = E[uu^T] grad.
   np.testing.assert_array_less(np.abs(mean - true), 5 * se + 1e-6)
@@ -73,11 +83,15 @@ def test_smoothed_gradient_of_cubic():
   """
   lam = 1.0
   x = _flat(X0)
-  smoothed = np.mean(np.asarray((x - BATCH) ** 2), 0) + lam ** 2
+  smoothed = np.mean(np.asarray((x - BATCH) ** 2), 0) + lam**2
   plain = np.mean(np.asarray((x - BATCH) ** 2), 0)
-  g, _ = _estimates(zoprivacy.mezo(smoothing=lam, directions="gaussian"),
-                    cubic_loss, 100000)
-  mean, se = np.asarray(g.mean(0)), np.asarray(g.std(0)) / math.sqrt(g.shape[0])
+  g, _ = _estimates(
+    zoprivacy.mezo(smoothing=lam, directions="gaussian"), cubic_loss, 100000
+  )
+  mean, se = (
+    np.asarray(g.mean(0)),
+    np.asarray(g.std(0)) / math.sqrt(g.shape[0]),
+  )
   np.testing.assert_array_less(np.abs(mean - smoothed), 5 * se)
   # The smoothing bias l^2 = 1 is far outside the tolerance: the test
   # tells the smoothed gradient from the plain one.
@@ -88,20 +102,34 @@ def test_smoothed_gradient_of_cubic():
 def test_private_estimators_unbiased_without_clipping(name):
   kw = {"directions": "gaussian"} if name != "dp_zo" else {}
   if name == "dp_zo":
-    kw["clip"] = 1e3   # raw difference threshold
+    kw["clip"] = 1e3  # raw difference threshold
   tx = _private(name, noise_multiplier=0.05, **kw)
-  true = _flat(jnp.mean(jax.vmap(lambda e: _flat(jax.grad(quadratic_loss)(X0, e)))(BATCH), 0))
+  true = _flat(
+    jnp.mean(
+      jax.vmap(lambda e: _flat(jax.grad(quadratic_loss)(X0, e)))(BATCH), 0
+    )
+  )
   g, _ = _estimates(tx, quadratic_loss, 20000)
   mean, se = g.mean(0), g.std(0) / math.sqrt(g.shape[0])
   np.testing.assert_array_less(np.abs(mean - true), 5 * se + 1e-6)
 
 
 def test_num_queries_average_reduces_variance():
-  true = _flat(jnp.mean(jax.vmap(lambda e: _flat(jax.grad(quadratic_loss)(X0, e)))(BATCH), 0))
-  g1, _ = _estimates(zoprivacy.mezo(smoothing=1e-2, num_queries=1), quadratic_loss, 4000)
-  g4, r4 = _estimates(zoprivacy.mezo(smoothing=1e-2, num_queries=4), quadratic_loss, 4000)
+  true = _flat(
+    jnp.mean(
+      jax.vmap(lambda e: _flat(jax.grad(quadratic_loss)(X0, e)))(BATCH), 0
+    )
+  )
+  g1, _ = _estimates(
+    zoprivacy.mezo(smoothing=1e-2, num_queries=1), quadratic_loss, 4000
+  )
+  g4, r4 = _estimates(
+    zoprivacy.mezo(smoothing=1e-2, num_queries=4), quadratic_loss, 4000
+  )
   assert r4.shape == (4000, 4)
-  np.testing.assert_array_less(np.abs(g4.mean(0) - true), 5 * g4.std(0) / math.sqrt(4000))
+  np.testing.assert_array_less(
+    np.abs(g4.mean(0) - true), 5 * g4.std(0) / math.sqrt(4000)
+  )
   # Variance of the average of 4 independent directions is ~1/4 (tolerance 30%).
   ratio = float(jnp.sum(g4.var(0)) / jnp.sum(g1.var(0)))
   assert 0.25 * 0.7 < ratio < 0.25 * 1.3
@@ -110,9 +138,10 @@ def test_num_queries_average_reduces_variance():
 # ------------------------------------------------------------- privacy mechanics
 
 
-
-@pytest.mark.parametrize("name,clip,unit", [
-    ("dpzero", 0.7, 1.0), ("dp_zo", 0.3, None), ("dpgd_zeroth", 0.7, 1.0)])
+@pytest.mark.parametrize(
+  "name,clip,unit",
+  [("dpzero", 0.7, 1.0), ("dp_zo", 0.3, None), ("dpgd_zeroth", 0.7, 1.0)],
+)
 def test_no_example_exceeds_the_clip(name, clip, unit):
   """Removing any one example moves the released sum by at most the clip."""
   smoothing = 1e-3
@@ -122,8 +151,14 @@ def test_no_example_exceeds_the_clip(name, clip, unit):
   full_mask = jnp.ones(8, bool)
 
   def run(mask):
-    g, s = tx.update(None, state, params, per_example_loss=adversarial_loss,
-                     batch=ADV_BATCH, mask=mask)
+    g, s = tx.update(
+      None,
+      state,
+      params,
+      per_example_loss=adversarial_loss,
+      batch=ADV_BATCH,
+      mask=mask,
+    )
     return _flat(g), s.released
 
   g_full, r_full = run(full_mask)
@@ -137,7 +172,9 @@ def test_no_example_exceeds_the_clip(name, clip, unit):
     if name == "dp_zo":
       # raw-difference clip C bounds the summed scalar; the released scalar
       # is divided by 2*smoothing.
-      assert float(jnp.abs(r_full - r_i)[0]) * 8.0 * 2 * smoothing <= clip * (1 + 1e-4)
+      assert float(jnp.abs(r_full - r_i)[0]) * 8.0 * 2 * smoothing <= clip * (
+        1 + 1e-4
+      )
     elif name == "dpzero":
       assert float(jnp.abs(r_full - r_i)[0]) * 8.0 <= clip * (1 + 1e-4)
     else:
@@ -146,12 +183,18 @@ def test_no_example_exceeds_the_clip(name, clip, unit):
 
 def test_dp_sgd_no_example_exceeds_the_clip():
   def loss(params, example):
-    v = example[0] * jnp.sum(_flat(params) ** 2) + jnp.where(example[1] == 1, jnp.nan, 0.0)
+    v = example[0] * jnp.sum(_flat(params) ** 2) + jnp.where(
+      example[1] == 1, jnp.nan, 0.0
+    )
     return v
+
   tx = zoprivacy.dp_sgd(clip=0.5, noise_multiplier=1.0, expected_batch_size=8.0)
   state = tx.init(X0)
-  run = lambda m: _flat(tx.update(None, state, X0, per_example_loss=loss,
-                                  batch=ADV_BATCH, mask=m)[0])
+  run = lambda m: _flat(
+    tx.update(None, state, X0, per_example_loss=loss, batch=ADV_BATCH, mask=m)[
+      0
+    ]
+  )
   full = run(jnp.ones(8, bool))
   assert np.all(np.isfinite(full))
   for i in range(8):
@@ -163,18 +206,43 @@ def _zero_loss(params, example):
   return 0.0 * jnp.sum(_flat(params)) + 0.0 * example[0]
 
 
-@pytest.mark.parametrize("name,kw,expected_std", [
+@pytest.mark.parametrize(
+  "name,kw,expected_std",
+  [
     ("dpzero", dict(clip=0.8, noise_multiplier=1.5), 0.8 * 1.5 / 8),
-    ("dpzero", dict(clip=0.8, noise_multiplier=1.5, num_queries=4),
-     0.8 * 1.5 * 2 / 8),
-    ("dp_zo", dict(clip=0.8, noise_multiplier=1.5, smoothing=0.1),
-     0.8 * 1.5 / 8 / 0.2),
-    ("dp_zo", dict(clip=0.8, noise_multiplier=1.5, smoothing=0.1, mechanism="laplace"),
-     math.sqrt(2) * 0.8 * 1.5 / 8 / 0.2),
-    ("dp_zo", dict(clip=0.8, noise_multiplier=1.5, smoothing=0.1, mechanism="laplace",
-                   num_queries=3),
-     math.sqrt(2) * 3 * 0.8 * 1.5 / 8 / 0.2),
-])
+    (
+      "dpzero",
+      dict(clip=0.8, noise_multiplier=1.5, num_queries=4),
+      0.8 * 1.5 * 2 / 8,
+    ),
+    (
+      "dp_zo",
+      dict(clip=0.8, noise_multiplier=1.5, smoothing=0.1),
+      0.8 * 1.5 / 8 / 0.2,
+    ),
+    (
+      "dp_zo",
+      dict(
+        clip=0.8,
+        noise_multiplier=1.5,
+        smoothing=0.1,
+        mechanism="laplace",
+      ),
+      math.sqrt(2) * 0.8 * 1.5 / 8 / 0.2,
+    ),
+    (
+      "dp_zo",
+      dict(
+        clip=0.8,
+        noise_multiplier=1.5,
+        smoothing=0.1,
+        mechanism="laplace",
+        num_queries=3,
+      ),
+      math.sqrt(2) * 3 * 0.8 * 1.5 / 8 / 0.2,
+    ),
+  ],
+)
 def test_noise_std_matches_formula(name, kw, expected_std):
   """With zero loss differences the released scalar is pure noise / B."""
   tx = _private(name, **kw)
@@ -183,7 +251,9 @@ def test_noise_std_matches_formula(name, kw, expected_std):
   # Relative standard error of a sample std over n >= 4000 draws is below
   # 1.6% (Gaussian) / 2.5% (Laplace): 10% is a > 4-sigma tolerance.
   assert std == pytest.approx(expected_std, rel=0.10)
-  assert float(np.mean(np.asarray(released))) == pytest.approx(0.0, abs=5 * expected_std / math.sqrt(released.size))
+  assert float(np.mean(np.asarray(released))) == pytest.approx(
+    0.0, abs=5 * expected_std / math.sqrt(released.size)
+  )
 
 
 @pytest.mark.parametrize("name", ["dpgd_zeroth", "dp_sgd"])
@@ -197,27 +267,42 @@ def test_vector_noise_std_matches_formula(name):
   np.testing.assert_allclose(std, 0.8 * 1.5 / 8, rtol=0.1)
 
 
-@pytest.mark.parametrize("name", ["mezo", "dpzero", "dp_zo", "dpgd_zeroth", "dp_sgd"])
+@pytest.mark.parametrize(
+  "name", ["mezo", "dpzero", "dp_zo", "dpgd_zeroth", "dp_sgd"]
+)
 def test_padding_contributes_nothing(name):
   """Padded slots full of NaN/huge values leave the update unchanged."""
   if name == "mezo":
     tx = zoprivacy.mezo()
   elif name == "dp_sgd":
-    tx = zoprivacy.dp_sgd(clip=1.0, noise_multiplier=1.0, expected_batch_size=8.0)
+    tx = zoprivacy.dp_sgd(
+      clip=1.0, noise_multiplier=1.0, expected_batch_size=8.0
+    )
   else:
     tx = _private(name, clip=1.0)
   state = tx.init(X0)
   garbage = jnp.concatenate([BATCH[:5], jnp.full((3, D), jnp.nan)], 0)
   garbage = garbage.at[6].set(1e30)
   mask = jnp.arange(8) < 5
-  padded, _ = tx.update(None, state, X0, per_example_loss=quadratic_loss,
-                        batch=garbage, mask=mask)
-  trimmed, _ = tx.update(None, state, X0, per_example_loss=quadratic_loss,
-                         batch=BATCH[:5])
-  np.testing.assert_allclose(_flat(padded), _flat(trimmed), rtol=1e-6, atol=1e-7)
+  padded, _ = tx.update(
+    None,
+    state,
+    X0,
+    per_example_loss=quadratic_loss,
+    batch=garbage,
+    mask=mask,
+  )
+  trimmed, _ = tx.update(
+    None, state, X0, per_example_loss=quadratic_loss, batch=BATCH[:5]
+  )
+  np.testing.assert_allclose(
+    _flat(padded), _flat(trimmed), rtol=1e-6, atol=1e-7
+  )
 
 
-@pytest.mark.parametrize("name", ["mezo", "dpzero", "dp_zo", "dpgd_zeroth", "dp_sgd"])
+@pytest.mark.parametrize(
+  "name", ["mezo", "dpzero", "dp_zo", "dpgd_zeroth", "dp_sgd"]
+)
 def test_key_determinism(name):
   """The same public direction key and test-noise seed give the same steps.
 
@@ -225,49 +310,71 @@ def test_key_determinism(name):
   tests/privacy/test_secret_randomness.py.)
   """
   seed = None if name == "mezo" else dict(insecure_test_noise_seed=5)
-  make = (lambda k: zoprivacy.mezo(direction_key=k)) if name == "mezo" else (
-      # DP-SGD draws no directions: its third run changes the noise seed.
-      lambda k: zoprivacy.dp_sgd(clip=1.0, noise_multiplier=1.0,
-                                 expected_batch_size=8.0, direction_key=k,
-                                 insecure_test_noise_seed=5 + k)
-      if name == "dp_sgd" else _private(name, clip=1.0, direction_key=k, **seed))
+  make = (
+    (lambda k: zoprivacy.mezo(direction_key=k))
+    if name == "mezo"
+    # DP-SGD draws no directions: its third run changes the noise seed.
+    else (
+      lambda k: (
+        zoprivacy.dp_sgd(
+          clip=1.0,
+          noise_multiplier=1.0,
+          expected_batch_size=8.0,
+          direction_key=k,
+          insecure_test_noise_seed=5 + k,
+        )
+        if name == "dp_sgd"
+        else _private(name, clip=1.0, direction_key=k, **seed)
+      )
+    )
+  )
   outs = []
   for k in (0, 0, 1):
     tx = make(k)
-    g, s = tx.update(None, tx.init(X0), X0, per_example_loss=quadratic_loss, batch=BATCH)
+    g, s = tx.update(
+      None, tx.init(X0), X0, per_example_loss=quadratic_loss, batch=BATCH
+    )
     g2, _ = tx.update(None, s, X0, per_example_loss=quadratic_loss, batch=BATCH)
     outs.append((_flat(g), _flat(g2)))
   np.testing.assert_array_equal(outs[0][0], outs[1][0])
   np.testing.assert_array_equal(outs[0][1], outs[1][1])
   assert not np.allclose(outs[0][0], outs[2][0])
-  assert not np.allclose(outs[0][0], outs[0][1])   # the step advances the keys
+  assert not np.allclose(outs[0][0], outs[0][1])  # the step advances the keys
 
 
 def test_batched_loss_equals_per_example_loss():
   tx = _private("dpzero", clip=1.0)
   state = tx.init(X0)
   batched = jax.vmap(quadratic_loss, (None, 0))
-  a, _ = tx.update(None, state, X0, per_example_loss=quadratic_loss, batch=BATCH)
-  b, _ = tx.update(None, state, X0, batched_loss=batched, batch=BATCH, unknown_arg=3)
+  a, _ = tx.update(
+    None, state, X0, per_example_loss=quadratic_loss, batch=BATCH
+  )
+  b, _ = tx.update(
+    None, state, X0, batched_loss=batched, batch=BATCH, unknown_arg=3
+  )
   np.testing.assert_allclose(_flat(a), _flat(b), rtol=1e-6)
 
 
 # ---------------------------------------------------------------- composition
 
 OPTIMIZERS = {
-    "sgd": lambda scale: optax.sgd(0.05),
-    "momentum": lambda scale: optax.sgd(0.05 * scale, momentum=0.9),
-    "adam": lambda scale: optax.adam(0.05),
+  "sgd": lambda scale: optax.sgd(0.05),
+  "momentum": lambda scale: optax.sgd(0.05 * scale, momentum=0.9),
+  "adam": lambda scale: optax.adam(0.05),
 }
 
 
 @pytest.mark.parametrize("opt", sorted(OPTIMIZERS))
-@pytest.mark.parametrize("name", ["mezo", "dpzero", "dp_zo", "dpgd_zeroth", "dp_sgd"])
+@pytest.mark.parametrize(
+  "name", ["mezo", "dpzero", "dp_zo", "dpgd_zeroth", "dp_sgd"]
+)
 def test_jitted_chain_composes_and_descends(name, opt):
   if name == "mezo":
     est = zoprivacy.mezo(smoothing=1e-3, num_queries=4)
   elif name == "dp_sgd":
-    est = zoprivacy.dp_sgd(clip=10.0, noise_multiplier=0.01, expected_batch_size=8.0)
+    est = zoprivacy.dp_sgd(
+      clip=10.0, noise_multiplier=0.01, expected_batch_size=8.0
+    )
   elif name == "dp_zo":
     est = _private(name, clip=0.1, noise_multiplier=0.01, num_queries=4)
   elif name == "dpgd_zeroth":
@@ -283,8 +390,13 @@ def test_jitted_chain_composes_and_descends(name, opt):
 
   @jax.jit
   def step(params, state):
-    updates, state = tx.update(jax.tree.map(jnp.zeros_like, params), state, params,
-                               per_example_loss=quadratic_loss, batch=BATCH)
+    updates, state = tx.update(
+      jax.tree.map(jnp.zeros_like, params),
+      state,
+      params,
+      per_example_loss=quadratic_loss,
+      batch=BATCH,
+    )
     return optax.apply_updates(params, updates), state
 
   params = X0
@@ -297,25 +409,38 @@ def test_chain_with_sgd_scales_the_estimate():
   est = _private("dpzero", clip=1.0)
   tx = optax.chain(est, optax.sgd(0.1))
   state = tx.init(X0)
-  g, _ = est.update(None, state[0], X0, per_example_loss=quadratic_loss, batch=BATCH)
-  u, _ = tx.update(None, state, X0, per_example_loss=quadratic_loss, batch=BATCH)
+  g, _ = est.update(
+    None, state[0], X0, per_example_loss=quadratic_loss, batch=BATCH
+  )
+  u, _ = tx.update(
+    None, state, X0, per_example_loss=quadratic_loss, batch=BATCH
+  )
   np.testing.assert_allclose(_flat(u), -0.1 * _flat(g), rtol=1e-6)
 
 
 # ---------------------------------------------------------------- bad input
 
-@pytest.mark.parametrize("kwargs,match", [
+
+@pytest.mark.parametrize(
+  "kwargs,match",
+  [
     (dict(clip=-1.0), "clip"),
     (dict(noise_multiplier=0.0), "noise_multiplier"),
     (dict(noise_multiplier=-2.0), "noise_multiplier"),
-    (dict(expected_batch_size=100.0, dataset_size=50), "larger than the dataset"),
+    (
+      dict(expected_batch_size=100.0, dataset_size=50),
+      "larger than the dataset",
+    ),
     (dict(num_queries=0), "num_queries"),
     (dict(smoothing=0.0), "smoothing"),
     (dict(directions="uniform"), "directions"),
     (dict(neighboring="swap"), "neighboring"),
-])
+  ],
+)
 def test_bad_hyperparameters_fail_at_construction(kwargs, match):
-  base = dict(clip=1.0, noise_multiplier=1.0, smoothing=1e-3, expected_batch_size=8.0)
+  base = dict(
+    clip=1.0, noise_multiplier=1.0, smoothing=1e-3, expected_batch_size=8.0
+  )
   base.update(kwargs)
   with pytest.raises(ValueError, match=match):
     zoprivacy.dpzero(**base)
@@ -323,9 +448,15 @@ def test_bad_hyperparameters_fail_at_construction(kwargs, match):
 
 def test_bad_mechanism_and_laplace_replace_one():
   with pytest.raises(ValueError, match="mechanism"):
-    zoprivacy.dp_zo(clip=1.0, noise_multiplier=1.0, smoothing=1e-3,
-                    expected_batch_size=8.0, mechanism="exponential")
+    zoprivacy.dp_zo(
+      clip=1.0,
+      noise_multiplier=1.0,
+      smoothing=1e-3,
+      expected_batch_size=8.0,
+      mechanism="exponential",
+    )
   from zoprivacy import mechanisms
+
   with pytest.raises(ValueError, match="add_or_remove"):
     mechanisms.LaplaceMechanism(1.0, 1.0, 1, "replace_one")
 

@@ -16,7 +16,6 @@ Y = X @ jnp.arange(4.0)
 
 
 class Model(nnx.Module):
-
   def __init__(self, rngs):
     self.l1 = nnx.Linear(4, 8, rngs=rngs)
     self.norm = nnx.LayerNorm(8, rngs=rngs)
@@ -29,16 +28,23 @@ class Model(nnx.Module):
 def _dpzero():
   with warnings.catch_warnings():
     warnings.simplefilter("ignore")
-    return zoprivacy.dpzero(clip=50.0, noise_multiplier=0.05, smoothing=1e-3,
-                            expected_batch_size=64, dataset_size=64,
-                            num_queries=4, insecure_test_noise_seed=0)
+    return zoprivacy.dpzero(
+      clip=50.0,
+      noise_multiplier=0.05,
+      smoothing=1e-3,
+      expected_batch_size=64,
+      dataset_size=64,
+      num_queries=4,
+      insecure_test_noise_seed=0,
+    )
 
 
 def test_nnx_optimizer_trains_with_a_private_estimator():
   model = Model(nnx.Rngs(0))
   est = _dpzero()
-  optimizer = nnx.Optimizer(model, optax.chain(est, optax.sgd(1e-2)),
-                            wrt=nnx.Param)
+  optimizer = nnx.Optimizer(
+    model, optax.chain(est, optax.sgd(1e-2)), wrt=nnx.Param
+  )
   loss = nnx_support.batched_loss(model, lambda m, b: (m(b[0]) - b[1]) ** 2)
 
   @nnx.jit
@@ -64,8 +70,13 @@ def test_split_tree_freezing_trains_only_the_trainable_part():
 
   @jax.jit
   def step(p, s):
-    u, s = tx.update(jax.tree.map(jnp.zeros_like, p), s, p,
-                     batched_loss=loss, batch=(X, Y))
+    u, s = tx.update(
+      jax.tree.map(jnp.zeros_like, p),
+      s,
+      p,
+      batched_loss=loss,
+      batch=(X, Y),
+    )
     return optax.apply_updates(p, u), s
 
   before = float(jnp.mean(loss(trainable, (X, Y))))
@@ -79,12 +90,19 @@ def test_split_tree_freezing_trains_only_the_trainable_part():
 def test_partition_and_masked_freezing_give_a_clear_error(wrap):
   params = {"a": jnp.ones(3), "b": jnp.ones(2)}
   if wrap == "partition":
-    tx = optax.partition({"train": _dpzero(), "freeze": optax.set_to_zero()},
-                         {"a": "train", "b": "freeze"})
+    tx = optax.partition(
+      {"train": _dpzero(), "freeze": optax.set_to_zero()},
+      {"a": "train", "b": "freeze"},
+    )
   else:
     tx = optax.masked(_dpzero(), {"a": True, "b": False})
   state = tx.init(params)
   loss = lambda p, b: jnp.sum(p["a"]) + jnp.sum(p["b"]) + b * 0.0
   with pytest.raises(ValueError, match="docs/freezing.md"):
-    tx.update(jax.tree.map(jnp.zeros_like, params), state, params,
-              batched_loss=loss, batch=jnp.zeros(4))
+    tx.update(
+      jax.tree.map(jnp.zeros_like, params),
+      state,
+      params,
+      batched_loss=loss,
+      batch=jnp.zeros(4),
+    )

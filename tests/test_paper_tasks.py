@@ -18,11 +18,9 @@ import optax
 import pytest
 from flax import traverse_util
 
-from configs import default
-from experiments import paper_tasks
-from experiments import tasks
-from experiments import train
 import zoprivacy
+from configs import default
+from experiments import paper_tasks, tasks, train
 from zoprivacy.data.loaders import MissingDataError, write_idx
 from zoprivacy.models import peft
 
@@ -64,7 +62,9 @@ def _run_two_steps(config):
   assert result["num_steps"] == 2
   assert 0.0 <= result["test_accuracy"] <= 1.0
   assert np.isfinite(result["epsilon"])
-  assert result["private"] and result["privacy_plan"]["noise_source"] == "os_entropy"
+  assert (
+    result["private"] and result["privacy_plan"]["noise_source"] == "os_entropy"
+  )
   return result
 
 
@@ -73,16 +73,38 @@ def _write_cifar(root, n_per_batch=60):
   rng = np.random.default_rng(1)
   d = root / "cifar-10-batches-py"
   d.mkdir(parents=True)
-  names = [n.encode() for n in ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog",
-                                "horse", "ship", "truck")]
+  names = [
+    n.encode()
+    for n in (
+      "airplane",
+      "automobile",
+      "bird",
+      "cat",
+      "deer",
+      "dog",
+      "frog",
+      "horse",
+      "ship",
+      "truck",
+    )
+  ]
   with open(d / "batches.meta", "wb") as f:
-    pickle.dump({b"num_cases_per_batch": n_per_batch, b"label_names": names,
-                 b"num_vis": 3072}, f, protocol=2)
+    pickle.dump(
+      {
+        b"num_cases_per_batch": n_per_batch,
+        b"label_names": names,
+        b"num_vis": 3072,
+      },
+      f,
+      protocol=2,
+    )
   for fname in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
-    batch = {b"batch_label": fname.encode(),
-             b"labels": [i % 10 for i in range(n_per_batch)],
-             b"data": rng.integers(0, 256, size=(n_per_batch, 3072), dtype=np.uint8),
-             b"filenames": [f"img_{i}.png".encode() for i in range(n_per_batch)]}
+    batch = {
+      b"batch_label": fname.encode(),
+      b"labels": [i % 10 for i in range(n_per_batch)],
+      b"data": rng.integers(0, 256, size=(n_per_batch, 3072), dtype=np.uint8),
+      b"filenames": [f"img_{i}.png".encode() for i in range(n_per_batch)],
+    }
     with open(d / fname, "wb") as f:
       pickle.dump(batch, f, protocol=2)
 
@@ -98,19 +120,33 @@ def _write_tiny_imagenet(root):
     (d / "train" / w / "images").mkdir(parents=True)
     for k in range(4):
       Image.fromarray(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)).save(
-          d / "train" / w / "images" / f"{w}_{k}.JPEG", format="JPEG")
+        d / "train" / w / "images" / f"{w}_{k}.JPEG", format="JPEG"
+      )
   lines = []
   for k, w in enumerate(wnids):
     Image.fromarray(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)).save(
-        d / "val" / "images" / f"val_{k}.JPEG", format="JPEG")
+      d / "val" / "images" / f"val_{k}.JPEG", format="JPEG"
+    )
     lines.append(f"val_{k}.JPEG\t{w}\t0\t0\t63\t63")
   (d / "val" / "val_annotations.txt").write_text("\n".join(lines) + "\n")
 
 
-POS = ["a great and moving film", "wonderful acting , loved it", "superb and funny",
-       "the best film this year", "charming , warm and great", "a joy to watch"]
-NEG = ["a dull and boring film", "awful acting , hated it", "tedious and flat",
-       "the worst film this year", "bland , cold and dull", "a chore to watch"]
+POS = [
+  "a great and moving film",
+  "wonderful acting , loved it",
+  "superb and funny",
+  "the best film this year",
+  "charming , warm and great",
+  "a joy to watch",
+]
+NEG = [
+  "a dull and boring film",
+  "awful acting , hated it",
+  "tedious and flat",
+  "the worst film this year",
+  "bland , cold and dull",
+  "a chore to watch",
+]
 
 
 def _write_imdb_and_amazon(root):
@@ -120,11 +156,15 @@ def _write_imdb_and_amazon(root):
       d.mkdir(parents=True)
       for i, t in enumerate(texts):
         rating = 8 if cls == "pos" else 2
-        (d / f"{i}_{rating}.txt").write_text(f"{t}<br />{split}", encoding="utf-8")
+        (d / f"{i}_{rating}.txt").write_text(
+          f"{t}<br />{split}", encoding="utf-8"
+        )
   a = root / "amazon_review_polarity_csv"
   a.mkdir()
-  rows = [f'"{2 if i % 2 else 1}","title {i}","{(POS if i % 2 else NEG)[i % 6]} product"'
-          for i in range(10)]
+  rows = [
+    f'"{2 if i % 2 else 1}","title {i}","{(POS if i % 2 else NEG)[i % 6]} product"'
+    for i in range(10)
+  ]
   (a / "train.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
   (a / "test.csv").write_text(rows[0] + "\n", encoding="utf-8")
 
@@ -135,87 +175,168 @@ def _write_glue(root):
   body = "".join(f"{t} \t1\n" for t in POS) + "".join(f"{t} \t0\n" for t in NEG)
   (sst / "train.tsv").write_text("sentence\tlabel\n" + body)
   (sst / "dev.tsv").write_text("sentence\tlabel\n" + body)
-  header = ("index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse"
-            "\tsentence1_parse\tsentence2_parse\tsentence1\tsentence2\tlabel1\tgold_label")
+  header = (
+    "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse"
+    "\tsentence1_parse\tsentence2_parse\tsentence1\tsentence2\tlabel1\tgold_label"
+  )
   labels = ["entailment", "neutral", "contradiction"]
   rows = [header]
   for i in range(12):
-    rows.append("\t".join([str(i), "1", f"{i}n", "fiction", "( x )", "( y )", "(ROOT x)",
-                           "(ROOT y)", POS[i % 6] + ".", NEG[(i + 1) % 6], labels[i % 3],
-                           labels[i % 3]]))
+    rows.append(
+      "\t".join(
+        [
+          str(i),
+          "1",
+          f"{i}n",
+          "fiction",
+          "( x )",
+          "( y )",
+          "(ROOT x)",
+          "(ROOT y)",
+          POS[i % 6] + ".",
+          NEG[(i + 1) % 6],
+          labels[i % 3],
+          labels[i % 3],
+        ]
+      )
+    )
   mnli = root / "MNLI"
   mnli.mkdir()
   (mnli / "train.tsv").write_text("\n".join(rows) + "\n")
   (mnli / "dev_matched.tsv").write_text("\n".join(rows) + "\n")
   snli = root / "snli_1.0"
   snli.mkdir()
-  recs = [{"gold_label": labels[i % 3], "sentence1": NEG[i % 6] + " here.",
-           "sentence2": POS[(i + 2) % 6]} for i in range(12)]
+  recs = [
+    {
+      "gold_label": labels[i % 3],
+      "sentence1": NEG[i % 6] + " here.",
+      "sentence2": POS[(i + 2) % 6],
+    }
+    for i in range(12)
+  ]
   for split in ("train", "dev", "test"):
-    (snli / f"snli_1.0_{split}.jsonl").write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    (snli / f"snli_1.0_{split}.jsonl").write_text(
+      "\n".join(json.dumps(r) for r in recs) + "\n"
+    )
 
 
 def _write_vader(root, n=12):
   d = root / "vader" / "hutto_ICWSM_2014"
   d.mkdir(parents=True)
-  lines = [f"{i}\t{1.5 if i % 2 else -1.5}\t{(POS if i % 2 else NEG)[i % 6]} {i}"
-           for i in range(2 * n)]
-  (d / "movieReviewSnippets_GroundTruth.txt").write_text("\n".join(lines) + "\n")
+  lines = [
+    f"{i}\t{1.5 if i % 2 else -1.5}\t{(POS if i % 2 else NEG)[i % 6]} {i}"
+    for i in range(2 * n)
+  ]
+  (d / "movieReviewSnippets_GroundTruth.txt").write_text(
+    "\n".join(lines) + "\n"
+  )
   (d / "amazonReviewSnippets_GroundTruth.txt").write_text(
-      "1_1\t-0.9\tbroke after a day\n1_2\t0.4\tnice player\n1_3\t0\tneutral\n")
-  (d / "tweets_GroundTruth.txt").write_text("1\t2.7\tamazing friends\n2\t-1.2\tugh\n")
+    "1_1\t-0.9\tbroke after a day\n1_2\t0.4\tnice player\n1_3\t0\tneutral\n"
+  )
+  (d / "tweets_GroundTruth.txt").write_text(
+    "1\t2.7\tamazing friends\n2\t-1.2\tugh\n"
+  )
 
 
 def _vocab_words():
   words = set()
   for t in POS + NEG:
     words.update(t.replace(",", " , ").split())
-  words.update(["It", "was", ".", "?", ",", "terrible", "great", "Yes", "Maybe", "No", "here",
-                "product", "title"] + [str(i) for i in range(100)])
+  words.update(
+    [
+      "It",
+      "was",
+      ".",
+      "?",
+      ",",
+      "terrible",
+      "great",
+      "Yes",
+      "Maybe",
+      "No",
+      "here",
+      "product",
+      "title",
+    ]
+    + [str(i) for i in range(100)]
+  )
   return sorted(words)
 
 
 def _tiny_hf_checkpoint(path, roberta: bool, seed=0):
   """config.json + model.safetensors (Hugging Face names) + tokenizer.json."""
   from tokenizers import models, pre_tokenizers, processors
-  specials = (["<s>", "<pad>", "</s>", "<unk>", "<mask>"] if roberta
-              else ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+
+  specials = (
+    ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+    if roberta
+    else ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+  )
   vocab = {w: i for i, w in enumerate(specials + _vocab_words())}
   rng = np.random.default_rng(seed)
   h, f, v, layers, positions = 8, 16, len(vocab), 2, 40
-  cfg = dict(vocab_size=v, hidden_size=h, num_hidden_layers=layers, num_attention_heads=2,
-             intermediate_size=f, max_position_embeddings=positions, hidden_act="gelu",
-             position_embedding_type="absolute", model_type="roberta" if roberta else "bert",
-             pad_token_id=1 if roberta else 0, type_vocab_size=1 if roberta else 2,
-             layer_norm_eps=1e-5 if roberta else 1e-12)
+  cfg = dict(
+    vocab_size=v,
+    hidden_size=h,
+    num_hidden_layers=layers,
+    num_attention_heads=2,
+    intermediate_size=f,
+    max_position_embeddings=positions,
+    hidden_act="gelu",
+    position_embedding_type="absolute",
+    model_type="roberta" if roberta else "bert",
+    pad_token_id=1 if roberta else 0,
+    type_vocab_size=1 if roberta else 2,
+    layer_norm_eps=1e-5 if roberta else 1e-12,
+  )
   r = lambda *s: rng.normal(0, 0.3, s).astype(np.float32)
   pre = "roberta." if roberta else ""
-  t = {f"{pre}embeddings.word_embeddings.weight": r(v, h),
-       f"{pre}embeddings.position_embeddings.weight": r(positions, h),
-       f"{pre}embeddings.token_type_embeddings.weight": r(cfg["type_vocab_size"], h),
-       f"{pre}embeddings.LayerNorm.weight": 1 + r(h), f"{pre}embeddings.LayerNorm.bias": r(h)}
+  t = {
+    f"{pre}embeddings.word_embeddings.weight": r(v, h),
+    f"{pre}embeddings.position_embeddings.weight": r(positions, h),
+    f"{pre}embeddings.token_type_embeddings.weight": r(
+      cfg["type_vocab_size"], h
+    ),
+    f"{pre}embeddings.LayerNorm.weight": 1 + r(h),
+    f"{pre}embeddings.LayerNorm.bias": r(h),
+  }
   for i in range(layers):
     p = f"{pre}encoder.layer.{i}."
-    for name, (o, n) in {"attention.self.query": (h, h), "attention.self.key": (h, h),
-                         "attention.self.value": (h, h), "attention.output.dense": (h, h),
-                         "intermediate.dense": (f, h), "output.dense": (h, f)}.items():
+    for name, (o, n) in {
+      "attention.self.query": (h, h),
+      "attention.self.key": (h, h),
+      "attention.self.value": (h, h),
+      "attention.output.dense": (h, h),
+      "intermediate.dense": (f, h),
+      "output.dense": (h, f),
+    }.items():
       t[p + name + ".weight"], t[p + name + ".bias"] = r(o, n), r(o)
     for name in ("attention.output.LayerNorm", "output.LayerNorm"):
       t[p + name + ".weight"], t[p + name + ".bias"] = 1 + r(h), r(h)
   if roberta:
-    t.update({"lm_head.dense.weight": r(h, h), "lm_head.dense.bias": r(h),
-              "lm_head.layer_norm.weight": 1 + r(h), "lm_head.layer_norm.bias": r(h),
-              "lm_head.bias": r(v)})
+    t.update(
+      {
+        "lm_head.dense.weight": r(h, h),
+        "lm_head.dense.bias": r(h),
+        "lm_head.layer_norm.weight": 1 + r(h),
+        "lm_head.layer_norm.bias": r(h),
+        "lm_head.bias": r(v),
+      }
+    )
   path.mkdir(parents=True, exist_ok=True)
   safetensors_numpy.save_file(t, str(path / "model.safetensors"))
   (path / "config.json").write_text(json.dumps(cfg))
   unk = "<unk>" if roberta else "[UNK]"
   tok = tokenizers.Tokenizer(models.WordLevel(vocab, unk_token=unk))
   tok.pre_tokenizer = pre_tokenizers.Whitespace()
-  tok.add_special_tokens([tokenizers.AddedToken(s, special=True) for s in specials])
+  tok.add_special_tokens(
+    [tokenizers.AddedToken(s, special=True) for s in specials]
+  )
   cls, sep = ("<s>", "</s>") if roberta else ("[CLS]", "[SEP]")
   tok.post_processor = processors.TemplateProcessing(
-      single=f"{cls} $A {sep}", special_tokens=[(cls, vocab[cls]), (sep, vocab[sep])])
+    single=f"{cls} $A {sep}",
+    special_tokens=[(cls, vocab[cls]), (sep, vocab[sep])],
+  )
   tok.save(str(path / "tokenizer.json"))
   return path
 
@@ -223,22 +344,39 @@ def _tiny_hf_checkpoint(path, roberta: bool, seed=0):
 # ------------------------------------------------------------------ image tasks
 def test_cifar10_nfresnet_with_imbalanced_public(tmp_path):
   _write_cifar(tmp_path)
-  c = _config("cifar10", tmp_path, public="imbalanced4", test_size=20,
-              model_kwargs={"widths": [4], "depths": [1], "stem_width": 4})
+  c = _config(
+    "cifar10",
+    tmp_path,
+    public="imbalanced4",
+    test_size=20,
+    model_kwargs={"widths": [4], "depths": [1], "stem_width": 4},
+  )
   task = tasks.get_task(c)
   assert task.num_train + len(task.public_labels) == 300
-  assert len(task.public_labels) == 12                     # 4% of 300
+  assert len(task.public_labels) == 12  # 4% of 300
   counts = np.bincount(task.public_labels, minlength=10)
-  assert counts.max() > counts.min()                         # imbalanced classes
-  assert task.train_inputs.shape[1:] == (32, 32, 3) and len(task.test_labels) == 20
+  assert counts.max() > counts.min()  # imbalanced classes
+  assert (
+    task.train_inputs.shape[1:] == (32, 32, 3) and len(task.test_labels) == 20
+  )
   _run_two_steps(c)
 
 
 def test_tiny_imagenet_vit_with_stratified_public(tmp_path):
   _write_tiny_imagenet(tmp_path)
-  c = _config("tiny_imagenet", tmp_path, public="stratified4", public_fraction=0.25,
-              model_kwargs={"patch_size": 16, "hidden_size": 8, "depth": 1, "num_heads": 2,
-                            "mlp_dim": 16})
+  c = _config(
+    "tiny_imagenet",
+    tmp_path,
+    public="stratified4",
+    public_fraction=0.25,
+    model_kwargs={
+      "patch_size": 16,
+      "hidden_size": 8,
+      "depth": 1,
+      "num_heads": 2,
+      "mlp_dim": 16,
+    },
+  )
   task = tasks.get_task(c)
   assert task.num_classes == 3 and task.num_train == 9
   np.testing.assert_array_equal(np.bincount(task.public_labels), [1, 1, 1])
@@ -250,11 +388,20 @@ def test_fashion_mnist_public_split(tmp_path):
   d.mkdir()
   rng = np.random.default_rng(0)
   for prefix, n in (("train", 250), ("t10k", 20)):
-    write_idx(d / f"{prefix}-images-idx3-ubyte.gz",
-              rng.integers(0, 256, (n, 28, 28), dtype=np.uint8))
-    write_idx(d / f"{prefix}-labels-idx1-ubyte.gz", (np.arange(n) % 10).astype(np.uint8))
-  c = _config("fashion_mnist_public", tmp_path, public="imbalanced4",
-              model_kwargs={"features": [4, 8]})
+    write_idx(
+      d / f"{prefix}-images-idx3-ubyte.gz",
+      rng.integers(0, 256, (n, 28, 28), dtype=np.uint8),
+    )
+    write_idx(
+      d / f"{prefix}-labels-idx1-ubyte.gz",
+      (np.arange(n) % 10).astype(np.uint8),
+    )
+  c = _config(
+    "fashion_mnist_public",
+    tmp_path,
+    public="imbalanced4",
+    model_kwargs={"features": [4, 8]},
+  )
   task = tasks.get_task(c)
   assert len(task.public_labels) == 10 and task.num_train == 240
   _run_two_steps(c)
@@ -263,31 +410,54 @@ def test_fashion_mnist_public_split(tmp_path):
 # ------------------------------------------------------------------ text tasks
 def test_imdb_lstm_vocab_from_training_text_and_amazon_public(tmp_path):
   _write_imdb_and_amazon(tmp_path)
-  c = _config("imdb", tmp_path, public="amazon", public_size=4, max_length=8,
-              model_kwargs={"embed_dim": 8, "hidden_size": 8})
+  c = _config(
+    "imdb",
+    tmp_path,
+    public="amazon",
+    public_size=4,
+    max_length=8,
+    model_kwargs={"embed_dim": 8, "hidden_size": 8},
+  )
   task = tasks.get_task(c)
   assert task.train_inputs["tokens"].dtype == np.int32
   assert task.train_inputs["tokens"].shape == (12, 8)
   assert len(task.public_labels) == 4
   assert task.public_inputs["tokens"].shape == (4, 8)
   # "product" occurs only in the public (Amazon) text: unknown to the vocabulary.
-  assert np.all(task.public_inputs["tokens"][task.public_inputs["tokens"] > 0] >= 1)
+  assert np.all(
+    task.public_inputs["tokens"][task.public_inputs["tokens"] > 0] >= 1
+  )
   _run_two_steps(c)
 
 
-@pytest.mark.parametrize("dataset,extra", [("sst2", {}),
-                                           ("mnli", {"public": "snli", "public_per_class": 1}),
-                                           ("snli", {})])
+@pytest.mark.parametrize(
+  "dataset,extra",
+  [
+    ("sst2", {}),
+    ("mnli", {"public": "snli", "public_per_class": 1}),
+    ("snli", {}),
+  ],
+)
 def test_roberta_prompt_tasks(tmp_path, dataset, extra):
   _write_glue(tmp_path)
   model_dir = _tiny_hf_checkpoint(tmp_path / "roberta", roberta=True)
-  c = _config(dataset, tmp_path, model_dir=str(model_dir), examples_per_class=2,
-              max_length=16, test_size=6, peft="full", **extra)
+  c = _config(
+    dataset,
+    tmp_path,
+    model_dir=str(model_dir),
+    examples_per_class=2,
+    max_length=16,
+    test_size=6,
+    peft="full",
+    **extra,
+  )
   task = tasks.get_task(c)
   ids = task.train_inputs["input_ids"]
   assert ids.dtype == np.int32 and ids.shape[1] == 16
-  mask_id = json.loads((model_dir / "tokenizer.json").read_text())["model"]["vocab"]["<mask>"]
-  assert np.all((ids == mask_id).sum(1) == 1)               # one <mask> per prompt
+  mask_id = json.loads((model_dir / "tokenizer.json").read_text())["model"][
+    "vocab"
+  ]["<mask>"]
+  assert np.all((ids == mask_id).sum(1) == 1)  # one <mask> per prompt
   assert task.num_train == 2 * task.num_classes
   if "public" in extra:
     assert len(task.public_labels) == 3
@@ -295,16 +465,20 @@ def test_roberta_prompt_tasks(tmp_path, dataset, extra):
     _run_two_steps(c)
   else:  # same model code as sst2; check the class logits only
     trainable, frozen = task.init(jax.random.key(0))
-    logits = task.apply(trainable, frozen, jax.tree.map(lambda a: a[:2], task.test_inputs))
+    logits = task.apply(
+      trainable, frozen, jax.tree.map(lambda a: a[:2], task.test_inputs)
+    )
     assert logits.shape == (2, 3) and np.all(np.isfinite(logits))
 
 
 def test_fit_around_mask_keeps_the_mask():
-  ids = [0] + list(range(10, 40)) + [4, 5, 6] + [2]          # mask id 4 near the end
+  ids = [0] + list(range(10, 40)) + [4, 5, 6] + [2]  # mask id 4 near the end
   out = paper_tasks.fit_around_mask(ids, 10, 4)
   assert len(out) == 10 and out[0] == 0 and out[-1] == 2 and 4 in out
-  assert out[-4:-1] == [4, 5, 6]                             # the tail after the mask survives
-  nli = [0] + [7] * 5 + [4] + list(range(50, 70)) + [2]       # mask early, long hypothesis
+  assert out[-4:-1] == [4, 5, 6]  # the tail after the mask survives
+  nli = (
+    [0] + [7] * 5 + [4] + list(range(50, 70)) + [2]
+  )  # mask early, long hypothesis
   out = paper_tasks.fit_around_mask(nli, 12, 4)
   assert len(out) == 12 and 4 in out and out[-1] == 2
 
@@ -322,8 +496,14 @@ def test_roberta_without_checkpoint_names_the_files(tmp_path):
 
 # ------------------------------------------------------------------ VADER / MiniLM
 def _vader_config(tmp_path, model_dir, **fields):
-  return _config("vader_minilm", tmp_path, model_dir=str(model_dir), examples_per_class=4,
-                 max_length=12, **fields)
+  return _config(
+    "vader_minilm",
+    tmp_path,
+    model_dir=str(model_dir),
+    examples_per_class=4,
+    max_length=12,
+    **fields,
+  )
 
 
 def test_vader_task_tokenizes_once_and_fills_public(tmp_path):
@@ -335,15 +515,20 @@ def test_vader_task_tokenizes_once_and_fills_public(tmp_path):
   assert set(task.train_inputs) == {"input_ids", "attention_mask"}
   assert task.train_inputs["input_ids"].shape == (8, 12)
   assert task.train_inputs["input_ids"].dtype == np.int32
-  assert len(task.public_labels) == 4                       # the zero rating is dropped
+  assert len(task.public_labels) == 4  # the zero rating is dropped
   _run_two_steps(c)
 
 
 def test_vader_validation_split_is_disjoint_from_training(tmp_path):
   _write_vader(tmp_path, n=40)
   model_dir = _tiny_hf_checkpoint(tmp_path / "bert", roberta=False)
-  c = _vader_config(tmp_path, model_dir, peft="head", eval_split="validation",
-                    validation_size=10)
+  c = _vader_config(
+    tmp_path,
+    model_dir,
+    peft="head",
+    eval_split="validation",
+    validation_size=10,
+  )
   task = tasks.get_task(c)
   rows = lambda x: {tuple(r) for r in x["input_ids"]}
   assert len(task.test_labels) == 10
@@ -351,14 +536,18 @@ def test_vader_validation_split_is_disjoint_from_training(tmp_path):
 
 
 def _changed_paths(before, after):
-  flat = lambda t: {peft.path_str(k): np.asarray(v)
-                    for k, v in traverse_util.flatten_dict(t).items()}
+  flat = lambda t: {
+    peft.path_str(k): np.asarray(v)
+    for k, v in traverse_util.flatten_dict(t).items()
+  }
   a, b = flat(before), flat(after)
   assert a.keys() == b.keys()
   return {k for k in a if not np.array_equal(a[k], b[k])}
 
 
-@pytest.mark.filterwarnings("ignore::zoprivacy.privacy.InsecureTestNoiseWarning")
+@pytest.mark.filterwarnings(
+  "ignore::zoprivacy.privacy.InsecureTestNoiseWarning"
+)
 @pytest.mark.parametrize("mode", paper_tasks.PEFT_MODES)
 def test_peft_modes_perturb_only_their_parameters(tmp_path, mode):
   """One DPZero step through each split: the merged model changes exactly in
@@ -368,17 +557,31 @@ def test_peft_modes_perturb_only_their_parameters(tmp_path, mode):
   makes the step reproducible (so the noisy scalar is a fixed nonzero value).
   """
   from zoprivacy.models import bert
+
   model_dir = _tiny_hf_checkpoint(tmp_path / "bert", roberta=False)
   bcfg, enc = bert.load_hf_encoder(model_dir)
-  params = bert.classifier_params_from_encoder(enc, bcfg, 2, jax.random.key(0), "mean")
-  trainable, frozen, merge = paper_tasks.peft_split(params, mode, jax.random.key(1))
+  params = bert.classifier_params_from_encoder(
+    enc, bcfg, 2, jax.random.key(0), "mean"
+  )
+  trainable, frozen, merge = paper_tasks.peft_split(
+    params, mode, jax.random.key(1)
+  )
   model = bert.BertClassifier(bcfg, 2, pooling="mean")
   rng = np.random.default_rng(0)
-  batch = ({"input_ids": rng.integers(5, bcfg.vocab_size, (4, 6)).astype(np.int32),
-            "attention_mask": np.ones((4, 6), np.int32)}, np.array([0, 1, 0, 1]))
+  batch = (
+    {
+      "input_ids": rng.integers(5, bcfg.vocab_size, (4, 6)).astype(np.int32),
+      "attention_mask": np.ones((4, 6), np.int32),
+    },
+    np.array([0, 1, 0, 1]),
+  )
 
   def loss(t, b):
-    logits = model.apply({"params": merge(t, frozen)}, b[0]["input_ids"], b[0]["attention_mask"])
+    logits = model.apply(
+      {"params": merge(t, frozen)},
+      b[0]["input_ids"],
+      b[0]["attention_mask"],
+    )
     return optax.softmax_cross_entropy_with_integer_labels(logits, b[1])
 
   c = _config("vader_minilm", insecure_test_noise=True)
@@ -388,10 +591,19 @@ def test_peft_modes_perturb_only_their_parameters(tmp_path, mode):
   state = tx.init(trainable)
   plan = zoprivacy.find_plan(state)
   assert plan.mechanism == "discrete_gaussian" and not plan.is_private
-  noise = zoprivacy.ExactNoiseSource(plan, insecure_test_noise_seed=c.seed).draw(0)
+  noise = zoprivacy.ExactNoiseSource(
+    plan, insecure_test_noise_seed=c.seed
+  ).draw(0)
   zeros = jax.tree.map(np.zeros_like, trainable)
-  updates, _ = tx.update(zeros, state, trainable, batched_loss=loss, batch=batch,
-                         mask=np.ones(4, bool), discrete_noise=noise)
+  updates, _ = tx.update(
+    zeros,
+    state,
+    trainable,
+    batched_loss=loss,
+    batch=batch,
+    mask=np.ones(4, bool),
+    discrete_noise=noise,
+  )
   new = optax.apply_updates(trainable, updates)
   changed = _changed_paths(merge(trainable, frozen), merge(new, frozen))
   everything = _changed_paths(params, jax.tree.map(lambda x: x + 1.0, params))
@@ -404,8 +616,12 @@ def test_peft_modes_perturb_only_their_parameters(tmp_path, mode):
   elif mode == "bitfit":
     assert changed == head | {p for p in everything if p.endswith("bias")}
   else:
-    adapted = {p for p in everything if p.endswith(("query/kernel", "value/kernel"))}
-    assert changed == head | adapted and len(adapted) == 2 * bcfg.num_hidden_layers
+    adapted = {
+      p for p in everything if p.endswith(("query/kernel", "value/kernel"))
+    }
+    assert (
+      changed == head | adapted and len(adapted) == 2 * bcfg.num_hidden_layers
+    )
     # B = 0 at initialisation: the adapted model starts equal to the pretrained one.
     assert not _changed_paths(params, merge(trainable, frozen))
 
@@ -419,7 +635,11 @@ def test_vader_peft_modes_split_the_task_params(tmp_path):
     if mode == "full":
       assert frozen == {} and set(trainable) == {"encoder", "head"}
     else:
-      assert "encoder" in frozen and "head" in trainable and "encoder" not in trainable
+      assert (
+        "encoder" in frozen
+        and "head" in trainable
+        and "encoder" not in trainable
+      )
   assert set(trainable) == {"head"}
 
 
@@ -427,14 +647,26 @@ def test_vader_precomputed_features_match_the_frozen_model(tmp_path):
   _write_vader(tmp_path)
   model_dir = _tiny_hf_checkpoint(tmp_path / "bert", roberta=False)
   tok_task = tasks.get_task(_vader_config(tmp_path, model_dir, peft="head"))
-  c = _vader_config(tmp_path, model_dir, peft="head", precompute_features=True,
-                    estimator="dp_sgd", estimator_kwargs={"clip": 1.0})
+  c = _vader_config(
+    tmp_path,
+    model_dir,
+    peft="head",
+    precompute_features=True,
+    estimator="dp_sgd",
+    estimator_kwargs={"clip": 1.0},
+  )
   feat_task = tasks.get_task(c)
-  assert feat_task.train_inputs.shape == (8, 8) and feat_task.train_inputs.dtype == np.float32
+  assert (
+    feat_task.train_inputs.shape == (8, 8)
+    and feat_task.train_inputs.dtype == np.float32
+  )
   t1, f1 = tok_task.init(jax.random.key(0))
   t2, f2 = feat_task.init(jax.random.key(0))
-  np.testing.assert_allclose(tok_task.apply(t1, f1, tok_task.test_inputs),
-                             feat_task.apply(t2, f2, feat_task.test_inputs), atol=1e-5)
+  np.testing.assert_allclose(
+    tok_task.apply(t1, f1, tok_task.test_inputs),
+    feat_task.apply(t2, f2, feat_task.test_inputs),
+    atol=1e-5,
+  )
   _run_two_steps(c)
   c.precompute_features = True
   c.peft = "bitfit"
@@ -448,27 +680,34 @@ def test_vader_real_minilm(tmp_path):
   c = _vader_config(tmp_path, "", peft="bitfit")
   task = tasks.get_task(c)
   trainable, _ = task.init(jax.random.key(0))
-  assert peft.num_params(trainable) == 25_728 + 770          # MiniLM biases + head
+  assert peft.num_params(trainable) == 25_728 + 770  # MiniLM biases + head
   _run_two_steps(c)
 
 
 def test_vader_missing_data_names_the_files(tmp_path):
   c = _vader_config(tmp_path / "empty", "")
-  with pytest.raises(MissingDataError, match="movieReviewSnippets_GroundTruth.txt"):
+  with pytest.raises(
+    MissingDataError, match="movieReviewSnippets_GroundTruth.txt"
+  ):
     tasks.get_task(c)
 
 
 # ------------------------------------------------------------------ configs
 PAPER_CONFIGS = {
-    "pazo_table1_cifar10_nfresnet18": "cifar-10-batches-py",
-    "pazo_table2_tinyimagenet_vit": "tiny-imagenet-200",
-    "pazo_table3_imdb_lstm": "aclImdb",
-    "pazo_table4_mnli_roberta": "MNLI",
-    "dpzero_table2_roberta_fewshot": "SST-2",
+  "pazo_table1_cifar10_nfresnet18": "cifar-10-batches-py",
+  "pazo_table2_tinyimagenet_vit": "tiny-imagenet-200",
+  "pazo_table3_imdb_lstm": "aclImdb",
+  "pazo_table4_mnli_roberta": "MNLI",
+  "dpzero_table2_roberta_fewshot": "SST-2",
 }
-OFFLINE_CONFIGS = ("fashion_mnist_pazo_public4", "vader_minilm_dpzero_full",
-                   "vader_minilm_dpzero_lora", "vader_minilm_dpzero_bitfit",
-                   "vader_minilm_dpzero_head", "vader_minilm_head_dpsgd")
+OFFLINE_CONFIGS = (
+  "fashion_mnist_pazo_public4",
+  "vader_minilm_dpzero_full",
+  "vader_minilm_dpzero_lora",
+  "vader_minilm_dpzero_bitfit",
+  "vader_minilm_dpzero_head",
+  "vader_minilm_head_dpsgd",
+)
 
 
 @pytest.mark.parametrize("name,missing", sorted(PAPER_CONFIGS.items()))

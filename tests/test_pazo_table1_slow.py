@@ -18,6 +18,7 @@ def test_pazo_table1_fast_mode_writes_table_and_plot(tmp_path):
     pytest.skip(str(e))
   # pylint: disable-next=g-import-not-at-top
   from experiments.reproductions import pazo_table1
+
   out = pazo_table1.main(str(tmp_path), "fast", METHODS)
   table = (tmp_path / "table.md").read_text()
   assert "| PAZO-M |" in table

@@ -47,8 +47,10 @@ def _jittery_loss(scale):
 
   At ``scale = 1e-7`` this mimics float32 reduction-order noise.
   """
+
   def loss(w, batch):
     return _per_example_quadratic(w, batch) + scale * jnp.sin(jnp.sum(batch))
+
   return loss
 
 
@@ -57,6 +59,7 @@ def _report(loss, params=W, batch=X, **kw):
 
 
 # ------------------------------------------------------------------ passing
+
 
 def test_per_example_loss_passes():
   report = _report(_per_example_quadratic)
@@ -103,15 +106,18 @@ def test_flax_batch_norm_is_flagged():
     logits, _ = module.apply(v, b["image"], mutable=["batch_stats"])
     return optax.softmax_cross_entropy_with_integer_labels(logits, b["label"])
 
-  with pytest.raises(pec.CrossExampleDependenceError,
-                     match=r"replacing example \d+ by .* moved the loss of "
-                           r"example \d+"):
+  with pytest.raises(
+    pec.CrossExampleDependenceError,
+    match=r"replacing example \d+ by .* moved the loss of "
+    r"example \d+",
+  ):
     pec.assert_per_example(loss, variables, batch, key=5)
 
 
 def test_wrapped_per_example_loss_passes():
   def per_example(w, example):
     return jnp.sum(jnp.tanh(example @ w) ** 2)
+
   loss = queries.as_batched_loss(per_example_loss=per_example)
   assert pec.assert_per_example(loss, W, X, num_probes=B).ok
 
@@ -123,25 +129,33 @@ def test_float32_noise_is_tolerated_but_larger_leaks_are_not():
 
 # ------------------------------------------------------------------ flagged
 
-@pytest.mark.parametrize("loss", [_batch_norm_loss,
-                                  _batch_mean_normalized_loss])
+
+@pytest.mark.parametrize(
+  "loss", [_batch_norm_loss, _batch_mean_normalized_loss]
+)
 def test_mixing_losses_are_flagged(loss):
   report = _report(loss)
   assert not report.ok
-  assert {v.probe for v in report.violations
-          if v.check == "replace"} == set(report.probes)
+  assert {v.probe for v in report.violations if v.check == "replace"} == set(
+    report.probes
+  )
   with pytest.raises(pec.CrossExampleDependenceError) as info:
     pec.assert_per_example(loss, W, X, key=0)
   assert isinstance(info.value, ValueError)
   first = report.violations[-1]
   assert first.change > first.tolerance and first.row != first.probe
-  assert (f"replacing example {first.probe} by {first.replacement} moved "
-          f"the loss of example {first.row}") in str(info.value)
+  assert (
+    f"replacing example {first.probe} by {first.replacement} moved "
+    f"the loss of example {first.row}"
+  ) in str(info.value)
   assert "batch norm" in str(info.value)
 
 
 def test_in_batch_negatives_are_flagged():
-  batch = {"a": X, "b": X + 0.1 * jax.random.normal(jax.random.key(6), X.shape)}
+  batch = {
+    "a": X,
+    "b": X + 0.1 * jax.random.normal(jax.random.key(6), X.shape),
+  }
   report = _report(_in_batch_negatives_loss, batch=batch)
   assert not report.ok
   replaced = [v for v in report.violations if v.check == "replace"]
@@ -152,6 +166,7 @@ def test_in_batch_negatives_are_flagged():
 def test_position_dependent_loss_fails_the_permutation():
   def loss(w, batch):
     return _per_example_quadratic(w, batch) * (1.0 + jnp.arange(B))
+
   report = _report(loss)
   assert [v.check for v in report.violations] == ["permute"]
   assert "permuting the batch did not permute the losses" in report.message()
@@ -159,15 +174,17 @@ def test_position_dependent_loss_fails_the_permutation():
 
 def test_padding_probe_catches_count_of_nonzero_rows():
   """Normalizing by the number of non-zero rows only reacts to zero rows."""
+
   def loss(w, batch):
     nonzero = jnp.sum(jnp.any(batch != 0, axis=-1))
     return _per_example_quadratic(w, batch) * B / nonzero
+
   report = _report(loss)
   assert [v.replacement for v in report.violations] == ["zeros (padding)"]
 
 
 def test_mask_probes_padding_and_compares_real_rows_only():
-  mask = np.arange(B) < B - 1                  # the last slot is padding.
+  mask = np.arange(B) < B - 1  # the last slot is padding.
 
   def padding_leaks(w, batch):
     return _per_example_quadratic(w, batch) + 0.1 * jnp.sum(batch[-1])
@@ -176,7 +193,7 @@ def test_mask_probes_padding_and_compares_real_rows_only():
   assert B - 1 in report.probes
   replaced = [v for v in report.violations if v.check == "replace"]
   assert [v.probe for v in replaced] == [B - 1]
-  assert replaced[0].num_compared == B - 1    # the real rows.
+  assert replaced[0].num_compared == B - 1  # the real rows.
   # Slot B - 1 holds another example after the permutation, too.
   assert report.violations[0].check == "permute"
 
@@ -221,15 +238,16 @@ def test_bad_inputs_raise():
 
 # ------------------------------------------------------- synthetic batches
 
+
 def test_synthetic_batch_keeps_shapes_dtypes_and_ranges():
   rng = np.random.default_rng(0)
   batch = {
-      "image": jnp.asarray(rng.uniform(0.2, 0.9, (B, 4, 4, 3)), jnp.float32),
-      "half": jnp.asarray(rng.normal(size=(B, 3)), jnp.bfloat16),
-      "tokens": jnp.asarray(rng.integers(3, 51, (B, 12)), jnp.int32),
-      "label": np.asarray(rng.integers(0, 10, B), np.int64),
-      "valid": jnp.asarray(rng.random((B, 12)) < 0.5),
-      "constant": jnp.full((B, 2), 7, jnp.int32),
+    "image": jnp.asarray(rng.uniform(0.2, 0.9, (B, 4, 4, 3)), jnp.float32),
+    "half": jnp.asarray(rng.normal(size=(B, 3)), jnp.bfloat16),
+    "tokens": jnp.asarray(rng.integers(3, 51, (B, 12)), jnp.int32),
+    "label": np.asarray(rng.integers(0, 10, B), np.int64),
+    "valid": jnp.asarray(rng.random((B, 12)) < 0.5),
+    "constant": jnp.full((B, 2), 7, jnp.int32),
   }
   fake = pec.synthetic_batch_like(batch, jax.random.key(7))
   assert jax.tree.structure(fake) == jax.tree.structure(batch)
@@ -243,13 +261,16 @@ def test_synthetic_batch_keeps_shapes_dtypes_and_ranges():
     assert not np.array_equal(np.asarray(fake[name]), np.asarray(batch[name]))
   assert np.array_equal(np.asarray(fake["constant"]), batch["constant"])
   again = pec.synthetic_batch_like(batch, jax.random.key(7))
-  assert all(np.array_equal(np.asarray(again[k]), np.asarray(fake[k]))
-             for k in batch)
+  assert all(
+    np.array_equal(np.asarray(again[k]), np.asarray(fake[k])) for k in batch
+  )
 
 
 def test_check_on_synthetic_batch_of_token_model():
-  batch = {"tokens": jnp.asarray(np.arange(B * 5).reshape(B, 5) % 11),
-           "label": jnp.arange(B) % 3}
+  batch = {
+    "tokens": jnp.asarray(np.arange(B * 5).reshape(B, 5) % 11),
+    "label": jnp.arange(B) % 3,
+  }
   fake = pec.synthetic_batch_like(batch, 8)
   table = jax.random.normal(jax.random.key(9), (11, 3))
 
@@ -262,6 +283,7 @@ def test_check_on_synthetic_batch_of_token_model():
 
 # ------------------------------------------------------------------- cost
 
+
 @pytest.mark.parametrize("num_probes", [1, 3, 5])
 def test_cost_is_one_trace_and_num_probes_plus_two_passes(num_probes):
   traces = []
@@ -272,16 +294,17 @@ def test_cost_is_one_trace_and_num_probes_plus_two_passes(num_probes):
 
   report = _report(counted, num_probes=num_probes)
   assert not report.ok
-  assert len(traces) == 1                      # one trace, one jitted call.
+  assert len(traces) == 1  # one trace, one jitted call.
   assert report.num_evaluations == num_probes + 2
-  assert traces[0] == X.shape                  # vmap hides the variant axis.
+  assert traces[0] == X.shape  # vmap hides the variant axis.
 
 
 def test_probes_are_reproducible_from_the_public_key():
   first = _report(_per_example_quadratic, num_probes=4)
   again = _report(_per_example_quadratic, num_probes=4)
-  other = pec.check_per_example(_per_example_quadratic, W, X, num_probes=4,
-                                key=jax.random.key(11))
+  other = pec.check_per_example(
+    _per_example_quadratic, W, X, num_probes=4, key=jax.random.key(11)
+  )
   assert first.probes == again.probes
   assert first.replacements == again.replacements
   assert other.probes != first.probes

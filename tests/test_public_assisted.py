@@ -13,14 +13,12 @@ import math
 
 import dp_accounting
 import jax
-from jax._src.interpreters import batching  # BatchTracer: count vmapped passes
 import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-
-from adversarial import ADV_BATCH
-from adversarial import adversarial_loss
+from adversarial import ADV_BATCH, adversarial_loss
+from jax._src.interpreters import batching  # BatchTracer: count vmapped passes
 from keys import with_keys
 
 import zoprivacy
@@ -36,9 +34,15 @@ B = 8.0
 # One public batch of b' = 5 and k = 3 stacked public batches, each with
 # different data so that their gradients differ.
 # Public data resemble the private data (shifted), so public gradients help.
-PUB = BATCH[1:6] + 0.2 * jnp.sin(jnp.arange(5 * D, dtype=jnp.float32)).reshape(5, D)
-PUBS = jnp.stack([BATCH[j:j + 5] + 0.5 * jnp.cos(jnp.arange(D) * (j + 1.0))
-                  for j in range(3)])
+PUB = BATCH[1:6] + 0.2 * jnp.sin(jnp.arange(5 * D, dtype=jnp.float32)).reshape(
+  5, D
+)
+PUBS = jnp.stack(
+  [
+    BATCH[j : j + 5] + 0.5 * jnp.cos(jnp.arange(D) * (j + 1.0))
+    for j in range(3)
+  ]
+)
 
 
 def _flat(t):
@@ -47,7 +51,7 @@ def _flat(t):
 
 def quadratic_loss(params, example):
   diff = _flat(params) - example
-  return 0.5 * jnp.sum(A_DIAG * diff ** 2)
+  return 0.5 * jnp.sum(A_DIAG * diff**2)
 
 
 batched_quadratic = jax.vmap(quadratic_loss, (None, 0))
@@ -64,22 +68,31 @@ def _kw(**kw):
 
 
 DEFAULTS = {
-    "pazo_m": (pa.pazo_m, dict(smoothing=1e-3, alpha=0.5)),
-    "pazo_p": (pa.pazo_p, dict(smoothing=1e-3, num_public_batches=3)),
-    "pazo_p_prime": (pa.pazo_p, dict(smoothing=1e-3, num_public_batches=3,
-                                     orthonormalize=False)),
-    "pazo_s": (pa.pazo_s, dict(learning_rate=0.1, num_public_batches=3,
-                               candidate_noise_scale=0.01)),
-    "dpmd": (pa.dpmd, dict(num_steps=100)),
-    "dope_sgd": (pa.dope_sgd, dict()),
+  "pazo_m": (pa.pazo_m, dict(smoothing=1e-3, alpha=0.5)),
+  "pazo_p": (pa.pazo_p, dict(smoothing=1e-3, num_public_batches=3)),
+  "pazo_p_prime": (
+    pa.pazo_p,
+    dict(smoothing=1e-3, num_public_batches=3, orthonormalize=False),
+  ),
+  "pazo_s": (
+    pa.pazo_s,
+    dict(learning_rate=0.1, num_public_batches=3, candidate_noise_scale=0.01),
+  ),
+  "dpmd": (pa.dpmd, dict(num_steps=100)),
+  "dope_sgd": (pa.dope_sgd, dict()),
 }
 
 
 def _make(name, **kw):
   """Each method with small, valid defaults; ``kw`` overrides."""
   if name == "gep":
-    args = dict(embedding_clip=1.0, residual_clip=0.5, noise_multiplier=1.0,
-                expected_batch_size=B, num_bases=2)
+    args = dict(
+      embedding_clip=1.0,
+      residual_clip=0.5,
+      noise_multiplier=1.0,
+      expected_batch_size=B,
+      num_bases=2,
+    )
     if "noise_multiplier" in kw or "embedding_noise_multiplier" in kw:
       args.pop("noise_multiplier")
     args.update(kw)
@@ -91,8 +104,11 @@ def _make(name, **kw):
 
 
 def _public(name):
-  return (dict(public_batches=PUBS) if name.startswith(("pazo_p", "pazo_s"))
-          else dict(public_batch=PUB))
+  return (
+    dict(public_batches=PUBS)
+    if name.startswith(("pazo_p", "pazo_s"))
+    else dict(public_batch=PUB)
+  )
 
 
 ALL = ["pazo_m", "pazo_p", "pazo_p_prime", "pazo_s", "dpmd", "dope_sgd", "gep"]
@@ -100,7 +116,8 @@ ALL = ["pazo_m", "pazo_p", "pazo_p_prime", "pazo_s", "dpmd", "dope_sgd", "gep"]
 # Tests that build two estimators with the same insecure test-noise seed, so
 # that both add the same (reproducible, NOT private) noise.
 same_test_noise = pytest.mark.filterwarnings(
-    "ignore::zoprivacy.privacy.InsecureTestNoiseWarning")
+  "ignore::zoprivacy.privacy.InsecureTestNoiseWarning"
+)
 
 
 # ------------------------------------------------------------------ PAZO-M
@@ -109,9 +126,15 @@ same_test_noise = pytest.mark.filterwarnings(
 @pytest.mark.parametrize("q", [1, 3])
 def test_pazo_m_alpha_zero_is_dpzero_on_the_quarter_sphere(q):
   # Same public direction key and same test-noise seed: key for key.
-  common = dict(clip=0.5, noise_multiplier=1.3, smoothing=1e-2,
-                expected_batch_size=B, num_queries=q, direction_key=7,
-                insecure_test_noise_seed=7)
+  common = dict(
+    clip=0.5,
+    noise_multiplier=1.3,
+    smoothing=1e-2,
+    expected_batch_size=B,
+    num_queries=q,
+    direction_key=7,
+    insecure_test_noise_seed=7,
+  )
   pazo = pa.pazo_m(alpha=0.0, **common)
   dpz = zoprivacy.dpzero(directions="sphere_quarter", **common)
   with pytest.warns(InsecureTestNoiseWarning):
@@ -121,12 +144,22 @@ def test_pazo_m_alpha_zero_is_dpzero_on_the_quarter_sphere(q):
   plan = zoprivacy.find_plan(s_pazo)
   assert plan.noise_source == "insecure_test_seed" and not plan.is_private
   assert "NOT PRIVATE" in plan.describe()
-  step_pazo = jax.jit(lambda s: pazo.update(
-      None, s, X0, per_example_loss=quadratic_loss, batch=BATCH,
-      public_batch=PUB))
-  step_dpz = jax.jit(lambda s: dpz.update(
-      None, s, X0, per_example_loss=quadratic_loss, batch=BATCH))
-  for _ in range(3):   # several steps: the key chain must agree too
+  step_pazo = jax.jit(
+    lambda s: pazo.update(
+      None,
+      s,
+      X0,
+      per_example_loss=quadratic_loss,
+      batch=BATCH,
+      public_batch=PUB,
+    )
+  )
+  step_dpz = jax.jit(
+    lambda s: dpz.update(
+      None, s, X0, per_example_loss=quadratic_loss, batch=BATCH
+    )
+  )
+  for _ in range(3):  # several steps: the key chain must agree too
     g1, s_pazo = step_pazo(s_pazo)
     g2, s_dpz = step_dpz(s_dpz)
     np.testing.assert_allclose(_flat(g1), _flat(g2), rtol=1e-6, atol=1e-7)
@@ -135,59 +168,96 @@ def test_pazo_m_alpha_zero_is_dpzero_on_the_quarter_sphere(q):
 
 @same_test_noise
 def test_pazo_m_mixes_public_gradient_and_dpzero():
-  common = dict(clip=0.5, noise_multiplier=1.3, smoothing=1e-2,
-                expected_batch_size=B, num_queries=2, direction_key=3,
-                insecure_test_noise_seed=3)
+  common = dict(
+    clip=0.5,
+    noise_multiplier=1.3,
+    smoothing=1e-2,
+    expected_batch_size=B,
+    num_queries=2,
+    direction_key=3,
+    insecure_test_noise_seed=3,
+  )
   g_pub = _flat(mean_grad(X0, PUB))
   dpz = zoprivacy.dpzero(directions="sphere_quarter", **common)
-  g_zo = _flat(jax.jit(lambda: dpz.update(
-      None, dpz.init(X0), X0, per_example_loss=quadratic_loss, batch=BATCH))()[0])
+  g_zo = _flat(
+    jax.jit(
+      lambda: dpz.update(
+        None,
+        dpz.init(X0),
+        X0,
+        per_example_loss=quadratic_loss,
+        batch=BATCH,
+      )
+    )()[0]
+  )
   for alpha in (1.0, 0.25):
     est = pa.pazo_m(alpha=alpha, **common)
-    g, _ = jax.jit(lambda: est.update(
-        None, est.init(X0), X0, per_example_loss=quadratic_loss, batch=BATCH,
-        public_batch=PUB))()
-    np.testing.assert_allclose(_flat(g), alpha * g_pub + (1 - alpha) * g_zo,
-                               rtol=1e-5, atol=1e-6)
+    g, _ = jax.jit(
+      lambda: est.update(
+        None,
+        est.init(X0),
+        X0,
+        per_example_loss=quadratic_loss,
+        batch=BATCH,
+        public_batch=PUB,
+      )
+    )()
+    np.testing.assert_allclose(
+      _flat(g), alpha * g_pub + (1 - alpha) * g_zo, rtol=1e-5, atol=1e-6
+    )
 
 
 def test_pazo_m_quarter_sphere_aligns_norms():
   """App. A.1: with r = d^{1/4}, E||g_zo||^2 = ||grad f||^2 (linear f: exact)."""
   w = jnp.array([1.0, -2.0, 0.5, 3.0, 0.0, 1.5])
   linear = lambda p, e: jnp.sum(w * _flat(p)) + 0.0 * e[0]
-  est = pa.pazo_m(clip=1e6, noise_multiplier=1e-9, smoothing=1e-2,
-                  expected_batch_size=B, alpha=0.0)
+  est = pa.pazo_m(
+    clip=1e6,
+    noise_multiplier=1e-9,
+    smoothing=1e-2,
+    expected_batch_size=B,
+    alpha=0.0,
+  )
 
   def sq_norm(key):
-    g, _ = est.update(None, with_keys(est.init(X0), key), X0,
-                      per_example_loss=linear, batch=BATCH, public_batch=PUB)
+    g, _ = est.update(
+      None,
+      with_keys(est.init(X0), key),
+      X0,
+      per_example_loss=linear,
+      batch=BATCH,
+      public_batch=PUB,
+    )
     return jnp.sum(_flat(g) ** 2)
 
   sq = jax.jit(jax.vmap(sq_norm))(jax.random.split(jax.random.key(0), 4000))
   # ||g||^2 = d^{1/2} (w.u)^2 / ... has relative std ~1.2 on the sphere, so
   # the mean over 4000 draws has relative s.e. < 2%: 8% is > 4 s.e.
-  assert float(jnp.mean(sq)) == pytest.approx(float(jnp.sum(w ** 2)), rel=0.08)
+  assert float(jnp.mean(sq)) == pytest.approx(float(jnp.sum(w**2)), rel=0.08)
 
 
 # ------------------------------------------------------------------ PAZO-P
 
 
 def test_public_subspace_orthonormal_and_normalized():
-  grads = pa.public_gradients(lambda p, b: jnp.mean(batched_quadratic(p, b)),
-                              X0, PUBS)
-  raw = jax.vmap(_flat)(grads)                                  # [k, d]
+  grads = pa.public_gradients(
+    lambda p, b: jnp.mean(batched_quadratic(p, b)), X0, PUBS
+  )
+  raw = jax.vmap(_flat)(grads)  # [k, d]
   assert raw.shape == (3, D)
   g_ortho = jax.vmap(_flat)(pa.public_subspace(grads, orthonormalize=True))
   np.testing.assert_allclose(g_ortho @ g_ortho.T, np.eye(3), atol=1e-5)
   # Same span as the raw gradients; sign fix: first row is g_1 / ||g_1||.
   proj = g_ortho.T @ (g_ortho @ raw.T)
   np.testing.assert_allclose(proj, raw.T, atol=1e-4)
-  np.testing.assert_allclose(g_ortho[0], raw[0] / jnp.linalg.norm(raw[0]),
-                             atol=1e-6)
+  np.testing.assert_allclose(
+    g_ortho[0], raw[0] / jnp.linalg.norm(raw[0]), atol=1e-6
+  )
   g_norm = jax.vmap(_flat)(pa.public_subspace(grads, orthonormalize=False))
   np.testing.assert_allclose(jnp.linalg.norm(g_norm, axis=1), 1.0, atol=1e-6)
   np.testing.assert_allclose(
-      g_norm, raw / jnp.linalg.norm(raw, axis=1, keepdims=True), rtol=1e-6)
+    g_norm, raw / jnp.linalg.norm(raw, axis=1, keepdims=True), rtol=1e-6
+  )
   assert not np.allclose(g_norm @ g_norm.T, np.eye(3), atol=1e-2)
 
 
@@ -209,7 +279,9 @@ class CountingLoss:
     traced = isinstance(jax.tree.leaves(params)[0], jax.core.Tracer)
     # A call inside jax.vmap over k stacked batches is k passes at once.
     width = 1
-    if isinstance(batch, batching.BatchTracer) and isinstance(batch.batch_dim, int):
+    if isinstance(batch, batching.BatchTracer) and isinstance(
+      batch.batch_dim, int
+    ):
       width = int(batch.val.shape[batch.batch_dim])
     self.calls.extend([(traced, int(batch.shape[0]))] * width)
     if not traced:
@@ -223,40 +295,73 @@ class CountingLoss:
 def test_pazo_p_directions_lie_in_the_public_span():
   for orthonormalize in (True, False):
     loss = CountingLoss()
-    est = pa.pazo_p(**_kw(smoothing=1e-2, num_public_batches=3, num_queries=2,
-                          orthonormalize=orthonormalize))
+    est = pa.pazo_p(
+      **_kw(
+        smoothing=1e-2,
+        num_public_batches=3,
+        num_queries=2,
+        orthonormalize=orthonormalize,
+      )
+    )
     with jax.disable_jit():
-      g, _ = est.update(None, est.init(X0), X0, batched_loss=loss, batch=BATCH,
-                        public_batches=PUBS)
-    raw = jax.vmap(_flat)(pa.public_gradients(
-        lambda p, b: jnp.mean(batched_quadratic(p, b)), X0, PUBS))
-    q, _ = jnp.linalg.qr(raw.T)                                # span(G)
+      g, _ = est.update(
+        None,
+        est.init(X0),
+        X0,
+        batched_loss=loss,
+        batch=BATCH,
+        public_batches=PUBS,
+      )
+    raw = jax.vmap(_flat)(
+      pa.public_gradients(
+        lambda p, b: jnp.mean(batched_quadratic(p, b)), X0, PUBS
+      )
+    )
+    q, _ = jnp.linalg.qr(raw.T)  # span(G)
     perturbations = np.stack(loss.forward_params) - np.asarray(_flat(X0))
-    assert perturbations.shape == (4, D)                       # 2q forwards
+    assert perturbations.shape == (4, D)  # 2q forwards
     for v in list(perturbations) + [np.asarray(_flat(g))]:
       residual = v - q @ (q.T @ v)
       assert np.linalg.norm(residual) <= 1e-4 * max(np.linalg.norm(v), 1e-3)
     # ||lambda G u|| = lambda sqrt(k) for orthonormal G.
     if orthonormalize:
-      np.testing.assert_allclose(np.linalg.norm(perturbations, axis=1),
-                                 1e-2 * math.sqrt(3), rtol=1e-4)
+      np.testing.assert_allclose(
+        np.linalg.norm(perturbations, axis=1),
+        1e-2 * math.sqrt(3),
+        rtol=1e-4,
+      )
 
 
 def test_pazo_p_estimates_the_projected_gradient():
   """E[g] = Proj_G(grad f) without clipping (and negligible noise)."""
-  est = pa.pazo_p(clip=1e6, noise_multiplier=1e-9, smoothing=1e-3,
-                  expected_batch_size=B, num_public_batches=2)
+  est = pa.pazo_p(
+    clip=1e6,
+    noise_multiplier=1e-9,
+    smoothing=1e-3,
+    expected_batch_size=B,
+    num_public_batches=2,
+  )
   pubs = PUBS[:2]
 
   def one(key):
-    g, _ = est.update(None, with_keys(est.init(X0), key), X0,
-                      per_example_loss=quadratic_loss, batch=BATCH,
-                      public_batches=pubs)
+    g, _ = est.update(
+      None,
+      with_keys(est.init(X0), key),
+      X0,
+      per_example_loss=quadratic_loss,
+      batch=BATCH,
+      public_batches=pubs,
+    )
     return _flat(g)
 
   g = jax.jit(jax.vmap(one))(jax.random.split(jax.random.key(1), 4000))
-  basis = jax.vmap(_flat)(pa.public_subspace(pa.public_gradients(
-      lambda p, b: jnp.mean(batched_quadratic(p, b)), X0, pubs)))
+  basis = jax.vmap(_flat)(
+    pa.public_subspace(
+      pa.public_gradients(
+        lambda p, b: jnp.mean(batched_quadratic(p, b)), X0, pubs
+      )
+    )
+  )
   true = basis.T @ (basis @ _flat(mean_grad(X0, BATCH)))
   se = np.asarray(g.std(0)) / math.sqrt(g.shape[0])
   assert np.all(np.abs(np.asarray(g.mean(0) - true)) <= 5 * se + 1e-4)
@@ -271,21 +376,42 @@ def _targeted_loss(target):
 
 def test_pazo_s_candidates_are_distinct_public_gradients():
   eta = 0.1
-  grads = jax.vmap(_flat)(pa.public_gradients(
-      lambda p, b: jnp.mean(batched_quadratic(p, b)), X0, PUBS))
-  assert float(jnp.min(jnp.linalg.norm(grads[:, None] - grads[None], axis=-1)
-                       + 1e9 * jnp.eye(3))) > 0.1
+  grads = jax.vmap(_flat)(
+    pa.public_gradients(
+      lambda p, b: jnp.mean(batched_quadratic(p, b)), X0, PUBS
+    )
+  )
+  assert (
+    float(
+      jnp.min(
+        jnp.linalg.norm(grads[:, None] - grads[None], axis=-1)
+        + 1e9 * jnp.eye(3)
+      )
+    )
+    > 0.1
+  )
   outputs = []
   for j in range(3):
     # The private loss is smallest at x - eta g_j: PAZO-S must pick g_j.
     target = _flat(X0) - eta * grads[j]
-    est = pa.pazo_s(clip=1e3, noise_multiplier=1e-9, learning_rate=eta,
-                    expected_batch_size=B, num_public_batches=3,
-                    extra_candidate=False)
-    g, state = est.update(None, est.init(X0), X0,
-                          per_example_loss=_targeted_loss(target), batch=BATCH,
-                          public_batch=PUB, public_batches=PUBS,
-                          public_loss=lambda p, b: jnp.mean(batched_quadratic(p, b)))
+    est = pa.pazo_s(
+      clip=1e3,
+      noise_multiplier=1e-9,
+      learning_rate=eta,
+      expected_batch_size=B,
+      num_public_batches=3,
+      extra_candidate=False,
+    )
+    g, state = est.update(
+      None,
+      est.init(X0),
+      X0,
+      per_example_loss=_targeted_loss(target),
+      batch=BATCH,
+      public_batch=PUB,
+      public_batches=PUBS,
+      public_loss=lambda p, b: jnp.mean(batched_quadratic(p, b)),
+    )
     assert int(jnp.argmin(state.released)) == j
     np.testing.assert_allclose(_flat(g), grads[j], rtol=1e-5, atol=1e-6)
     outputs.append(_flat(g))
@@ -294,18 +420,32 @@ def test_pazo_s_candidates_are_distinct_public_gradients():
 
 def test_pazo_s_extra_candidate_is_taken_only_when_it_scores_best():
   eta = 0.1
-  grads = jax.vmap(_flat)(pa.public_gradients(
-      lambda p, b: jnp.mean(batched_quadratic(p, b)), X0, PUBS))
+  grads = jax.vmap(_flat)(
+    pa.public_gradients(
+      lambda p, b: jnp.mean(batched_quadratic(p, b)), X0, PUBS
+    )
+  )
   w = jnp.array([0.3, -0.2, 0.1, 0.4, -0.3, 0.2])
   target = _flat(X0) - eta * (grads[0] + w)
-  est = pa.pazo_s(clip=1e3, noise_multiplier=1e-9, learning_rate=eta,
-                  expected_batch_size=B, num_public_batches=3,
-                  candidate_noise_scale=0.3)
+  est = pa.pazo_s(
+    clip=1e3,
+    noise_multiplier=1e-9,
+    learning_rate=eta,
+    expected_batch_size=B,
+    num_public_batches=3,
+    candidate_noise_scale=0.3,
+  )
 
   def one(key):
-    g, s = est.update(None, with_keys(est.init(X0), key), X0,
-                      per_example_loss=_targeted_loss(target), batch=BATCH,
-                      public_batches=PUBS, public_loss=PUBLIC_QUADRATIC)
+    g, s = est.update(
+      None,
+      with_keys(est.init(X0), key),
+      X0,
+      per_example_loss=_targeted_loss(target),
+      batch=BATCH,
+      public_batches=PUBS,
+      public_loss=PUBLIC_QUADRATIC,
+    )
     return _flat(g), s.released
 
   g, released = jax.jit(jax.vmap(one))(jax.random.split(jax.random.key(2), 64))
@@ -314,7 +454,9 @@ def test_pazo_s_extra_candidate_is_taken_only_when_it_scores_best():
   assert took_extra.any() and (~took_extra).any()
   best = np.argmin(np.asarray(released)[:, :3], axis=1)
   rows = np.arange(len(best))
-  dist = np.linalg.norm(np.asarray(g)[:, None] - np.asarray(grads)[None], axis=-1)
+  dist = np.linalg.norm(
+    np.asarray(g)[:, None] - np.asarray(grads)[None], axis=-1
+  )
   # Not taken: the output is exactly the best public gradient.
   np.testing.assert_allclose(dist[rows, best][~took_extra], 0.0, atol=1e-5)
   # Taken: the output is g_best + z' (||z'|| ~ 0.3 sqrt(d)), no public gradient.
@@ -326,18 +468,32 @@ def test_pazo_s_chain_with_sgd_is_the_candidate_step():
   eta = 0.1
   est = _make("pazo_s", learning_rate=eta)
   tx = optax.chain(est, optax.sgd(eta))
-  state = tx.init(X0)   # one state: the estimator alone sees the same keys
-  g, _ = est.update(None, state[0], X0, per_example_loss=quadratic_loss,
-                    batch=BATCH, public_batches=PUBS)
-  u, _ = tx.update(None, state, X0, per_example_loss=quadratic_loss,
-                   batch=BATCH, public_batches=PUBS)
+  state = tx.init(X0)  # one state: the estimator alone sees the same keys
+  g, _ = est.update(
+    None,
+    state[0],
+    X0,
+    per_example_loss=quadratic_loss,
+    batch=BATCH,
+    public_batches=PUBS,
+  )
+  u, _ = tx.update(
+    None,
+    state,
+    X0,
+    per_example_loss=quadratic_loss,
+    batch=BATCH,
+    public_batches=PUBS,
+  )
   np.testing.assert_allclose(_flat(u), -eta * _flat(g), rtol=1e-6)
 
 
 # ------------------------------------------------------ operation counts
 
 
-@pytest.mark.parametrize("name,kw,private_fwd,public_fb", [
+@pytest.mark.parametrize(
+  "name,kw,private_fwd,public_fb",
+  [
     ("dpzero", dict(num_queries=3), 6, 0),
     ("pazo_m", dict(num_queries=1), 2, 1),
     ("pazo_m", dict(num_queries=3), 6, 1),
@@ -345,7 +501,8 @@ def test_pazo_s_chain_with_sgd_is_the_candidate_step():
     ("pazo_p_prime", dict(num_queries=1), 2, 3),
     ("pazo_s", dict(), 4, 3),
     ("pazo_s", dict(extra_candidate=False), 3, 3),
-])
+  ],
+)
 def test_operation_counts_match_table_6(name, kw, private_fwd, public_fb):
   """PAZO Table 6: 2q or k+1 private forwards, 1 or k public for+backward."""
   if name == "dpzero":
@@ -354,11 +511,17 @@ def test_operation_counts_match_table_6(name, kw, private_fwd, public_fb):
     est = _make(name, **kw)
   loss = CountingLoss()
   with jax.disable_jit():
-    g, _ = est.update(None, est.init(X0), X0, batched_loss=loss, batch=BATCH,
-                      **_public(name))
+    g, _ = est.update(
+      None,
+      est.init(X0),
+      X0,
+      batched_loss=loss,
+      batch=BATCH,
+      **_public(name),
+    )
   assert loss.count(False, 8) == private_fwd
   assert loss.count(True, 5) == public_fb
-  assert len(loss.calls) == private_fwd + public_fb   # no private backward
+  assert len(loss.calls) == private_fwd + public_fb  # no private backward
   assert np.all(np.isfinite(_flat(g)))
 
 
@@ -369,12 +532,18 @@ def test_first_order_baselines_operation_counts(name):
   loss = CountingLoss()
   est = _make(name)
   with jax.disable_jit():
-    est.update(None, est.init(X0), X0, batched_loss=loss, batch=BATCH,
-               public_batch=PUB)
+    est.update(
+      None,
+      est.init(X0),
+      X0,
+      batched_loss=loss,
+      batch=BATCH,
+      public_batch=PUB,
+    )
   private_fb = loss.count(True, 1)
   public_fb = loss.count(True, 5)
   if name == "gep":
-    assert private_fb == 8 + 5 and public_fb == 0   # b + b' per-example passes
+    assert private_fb == 8 + 5 and public_fb == 0  # b + b' per-example passes
   else:
     assert private_fb == 8 and public_fb == 1
   assert loss.count(False, 8) == 0
@@ -387,13 +556,16 @@ def _zero_loss(params, example):
   return 0.0 * jnp.sum(_flat(params)) + 0.0 * example[0]
 
 
-@pytest.mark.parametrize("name,kw,expected_std", [
+@pytest.mark.parametrize(
+  "name,kw,expected_std",
+  [
     ("pazo_m", dict(num_queries=1), 0.8 * 1.5 / 8),
     ("pazo_m", dict(num_queries=3), 0.8 * 1.5 * math.sqrt(3) / 8),
     ("pazo_p", dict(num_queries=2), 0.8 * 1.5 * math.sqrt(2) / 8),
-    ("pazo_s", dict(), 0.8 * 1.5 * math.sqrt(4) / 8),          # k + 1 = 4
+    ("pazo_s", dict(), 0.8 * 1.5 * math.sqrt(4) / 8),  # k + 1 = 4
     ("pazo_s", dict(extra_candidate=False), 0.8 * 1.5 * math.sqrt(3) / 8),
-])
+  ],
+)
 def test_noise_std_per_query(name, kw, expected_std):
   """Zero loss: each released value is pure noise / b, std sqrt(q) sigma C / b."""
   est = _make(name, clip=0.8, noise_multiplier=1.5, **kw)
@@ -402,23 +574,32 @@ def test_noise_std_per_query(name, kw, expected_std):
     extra["public_loss"] = lambda p, b: jnp.mean(batched_quadratic(p, b))
 
   def one(key):
-    _, s = est.update(None, with_keys(est.init(X0), key), X0,
-                      per_example_loss=_zero_loss, batch=BATCH, **extra)
+    _, s = est.update(
+      None,
+      with_keys(est.init(X0), key),
+      X0,
+      per_example_loss=_zero_loss,
+      batch=BATCH,
+      **extra,
+    )
     return s.released
 
-  released = np.asarray(jax.jit(jax.vmap(one))(
-      jax.random.split(jax.random.key(11), 2000)))
+  released = np.asarray(
+    jax.jit(jax.vmap(one))(jax.random.split(jax.random.key(11), 2000))
+  )
   # The plan's per-query Gaussian std: sigma C sqrt(q) (q = k + 1 for PAZO-S).
   plan = est.privacy_plan
   assert plan.mechanism == "gaussian"
   plan_std = plan.noise_multiplier * plan.clip * math.sqrt(plan.num_queries)
   assert plan_std / B == pytest.approx(expected_std)
   assert zoprivacy.mechanisms.GaussianMechanism(
-      plan.clip, plan.noise_multiplier, plan.num_queries).noise_std / B == \
-      pytest.approx(expected_std)
+    plan.clip, plan.noise_multiplier, plan.num_queries
+  ).noise_std / B == pytest.approx(expected_std)
   # Sample std over >= 2000 draws: relative s.e. < 1.6%; 10% is > 6 s.e.
   assert float(np.std(released)) == pytest.approx(expected_std, rel=0.10)
-  assert abs(float(np.mean(released))) <= 5 * expected_std / math.sqrt(released.size)
+  assert abs(float(np.mean(released))) <= 5 * expected_std / math.sqrt(
+    released.size
+  )
 
 
 # ------------------------------------------------------------ sensitivity
@@ -427,30 +608,45 @@ def test_noise_std_per_query(name, kw, expected_std):
 PUBLIC_QUADRATIC = lambda p, b: jnp.mean(batched_quadratic(p, b))
 
 
-@pytest.mark.parametrize("name,kw", [
+@pytest.mark.parametrize(
+  "name,kw",
+  [
     ("pazo_m", dict(num_queries=2)),
     ("pazo_p", dict(num_queries=2)),
     ("pazo_p_prime", dict()),
     ("pazo_s", dict()),
-    ("pazo_m", dict(exact_noise=True)),        # the runner's default noise
+    ("pazo_m", dict(exact_noise=True)),  # the runner's default noise
     ("pazo_p", dict(exact_noise=True)),
-])
-def test_removing_one_example_moves_released_values_by_at_most_clip_over_b(name, kw):
+  ],
+)
+def test_removing_one_example_moves_released_values_by_at_most_clip_over_b(
+  name, kw
+):
   clip = 0.7
   est = _make(name, clip=clip, noise_multiplier=2.0, **kw)
   state = est.init(X0)
   full = jnp.ones(8, bool)
   plan = est.privacy_plan
-  assert plan.noise_kind == ("discrete" if kw.get("exact_noise") else "continuous")
+  assert plan.noise_kind == (
+    "discrete" if kw.get("exact_noise") else "continuous"
+  )
   exact = {}
-  if plan.noise_kind == "discrete":   # one host draw, the same for every mask
+  if plan.noise_kind == "discrete":  # one host draw, the same for every mask
     exact["discrete_noise"] = zoprivacy.ExactNoiseSource(plan).draw(0)
 
   @jax.jit
   def release(mask):
-    g, s = est.update(None, state, X0, per_example_loss=adversarial_loss,
-                      batch=ADV_BATCH, mask=mask, public_loss=PUBLIC_QUADRATIC,
-                      **_public(name), **exact)
+    g, s = est.update(
+      None,
+      state,
+      X0,
+      per_example_loss=adversarial_loss,
+      batch=ADV_BATCH,
+      mask=mask,
+      public_loss=PUBLIC_QUADRATIC,
+      **_public(name),
+      **exact,
+    )
     return _flat(g), s.released
 
   def run(mask):
@@ -460,17 +656,21 @@ def test_removing_one_example_moves_released_values_by_at_most_clip_over_b(name,
 
   r_full = run(full)
   assert np.all(np.isfinite(r_full))
-  if exact:   # the release is an integer number of grid steps C / (m b)
+  if exact:  # the release is an integer number of grid steps C / (m b)
     units = r_full * B * plan.grid_points / clip
     # (float32 keeps ~7 digits of the up to ~1e4 units)
-    assert np.all(np.abs(units - np.round(units)) <= 1e-6 * np.abs(units) + 1e-3)
+    assert np.all(
+      np.abs(units - np.round(units)) <= 1e-6 * np.abs(units) + 1e-3
+    )
   for i in range(8):
     r_i = run(full.at[i].set(False))
     if name == "pazo_s":
       # The first k scores are fixed queries; the (k+1)-th is only comparable
       # when both runs chose the same best candidate.
       same_query = np.argmin(r_full[:3]) == np.argmin(r_i[:3])
-      r_full_cmp, r_i_cmp = (r_full, r_i) if same_query else (r_full[:3], r_i[:3])
+      r_full_cmp, r_i_cmp = (
+        (r_full, r_i) if same_query else (r_full[:3], r_i[:3])
+      )
     else:
       r_full_cmp, r_i_cmp = r_full, r_i
     # Same key, same noise: the difference is example i's clipped value / b.
@@ -484,24 +684,37 @@ def _adversarial_grad_loss(params, example):
   return scale * factor * jnp.sum(_flat(params) ** 2 * jnp.arange(1.0, 7.0))
 
 
-@pytest.mark.parametrize("name,bound", [
-    ("dope_sgd", 0.7), ("gep", 0.7 + 0.4), ("dpmd", 0.7)])
+@pytest.mark.parametrize(
+  "name,bound", [("dope_sgd", 0.7), ("gep", 0.7 + 0.4), ("dpmd", 0.7)]
+)
 def test_first_order_sensitivity(name, bound):
   if name == "gep":
-    est = pa.gep(embedding_clip=0.7, residual_clip=0.4, noise_multiplier=2.0,
-                 expected_batch_size=B, num_bases=2)
+    est = pa.gep(
+      embedding_clip=0.7,
+      residual_clip=0.4,
+      noise_multiplier=2.0,
+      expected_batch_size=B,
+      num_bases=2,
+    )
   else:
     est = _make(name, clip=0.7, noise_multiplier=2.0)
   state = est.init(X0)
-  if name == "dpmd":   # mid-schedule: the private part has weight 1 - alpha_t
+  if name == "dpmd":  # mid-schedule: the private part has weight 1 - alpha_t
     state = state._replace(step=jnp.asarray(50, jnp.int32))
     bound *= 1.0 - float(pa.dpmd_public_weight(50, 100))
   public = jnp.stack([jnp.linspace(1.0, 2.0, 5), jnp.zeros(5)], 1)
 
   @jax.jit
   def run(mask):
-    g, _ = est.update(None, state, X0, per_example_loss=_adversarial_grad_loss,
-                      batch=ADV_BATCH, mask=mask, public_batch=public)
+    g, _ = est.update(
+      None,
+      state,
+      X0,
+      per_example_loss=_adversarial_grad_loss,
+      batch=ADV_BATCH,
+      mask=mask,
+      public_batch=public,
+    )
     return _flat(g)
 
   g_full = np.asarray(run(jnp.ones(8, bool)))
@@ -519,15 +732,18 @@ def test_first_order_sensitivity(name, bound):
 def test_dpmd_schedule_and_endpoints():
   T = 100
   assert float(pa.dpmd_public_weight(0, T)) == pytest.approx(1.0)
-  assert float(pa.dpmd_public_weight(T // 2, T)) == pytest.approx(math.cos(math.pi / 4), abs=1e-6)
+  assert float(pa.dpmd_public_weight(T // 2, T)) == pytest.approx(
+    math.cos(math.pi / 4), abs=1e-6
+  )
   assert float(pa.dpmd_public_weight(T, T)) == pytest.approx(0.0, abs=1e-6)
   assert float(pa.dpmd_public_weight(3 * T, T)) == pytest.approx(0.0, abs=1e-6)
   # Same direction key and test-noise seed: DPMD's private part at step T is
   # DP-SGD's step T, key for key.
   seeds = dict(direction_key=4, insecure_test_noise_seed=4)
   est = _make("dpmd", num_steps=T, **seeds)
-  dpsgd = zoprivacy.dp_sgd(clip=1.0, noise_multiplier=1.0, expected_batch_size=B,
-                           **seeds)
+  dpsgd = zoprivacy.dp_sgd(
+    clip=1.0, noise_multiplier=1.0, expected_batch_size=B, **seeds
+  )
   call = dict(per_example_loss=quadratic_loss, batch=BATCH, public_batch=PUB)
   g0, s1 = est.update(None, est.init(X0), X0, **call)
   np.testing.assert_allclose(_flat(g0), _flat(mean_grad(X0, PUB)), rtol=1e-6)
@@ -543,14 +759,26 @@ def test_dpmd_schedule_and_endpoints():
 def test_first_order_baselines_recover_the_private_gradient(name):
   """Huge clips and negligible noise: the private batch gradient comes back."""
   if name == "gep":
-    est = pa.gep(embedding_clip=1e4, residual_clip=1e4, noise_multiplier=1e-9,
-                 expected_batch_size=B, num_bases=3)
+    est = pa.gep(
+      embedding_clip=1e4,
+      residual_clip=1e4,
+      noise_multiplier=1e-9,
+      expected_batch_size=B,
+      num_bases=3,
+    )
   else:
     est = pa.dope_sgd(clip=1e4, noise_multiplier=1e-9, expected_batch_size=B)
-  g, _ = est.update(None, est.init(X0), X0, per_example_loss=quadratic_loss,
-                    batch=BATCH, public_batch=PUB)
-  np.testing.assert_allclose(_flat(g), _flat(mean_grad(X0, BATCH)), rtol=1e-4,
-                             atol=1e-4)
+  g, _ = est.update(
+    None,
+    est.init(X0),
+    X0,
+    per_example_loss=quadratic_loss,
+    batch=BATCH,
+    public_batch=PUB,
+  )
+  np.testing.assert_allclose(
+    _flat(g), _flat(mean_grad(X0, BATCH)), rtol=1e-4, atol=1e-4
+  )
 
 
 def test_dope_clips_around_the_public_gradient():
@@ -558,40 +786,66 @@ def test_dope_clips_around_the_public_gradient():
   same = jnp.tile(PUB.mean(0, keepdims=True), (8, 1))
   pub_same = jnp.tile(PUB.mean(0, keepdims=True), (5, 1))
   est = pa.dope_sgd(clip=1e-6, noise_multiplier=1e-9, expected_batch_size=B)
-  g, _ = est.update(None, est.init(X0), X0, per_example_loss=quadratic_loss,
-                    batch=same, public_batch=pub_same)
-  np.testing.assert_allclose(_flat(g), _flat(mean_grad(X0, pub_same)), rtol=1e-5)
+  g, _ = est.update(
+    None,
+    est.init(X0),
+    X0,
+    per_example_loss=quadratic_loss,
+    batch=same,
+    public_batch=pub_same,
+  )
+  np.testing.assert_allclose(
+    _flat(g), _flat(mean_grad(X0, pub_same)), rtol=1e-5
+  )
 
 
 def test_gep_mechanism_accounting():
-  mech = pa.GEPMechanism(embedding_clip=2.0, residual_clip=0.5,
-                         embedding_noise_multiplier=3.0,
-                         residual_noise_multiplier=4.0)
-  sigma_eff = (3.0 ** -2 + 4.0 ** -2) ** -0.5           # = 2.4
+  mech = pa.GEPMechanism(
+    embedding_clip=2.0,
+    residual_clip=0.5,
+    embedding_noise_multiplier=3.0,
+    residual_noise_multiplier=4.0,
+  )
+  sigma_eff = (3.0**-2 + 4.0**-2) ** -0.5  # = 2.4
   assert mech.noise_multiplier == pytest.approx(2.4)
   assert mech.noise_std == pytest.approx((6.0, 2.0))
-  assert mech.dp_event() == dp_accounting.GaussianDpEvent(pytest.approx(sigma_eff))
+  assert mech.dp_event() == dp_accounting.GaussianDpEvent(
+    pytest.approx(sigma_eff)
+  )
   # RDP of the two Gaussians on one Poisson batch = RDP of one Gaussian(sigma_eff).
   for p, steps in ((1.0, 1), (0.05, 500)):
+
     def rdp_eps(event):
       acc = dp_accounting.rdp.RdpAccountant()
-      acc.compose(dp_accounting.SelfComposedDpEvent(
-          dp_accounting.PoissonSampledDpEvent(p, event), steps))
+      acc.compose(
+        dp_accounting.SelfComposedDpEvent(
+          dp_accounting.PoissonSampledDpEvent(p, event), steps
+        )
+      )
       return acc.get_epsilon(1e-5)
+
     assert rdp_eps(mech.composed_dp_event()) == pytest.approx(
-        rdp_eps(mech.dp_event()), rel=1e-9)
+      rdp_eps(mech.dp_event()), rel=1e-9
+    )
   # Unsampled PLD composition agrees too (discretization 1e-4).
   eps_composed = accounting.pld_epsilon(mech.composed_dp_event(), delta=1e-5)
   eps_single = accounting.pld_epsilon(mech.dp_event(), delta=1e-5)
   assert eps_composed == pytest.approx(eps_single, rel=1e-2)
-  est = pa.gep(embedding_clip=1.0, residual_clip=1.0, noise_multiplier=1.7,
-               expected_batch_size=B, num_bases=2, dataset_size=100)
+  est = pa.gep(
+    embedding_clip=1.0,
+    residual_clip=1.0,
+    noise_multiplier=1.7,
+    expected_batch_size=B,
+    num_bases=2,
+    dataset_size=100,
+  )
   plan = zoprivacy.find_plan(est.init(X0))
   assert plan is est.privacy_plan
   assert plan.mechanism == "gaussian"
-  assert plan.noise_multiplier == pytest.approx(1.7)     # the effective sigma
+  assert plan.noise_multiplier == pytest.approx(1.7)  # the effective sigma
   assert plan.step_event() == dp_accounting.PoissonSampledDpEvent(
-      0.08, dp_accounting.GaussianDpEvent(pytest.approx(1.7)))
+    0.08, dp_accounting.GaussianDpEvent(pytest.approx(1.7))
+  )
 
 
 def test_gep_noise_variance():
@@ -599,17 +853,28 @@ def test_gep_noise_variance():
   loss = lambda p, e: e[0] * quadratic_loss(p, e[1:])
   private = jnp.concatenate([jnp.zeros((8, 1)), BATCH], 1)
   public = jnp.concatenate([jnp.ones((5, 1)), PUB], 1)
-  est = pa.gep(embedding_clip=2.0, residual_clip=0.5, expected_batch_size=B,
-               embedding_noise_multiplier=3.0, residual_noise_multiplier=1.0,
-               num_bases=2)
+  est = pa.gep(
+    embedding_clip=2.0,
+    residual_clip=0.5,
+    expected_batch_size=B,
+    embedding_noise_multiplier=3.0,
+    residual_noise_multiplier=1.0,
+    num_bases=2,
+  )
 
   def one(key):
-    g, _ = est.update(None, with_keys(est.init(X0), key), X0,
-                      per_example_loss=loss, batch=private, public_batch=public)
+    g, _ = est.update(
+      None,
+      with_keys(est.init(X0), key),
+      X0,
+      per_example_loss=loss,
+      batch=private,
+      public_batch=public,
+    )
     return jnp.sum(_flat(g) ** 2)
 
   sq = jax.jit(jax.vmap(one))(jax.random.split(jax.random.key(5), 2000))
-  expected = (2 * 36.0 + D * 0.25) / B ** 2
+  expected = (2 * 36.0 + D * 0.25) / B**2
   # ||g||^2 is a weighted chi-square with relative std < 1; 2000 draws give
   # relative s.e. < 2.3%, so 10% is > 4 s.e.
   assert float(jnp.mean(sq)) == pytest.approx(expected, rel=0.10)
@@ -618,29 +883,49 @@ def test_gep_noise_variance():
 # ------------------------------------------------------------- accounting
 
 
-@pytest.mark.parametrize("name,kw", [
-    ("pazo_m", dict(num_queries=1)), ("pazo_m", dict(num_queries=5)),
-    ("pazo_p", dict(num_queries=3)), ("pazo_s", dict()),
-    ("pazo_s", dict(extra_candidate=False)), ("dpmd", dict()),
-    ("dope_sgd", dict()), ("gep", dict())])
+@pytest.mark.parametrize(
+  "name,kw",
+  [
+    ("pazo_m", dict(num_queries=1)),
+    ("pazo_m", dict(num_queries=5)),
+    ("pazo_p", dict(num_queries=3)),
+    ("pazo_s", dict()),
+    ("pazo_s", dict(extra_candidate=False)),
+    ("dpmd", dict()),
+    ("dope_sgd", dict()),
+    ("gep", dict()),
+  ],
+)
 def test_step_event_is_one_poisson_gaussian(name, kw):
   est = _make(name, noise_multiplier=1.3, dataset_size=400, **kw)
   plan = zoprivacy.find_plan(optax.chain(est, optax.sgd(0.1)).init(X0))
   assert plan == est.privacy_plan and plan.is_private
   assert plan.step_event() == dp_accounting.PoissonSampledDpEvent(
-      B / 400, dp_accounting.GaussianDpEvent(pytest.approx(1.3)))
+    B / 400, dp_accounting.GaussianDpEvent(pytest.approx(1.3))
+  )
 
 
 # ------------------------------------------------------------ composition
 
 
-@pytest.mark.parametrize("name,opt", [(n, "sgd") for n in ALL] + [
-    ("pazo_m", "adam"), ("pazo_p", "adam"), ("pazo_s", "adam"), ("gep", "adam")])
+@pytest.mark.parametrize(
+  "name,opt",
+  [(n, "sgd") for n in ALL]
+  + [
+    ("pazo_m", "adam"),
+    ("pazo_p", "adam"),
+    ("pazo_s", "adam"),
+    ("gep", "adam"),
+  ],
+)
 def test_jitted_chain_composes_and_descends(name, opt):
   if name in ("dpmd", "dope_sgd", "gep"):
     kw = dict(noise_multiplier=0.01)
-    kw.update(dict(embedding_clip=10.0, residual_clip=10.0) if name == "gep"
-              else dict(clip=10.0))
+    kw.update(
+      dict(embedding_clip=10.0, residual_clip=10.0)
+      if name == "gep"
+      else dict(clip=10.0)
+    )
   elif name == "pazo_s":
     kw = dict(clip=100.0, noise_multiplier=0.01, learning_rate=0.05)
   else:
@@ -651,9 +936,14 @@ def test_jitted_chain_composes_and_descends(name, opt):
 
   @jax.jit
   def step(params, state):
-    updates, state = tx.update(jax.tree.map(jnp.zeros_like, params), state,
-                               params, per_example_loss=quadratic_loss,
-                               batch=BATCH, **extra)
+    updates, state = tx.update(
+      jax.tree.map(jnp.zeros_like, params),
+      state,
+      params,
+      per_example_loss=quadratic_loss,
+      batch=BATCH,
+      **extra,
+    )
     return optax.apply_updates(params, updates), state
 
   mean_loss = lambda p: float(jnp.mean(batched_quadratic(p, BATCH)))
@@ -671,32 +961,47 @@ def test_key_determinism_and_batched_loss(name):
   # Two inits with the same test-noise seed give the same noise key.
   est = _make(name, direction_key=3, insecure_test_noise_seed=3)
   call = dict(batch=BATCH, **_public(name))
-  g1, s1 = est.update(None, est.init(X0), X0, per_example_loss=quadratic_loss, **call)
-  g2, _ = est.update(None, est.init(X0), X0, batched_loss=batched_quadratic,
-                     unknown_arg=1, **call)
+  g1, s1 = est.update(
+    None, est.init(X0), X0, per_example_loss=quadratic_loss, **call
+  )
+  g2, _ = est.update(
+    None,
+    est.init(X0),
+    X0,
+    batched_loss=batched_quadratic,
+    unknown_arg=1,
+    **call,
+  )
   np.testing.assert_allclose(_flat(g1), _flat(g2), rtol=1e-5, atol=1e-6)
   g3, _ = est.update(None, s1, X0, per_example_loss=quadratic_loss, **call)
-  if name != "pazo_s":   # PAZO-S may pick the same public gradient again
+  if name != "pazo_s":  # PAZO-S may pick the same public gradient again
     assert not np.allclose(_flat(g1), _flat(g3))
 
 
-@pytest.mark.parametrize("name", ["pazo_m", "pazo_p", "pazo_s", "dope_sgd", "gep"])
+@pytest.mark.parametrize(
+  "name", ["pazo_m", "pazo_p", "pazo_s", "dope_sgd", "gep"]
+)
 def test_padding_contributes_nothing(name):
   est = _make(name)
-  state = est.init(X0)   # one state: both calls use the same keys
+  state = est.init(X0)  # one state: both calls use the same keys
   garbage = jnp.concatenate([BATCH[:5], jnp.full((3, D), jnp.nan)], 0)
   garbage = garbage.at[6].set(1e30)
   call = dict(per_example_loss=quadratic_loss, **_public(name))
-  padded, _ = est.update(None, state, X0, batch=garbage,
-                         mask=jnp.arange(8) < 5, **call)
+  padded, _ = est.update(
+    None, state, X0, batch=garbage, mask=jnp.arange(8) < 5, **call
+  )
   trimmed, _ = est.update(None, state, X0, batch=BATCH[:5], **call)
-  np.testing.assert_allclose(_flat(padded), _flat(trimmed), rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(
+    _flat(padded), _flat(trimmed), rtol=1e-5, atol=1e-6
+  )
 
 
 # -------------------------------------------------------------- bad input
 
 
-@pytest.mark.parametrize("make,match", [
+@pytest.mark.parametrize(
+  "make,match",
+  [
     (lambda: _make("pazo_m", alpha=-0.1), "alpha"),
     (lambda: _make("pazo_m", alpha=1.5), "alpha"),
     (lambda: _make("pazo_m", num_queries=0), "num_queries"),
@@ -704,22 +1009,33 @@ def test_padding_contributes_nothing(name):
     (lambda: _make("pazo_p", num_public_batches=0), "num_public_batches"),
     (lambda: _make("pazo_p", orthonormalize="yes"), "orthonormalize"),
     (lambda: _make("pazo_s", num_public_batches=0), "num_public_batches"),
-    (lambda: _make("pazo_s", candidate_noise_scale=-1.0), "candidate_noise_scale"),
+    (
+      lambda: _make("pazo_s", candidate_noise_scale=-1.0),
+      "candidate_noise_scale",
+    ),
     (lambda: _make("pazo_s", learning_rate=0.0), "learning_rate"),
     (lambda: _make("pazo_s", extra_candidate=1), "extra_candidate"),
     (lambda: _make("dpmd", num_steps=0), "num_steps"),
     (lambda: _make("dope_sgd", clip=0.0), "clip"),
-    (lambda: _make("gep", noise_multiplier=1.0, embedding_noise_multiplier=1.0), "either"),
+    (
+      lambda: _make(
+        "gep", noise_multiplier=1.0, embedding_noise_multiplier=1.0
+      ),
+      "either",
+    ),
     (lambda: _make("gep", noise_multiplier=None), "needs noise_multiplier"),
     (lambda: _make("gep", num_bases=0), "num_bases"),
     (lambda: _make("pazo_m", noise_multiplier=0.0), "noise_multiplier"),
-])
+  ],
+)
 def test_bad_hyperparameters_fail_at_construction(make, match):
   with pytest.raises(ValueError, match=match):
     make()
 
 
-@pytest.mark.parametrize("name,extra,match", [
+@pytest.mark.parametrize(
+  "name,extra,match",
+  [
     ("pazo_m", dict(), "public_batch="),
     ("pazo_m", dict(public_batch={"x": PUB}), "structure"),
     ("pazo_m", dict(public_batch=PUB[:, :4]), "per-example shape"),
@@ -733,21 +1049,40 @@ def test_bad_hyperparameters_fail_at_construction(make, match):
     ("dpmd", dict(), "public_batch="),
     ("gep", dict(), "public_batch="),
     ("dope_sgd", dict(public_batches=PUBS), "public_batch="),
-])
+  ],
+)
 def test_bad_public_data_fails_at_first_call(name, extra, match):
   est = _make(name)
   with pytest.raises(ValueError, match=match):
-    est.update(None, est.init(X0), X0, per_example_loss=quadratic_loss,
-               batch=BATCH, **extra)
+    est.update(
+      None,
+      est.init(X0),
+      X0,
+      per_example_loss=quadratic_loss,
+      batch=BATCH,
+      **extra,
+    )
 
 
 def test_too_many_public_directions_for_the_dimension():
   pubs = jnp.stack([PUB + j for j in range(D + 1)])
   est = _make("pazo_p", num_public_batches=D + 1)
   with pytest.raises(ValueError, match="orthonormalize"):
-    est.update(None, est.init(X0), X0, per_example_loss=quadratic_loss,
-               batch=BATCH, public_batches=pubs)
+    est.update(
+      None,
+      est.init(X0),
+      X0,
+      per_example_loss=quadratic_loss,
+      batch=BATCH,
+      public_batches=pubs,
+    )
   est = _make("gep", num_bases=D + 1)
   with pytest.raises(ValueError, match="num_bases"):
-    est.update(None, est.init(X0), X0, per_example_loss=quadratic_loss,
-               batch=BATCH, public_batch=PUB)
+    est.update(
+      None,
+      est.init(X0),
+      X0,
+      per_example_loss=quadratic_loss,
+      batch=BATCH,
+      public_batch=PUB,
+    )

@@ -7,33 +7,51 @@ import sys
 import pytest
 
 from configs import default
-from experiments import train
-from experiments import workdir
+from experiments import train, workdir
 
 
 def _run(*args, check=False):
   return subprocess.run(
-      [sys.executable, "-m", "experiments.run", "--config", "configs/default.py",
-       "--config.num_steps=5", "--config.eval_every=0", *args],
-      capture_output=True, text=True, check=check, timeout=300)
+    [
+      sys.executable,
+      "-m",
+      "experiments.run",
+      "--config",
+      "configs/default.py",
+      "--config.num_steps=5",
+      "--config.eval_every=0",
+      *args,
+    ],
+    capture_output=True,
+    text=True,
+    check=check,
+    timeout=300,
+  )
 
 
 def test_overrides_none_noise_multiplier_estimator_switch_and_optimizer():
-  out = _run("--config.target_epsilon=None", "--config.noise_multiplier=2.5",
-             "--config.optimizer=adamw", "--config.schedule=cosine_decay_schedule",
-             check=True).stdout
+  out = _run(
+    "--config.target_epsilon=None",
+    "--config.noise_multiplier=2.5",
+    "--config.optimizer=adamw",
+    "--config.schedule=cosine_decay_schedule",
+    check=True,
+  ).stdout
   assert "multiplier 2.5" in out and "set by noise_multiplier" in out
   out = _run("--config.estimator=mezo", check=True).stdout
   assert "does not take clip" in out and "estimator: mezo" in out
 
 
-@pytest.mark.parametrize("args,needle", [
+@pytest.mark.parametrize(
+  "args,needle",
+  [
     (("--config.estimator=dpzer0",), "did you mean 'dpzero'"),
     (("--config.optimizer=adamm",), "Unknown optimizer"),
     (("--config.estimator_kwargs.clipp=1",), "does not take 'clipp'"),
     (("--config.nosie=1",), "unknown config field"),
     (("--config.epsilon_budget=0.5", "--config.num_steps=4000"), "fit"),
-])
+  ],
+)
 def test_user_errors_are_one_paragraph_without_traceback(args, needle):
   r = _run(*args)
   assert r.returncode == 2
@@ -42,16 +60,24 @@ def test_user_errors_are_one_paragraph_without_traceback(args, needle):
   assert "--debug" in r.stderr
 
 
-def test_a_changed_config_is_refused_on_resume_and_the_ledger_is_untouched(tmp_path):
+def test_a_changed_config_is_refused_on_resume_and_the_ledger_is_untouched(
+  tmp_path,
+):
   c = default.get_config()
   c.num_steps, c.eval_every, c.checkpoint_every = 40, 0, 20
   c.workdir = str(tmp_path)
   train.train(c, progress=False, stop_after=20)
-  ckpt_ledger = (tmp_path / "checkpoints" / "20" / "manifest" / "metadata").read_text()
+  ckpt_ledger = (
+    tmp_path / "checkpoints" / "20" / "manifest" / "metadata"
+  ).read_text()
   c.learning_rate = 0.5
-  with pytest.raises(workdir.ConfigMismatchError, match="learning_rate: 0.02 -> 0.5"):
+  with pytest.raises(
+    workdir.ConfigMismatchError, match="learning_rate: 0.02 -> 0.5"
+  ):
     train.train(c, progress=False)
-  assert (tmp_path / "checkpoints" / "20" / "manifest" / "metadata").read_text() == ckpt_ledger
+  assert (
+    tmp_path / "checkpoints" / "20" / "manifest" / "metadata"
+  ).read_text() == ckpt_ledger
   recorded = json.loads((tmp_path / "config.json").read_text())
   assert recorded["config"]["learning_rate"] == 0.02
   c.resume = "force"

@@ -7,8 +7,7 @@ import os
 import pytest
 
 from configs import default
-from experiments import checkpointing
-from experiments import train
+from experiments import checkpointing, train
 from zoprivacy import accounting
 
 
@@ -27,15 +26,21 @@ def test_resume_ends_exactly_where_an_uninterrupted_run_does(tmp_path):
   # Reproducible test noise, so that two separate runs can be compared.
   test = dict(insecure_test_noise=True)
   full = train.train(_small_config(tmp_path / "full", **test), progress=False)
-  part = train.train(_small_config(tmp_path / "resumed", **test),
-                     progress=False, stop_after=150)
+  part = train.train(
+    _small_config(tmp_path / "resumed", **test),
+    progress=False,
+    stop_after=150,
+  )
   assert part["interrupted_at"] == 150
-  resumed = train.train(_small_config(tmp_path / "resumed", **test),
-                        progress=False)
+  resumed = train.train(
+    _small_config(tmp_path / "resumed", **test), progress=False
+  )
   assert resumed["params_sha256"] == full["params_sha256"]
   assert resumed["epsilon"] == full["epsilon"]
   assert resumed["test_accuracy"] == full["test_accuracy"]
-  ledger = accounting.PrivacyLedger.load(tmp_path / "resumed" / "privacy_ledger.json")
+  ledger = accounting.PrivacyLedger.load(
+    tmp_path / "resumed" / "privacy_ledger.json"
+  )
   assert ledger.num_steps == 300
   rows = [json.loads(l) for l in open(tmp_path / "resumed" / "metrics.jsonl")]
   assert [r["step"] for r in rows] == [0, 100, 200, 300]
@@ -43,16 +48,23 @@ def test_resume_ends_exactly_where_an_uninterrupted_run_does(tmp_path):
 
 
 def test_budget_refuses_the_step_that_would_exceed_it(tmp_path):
-  c = _small_config(tmp_path, epsilon_budget=1.0)   # the run needs epsilon 2
+  c = _small_config(tmp_path, epsilon_budget=1.0)  # the run needs epsilon 2
   with pytest.raises(accounting.PrivacyBudgetExceededError, match="budget"):
     train.train(c, progress=False)
 
 
 def test_corrupt_checkpoint_is_reported(tmp_path):
-  train.train(_small_config(tmp_path, num_steps=200), progress=False, stop_after=100)
-  data_files = [f for f in glob.glob(str(tmp_path / "checkpoints" / "100" / "state" / "**"),
-                                     recursive=True)
-                if os.path.isfile(f) and "/d/" in f]
+  train.train(
+    _small_config(tmp_path, num_steps=200), progress=False, stop_after=100
+  )
+  data_files = [
+    f
+    for f in glob.glob(
+      str(tmp_path / "checkpoints" / "100" / "state" / "**"),
+      recursive=True,
+    )
+    if os.path.isfile(f) and "/d/" in f
+  ]
   assert data_files
   for f in data_files:
     with open(f, "r+b") as fh:
@@ -72,17 +84,22 @@ def test_shuffling_is_rejected_for_private_estimators(tmp_path):
 
 
 def test_tampered_ledger_in_checkpoint_is_reported(tmp_path):
-  train.train(_small_config(tmp_path, num_steps=200), progress=False, stop_after=100)
+  train.train(
+    _small_config(tmp_path, num_steps=200), progress=False, stop_after=100
+  )
   path = tmp_path / "checkpoints" / "100" / "manifest" / "metadata"
   manifest = json.loads(path.read_text())
-  manifest["ledger"]["segments"][0]["num_steps"] = 10     # under-report spending
+  manifest["ledger"]["segments"][0]["num_steps"] = 10  # under-report spending
   path.write_text(json.dumps(manifest))
   with pytest.raises(checkpointing.CorruptCheckpointError, match="ledger"):
     train.train(_small_config(tmp_path, num_steps=200), progress=False)
 
 
-def test_poisson_from_a_loader_that_cannot_provide_it_is_rejected(tmp_path, monkeypatch):
+def test_poisson_from_a_loader_that_cannot_provide_it_is_rejected(
+  tmp_path, monkeypatch
+):
   from experiments import tasks
+
   digits = tasks.TASKS["digits"]
 
   def streamed_digits(config):

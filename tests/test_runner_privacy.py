@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from configs import default
-from experiments import checkpointing
-from experiments import train
+from experiments import checkpointing, train
 from zoprivacy import accounting
 from zoprivacy.estimators import registry
 
@@ -30,8 +29,13 @@ def _config(workdir=None, **overrides):
 def _checkpoint_secret(workdir, step):
   ckpt = checkpointing.Checkpointer(os.path.join(workdir, "checkpoints"))
   import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
-  raw = ckpt._manager.restore(step, args=ocp.args.Composite(  # pylint: disable=protected-access
-      state=ocp.args.StandardRestore()))["state"]
+
+  raw = ckpt._manager.restore(
+    step,
+    args=ocp.args.Composite(  # pylint: disable=protected-access
+      state=ocp.args.StandardRestore()
+    ),
+  )["state"]
   ckpt.close()
   return raw
 
@@ -49,13 +53,14 @@ def test_nothing_written_besides_the_checkpoint_holds_the_secrets(tmp_path):
   leaves = [np.asarray(v) for v in stored.values()]
   secret = [x for x in leaves if x.dtype == np.uint8 and x.shape == (32,)]
   rbg = [x for x in leaves if x.dtype == np.uint32 and x.shape == (4,)]
-  assert len(secret) == 1 and len(rbg) == 1      # the test has teeth
+  assert len(secret) == 1 and len(rbg) == 1  # the test has teeth
   needles = []
   for arr in secret + rbg:
     raw = arr.tobytes()
     needles += [raw, raw.hex().encode(), raw.hex().upper().encode()]
-    needles += [str(int(w)).encode() for w in arr.view(np.uint32)
-                if int(w) > 10**6]
+    needles += [
+      str(int(w)).encode() for w in arr.view(np.uint32) if int(w) > 10**6
+    ]
     needles.append(json.dumps(arr.tolist()).encode())
   for root, _, files in os.walk(tmp_path):
     if "checkpoints" in root.split(os.sep):
@@ -80,7 +85,7 @@ def test_a_checkpoint_without_its_secret_is_refused(tmp_path):
   train.train(c, progress=False, stop_after=30)
   path = tmp_path / "checkpoints" / "30" / "manifest" / "metadata"
   manifest = json.loads(path.read_text())
-  manifest["num_leaves"] -= 1     # as written by a state without the secret
+  manifest["num_leaves"] -= 1  # as written by a state without the secret
   path.write_text(json.dumps(manifest))
   with pytest.raises(checkpointing.CorruptCheckpointError, match="secret"):
     train.train(_config(tmp_path), progress=False)
@@ -88,10 +93,19 @@ def test_a_checkpoint_without_its_secret_is_refused(tmp_path):
 
 def test_insecure_test_noise_with_a_budget_needs_test_run():
   with pytest.raises(ValueError, match="not private"):
-    train.train(_config(insecure_test_noise=True, epsilon_budget=5.0),
-                progress=False)
-  r = train.train(_config(insecure_test_noise=True, epsilon_budget=5.0,
-                          test_run=True, num_steps=10), progress=False)
+    train.train(
+      _config(insecure_test_noise=True, epsilon_budget=5.0),
+      progress=False,
+    )
+  r = train.train(
+    _config(
+      insecure_test_noise=True,
+      epsilon_budget=5.0,
+      test_run=True,
+      num_steps=10,
+    ),
+    progress=False,
+  )
   assert not r["private"] and "NOT PRIVATE" in train.format_report(r)
 
 
@@ -114,9 +128,16 @@ def test_noise_multiplier_override_wins_over_the_target():
 
 
 def _registry_config(name, workdir):
-  c = _config(workdir, num_steps=12, checkpoint_every=6, dataset="digits_public",
-              public="stratified4", public_batch_size=16,
-              insecure_test_noise=True, check_per_example=False)
+  c = _config(
+    workdir,
+    num_steps=12,
+    checkpoint_every=6,
+    dataset="digits_public",
+    public="stratified4",
+    public_batch_size=16,
+    insecure_test_noise=True,
+    check_per_example=False,
+  )
   c.estimator = name
   c.estimator_kwargs = dict(registry.get(name).defaults)
   # An estimator that runs only under some settings (a task whose loss
@@ -132,20 +153,29 @@ def _registry_config(name, workdir):
   c.target_epsilon = None
   # Full-batch steps have no amplification by sampling: more noise for an
   # epsilon in the same range.
-  c.noise_multiplier = ((3.0 if c.sampling == "poisson" else 10.0)
-                        if registry.get(name).private else None)
+  c.noise_multiplier = (
+    (3.0 if c.sampling == "poisson" else 10.0)
+    if registry.get(name).private
+    else None
+  )
   return c
 
 
 @pytest.mark.parametrize("name", sorted(registry.names()))
-def test_every_estimator_resumes_exactly_and_reports_one_epsilon(name, tmp_path):
+def test_every_estimator_resumes_exactly_and_reports_one_epsilon(
+  name, tmp_path
+):
   """Interrupted at a random step and resumed == uninterrupted (bit for bit);
   plan epsilon == ledger epsilon == result.json epsilon == printed."""
-  stop = int(np.random.default_rng(sorted(registry.names()).index(name))
-             .integers(1, 12))
+  stop = int(
+    np.random.default_rng(sorted(registry.names()).index(name)).integers(1, 12)
+  )
   full = train.train(_registry_config(name, tmp_path / "full"), progress=False)
-  part = train.train(_registry_config(name, tmp_path / "resumed"),
-                     progress=False, stop_after=stop)
+  part = train.train(
+    _registry_config(name, tmp_path / "resumed"),
+    progress=False,
+    stop_after=stop,
+  )
   assert part["interrupted_at"] == stop
   r = train.train(_registry_config(name, tmp_path / "resumed"), progress=False)
   assert r["num_steps"] == 12
@@ -156,19 +186,34 @@ def test_every_estimator_resumes_exactly_and_reports_one_epsilon(name, tmp_path)
     assert saved["epsilon"] in ("inf", float("inf"))
     return
   from zoprivacy.privacy import PrivacyPlan  # pylint: disable=g-import-not-at-top
+
   plan = PrivacyPlan.from_dict(saved["privacy_plan"])
   ledger = accounting.PrivacyLedger.load(
-      tmp_path / "resumed" / "privacy_ledger.json")
-  assert plan.epsilon(12) == ledger.epsilon() == saved["epsilon"] == r["epsilon"]
+    tmp_path / "resumed" / "privacy_ledger.json"
+  )
+  assert (
+    plan.epsilon(12) == ledger.epsilon() == saved["epsilon"] == r["epsilon"]
+  )
   assert f"{r['epsilon']:.4f}" in train.format_report(r)
   assert 0 < r["epsilon"] < 10
 
 
 def test_main_command_prints_accuracy_and_epsilon(tmp_path):
   out = subprocess.run(
-      [sys.executable, "-m", "experiments.run", "--config",
-       "configs/default.py", "--config.num_steps=50", "--config.eval_every=0"],
-      capture_output=True, text=True, check=True, timeout=300)
+    [
+      sys.executable,
+      "-m",
+      "experiments.run",
+      "--config",
+      "configs/default.py",
+      "--config.num_steps=50",
+      "--config.eval_every=0",
+    ],
+    capture_output=True,
+    text=True,
+    check=True,
+    timeout=300,
+  )
   assert "test accuracy:" in out.stdout
   assert "(epsilon, delta) = (" in out.stdout
   assert "exact integer noise" in out.stdout
@@ -178,13 +223,15 @@ def test_runner_refuses_a_loss_that_mixes_examples(monkeypatch):
   """Checked once at start-up, on synthetic inputs, before any private step."""
   from experiments import tasks  # pylint: disable=g-import-not-at-top
   from zoprivacy import per_example_check  # pylint: disable=g-import-not-at-top
+
   digits = tasks.TASKS["digits"]
 
   def batch_normalized_digits(config):
     task = digits(config)
     inner = task.batched_loss
     task.batched_loss = lambda p, f, b: (lambda l: l / (l.mean() + 1.0))(
-        inner(p, f, b))
+      inner(p, f, b)
+    )
     return task
 
   monkeypatch.setitem(tasks.TASKS, "bn_digits", batch_normalized_digits)

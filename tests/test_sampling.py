@@ -16,10 +16,12 @@ def test_poisson_inclusion_is_bernoulli_p():
   steps = 2000
   for t in range(steps):
     idx = s.batch_indices(t)
-    assert idx.indices.shape == (s.capacity,) and idx.mask.shape == (s.capacity,)
+    assert idx.indices.shape == (s.capacity,) and idx.mask.shape == (
+      s.capacity,
+    )
     real = idx.indices[idx.mask]
-    assert len(np.unique(real)) == len(real)          # no duplicates
-    assert np.all(idx.mask[:len(real)]) and not np.any(idx.mask[len(real):])
+    assert len(np.unique(real)) == len(real)  # no duplicates
+    assert np.all(idx.mask[: len(real)]) and not np.any(idx.mask[len(real) :])
     counts[real] += 1
     sizes.append(len(real))
   p = b / n
@@ -35,18 +37,24 @@ def test_poisson_inclusion_is_bernoulli_p():
 def test_poisson_is_a_pure_function_of_secret_and_step():
   a = sampling.PoissonSampler(1000, 16)
   b = sampling.PoissonSampler(1000, 16, secret=a.secret)
-  c = sampling.PoissonSampler(1000, 16)     # a fresh secret
-  np.testing.assert_array_equal(a.batch_indices(17).indices, b.batch_indices(17).indices)
+  c = sampling.PoissonSampler(1000, 16)  # a fresh secret
+  np.testing.assert_array_equal(
+    a.batch_indices(17).indices, b.batch_indices(17).indices
+  )
   # Resume: step 17 does not depend on having drawn steps 0..16.
   for t in range(17):
     a.batch_indices(t)
-  np.testing.assert_array_equal(a.batch_indices(17).mask, b.batch_indices(17).mask)
-  assert not np.array_equal(a.batch_indices(5).indices, c.batch_indices(5).indices)
+  np.testing.assert_array_equal(
+    a.batch_indices(17).mask, b.batch_indices(17).mask
+  )
+  assert not np.array_equal(
+    a.batch_indices(5).indices, c.batch_indices(5).indices
+  )
 
 
 def test_poisson_overflow_grows_capacity_instead_of_dropping():
   s = sampling.PoissonSampler(100, 50)
-  s.capacity = 8          # force an overflow
+  s.capacity = 8  # force an overflow
   with pytest.warns(UserWarning, match="exceeds the padded capacity"):
     idx = s.batch_indices(0)
   assert idx.mask.sum() > 8 and s.capacity >= idx.mask.sum()
@@ -72,11 +80,15 @@ def test_bad_sampler_arguments():
 
 
 def test_padding_rows_are_zeros_not_copies_of_real_examples():
-  data = (np.arange(1, 101, dtype=np.float32)[:, None] * np.ones((1, 3)),
-          np.arange(1, 101))
+  data = (
+    np.arange(1, 101, dtype=np.float32)[:, None] * np.ones((1, 3)),
+    np.arange(1, 101),
+  )
   s = sampling.PoissonSampler(100, 10)
   idx = s.batch_indices(0)
   batch = sampling.padded_batch(data, idx)
-  assert np.all(batch.data[0][~idx.mask] == 0) and np.all(batch.data[1][~idx.mask] == 0)
+  assert np.all(batch.data[0][~idx.mask] == 0) and np.all(
+    batch.data[1][~idx.mask] == 0
+  )
   assert np.all(batch.data[1][idx.mask] == data[1][idx.indices[idx.mask]])
-  assert idx.mask.sum() < len(idx.mask)     # there is padding to check
+  assert idx.mask.sum() < len(idx.mask)  # there is padding to check

@@ -16,15 +16,24 @@ HERE = os.path.dirname(__file__)
 def test_sharded_dpzero_step_matches_single_device():
   env = dict(os.environ)
   env["PYTHONPATH"] = os.pathsep.join(
-      [os.path.dirname(HERE), env.get("PYTHONPATH", "")])
-  out = subprocess.run([sys.executable, os.path.join(HERE, "sharded_step_check.py")],
-                       capture_output=True, text=True, env=env, timeout=300, check=True)
+    [os.path.dirname(HERE), env.get("PYTHONPATH", "")]
+  )
+  out = subprocess.run(
+    [sys.executable, os.path.join(HERE, "sharded_step_check.py")],
+    capture_output=True,
+    text=True,
+    env=env,
+    timeout=300,
+    check=True,
+  )
   result = json.loads(out.stdout.strip().splitlines()[-1])
   assert result["num_params"] > 1000
-  for case, mechanism, reduced in ((result, "gaussian", "f32"),
-                                   (result["exact"], "discrete_gaussian", "s32")):
+  for case, mechanism, reduced in (
+    (result, "gaussian", "f32"),
+    (result["exact"], "discrete_gaussian", "s32"),
+  ):
     assert case["mechanism"] == mechanism, case
-    assert case["max_abs_update"] > 1e-3, case    # the step moved the params
+    assert case["max_abs_update"] > 1e-3, case  # the step moved the params
     # Same state (same public direction key and secret noise key) and, for
     # exact noise, the same integer noise => same direction and noise; only
     # the order of the batch reduction differs across devices. Tolerance:
@@ -35,5 +44,7 @@ def test_sharded_dpzero_step_matches_single_device():
     # scalar, never a parameter-sized tensor.
     assert case["collectives"], case
     assert all(kind == "all-reduce" for kind, _ in case["collectives"]), case
-    assert all(shape.startswith(reduced) for _, shape in case["collectives"]), case
+    assert all(shape.startswith(reduced) for _, shape in case["collectives"]), (
+      case
+    )
     assert max(case["collective_sizes"]) == 1, case

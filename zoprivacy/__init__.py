@@ -12,43 +12,53 @@ Estimators are optax transformations that go first in a chain:
     epsilon = plan.epsilon(num_steps=T, delta=1e-5)
 """
 
-from zoprivacy import clipping
-from zoprivacy import directions
-from zoprivacy import hidden_state
-from zoprivacy import mechanisms
-from zoprivacy import projection
-from zoprivacy import queries
-from zoprivacy import privacy
-from zoprivacy.estimators import ESTIMATORS
-from zoprivacy.estimators import EstimatorState
-from zoprivacy.estimators import PrivateEstimator
-from zoprivacy.estimators import registry
-from zoprivacy.estimators import dope_sgd
-from zoprivacy.estimators import dp_sgd
-from zoprivacy.estimators import dp_zo
-from zoprivacy.estimators import dpgd_zeroth
-from zoprivacy.estimators import dpmd
-from zoprivacy.estimators import dpzero
-from zoprivacy.estimators import gep
-from zoprivacy.estimators import mezo
-from zoprivacy.estimators import noisy_zogd
-from zoprivacy.estimators import noisy_zogd_chain
-from zoprivacy.estimators import pazo_m
-from zoprivacy.estimators import pazo_p
-from zoprivacy.estimators import pazo_s
-
-from zoprivacy.privacy import ExactNoiseSource
-from zoprivacy.privacy import PrivacyPlan
-from zoprivacy.privacy import find_plan
+from zoprivacy import (
+  clipping,
+  directions,
+  hidden_state,
+  mechanisms,
+  privacy,
+  projection,
+  queries,
+)
+from zoprivacy.estimators import (
+  ESTIMATORS,
+  EstimatorState,
+  PrivateEstimator,
+  dope_sgd,
+  dp_sgd,
+  dp_zo,
+  dpgd_zeroth,
+  dpmd,
+  dpzero,
+  gep,
+  mezo,
+  noisy_zogd,
+  noisy_zogd_chain,
+  pazo_m,
+  pazo_p,
+  pazo_s,
+  registry,
+)
+from zoprivacy.privacy import ExactNoiseSource, PrivacyPlan, find_plan
 
 # Hyperparameters that fix the privacy plan: static, never injected. Pass
 # them in ``optax.inject_hyperparams(..., static_args=...)``.
 PRIVACY_HYPERPARAMETERS = (
-    "clip", "noise_multiplier", "expected_batch_size", "dataset_size",
-    "num_queries", "num_public_batches", "grid_points", "embedding_clip",
-    "residual_clip", "embedding_noise_multiplier",
-    "residual_noise_multiplier", "insecure_test_noise_seed", "exact_noise")
-
+  "clip",
+  "noise_multiplier",
+  "expected_batch_size",
+  "dataset_size",
+  "num_queries",
+  "num_public_batches",
+  "grid_points",
+  "embedding_clip",
+  "residual_clip",
+  "embedding_noise_multiplier",
+  "residual_noise_multiplier",
+  "insecure_test_noise_seed",
+  "exact_noise",
+)
 
 
 def static_args(factory) -> tuple[str, ...]:
@@ -60,9 +70,11 @@ def static_args(factory) -> tuple[str, ...]:
       )(clip=1.0, noise_multiplier=2.0, smoothing=1e-3, ...)
   """
   import inspect  # pylint: disable=g-import-not-at-top
+
   names = inspect.signature(factory).parameters
-  return tuple(a for a in PRIVACY_HYPERPARAMETERS + ("direction_key",)
-               if a in names)
+  return tuple(
+    a for a in PRIVACY_HYPERPARAMETERS + ("direction_key",) if a in names
+  )
 
 
 __version__ = "0.2.0"

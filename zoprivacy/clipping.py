@@ -38,8 +38,12 @@ def clip_scalars(values: jax.Array, threshold) -> jax.Array:
   return jnp.where(jnp.isnan(values), jnp.zeros_like(values), clipped)
 
 
-def two_point_scalar(f_plus: jax.Array, f_minus: jax.Array, smoothing: float,
-                     clip_target: ClipTarget) -> jax.Array:
+def two_point_scalar(
+  f_plus: jax.Array,
+  f_minus: jax.Array,
+  smoothing: float,
+  clip_target: ClipTarget,
+) -> jax.Array:
   """The per-example scalar a zeroth-order threshold applies to.
 
   ``finite_difference``: ``(f_plus - f_minus) / (2 smoothing)`` (DPZero eq. (2)).
@@ -51,11 +55,13 @@ def two_point_scalar(f_plus: jax.Array, f_minus: jax.Array, smoothing: float,
   if clip_target == "raw_difference":
     return diff
   raise ValueError(
-      f"Unknown clip_target {clip_target!r}; choose one of {CLIP_TARGETS}.")
+    f"Unknown clip_target {clip_target!r}; choose one of {CLIP_TARGETS}."
+  )
 
 
-def to_directional_derivative(value: jax.Array, smoothing: float,
-                              clip_target: ClipTarget) -> jax.Array:
+def to_directional_derivative(
+  value: jax.Array, smoothing: float, clip_target: ClipTarget
+) -> jax.Array:
   """Converts a (noisy, averaged) clipped scalar to a directional derivative.
 
   The inverse scaling of :func:`two_point_scalar`: DP-ZO Alg. 1 lines 13/15
@@ -76,11 +82,14 @@ def clip_tree_per_example(per_example_tree, threshold):
   leaves = jax.tree.leaves(per_example_tree)
   batch = leaves[0].shape[0]
   sq_norms = sum(
-      jnp.sum(jnp.square(x.reshape(batch, -1).astype(jnp.float32)), axis=1)
-      for x in leaves)
+    jnp.sum(jnp.square(x.reshape(batch, -1).astype(jnp.float32)), axis=1)
+    for x in leaves
+  )
   norms = jnp.sqrt(sq_norms)
   finite = jnp.isfinite(norms)
-  factor = jnp.where(finite, jnp.minimum(1.0, threshold / jnp.maximum(norms, 1e-30)), 0.0)
+  factor = jnp.where(
+    finite, jnp.minimum(1.0, threshold / jnp.maximum(norms, 1e-30)), 0.0
+  )
 
   def scale(x):
     f = factor.reshape((batch,) + (1,) * (x.ndim - 1)).astype(x.dtype)

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Callable, Literal, Union
+from collections.abc import Callable
+from typing import Literal
 
 import jax
 import jax.flatten_util
@@ -36,7 +37,7 @@ import jax.numpy as jnp
 
 PyTree = object
 Sampler = Callable[[jax.Array, PyTree], PyTree]
-SphereRadius = Union[Literal["sqrt_dim", "quarter_power_dim"], float]
+SphereRadius = Literal["sqrt_dim", "quarter_power_dim"] | float
 
 # Samplers of one direction shaped like ``params``.
 DIRECTION_NAMES = ("gaussian", "sphere", "sphere_quarter", "rademacher")
@@ -62,8 +63,8 @@ def gaussian(key: jax.Array, params: PyTree) -> PyTree:
   """
   keys, leaves, treedef = _leaf_keys(key, params)
   out = [
-      jax.random.normal(k, jnp.shape(x), jnp.result_type(x))
-      for k, x in zip(keys, leaves)
+    jax.random.normal(k, jnp.shape(x), jnp.result_type(x))
+    for k, x in zip(keys, leaves)
   ]
   return jax.tree.unflatten(treedef, out)
 
@@ -77,8 +78,8 @@ def rademacher(key: jax.Array, params: PyTree) -> PyTree:
   """
   keys, leaves, treedef = _leaf_keys(key, params)
   out = [
-      jax.random.rademacher(k, jnp.shape(x), jnp.result_type(x))
-      for k, x in zip(keys, leaves)
+    jax.random.rademacher(k, jnp.shape(x), jnp.result_type(x))
+    for k, x in zip(keys, leaves)
   ]
   return jax.tree.unflatten(treedef, out)
 
@@ -93,18 +94,20 @@ def sphere_radius(radius: SphereRadius, dim: int) -> float:
   if radius == "sqrt_dim":
     return math.sqrt(dim)
   if radius == "quarter_power_dim":
-    return dim ** 0.25
+    return dim**0.25
   if isinstance(radius, str):
     raise ValueError(
-        f"Unknown sphere radius {radius!r}; use 'sqrt_dim', "
-        "'quarter_power_dim' or a positive float.")
+      f"Unknown sphere radius {radius!r}; use 'sqrt_dim', "
+      "'quarter_power_dim' or a positive float."
+    )
   if not radius > 0:
     raise ValueError(f"Sphere radius must be positive, got {radius}.")
   return float(radius)
 
 
-def sphere(key: jax.Array, params: PyTree,
-           radius: SphereRadius = "sqrt_dim") -> PyTree:
+def sphere(
+  key: jax.Array, params: PyTree, radius: SphereRadius = "sqrt_dim"
+) -> PyTree:
   """Uniform direction on the sphere ``r S^{d-1}`` over the whole pytree.
 
   Marsaglia's method, as in DPZero Sec. 2: ``u = r z / ||z||`` with
@@ -112,8 +115,9 @@ def sphere(key: jax.Array, params: PyTree,
   """
   z = gaussian(key, params)
   r = sphere_radius(radius, tree_size(params))
-  sq_norm = sum(jnp.sum(jnp.square(x.astype(jnp.float32)))
-                for x in jax.tree.leaves(z))
+  sq_norm = sum(
+    jnp.sum(jnp.square(x.astype(jnp.float32))) for x in jax.tree.leaves(z)
+  )
   scale = r * jax.lax.rsqrt(sq_norm)
   return jax.tree.map(lambda x: (x * scale).astype(x.dtype), z)
 
@@ -136,8 +140,8 @@ def stiefel(key: jax.Array, params: PyTree, num_directions: int) -> PyTree:
   dim = flat.shape[0]
   if num_directions > dim:
     raise ValueError(
-        f"Cannot draw {num_directions} orthonormal directions in dimension "
-        f"{dim}.")
+      f"Cannot draw {num_directions} orthonormal directions in dimension {dim}."
+    )
   gauss = jax.random.normal(key, (dim, num_directions), jnp.float32)
   q, r = jnp.linalg.qr(gauss, mode="reduced")
   signs = jnp.sign(jnp.diagonal(r))
@@ -162,8 +166,9 @@ def get_sampler(name: str, num_directions: int | None = None) -> Sampler:
     return functools.partial(stiefel, num_directions=int(k))
   if num_directions is not None:
     raise ValueError(
-        f"num_directions applies to {BLOCK_DIRECTION_NAMES} only; the "
-        f"{name!r} sampler draws one direction.")
+      f"num_directions applies to {BLOCK_DIRECTION_NAMES} only; the "
+      f"{name!r} sampler draws one direction."
+    )
   if name == "gaussian":
     return gaussian
   if name == "rademacher":
@@ -173,8 +178,9 @@ def get_sampler(name: str, num_directions: int | None = None) -> Sampler:
   if name == "sphere_quarter":
     return lambda key, params: sphere(key, params, "quarter_power_dim")
   raise ValueError(
-      f"Unknown direction distribution {name!r}; choose one of "
-      f"{DIRECTION_NAMES + BLOCK_DIRECTION_NAMES}.")
+    f"Unknown direction distribution {name!r}; choose one of "
+    f"{DIRECTION_NAMES + BLOCK_DIRECTION_NAMES}."
+  )
 
 
 PRNG_IMPLS = ("threefry", "rbg", "unsafe_rbg")
@@ -195,5 +201,5 @@ def direction_key(key: jax.Array, prng_impl: str = "threefry") -> jax.Array:
     bits = jax.random.bits(key, (4,), jnp.uint32)
     return jax.random.wrap_key_data(bits, impl=prng_impl)
   raise ValueError(
-      f"Unknown PRNG implementation {prng_impl!r}; choose one of {PRNG_IMPLS}.")
-
+    f"Unknown PRNG implementation {prng_impl!r}; choose one of {PRNG_IMPLS}."
+  )

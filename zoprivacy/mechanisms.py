@@ -44,8 +44,9 @@ NEIGHBORING_RELATIONS = ("add_or_remove", "replace_one")
 def _check_neighboring(neighboring: str) -> None:
   if neighboring not in NEIGHBORING_RELATIONS:
     raise ValueError(
-        f"Unknown neighboring relation {neighboring!r}; choose one of "
-        f"{NEIGHBORING_RELATIONS}.")
+      f"Unknown neighboring relation {neighboring!r}; choose one of "
+      f"{NEIGHBORING_RELATIONS}."
+    )
 
 
 def masked_sum(values: jax.Array, mask: jax.Array | None) -> jax.Array:
@@ -56,7 +57,7 @@ def masked_sum(values: jax.Array, mask: jax.Array | None) -> jax.Array:
   sharded over devices crosses devices only as this reduced quantity.
   """
   if mask is not None:
-    chex.assert_shape(mask, (values.shape[0],))   # one flag per example
+    chex.assert_shape(mask, (values.shape[0],))  # one flag per example
     mask = mask.astype(bool).reshape(mask.shape + (1,) * (values.ndim - 1))
     values = jnp.where(mask, values, jnp.zeros_like(values))
   return jnp.sum(values, axis=0)
@@ -88,8 +89,13 @@ def _add_iid_noise(key: jax.Array, tree, scale: float, sample):
 class _SumMechanism:
   """Shared by the mechanisms that add float noise to a masked sum."""
 
-  def privatize_sum(self, noise_key: jax.Array, clipped: jax.Array,
-                    mask: jax.Array | None, discrete_noise=None) -> jax.Array:
+  def privatize_sum(
+    self,
+    noise_key: jax.Array,
+    clipped: jax.Array,
+    mask: jax.Array | None,
+    discrete_noise=None,
+  ) -> jax.Array:
     """Masked sum over the leading axis of clipped values, plus noise."""
     del discrete_noise
     return self.add_noise(noise_key, masked_sum(clipped, mask))
@@ -109,6 +115,7 @@ class GaussianMechanism(_SumMechanism):
   Noise std per coordinate: ``noise_multiplier * contribution_bound``.
   ``dp_accounting`` event of one release: ``GaussianDpEvent(noise_multiplier)``.
   """
+
   clip: float
   noise_multiplier: float
   num_queries: int = 1
@@ -153,6 +160,7 @@ class LaplaceMechanism(_SumMechanism):
   which is ``1/noise_multiplier``-pure-DP before subsampling. Replace-one is
   rejected: ``dp_accounting``'s PLD has no replace-one Laplace analysis.
   """
+
   clip: float
   noise_multiplier: float
   num_queries: int = 1
@@ -163,8 +171,9 @@ class LaplaceMechanism(_SumMechanism):
     _check_neighboring(self.neighboring)
     if self.neighboring != "add_or_remove":
       raise ValueError(
-          "The Laplace mechanism supports only add_or_remove neighbouring "
-          "(dp_accounting has no replace-one PLD for subsampled Laplace).")
+        "The Laplace mechanism supports only add_or_remove neighbouring "
+        "(dp_accounting has no replace-one PLD for subsampled Laplace)."
+      )
 
   @property
   def contribution_bound(self) -> float:
@@ -189,12 +198,15 @@ class LaplaceMechanism(_SumMechanism):
 
   def add_noise(self, key: jax.Array, clipped_sum):
     """Adds ``Laplace(0, noise_scale)`` to every coordinate of a pytree sum."""
-    return _add_iid_noise(key, clipped_sum, self.noise_scale, jax.random.laplace)
+    return _add_iid_noise(
+      key, clipped_sum, self.noise_scale, jax.random.laplace
+    )
 
 
 @dataclasses.dataclass(frozen=True)
 class NoNoise(_SumMechanism):
   """The non-private identity release (MeZO); accounted as non-private."""
+
   clip: float = math.inf
   noise_multiplier: float = 0.0
   num_queries: int = 1
@@ -235,6 +247,7 @@ class DiscreteMechanism:
   (sensitivity ``grid_points``, connect-the-dots), see
   :mod:`zoprivacy.accounting.discrete_pld`. One query, add/remove only.
   """
+
   clip: float
   noise_multiplier: float
   grid_points: int = 1024
@@ -244,14 +257,21 @@ class DiscreteMechanism:
 
   def __post_init__(self):
     if self.num_queries != 1 or self.neighboring != "add_or_remove":
-      raise ValueError("Exact discrete noise covers one query under "
-                       "add/remove neighbouring only.")
+      raise ValueError(
+        "Exact discrete noise covers one query under "
+        "add/remove neighbouring only."
+      )
     if self.kind not in ("gaussian", "laplace"):
       raise ValueError(f"Unknown discrete noise kind {self.kind!r}.")
-    if isinstance(self.grid_points, bool) or int(self.grid_points) != \
-        self.grid_points or not 1 <= self.grid_points <= 2**20:
-      raise ValueError("grid_points must be an integer in [1, 2**20], got "
-                       f"{self.grid_points!r}.")
+    if (
+      isinstance(self.grid_points, bool)
+      or int(self.grid_points) != self.grid_points
+      or not 1 <= self.grid_points <= 2**20
+    ):
+      raise ValueError(
+        "grid_points must be an integer in [1, 2**20], got "
+        f"{self.grid_points!r}."
+      )
 
   @property
   def name(self) -> str:
@@ -276,18 +296,25 @@ class DiscreteMechanism:
     k = jnp.round(clipped.astype(jnp.float32) * (self.grid_points / self.clip))
     return jnp.clip(k, -self.grid_points, self.grid_points).astype(jnp.int32)
 
-  def privatize_sum(self, noise_key: jax.Array, clipped: jax.Array,
-                    mask: jax.Array | None, discrete_noise=None) -> jax.Array:
+  def privatize_sum(
+    self,
+    noise_key: jax.Array,
+    clipped: jax.Array,
+    mask: jax.Array | None,
+    discrete_noise=None,
+  ) -> jax.Array:
     """Quantize, sum integers, add the host-drawn integer noise."""
     del noise_key
     if discrete_noise is None:
       raise ValueError(
-          "This estimator uses exact discrete noise: pass the step's integer "
-          "noise as the extra argument discrete_noise= (draw it with "
-          "zoprivacy.privacy.ExactNoiseSource).")
+        "This estimator uses exact discrete noise: pass the step's integer "
+        "noise as the extra argument discrete_noise= (draw it with "
+        "zoprivacy.privacy.ExactNoiseSource)."
+      )
     if clipped.shape[0] * self.grid_points > _INT32_MAX:
-      raise ValueError("Batch too large for an int32 sum at this grid; lower "
-                       "grid_points.")
+      raise ValueError(
+        "Batch too large for an int32 sum at this grid; lower grid_points."
+      )
     ints = masked_sum(self.quantize(clipped), mask)
     noise = jnp.asarray(discrete_noise).astype(jnp.int32).reshape(ints.shape)
     return (ints + noise).astype(jnp.float32) * (self.clip / self.grid_points)
@@ -296,11 +323,16 @@ class DiscreteMechanism:
 Mechanism = GaussianMechanism | LaplaceMechanism | NoNoise | DiscreteMechanism
 
 
-def make_mechanism(name: str, *, clip: float, noise_multiplier: float,
-                   num_queries: int = 1,
-                   neighboring: Neighboring = "add_or_remove",
-                   exact_noise: bool = False,
-                   grid_points: int = 1024) -> tuple[Mechanism, tuple[str, ...]]:
+def make_mechanism(
+  name: str,
+  *,
+  clip: float,
+  noise_multiplier: float,
+  num_queries: int = 1,
+  neighboring: Neighboring = "add_or_remove",
+  exact_noise: bool = False,
+  grid_points: int = 1024,
+) -> tuple[Mechanism, tuple[str, ...]]:
   """The mechanism called ``name`` ('gaussian' or 'laplace'), and notes.
 
   With ``exact_noise``, a :class:`DiscreteMechanism` where the discrete PLDs
@@ -309,14 +341,20 @@ def make_mechanism(name: str, *, clip: float, noise_multiplier: float,
   """
   if name not in ("gaussian", "laplace"):
     raise ValueError(
-        f"Unknown noise mechanism {name!r}; use 'gaussian' or 'laplace'.")
+      f"Unknown noise mechanism {name!r}; use 'gaussian' or 'laplace'."
+    )
   if exact_noise:
     if num_queries == 1 and neighboring == "add_or_remove":
       return DiscreteMechanism(clip, noise_multiplier, grid_points, name), ()
-    reason = ("replace-one neighbouring" if neighboring != "add_or_remove"
-              else f"{num_queries} queries on one batch")
-    note = (f"exact noise requested, but the discrete PLDs do not cover "
-            f"{reason}: floating-point {name} noise used")
+    reason = (
+      "replace-one neighbouring"
+      if neighboring != "add_or_remove"
+      else f"{num_queries} queries on one batch"
+    )
+    note = (
+      f"exact noise requested, but the discrete PLDs do not cover "
+      f"{reason}: floating-point {name} noise used"
+    )
     notes = (note,)
   else:
     notes = ()

@@ -23,7 +23,8 @@ variable type (or filter) outside ``wrt``. See ``docs/freezing.md``.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from flax import nnx
 
@@ -33,9 +34,11 @@ def split_trainable(module: nnx.Module, wrt: Any = nnx.Param):
   return nnx.split(module, wrt, ...)
 
 
-def batched_loss(module: nnx.Module,
-                 fn: Callable[[nnx.Module, Any], Any],
-                 wrt: Any = nnx.Param):
+def batched_loss(
+  module: nnx.Module,
+  fn: Callable[[nnx.Module, Any], Any],
+  wrt: Any = nnx.Param,
+):
   """``(trainable_state, batch) -> [B]`` from ``fn(model, batch) -> [B]``.
 
   ``fn`` must be per-example (entry ``i`` depends only on example ``i``); the
@@ -45,4 +48,5 @@ def batched_loss(module: nnx.Module,
 
   def loss(trainable, batch):
     return fn(nnx.merge(graphdef, trainable, frozen), batch)
+
   return loss

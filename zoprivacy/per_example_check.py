@@ -41,7 +41,8 @@ proof: a loss that mixes examples only on some inputs can slip through.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -50,11 +51,12 @@ import numpy as np
 BatchedLoss = Callable[[Any, Any], jax.Array]
 
 _CAUSES = (
-    "Common causes: batch norm with batch statistics (use group or layer "
-    "norm, or frozen statistics), in-batch negatives or a softmax over the "
-    "batch, a loss normalized by a batch mean or by the number of non-zero "
-    "rows, randomness drawn per batch position. See "
-    "docs/per_example_contract.md.")
+  "Common causes: batch norm with batch statistics (use group or layer "
+  "norm, or frozen statistics), in-batch negatives or a softmax over the "
+  "batch, a loss normalized by a batch mean or by the number of non-zero "
+  "rows, randomness drawn per batch position. See "
+  "docs/per_example_contract.md."
+)
 
 
 class CrossExampleDependenceError(ValueError):
@@ -64,7 +66,7 @@ class CrossExampleDependenceError(ValueError):
     report: the :class:`PerExampleReport` that failed.
   """
 
-  def __init__(self, report: "PerExampleReport"):
+  def __init__(self, report: PerExampleReport):
     super().__init__(report.message())
     self.report = report
 
@@ -88,6 +90,7 @@ class Violation:
     num_moved: how many compared rows moved beyond their tolerance.
     num_compared: how many rows were compared.
   """
+
   check: str
   probe: int
   replacement: str
@@ -100,16 +103,22 @@ class Violation:
   num_compared: int
 
   def describe(self) -> str:
-    amount = (f"from {self.before:.7g} to {self.after:.7g} (|change| "
-              f"{self.change:.2e} > tolerance {self.tolerance:.2e})")
+    amount = (
+      f"from {self.before:.7g} to {self.after:.7g} (|change| "
+      f"{self.change:.2e} > tolerance {self.tolerance:.2e})"
+    )
     if self.check == "permute":
-      return (f"permuting the batch did not permute the losses: example "
-              f"{self.row}'s loss moved {amount} when it moved to "
-              f"{self.replacement}; "
-              f"{self.num_moved} of {self.num_compared} examples moved")
-    return (f"replacing example {self.probe} by {self.replacement} moved the "
-            f"loss of example {self.row} {amount}; {self.num_moved} of "
-            f"{self.num_compared} other examples moved")
+      return (
+        f"permuting the batch did not permute the losses: example "
+        f"{self.row}'s loss moved {amount} when it moved to "
+        f"{self.replacement}; "
+        f"{self.num_moved} of {self.num_compared} examples moved"
+      )
+    return (
+      f"replacing example {self.probe} by {self.replacement} moved the "
+      f"loss of example {self.row} {amount}; {self.num_moved} of "
+      f"{self.num_compared} other examples moved"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,6 +138,7 @@ class PerExampleReport:
     rtol: relative tolerance used.
     atol: absolute tolerance used.
   """
+
   ok: bool
   batch_size: int
   probes: tuple[int, ...]
@@ -143,15 +153,21 @@ class PerExampleReport:
   def message(self) -> str:
     note = ""
     if self.num_nonfinite:
-      note = (f" Note: {self.num_nonfinite} of the {self.batch_size} "
-              "reference losses are not finite, which can hide mixing; "
-              "check on inputs with finite losses.")
+      note = (
+        f" Note: {self.num_nonfinite} of the {self.batch_size} "
+        "reference losses are not finite, which can hide mixing; "
+        "check on inputs with finite losses."
+      )
     if self.ok:
-      return (f"batched_loss is per-example on this batch (B="
-              f"{self.batch_size}, {len(self.probes)} probes, max change "
-              f"{self.max_change:.2e}).{note}")
-    lines = ["batched_loss mixes examples: entry i of batched_loss(params, "
-             "batch) must depend only on params and on example i of batch."]
+      return (
+        f"batched_loss is per-example on this batch (B="
+        f"{self.batch_size}, {len(self.probes)} probes, max change "
+        f"{self.max_change:.2e}).{note}"
+      )
+    lines = [
+      "batched_loss mixes examples: entry i of batched_loss(params, "
+      "batch) must depend only on params and on example i of batch."
+    ]
     lines += [f"  - {v.describe()}" for v in self.violations]
     lines.append(_CAUSES + note)
     return "\n".join(lines)
@@ -180,8 +196,9 @@ def _synthetic_leaf(x, rng: np.random.Generator):
     both = bool(a.any()) and not bool(a.all())
     out = rng.random(a.shape) < 0.5 if both else a.copy()
   elif jnp.issubdtype(dtype, jnp.integer):
-    out = rng.integers(a.min(), a.max(), size=a.shape, dtype=dtype,
-                       endpoint=True)
+    out = rng.integers(
+      a.min(), a.max(), size=a.shape, dtype=dtype, endpoint=True
+    )
   elif jnp.issubdtype(dtype, jnp.floating):
     finite = a[np.isfinite(a.astype(np.float64))].astype(np.float64)
     lo, hi = (finite.min(), finite.max()) if finite.size else (0.0, 0.0)
@@ -221,7 +238,7 @@ def _choose_probes(batch_size, num_probes, mask, rng):
     for want in (False, True):
       chosen += [i for i in order if bool(mask[i]) == want][:1]
   chosen += [i for i in order if i not in chosen]
-  return chosen[:min(num_probes, batch_size)]
+  return chosen[: min(num_probes, batch_size)]
 
 
 def _replacement(leaves, synthetic, j, kind, mask, rng):
@@ -257,14 +274,31 @@ def _violation(check, probe, replacement, rows, before, after, rtol, atol):
     return None, max_change
   worst = int(np.argmax(change))
   row = int(rows[worst])
-  return Violation(check, probe, replacement, row, float(before[row]),
-                   float(after[row]), float(change[worst]), float(tol[worst]),
-                   int(moved.sum()), int(rows.size)), max_change
+  return Violation(
+    check,
+    probe,
+    replacement,
+    row,
+    float(before[row]),
+    float(after[row]),
+    float(change[worst]),
+    float(tol[worst]),
+    int(moved.sum()),
+    int(rows.size),
+  ), max_change
 
 
-def check_per_example(batched_loss: BatchedLoss, params, batch, *,
-                      mask=None, num_probes: int = 3, rtol: float = 1e-5,
-                      atol: float = 1e-6, key=None) -> PerExampleReport:
+def check_per_example(
+  batched_loss: BatchedLoss,
+  params,
+  batch,
+  *,
+  mask=None,
+  num_probes: int = 3,
+  rtol: float = 1e-5,
+  atol: float = 1e-6,
+  key=None,
+) -> PerExampleReport:
   """Tests whether ``batched_loss`` is a true per-example function.
 
   The contract: entry ``i`` of ``batched_loss(params, batch)`` depends only
@@ -298,31 +332,40 @@ def check_per_example(batched_loss: BatchedLoss, params, batch, *,
     ValueError: if the batch has no common leading axis, ``num_probes < 1``,
       or the loss does not return shape ``[B]``.
   """
-  if isinstance(num_probes, bool) or int(num_probes) != num_probes \
-      or num_probes < 1:
+  if (
+    isinstance(num_probes, bool)
+    or int(num_probes) != num_probes
+    or num_probes < 1
+  ):
     raise ValueError(f"num_probes must be an integer >= 1, got {num_probes!r}.")
   leaves, treedef = jax.tree.flatten(batch)
   leaves = [np.asarray(x) for x in leaves]
   sizes = {x.shape[0] if x.ndim else None for x in leaves}
   if not leaves or len(sizes) != 1 or None in sizes:
-    raise ValueError("Every leaf of batch needs the same leading batch axis; "
-                     f"got shapes {[x.shape for x in leaves]}.")
+    raise ValueError(
+      "Every leaf of batch needs the same leading batch axis; "
+      f"got shapes {[x.shape for x in leaves]}."
+    )
   batch_size = sizes.pop()
   if mask is not None:
     mask = np.asarray(mask).astype(bool).reshape(-1)
     if mask.shape != (batch_size,):
-      raise ValueError(f"mask must have shape [{batch_size}], got "
-                       f"{mask.shape}.")
+      raise ValueError(
+        f"mask must have shape [{batch_size}], got {mask.shape}."
+      )
   key = _as_key(key)
   rng = _numpy_rng(key)
-  synthetic = jax.tree.leaves(synthetic_batch_like(
-      jax.tree.unflatten(treedef, leaves), jax.random.fold_in(key, 1)))
+  synthetic = jax.tree.leaves(
+    synthetic_batch_like(
+      jax.tree.unflatten(treedef, leaves), jax.random.fold_in(key, 1)
+    )
+  )
   synthetic = [np.asarray(x) for x in synthetic]
 
   # Variant 0: the batch; 1: a single-cycle permutation; 2+: replacements.
   cycle = rng.permutation(batch_size)
   perm = np.empty(batch_size, np.int64)
-  perm[cycle] = np.roll(cycle, -1)        # slot cycle[t] gets cycle[t + 1].
+  perm[cycle] = np.roll(cycle, -1)  # slot cycle[t] gets cycle[t + 1].
   probes = _choose_probes(batch_size, int(num_probes), mask, rng)
   kinds = ("row", "synthetic", "zeros")
   variants = [list(leaves), [leaf[perm] for leaf in leaves]]
@@ -335,12 +378,15 @@ def check_per_example(batched_loss: BatchedLoss, params, batch, *,
       leaf[j] = row
     variants.append(variant)
   stacked = jax.tree.unflatten(
-      treedef, [np.stack(column) for column in zip(*variants)])
+    treedef, [np.stack(column) for column in zip(*variants)]
+  )
 
   losses = jax.jit(jax.vmap(batched_loss, in_axes=(None, 0)))(params, stacked)
   if losses.shape != (len(variants), batch_size):
-    raise ValueError(f"batched_loss must return shape [B] = [{batch_size}], "
-                     f"got {losses.shape[1:]}.")
+    raise ValueError(
+      f"batched_loss must return shape [B] = [{batch_size}], "
+      f"got {losses.shape[1:]}."
+    )
   losses = np.asarray(losses, np.float64)
   before = losses[0]
   real = np.ones(batch_size, bool) if mask is None else mask
@@ -350,29 +396,44 @@ def check_per_example(batched_loss: BatchedLoss, params, batch, *,
   # example e's loss in its new slot, to compare with its reference loss.
   permuted = np.empty(batch_size)
   permuted[perm] = losses[1]
-  found, change = _violation("permute", -1, "", np.flatnonzero(real), before,
-                             permuted, rtol, atol)
+  found, change = _violation(
+    "permute", -1, "", np.flatnonzero(real), before, permuted, rtol, atol
+  )
   if found:
     slot = int(np.flatnonzero(perm == found.row)[0])
-    violations.append(dataclasses.replace(
-        found, replacement=f"slot {slot}"))
+    violations.append(dataclasses.replace(found, replacement=f"slot {slot}"))
   max_change = max(max_change, change)
   for p, j in enumerate(probes):
     rows = np.flatnonzero(real & (np.arange(batch_size) != j))
-    found, change = _violation("replace", j, replacements[p], rows, before,
-                               losses[2 + p], rtol, atol)
+    found, change = _violation(
+      "replace",
+      j,
+      replacements[p],
+      rows,
+      before,
+      losses[2 + p],
+      rtol,
+      atol,
+    )
     violations += [found] if found else []
     max_change = max(max_change, change)
   return PerExampleReport(
-      ok=not violations, batch_size=batch_size, probes=tuple(probes),
-      replacements=tuple(replacements), violations=tuple(violations),
-      max_change=max_change,
-      num_nonfinite=int(np.sum(~np.isfinite(before[real]))),
-      num_evaluations=len(variants), rtol=rtol, atol=atol)
+    ok=not violations,
+    batch_size=batch_size,
+    probes=tuple(probes),
+    replacements=tuple(replacements),
+    violations=tuple(violations),
+    max_change=max_change,
+    num_nonfinite=int(np.sum(~np.isfinite(before[real]))),
+    num_evaluations=len(variants),
+    rtol=rtol,
+    atol=atol,
+  )
 
 
-def assert_per_example(batched_loss: BatchedLoss, params, batch,
-                       **kwargs) -> PerExampleReport:
+def assert_per_example(
+  batched_loss: BatchedLoss, params, batch, **kwargs
+) -> PerExampleReport:
   """:func:`check_per_example`, raising if the loss mixes examples.
 
   Takes the same arguments. Meant for a runner's start-up, on public or

@@ -28,8 +28,12 @@ class ProjectionState(NamedTuple):
 
 def tree_norm(tree) -> jax.Array:
   """Global L2 norm over all leaves, in float32 or wider."""
-  return jnp.sqrt(sum(jnp.sum(jnp.square(x.astype(jnp.promote_types(
-      x.dtype, jnp.float32)))) for x in jax.tree.leaves(tree)))
+  return jnp.sqrt(
+    sum(
+      jnp.sum(jnp.square(x.astype(jnp.promote_types(x.dtype, jnp.float32))))
+      for x in jax.tree.leaves(tree)
+    )
+  )
 
 
 def project_l2_ball(radius: float) -> optax.GradientTransformation:
@@ -44,10 +48,15 @@ def project_l2_ball(radius: float) -> optax.GradientTransformation:
   Raises:
     ValueError: for a radius that is not a positive finite number.
   """
-  if not isinstance(radius, (int, float)) or isinstance(radius, bool) or (
-      not radius > 0 or not math.isfinite(radius)):
-    raise ValueError(f"The projection radius R must be a positive finite "
-                     f"number, got {radius!r}.")
+  if (
+    not isinstance(radius, (int, float))
+    or isinstance(radius, bool)
+    or (not radius > 0 or not math.isfinite(radius))
+  ):
+    raise ValueError(
+      f"The projection radius R must be a positive finite "
+      f"number, got {radius!r}."
+    )
   radius = float(radius)
 
   def init_fn(params):
@@ -61,8 +70,11 @@ def project_l2_ball(radius: float) -> optax.GradientTransformation:
     inside = tree_norm(new) <= radius
     projected = projections.projection_l2_ball(new, radius)
     out = jax.tree.map(
-        lambda u, p, w: jnp.where(inside, u, (w - p).astype(u.dtype)),
-        updates, params, projected)
+      lambda u, p, w: jnp.where(inside, u, (w - p).astype(u.dtype)),
+      updates,
+      params,
+      projected,
+    )
     return out, state
 
   return optax.GradientTransformation(init_fn, update_fn)

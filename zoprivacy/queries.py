@@ -14,7 +14,8 @@ are accepted (keyword names say which):
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 
@@ -22,20 +23,25 @@ PerExampleLoss = Callable[[Any, Any], jax.Array]
 BatchedLoss = Callable[[Any, Any], jax.Array]
 
 
-def as_batched_loss(per_example_loss: PerExampleLoss | None = None,
-                    batched_loss: BatchedLoss | None = None) -> BatchedLoss:
+def as_batched_loss(
+  per_example_loss: PerExampleLoss | None = None,
+  batched_loss: BatchedLoss | None = None,
+) -> BatchedLoss:
   """Returns ``loss(params, batch) -> [B]`` from exactly one of the two forms."""
   if (per_example_loss is None) == (batched_loss is None):
     raise ValueError(
-        "Pass exactly one of per_example_loss=(params, example) -> scalar or "
-        "batched_loss=(params, batch) -> [B] as a keyword extra argument.")
+      "Pass exactly one of per_example_loss=(params, example) -> scalar or "
+      "batched_loss=(params, batch) -> [B] as a keyword extra argument."
+    )
   if batched_loss is not None:
     return batched_loss
   return jax.vmap(per_example_loss, in_axes=(None, 0))
 
 
-def as_per_example_loss(per_example_loss: PerExampleLoss | None = None,
-                        batched_loss: BatchedLoss | None = None) -> PerExampleLoss:
+def as_per_example_loss(
+  per_example_loss: PerExampleLoss | None = None,
+  batched_loss: BatchedLoss | None = None,
+) -> PerExampleLoss:
   """Returns ``loss(params, example) -> scalar`` from either form.
 
   A batched loss is evaluated on a batch of one (needed by first-order
@@ -43,7 +49,8 @@ def as_per_example_loss(per_example_loss: PerExampleLoss | None = None,
   """
   if (per_example_loss is None) == (batched_loss is None):
     raise ValueError(
-        "Pass exactly one of per_example_loss=... or batched_loss=... .")
+      "Pass exactly one of per_example_loss=... or batched_loss=... ."
+    )
   if per_example_loss is not None:
     return per_example_loss
 
@@ -60,12 +67,14 @@ def perturb(params, direction, scale):
   MeZO / DP-ZO Alg. 2 "PerturbParameters"; with ``scale = +-lambda`` this is
   ``x +- lambda u`` of DPZero eq. (2).
   """
-  return jax.tree.map(lambda p, u: p + (scale * u).astype(p.dtype), params,
-                      direction)
+  return jax.tree.map(
+    lambda p, u: p + (scale * u).astype(p.dtype), params, direction
+  )
 
 
-def two_point_losses(loss: BatchedLoss, params, direction, smoothing: float,
-                     batch) -> tuple[jax.Array, jax.Array]:
+def two_point_losses(
+  loss: BatchedLoss, params, direction, smoothing: float, batch
+) -> tuple[jax.Array, jax.Array]:
   """Per-example ``f(x + l u; xi_i)`` and ``f(x - l u; xi_i)``, each ``[B]``.
 
   The two batched forward passes of DPZero eq. (2) / DP-ZO Alg. 1 lines 5-9,

@@ -11,22 +11,27 @@ adds the same noise once.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import jax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 
-def data_mesh(num_devices: int | None = None, axis_name: str = "data") -> jax.sharding.Mesh:
+def data_mesh(
+  num_devices: int | None = None, axis_name: str = "data"
+) -> jax.sharding.Mesh:
   """A 1-D mesh over the first ``num_devices`` devices (default: all)."""
   devices = jax.devices()
   num_devices = len(devices) if num_devices is None else num_devices
-  return jax.make_mesh((num_devices,), (axis_name,),
-                       devices=devices[:num_devices])
+  return jax.make_mesh(
+    (num_devices,), (axis_name,), devices=devices[:num_devices]
+  )
 
 
-def batch_sharding(mesh: jax.sharding.Mesh, axis_name: str = "data") -> NamedSharding:
+def batch_sharding(
+  mesh: jax.sharding.Mesh, axis_name: str = "data"
+) -> NamedSharding:
   """Leading (batch) axis split over ``axis_name``, the rest replicated."""
   return NamedSharding(mesh, P(axis_name))
 
@@ -35,9 +40,15 @@ def replicated(mesh: jax.sharding.Mesh) -> NamedSharding:
   return NamedSharding(mesh, P())
 
 
-def jit_data_parallel(step: Callable, mesh: jax.sharding.Mesh, *,
-                      num_args: int, batch_argnums: Sequence[int],
-                      axis_name: str = "data", donate_argnums=()) -> Callable:
+def jit_data_parallel(
+  step: Callable,
+  mesh: jax.sharding.Mesh,
+  *,
+  num_args: int,
+  batch_argnums: Sequence[int],
+  axis_name: str = "data",
+  donate_argnums=(),
+) -> Callable:
   """``jax.jit`` of ``step`` with the batch arguments sharded over the mesh.
 
   Arguments in ``batch_argnums`` (pytrees with a leading batch axis, e.g. the
@@ -45,7 +56,12 @@ def jit_data_parallel(step: Callable, mesh: jax.sharding.Mesh, *,
   every output is replicated.
   """
   shardings = tuple(
-      batch_sharding(mesh, axis_name) if i in batch_argnums else replicated(mesh)
-      for i in range(num_args))
-  return jax.jit(step, in_shardings=shardings,
-                 out_shardings=replicated(mesh), donate_argnums=donate_argnums)
+    batch_sharding(mesh, axis_name) if i in batch_argnums else replicated(mesh)
+    for i in range(num_args)
+  )
+  return jax.jit(
+    step,
+    in_shardings=shardings,
+    out_shardings=replicated(mesh),
+    donate_argnums=donate_argnums,
+  )

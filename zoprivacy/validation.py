@@ -64,8 +64,9 @@ def batch_size_and_dataset(expected_batch_size, dataset_size):
     dataset_size = positive_int("dataset_size", dataset_size)
     if expected_batch_size > dataset_size:
       raise ValueError(
-          f"expected_batch_size ({expected_batch_size}) is larger than the "
-          f"dataset ({dataset_size} examples).")
+        f"expected_batch_size ({expected_batch_size}) is larger than the "
+        f"dataset ({dataset_size} examples)."
+      )
   return expected_batch_size, dataset_size
 
 
@@ -77,12 +78,14 @@ def static_positive(name: str, value) -> float:
   ``static_args``, see ``zoprivacy.PRIVACY_HYPERPARAMETERS``).
   """
   import jax  # pylint: disable=g-import-not-at-top
+
   if isinstance(value, jax.Array):
     raise TypeError(
-        f"{name} is a privacy hyperparameter and must be a static Python "
-        "number, not a JAX array: it fixes the privacy plan the accountant "
-        "reads. With optax.inject_hyperparams, pass it in static_args "
-        "(zoprivacy.PRIVACY_HYPERPARAMETERS lists them).")
+      f"{name} is a privacy hyperparameter and must be a static Python "
+      "number, not a JAX array: it fixes the privacy plan the accountant "
+      "reads. With optax.inject_hyperparams, pass it in static_args "
+      "(zoprivacy.PRIVACY_HYPERPARAMETERS lists them)."
+    )
   return positive(name, value)
 
 
@@ -90,6 +93,7 @@ def positive_or_traced(name: str, value):
   """A non-privacy hyperparameter: positive, or a JAX array left unchecked
   (``optax.inject_hyperparams`` may inject it; it is checked when static)."""
   import jax  # pylint: disable=g-import-not-at-top
+
   if isinstance(value, jax.Array):
     return value
   return positive(name, value)

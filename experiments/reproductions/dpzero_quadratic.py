@@ -42,7 +42,7 @@ import json
 import math
 import os
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 import jax
 import numpy as np
@@ -57,14 +57,26 @@ NUM_TEST = 10000
 # DPZero Table 6.
 PAPER_DIMS = (20, 50, 100, 200, 500, 1000, 2000)
 PAPER_ITERATIONS = (10, 20, 40, 80, 160, 320, 640, 1280, 2560, 5120)
-PAPER_STEPSIZES = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3,
-                   1.0)
+PAPER_STEPSIZES = (
+  1e-5,
+  3e-5,
+  1e-4,
+  3e-4,
+  1e-3,
+  3e-3,
+  1e-2,
+  3e-2,
+  0.1,
+  0.3,
+  1.0,
+)
 PAPER_CLIPS = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0)
 
 
 @dataclasses.dataclass(frozen=True)
 class GridConfig:
   """What to run. ``iterations``/``stepsizes``/``clips`` may depend on method."""
+
   name: str
   dims: tuple[int, ...]
   modes: tuple[str, ...]
@@ -83,33 +95,56 @@ def _same(value) -> dict:
 
 
 FULL = GridConfig(
-    name="full", dims=PAPER_DIMS, modes=tuple(quadratic.HESSIANS),
-    methods=quadratic.METHODS, iterations=_same(PAPER_ITERATIONS),
-    stepsizes=_same(PAPER_STEPSIZES), clips=_same(PAPER_CLIPS))
+  name="full",
+  dims=PAPER_DIMS,
+  modes=tuple(quadratic.HESSIANS),
+  methods=quadratic.METHODS,
+  iterations=_same(PAPER_ITERATIONS),
+  stepsizes=_same(PAPER_STEPSIZES),
+  clips=_same(PAPER_CLIPS),
+)
 
 # The region of Table 6's grid that holds the winners of the full grid
 # (measured with the full grid, see REPRODUCTION.md), with fewer iteration
 # counts: the zeroth-order methods win at T >= 640, DP-GD at T <= 640.
-_ZO_QUICK = dict(iterations=(640, 2560, 5120),
-                 stepsizes=(1e-2, 3e-2, 0.1, 0.3, 1.0),
-                 clips=(0.1, 0.3, 1.0, 3.0))
+_ZO_QUICK = dict(
+  iterations=(640, 2560, 5120),
+  stepsizes=(1e-2, 3e-2, 0.1, 0.3, 1.0),
+  clips=(0.1, 0.3, 1.0, 3.0),
+)
 QUICK = GridConfig(
-    name="quick", dims=PAPER_DIMS, modes=tuple(quadratic.HESSIANS),
-    methods=quadratic.METHODS,
-    iterations={"dpzero": _ZO_QUICK["iterations"],
-                "dpgd_zeroth": _ZO_QUICK["iterations"], "dp_gd": (80, 320, 640)},
-    stepsizes={"dpzero": _ZO_QUICK["stepsizes"],
-               "dpgd_zeroth": _ZO_QUICK["stepsizes"],
-               "dp_gd": (0.1, 0.3, 1.0)},
-    clips={"dpzero": _ZO_QUICK["clips"], "dpgd_zeroth": _ZO_QUICK["clips"],
-           "dp_gd": (0.3, 1.0, 3.0, 10.0)})
+  name="quick",
+  dims=PAPER_DIMS,
+  modes=tuple(quadratic.HESSIANS),
+  methods=quadratic.METHODS,
+  iterations={
+    "dpzero": _ZO_QUICK["iterations"],
+    "dpgd_zeroth": _ZO_QUICK["iterations"],
+    "dp_gd": (80, 320, 640),
+  },
+  stepsizes={
+    "dpzero": _ZO_QUICK["stepsizes"],
+    "dpgd_zeroth": _ZO_QUICK["stepsizes"],
+    "dp_gd": (0.1, 0.3, 1.0),
+  },
+  clips={
+    "dpzero": _ZO_QUICK["clips"],
+    "dpgd_zeroth": _ZO_QUICK["clips"],
+    "dp_gd": (0.3, 1.0, 3.0, 10.0),
+  },
+)
 
 # Small enough for the default test suite: one dimension, one mode, the two
 # zeroth-order methods, one iteration count, the same 4 x 4 grid for both.
 FAST = GridConfig(
-    name="fast", dims=(500,), modes=("rank_log_d",),
-    methods=("dpzero", "dpgd_zeroth"), iterations=_same((320,)),
-    stepsizes=_same((0.03, 0.1, 0.3, 1.0)), clips=_same((1.0, 3.0, 10.0, 30.0)))
+  name="fast",
+  dims=(500,),
+  modes=("rank_log_d",),
+  methods=("dpzero", "dpgd_zeroth"),
+  iterations=_same((320,)),
+  stepsizes=_same((0.03, 0.1, 0.3, 1.0)),
+  clips=_same((1.0, 3.0, 10.0, 30.0)),
+)
 
 CONFIGS = {"full": FULL, "quick": QUICK, "fast": FAST}
 
@@ -117,10 +152,12 @@ CONFIGS = {"full": FULL, "quick": QUICK, "fast": FAST}
 # ----------------------------------------------------------- noise calibration
 
 
-def noise_multipliers(iterations: Sequence[int],
-                      cache_path: str | None) -> dict[int, dict]:
+def noise_multipliers(
+  iterations: Sequence[int], cache_path: str | None
+) -> dict[int, dict]:
   """Calibrated (and Alg. 2 reference) noise multipliers for each ``T``."""
   from zoprivacy import accounting  # pylint: disable=g-import-not-at-top
+
   cached = {}
   if cache_path and os.path.exists(cache_path):
     with open(cache_path) as f:
@@ -129,16 +166,21 @@ def noise_multipliers(iterations: Sequence[int],
   for steps in sorted(set(iterations)):
     if steps not in cached:
       res = accounting.calibrate_noise_multiplier(
-          target_epsilon=EPSILON, delta=DELTA, sampling_probability=1.0,
-          num_steps=steps, mechanism="gaussian", neighboring="replace_one")
+        target_epsilon=EPSILON,
+        delta=DELTA,
+        sampling_probability=1.0,
+        num_steps=steps,
+        mechanism="gaussian",
+        neighboring="replace_one",
+      )
       cached[steps] = {
-          "noise_multiplier": res.noise_multiplier,
-          "epsilon": res.epsilon,
-          "lower_bound": res.lower_bound,
-          "alg2_advanced_composition":
-              accounting.dpzero_advanced_composition_noise_multiplier(
-                  epsilon=EPSILON, delta=DELTA, num_steps=steps),
-          "seconds": res.seconds,
+        "noise_multiplier": res.noise_multiplier,
+        "epsilon": res.epsilon,
+        "lower_bound": res.lower_bound,
+        "alg2_advanced_composition": accounting.dpzero_advanced_composition_noise_multiplier(
+          epsilon=EPSILON, delta=DELTA, num_steps=steps
+        ),
+        "seconds": res.seconds,
       }
       if cache_path:
         _write_json(cache_path, {str(k): v for k, v in cached.items()})
@@ -156,11 +198,20 @@ def _write_json(path: str, obj) -> None:
   os.replace(tmp, path)
 
 
-def _slice_key(cfg: GridConfig, method: str, mode: str, dim: int,
-               steps: int, sigma: float) -> str:
-  spec = json.dumps([cfg.num_train, cfg.num_test, cfg.directions, cfg.seed,
-                     list(cfg.stepsizes[method]), list(cfg.clips[method]),
-                     round(sigma, 10)])
+def _slice_key(
+  cfg: GridConfig, method: str, mode: str, dim: int, steps: int, sigma: float
+) -> str:
+  spec = json.dumps(
+    [
+      cfg.num_train,
+      cfg.num_test,
+      cfg.directions,
+      cfg.seed,
+      list(cfg.stepsizes[method]),
+      list(cfg.clips[method]),
+      round(sigma, 10),
+    ]
+  )
   digest = hashlib.sha1(spec.encode()).hexdigest()[:10]
   return f"{method}_{mode}_d{dim}_T{steps}_{digest}"
 
@@ -170,8 +221,9 @@ def run(cfg: GridConfig, out_dir: str, *, log=print) -> dict:
   os.makedirs(os.path.join(out_dir, "cache"), exist_ok=True)
   all_steps = sorted({t for m in cfg.methods for t in cfg.iterations[m]})
   t0 = time.perf_counter()
-  sigmas = noise_multipliers(all_steps,
-                             os.path.join(out_dir, "calibration.json"))
+  sigmas = noise_multipliers(
+    all_steps, os.path.join(out_dir, "calibration.json")
+  )
   calibration_seconds = time.perf_counter() - t0
   records = []
   compute_seconds = 0.0
@@ -192,41 +244,64 @@ def run(cfg: GridConfig, out_dir: str, *, log=print) -> dict:
           cpu_start = time.process_time()
           if problem is None:
             problem = quadratic.make_problem(
-                mode, dim, num_train=cfg.num_train, num_test=cfg.num_test,
-                seed=cfg.seed)
+              mode,
+              dim,
+              num_train=cfg.num_train,
+              num_test=cfg.num_test,
+              seed=cfg.seed,
+            )
           if method != "dp_gd" and dirs is None:
-            max_steps = max(max(cfg.iterations[m]) for m in cfg.methods
-                            if m != "dp_gd")
+            max_steps = max(
+              max(cfg.iterations[m]) for m in cfg.methods if m != "dp_gd"
+            )
             dirs = quadratic.prepare_directions(
-                problem, max_steps, jax.random.key(cfg.seed * 1000 + 1),
-                cfg.directions)
+              problem,
+              max_steps,
+              jax.random.key(cfg.seed * 1000 + 1),
+              cfg.directions,
+            )
           res = quadratic.run_grid(
-              method, problem, num_steps=steps,
-              stepsizes=cfg.stepsizes[method], clips=cfg.clips[method],
-              noise_multiplier=sigma,
-              noise_key=jax.random.key(cfg.seed * 1000 + 2), dirs=dirs)
+            method,
+            problem,
+            num_steps=steps,
+            stepsizes=cfg.stepsizes[method],
+            clips=cfg.clips[method],
+            noise_multiplier=sigma,
+            noise_key=jax.random.key(cfg.seed * 1000 + 2),
+            dirs=dirs,
+          )
           seconds = time.perf_counter() - start
           cpu_seconds = time.process_time() - cpu_start
           compute_seconds += seconds
           rec = {
-              "method": method, "mode": mode, "dim": dim, "iterations": steps,
-              "noise_multiplier": sigma,
-              "stepsizes": list(cfg.stepsizes[method]),
-              "clips": list(cfg.clips[method]),
-              "seconds": seconds,
-              "cpu_seconds": cpu_seconds,
-              **{k: np.asarray(v).tolist()
-                 for k, v in dataclasses.asdict(res).items()},
+            "method": method,
+            "mode": mode,
+            "dim": dim,
+            "iterations": steps,
+            "noise_multiplier": sigma,
+            "stepsizes": list(cfg.stepsizes[method]),
+            "clips": list(cfg.clips[method]),
+            "seconds": seconds,
+            "cpu_seconds": cpu_seconds,
+            **{
+              k: np.asarray(v).tolist()
+              for k, v in dataclasses.asdict(res).items()
+            },
           }
           _write_json(path, _json_safe(rec))
           records.append(_json_safe(rec))
-          log(f"  {method:11s} {mode:11s} d={dim:5d} T={steps:5d}: "
-              f"best test grad norm {np.min(res.test_grad_norm):.4g} "
-              f"({seconds:.1f} s wall, {cpu_seconds:.1f} s CPU)")
+          log(
+            f"  {method:11s} {mode:11s} d={dim:5d} T={steps:5d}: "
+            f"best test grad norm {np.min(res.test_grad_norm):.4g} "
+            f"({seconds:.1f} s wall, {cpu_seconds:.1f} s CPU)"
+          )
       del problem, dirs
-  return {"records": records, "sigmas": sigmas,
-          "calibration_seconds": calibration_seconds,
-          "compute_seconds": compute_seconds}
+  return {
+    "records": records,
+    "sigmas": sigmas,
+    "calibration_seconds": calibration_seconds,
+    "compute_seconds": compute_seconds,
+  }
 
 
 def _json_safe(obj):
@@ -240,8 +315,10 @@ def _json_safe(obj):
 
 
 def _array(values) -> np.ndarray:
-  return np.array([[np.inf if v is None else v for v in row] for row in values],
-                  np.float64)
+  return np.array(
+    [[np.inf if v is None else v for v in row] for row in values],
+    np.float64,
+  )
 
 
 METRICS = ("test_grad_norm", "train_grad_norm", "train_loss", "test_loss")
@@ -258,13 +335,18 @@ def best_values(records: list[dict]) -> dict:
       i, j = np.unravel_index(np.argmin(arr), arr.shape)
       val = float(arr[i, j])
       if metric not in entry or val < entry[metric][0]:
-        entry[metric] = (val, rec["iterations"], rec["stepsizes"][i],
-                         rec["clips"][j])
+        entry[metric] = (
+          val,
+          rec["iterations"],
+          rec["stepsizes"][i],
+          rec["clips"][j],
+        )
   return best
 
 
-def estimate_runtime(cfg: GridConfig, *, probe_steps=(50, 450),
-                     log=print) -> dict:
+def estimate_runtime(
+  cfg: GridConfig, *, probe_steps=(50, 450), log=print
+) -> dict:
   """Predicts the wall time of ``run(cfg)`` from short timed probes.
 
   For every ``(method, d)`` (the cost does not depend on the Hessian mode) it
@@ -278,24 +360,33 @@ def estimate_runtime(cfg: GridConfig, *, probe_steps=(50, 450),
   total = 0.0
   rows = []
   for dim in cfg.dims:
-    problem = quadratic.make_problem(cfg.modes[0], dim,
-                                     num_train=cfg.num_train,
-                                     num_test=cfg.num_test, seed=cfg.seed)
+    problem = quadratic.make_problem(
+      cfg.modes[0],
+      dim,
+      num_train=cfg.num_train,
+      num_test=cfg.num_test,
+      seed=cfg.seed,
+    )
     zo = [m for m in cfg.methods if m != "dp_gd"]
     prep = 0.0
     dirs = None
     if zo:
       max_steps = max(max(cfg.iterations[m]) for m in zo)
       t0 = time.perf_counter()
-      dirs = quadratic.prepare_directions(problem, max_steps,
-                                          jax.random.key(1), cfg.directions)
+      dirs = quadratic.prepare_directions(
+        problem, max_steps, jax.random.key(1), cfg.directions
+      )
       jax.block_until_ready(dirs.proj)
       prep = time.perf_counter() - t0
     total += prep * len(cfg.modes)
     for method in cfg.methods:
-      kw = dict(stepsizes=cfg.stepsizes[method], clips=cfg.clips[method],
-                noise_multiplier=100.0, noise_key=jax.random.key(2),
-                dirs=dirs)
+      kw = dict(
+        stepsizes=cfg.stepsizes[method],
+        clips=cfg.clips[method],
+        noise_multiplier=100.0,
+        noise_key=jax.random.key(2),
+        dirs=dirs,
+      )
       t0 = time.perf_counter()
       quadratic.run_grid(method, problem, num_steps=lo, **kw)
       compile_s = time.perf_counter() - t0
@@ -308,15 +399,27 @@ def estimate_runtime(cfg: GridConfig, *, probe_steps=(50, 450),
       overhead = max(times[0] - lo * per_step, 0.0)
       slices = cfg.iterations[method]
       predicted = len(cfg.modes) * (
-          compile_s + sum(overhead + t * per_step for t in slices))
+        compile_s + sum(overhead + t * per_step for t in slices)
+      )
       total += predicted
-      rows.append({"method": method, "dim": dim, "per_step_ms": 1e3 * per_step,
-                   "overhead_s": overhead, "compile_s": compile_s,
-                   "predicted_s": predicted})
-      log(f"  {method:11s} d={dim:5d}: {1e3 * per_step:8.3f} ms/step, "
-          f"predicted {predicted:7.1f} s over {len(cfg.modes)} modes")
-  log(f"Predicted wall time of the {cfg.name} grid: {total:.0f} s "
-      f"({total / 60:.1f} min) at the machine's current load.")
+      rows.append(
+        {
+          "method": method,
+          "dim": dim,
+          "per_step_ms": 1e3 * per_step,
+          "overhead_s": overhead,
+          "compile_s": compile_s,
+          "predicted_s": predicted,
+        }
+      )
+      log(
+        f"  {method:11s} d={dim:5d}: {1e3 * per_step:8.3f} ms/step, "
+        f"predicted {predicted:7.1f} s over {len(cfg.modes)} modes"
+      )
+  log(
+    f"Predicted wall time of the {cfg.name} grid: {total:.0f} s "
+    f"({total / 60:.1f} min) at the machine's current load."
+  )
   return {"predicted_seconds": total, "rows": rows}
 
 
@@ -350,45 +453,72 @@ def check_claims(best: dict, cfg: GridConfig) -> list[dict]:
 
   if "dpgd_zeroth" in methods and len(methods) > 1:
     cases = [(mode, d) for mode in cfg.modes for d in dims]
-    held = [(mode, d) for mode, d in cases
-            if all(val("dpgd_zeroth", mode, d) > val(m, mode, d)
-                   for m in methods if m != "dpgd_zeroth")]
-    claims.append({
+    held = [
+      (mode, d)
+      for mode, d in cases
+      if all(
+        val("dpgd_zeroth", mode, d) > val(m, mode, d)
+        for m in methods
+        if m != "dpgd_zeroth"
+      )
+    ]
+    claims.append(
+      {
         "claim": "DPGD-0th is worst (best test gradient norm above the "
-                 "other methods')",
+        "other methods')",
         "held": len(held) == len(cases),
         "detail": f"{len(held)}/{len(cases)} (mode, d) cases",
-        "failed_cases": [c for c in cases if c not in held]})
+        "failed_cases": [c for c in cases if c not in held],
+      }
+    )
   if len(dims) >= 2:
     if "rank_log_d" in cfg.modes:
-      slopes = {m: loglog_slope(dims, [val(m, "rank_log_d", d) for d in dims])
-                for m in methods if m in ("dpzero", "dp_gd")}
+      slopes = {
+        m: loglog_slope(dims, [val(m, "rank_log_d", d) for d in dims])
+        for m in methods
+        if m in ("dpzero", "dp_gd")
+      }
       if slopes:
-        claims.append({
+        claims.append(
+          {
             "claim": "rank O(log d): DPZero and DP-GD nearly dimension-"
-                     "independent (log-log slope <= 0.15)",
+            "independent (log-log slope <= 0.15)",
             "held": all(s <= 0.15 for s in slopes.values()),
-            "detail": ", ".join(f"{quadratic.METHOD_LABELS[m]} slope "
-                                f"{s:.3f}" for m, s in slopes.items())})
+            "detail": ", ".join(
+              f"{quadratic.METHOD_LABELS[m]} slope {s:.3f}"
+              for m, s in slopes.items()
+            ),
+          }
+        )
     if "rank_d" in cfg.modes:
-      slopes = {m: loglog_slope(dims, [val(m, "rank_d", d) for d in dims])
-                for m in methods}
-      claims.append({
-          "claim": "rank d: every method grows with d (log-log slope >= "
-                   "0.15)",
+      slopes = {
+        m: loglog_slope(dims, [val(m, "rank_d", d) for d in dims])
+        for m in methods
+      }
+      claims.append(
+        {
+          "claim": "rank d: every method grows with d (log-log slope >= 0.15)",
           "held": all(s >= 0.15 for s in slopes.values()),
-          "detail": ", ".join(f"{quadratic.METHOD_LABELS[m]} slope {s:.3f}"
-                              for m, s in slopes.items())})
+          "detail": ", ".join(
+            f"{quadratic.METHOD_LABELS[m]} slope {s:.3f}"
+            for m, s in slopes.items()
+          ),
+        }
+      )
   return claims
 
 
 def markdown_table(best: dict, cfg: GridConfig, metric="test_grad_norm"):
   lines = []
   for mode in cfg.modes:
-    lines.append(f"\n{quadratic.HESSIANS[mode]}: best {metric} "
-                 "(T, stepsize, clip)\n")
-    lines.append("| d | " + " | ".join(quadratic.METHOD_LABELS[m]
-                                        for m in cfg.methods) + " |")
+    lines.append(
+      f"\n{quadratic.HESSIANS[mode]}: best {metric} (T, stepsize, clip)\n"
+    )
+    lines.append(
+      "| d | "
+      + " | ".join(quadratic.METHOD_LABELS[m] for m in cfg.methods)
+      + " |"
+    )
     lines.append("|---:|" + "---|" * len(cfg.methods))
     for dim in sorted(cfg.dims):
       cells = []
@@ -402,25 +532,41 @@ def markdown_table(best: dict, cfg: GridConfig, metric="test_grad_norm"):
 def plot(best: dict, cfg: GridConfig, out_dir: str) -> list[str]:
   """Fig. 1 (test gradient norm), Fig. 2 (train), Fig. 3 (losses): PNGs."""
   import matplotlib  # pylint: disable=g-import-not-at-top
+
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+
   dims = sorted(cfg.dims)
   markers = {"dpzero": "o", "dpgd_zeroth": "s", "dp_gd": "^"}
   paths = []
-  figures = [("fig1_test_grad_norm.png", [("test_grad_norm", "test gradient norm")]),
-             ("fig2_train_grad_norm.png", [("train_grad_norm", "train gradient norm")]),
-             ("fig3_loss.png", [("train_loss", "train loss"),
-                                ("test_loss", "test loss")])]
+  figures = [
+    ("fig1_test_grad_norm.png", [("test_grad_norm", "test gradient norm")]),
+    (
+      "fig2_train_grad_norm.png",
+      [("train_grad_norm", "train gradient norm")],
+    ),
+    (
+      "fig3_loss.png",
+      [("train_loss", "train loss"), ("test_loss", "test loss")],
+    ),
+  ]
   for fname, rows in figures:
-    fig, axes = plt.subplots(len(rows), len(cfg.modes),
-                             figsize=(4.2 * len(cfg.modes), 3.6 * len(rows)),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+      len(rows),
+      len(cfg.modes),
+      figsize=(4.2 * len(cfg.modes), 3.6 * len(rows)),
+      squeeze=False,
+    )
     for r, (metric, label) in enumerate(rows):
       for c, mode in enumerate(cfg.modes):
         ax = axes[r][c]
         for m in cfg.methods:
-          ax.plot(dims, [best[(m, mode, d)][metric][0] for d in dims],
-                  marker=markers[m], label=quadratic.METHOD_LABELS[m])
+          ax.plot(
+            dims,
+            [best[(m, mode, d)][metric][0] for d in dims],
+            marker=markers[m],
+            label=quadratic.METHOD_LABELS[m],
+          )
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("dimension d")
@@ -429,8 +575,11 @@ def plot(best: dict, cfg: GridConfig, out_dir: str) -> list[str]:
         ax.grid(True, which="both", alpha=0.3)
         if r == 0 and c == 0:
           ax.legend()
-    fig.suptitle(f"DPZero quadratic, (eps, delta) = ({EPSILON:g}, {DELTA:g}), "
-                 f"{cfg.name} grid", fontsize=10)
+    fig.suptitle(
+      f"DPZero quadratic, (eps, delta) = ({EPSILON:g}, {DELTA:g}), "
+      f"{cfg.name} grid",
+      fontsize=10,
+    )
     fig.tight_layout()
     path = os.path.join(out_dir, fname)
     fig.savefig(path, dpi=110)
@@ -439,8 +588,9 @@ def plot(best: dict, cfg: GridConfig, out_dir: str) -> list[str]:
   return paths
 
 
-def main(cfg: GridConfig, out_dir: str, *, make_plots: bool = True,
-         log=print) -> dict:
+def main(
+  cfg: GridConfig, out_dir: str, *, make_plots: bool = True, log=print
+) -> dict:
   start = time.perf_counter()
   log(f"dpzero_quadratic ({cfg.name} grid) -> {out_dir}")
   result = run(cfg, out_dir, log=log)
@@ -449,14 +599,20 @@ def main(cfg: GridConfig, out_dir: str, *, make_plots: bool = True,
   table = markdown_table(best, cfg)
   paths = plot(best, cfg, out_dir) if make_plots else []
   wall = time.perf_counter() - start
-  sigma_rows = ["| T | calibrated sigma (PLD, replace-one) | its epsilon | "
-                "Alg. 2 advanced composition sigma |", "|---:|---:|---:|---:|"]
+  sigma_rows = [
+    "| T | calibrated sigma (PLD, replace-one) | its epsilon | "
+    "Alg. 2 advanced composition sigma |",
+    "|---:|---:|---:|---:|",
+  ]
   for t, s in sorted(result["sigmas"].items()):
-    sigma_rows.append(f"| {t} | {s['noise_multiplier']:.4g} | "
-                      f"{s['epsilon']:.4f} | "
-                      f"{s['alg2_advanced_composition']:.4g} |")
+    sigma_rows.append(
+      f"| {t} | {s['noise_multiplier']:.4g} | "
+      f"{s['epsilon']:.4f} | "
+      f"{s['alg2_advanced_composition']:.4g} |"
+    )
   cached_seconds = sum(r["seconds"] for r in result["records"])
-  summary = "\n".join([
+  summary = "\n".join(
+    [
       f"# dpzero_quadratic, {cfg.name} grid",
       "",
       f"Wall time of this invocation: {wall:.1f} s (grid compute run now "
@@ -476,17 +632,27 @@ def main(cfg: GridConfig, out_dir: str, *, make_plots: bool = True,
       "",
       "## Claims (DPZero Sec. 5 / App. B.1)",
       "",
-      *[f"- {'HELD' if c['held'] else 'NOT HELD'}: {c['claim']} -- "
-        f"{c['detail']}" for c in claims],
+      *[
+        f"- {'HELD' if c['held'] else 'NOT HELD'}: {c['claim']} -- "
+        f"{c['detail']}"
+        for c in claims
+      ],
       "",
       *[f"Figure: {os.path.basename(p)}" for p in paths],
-  ])
+    ]
+  )
   with open(os.path.join(out_dir, "summary.md"), "w") as f:
     f.write(summary + "\n")
-  _write_json(os.path.join(out_dir, "best.json"),
-              _json_safe({f"{m}|{mode}|{d}": v
-                          for (m, mode, d), v in best.items()}))
+  _write_json(
+    os.path.join(out_dir, "best.json"),
+    _json_safe({f"{m}|{mode}|{d}": v for (m, mode, d), v in best.items()}),
+  )
   log(summary)
-  return {"best": best, "claims": claims, "wall_seconds": wall,
-          "figures": paths, "sigmas": result["sigmas"],
-          "records": result["records"]}
+  return {
+    "best": best,
+    "claims": claims,
+    "wall_seconds": wall,
+    "figures": paths,
+    "sigmas": result["sigmas"],
+    "records": result["records"],
+  }

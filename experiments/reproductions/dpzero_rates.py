@@ -17,8 +17,7 @@ import os
 
 import numpy as np
 
-from experiments.reproductions import dpzero_quadratic
-from experiments.reproductions import quadratic
+from experiments.reproductions import dpzero_quadratic, quadratic
 
 
 def predicted_sq_rate(method: str, mode: str, dim: int) -> float:
@@ -40,8 +39,9 @@ def load_records(source: str) -> list[dict]:
       records.append(json.load(f))
   if not records:
     raise FileNotFoundError(
-        f"No cached dpzero_quadratic results under {source}/cache; run "
-        "`python -m experiments.reproduce dpzero_quadratic` first.")
+      f"No cached dpzero_quadratic results under {source}/cache; run "
+      "`python -m experiments.reproduce dpzero_quadratic` first."
+    )
   return records
 
 
@@ -54,36 +54,49 @@ def slopes(records: list[dict]) -> list[dict]:
       if len(dims) < 2:
         continue
       values = [best[(method, mode, d)]["test_grad_norm"][0] for d in dims]
-      iters = sorted({r["iterations"] for r in records
-                      if r["method"] == method and r["mode"] == mode})
-      rows.append({
-          "mode": mode, "method": method, "dims": dims,
+      iters = sorted(
+        {
+          r["iterations"]
+          for r in records
+          if r["method"] == method and r["mode"] == mode
+        }
+      )
+      rows.append(
+        {
+          "mode": mode,
+          "method": method,
+          "dims": dims,
           "iterations": iters,
           "measured_slope": dpzero_quadratic.loglog_slope(dims, values),
           "predicted_slope": dpzero_quadratic.loglog_slope(
-              dims, [np.sqrt(predicted_sq_rate(method, mode, d))
-                     for d in dims]),
-          "values": values})
+            dims,
+            [np.sqrt(predicted_sq_rate(method, mode, d)) for d in dims],
+          ),
+          "values": values,
+        }
+      )
   return rows
 
 
 def main(source: str, out_dir: str, *, log=print) -> list[dict]:
   rows = slopes(load_records(source))
   lines = [
-      "# dpzero_rates: log-log slope of the best test gradient norm vs d",
-      "",
-      f"Source: {source}. Predicted: slope of sqrt(Table 1 rate) with "
-      "r = Tr(A), fitted over the same d.",
-      "",
-      "| Hessian | method | d range | iterations searched | measured slope | "
-      "Table 1 slope |",
-      "|---|---|---|---|---:|---:|"]
+    "# dpzero_rates: log-log slope of the best test gradient norm vs d",
+    "",
+    f"Source: {source}. Predicted: slope of sqrt(Table 1 rate) with "
+    "r = Tr(A), fitted over the same d.",
+    "",
+    "| Hessian | method | d range | iterations searched | measured slope | "
+    "Table 1 slope |",
+    "|---|---|---|---|---:|---:|",
+  ]
   for r in rows:
     lines.append(
-        f"| {r['mode']} | {quadratic.METHOD_LABELS[r['method']]} | "
-        f"{r['dims'][0]}-{r['dims'][-1]} ({len(r['dims'])}) | "
-        f"{min(r['iterations'])}-{max(r['iterations'])} | "
-        f"{r['measured_slope']:.3f} | {r['predicted_slope']:.3f} |")
+      f"| {r['mode']} | {quadratic.METHOD_LABELS[r['method']]} | "
+      f"{r['dims'][0]}-{r['dims'][-1]} ({len(r['dims'])}) | "
+      f"{min(r['iterations'])}-{max(r['iterations'])} | "
+      f"{r['measured_slope']:.3f} | {r['predicted_slope']:.3f} |"
+    )
   text = "\n".join(lines)
   with open(os.path.join(out_dir, "summary.md"), "w") as f:
     f.write(text + "\n")

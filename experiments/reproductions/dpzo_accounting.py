@@ -39,11 +39,21 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from zoprivacy import accounting
 
 # DP-ZO Table 16.
-TABLE16 = {"dataset_size": 1000, "batch_size": 16, "num_steps": 75000,
-           "delta": 1e-5, "sigma": {0.5: 30.9, 1.0: 16.4, 4.0: 4.8}}
+TABLE16 = {
+  "dataset_size": 1000,
+  "batch_size": 16,
+  "num_steps": 75000,
+  "delta": 1e-5,
+  "sigma": {0.5: 30.9, 1.0: 16.4, 4.0: 4.8},
+}
 # DP-ZO Table 12 caption (BSZ=20, Steps=2000), Table 3 (|D|=1000; eps 4/10/15).
-TABLE12 = {"dataset_size": 1000, "batch_size": 20, "num_steps": 2000,
-           "delta": 1e-5, "epsilons": (4.0, 10.0, 15.0)}
+TABLE12 = {
+  "dataset_size": 1000,
+  "batch_size": 20,
+  "num_steps": 2000,
+  "delta": 1e-5,
+  "epsilons": (4.0, 10.0, 15.0),
+}
 
 
 def gaussian_rows(*, calibrate: bool = True, log=print) -> list[dict]:
@@ -53,31 +63,46 @@ def gaussian_rows(*, calibrate: bool = True, log=print) -> list[dict]:
   for eps, paper_sigma in TABLE16["sigma"].items():
     t0 = time.perf_counter()
     event = accounting.poisson_gaussian_event(
-        noise_multiplier=paper_sigma, sampling_probability=p, num_steps=steps)
+      noise_multiplier=paper_sigma,
+      sampling_probability=p,
+      num_steps=steps,
+    )
     eps_paper = accounting.pld_epsilon(event, delta=delta)
     by_dir = accounting.pld_epsilon_by_direction(event, delta=delta)
-    row = {"target_epsilon": eps, "paper_sigma": paper_sigma,
-           "epsilon_of_paper_sigma": eps_paper,
-           "epsilon_remove": by_dir.remove, "epsilon_add": by_dir.add}
+    row = {
+      "target_epsilon": eps,
+      "paper_sigma": paper_sigma,
+      "epsilon_of_paper_sigma": eps_paper,
+      "epsilon_remove": by_dir.remove,
+      "epsilon_add": by_dir.add,
+    }
     if calibrate:
       res = accounting.calibrate_noise_multiplier(
-          target_epsilon=eps, delta=delta, sampling_probability=p,
-          num_steps=steps, mechanism="gaussian")
-      row.update(calibrated_sigma=res.noise_multiplier,
-                 calibrated_epsilon=res.epsilon,
-                 calibrated_lower_bound=res.lower_bound)
+        target_epsilon=eps,
+        delta=delta,
+        sampling_probability=p,
+        num_steps=steps,
+        mechanism="gaussian",
+      )
+      row.update(
+        calibrated_sigma=res.noise_multiplier,
+        calibrated_epsilon=res.epsilon,
+        calibrated_lower_bound=res.lower_bound,
+      )
     row["seconds"] = time.perf_counter() - t0
     log(f"  gaussian eps={eps}: done in {row['seconds']:.1f} s")
     rows.append(row)
   return rows
 
 
-def pure_dp_prv_epsilon(eps0: float, steps: int, delta: float,
-                        interval: float = 1e-4) -> float:
+def pure_dp_prv_epsilon(
+  eps0: float, steps: int, delta: float, interval: float = 1e-4
+) -> float:
   """DP-ZO App. A's "pure DP PRV" bound: RR dominating pair of eps0, T-fold."""
   pld = pld_lib.from_privacy_parameters(
-      pld_common.DifferentialPrivacyParameters(eps0, 0.0),
-      value_discretization_interval=interval)
+    pld_common.DifferentialPrivacyParameters(eps0, 0.0),
+    value_discretization_interval=interval,
+  )
   return float(pld.self_compose(steps).get_epsilon_for_delta(delta))
 
 
@@ -88,29 +113,43 @@ def laplace_rows(*, log=print) -> list[dict]:
   for eps in TABLE12["epsilons"]:
     t0 = time.perf_counter()
     b_pure = accounting.pure_laplace_noise_multiplier(
-        target_epsilon=eps, sampling_probability=p, num_steps=steps)
+      target_epsilon=eps, sampling_probability=p, num_steps=steps
+    )
     eps0 = math.log1p(p * math.expm1(1.0 / b_pure))
     event = accounting.poisson_laplace_event(
-        noise_multiplier=b_pure, sampling_probability=p, num_steps=steps)
+      noise_multiplier=b_pure, sampling_probability=p, num_steps=steps
+    )
     row = {
-        "target_epsilon": eps,
-        "b_pure": b_pure,
-        "pure_epsilon_check": accounting.pure_epsilon_poisson_laplace(
-            noise_multiplier=b_pure, sampling_probability=p, num_steps=steps),
-        "per_step_epsilon": eps0,
-        "epsilon_pure_dp_prv": pure_dp_prv_epsilon(eps0, steps, delta),
-        "epsilon_laplace_pld": accounting.pld_epsilon(event, delta=delta),
+      "target_epsilon": eps,
+      "b_pure": b_pure,
+      "pure_epsilon_check": accounting.pure_epsilon_poisson_laplace(
+        noise_multiplier=b_pure, sampling_probability=p, num_steps=steps
+      ),
+      "per_step_epsilon": eps0,
+      "epsilon_pure_dp_prv": pure_dp_prv_epsilon(eps0, steps, delta),
+      "epsilon_laplace_pld": accounting.pld_epsilon(event, delta=delta),
     }
     lap = accounting.calibrate_noise_multiplier(
-        target_epsilon=eps, delta=delta, sampling_probability=p,
-        num_steps=steps, mechanism="laplace")
+      target_epsilon=eps,
+      delta=delta,
+      sampling_probability=p,
+      num_steps=steps,
+      mechanism="laplace",
+    )
     gau = accounting.calibrate_noise_multiplier(
-        target_epsilon=eps, delta=delta, sampling_probability=p,
-        num_steps=steps, mechanism="gaussian")
-    row.update(b_approx=lap.noise_multiplier, b_approx_epsilon=lap.epsilon,
-               gaussian_sigma=gau.noise_multiplier,
-               gaussian_epsilon=gau.epsilon,
-               seconds=time.perf_counter() - t0)
+      target_epsilon=eps,
+      delta=delta,
+      sampling_probability=p,
+      num_steps=steps,
+      mechanism="gaussian",
+    )
+    row.update(
+      b_approx=lap.noise_multiplier,
+      b_approx_epsilon=lap.epsilon,
+      gaussian_sigma=gau.noise_multiplier,
+      gaussian_epsilon=gau.epsilon,
+      seconds=time.perf_counter() - t0,
+    )
     log(f"  laplace eps={eps}: done in {row['seconds']:.1f} s")
     rows.append(row)
   return rows
@@ -122,45 +161,56 @@ def main(out_dir: str, *, quick: bool = False, log=print) -> dict:
   lap = laplace_rows(log=log)
   wall = time.perf_counter() - start
   lines = [
-      "# dpzo_accounting",
-      "",
-      f"Wall time: {wall:.1f} s{' (--quick: no T=75000 calibration)' if quick else ''}.",
-      "",
-      "## Gaussian, DP-ZO Table 16 setting: p = 16/1000, T = 75000, "
-      "delta = 1e-5 (PLD, interval 1e-4, pessimistic, add/remove max)",
-      "",
-      "| target eps | paper sigma (Table 16) | eps of paper sigma (remove / add) "
-      "| our calibrated sigma | its eps |",
-      "|---:|---:|---:|---:|---:|"]
+    "# dpzo_accounting",
+    "",
+    f"Wall time: {wall:.1f} s{' (--quick: no T=75000 calibration)' if quick else ''}.",
+    "",
+    "## Gaussian, DP-ZO Table 16 setting: p = 16/1000, T = 75000, "
+    "delta = 1e-5 (PLD, interval 1e-4, pessimistic, add/remove max)",
+    "",
+    "| target eps | paper sigma (Table 16) | eps of paper sigma (remove / add) "
+    "| our calibrated sigma | its eps |",
+    "|---:|---:|---:|---:|---:|",
+  ]
   for r in g:
-    cal = (f"{r['calibrated_sigma']:.2f} | {r['calibrated_epsilon']:.4f}"
-           if "calibrated_sigma" in r else "(skipped) | ")
+    cal = (
+      f"{r['calibrated_sigma']:.2f} | {r['calibrated_epsilon']:.4f}"
+      if "calibrated_sigma" in r
+      else "(skipped) | "
+    )
     lines.append(
-        f"| {r['target_epsilon']:g} | {r['paper_sigma']:g} | "
-        f"{r['epsilon_of_paper_sigma']:.4f} ({r['epsilon_remove']:.4f} / "
-        f"{r['epsilon_add']:.4f}) | {cal} |")
+      f"| {r['target_epsilon']:g} | {r['paper_sigma']:g} | "
+      f"{r['epsilon_of_paper_sigma']:.4f} ({r['epsilon_remove']:.4f} / "
+      f"{r['epsilon_add']:.4f}) | {cal} |"
+    )
   lines += [
-      "",
-      "## Laplace, DP-ZO Table 12 setting (p = 20/1000, T = 2000), "
-      "epsilons of Table 3, delta = 1e-5 for the approximate-DP columns",
-      "",
-      "| target eps | b for pure eps (Thm 3.1) | per-step eps_0 | same b: eps "
-      "by pure-DP PRV (RR pair) | same b: eps by Laplace PLD | b for (eps, "
-      "1e-5) by Laplace PLD | Gaussian sigma for (eps, 1e-5) |",
-      "|---:|---:|---:|---:|---:|---:|---:|"]
+    "",
+    "## Laplace, DP-ZO Table 12 setting (p = 20/1000, T = 2000), "
+    "epsilons of Table 3, delta = 1e-5 for the approximate-DP columns",
+    "",
+    "| target eps | b for pure eps (Thm 3.1) | per-step eps_0 | same b: eps "
+    "by pure-DP PRV (RR pair) | same b: eps by Laplace PLD | b for (eps, "
+    "1e-5) by Laplace PLD | Gaussian sigma for (eps, 1e-5) |",
+    "|---:|---:|---:|---:|---:|---:|---:|",
+  ]
   for r in lap:
     lines.append(
-        f"| {r['target_epsilon']:g} | {r['b_pure']:.3f} | "
-        f"{r['per_step_epsilon']:.5f} | {r['epsilon_pure_dp_prv']:.3f} | "
-        f"{r['epsilon_laplace_pld']:.3f} | {r['b_approx']:.3f} | "
-        f"{r['gaussian_sigma']:.3f} |")
-  lines += ["", "Paper Tables 12 and 13 are images in our source; their "
-            "numbers could not be compared."]
+      f"| {r['target_epsilon']:g} | {r['b_pure']:.3f} | "
+      f"{r['per_step_epsilon']:.5f} | {r['epsilon_pure_dp_prv']:.3f} | "
+      f"{r['epsilon_laplace_pld']:.3f} | {r['b_approx']:.3f} | "
+      f"{r['gaussian_sigma']:.3f} |"
+    )
+  lines += [
+    "",
+    "Paper Tables 12 and 13 are images in our source; their "
+    "numbers could not be compared.",
+  ]
   text = "\n".join(lines)
   with open(os.path.join(out_dir, "summary.md"), "w") as f:
     f.write(text + "\n")
   with open(os.path.join(out_dir, "accounting.json"), "w") as f:
-    json.dump({"gaussian": g, "laplace": lap, "wall_seconds": wall}, f,
-              indent=1)
+    json.dump(
+      {"gaussian": g, "laplace": lap, "wall_seconds": wall}, f, indent=1
+    )
   log(text)
   return {"gaussian": g, "laplace": lap, "wall_seconds": wall}

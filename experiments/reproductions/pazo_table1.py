@@ -60,32 +60,55 @@ from experiments.reproductions import pazo_table1_report as report
 
 EPSILONS = (0.1, 0.5, 1.0, 2.0, 3.0)
 DELTA = 1e-5
-K = 4   # public batches for PAZO-P/P'/S
+K = 4  # public batches for PAZO-P/P'/S
 
 # name -> (estimator, estimator_kwargs, step-size grid)
 METHODS = {
-    "DP-SGD": ("dp_sgd", {"clip": 1.0}, (0.1, 0.3)),
-    "DPZero": ("dpzero", {"clip": 1.0, "smoothing": 1e-3,
-                          "directions": "gaussian"}, (0.01, 0.03)),
-    "PAZO-M": ("pazo_m", {"clip": 1.0, "smoothing": 1e-3, "alpha": 0.5},
-               (0.1, 0.3)),
-    "PAZO-P": ("pazo_p", {"clip": 1.0, "smoothing": 1e-3,
-                          "num_public_batches": K}, (0.1, 0.3)),
-    "PAZO-P'": ("pazo_p", {"clip": 1.0, "smoothing": 1e-3,
-                           "num_public_batches": K, "orthonormalize": False},
-                (0.1, 0.3)),
-    "PAZO-S": ("pazo_s", {"clip": 3.0, "num_public_batches": K,
-                          "candidate_noise_scale": 1e-3}, (0.03, 0.1)),
-    "DPMD": ("dpmd", {"clip": 1.0}, (0.1, 0.3)),
-    "DOPE-SGD": ("dope_sgd", {"clip": 1.0}, (0.1, 0.3)),
-    "GEP": ("gep", {"embedding_clip": 1.0, "residual_clip": 0.5,
-                    "num_bases": 8}, (0.1, 0.3)),
+  "DP-SGD": ("dp_sgd", {"clip": 1.0}, (0.1, 0.3)),
+  "DPZero": (
+    "dpzero",
+    {"clip": 1.0, "smoothing": 1e-3, "directions": "gaussian"},
+    (0.01, 0.03),
+  ),
+  "PAZO-M": (
+    "pazo_m",
+    {"clip": 1.0, "smoothing": 1e-3, "alpha": 0.5},
+    (0.1, 0.3),
+  ),
+  "PAZO-P": (
+    "pazo_p",
+    {"clip": 1.0, "smoothing": 1e-3, "num_public_batches": K},
+    (0.1, 0.3),
+  ),
+  "PAZO-P'": (
+    "pazo_p",
+    {
+      "clip": 1.0,
+      "smoothing": 1e-3,
+      "num_public_batches": K,
+      "orthonormalize": False,
+    },
+    (0.1, 0.3),
+  ),
+  "PAZO-S": (
+    "pazo_s",
+    {"clip": 3.0, "num_public_batches": K, "candidate_noise_scale": 1e-3},
+    (0.03, 0.1),
+  ),
+  "DPMD": ("dpmd", {"clip": 1.0}, (0.1, 0.3)),
+  "DOPE-SGD": ("dope_sgd", {"clip": 1.0}, (0.1, 0.3)),
+  "GEP": (
+    "gep",
+    {"embedding_clip": 1.0, "residual_clip": 0.5, "num_bases": 8},
+    (0.1, 0.3),
+  ),
 }
 
 
 @dataclasses.dataclass(frozen=True)
 class Budget:
   """Steps, batch sizes, model and seeds of one mode."""
+
   num_steps: int
   expected_batch_size: int
   public_batch_size: int
@@ -95,21 +118,29 @@ class Budget:
 
   def tag(self) -> str:
     feats = "x".join(map(str, self.features))
-    return (f"T{self.num_steps}|S{self.selection_steps}|"
-            f"B{self.expected_batch_size}|"
-            f"b{self.public_batch_size}|cnn{feats}")
+    return (
+      f"T{self.num_steps}|S{self.selection_steps}|"
+      f"B{self.expected_batch_size}|"
+      f"b{self.public_batch_size}|cnn{feats}"
+    )
 
 
 BUDGETS = {
-    "full": Budget(600, 128, 32, (4, 8), (0, 1, 2), 300),
-    "fast": Budget(10, 32, 16, (4, 8), (0,), 10),
+  "full": Budget(600, 128, 32, (4, 8), (0, 1, 2), 300),
+  "fast": Budget(10, 32, 16, (4, 8), (0,), 10),
 }
 SMOKE_MODES = ("fast",)
 
 
-def make_config(method: str, epsilon: float | None, learning_rate: float,
-                seed: int, budget: Budget, selection: bool,
-                num_steps: int | None = None) -> ml_collections.ConfigDict:
+def make_config(
+  method: str,
+  epsilon: float | None,
+  learning_rate: float,
+  seed: int,
+  budget: Budget,
+  selection: bool,
+  num_steps: int | None = None,
+) -> ml_collections.ConfigDict:
   """One run. ``selection``: public-train -> public-validation, private
   pool otherwise. ``method="MeZO"``: non-private (curves only)."""
   c = _config(method, learning_rate, seed, budget, selection, num_steps)
@@ -143,14 +174,18 @@ def _config(method, learning_rate, seed, budget, selection, num_steps=None):
   return c
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def noise_multiplier(method: str, epsilon: float, budget: Budget) -> float:
   """The final runs' noise multiplier: the runner's own calibration of the
   method's privacy plan for (epsilon, DELTA) on the private pool, done once
   per method and epsilon instead of once per run."""
   import jax  # pylint: disable=g-import-not-at-top
-  from experiments import tasks  # pylint: disable=g-import-not-at-top
-  from experiments import train  # pylint: disable=g-import-not-at-top
+
+  from experiments import (
+    tasks,  # pylint: disable=g-import-not-at-top
+    train,  # pylint: disable=g-import-not-at-top
+  )
+
   c = _config(method, METHODS[method][2][0], 0, budget, False)
   c.target_epsilon = epsilon
   task = tasks.get_task(c)
@@ -169,8 +204,9 @@ class Runner:
       with open(self.path) as f:
         self.cache = json.load(f)
     self.start = time.time()
-    self.deadline = (None if max_minutes is None
-                     else self.start + 60 * max_minutes)
+    self.deadline = (
+      None if max_minutes is None else self.start + 60 * max_minutes
+    )
     self.stopped = False
 
   def __call__(self, key: str, make) -> dict | None:
@@ -180,16 +216,22 @@ class Runner:
       self.stopped = True
       return None
     from experiments import train  # pylint: disable=g-import-not-at-top
+
     start = time.time()
     r = train.train(make(), progress=False)
     self.cache[key] = {
-        "accuracy": r["test_accuracy"], "epsilon": r["epsilon"],
-        "noise_multiplier": r["noise_multiplier"],
-        "seconds": time.time() - start}
+      "accuracy": r["test_accuracy"],
+      "epsilon": r["epsilon"],
+      "noise_multiplier": r["noise_multiplier"],
+      "seconds": time.time() - start,
+    }
     with open(self.path, "w") as f:
       json.dump(self.cache, f, indent=1)
-    print(f"  {key}: accuracy {r['test_accuracy']:.4f}, "
-          f"{self.cache[key]['seconds']:.0f} s", flush=True)
+    print(
+      f"  {key}: accuracy {r['test_accuracy']:.4f}, "
+      f"{self.cache[key]['seconds']:.0f} s",
+      flush=True,
+    )
     return self.cache[key]
 
 
@@ -201,9 +243,12 @@ def select(run: Runner, budget: Budget, methods, epsilons) -> dict:
     for m in methods:
       scores = {}
       for lr in METHODS[m][2]:
-        r = run(f"select|{m}|{e:g}|{lr:g}|{budget.tag()}",
-                lambda m=m, e=e, lr=lr: make_config(
-                    m, e, lr, 0, budget, True, budget.selection_steps))
+        r = run(
+          f"select|{m}|{e:g}|{lr:g}|{budget.tag()}",
+          lambda m=m, e=e, lr=lr: make_config(
+            m, e, lr, 0, budget, True, budget.selection_steps
+          ),
+        )
         if r is not None:
           scores[lr] = r["accuracy"]
       if len(scores) == len(METHODS[m][2]):
@@ -221,16 +266,24 @@ def final(run: Runner, budget: Budget, methods, epsilons, chosen) -> dict:
         if (m, e) not in chosen:
           continue
         lr = chosen[m, e][0]
-        r = run(f"final|{m}|{e:g}|{lr:g}|{seed}|{budget.tag()}",
-                lambda m=m, e=e, lr=lr, s=seed: make_config(
-                    m, e, lr, s, budget, False))
+        r = run(
+          f"final|{m}|{e:g}|{lr:g}|{seed}|{budget.tag()}",
+          lambda m=m, e=e, lr=lr, s=seed: make_config(
+            m, e, lr, s, budget, False
+          ),
+        )
         if r is not None:
           results[m, e].append(r)
   return results
 
 
-def main(out: str, mode: str = "full", methods=None, epsilons=None,
-         max_minutes: float | None = None) -> dict:
+def main(
+  out: str,
+  mode: str = "full",
+  methods=None,
+  epsilons=None,
+  max_minutes: float | None = None,
+) -> dict:
   """Selection, final runs, ``table.md`` / ``table.png`` / ``selection.md``.
 
   Returns ``accuracy`` (``{method: {epsilon: [per seed]}}``), ``step_size``
@@ -242,8 +295,11 @@ def main(out: str, mode: str = "full", methods=None, epsilons=None,
   compilation_cache(os.path.join(out, "jax_cache"))
   run = Runner(out, max_minutes)
   print(f"PAZO Table 1 analog ({mode}): {data.describe()}", flush=True)
-  print(f"selection on public data: {len(methods)} methods x "
-        f"{len(epsilons)} epsilons", flush=True)
+  print(
+    f"selection on public data: {len(methods)} methods x "
+    f"{len(epsilons)} epsilons",
+    flush=True,
+  )
   chosen = select(run, budget, methods, epsilons)
   print("final runs on the private pool", flush=True)
   results = final(run, budget, methods, epsilons, chosen)
@@ -251,20 +307,37 @@ def main(out: str, mode: str = "full", methods=None, epsilons=None,
   expected = len(methods) * len(epsilons) * len(budget.seeds)
   done = sum(len(v) for v in results.values())
   info = report.Info(
-      mode=mode, smoke=mode in SMOKE_MODES, budget=budget, delta=DELTA,
-      epsilons=epsilons, methods=methods, split=data.describe(),
-      sigma={(m, e): noise_multiplier(m, e, budget)
-             for m in methods for e in epsilons},
-      grids={m: METHODS[m][2] for m in methods}, seconds=seconds,
-      done=done, expected=expected,
-      command=command(mode, methods, epsilons))
+    mode=mode,
+    smoke=mode in SMOKE_MODES,
+    budget=budget,
+    delta=DELTA,
+    epsilons=epsilons,
+    methods=methods,
+    split=data.describe(),
+    sigma={
+      (m, e): noise_multiplier(m, e, budget) for m in methods for e in epsilons
+    },
+    grids={m: METHODS[m][2] for m in methods},
+    seconds=seconds,
+    done=done,
+    expected=expected,
+    command=command(mode, methods, epsilons),
+  )
   report.write(out, info, chosen, results)
-  acc = {m: {e: [r["accuracy"] for r in results[m, e]] for e in epsilons}
-         for m in methods}
-  step = {m: {e: chosen[m, e][0] for e in epsilons if (m, e) in chosen}
-          for m in methods}
-  return {"accuracy": acc, "step_size": step, "complete": done == expected,
-          "seconds": seconds}
+  acc = {
+    m: {e: [r["accuracy"] for r in results[m, e]] for e in epsilons}
+    for m in methods
+  }
+  step = {
+    m: {e: chosen[m, e][0] for e in epsilons if (m, e) in chosen}
+    for m in methods
+  }
+  return {
+    "accuracy": acc,
+    "step_size": step,
+    "complete": done == expected,
+    "seconds": seconds,
+  }
 
 
 def command(mode, methods, epsilons) -> str:
@@ -283,6 +356,7 @@ def compilation_cache(path: str) -> None:
   (another seed, or the selection run of the same method, epsilon and step
   size) loads it instead of compiling again."""
   import jax  # pylint: disable=g-import-not-at-top
+
   jax.config.update("jax_compilation_cache_dir", path)
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 
@@ -292,7 +366,9 @@ def estimate(mode: str = "full", methods=None, probe_steps=(10, 110)) -> dict:
   overhead, per-step cost) and predicts the command's runtime with an
   empty compilation cache. Returns seconds per method."""
   import tempfile  # pylint: disable=g-import-not-at-top
+
   from experiments import train  # pylint: disable=g-import-not-at-top
+
   budget = BUDGETS[mode]
   methods = tuple(methods or METHODS)
   compilation_cache(tempfile.mkdtemp(prefix="pazo_table1_jax_"))
@@ -300,8 +376,11 @@ def estimate(mode: str = "full", methods=None, probe_steps=(10, 110)) -> dict:
   for m in methods:
     lr = METHODS[m][2][0]
     t = []
-    for seed, steps in ((0, probe_steps[0]), (1, probe_steps[0]),
-                        (2, probe_steps[1])):
+    for seed, steps in (
+      (0, probe_steps[0]),
+      (1, probe_steps[0]),
+      (2, probe_steps[1]),
+    ):
       c = make_config(m, 1.0, lr, seed, budget, True, steps)
       start = time.time()
       train.train(c, progress=False)
@@ -311,28 +390,38 @@ def estimate(mode: str = "full", methods=None, probe_steps=(10, 110)) -> dict:
     compile_s = max(t[0] - t[1], 0.0)
     compiles = len(EPSILONS) * len(METHODS[m][2])
     runs = compiles + len(EPSILONS) * len(budget.seeds)
-    steps = (compiles * budget.selection_steps
-             + len(EPSILONS) * len(budget.seeds) * budget.num_steps)
+    steps = (
+      compiles * budget.selection_steps
+      + len(EPSILONS) * len(budget.seeds) * budget.num_steps
+    )
     total[m] = compiles * compile_s + runs * overhead + steps * per_step
-    print(f"{m:9s} compile {compile_s:4.1f} s, overhead {overhead:4.1f} s, "
-          f"{1e3 * per_step:5.1f} ms/step, {runs} runs: "
-          f"{total[m] / 60:5.1f} min", flush=True)
-  print(f"total: {sum(total.values()) / 60:.1f} min for {mode} "
-        f"({budget.num_steps} steps per run)", flush=True)
+    print(
+      f"{m:9s} compile {compile_s:4.1f} s, overhead {overhead:4.1f} s, "
+      f"{1e3 * per_step:5.1f} ms/step, {runs} runs: "
+      f"{total[m] / 60:5.1f} min",
+      flush=True,
+    )
+  print(
+    f"total: {sum(total.values()) / 60:.1f} min for {mode} "
+    f"({budget.num_steps} steps per run)",
+    flush=True,
+  )
   return total
 
 
 # Non-private learning curves on public data, for the step budget.
 CURVE_RUNS = (("MeZO", 1e-3), ("MeZO", 3e-3), ("DP-SGD", 0.1), ("DP-SGD", 0.3))
-CURVE_EPSILON = 100.0   # DP-SGD cannot run without noise: a proxy
+CURVE_EPSILON = 100.0  # DP-SGD cannot run without noise: a proxy
 
 
-def curve(out: str, mode: str = "full", steps: int = 1500,
-          every: int = 100) -> dict:
+def curve(
+  out: str, mode: str = "full", steps: int = 1500, every: int = 100
+) -> dict:
   """Accuracy vs steps on public-validation, training on public-train:
   MeZO (non-private) and DP-SGD at epsilon 100 (its noise calibrated for
   public-train's sampling rate), seed 0. Writes ``curve.md``/``curve.png``."""
   from experiments import train  # pylint: disable=g-import-not-at-top
+
   budget = BUDGETS[mode]
   compilation_cache(os.path.join(out, "jax_cache"))
   curves = {}
@@ -344,7 +433,6 @@ def curve(out: str, mode: str = "full", steps: int = 1500,
     r = train.train(c, progress=False)
     name = f"{method} lr {lr:g}"
     curves[name] = [(h["step"], h["test_accuracy"]) for h in r["history"]]
-    print(name, " ".join(f"{s}:{a:.3f}" for s, a in curves[name]),
-          flush=True)
+    print(name, " ".join(f"{s}:{a:.3f}" for s, a in curves[name]), flush=True)
   report.write_curve(out, curves, budget, CURVE_EPSILON)
   return curves

@@ -29,8 +29,7 @@ import functools
 import ml_collections
 import numpy as np
 
-from experiments import paper_tasks
-from experiments import tasks
+from experiments import paper_tasks, tasks
 from zoprivacy.data import loaders
 from zoprivacy.data.loaders import Dataset
 from zoprivacy.models import small
@@ -41,31 +40,43 @@ PRIVATE_TASK = "pazo_table1_private"
 SELECTION_TASK = "pazo_table1_selection"
 
 
-@functools.lru_cache(maxsize=None)
-def splits(data_dir: str = "", val_per_class: int = VAL_PER_CLASS
-           ) -> dict[str, Dataset]:
+@functools.cache
+def splits(
+  data_dir: str = "", val_per_class: int = VAL_PER_CLASS
+) -> dict[str, Dataset]:
   """``private``, ``public``, ``public_train``, ``public_val``, ``test``."""
   data = loaders.load_fashion_mnist(data_dir or None)
-  split_config = ml_collections.ConfigDict({
-      "public": "imbalanced4", "public_fraction": 0.04,
-      "public_imbalance_ratio": 10.0, "data_seed": DATA_SEED})
+  split_config = ml_collections.ConfigDict(
+    {
+      "public": "imbalanced4",
+      "public_fraction": 0.04,
+      "public_imbalance_ratio": 10.0,
+      "data_seed": DATA_SEED,
+    }
+  )
   private, public = paper_tasks.image_public_split(split_config, data.train)
   rng = np.random.default_rng([DATA_SEED, 11])
   val = []
   for c in range(public.num_classes):
     members = np.flatnonzero(public.labels == c)
     if len(members) <= val_per_class:
-      raise ValueError(f"class {c} has {len(members)} public images, too few "
-                       f"for {val_per_class} validation images per class")
+      raise ValueError(
+        f"class {c} has {len(members)} public images, too few "
+        f"for {val_per_class} validation images per class"
+      )
     val.append(rng.choice(members, val_per_class, replace=False))
   val = np.sort(np.concatenate(val))
   train = np.setdiff1d(np.arange(len(public)), val)
-  return {"private": private, "public": public, "test": data.test,
-          "public_train": public.subset(train, "fashion_mnist/public_train"),
-          "public_val": public.subset(val, "fashion_mnist/public_val")}
+  return {
+    "private": private,
+    "public": public,
+    "test": data.test,
+    "public_train": public.subset(train, "fashion_mnist/public_train"),
+    "public_val": public.subset(val, "fashion_mnist/public_val"),
+  }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _task(kind: str, data_dir: str, features: tuple[int, ...]) -> tasks.Task:
   s = splits(data_dir)
   model = small.SmallCNN(num_classes=s["test"].num_classes, features=features)
@@ -86,16 +97,17 @@ def private_task(config) -> tasks.Task:
 
 @tasks.register(SELECTION_TASK)
 def selection_task(config) -> tasks.Task:
-  return _task(SELECTION_TASK, config.get("data_dir") or "",
-               _features(config))
+  return _task(SELECTION_TASK, config.get("data_dir") or "", _features(config))
 
 
 def describe() -> str:
   """One line with the sizes and class counts of the splits."""
   s = splits()
   counts = np.bincount(s["public"].labels, minlength=10)
-  return (f"private {len(s['private']):,}, public {len(s['public']):,} "
-          f"(class counts {counts.min()}-{counts.max()}), public-train "
-          f"{len(s['public_train']):,}, public-validation "
-          f"{len(s['public_val']):,} ({VAL_PER_CLASS} per class), test "
-          f"{len(s['test']):,}")
+  return (
+    f"private {len(s['private']):,}, public {len(s['public']):,} "
+    f"(class counts {counts.min()}-{counts.max()}), public-train "
+    f"{len(s['public_train']):,}, public-validation "
+    f"{len(s['public_val']):,} ({VAL_PER_CLASS} per class), test "
+    f"{len(s['test']):,}"
+  )

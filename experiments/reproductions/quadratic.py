@@ -46,27 +46,27 @@ them against ``zoprivacy.dpzero``, ``zoprivacy.dpgd_zeroth`` and
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from zoprivacy import clipping
-from zoprivacy import directions
-from zoprivacy import mechanisms
+from zoprivacy import clipping, directions, mechanisms
 
 # Effective-rank modes of DPZero App. B.1 (a), (b), (c). ||A||_2 = 1, so the
 # effective rank Tr(A)/||A||_2 is Tr(A).
 HESSIANS = {
-    "rank_d": "A = I (effective rank d)",
-    "rank_sqrt_d": "A = diag(1/sqrt(i)) (effective rank O(sqrt d))",
-    "rank_log_d": "A = diag(1/i) (effective rank O(log d))",
+  "rank_d": "A = I (effective rank d)",
+  "rank_sqrt_d": "A = diag(1/sqrt(i)) (effective rank O(sqrt d))",
+  "rank_log_d": "A = diag(1/i) (effective rank O(log d))",
 }
 METHODS = ("dpzero", "dpgd_zeroth", "dp_gd")
-METHOD_LABELS = {"dpzero": "DPZero", "dpgd_zeroth": "DPGD-0th",
-                 "dp_gd": "DP-GD"}
+METHOD_LABELS = {
+  "dpzero": "DPZero",
+  "dpgd_zeroth": "DPGD-0th",
+  "dp_gd": "DP-GD",
+}
 
 
 def hessian_diagonal(mode: str, dim: int) -> np.ndarray:
@@ -79,8 +79,9 @@ def hessian_diagonal(mode: str, dim: int) -> np.ndarray:
   elif mode == "rank_log_d":
     a = 1.0 / i
   else:
-    raise ValueError(f"Unknown Hessian mode {mode!r}; choose one of "
-                     f"{tuple(HESSIANS)}.")
+    raise ValueError(
+      f"Unknown Hessian mode {mode!r}; choose one of {tuple(HESSIANS)}."
+    )
   return a.astype(np.float32)
 
 
@@ -90,18 +91,25 @@ class Problem(NamedTuple):
   ``E`` is the centred train data ``x_i - mean``; the test set enters only
   through its mean and the constant of its loss.
   """
-  a: jax.Array            # [d] Hessian diagonal
-  train_mean: jax.Array   # [d]
-  centred: jax.Array      # [n, d] x_i - train_mean
-  sq_norms: jax.Array     # [n] ||A e_i||^2 (DP-GD)
-  train_const: float      # mean_i e_i^T A e_i / 2
-  test_mean: jax.Array    # [d]
-  test_const: float       # same for the test set
+
+  a: jax.Array  # [d] Hessian diagonal
+  train_mean: jax.Array  # [d]
+  centred: jax.Array  # [n, d] x_i - train_mean
+  sq_norms: jax.Array  # [n] ||A e_i||^2 (DP-GD)
+  train_const: float  # mean_i e_i^T A e_i / 2
+  test_mean: jax.Array  # [d]
+  test_const: float  # same for the test set
   num_train: int
 
 
-def make_problem(mode: str, dim: int, *, num_train: int = 10000,
-                 num_test: int = 10000, seed: int = 0) -> Problem:
+def make_problem(
+  mode: str,
+  dim: int,
+  *,
+  num_train: int = 10000,
+  num_test: int = 10000,
+  seed: int = 0,
+) -> Problem:
   """Draws train and test data ``x_i ~ N(1, I_d)`` (App. B.1), float32."""
   rng = np.random.default_rng([seed, dim])
   train = rng.normal(1.0, 1.0, size=(num_train, dim)).astype(np.float32)
@@ -113,14 +121,22 @@ def make_problem(mode: str, dim: int, *, num_train: int = 10000,
   test_centred = test - test_mean
   train_quad = np.einsum("ij,j,ij->i", centred.astype(np.float64), a, centred)
   test_quad = np.einsum("ij,j,ij->i", test_centred, a, test_centred)
-  sq_norms = np.einsum("ij,j,ij->i", centred.astype(np.float64),
-                       a.astype(np.float64) ** 2, centred)
+  sq_norms = np.einsum(
+    "ij,j,ij->i",
+    centred.astype(np.float64),
+    a.astype(np.float64) ** 2,
+    centred,
+  )
   return Problem(
-      a=jnp.asarray(a), train_mean=jnp.asarray(train_mean, jnp.float32),
-      centred=jnp.asarray(centred), sq_norms=jnp.asarray(sq_norms, jnp.float32),
-      train_const=float(0.5 * train_quad.mean()),
-      test_mean=jnp.asarray(test_mean, jnp.float32),
-      test_const=float(0.5 * test_quad.mean()), num_train=num_train)
+    a=jnp.asarray(a),
+    train_mean=jnp.asarray(train_mean, jnp.float32),
+    centred=jnp.asarray(centred),
+    sq_norms=jnp.asarray(sq_norms, jnp.float32),
+    train_const=float(0.5 * train_quad.mean()),
+    test_mean=jnp.asarray(test_mean, jnp.float32),
+    test_const=float(0.5 * test_quad.mean()),
+    num_train=num_train,
+  )
 
 
 def initial_point(dim: int) -> jax.Array:
@@ -140,22 +156,25 @@ def dpzero_step(r, clip, noise_multiplier, *, au, proj, noise_key, n):
   ``au = A u`` and ``proj = E (A u)``, so ``au @ r - proj`` are the exact
   per-example finite differences ``u^T A (x - x_i)``.
   """
-  fd = jnp.dot(au, r) - proj                                   # [n]
+  fd = jnp.dot(au, r) - proj  # [n]
   clipped = clipping.clip_scalars(fd, clip)
-  mech = mechanisms.GaussianMechanism(clip=clip,
-                                      noise_multiplier=noise_multiplier)
+  mech = mechanisms.GaussianMechanism(
+    clip=clip, noise_multiplier=noise_multiplier
+  )
   noisy = mech.add_noise(noise_key, jnp.sum(clipped))
   return noisy / n
 
 
-def dpgd_zeroth_step(r, clip, noise_multiplier, *, au, proj, u, u_norm,
-                     noise_key, n):
+def dpgd_zeroth_step(
+  r, clip, noise_multiplier, *, au, proj, u, u_norm, noise_key, n
+):
   """DPGD-0th Alg. 1 line 3 for one grid point (returns the noisy mean)."""
   fd = jnp.dot(au, r) - proj
   # L2 clip of fd_i u == clip of the scalar fd_i at C / ||u|| (vector_zo.py).
   clipped = clipping.clip_scalars(fd, clip / u_norm)
-  mech = mechanisms.GaussianMechanism(clip=clip,
-                                      noise_multiplier=noise_multiplier)
+  mech = mechanisms.GaussianMechanism(
+    clip=clip, noise_multiplier=noise_multiplier
+  )
   noisy = mech.add_noise(noise_key, jnp.sum(clipped) * u)
   return noisy / n
 
@@ -172,8 +191,9 @@ def dp_gd_weights(sq_norms, clip):
 
 
 def dp_gd_noise(clipped_sum, clip, noise_multiplier, noise_key, n):
-  mech = mechanisms.GaussianMechanism(clip=clip,
-                                      noise_multiplier=noise_multiplier)
+  mech = mechanisms.GaussianMechanism(
+    clip=clip, noise_multiplier=noise_multiplier
+  )
   return mech.add_noise(noise_key, clipped_sum) / n
 
 
@@ -184,14 +204,16 @@ def dp_gd_noise(clipped_sum, clip, noise_multiplier, noise_key, n):
 @dataclasses.dataclass(frozen=True)
 class GridResult:
   """Final-iterate metrics for every ``(stepsize, clip)`` of one run."""
-  test_grad_norm: np.ndarray    # [S, C]
+
+  test_grad_norm: np.ndarray  # [S, C]
   train_grad_norm: np.ndarray
   train_loss: np.ndarray
   test_loss: np.ndarray
 
 
-def direction_matrix(key, dim: int, num_steps: int,
-                     distribution: str = "sphere") -> jax.Array:
+def direction_matrix(
+  key, dim: int, num_steps: int, distribution: str = "sphere"
+) -> jax.Array:
   """``[T, d]`` public directions, step ``t`` drawn from ``fold_in(key, t)``.
 
   ``sphere``: uniform on ``sqrt(d) S^{d-1}`` (DPZero Alg. 1/2 line 2);
@@ -214,15 +236,16 @@ def _metrics(problem: Problem, r):
   a = problem.a
   r_test = r + (problem.train_mean - problem.test_mean)
   return (
-      jnp.linalg.norm(a * r_test, axis=-1),
-      jnp.linalg.norm(a * r, axis=-1),
-      0.5 * jnp.sum(a * r * r, axis=-1) + problem.train_const,
-      0.5 * jnp.sum(a * r_test * r_test, axis=-1) + problem.test_const,
+    jnp.linalg.norm(a * r_test, axis=-1),
+    jnp.linalg.norm(a * r, axis=-1),
+    0.5 * jnp.sum(a * r * r, axis=-1) + problem.train_const,
+    0.5 * jnp.sum(a * r_test * r_test, axis=-1) + problem.test_const,
   )
 
 
-def zeroth_order_grads(method: str, r, clips, noise_multiplier, *, u, proj,
-                       a, noise_key, n):
+def zeroth_order_grads(
+  method: str, r, clips, noise_multiplier, *, u, proj, a, noise_key, n
+):
   """Privatized gradient estimates ``[K, d]`` of one step for ``K`` points.
 
   ``r``: [K, d]; ``u``: the step's direction; ``proj = E (A u)``. All grid
@@ -232,20 +255,35 @@ def zeroth_order_grads(method: str, r, clips, noise_multiplier, *, u, proj,
   if method == "dpgd_zeroth":
     u_norm = jnp.sqrt(jnp.sum(jnp.square(u)))
     return jax.vmap(
-        lambda rk, c: dpgd_zeroth_step(
-            rk, c, noise_multiplier, au=au, proj=proj, u=u,
-            u_norm=u_norm, noise_key=noise_key, n=n))(r, clips)
+      lambda rk, c: dpgd_zeroth_step(
+        rk,
+        c,
+        noise_multiplier,
+        au=au,
+        proj=proj,
+        u=u,
+        u_norm=u_norm,
+        noise_key=noise_key,
+        n=n,
+      )
+    )(r, clips)
   if method == "dpzero":
     scalars = jax.vmap(
-        lambda rk, c: dpzero_step(
-            rk, c, noise_multiplier, au=au, proj=proj,
-            noise_key=noise_key, n=n))(r, clips)
+      lambda rk, c: dpzero_step(
+        rk,
+        c,
+        noise_multiplier,
+        au=au,
+        proj=proj,
+        noise_key=noise_key,
+        n=n,
+      )
+    )(r, clips)
     return scalars[:, None] * u[None, :]
   raise ValueError(f"Unknown zeroth-order method {method!r}.")
 
 
-def dp_gd_grads(r, clips, noise_multiplier, *, centred, sq_norms, a,
-                noise_key):
+def dp_gd_grads(r, clips, noise_multiplier, *, centred, sq_norms, a, noise_key):
   """DP-GD's privatized full-batch gradients ``[K, d]`` for ``K`` points."""
   n = centred.shape[0]
   a2 = a * a
@@ -256,21 +294,39 @@ def dp_gd_grads(r, clips, noise_multiplier, *, centred, sq_norms, a,
   # Clipped sums sum_i w_i A (r_k - e_i) = A (sum_i w_i r_k - E^T w_k): [K, d].
   wsum = jnp.sum(w, axis=0)
   clipped_sum = a[None, :] * (wsum[:, None] * r - (centred.T @ w).T)
-  return jax.vmap(lambda g, c: dp_gd_noise(g, c, noise_multiplier, noise_key,
-                                           n))(clipped_sum, clips)
+  return jax.vmap(
+    lambda g, c: dp_gd_noise(g, c, noise_multiplier, noise_key, n)
+  )(clipped_sum, clips)
 
 
 def _make_zeroth_runner(method: str):
 
   @jax.jit
-  def run(r0, stepsizes, clips, noise_multiplier, dirs, proj, a, noise_key,
-          num_steps):
+  def run(
+    r0,
+    stepsizes,
+    clips,
+    noise_multiplier,
+    dirs,
+    proj,
+    a,
+    noise_key,
+    num_steps,
+  ):
     n = proj.shape[1]
 
     def body(t, r):
       grads = zeroth_order_grads(
-          method, r, clips, noise_multiplier, u=dirs[t], proj=proj[t], a=a,
-          noise_key=jax.random.fold_in(noise_key, t), n=n)
+        method,
+        r,
+        clips,
+        noise_multiplier,
+        u=dirs[t],
+        proj=proj[t],
+        a=a,
+        noise_key=jax.random.fold_in(noise_key, t),
+        n=n,
+      )
       return r - stepsizes[:, None] * grads
 
     return jax.lax.fori_loop(0, num_steps, body, r0)
@@ -281,13 +337,28 @@ def _make_zeroth_runner(method: str):
 def _make_dp_gd_runner():
 
   @jax.jit
-  def run(r0, stepsizes, clips, noise_multiplier, centred, sq_norms, a,
-          noise_key, num_steps):
+  def run(
+    r0,
+    stepsizes,
+    clips,
+    noise_multiplier,
+    centred,
+    sq_norms,
+    a,
+    noise_key,
+    num_steps,
+  ):
 
     def body(t, r):
-      grads = dp_gd_grads(r, clips, noise_multiplier, centred=centred,
-                          sq_norms=sq_norms, a=a,
-                          noise_key=jax.random.fold_in(noise_key, t))
+      grads = dp_gd_grads(
+        r,
+        clips,
+        noise_multiplier,
+        centred=centred,
+        sq_norms=sq_norms,
+        a=a,
+        noise_key=jax.random.fold_in(noise_key, t),
+      )
       return r - stepsizes[:, None] * grads
 
     return jax.lax.fori_loop(0, num_steps, body, r0)
@@ -295,28 +366,41 @@ def _make_dp_gd_runner():
   return run
 
 
-_RUNNERS = {"dpzero": _make_zeroth_runner("dpzero"),
-            "dpgd_zeroth": _make_zeroth_runner("dpgd_zeroth"),
-            "dp_gd": _make_dp_gd_runner()}
+_RUNNERS = {
+  "dpzero": _make_zeroth_runner("dpzero"),
+  "dpgd_zeroth": _make_zeroth_runner("dpgd_zeroth"),
+  "dp_gd": _make_dp_gd_runner(),
+}
 
 
 class Directions(NamedTuple):
-  dirs: jax.Array   # [T_max, d]
-  proj: jax.Array   # [T_max, n]
+  dirs: jax.Array  # [T_max, d]
+  proj: jax.Array  # [T_max, n]
 
 
-def prepare_directions(problem: Problem, num_steps: int, key,
-                       distribution: str = "sphere") -> Directions:
+def prepare_directions(
+  problem: Problem, num_steps: int, key, distribution: str = "sphere"
+) -> Directions:
   dim = problem.a.shape[0]
   dirs = direction_matrix(key, dim, num_steps, distribution)
-  chunks = [projections(problem.centred, problem.a, dirs[s:s + 1024])
-            for s in range(0, num_steps, 1024)]
+  chunks = [
+    projections(problem.centred, problem.a, dirs[s : s + 1024])
+    for s in range(0, num_steps, 1024)
+  ]
   return Directions(dirs, jnp.concatenate(chunks, axis=0))
 
 
-def run_grid(method: str, problem: Problem, *, num_steps: int,
-             stepsizes, clips, noise_multiplier: float,
-             noise_key, dirs: Directions | None = None) -> GridResult:
+def run_grid(
+  method: str,
+  problem: Problem,
+  *,
+  num_steps: int,
+  stepsizes,
+  clips,
+  noise_multiplier: float,
+  noise_key,
+  dirs: Directions | None = None,
+) -> GridResult:
   """Runs ``method`` for ``num_steps`` at every ``(stepsize, clip)`` pair.
 
   All grid points share the direction sequence and the standard-normal noise
@@ -329,22 +413,44 @@ def run_grid(method: str, problem: Problem, *, num_steps: int,
   ss, cc = np.meshgrid(stepsizes, clips, indexing="ij")
   ss, cc = jnp.asarray(ss.ravel()), jnp.asarray(cc.ravel())
   dim = problem.a.shape[0]
-  r0 = jnp.broadcast_to(initial_point(dim) - problem.train_mean,
-                        (ss.shape[0], dim))
+  r0 = jnp.broadcast_to(
+    initial_point(dim) - problem.train_mean, (ss.shape[0], dim)
+  )
   sigma = jnp.float32(noise_multiplier)
   if method == "dp_gd":
-    r = _RUNNERS[method](r0, ss, cc, sigma, problem.centred, problem.sq_norms,
-                         problem.a, noise_key, num_steps)
+    r = _RUNNERS[method](
+      r0,
+      ss,
+      cc,
+      sigma,
+      problem.centred,
+      problem.sq_norms,
+      problem.a,
+      noise_key,
+      num_steps,
+    )
   elif method in ("dpzero", "dpgd_zeroth"):
     if dirs is None or dirs.dirs.shape[0] < num_steps:
-      raise ValueError("Zeroth-order runs need prepare_directions() output "
-                       f"covering {num_steps} steps.")
-    r = _RUNNERS[method](r0, ss, cc, sigma, dirs.dirs, dirs.proj, problem.a,
-                         noise_key, num_steps)
+      raise ValueError(
+        "Zeroth-order runs need prepare_directions() output "
+        f"covering {num_steps} steps."
+      )
+    r = _RUNNERS[method](
+      r0,
+      ss,
+      cc,
+      sigma,
+      dirs.dirs,
+      dirs.proj,
+      problem.a,
+      noise_key,
+      num_steps,
+    )
   else:
     raise ValueError(f"Unknown method {method!r}; choose one of {METHODS}.")
   shape = (stepsizes.size, clips.size)
-  metrics = [np.asarray(m, np.float64).reshape(shape)
-             for m in _metrics(problem, r)]
+  metrics = [
+    np.asarray(m, np.float64).reshape(shape) for m in _metrics(problem, r)
+  ]
   metrics = [np.where(np.isfinite(m), m, np.inf) for m in metrics]
   return GridResult(*metrics)

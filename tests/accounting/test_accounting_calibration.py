@@ -1,7 +1,7 @@
 """Noise calibration: fast, returns the fine pessimistic PLD eps, <= target."""
 
-import pytest
 import dp_accounting
+import pytest
 from dp_accounting import mechanism_calibration
 from dp_accounting.pld import pld_privacy_accountant
 
@@ -12,24 +12,30 @@ T = 75000
 DELTA = 1e-5
 
 
-@pytest.mark.parametrize("target,paper_sigma", [(0.5, 30.9), (1.0, 16.4),
-                                                (4.0, 4.8)])
+@pytest.mark.parametrize(
+  "target,paper_sigma", [(0.5, 30.9), (1.0, 16.4), (4.0, 4.8)]
+)
 def test_calibration_recovers_dpzo_table16(target, paper_sigma):
-  res = acc.calibrate_noise_multiplier(target_epsilon=target, delta=DELTA,
-                                       sampling_probability=P, num_steps=T)
+  res = acc.calibrate_noise_multiplier(
+    target_epsilon=target, delta=DELTA, sampling_probability=P, num_steps=T
+  )
   assert abs(res.noise_multiplier - paper_sigma) / paper_sigma < 0.01
   # The returned epsilon is the fine (1e-4) pessimistic PLD epsilon of the
   # returned multiplier, recomputed independently here, and <= target.
-  event = acc.poisson_gaussian_event(noise_multiplier=res.noise_multiplier,
-                                     sampling_probability=P, num_steps=T)
+  event = acc.poisson_gaussian_event(
+    noise_multiplier=res.noise_multiplier,
+    sampling_probability=P,
+    num_steps=T,
+  )
   ref = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
   ref.compose(event)
   assert res.epsilon == pytest.approx(ref.get_epsilon(DELTA), rel=1e-9)
   assert res.epsilon <= target
   # Certificate: a multiplier within 0.2% below is over the target.
   assert res.lower_bound < res.noise_multiplier <= res.lower_bound * 1.002
-  low_event = acc.poisson_gaussian_event(noise_multiplier=res.lower_bound,
-                                         sampling_probability=P, num_steps=T)
+  low_event = acc.poisson_gaussian_event(
+    noise_multiplier=res.lower_bound, sampling_probability=P, num_steps=T
+  )
   assert acc.pld_epsilon(low_event, delta=DELTA) > target
   assert res.num_pld_evaluations <= 8
   assert res.value_discretization_interval == 1e-4
@@ -41,103 +47,172 @@ def test_calibration_within_one_percent_of_dp_accounting_tight():
 
   def make_event(sigma):
     return dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(
-            P, dp_accounting.GaussianDpEvent(sigma)), T)
+      dp_accounting.PoissonSampledDpEvent(
+        P, dp_accounting.GaussianDpEvent(sigma)
+      ),
+      T,
+    )
 
   tight = mechanism_calibration.calibrate_dp_mechanism(
-      lambda: pld_privacy_accountant.PLDAccountant(
-          value_discretization_interval=1e-4),
-      make_event, target, DELTA,
-      bracket_interval=mechanism_calibration.ExplicitBracketInterval(10.0,
-                                                                     25.0),
-      tol=1e-4)
-  res = acc.calibrate_noise_multiplier(target_epsilon=target, delta=DELTA,
-                                       sampling_probability=P, num_steps=T)
+    lambda: pld_privacy_accountant.PLDAccountant(
+      value_discretization_interval=1e-4
+    ),
+    make_event,
+    target,
+    DELTA,
+    bracket_interval=mechanism_calibration.ExplicitBracketInterval(10.0, 25.0),
+    tol=1e-4,
+  )
+  res = acc.calibrate_noise_multiplier(
+    target_epsilon=target, delta=DELTA, sampling_probability=P, num_steps=T
+  )
   assert tight <= res.noise_multiplier * (1 + 1e-5)
   assert res.noise_multiplier <= tight * 1.01
 
 
 def test_calibration_laplace_and_replace_one_and_full_batch():
   # Laplace: PLD (eps, delta), far below the pure-eps multiplier.
-  res = acc.calibrate_noise_multiplier(target_epsilon=0.3, delta=1e-5,
-                                       sampling_probability=0.02,
-                                       num_steps=2000, mechanism="laplace")
-  ev = acc.poisson_laplace_event(noise_multiplier=res.noise_multiplier,
-                                 sampling_probability=0.02, num_steps=2000)
+  res = acc.calibrate_noise_multiplier(
+    target_epsilon=0.3,
+    delta=1e-5,
+    sampling_probability=0.02,
+    num_steps=2000,
+    mechanism="laplace",
+  )
+  ev = acc.poisson_laplace_event(
+    noise_multiplier=res.noise_multiplier,
+    sampling_probability=0.02,
+    num_steps=2000,
+  )
   assert res.epsilon == acc.pld_epsilon(ev, delta=1e-5) <= 0.3
   assert res.epsilon > 0.3 * 0.99
-  pure_b = acc.pure_laplace_noise_multiplier(target_epsilon=0.3,
-                                             sampling_probability=0.02,
-                                             num_steps=2000)
+  pure_b = acc.pure_laplace_noise_multiplier(
+    target_epsilon=0.3, sampling_probability=0.02, num_steps=2000
+  )
   assert res.noise_multiplier < 0.5 * pure_b
   # Replace-one (Poisson): needs more noise than add/remove.
-  rep = acc.calibrate_noise_multiplier(target_epsilon=1.0, delta=1e-5,
-                                       sampling_probability=0.01,
-                                       num_steps=1000,
-                                       neighboring="replace_one")
-  add = acc.calibrate_noise_multiplier(target_epsilon=1.0, delta=1e-5,
-                                       sampling_probability=0.01,
-                                       num_steps=1000)
+  rep = acc.calibrate_noise_multiplier(
+    target_epsilon=1.0,
+    delta=1e-5,
+    sampling_probability=0.01,
+    num_steps=1000,
+    neighboring="replace_one",
+  )
+  add = acc.calibrate_noise_multiplier(
+    target_epsilon=1.0,
+    delta=1e-5,
+    sampling_probability=0.01,
+    num_steps=1000,
+  )
   assert rep.noise_multiplier > 1.3 * add.noise_multiplier
-  ev = acc.poisson_gaussian_event(noise_multiplier=rep.noise_multiplier,
-                                  sampling_probability=0.01, num_steps=1000)
-  assert rep.epsilon == acc.pld_epsilon(ev, delta=1e-5,
-                                        neighboring="replace_one") <= 1.0
+  ev = acc.poisson_gaussian_event(
+    noise_multiplier=rep.noise_multiplier,
+    sampling_probability=0.01,
+    num_steps=1000,
+  )
+  assert (
+    rep.epsilon
+    == acc.pld_epsilon(ev, delta=1e-5, neighboring="replace_one")
+    <= 1.0
+  )
   # Full batch (p = 1), DPZero-style replace-one.
-  full = acc.calibrate_noise_multiplier(target_epsilon=2.0, delta=1e-5,
-                                        sampling_probability=1.0,
-                                        num_steps=100,
-                                        neighboring="replace_one")
+  full = acc.calibrate_noise_multiplier(
+    target_epsilon=2.0,
+    delta=1e-5,
+    sampling_probability=1.0,
+    num_steps=100,
+    neighboring="replace_one",
+  )
   assert full.epsilon <= 2.0
   dpzero = acc.dpzero_advanced_composition_noise_multiplier(
-      epsilon=2.0, delta=1e-5, num_steps=100)
+    epsilon=2.0, delta=1e-5, num_steps=100
+  )
   assert full.noise_multiplier < dpzero  # advanced composition is loose
 
 
 def test_calibration_errors():
   with pytest.raises(ValueError, match="unreachable"):
-    acc.calibrate_noise_multiplier(target_epsilon=1e-7, delta=1e-5,
-                                   sampling_probability=1.0, num_steps=75000)
+    acc.calibrate_noise_multiplier(
+      target_epsilon=1e-7,
+      delta=1e-5,
+      sampling_probability=1.0,
+      num_steps=75000,
+    )
   with pytest.raises(ValueError, match="target_epsilon"):
-    acc.calibrate_noise_multiplier(target_epsilon=0.0, delta=1e-5,
-                                   sampling_probability=0.1, num_steps=10)
+    acc.calibrate_noise_multiplier(
+      target_epsilon=0.0,
+      delta=1e-5,
+      sampling_probability=0.1,
+      num_steps=10,
+    )
   with pytest.raises(ValueError, match="delta"):
-    acc.calibrate_noise_multiplier(target_epsilon=1.0, delta=0.0,
-                                   sampling_probability=0.1, num_steps=10)
+    acc.calibrate_noise_multiplier(
+      target_epsilon=1.0,
+      delta=0.0,
+      sampling_probability=0.1,
+      num_steps=10,
+    )
   with pytest.raises(ValueError, match="sampling_probability"):
-    acc.calibrate_noise_multiplier(target_epsilon=1.0, delta=1e-5,
-                                   sampling_probability=1.2, num_steps=10)
+    acc.calibrate_noise_multiplier(
+      target_epsilon=1.0,
+      delta=1e-5,
+      sampling_probability=1.2,
+      num_steps=10,
+    )
   with pytest.raises(ValueError, match="num_steps"):
-    acc.calibrate_noise_multiplier(target_epsilon=1.0, delta=1e-5,
-                                   sampling_probability=0.1, num_steps=0)
+    acc.calibrate_noise_multiplier(
+      target_epsilon=1.0,
+      delta=1e-5,
+      sampling_probability=0.1,
+      num_steps=0,
+    )
   with pytest.raises(ValueError, match="mechanism"):
-    acc.calibrate_noise_multiplier(target_epsilon=1.0, delta=1e-5,
-                                   sampling_probability=0.1, num_steps=10,
-                                   mechanism="exponential")
+    acc.calibrate_noise_multiplier(
+      target_epsilon=1.0,
+      delta=1e-5,
+      sampling_probability=0.1,
+      num_steps=10,
+      mechanism="exponential",
+    )
   with pytest.raises(ValueError, match="Laplace"):
-    acc.calibrate_noise_multiplier(target_epsilon=1.0, delta=1e-5,
-                                   sampling_probability=0.1, num_steps=10,
-                                   mechanism="laplace",
-                                   neighboring="replace_one")
+    acc.calibrate_noise_multiplier(
+      target_epsilon=1.0,
+      delta=1e-5,
+      sampling_probability=0.1,
+      num_steps=10,
+      mechanism="laplace",
+      neighboring="replace_one",
+    )
 
 
 def test_calibration_on_random_settings():
   """Seeded settings (T capped at 2000 for run time): certified bracket."""
   import math
+
   import numpy as np
+
   rng = np.random.default_rng(7)
   for _ in range(6):
     target = float(np.exp(rng.uniform(math.log(0.3), math.log(8.0))))
     p = float(np.exp(rng.uniform(math.log(1e-3), math.log(0.3))))
     steps = int(np.exp(rng.uniform(math.log(10), math.log(2000))))
     delta = float(np.exp(rng.uniform(math.log(1e-8), math.log(1e-4))))
-    res = acc.calibrate_noise_multiplier(target_epsilon=target, delta=delta,
-                                         sampling_probability=p,
-                                         num_steps=steps)
-    ev = acc.poisson_gaussian_event(noise_multiplier=res.noise_multiplier,
-                                    sampling_probability=p, num_steps=steps)
+    res = acc.calibrate_noise_multiplier(
+      target_epsilon=target,
+      delta=delta,
+      sampling_probability=p,
+      num_steps=steps,
+    )
+    ev = acc.poisson_gaussian_event(
+      noise_multiplier=res.noise_multiplier,
+      sampling_probability=p,
+      num_steps=steps,
+    )
     assert res.epsilon == acc.pld_epsilon(ev, delta=delta) <= target
-    low = acc.poisson_gaussian_event(noise_multiplier=res.lower_bound,
-                                     sampling_probability=p, num_steps=steps)
+    low = acc.poisson_gaussian_event(
+      noise_multiplier=res.lower_bound,
+      sampling_probability=p,
+      num_steps=steps,
+    )
     assert acc.pld_epsilon(low, delta=delta) > target
     assert res.noise_multiplier <= res.lower_bound * 1.002

@@ -15,9 +15,15 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 def _run(*args):
   env = dict(os.environ)
   env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-  return subprocess.run([sys.executable, "-m", "zoprivacy.accounting", *args],
-                        cwd=REPO, env=env, capture_output=True, text=True,
-                        timeout=120, check=False)
+  return subprocess.run(
+    [sys.executable, "-m", "zoprivacy.accounting", *args],
+    cwd=REPO,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=120,
+    check=False,
+  )
 
 
 def _number(text, label):
@@ -27,15 +33,32 @@ def _number(text, label):
 
 
 def test_cli_epsilon_gaussian_and_laplace():
-  out = _run("epsilon", "--noise-multiplier", "30.9",
-             "--sampling-probability", "0.016", "--steps", "75000",
-             "--delta", "1e-5")
+  out = _run(
+    "epsilon",
+    "--noise-multiplier",
+    "30.9",
+    "--sampling-probability",
+    "0.016",
+    "--steps",
+    "75000",
+    "--delta",
+    "1e-5",
+  )
   assert out.returncode == 0, out.stderr
   assert abs(_number(out.stdout, "PLD epsilon") - 0.5004) < 5e-4
   assert 0.5 < _number(out.stdout, "RDP epsilon") < 0.6
   assert "remove / add" in out.stdout
-  lap = _run("epsilon", "--mechanism", "laplace", "-s", "10.482",
-             "-p", "0.02", "-T", "2000")
+  lap = _run(
+    "epsilon",
+    "--mechanism",
+    "laplace",
+    "-s",
+    "10.482",
+    "-p",
+    "0.02",
+    "-T",
+    "2000",
+  )
   assert lap.returncode == 0, lap.stderr
   assert 0.27 < _number(lap.stdout, "PLD epsilon") < 0.29
   assert abs(_number(lap.stdout, r"pure epsilon \(delta=0\)") - 4.0) < 1e-2
@@ -43,27 +66,50 @@ def test_cli_epsilon_gaussian_and_laplace():
 
 
 def test_cli_calibrate_and_errors():
-  out = _run("calibrate", "--epsilon", "1", "--delta", "1e-5",
-             "--sampling-probability", "0.016", "--steps", "75000")
+  out = _run(
+    "calibrate",
+    "--epsilon",
+    "1",
+    "--delta",
+    "1e-5",
+    "--sampling-probability",
+    "0.016",
+    "--steps",
+    "75000",
+  )
   assert out.returncode == 0, out.stderr
   sigma = _number(out.stdout, "calibrated noise_multiplier")
   assert abs(sigma - 16.4) / 16.4 < 0.01
   assert _number(out.stdout, "PLD epsilon") <= 1.0
   bad = _run("epsilon", "-s", "-1", "-p", "0.1", "-T", "10")
   assert bad.returncode == 2 and "noise_multiplier" in bad.stderr
-  bad = _run("calibrate", "-e", "1", "-p", "0.1", "-T", "10",
-             "--mechanism", "laplace", "--neighboring", "replace_one")
+  bad = _run(
+    "calibrate",
+    "-e",
+    "1",
+    "-p",
+    "0.1",
+    "-T",
+    "10",
+    "--mechanism",
+    "laplace",
+    "--neighboring",
+    "replace_one",
+  )
   assert bad.returncode == 2 and "Laplace" in bad.stderr
 
 
-@pytest.mark.parametrize("args", [
+@pytest.mark.parametrize(
+  "args",
+  [
     ["calibrate", "-e", "1e6", "-p", "0.01", "-T", "10"],
     ["epsilon", "-s", "0.01", "-p", "1", "-T", "100000"],
-])
+  ],
+)
 def test_degenerate_inputs_fail_fast_with_the_memory_limit(args):
   """These used to run out of memory (or ask for 72.8 TiB)."""
   t0 = time.perf_counter()
   r = _run(*args)
   assert r.returncode != 0
   assert "PLD points" in r.stdout + r.stderr and "limit" in r.stdout + r.stderr
-  assert time.perf_counter() - t0 < 30      # import time included
+  assert time.perf_counter() - t0 < 30  # import time included

@@ -12,9 +12,7 @@ import math
 
 import numpy as np
 import pytest
-from scipy import integrate
-from scipy import optimize
-from scipy import stats
+from scipy import integrate, optimize, stats
 
 from zoprivacy import accounting as acc
 
@@ -36,9 +34,9 @@ def _settings(seed, n=20):
 def test_pld_never_above_rdp_on_random_settings():
   for sigma, p, steps, delta in _settings(1234):
     steps = min(steps, PLD_RDP_T_CAP)
-    event = acc.poisson_gaussian_event(noise_multiplier=sigma,
-                                       sampling_probability=p,
-                                       num_steps=steps)
+    event = acc.poisson_gaussian_event(
+      noise_multiplier=sigma, sampling_probability=p, num_steps=steps
+    )
     e_pld = acc.pld_epsilon(event, delta=delta)
     e_rdp = acc.rdp_epsilon(event, delta=delta)
     assert 0.0 < e_pld <= e_rdp, (sigma, p, steps, delta, e_pld, e_rdp)
@@ -46,8 +44,14 @@ def test_pld_never_above_rdp_on_random_settings():
 
 def _hockey_stick(upper, lower, alpha, lo, hi):
   """H_alpha(upper || lower) = int (upper(x) - alpha lower(x))_+ dx, x in [lo, hi]."""
-  val, _ = integrate.quad(lambda x: max(upper(x) - alpha * lower(x), 0.0),
-                          lo, hi, epsabs=1e-14, epsrel=1e-10, limit=500)
+  val, _ = integrate.quad(
+    lambda x: max(upper(x) - alpha * lower(x), 0.0),
+    lo,
+    hi,
+    epsabs=1e-14,
+    epsrel=1e-10,
+    limit=500,
+  )
   return val
 
 
@@ -105,16 +109,19 @@ def test_exact_hockey_stick_matches_closed_form():
   sigma, p, eps = 1.3, 0.2, 0.7
   alpha = math.exp(eps)
   x_r = sigma**2 * math.log((alpha - (1 - p)) / p) + 0.5
-  closed = ((1 - p) * stats.norm.sf(x_r / sigma)
-            + p * stats.norm.sf((x_r - 1) / sigma)
-            - alpha * stats.norm.sf(x_r / sigma))
+  closed = (
+    (1 - p) * stats.norm.sf(x_r / sigma)
+    + p * stats.norm.sf((x_r - 1) / sigma)
+    - alpha * stats.norm.sf(x_r / sigma)
+  )
   assert _exact_deltas(sigma, p, eps)[0] == pytest.approx(closed, rel=1e-8)
 
 
 def test_single_step_pld_matches_numerical_integration():
   for sigma, p, _, delta in _settings(4321):
-    event = acc.poisson_gaussian_event(noise_multiplier=sigma,
-                                       sampling_probability=p, num_steps=1)
+    event = acc.poisson_gaussian_event(
+      noise_multiplier=sigma, sampling_probability=p, num_steps=1
+    )
     e_pld = acc.pld_epsilon(event, delta=delta)
     e_exact = _exact_epsilon(sigma, p, delta)
     assert abs(e_pld - e_exact) <= 1e-3, (sigma, p, delta, e_pld, e_exact)
@@ -123,12 +130,18 @@ def test_single_step_pld_matches_numerical_integration():
 
 
 def test_single_step_directions_match_numerical_integration():
-  for sigma, p, delta in [(0.8, 0.3, 1e-5), (2.0, 0.05, 1e-6),
-                          (1.0, 0.5, 1e-3)]:
-    event = acc.poisson_gaussian_event(noise_multiplier=sigma,
-                                       sampling_probability=p, num_steps=1)
+  for sigma, p, delta in [
+    (0.8, 0.3, 1e-5),
+    (2.0, 0.05, 1e-6),
+    (1.0, 0.5, 1e-3),
+  ]:
+    event = acc.poisson_gaussian_event(
+      noise_multiplier=sigma, sampling_probability=p, num_steps=1
+    )
     split = acc.pld_epsilon_by_direction(event, delta=delta)
     assert split.remove == pytest.approx(
-        _exact_epsilon(sigma, p, delta, "remove"), abs=1e-3)
+      _exact_epsilon(sigma, p, delta, "remove"), abs=1e-3
+    )
     assert split.add == pytest.approx(
-        _exact_epsilon(sigma, p, delta, "add"), abs=1e-3)
+      _exact_epsilon(sigma, p, delta, "add"), abs=1e-3
+    )

@@ -7,23 +7,28 @@ import pytest
 from dp_accounting.pld import pld_privacy_accountant
 
 from zoprivacy import accounting as acc
-from zoprivacy.accounting import PrivacyBudgetExceededError
-from zoprivacy.accounting import PrivacyLedger
+from zoprivacy.accounting import PrivacyBudgetExceededError, PrivacyLedger
 from zoprivacy.privacy import PrivacyPlan
 
 DELTA = 1e-5
 
 
 def _plan(sigma, p, mechanism="gaussian", **kw):
-  return PrivacyPlan(mechanism=mechanism, noise_multiplier=sigma, clip=1.0,
-                     expected_batch_size=p * 10_000, dataset_size=10_000, **kw)
+  return PrivacyPlan(
+    mechanism=mechanism,
+    noise_multiplier=sigma,
+    clip=1.0,
+    expected_batch_size=p * 10_000,
+    dataset_size=10_000,
+    **kw,
+  )
 
 
 RUN = [  # (num_steps, plan) of an uninterrupted run
-    (300, _plan(2.0, 0.01)),
-    (200, _plan(3.0, 0.02, "laplace")),
-    (250, _plan(1.5, 0.01, num_queries=4)),
-    (100, _plan(2.0, 0.01)),
+  (300, _plan(2.0, 0.01)),
+  (200, _plan(3.0, 0.02, "laplace")),
+  (250, _plan(1.5, 0.01, num_queries=4)),
+  (100, _plan(2.0, 0.01)),
 ]
 
 
@@ -40,11 +45,15 @@ def _reference(run):
   """An independent route: dp_accounting's own PLDAccountant on events."""
   ref = pld_privacy_accountant.PLDAccountant()
   for n, plan in run:
-    inner = (dp_accounting.LaplaceDpEvent(plan.noise_multiplier)
-             if plan.mechanism == "laplace"
-             else dp_accounting.GaussianDpEvent(plan.noise_multiplier))
-    ref.compose(dp_accounting.PoissonSampledDpEvent(
-        plan.sampling_probability, inner), n)
+    inner = (
+      dp_accounting.LaplaceDpEvent(plan.noise_multiplier)
+      if plan.mechanism == "laplace"
+      else dp_accounting.GaussianDpEvent(plan.noise_multiplier)
+    )
+    ref.compose(
+      dp_accounting.PoissonSampledDpEvent(plan.sampling_probability, inner),
+      n,
+    )
   return ref.get_epsilon(DELTA)
 
 
@@ -56,7 +65,8 @@ def test_ledger_epsilon_matches_dp_accounting_composition():
   assert ledger.epsilon() == pytest.approx(_reference(RUN), rel=1e-6)
   # Epsilon after 400 steps: the first segment and 100 steps of the second.
   assert ledger.epsilon(400) == pytest.approx(
-      _reference([RUN[0], (100, RUN[1][1])]), rel=1e-6)
+    _reference([RUN[0], (100, RUN[1][1])]), rel=1e-6
+  )
   assert ledger.epsilon(0) == 0.0
   eps_by_step = [ledger.epsilon(t) for t in (100, 300, 500, 750, 850)]
   assert eps_by_step == sorted(eps_by_step)
@@ -78,7 +88,7 @@ def test_ledger_restart_from_json_gives_same_final_epsilon(tmp_path):
   full = PrivacyLedger(delta=DELTA)
   _record(full, RUN, chunk=50)
   first = PrivacyLedger(delta=DELTA)
-  _record(first, RUN[:2] + [(120, RUN[2][1])], chunk=50)   # interrupted
+  _record(first, RUN[:2] + [(120, RUN[2][1])], chunk=50)  # interrupted
   path = tmp_path / "privacy_ledger.json"
   first.save(path)
   data = json.loads(path.read_text())
@@ -101,8 +111,11 @@ def test_budget_refuses_before_mutating():
   remaining = ledger.steps_within_budget(plan, 10_000)
   assert 100 < remaining < 10_000
   # The boundary is exact for the plan's own epsilon.
-  assert plan.epsilon(remaining, DELTA) <= budget < plan.epsilon(
-      remaining + 1, DELTA)
+  assert (
+    plan.epsilon(remaining, DELTA)
+    <= budget
+    < plan.epsilon(remaining + 1, DELTA)
+  )
   ledger.record(plan, 100)
   before = (ledger.num_steps, ledger.epsilon(), ledger.segments)
   with pytest.raises(PrivacyBudgetExceededError) as info:
@@ -110,7 +123,7 @@ def test_budget_refuses_before_mutating():
   assert info.value.projected_epsilon > budget
   assert info.value.steps_remaining == remaining - 100
   assert (ledger.num_steps, ledger.epsilon(), ledger.segments) == before
-  for _ in range(remaining - 100):         # step by step, as the runner does
+  for _ in range(remaining - 100):  # step by step, as the runner does
     ledger.record(plan)
   assert ledger.epsilon() == pytest.approx(plan.epsilon(remaining, DELTA))
   with pytest.raises(PrivacyBudgetExceededError, match="0 step"):
@@ -121,10 +134,12 @@ def test_budget_refuses_before_mutating():
 def test_num_queries_is_accounted_as_one_gaussian():
   a = PrivacyLedger(delta=DELTA)
   a.record(_plan(2.0, 0.05, num_queries=8), 200)
-  single = acc.poisson_gaussian_event(noise_multiplier=2.0,
-                                      sampling_probability=0.05, num_steps=200)
-  assert a.epsilon() == pytest.approx(acc.pld_epsilon(single, delta=DELTA),
-                                      rel=1e-9)
+  single = acc.poisson_gaussian_event(
+    noise_multiplier=2.0, sampling_probability=0.05, num_steps=200
+  )
+  assert a.epsilon() == pytest.approx(
+    acc.pld_epsilon(single, delta=DELTA), rel=1e-9
+  )
   assert a.segments[0][0].num_queries == 8
 
 
@@ -166,11 +181,20 @@ def test_ledger_input_errors():
 def test_full_batch_gaussian_epsilon_is_exact_and_below_the_pld(neighboring):
   """The analytic full-batch epsilon sits just below dp_accounting's
   pessimistic PLD (which upper-bounds the same exact quantity)."""
-  plan = PrivacyPlan(mechanism="gaussian", noise_multiplier=20.0, clip=1.0,
-                     sampling="full_batch", neighboring=neighboring)
+  plan = PrivacyPlan(
+    mechanism="gaussian",
+    noise_multiplier=20.0,
+    clip=1.0,
+    sampling="full_batch",
+    neighboring=neighboring,
+  )
   exact = plan.epsilon(50, DELTA)
   event = dp_accounting.SelfComposedDpEvent(plan.step_event(), 50)
   pld = acc.pld_epsilon(event, delta=DELTA, neighboring=neighboring)
   assert exact <= pld <= exact * 1.01 + 1e-3
-  assert PrivacyPlan(mechanism="gaussian", noise_multiplier=0.01,
-                     sampling="full_batch").epsilon(200, DELTA) > 1e4
+  assert (
+    PrivacyPlan(
+      mechanism="gaussian", noise_multiplier=0.01, sampling="full_batch"
+    ).epsilon(200, DELTA)
+    > 1e4
+  )

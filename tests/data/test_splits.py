@@ -4,9 +4,18 @@ import pytest
 from zoprivacy.data.loaders import Dataset, load_digits
 from zoprivacy.data.loaders.base import text_array
 from zoprivacy.data.splits import (
-    DataOverlapError, DataOverlapWarning, check_no_overlap, counts_from_proportions,
-    few_shot_subsample, find_overlap, imbalanced_class_proportions, pazo_cifar10_split,
-    row_hashes, sample_ood_public, split_public_private)
+  DataOverlapError,
+  DataOverlapWarning,
+  check_no_overlap,
+  counts_from_proportions,
+  few_shot_subsample,
+  find_overlap,
+  imbalanced_class_proportions,
+  pazo_cifar10_split,
+  row_hashes,
+  sample_ood_public,
+  split_public_private,
+)
 
 
 def _images(n=1000, k=10, seed=0):
@@ -41,9 +50,13 @@ def test_pazo_cifar10_style_split():
   s = pazo_cifar10_split(ds, imbalance_ratio=10.0, seed=0)
   assert len(s.public) == 200 and len(s.private) == 4800  # 4% public
   assert len(np.intersect1d(s.public_indices, s.private_indices)) == 0
-  np.testing.assert_array_equal(np.union1d(s.public_indices, s.private_indices), np.arange(5000))
+  np.testing.assert_array_equal(
+    np.union1d(s.public_indices, s.private_indices), np.arange(5000)
+  )
   counts = s.public.class_counts()
-  expected = counts_from_proportions(200, imbalanced_class_proportions(10, 10.0, seed=0))
+  expected = counts_from_proportions(
+    200, imbalanced_class_proportions(10, 10.0, seed=0)
+  )
   np.testing.assert_array_equal(counts, expected)
   assert counts.max() / counts.min() == pytest.approx(10.0, rel=0.2)
   np.testing.assert_array_equal(s.public.inputs, ds.inputs[s.public_indices])
@@ -57,7 +70,9 @@ def test_stratified_split_on_real_digits():
   train = load_digits().train
   s = split_public_private(train, public_fraction=0.1, seed=0)
   assert len(s.public) == round(0.1 * len(train))
-  assert np.abs(s.public.class_counts() - 0.1 * train.class_counts()).max() <= 1.5
+  assert (
+    np.abs(s.public.class_counts() - 0.1 * train.class_counts()).max() <= 1.5
+  )
 
 
 def test_duplicates_between_public_and_private_are_flagged():
@@ -66,17 +81,25 @@ def test_duplicates_between_public_and_private_are_flagged():
   x[1] = x[0]  # duplicate inputs (with different labels) across classes 0 and 1
   x[11] = x[10]
   dup = Dataset(x, ds.labels, 10, "dups")
-  assert (row_hashes(x)[0] == row_hashes(x)[1]) and (row_hashes(x)[0] != row_hashes(x)[2])
+  assert (row_hashes(x)[0] == row_hashes(x)[1]) and (
+    row_hashes(x)[0] != row_hashes(x)[2]
+  )
   # force 0 into public and 1 into private by putting all public mass on class 0
   props = np.eye(10)[0]
   with pytest.raises(DataOverlapError, match="exact duplicates"):
-    split_public_private(dup, public_fraction=0.1, class_proportions=props, seed=0)
+    split_public_private(
+      dup, public_fraction=0.1, class_proportions=props, seed=0
+    )
   with pytest.warns(DataOverlapWarning):
     s = split_public_private(dup, 0.1, props, seed=0, on_overlap="warn")
   assert len(s.public) == 10
   with pytest.warns(DataOverlapWarning, match="dropping"):
     s = split_public_private(dup, 0.1, props, seed=0, on_overlap="drop")
-  assert len(s.public) == 8 and 0 not in s.public_indices and 10 not in s.public_indices
+  assert (
+    len(s.public) == 8
+    and 0 not in s.public_indices
+    and 10 not in s.public_indices
+  )
   assert len(find_overlap(s.public.inputs, s.private.inputs)) == 0
   np.testing.assert_array_equal(s.public.inputs, dup.inputs[s.public_indices])
 
@@ -92,15 +115,27 @@ def test_hash_is_dtype_aware_and_exact():
 
 
 def test_ood_public_sampling_and_overlap():
-  private = Dataset(text_array(["good film", "bad film", "fine", "awful"]),
-                    np.array([1, 0, 1, 0], np.int32), 2, "movies")
-  pool = Dataset(text_array([f"review {i}" for i in range(50)] + ["bad film"]),
-                 np.array([i % 2 for i in range(50)] + [0], np.int32), 2, "amazon")
+  private = Dataset(
+    text_array(["good film", "bad film", "fine", "awful"]),
+    np.array([1, 0, 1, 0], np.int32),
+    2,
+    "movies",
+  )
+  pool = Dataset(
+    text_array([f"review {i}" for i in range(50)] + ["bad film"]),
+    np.array([i % 2 for i in range(50)] + [0], np.int32),
+    2,
+    "amazon",
+  )
   with pytest.raises(DataOverlapError, match="1 of 51"):
     sample_ood_public(pool, private)
-  pub = sample_ood_public(pool.subset(np.arange(50)), private, num_samples=20, seed=0)
+  pub = sample_ood_public(
+    pool.subset(np.arange(50)), private, num_samples=20, seed=0
+  )
   assert len(pub) == 20 and len(set(pub.inputs)) == 20
-  per = sample_ood_public(pool.subset(np.arange(50)), private, per_class=5, seed=2)
+  per = sample_ood_public(
+    pool.subset(np.arange(50)), private, per_class=5, seed=2
+  )
   np.testing.assert_array_equal(per.class_counts(), [5, 5])
   with pytest.warns(DataOverlapWarning):
     kept = sample_ood_public(pool, private, on_overlap="drop")

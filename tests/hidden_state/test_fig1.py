@@ -35,12 +35,23 @@ def test_full_fig1_runs_in_under_five_minutes(tmp_path):
 
 @pytest.mark.slow
 def test_quick_sweep_trains_and_reports_three_epsilons(tmp_path):
-  assert reproduce.main(["hidden_state_sweep", "--quick", "--no-plots",
-                         "--out", str(tmp_path)]) == 0
+  assert (
+    reproduce.main(
+      [
+        "hidden_state_sweep",
+        "--quick",
+        "--no-plots",
+        "--out",
+        str(tmp_path),
+      ]
+    )
+    == 0
+  )
   with open(os.path.join(tmp_path, "results.json")) as f:
     result = json.load(f)
   assert result["condition_ratio"] == pytest.approx(0.5)
   for row in result["rows"]:
     assert 0.0 <= row["test_accuracy"] <= 1.0
     assert row["hidden_state"]["improved"] <= (
-        row["composition"]["improved"] * (1 + 1e-9))
+      row["composition"]["improved"] * (1 + 1e-9)
+    )

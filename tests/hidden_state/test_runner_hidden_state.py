@@ -3,9 +3,7 @@
 import pytest
 
 from configs import hidden_state_digits_logreg
-from experiments import hidden_state_run
-from experiments import tasks
-from experiments import train
+from experiments import hidden_state_run, tasks, train
 
 
 def small_config(**changes):
@@ -25,13 +23,17 @@ def small_config(**changes):
 def test_report_has_three_final_iterate_epsilons():
   result = train.train(small_config(), progress=False)
   block = result["final_iterate"]
-  for name in ("hidden_state_epsilon", "composition_epsilon",
-               "output_perturbation_epsilon"):
+  for name in (
+    "hidden_state_epsilon",
+    "composition_epsilon",
+    "output_perturbation_epsilon",
+  ):
     assert set(block[name]) == {"standard", "improved"}
   # The ledger's composition (PLD) is at most the RDP composition figure.
   assert result["epsilon"] <= block["composition_epsilon"]["improved"]
   assert block["hidden_state_epsilon"]["improved"] <= (
-      block["composition_epsilon"]["improved"] * (1 + 1e-9))
+    block["composition_epsilon"]["improved"] * (1 + 1e-9)
+  )
   assert block["condition_ratio"] == pytest.approx(0.5)
   text = train.format_report(result)
   assert "hidden state (Thm 3.2)" in text and "replace-one" in text
@@ -40,34 +42,46 @@ def test_report_has_three_final_iterate_epsilons():
 
 
 def test_final_iterate_epsilon_refused_when_intermediates_published():
-  cases = {"eval_every": (dict(eval_every=2), "eval_every=2"),
-           "checkpoints": (dict(workdir="/tmp/x", checkpoint_every=2,
-                                **{"hidden_state.checkpoints_private": False}),
-                           "checkpoint_every=2"),
-           "trajectory": (dict(trajectory_log=True), "trajectory log")}
+  cases = {
+    "eval_every": (dict(eval_every=2), "eval_every=2"),
+    "checkpoints": (
+      dict(
+        workdir="/tmp/x",
+        checkpoint_every=2,
+        **{"hidden_state.checkpoints_private": False},
+      ),
+      "checkpoint_every=2",
+    ),
+    "trajectory": (dict(trajectory_log=True), "trajectory log"),
+  }
   for changes, reason in cases.values():
     config = small_config(**changes)
-    block = hidden_state_run.final_iterate(config, setting=None,
-                                           num_steps=config.num_steps)
+    block = hidden_state_run.final_iterate(
+      config, setting=None, num_steps=config.num_steps
+    )
     assert reason in block["refused"] and "intermediate" in block["refused"]
     assert "not reported" in hidden_state_run.format_final_iterate(block)
   # Private checkpoints for resuming, no evaluation: nothing is published.
-  assert not hidden_state_run.published_outputs(small_config(
-      workdir="/tmp/x", checkpoint_every=2))
+  assert not hidden_state_run.published_outputs(
+    small_config(workdir="/tmp/x", checkpoint_every=2)
+  )
 
 
-@pytest.mark.parametrize("changes, match", [
+@pytest.mark.parametrize(
+  "changes, match",
+  [
     ({"estimator_kwargs.num_directions": 400}, "d >= 2K"),
     ({"radius": 0.0}, "radius"),
     ({"estimator_kwargs.directional_fraction": 1.5}, r"\[0, 1\]"),
     ({"learning_rate": 1000.0}, "above the limit"),
     ({"dataset": "digits"}, "assumptions"),
     ({"estimator_kwargs.clip": 1.0}, "Lipschitz"),
-])
-def test_bad_input_fails_before_any_data_is_loaded(monkeypatch, changes,
-                                                   match):
+  ],
+)
+def test_bad_input_fails_before_any_data_is_loaded(monkeypatch, changes, match):
   def no_data(config):
     raise AssertionError("data was touched")
+
   monkeypatch.setattr(tasks, "get_task", no_data)
   with pytest.raises(ValueError, match=match):
     train.train(small_config(**changes), progress=False)

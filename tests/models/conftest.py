@@ -16,9 +16,13 @@ def assert_per_example_independent():
     out2 = np.asarray(fn(changed))
     others = [i for i in range(out.shape[0]) if i != j]
     np.testing.assert_array_equal(out[others], out2[others])
-    assert not np.allclose(out[j], out2[j]), "perturbing example j did not change its output"
+    assert not np.allclose(out[j], out2[j]), (
+      "perturbing example j did not change its output"
+    )
     per_example = jax.jit(jax.vmap(lambda x: fn(x[None])[0]))
-    np.testing.assert_allclose(np.asarray(per_example(batch)), out, atol=atol, rtol=1e-4)
+    np.testing.assert_allclose(
+      np.asarray(per_example(batch)), out, atol=atol, rtol=1e-4
+    )
     return out
 
   return check

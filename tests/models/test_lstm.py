@@ -12,13 +12,18 @@ def rbg_key(seed):
 
 
 def test_lstm_shapes_padding_and_independence(assert_per_example_independent):
-  model = LSTMClassifier(vocab_size=50, num_classes=3, embed_dim=8, hidden_size=16)
-  tokens = jnp.array([[5, 6, 7, 0, 0], [8, 9, 0, 0, 0], [4, 4, 4, 4, 4]], jnp.int32)
+  model = LSTMClassifier(
+    vocab_size=50, num_classes=3, embed_dim=8, hidden_size=16
+  )
+  tokens = jnp.array(
+    [[5, 6, 7, 0, 0], [8, 9, 0, 0, 0], [4, 4, 4, 4, 4]], jnp.int32
+  )
   params = jax.jit(model.init)(rbg_key(0), tokens)["params"]
   apply = jax.jit(lambda t, n=None: model.apply({"params": params}, t, n))
   fn = lambda t: model.apply({"params": params}, t)
   out = assert_per_example_independent(
-      fn, tokens, lambda t, j: t.at[j, 0].set(t[j, 0] + 1))
+    fn, tokens, lambda t, j: t.at[j, 0].set(t[j, 0] + 1)
+  )
   assert out.shape == (3, 3)
   # tokens after the given length do not matter
   lengths = jnp.array([3, 2, 5])
@@ -30,9 +35,17 @@ def test_lstm_shapes_padding_and_independence(assert_per_example_independent):
 
 
 def test_lstm_two_layers():
-  model = LSTMClassifier(vocab_size=20, num_layers=2, embed_dim=4, hidden_size=6)
+  model = LSTMClassifier(
+    vocab_size=20, num_layers=2, embed_dim=4, hidden_size=6
+  )
   tokens = jnp.ones((2, 4), jnp.int32)
   params = jax.eval_shape(model.init, rbg_key(0), tokens)["params"]
   assert {"lstm0", "lstm1", "embed", "head"} == set(params)
-  assert params["lstm1"]["ii"]["kernel"].shape == (6, 6)  # layer 2 reads layer 1's states
-  assert jax.eval_shape(model.apply, {"params": params}, tokens).shape == (2, 2)
+  assert params["lstm1"]["ii"]["kernel"].shape == (
+    6,
+    6,
+  )  # layer 2 reads layer 1's states
+  assert jax.eval_shape(model.apply, {"params": params}, tokens).shape == (
+    2,
+    2,
+  )

@@ -4,7 +4,14 @@ import numpy as np
 import pytest
 
 from zoprivacy.models.peft import (
-    LoRA, bind_frozen, bitfit, merge_params, num_params, path_regex, split_params)
+  LoRA,
+  bind_frozen,
+  bitfit,
+  merge_params,
+  num_params,
+  path_regex,
+  split_params,
+)
 from zoprivacy.models.vit import ViT
 
 
@@ -16,7 +23,14 @@ def rbg_key(seed):
 
 @pytest.fixture(scope="module")
 def vit():
-  model = ViT(num_classes=3, patch_size=4, hidden_size=8, depth=1, num_heads=2, mlp_dim=16)
+  model = ViT(
+    num_classes=3,
+    patch_size=4,
+    hidden_size=8,
+    depth=1,
+    num_heads=2,
+    mlp_dim=16,
+  )
   x = jax.random.normal(rbg_key(0), (2, 8, 8, 1))
   params = jax.jit(model.init)(rbg_key(1), x)["params"]
   return model, params, x
@@ -33,7 +47,9 @@ def test_bitfit_split_merge_round_trip(vit):
   trainable, frozen = split_params(params, bitfit)
   flat = jax.tree_util.tree_leaves_with_path(trainable)
   assert flat and all(p[-1].key == "bias" for p, _ in flat)
-  assert not any(p[-1].key == "bias" for p, _ in jax.tree_util.tree_leaves_with_path(frozen))
+  assert not any(
+    p[-1].key == "bias" for p, _ in jax.tree_util.tree_leaves_with_path(frozen)
+  )
   assert num_params(trainable) + num_params(frozen) == num_params(params)
   _equal_trees(merge_params(trainable, frozen), params)
   with pytest.raises(ValueError, match="both parts"):
@@ -44,7 +60,9 @@ def test_zeroth_order_perturbation_touches_only_trainable(vit):
   model, params, x = vit
   trainable, frozen = split_params(params, path_regex(r"^head/"))
   assert set(trainable) == {"head"}
-  loss = bind_frozen(lambda p, b: jnp.sum(model.apply({"params": p}, b) ** 2), frozen)
+  loss = bind_frozen(
+    lambda p, b: jnp.sum(model.apply({"params": p}, b) ** 2), frozen
+  )
   # a two-point zeroth-order step on the trainable subset
   u = jax.tree.map(lambda v: jax.random.normal(rbg_key(2), v.shape), trainable)
   plus = jax.tree.map(lambda v, d: v + 1e-3 * d, trainable, u)
@@ -58,7 +76,9 @@ def test_zeroth_order_perturbation_touches_only_trainable(vit):
   assert not np.allclose(new_t["head"]["kernel"], params["head"]["kernel"])
   # directional derivative of the trainable subset agrees with autodiff
   g = jax.grad(loss)(trainable, x)
-  exact = sum(jnp.vdot(a, b) for a, b in zip(jax.tree.leaves(g), jax.tree.leaves(u)))
+  exact = sum(
+    jnp.vdot(a, b) for a, b in zip(jax.tree.leaves(g), jax.tree.leaves(u))
+  )
   np.testing.assert_allclose(diff, exact, rtol=1e-2)
 
 
@@ -66,7 +86,9 @@ def test_lora_adapters(vit):
   model, params, x = vit
   lora = LoRA(rank=2, targets=r"attention/(query|value)/kernel$", alpha=4.0)
   assert [("/".join(p)) for p in lora.target_paths(params)] == [
-      "block0/attention/query/kernel", "block0/attention/value/kernel"]
+    "block0/attention/query/kernel",
+    "block0/attention/value/kernel",
+  ]
   adapters = lora.init(rbg_key(3), params)
   q = adapters["block0"]["attention"]["query"]
   assert q["lora_A"].shape == (8, 2) and q["lora_B"].shape == (2, 8)
@@ -78,15 +100,19 @@ def test_lora_adapters(vit):
   merged = lora.merge(params, adapters)
   qa = adapters["block0"]["attention"]["query"]
   np.testing.assert_allclose(
-      merged["block0"]["attention"]["query"]["kernel"],
-      params["block0"]["attention"]["query"]["kernel"] + 2.0 * qa["lora_A"] @ qa["lora_B"],
-      atol=1e-6)
+    merged["block0"]["attention"]["query"]["kernel"],
+    params["block0"]["attention"]["query"]["kernel"]
+    + 2.0 * qa["lora_A"] @ qa["lora_B"],
+    atol=1e-6,
+  )
   untouched = lambda t: split_params(t, path_regex(r"(query|value)/kernel$"))[1]
   _equal_trees(untouched(merged), untouched(params))
   # jit/vmap friendly: the loss is a pure function of the adapters
   f = jax.jit(lambda a, b: model.apply({"params": lora.merge(params, a)}, b))
   out = f(adapters, x)
-  per_ex = jax.vmap(lambda a, b: f(a, b[None])[0], in_axes=(None, 0))(adapters, x)
+  per_ex = jax.vmap(lambda a, b: f(a, b[None])[0], in_axes=(None, 0))(
+    adapters, x
+  )
   np.testing.assert_allclose(per_ex, out, atol=1e-5)
   assert not np.allclose(out, model.apply({"params": params}, x))
   with pytest.raises(ValueError, match="no 2-D kernel"):

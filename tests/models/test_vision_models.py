@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from zoprivacy.models.nf_resnet import NFResNet, RELU_GAMMA, WSConv, scaled_relu
+from zoprivacy.models.nf_resnet import RELU_GAMMA, NFResNet, WSConv, scaled_relu
 from zoprivacy.models.vit import ViT
 
 
@@ -27,14 +27,19 @@ def test_nf_resnet_shapes_and_independence(assert_per_example_independent):
   params = variables["params"]
   # SkipInit gains start at 0; give them a value so residual branches matter
   params = jax.tree_util.tree_map_with_path(
-      lambda p, v: jnp.full_like(v, 0.5) if p[-1].key == "skip_gain" else v, params)
+    lambda p, v: jnp.full_like(v, 0.5) if p[-1].key == "skip_gain" else v,
+    params,
+  )
   fn = lambda b: model.apply({"params": params}, b)
   out = assert_per_example_independent(fn, x, _perturb_image)
   assert out.shape == (4, 7) and np.all(np.isfinite(out))
   # leading batch dims are preserved
   assert jax.eval_shape(fn, x.reshape(2, 2, 8, 8, 3)).shape == (2, 2, 7)
   # stage 1 downsamples: the transition block has a projection shortcut
-  assert "shortcut" in params["stage1_block0"] and "shortcut" not in params["stage0_block0"]
+  assert (
+    "shortcut" in params["stage1_block0"]
+    and "shortcut" not in params["stage0_block0"]
+  )
 
 
 def test_ws_conv_standardizes_weights():
@@ -49,24 +54,37 @@ def test_ws_conv_standardizes_weights():
   np.testing.assert_allclose(apply({"params": p2}, x), y, atol=1e-4)
   # scaled ReLU preserves the second moment of a unit Gaussian
   z = jax.random.normal(rbg_key(2), (200_000,))
-  assert abs(float(jnp.mean(scaled_relu(z) ** 2)) - RELU_GAMMA ** 2 / 2) < 0.02
-  assert abs(RELU_GAMMA ** 2 / 2 - 1 / (1 - 1 / math.pi)) < 1e-12
+  assert abs(float(jnp.mean(scaled_relu(z) ** 2)) - RELU_GAMMA**2 / 2) < 0.02
+  assert abs(RELU_GAMMA**2 / 2 - 1 / (1 - 1 / math.pi)) < 1e-12
 
 
 def test_nf_resnet18_default_size():
-  shapes = jax.eval_shape(NFResNet().init, rbg_key(0), jnp.zeros((1, 32, 32, 3)))
+  shapes = jax.eval_shape(
+    NFResNet().init, rbg_key(0), jnp.zeros((1, 32, 32, 3))
+  )
   n = sum(x.size for x in jax.tree.leaves(shapes))
   assert 11.1e6 < n < 11.3e6  # ResNet18-sized
 
 
 def test_vit_shapes_and_independence(assert_per_example_independent):
-  model = ViT(num_classes=5, patch_size=4, hidden_size=16, depth=2, num_heads=2, mlp_dim=32)
+  model = ViT(
+    num_classes=5,
+    patch_size=4,
+    hidden_size=16,
+    depth=2,
+    num_heads=2,
+    mlp_dim=32,
+  )
   x = jax.random.normal(rbg_key(0), (3, 8, 8, 3))
   params = jax.jit(model.init)(rbg_key(1), x)["params"]
   fn = lambda b: model.apply({"params": params}, b)
   out = assert_per_example_independent(fn, x, _perturb_image)
   assert out.shape == (3, 5)
-  assert params["pos_embedding"].shape == (1, 5, 16)  # 2x2 patches + class token
+  assert params["pos_embedding"].shape == (
+    1,
+    5,
+    16,
+  )  # 2x2 patches + class token
   assert params["block0"]["attention"]["query"]["kernel"].shape == (16, 16)
 
 
@@ -76,8 +94,10 @@ def test_full_size_paper_models_forward():
   from zoprivacy.models.nf_resnet import nf_resnet18
   from zoprivacy.models.vit import vit_small_pazo
 
-  for model, shape, classes in ((nf_resnet18(10), (2, 32, 32, 3), 10),
-                                (vit_small_pazo(200), (2, 64, 64, 3), 200)):
+  for model, shape, classes in (
+    (nf_resnet18(10), (2, 32, 32, 3), 10),
+    (vit_small_pazo(200), (2, 64, 64, 3), 200),
+  ):
     x = jax.random.uniform(rbg_key(0), shape)
     params = jax.jit(model.init)(rbg_key(1), x)["params"]
     fn = jax.jit(lambda p, b, m=model: m.apply({"params": p}, b))

@@ -46,11 +46,19 @@ class SecretsRandBelow:
 # --------------------------------------------------------------- Algorithm 1
 
 
-@pytest.mark.parametrize("num,den", [
-    (0, 1), (1, 3), (1, 1), (5, 2), (3, 1), (7, 3),
+@pytest.mark.parametrize(
+  "num,den",
+  [
+    (0, 1),
+    (1, 3),
+    (1, 1),
+    (5, 2),
+    (3, 1),
+    (7, 3),
     (2**70 - 1, 2**70),  # large denominator: the short-prefix path
     (10**20 + 7, 10**20 * 3),
-])
+  ],
+)
 def test_bernoulli_exp_frequency_within_5_standard_errors(num, den):
   n = 20_000
   rng = SeededRandBelow(num % 1000 + den % 997)
@@ -79,8 +87,7 @@ def _chi_square_pvalue(samples, log_weight, support_radius):
   pmf = np.exp(log_weight(ys) - np.max(log_weight(ys)))
   pmf /= pmf.sum()  # the mass beyond support_radius is < 1e-30
   n = len(samples)
-  counts = np.bincount(np.asarray(samples) + support_radius,
-                       minlength=len(ys))
+  counts = np.bincount(np.asarray(samples) + support_radius, minlength=len(ys))
   assert counts.sum() == n and len(counts) == len(ys)
   # Bins of expected count >= 5; the two tails are merged into one bin.
   keep = pmf * n >= 5
@@ -97,24 +104,27 @@ def _chi_square_pvalue(samples, log_weight, support_radius):
 @pytest.mark.parametrize("sigma", [0.8, 2.0, 5.0])
 def test_discrete_gaussian_pmf_chi_square(sigma):
   x = dn.discrete_gaussian_noise(sigma, 20_000, SeededRandBelow(11))
-  p = _chi_square_pvalue(x, lambda y: -y.astype(float)**2 / (2 * sigma**2),
-                         int(12 * sigma) + 2)
+  p = _chi_square_pvalue(
+    x,
+    lambda y: -(y.astype(float) ** 2) / (2 * sigma**2),
+    int(12 * sigma) + 2,
+  )
   assert p > 1e-3, p
 
 
 @pytest.mark.parametrize("scale", [0.8, 2.0, 2.5, 5.0])
 def test_discrete_laplace_pmf_chi_square(scale):
   x = dn.discrete_laplace_noise(scale, 20_000, SeededRandBelow(12))
-  p = _chi_square_pvalue(x, lambda y: -np.abs(y) / scale,
-                         int(80 * scale) + 2)
+  p = _chi_square_pvalue(x, lambda y: -np.abs(y) / scale, int(80 * scale) + 2)
   assert p > 1e-3, p
 
 
 def test_rational_api_chi_square():
   rng = SeededRandBelow(13)
   g = [dn.sample_discrete_gaussian(25, 4, rng) for _ in range(20_000)]
-  assert _chi_square_pvalue(g, lambda y: -y.astype(float)**2 / 12.5,
-                            40) > 1e-3
+  assert (
+    _chi_square_pvalue(g, lambda y: -(y.astype(float) ** 2) / 12.5, 40) > 1e-3
+  )
   lap = [dn.sample_discrete_laplace(7, 3, rng) for _ in range(20_000)]
   assert _chi_square_pvalue(lap, lambda y: -np.abs(y) * 3 / 7, 200) > 1e-3
 
@@ -127,7 +137,7 @@ def test_moments_at_sigma_300_within_5_standard_errors():
   assert abs(g.var() - s**2) < 5 * s**2 * math.sqrt(2 / n)
   lap = dn.discrete_laplace_noise(s, n, SeededRandBelow(15)).astype(float)
   q = math.exp(-1 / s)
-  var = 2 * q / (1 - q)**2  # exact variance of the discrete Laplace
+  var = 2 * q / (1 - q) ** 2  # exact variance of the discrete Laplace
   assert abs(lap.mean()) < 5 * math.sqrt(var / n)
   # Laplace kurtosis 6: Var(sample variance) ~ 5 var^2 / n.
   assert abs(lap.var() - var) < 5 * var * math.sqrt(5 / n)
@@ -135,13 +145,17 @@ def test_moments_at_sigma_300_within_5_standard_errors():
 
 def test_samples_are_integers():
   rng = SeededRandBelow(16)
-  for value in (dn.discrete_gaussian_sample(3.7, rng),
-                dn.discrete_laplace_sample(0.3, rng),
-                dn.sample_discrete_gaussian(2, 3, rng),
-                dn.sample_discrete_laplace(5, 7, rng)):
+  for value in (
+    dn.discrete_gaussian_sample(3.7, rng),
+    dn.discrete_laplace_sample(0.3, rng),
+    dn.sample_discrete_gaussian(2, 3, rng),
+    dn.sample_discrete_laplace(5, 7, rng),
+  ):
     assert type(value) is int
-  for arr in (dn.discrete_gaussian_noise(1e4, 50, rng),
-              dn.discrete_laplace_noise(123.25, 50, rng)):
+  for arr in (
+    dn.discrete_gaussian_noise(1e4, 50, rng),
+    dn.discrete_laplace_noise(123.25, 50, rng),
+  ):
     assert arr.dtype == np.int64 and arr.shape == (50,)
   assert dn.discrete_gaussian_noise(2.0, 0, rng).shape == (0,)
 
@@ -159,13 +173,17 @@ def test_time_per_gaussian_sample_below_30us():
     start = time.perf_counter()
     dn.discrete_gaussian_noise(sigma, n, rng)
     micros = (time.perf_counter() - start) / n * 1e6
-    print(f"\ndiscrete Gaussian sigma={sigma:g}: {micros:.1f} us/sample, "
-          f"{rng.calls / n:.2f} randbelow calls/sample")
+    print(
+      f"\ndiscrete Gaussian sigma={sigma:g}: {micros:.1f} us/sample, "
+      f"{rng.calls / n:.2f} randbelow calls/sample"
+    )
     assert micros < 30.0
     assert rng.calls / n < 6.0
 
 
-@pytest.mark.parametrize("call,match", [
+@pytest.mark.parametrize(
+  "call,match",
+  [
     (lambda r: dn.bernoulli_exp(-1, 2, r), "gamma_num"),
     (lambda r: dn.bernoulli_exp(1, 0, r), "gamma_den"),
     (lambda r: dn.bernoulli_exp(0.5, 1, r), "gamma_num must be an integer"),
@@ -182,7 +200,8 @@ def test_time_per_gaussian_sample_below_30us():
     (lambda r: dn.discrete_laplace_noise(2.0, 2.5, r), "size"),
     (lambda r: dn.discrete_laplace_noise(0.0, 3, r), "scale must be > 0"),
     (lambda r: dn.discrete_gaussian_sample(1.0, object()), "randbelow"),
-])
+  ],
+)
 def test_sampler_bad_inputs(call, match):
   with pytest.raises(ValueError, match=match):
     call(SeededRandBelow(0))
@@ -199,10 +218,14 @@ def _fixed_bits(key, bit_width, shape):
 # A "PRNG" whose key is its own 32 random bits: it runs jax.random.normal /
 # laplace's genuine bits-to-float code on chosen bits.
 _FIXED_BITS = define_prng_impl(
-    key_shape=(1,), seed=lambda s: jnp.reshape(s.astype(jnp.uint32), (1,)),
-    split=lambda k, shape: jnp.broadcast_to(k, (*shape, 1)),
-    random_bits=_fixed_bits, fold_in=lambda k, d: k, name="fixed_bits",
-    tag="fixed_bits")
+  key_shape=(1,),
+  seed=lambda s: jnp.reshape(s.astype(jnp.uint32), (1,)),
+  split=lambda k, shape: jnp.broadcast_to(k, (*shape, 1)),
+  random_bits=_fixed_bits,
+  fold_in=lambda k, d: k,
+  name="fixed_bits",
+  tag="fixed_bits",
+)
 
 
 def _float32_certain_fraction(sample, scale, s0, m, trials):
@@ -221,13 +244,18 @@ def _float32_certain_fraction(sample, scale, s0, m, trials):
   Returns:
     (certain fraction over both worlds, number of wrong decisions).
   """
+
   def release(key, s):
     return s + scale * sample(key, (), jnp.float32)
 
-  from_bits = jax.jit(jax.vmap(
-      lambda b, s: release(jax.random.wrap_key_data(b[None],
-                                                    impl=_FIXED_BITS), s),
-      in_axes=(0, None)))
+  from_bits = jax.jit(
+    jax.vmap(
+      lambda b, s: release(
+        jax.random.wrap_key_data(b[None], impl=_FIXED_BITS), s
+      ),
+      in_axes=(0, None),
+    )
+  )
   from_keys = jax.jit(jax.vmap(release, in_axes=(0, None)))
   all_bits = jnp.arange(2**23, dtype=jnp.uint32) << 9
   sums = (np.float32(s0), np.float32(s0) + np.float32(m))
@@ -271,20 +299,25 @@ def test_impossible_output_distinguisher(kind):
   scale = multiplier * m  # Gaussian std / Laplace scale, as in mechanisms.py
   if kind == "gaussian":
     sample, noise = jax.random.normal, dn.discrete_gaussian_noise
+
     def loss(o):
-      return ((o - 4321 - m)**2 - (o - 4321)**2) / (2 * scale**2)
+      return ((o - 4321 - m) ** 2 - (o - 4321) ** 2) / (2 * scale**2)
   else:
     sample, noise = jax.random.laplace, dn.discrete_laplace_noise
+
     def loss(o):
       value = (np.abs(o - 4321 - m) - np.abs(o - 4321)) / scale
       assert np.max(np.abs(value)) <= m / scale  # pure DP: |loss| <= 1/b
       return value
+
   exact = _discrete_certain_fraction(
-      lambda n, r: noise(scale, n, r), 4321, m, trials, loss)
-  floating, wrong = _float32_certain_fraction(sample, scale, 4321.37, m,
-                                              trials)
-  print(f"\n{kind}: certain decisions, float32 {floating:.3f}, "
-        f"exact discrete {exact:.3f} ({trials} trials per world)")
+    lambda n, r: noise(scale, n, r), 4321, m, trials, loss
+  )
+  floating, wrong = _float32_certain_fraction(sample, scale, 4321.37, m, trials)
+  print(
+    f"\n{kind}: certain decisions, float32 {floating:.3f}, "
+    f"exact discrete {exact:.3f} ({trials} trials per world)"
+  )
   assert wrong == 0  # the float32 enumeration is exact: no false proofs
   assert exact == 0.0
   assert floating > 0.2  # measured about 0.54 (normal), 0.59 (laplace)
@@ -295,21 +328,33 @@ def test_impossible_output_distinguisher(kind):
 
 def _continuous_epsilon(sigma, p=16 / 1000, steps=75_000, delta=1e-5):
   acc = dp_accounting.pld.PLDAccountant(value_discretization_interval=1e-4)
-  acc.compose(dp_accounting.PoissonSampledDpEvent(
-      p, dp_accounting.GaussianDpEvent(sigma)), steps)
+  acc.compose(
+    dp_accounting.PoissonSampledDpEvent(
+      p, dp_accounting.GaussianDpEvent(sigma)
+    ),
+    steps,
+  )
   return acc.get_epsilon(delta)
 
 
-@pytest.mark.parametrize("sigma,eps_ref,m", [
-    (30.9, 0.5004, 10), (16.4, 0.9988, 10), (4.8, 3.9952, 10),
+@pytest.mark.parametrize(
+  "sigma,eps_ref,m",
+  [
+    (30.9, 0.5004, 10),
+    (16.4, 0.9988, 10),
+    (4.8, 3.9952, 10),
     (30.9, 0.5004, 100),
-])
+  ],
+)
 def test_discrete_gaussian_matches_continuous_dpzo_table16(sigma, eps_ref, m):
   continuous = _continuous_epsilon(sigma)
   assert continuous == pytest.approx(eps_ref, abs=1e-4)
-  pld = dpld.discrete_gaussian_pld(sigma=sigma * m, sensitivity=m,
-                                   sampling_probability=16 / 1000,
-                                   num_steps=75_000)
+  pld = dpld.discrete_gaussian_pld(
+    sigma=sigma * m,
+    sensitivity=m,
+    sampling_probability=16 / 1000,
+    num_steps=75_000,
+  )
   eps = dpld.discrete_epsilon(pld, 1e-5)
   assert abs(eps - continuous) <= 0.01 * continuous, (eps, continuous)
   by_dir = dpld.discrete_epsilon_by_direction(pld, 1e-5)
@@ -319,8 +364,9 @@ def test_discrete_gaussian_matches_continuous_dpzo_table16(sigma, eps_ref, m):
 
 def test_discrete_epsilon_takes_max_over_add_and_remove():
   # pylint: disable=protected-access
-  pld = dpld.discrete_gaussian_pld(sigma=60.0, sensitivity=10,
-                                   sampling_probability=0.1, num_steps=20)
+  pld = dpld.discrete_gaussian_pld(
+    sigma=60.0, sensitivity=10, sampling_probability=0.1, num_steps=20
+  )
   remove = pld._pmf_remove.get_epsilon_for_delta(1e-5)
   add = pld._pmf_add.get_epsilon_for_delta(1e-5)
   assert remove > add
@@ -332,8 +378,9 @@ def test_discrete_epsilon_takes_max_over_add_and_remove():
 
 @pytest.mark.parametrize("b,m", [(0.5, 10), (2.0, 10), (2.0, 1000)])
 def test_discrete_laplace_unsubsampled_is_pure_one_over_b(b, m):
-  pld = dpld.discrete_laplace_pld(scale=b * m, sensitivity=m,
-                                  sampling_probability=1.0, num_steps=1)
+  pld = dpld.discrete_laplace_pld(
+    scale=b * m, sensitivity=m, sampling_probability=1.0, num_steps=1
+  )
   # delta = 0: pessimistic discretization adds at most one interval (1e-4).
   eps0 = dpld.discrete_epsilon(pld, 0.0)
   assert 1 / b <= eps0 <= 1 / b + 1e-4 + 1e-12
@@ -341,29 +388,40 @@ def test_discrete_laplace_unsubsampled_is_pure_one_over_b(b, m):
 
 
 def test_discrete_laplace_subsampled_matches_continuous():
-  pld = dpld.discrete_laplace_pld(scale=200.0, sensitivity=100,
-                                  sampling_probability=0.016, num_steps=1000)
-  continuous = pld_lib.from_laplace_mechanism(
-      2.0, value_discretization_interval=1e-4,
-      sampling_prob=0.016).self_compose(1000).get_epsilon_for_delta(1e-5)
+  pld = dpld.discrete_laplace_pld(
+    scale=200.0, sensitivity=100, sampling_probability=0.016, num_steps=1000
+  )
+  continuous = (
+    pld_lib.from_laplace_mechanism(
+      2.0, value_discretization_interval=1e-4, sampling_prob=0.016
+    )
+    .self_compose(1000)
+    .get_epsilon_for_delta(1e-5)
+  )
   eps = dpld.discrete_epsilon(pld, 1e-5)
   assert abs(eps - continuous) <= 0.01 * continuous, (eps, continuous)
 
 
 def test_pld_cache_returns_same_object():
-  kwargs = dict(sigma=150.0, sensitivity=10, sampling_probability=0.05,
-                num_steps=100)
+  kwargs = dict(
+    sigma=150.0, sensitivity=10, sampling_probability=0.05, num_steps=100
+  )
   assert dpld.discrete_gaussian_pld(**kwargs) is dpld.discrete_gaussian_pld(
-      **kwargs)
+    **kwargs
+  )
 
 
 _G = dict(sigma=100.0, sensitivity=10, sampling_probability=0.1, num_steps=5)
 
 
-@pytest.mark.parametrize("overrides,match", [
+@pytest.mark.parametrize(
+  "overrides,match",
+  [
     (dict(neighboring="replace_one"), "add_or_remove only"),
-    (dict(neighboring=dp_accounting.NeighboringRelation.REPLACE_ONE),
-     "add_or_remove only"),
+    (
+      dict(neighboring=dp_accounting.NeighboringRelation.REPLACE_ONE),
+      "add_or_remove only",
+    ),
     (dict(neighboring="swap"), "Unknown neighboring"),
     (dict(sigma=0.0), "sigma must be"),
     (dict(sigma=math.inf), "sigma must be"),
@@ -374,17 +432,19 @@ _G = dict(sigma=100.0, sensitivity=10, sampling_probability=0.1, num_steps=5)
     (dict(sampling_probability=0.0), "sampling_probability"),
     (dict(sampling_probability=1.5), "sampling_probability"),
     (dict(num_steps=0), "num_steps"),
-    (dict(value_discretization_interval=-1e-4),
-     "value_discretization_interval"),
-])
+    (
+      dict(value_discretization_interval=-1e-4),
+      "value_discretization_interval",
+    ),
+  ],
+)
 def test_discrete_gaussian_pld_bad_inputs(overrides, match):
   with pytest.raises(ValueError, match=match):
     dpld.discrete_gaussian_pld(**{**_G, **overrides})
 
 
 def test_discrete_laplace_pld_and_epsilon_bad_inputs():
-  lap = dict(scale=20.0, sensitivity=10, sampling_probability=0.1,
-             num_steps=5)
+  lap = dict(scale=20.0, sensitivity=10, sampling_probability=0.1, num_steps=5)
   with pytest.raises(ValueError, match="add_or_remove only"):
     dpld.discrete_laplace_pld(**lap, neighboring="replace_one")
   with pytest.raises(ValueError, match="scale must be"):

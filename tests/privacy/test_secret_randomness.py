@@ -11,8 +11,7 @@ import pytest
 
 import zoprivacy
 from zoprivacy.data import sampling
-from zoprivacy.privacy import find_plan
-from zoprivacy.privacy import randomness
+from zoprivacy.privacy import find_plan, randomness
 
 D = 6
 
@@ -29,8 +28,13 @@ def _batch(n=16, seed=0):
 
 
 def _dpzero(**kw):
-  args = dict(clip=1.0, noise_multiplier=3.0, smoothing=1e-3,
-              expected_batch_size=16, dataset_size=1000)
+  args = dict(
+    clip=1.0,
+    noise_multiplier=3.0,
+    smoothing=1e-3,
+    expected_batch_size=16,
+    dataset_size=1000,
+  )
   args.update(kw)
   return zoprivacy.dpzero(**args)
 
@@ -38,8 +42,11 @@ def _dpzero(**kw):
 def _updates(est, steps=20, **extra):
   w = jnp.zeros(D)
   state = est.init(w)
-  step = jax.jit(lambda s: est.update(jnp.zeros(D), s, w, batched_loss=_loss,
-                                      batch=_batch(), **extra))
+  step = jax.jit(
+    lambda s: est.update(
+      jnp.zeros(D), s, w, batched_loss=_loss, batch=_batch(), **extra
+    )
+  )
   grads = []
   for _ in range(steps):
     g, state = step(state)
@@ -51,25 +58,31 @@ def test_identical_estimators_add_independent_noise_along_the_same_directions():
   g1, s1 = _updates(_dpzero())
   g2, s2 = _updates(_dpzero())
   # Same public direction key: every step's direction is the same vector.
-  cos = np.sum(g1 * g2, 1) / (np.linalg.norm(g1, axis=1)
-                              * np.linalg.norm(g2, axis=1))
+  cos = np.sum(g1 * g2, 1) / (
+    np.linalg.norm(g1, axis=1) * np.linalg.norm(g2, axis=1)
+  )
   np.testing.assert_allclose(np.abs(cos), 1.0, atol=1e-5)
   # ... but the released scalars differ: the noise is independent.
   scale = g1[:, 0] / np.where(g2[:, 0] == 0, 1, g2[:, 0])
   assert np.mean(np.abs(scale - 1.0) > 1e-3) > 0.9
-  assert not np.array_equal(jax.random.key_data(s1.noise_key),
-                            jax.random.key_data(s2.noise_key))
+  assert not np.array_equal(
+    jax.random.key_data(s1.noise_key), jax.random.key_data(s2.noise_key)
+  )
 
 
 def test_noise_key_is_not_derived_from_the_direction_key():
   est = _dpzero(direction_key=0)
-  keys = {tuple(np.asarray(jax.random.key_data(est.init(jnp.zeros(D)).noise_key)))
-          for _ in range(5)}
-  assert len(keys) == 5                   # fresh OS entropy at every init
+  keys = {
+    tuple(np.asarray(jax.random.key_data(est.init(jnp.zeros(D)).noise_key)))
+    for _ in range(5)
+  }
+  assert len(keys) == 5  # fresh OS entropy at every init
   jitted = jax.jit(est.init)
-  keys = {tuple(np.asarray(jax.random.key_data(jitted(jnp.zeros(D)).noise_key)))
-          for _ in range(3)}
-  assert len(keys) == 3                   # even when init is compiled
+  keys = {
+    tuple(np.asarray(jax.random.key_data(jitted(jnp.zeros(D)).noise_key)))
+    for _ in range(3)
+  }
+  assert len(keys) == 3  # even when init is compiled
 
 
 def test_an_adversary_with_the_public_seed_cannot_regenerate_the_noise():
@@ -83,10 +96,14 @@ def test_an_adversary_with_the_public_seed_cannot_regenerate_the_noise():
   guesses += list(jax.random.split(jax.random.key(7), 3))
   w = jnp.zeros(D)
   for guess in guesses:
-    forged = est.init(w)._replace(noise_key=jax.random.wrap_key_data(
-        jnp.tile(jax.random.key_data(guess), 2)[:4], impl="rbg"))
-    _, forged = est.update(jnp.zeros(D), forged, w, batched_loss=_loss,
-                           batch=_batch())
+    forged = est.init(w)._replace(
+      noise_key=jax.random.wrap_key_data(
+        jnp.tile(jax.random.key_data(guess), 2)[:4], impl="rbg"
+      )
+    )
+    _, forged = est.update(
+      jnp.zeros(D), forged, w, batched_loss=_loss, batch=_batch()
+    )
     assert abs(float(forged.released[0]) - released) > 1e-4
 
 
@@ -105,11 +122,13 @@ def test_insecure_test_noise_is_reproducible_warns_and_is_not_private():
 def test_poisson_batches_are_secret_and_reproducible_only_from_the_secret():
   a = sampling.PoissonSampler(1000, 16)
   b = sampling.PoissonSampler(1000, 16)
-  assert not np.array_equal(a.batch_indices(0).indices,
-                            b.batch_indices(0).indices)
+  assert not np.array_equal(
+    a.batch_indices(0).indices, b.batch_indices(0).indices
+  )
   c = sampling.PoissonSampler(1000, 16, secret=a.secret)
-  np.testing.assert_array_equal(a.batch_indices(5).indices,
-                                c.batch_indices(5).indices)
+  np.testing.assert_array_equal(
+    a.batch_indices(5).indices, c.batch_indices(5).indices
+  )
 
 
 def test_keyed_stream_is_uniform_and_keyed():
@@ -117,7 +136,7 @@ def test_keyed_stream_is_uniform_and_keyed():
   s1 = randomness.KeyedStream(secret, "noise", 0)
   draws = np.array([s1.randbelow(10) for _ in range(5000)])
   counts = np.bincount(draws, minlength=10)
-  assert counts.min() > 420 and counts.max() < 580       # ~ 500 +- 4.5 sd
+  assert counts.min() > 420 and counts.max() < 580  # ~ 500 +- 4.5 sd
   s2 = randomness.KeyedStream(secret, "noise", 0)
   s3 = randomness.KeyedStream(secret, "noise", 1)
   first = [s2.randbelow(2**30) for _ in range(4)]
@@ -131,13 +150,23 @@ def test_keyed_stream_is_uniform_and_keyed():
 def test_vector_noise_is_float32_for_bf16_parameters():
   """bf16 noise would take ~256 values and be truncated near 2.9 sigma."""
   d = 200_000
-  est = zoprivacy.dp_sgd(clip=1.0, noise_multiplier=1.0,
-                         expected_batch_size=1.0, dataset_size=100)
+  est = zoprivacy.dp_sgd(
+    clip=1.0,
+    noise_multiplier=1.0,
+    expected_batch_size=1.0,
+    dataset_size=100,
+  )
   w = jnp.zeros(d, jnp.bfloat16)
   loss = lambda p, ex: jnp.sum(p.astype(jnp.float32)) * 0.0 + ex
-  g, _ = est.update(jnp.zeros_like(w), est.init(w), w, per_example_loss=loss,
-                    batch=jnp.zeros((1,)), mask=jnp.zeros((1,), bool))
-  z = np.asarray(g, np.float32)         # pure noise: the only example is padding
+  g, _ = est.update(
+    jnp.zeros_like(w),
+    est.init(w),
+    w,
+    per_example_loss=loss,
+    batch=jnp.zeros((1,)),
+    mask=jnp.zeros((1,), bool),
+  )
+  z = np.asarray(g, np.float32)  # pure noise: the only example is padding
   assert g.dtype == jnp.bfloat16
   tail = np.mean(np.abs(z) > 3.0)
   assert abs(tail - 0.0026998) < 5 * np.sqrt(0.0027 / d)  # Gaussian tail
@@ -148,25 +177,43 @@ def test_plan_survives_wrappers_pickle_and_jit():
   est = _dpzero()
   w = jnp.zeros(D)
   plan = est.privacy_plan
-  for tx in (optax.chain(est, optax.adam(1e-3)),
-             optax.masked(est, lambda p: True),
-             optax.chain(optax.inject_hyperparams(zoprivacy.dpzero, static_args=zoprivacy.static_args(zoprivacy.dpzero))(
-                 clip=1.0, noise_multiplier=3.0, smoothing=1e-3,
-                 expected_batch_size=16, dataset_size=1000),
-                 optax.inject_hyperparams(optax.sgd)(learning_rate=0.1))):
+  for tx in (
+    optax.chain(est, optax.adam(1e-3)),
+    optax.masked(est, lambda p: True),
+    optax.chain(
+      optax.inject_hyperparams(
+        zoprivacy.dpzero,
+        static_args=zoprivacy.static_args(zoprivacy.dpzero),
+      )(
+        clip=1.0,
+        noise_multiplier=3.0,
+        smoothing=1e-3,
+        expected_batch_size=16,
+        dataset_size=1000,
+      ),
+      optax.inject_hyperparams(optax.sgd)(learning_rate=0.1),
+    ),
+  ):
     state = tx.init(w)
     assert find_plan(state) == plan
     assert find_plan(jax.tree.map(lambda x: x, state)) == plan
-    _, state = jax.jit(lambda s: tx.update(
-        jnp.zeros(D), s, w, batched_loss=_loss, batch=_batch()))(state)
+    _, state = jax.jit(
+      lambda s: tx.update(
+        jnp.zeros(D), s, w, batched_loss=_loss, batch=_batch()
+      )
+    )(state)
     assert find_plan(state) == plan
     assert find_plan(pickle.loads(pickle.dumps(jax.device_get(state)))) == plan
 
 
 def test_privacy_hyperparameters_cannot_be_injected():
   tx = optax.inject_hyperparams(zoprivacy.dpzero)(
-      clip=1.0, noise_multiplier=3.0, smoothing=1e-3, expected_batch_size=16,
-      dataset_size=1000)
+    clip=1.0,
+    noise_multiplier=3.0,
+    smoothing=1e-3,
+    expected_batch_size=16,
+    dataset_size=1000,
+  )
   with pytest.raises(TypeError, match="privacy hyperparameter"):
     tx.init(jnp.zeros(D))
 
@@ -180,37 +227,71 @@ def test_misspelled_mask_is_an_error_and_padded_batches_carry_their_mask():
   est = _dpzero()
   w = jnp.zeros(D)
   with pytest.raises(TypeError, match="did you mean 'mask'"):
-    est.update(jnp.zeros(D), est.init(w), w, batched_loss=_loss,
-               batch=_batch(), masks=jnp.ones(16, bool))
+    est.update(
+      jnp.zeros(D),
+      est.init(w),
+      w,
+      batched_loss=_loss,
+      batch=_batch(),
+      masks=jnp.ones(16, bool),
+    )
   with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     a = _dpzero(insecure_test_noise_seed=1)
     b = _dpzero(insecure_test_noise_seed=1)
   mask = np.arange(16) < 5
-  g1, _ = a.update(jnp.zeros(D), a.init(w), w, batched_loss=_loss,
-                   batch=sampling.PaddedBatch(_batch(), mask))
-  g2, _ = b.update(jnp.zeros(D), b.init(w), w, batched_loss=_loss,
-                   batch=_batch(), mask=jnp.asarray(mask))
+  g1, _ = a.update(
+    jnp.zeros(D),
+    a.init(w),
+    w,
+    batched_loss=_loss,
+    batch=sampling.PaddedBatch(_batch(), mask),
+  )
+  g2, _ = b.update(
+    jnp.zeros(D),
+    b.init(w),
+    w,
+    batched_loss=_loss,
+    batch=_batch(),
+    mask=jnp.asarray(mask),
+  )
   np.testing.assert_array_equal(g1, g2)
 
 
-@pytest.mark.parametrize("name,kw", [
-    ("dpzero", {}), ("dp_zo", {}), ("dp_zo", {"mechanism": "laplace"})])
+@pytest.mark.parametrize(
+  "name,kw",
+  [("dpzero", {}), ("dp_zo", {}), ("dp_zo", {"mechanism": "laplace"})],
+)
 def test_exact_noise_releases_lie_on_the_grid(name, kw):
   """Every released scalar is an integer number of grid steps C / m (times
   the estimator's fixed scale), so no float artefact depends on the data."""
   m, clip, b, lam = 256, 0.5, 16.0, 1e-3
   est = zoprivacy.ESTIMATORS[name](
-      clip=clip, noise_multiplier=2.0, smoothing=lam, expected_batch_size=b,
-      dataset_size=1000, exact_noise=True, grid_points=m, **kw)
+    clip=clip,
+    noise_multiplier=2.0,
+    smoothing=lam,
+    expected_batch_size=b,
+    dataset_size=1000,
+    exact_noise=True,
+    grid_points=m,
+    **kw,
+  )
   plan = est.privacy_plan
   assert plan.noise_kind == "discrete" and plan.grid_points == m
   source = zoprivacy.ExactNoiseSource(plan)
   w = jnp.zeros(D)
   state = est.init(w)
   scale = b / (clip / m) * (2 * lam if name == "dp_zo" else 1.0)
-  step = jax.jit(lambda s, z: est.update(jnp.zeros(D), s, w, batched_loss=_loss,
-                                         batch=_batch(), discrete_noise=z))
+  step = jax.jit(
+    lambda s, z: est.update(
+      jnp.zeros(D),
+      s,
+      w,
+      batched_loss=_loss,
+      batch=_batch(),
+      discrete_noise=z,
+    )
+  )
   for t in range(50):
     _, state = step(state, source.draw(t))
     units = float(state.released[0]) * scale

@@ -13,17 +13,28 @@ def _info(smoke, methods, epsilons, done=None):
   budget = pazo_table1.BUDGETS["fast"]
   expected = len(methods) * len(epsilons) * len(budget.seeds)
   return report.Info(
-      mode="fast" if smoke else "full", smoke=smoke, budget=budget,
-      delta=1e-5, epsilons=epsilons, methods=methods, split="test split",
-      sigma={(m, e): 1.0 / e for m in methods for e in epsilons},
-      grids={m: pazo_table1.METHODS[m][2] for m in methods}, seconds=1.0,
-      done=expected if done is None else done, expected=expected,
-      command="python -m experiments.reproduce pazo_table1")
+    mode="fast" if smoke else "full",
+    smoke=smoke,
+    budget=budget,
+    delta=1e-5,
+    epsilons=epsilons,
+    methods=methods,
+    split="test split",
+    sigma={(m, e): 1.0 / e for m in methods for e in epsilons},
+    grids={m: pazo_table1.METHODS[m][2] for m in methods},
+    seconds=1.0,
+    done=expected if done is None else done,
+    expected=expected,
+    command="python -m experiments.reproduce pazo_table1",
+  )
 
 
 def _results(methods, epsilons, acc):
-  return {(m, e): [{"accuracy": acc(m, e), "epsilon": 0.99 * e}]
-          for m in methods for e in epsilons}
+  return {
+    (m, e): [{"accuracy": acc(m, e), "epsilon": 0.99 * e}]
+    for m in methods
+    for e in epsilons
+  }
 
 
 def test_epsilon_grid_is_the_papers():
@@ -36,13 +47,23 @@ def test_epsilon_grid_is_the_papers():
 def test_smoke_mode_gives_no_verdict(tmp_path, smoke):
   methods, eps = tuple(pazo_table1.METHODS), pazo_table1.EPSILONS
   # PAZO flat and above DPZero; first-order methods fall as epsilon shrinks.
-  acc = lambda m, e: (0.7 if m in report.PAZO else 0.4 if m == "DPZero"
-                      else 0.5 + 0.05 * e)
-  chosen = {(m, e): (pazo_table1.METHODS[m][2][0],
-                     {s: 0.5 for s in pazo_table1.METHODS[m][2]})
-            for m in methods for e in eps}
-  report.write(str(tmp_path), _info(smoke, methods, eps), chosen,
-               _results(methods, eps, acc))
+  acc = lambda m, e: (
+    0.7 if m in report.PAZO else 0.4 if m == "DPZero" else 0.5 + 0.05 * e
+  )
+  chosen = {
+    (m, e): (
+      pazo_table1.METHODS[m][2][0],
+      {s: 0.5 for s in pazo_table1.METHODS[m][2]},
+    )
+    for m in methods
+    for e in eps
+  }
+  report.write(
+    str(tmp_path),
+    _info(smoke, methods, eps),
+    chosen,
+    _results(methods, eps, acc),
+  )
   table = (tmp_path / "table.md").read_text()
   if smoke:
     assert report.SMOKE in table and "HOLD" not in table
@@ -58,8 +79,7 @@ def test_partial_grid_is_marked_and_gives_no_verdict(tmp_path):
   methods, eps = tuple(pazo_table1.METHODS), pazo_table1.EPSILONS
   results = _results(methods, eps, lambda m, e: 0.5)
   results["GEP", 3.0] = []
-  report.write(str(tmp_path), _info(False, methods, eps, done=44), {},
-               results)
+  report.write(str(tmp_path), _info(False, methods, eps, done=44), {}, results)
   table = (tmp_path / "table.md").read_text()
   assert "PARTIAL: 44 of 45" in table and "HOLD" not in table
   assert "| GEP |" in table and "—" in table
@@ -80,6 +100,12 @@ def test_selection_data_are_public_only():
   assert (counts == pazo_table1.data.VAL_PER_CLASS).all()
   assert len(s["public_train"]) + len(s["public_val"]) == len(s["public"])
   # No image is in two of private / public-train / public-validation.
-  for a, b in (("public_train", "public_val"), ("public_train", "private"),
-               ("public_val", "private")):
-    assert not splits_lib.find_overlap(s[a].inputs, s[b].inputs).size, (a, b)
+  for a, b in (
+    ("public_train", "public_val"),
+    ("public_train", "private"),
+    ("public_val", "private"),
+  ):
+    assert not splits_lib.find_overlap(s[a].inputs, s[b].inputs).size, (
+      a,
+      b,
+    )

@@ -14,17 +14,17 @@ import optax
 import pytest
 
 import zoprivacy
-from zoprivacy import directions
 from experiments.reproductions import quadratic
+from zoprivacy import directions
 
 N, D = 64, 12
-CLIPS = (0.05, 0.5, 5.0, 50.0)   # from "all clipped" to "none clipped"
+CLIPS = (0.05, 0.5, 5.0, 50.0)  # from "all clipped" to "none clipped"
 SIGMA = 3.0
 
 
 def _setup(mode="rank_sqrt_d"):
   problem = quadratic.make_problem(mode, D, num_train=N, num_test=N, seed=3)
-  data = problem.centred + problem.train_mean          # the x_i
+  data = problem.centred + problem.train_mean  # the x_i
   x = jnp.linspace(-1.0, 2.0, D, dtype=jnp.float32)
 
   def loss(params, xi):
@@ -36,8 +36,9 @@ def _setup(mode="rank_sqrt_d"):
 
 def _estimator_grad(est, x, loss, data):
   state = est.init(x)
-  grad, _ = est.update(jnp.zeros_like(x), state, x, per_example_loss=loss,
-                       batch=data)
+  grad, _ = est.update(
+    jnp.zeros_like(x), state, x, per_example_loss=loss, batch=data
+  )
   # The estimator's key schedule: step t folds t into each key.
   dir_key = jax.random.fold_in(state.direction_key, state.step)
   noise_key = jax.random.fold_in(state.noise_key, state.step)
@@ -47,30 +48,58 @@ def _estimator_grad(est, x, loss, data):
 @pytest.mark.parametrize("clip", CLIPS)
 def test_dpzero_matches_estimator(clip):
   problem, data, x, loss = _setup()
-  est = zoprivacy.dpzero(clip=clip, noise_multiplier=SIGMA, smoothing=0.5,
-                         expected_batch_size=N, dataset_size=N, direction_key=7)
+  est = zoprivacy.dpzero(
+    clip=clip,
+    noise_multiplier=SIGMA,
+    smoothing=0.5,
+    expected_batch_size=N,
+    dataset_size=N,
+    direction_key=7,
+  )
   grad, dir_key, noise_key = _estimator_grad(est, x, loss, data)
   u = directions.sphere(jax.random.split(dir_key, 1)[0], x, "sqrt_dim")
   proj = problem.centred @ (problem.a * u)
   r = (x - problem.train_mean)[None]
   ours = quadratic.zeroth_order_grads(
-      "dpzero", r, jnp.array([clip]), SIGMA, u=u, proj=proj, a=problem.a,
-      noise_key=noise_key, n=N)[0]
+    "dpzero",
+    r,
+    jnp.array([clip]),
+    SIGMA,
+    u=u,
+    proj=proj,
+    a=problem.a,
+    noise_key=noise_key,
+    n=N,
+  )[0]
   np.testing.assert_allclose(ours, grad, rtol=2e-4, atol=2e-5)
 
 
 @pytest.mark.parametrize("clip", CLIPS)
 def test_dpgd_zeroth_matches_estimator(clip):
   problem, data, x, loss = _setup()
-  est = zoprivacy.dpgd_zeroth(clip=clip, noise_multiplier=SIGMA, smoothing=0.5,
-                              expected_batch_size=N, dataset_size=N, direction_key=11)
+  est = zoprivacy.dpgd_zeroth(
+    clip=clip,
+    noise_multiplier=SIGMA,
+    smoothing=0.5,
+    expected_batch_size=N,
+    dataset_size=N,
+    direction_key=11,
+  )
   grad, dir_key, noise_key = _estimator_grad(est, x, loss, data)
   u = directions.sphere(dir_key, x, "sqrt_dim")
   proj = problem.centred @ (problem.a * u)
   r = (x - problem.train_mean)[None]
   ours = quadratic.zeroth_order_grads(
-      "dpgd_zeroth", r, jnp.array([clip]), SIGMA, u=u, proj=proj,
-      a=problem.a, noise_key=noise_key, n=N)[0]
+    "dpgd_zeroth",
+    r,
+    jnp.array([clip]),
+    SIGMA,
+    u=u,
+    proj=proj,
+    a=problem.a,
+    noise_key=noise_key,
+    n=N,
+  )[0]
   np.testing.assert_allclose(ours, grad, rtol=2e-4, atol=2e-5)
 
 
@@ -79,12 +108,23 @@ def test_dp_gd_matches_dp_sgd_estimator(mode):
   problem, data, x, loss = _setup(mode)
   r = jnp.stack([x - problem.train_mean] * len(CLIPS))
   for k, clip in enumerate(CLIPS):
-    est = zoprivacy.dp_sgd(clip=clip, noise_multiplier=SIGMA,
-                           expected_batch_size=N, dataset_size=N, direction_key=5)
+    est = zoprivacy.dp_sgd(
+      clip=clip,
+      noise_multiplier=SIGMA,
+      expected_batch_size=N,
+      dataset_size=N,
+      direction_key=5,
+    )
     grad, _, noise_key = _estimator_grad(est, x, loss, data)
     ours = quadratic.dp_gd_grads(
-        r, jnp.array(CLIPS, jnp.float32), SIGMA, centred=problem.centred,
-        sq_norms=problem.sq_norms, a=problem.a, noise_key=noise_key)[k]
+      r,
+      jnp.array(CLIPS, jnp.float32),
+      SIGMA,
+      centred=problem.centred,
+      sq_norms=problem.sq_norms,
+      a=problem.a,
+      noise_key=noise_key,
+    )[k]
     np.testing.assert_allclose(ours, grad, rtol=2e-4, atol=2e-5)
 
 
@@ -94,8 +134,14 @@ def test_grid_run_matches_sequential_estimator_updates():
   del x0
   steps, stepsizes, clips = 5, (0.01, 0.1), (0.3, 3.0)
   res = quadratic.run_grid(
-      "dp_gd", problem, num_steps=steps, stepsizes=stepsizes, clips=clips,
-      noise_multiplier=SIGMA, noise_key=jax.random.key(0))
+    "dp_gd",
+    problem,
+    num_steps=steps,
+    stepsizes=stepsizes,
+    clips=clips,
+    noise_multiplier=SIGMA,
+    noise_key=jax.random.key(0),
+  )
   # Sequential reference with the same per-step noise keys (fold_in(key, t)).
   for i, s in enumerate(stepsizes):
     for j, c in enumerate(clips):
@@ -103,9 +149,14 @@ def test_grid_run_matches_sequential_estimator_updates():
       for t in range(steps):
         key_t = jax.random.fold_in(jax.random.key(0), t)
         g = quadratic.dp_gd_grads(
-            (x - problem.train_mean)[None], jnp.array([c], jnp.float32),
-            SIGMA, centred=problem.centred, sq_norms=problem.sq_norms,
-            a=problem.a, noise_key=key_t)[0]
+          (x - problem.train_mean)[None],
+          jnp.array([c], jnp.float32),
+          SIGMA,
+          centred=problem.centred,
+          sq_norms=problem.sq_norms,
+          a=problem.a,
+          noise_key=key_t,
+        )[0]
         updates, _ = optax.sgd(s).update(g, optax.sgd(s).init(x))
         x = optax.apply_updates(x, updates)
       want = jnp.linalg.norm(problem.a * (x - problem.test_mean))
@@ -117,8 +168,11 @@ def test_exact_finite_difference_identity():
   problem, data, x, loss = _setup("rank_d")
   u = directions.sphere(jax.random.key(1), x, "sqrt_dim")
   lam = 0.25
-  fd = (jax.vmap(loss, (None, 0))(x + lam * u, data)
-        - jax.vmap(loss, (None, 0))(x - lam * u, data)) / (2 * lam)
+  fd = (
+    jax.vmap(loss, (None, 0))(x + lam * u, data)
+    - jax.vmap(loss, (None, 0))(x - lam * u, data)
+  ) / (2 * lam)
   closed = jnp.dot(problem.a * u, x - problem.train_mean) - problem.centred @ (
-      problem.a * u)
+    problem.a * u
+  )
   np.testing.assert_allclose(closed, fd, rtol=1e-4, atol=1e-4)

@@ -24,37 +24,63 @@ from zoprivacy.accounting.report import epsilon_report
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-  p.add_argument("--sampling-probability", "-p", type=float, required=True,
-                 help="Poisson sampling probability (expected batch / n); "
-                 "1 for full batch.")
-  p.add_argument("--steps", "-T", type=int, required=True,
-                 help="number of steps T.")
+  p.add_argument(
+    "--sampling-probability",
+    "-p",
+    type=float,
+    required=True,
+    help="Poisson sampling probability (expected batch / n); 1 for full batch.",
+  )
+  p.add_argument(
+    "--steps", "-T", type=int, required=True, help="number of steps T."
+  )
   p.add_argument("--delta", type=float, default=1e-5, help="delta (1e-5).")
-  p.add_argument("--mechanism", choices=("gaussian", "laplace"),
-                 default="gaussian")
-  p.add_argument("--neighboring", choices=("add_or_remove", "replace_one"),
-                 default="add_or_remove")
-  p.add_argument("--interval", type=float, default=1e-4,
-                 help="PLD value discretization interval (1e-4).")
+  p.add_argument(
+    "--mechanism", choices=("gaussian", "laplace"), default="gaussian"
+  )
+  p.add_argument(
+    "--neighboring",
+    choices=("add_or_remove", "replace_one"),
+    default="add_or_remove",
+  )
+  p.add_argument(
+    "--interval",
+    type=float,
+    default=1e-4,
+    help="PLD value discretization interval (1e-4).",
+  )
 
 
 def build_parser() -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(
-      prog="python -m zoprivacy.accounting",
-      description="Privacy accounting for DP zeroth-order optimization "
-      "(dp_accounting PLD and RDP).")
+    prog="python -m zoprivacy.accounting",
+    description="Privacy accounting for DP zeroth-order optimization "
+    "(dp_accounting PLD and RDP).",
+  )
   sub = parser.add_subparsers(dest="command", required=True)
   e = sub.add_parser("epsilon", help="epsilon of a training configuration")
-  e.add_argument("--noise-multiplier", "-s", type=float, required=True,
-                 help="noise std (Gaussian) or Laplace scale over the clip C.")
-  e.add_argument("--num-queries", "-q", type=int, default=1,
-                 help="Gaussian queries per batch, each with std "
-                 "sqrt(q)*sigma*C (accounted as one Gaussian).")
+  e.add_argument(
+    "--noise-multiplier",
+    "-s",
+    type=float,
+    required=True,
+    help="noise std (Gaussian) or Laplace scale over the clip C.",
+  )
+  e.add_argument(
+    "--num-queries",
+    "-q",
+    type=int,
+    default=1,
+    help="Gaussian queries per batch, each with std "
+    "sqrt(q)*sigma*C (accounted as one Gaussian).",
+  )
   _common(e)
-  c = sub.add_parser("calibrate",
-                     help="noise multiplier for a target (epsilon, delta)")
-  c.add_argument("--epsilon", "-e", type=float, required=True,
-                 help="target epsilon.")
+  c = sub.add_parser(
+    "calibrate", help="noise multiplier for a target (epsilon, delta)"
+  )
+  c.add_argument(
+    "--epsilon", "-e", type=float, required=True, help="target epsilon."
+  )
   _common(c)
   return parser
 
@@ -65,29 +91,41 @@ def main(argv=None) -> int:
   try:
     if args.command == "epsilon":
       report = epsilon_report(
-          noise_multiplier=args.noise_multiplier,
-          sampling_probability=args.sampling_probability,
-          num_steps=args.steps, delta=args.delta, mechanism=args.mechanism,
-          neighboring=args.neighboring, num_queries=args.num_queries,
-          value_discretization_interval=args.interval)
+        noise_multiplier=args.noise_multiplier,
+        sampling_probability=args.sampling_probability,
+        num_steps=args.steps,
+        delta=args.delta,
+        mechanism=args.mechanism,
+        neighboring=args.neighboring,
+        num_queries=args.num_queries,
+        value_discretization_interval=args.interval,
+      )
       print(report.format())
     else:
       result = calibrate_noise_multiplier(
-          target_epsilon=args.epsilon, delta=args.delta,
-          sampling_probability=args.sampling_probability,
-          num_steps=args.steps, mechanism=args.mechanism,
-          neighboring=args.neighboring,
-          value_discretization_interval=args.interval)
-      print(f"calibrated noise_multiplier {result.noise_multiplier:.6g}  "
-            f"(exact root in ({result.lower_bound:.6g}, "
-            f"{result.noise_multiplier:.6g}]; {result.num_pld_evaluations} "
-            f"PLD evaluations, {result.seconds:.2f} s)")
+        target_epsilon=args.epsilon,
+        delta=args.delta,
+        sampling_probability=args.sampling_probability,
+        num_steps=args.steps,
+        mechanism=args.mechanism,
+        neighboring=args.neighboring,
+        value_discretization_interval=args.interval,
+      )
+      print(
+        f"calibrated noise_multiplier {result.noise_multiplier:.6g}  "
+        f"(exact root in ({result.lower_bound:.6g}, "
+        f"{result.noise_multiplier:.6g}]; {result.num_pld_evaluations} "
+        f"PLD evaluations, {result.seconds:.2f} s)"
+      )
       report = epsilon_report(
-          noise_multiplier=result.noise_multiplier,
-          sampling_probability=args.sampling_probability,
-          num_steps=args.steps, delta=args.delta, mechanism=args.mechanism,
-          neighboring=args.neighboring,
-          value_discretization_interval=args.interval)
+        noise_multiplier=result.noise_multiplier,
+        sampling_probability=args.sampling_probability,
+        num_steps=args.steps,
+        delta=args.delta,
+        mechanism=args.mechanism,
+        neighboring=args.neighboring,
+        value_discretization_interval=args.interval,
+      )
       print(report.format())
   except ValueError as exc:
     print(f"error: {exc}", file=sys.stderr)

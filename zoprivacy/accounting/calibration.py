@@ -54,6 +54,7 @@ class CalibrationResult(NamedTuple):
     mechanism, neighboring, sampling_probability, num_steps,
     value_discretization_interval: the configuration.
   """
+
   noise_multiplier: float
   epsilon: float
   target_epsilon: float
@@ -69,21 +70,35 @@ class CalibrationResult(NamedTuple):
 
 
 @functools.lru_cache(maxsize=4096)
-def _fine_epsilon(mechanism: str, sigma: float, p: float, steps: int,
-                  delta: float, neighboring: str, interval: float) -> float:
+def _fine_epsilon(
+  mechanism: str,
+  sigma: float,
+  p: float,
+  steps: int,
+  delta: float,
+  neighboring: str,
+  interval: float,
+) -> float:
   if mechanism == "gaussian":
     event = _ev.poisson_gaussian_event(
-        noise_multiplier=sigma, sampling_probability=p, num_steps=steps)
+      noise_multiplier=sigma, sampling_probability=p, num_steps=steps
+    )
   else:
     event = _ev.poisson_laplace_event(
-        noise_multiplier=sigma, sampling_probability=p, num_steps=steps)
-  return _eps.pld_epsilon(event, delta=delta, neighboring=neighboring,
-                          value_discretization_interval=interval)
+      noise_multiplier=sigma, sampling_probability=p, num_steps=steps
+    )
+  return _eps.pld_epsilon(
+    event,
+    delta=delta,
+    neighboring=neighboring,
+    value_discretization_interval=interval,
+  )
 
 
 @functools.lru_cache(maxsize=256)
-def _rdp_warm_start(target: float, delta: float, p: float, steps: int,
-                    neighboring: str) -> float:
+def _rdp_warm_start(
+  target: float, delta: float, p: float, steps: int, neighboring: str
+) -> float:
   """Multiplier meeting ``target`` under RDP (log-space Brent, loose tol).
 
   Under replace-one with Poisson sampling dp_accounting's RDP has no
@@ -97,14 +112,20 @@ def _rdp_warm_start(target: float, delta: float, p: float, steps: int,
     rdp_neighboring, factor = "add_or_remove", 2.0
 
   def gap(log_sigma):
-    event = _ev.poisson_gaussian_event(noise_multiplier=math.exp(log_sigma),
-                                       sampling_probability=p, num_steps=steps)
+    event = _ev.poisson_gaussian_event(
+      noise_multiplier=math.exp(log_sigma),
+      sampling_probability=p,
+      num_steps=steps,
+    )
     e = _eps.rdp_epsilon(event, delta=delta, neighboring=rdp_neighboring)
     return math.log(max(e, 1e-300)) - math.log(target)
 
   lo = hi = 0.0
   g_lo = g_hi = gap(0.0)
-  lo_cap, hi_cap = math.log(MIN_NOISE_MULTIPLIER), math.log(MAX_NOISE_MULTIPLIER)
+  lo_cap, hi_cap = (
+    math.log(MIN_NOISE_MULTIPLIER),
+    math.log(MAX_NOISE_MULTIPLIER),
+  )
   while g_hi > 0 and hi < hi_cap:
     lo, g_lo = hi, g_hi
     hi = min(hi + math.log(4.0), hi_cap)
@@ -122,11 +143,16 @@ def _rdp_warm_start(target: float, delta: float, p: float, steps: int,
 
 
 def calibrate_noise_multiplier(
-    *, target_epsilon: float, delta: float, sampling_probability: float,
-    num_steps: int, mechanism: str = "gaussian",
-    neighboring: _ev.NeighboringLike = "add_or_remove",
-    value_discretization_interval: float = 1e-4,
-    rtol: float = 2e-3) -> CalibrationResult:
+  *,
+  target_epsilon: float,
+  delta: float,
+  sampling_probability: float,
+  num_steps: int,
+  mechanism: str = "gaussian",
+  neighboring: _ev.NeighboringLike = "add_or_remove",
+  value_discretization_interval: float = 1e-4,
+  rtol: float = 2e-3,
+) -> CalibrationResult:
   """Smallest noise multiplier (to ``rtol``) with PLD epsilon ``<= target``.
 
   Accounts T Poisson-subsampled Gaussian (DP-ZO Alg. 1 line 13, App. A
@@ -151,8 +177,10 @@ def calibrate_noise_multiplier(
   if not 0.0 < rtol <= 0.1:
     raise ValueError(f"rtol must be in (0, 0.1], got {rtol!r}.")
   if mechanism == "laplace" and rel_name != "add_or_remove":
-    raise ValueError("The Laplace mechanism is accounted under add_or_remove "
-                     "only (dp_accounting has no replace-one Laplace PLD).")
+    raise ValueError(
+      "The Laplace mechanism is accounted under add_or_remove "
+      "only (dp_accounting has no replace-one Laplace PLD)."
+    )
 
   n_evals = 0
 
@@ -166,10 +194,14 @@ def calibrate_noise_multiplier(
     warm = _rdp_warm_start(target, delta, p, steps, rel_name)
   else:
     warm = _eps.pure_laplace_noise_multiplier(
-        target_epsilon=target, sampling_probability=p, num_steps=steps)
+      target_epsilon=target, sampling_probability=p, num_steps=steps
+    )
   warm = min(max(warm, MIN_NOISE_MULTIPLIER), MAX_NOISE_MULTIPLIER)
 
-  x_min, x_max = math.log(MIN_NOISE_MULTIPLIER), math.log(MAX_NOISE_MULTIPLIER)
+  x_min, x_max = (
+    math.log(MIN_NOISE_MULTIPLIER),
+    math.log(MAX_NOISE_MULTIPLIER),
+  )
   width = math.log1p(rtol)
   log_target = math.log(target)
   max_step = math.log(4.0)
@@ -182,7 +214,7 @@ def calibrate_noise_multiplier(
       return e, 50.0
     return e, math.log(e) - log_target
 
-  points = []   # (x, g, eps), in evaluation order
+  points = []  # (x, g, eps), in evaluation order
   lo = hi = None  # (x, g, eps) with g > 0 / g <= 0
   x = math.log(warm)
   slope = -1.0
@@ -199,17 +231,21 @@ def calibrate_noise_multiplier(
       break
     if hi is None and x >= x_max - 1e-12:
       raise ValueError(
-          f"Target epsilon {target} is unreachable: even noise_multiplier="
-          f"{MAX_NOISE_MULTIPLIER:g} gives epsilon {e:.6g} at delta={delta} "
-          f"(p={p}, T={steps}, {mechanism}).")
+        f"Target epsilon {target} is unreachable: even noise_multiplier="
+        f"{MAX_NOISE_MULTIPLIER:g} gives epsilon {e:.6g} at delta={delta} "
+        f"(p={p}, T={steps}, {mechanism})."
+      )
     if lo is None and x <= x_min + 1e-12:
       raise ValueError(
-          f"Target epsilon {target} is met by every noise_multiplier >= "
-          f"{MIN_NOISE_MULTIPLIER:g} (epsilon {e:.6g} there); nothing to "
-          "calibrate in the supported range.")
+        f"Target epsilon {target} is met by every noise_multiplier >= "
+        f"{MIN_NOISE_MULTIPLIER:g} (epsilon {e:.6g} there); nothing to "
+        "calibrate in the supported range."
+      )
     # Secant estimate of the root from the two points closest to it.
-    finite = sorted((pt for pt in points if abs(pt[1]) < 50.0),
-                    key=lambda pt: abs(pt[1]))
+    finite = sorted(
+      (pt for pt in points if abs(pt[1]) < 50.0),
+      key=lambda pt: abs(pt[1]),
+    )
     if len(finite) >= 2 and abs(finite[0][0] - finite[1][0]) > 1e-12:
       s = (finite[0][1] - finite[1][1]) / (finite[0][0] - finite[1][0])
       if s < 0:
@@ -228,8 +264,10 @@ def calibrate_noise_multiplier(
     if lo is not None and hi is not None:
       a, b = lo[0], hi[0]
       margin = 0.05 * (b - a)
-      x_new = min(max(x_new, a + min(margin, 0.4 * width)),
-                  b - min(margin, 0.4 * width))
+      x_new = min(
+        max(x_new, a + min(margin, 0.4 * width)),
+        b - min(margin, 0.4 * width),
+      )
     x_new = min(max(x_new, x - max_step), x + max_step)
     x_new = min(max(x_new, x_min), x_max)
     if any(abs(x_new - pt[0]) < 1e-12 for pt in points):
@@ -239,8 +277,16 @@ def calibrate_noise_multiplier(
     raise RuntimeError("Noise calibration did not converge.")
 
   return CalibrationResult(
-      noise_multiplier=float(math.exp(hi[0])), epsilon=float(hi[2]),
-      target_epsilon=target, delta=delta, lower_bound=float(math.exp(lo[0])),
-      num_pld_evaluations=n_evals, seconds=time.perf_counter() - t0,
-      mechanism=mechanism, neighboring=rel_name, sampling_probability=p,
-      num_steps=steps, value_discretization_interval=interval)
+    noise_multiplier=float(math.exp(hi[0])),
+    epsilon=float(hi[2]),
+    target_epsilon=target,
+    delta=delta,
+    lower_bound=float(math.exp(lo[0])),
+    num_pld_evaluations=n_evals,
+    seconds=time.perf_counter() - t0,
+    mechanism=mechanism,
+    neighboring=rel_name,
+    sampling_probability=p,
+    num_steps=steps,
+    value_discretization_interval=interval,
+  )

@@ -34,16 +34,17 @@ from __future__ import annotations
 import functools
 import math
 import numbers
-from typing import Union
 
 import dp_accounting
 from dp_accounting.pld import privacy_loss_distribution as _pld_lib
 
-from zoprivacy.accounting.epsilon import DirectionalEpsilon
-from zoprivacy.accounting.epsilon import epsilon_by_direction
+from zoprivacy.accounting.epsilon import (
+  DirectionalEpsilon,
+  epsilon_by_direction,
+)
 
 PLD = _pld_lib.PrivacyLossDistribution
-NeighboringLike = Union[str, dp_accounting.NeighboringRelation]
+NeighboringLike = str | dp_accounting.NeighboringRelation
 
 # dp_accounting stores the discrete Gaussian pmf on about 23.2 * sigma
 # integers (float64 arrays): cap sigma to keep that below a few GB.
@@ -85,11 +86,13 @@ def _check_neighboring(neighboring: NeighboringLike) -> None:
     return
   if neighboring in ("replace_one", rel.REPLACE_ONE):
     raise ValueError(
-        "The discrete Gaussian/Laplace PLDs are add_or_remove only: "
-        "dp_accounting has no replace_one PLD for these mechanisms.")
+      "The discrete Gaussian/Laplace PLDs are add_or_remove only: "
+      "dp_accounting has no replace_one PLD for these mechanisms."
+    )
   raise ValueError(
-      f"Unknown neighboring relation {neighboring!r}; the discrete PLDs "
-      "support only 'add_or_remove'.")
+    f"Unknown neighboring relation {neighboring!r}; the discrete PLDs "
+    "support only 'add_or_remove'."
+  )
 
 
 def _check_delta(delta) -> float:
@@ -102,26 +105,44 @@ def _check_delta(delta) -> float:
 
 
 @functools.lru_cache(maxsize=16)  # a composed PLD can be several MB
-def _composed_pld(kind: str, parameter: float, sensitivity: int, p: float,
-                  num_steps: int, interval: float) -> PLD:
+def _composed_pld(
+  kind: str,
+  parameter: float,
+  sensitivity: int,
+  p: float,
+  num_steps: int,
+  interval: float,
+) -> PLD:
   if kind == "gaussian":
     single = _pld_lib.from_discrete_gaussian_mechanism(
-        parameter, sensitivity=sensitivity, pessimistic_estimate=True,
-        value_discretization_interval=interval, sampling_prob=p,
-        use_connect_dots=True)
+      parameter,
+      sensitivity=sensitivity,
+      pessimistic_estimate=True,
+      value_discretization_interval=interval,
+      sampling_prob=p,
+      use_connect_dots=True,
+    )
   else:
     single = _pld_lib.from_discrete_laplace_mechanism(
-        parameter, sensitivity=sensitivity, pessimistic_estimate=True,
-        value_discretization_interval=interval, sampling_prob=p,
-        use_connect_dots=True)
+      parameter,
+      sensitivity=sensitivity,
+      pessimistic_estimate=True,
+      value_discretization_interval=interval,
+      sampling_prob=p,
+      use_connect_dots=True,
+    )
   return single if num_steps == 1 else single.self_compose(num_steps)
 
 
-def discrete_gaussian_pld(*, sigma: float, sensitivity: int,
-                          sampling_probability: float, num_steps: int,
-                          value_discretization_interval: float = 1e-4,
-                          neighboring: NeighboringLike = "add_or_remove"
-                          ) -> PLD:
+def discrete_gaussian_pld(
+  *,
+  sigma: float,
+  sensitivity: int,
+  sampling_probability: float,
+  num_steps: int,
+  value_discretization_interval: float = 1e-4,
+  neighboring: NeighboringLike = "add_or_remove",
+) -> PLD:
   """Composed PLD of ``num_steps`` Poisson-subsampled discrete Gaussians.
 
   One step releases ``sum_i k_i + Y`` where the integers ``k_i`` of the
@@ -154,24 +175,34 @@ def discrete_gaussian_pld(*, sigma: float, sensitivity: int,
   sigma = _check_positive(sigma, "sigma")
   if sigma > _MAX_GAUSSIAN_SIGMA:
     raise ValueError(
-        f"sigma must be <= {_MAX_GAUSSIAN_SIGMA:g} (dp_accounting tabulates "
-        f"the pmf on ~23 sigma integers), got {sigma!r}; use a coarser grid.")
+      f"sigma must be <= {_MAX_GAUSSIAN_SIGMA:g} (dp_accounting tabulates "
+      f"the pmf on ~23 sigma integers), got {sigma!r}; use a coarser grid."
+    )
   m = _check_int(sensitivity, "sensitivity")
   if 2 * math.ceil(11.6 * sigma) < m:
     raise ValueError(
-        f"sigma={sigma!r} is too small for sensitivity {m}: the mechanism "
-        "would be essentially non-private.")
+      f"sigma={sigma!r} is too small for sensitivity {m}: the mechanism "
+      "would be essentially non-private."
+    )
   return _composed_pld(
-      "gaussian", sigma, m, _check_probability(sampling_probability),
-      _check_int(num_steps, "num_steps"),
-      _check_interval(value_discretization_interval))
+    "gaussian",
+    sigma,
+    m,
+    _check_probability(sampling_probability),
+    _check_int(num_steps, "num_steps"),
+    _check_interval(value_discretization_interval),
+  )
 
 
-def discrete_laplace_pld(*, scale: float, sensitivity: int,
-                         sampling_probability: float, num_steps: int,
-                         value_discretization_interval: float = 1e-4,
-                         neighboring: NeighboringLike = "add_or_remove"
-                         ) -> PLD:
+def discrete_laplace_pld(
+  *,
+  scale: float,
+  sensitivity: int,
+  sampling_probability: float,
+  num_steps: int,
+  value_discretization_interval: float = 1e-4,
+  neighboring: NeighboringLike = "add_or_remove",
+) -> PLD:
   """Composed PLD of ``num_steps`` Poisson-subsampled discrete Laplaces.
 
   One step releases ``sum_i k_i + Y`` with ``|k_i| <= sensitivity`` and
@@ -206,17 +237,19 @@ def discrete_laplace_pld(*, scale: float, sensitivity: int,
   if not math.isfinite(parameter):
     raise ValueError(f"scale={scale!r} is too small.")
   return _composed_pld(
-      "laplace", parameter, _check_int(sensitivity, "sensitivity"),
-      _check_probability(sampling_probability),
-      _check_int(num_steps, "num_steps"),
-      _check_interval(value_discretization_interval))
+    "laplace",
+    parameter,
+    _check_int(sensitivity, "sensitivity"),
+    _check_probability(sampling_probability),
+    _check_int(num_steps, "num_steps"),
+    _check_interval(value_discretization_interval),
+  )
 
 
 # ------------------------------------------------------------------ epsilon
 
 
-def discrete_epsilon_by_direction(pld: PLD, delta: float
-                                  ) -> DirectionalEpsilon:
+def discrete_epsilon_by_direction(pld: PLD, delta: float) -> DirectionalEpsilon:
   """Remove-direction and add-direction epsilons of ``pld`` at ``delta``.
 
   Reads the two PMFs dp_accounting's ``PrivacyLossDistribution`` keeps

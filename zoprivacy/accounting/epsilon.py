@@ -24,9 +24,12 @@ NeighborRel = dp_accounting.NeighboringRelation
 # ------------------------------------------------------------------------ PLD
 
 
-def build_pld(event: dp_accounting.DpEvent, *,
-              neighboring: _ev.NeighboringLike = "add_or_remove",
-              value_discretization_interval: float = 1e-4) -> PLD:
+def build_pld(
+  event: dp_accounting.DpEvent,
+  *,
+  neighboring: _ev.NeighboringLike = "add_or_remove",
+  value_discretization_interval: float = 1e-4,
+) -> PLD:
   """Pessimistic ``PrivacyLossDistribution`` of ``event``, built by dp_accounting.
 
   Mirrors ``dp_accounting.pld.PLDAccountant`` event by event (DP-ZO App. A,
@@ -59,18 +62,21 @@ def _build_pld(event, count: int, rel, interval: float) -> PLD:
     return out
   if isinstance(event, dp_accounting.GaussianDpEvent):
     _ev.check_noise_multiplier(event.noise_multiplier)
-    pld_size.check_pld_size(event.noise_multiplier / math.sqrt(count), 1, 1.0,
-                    interval, rel)
+    pld_size.check_pld_size(
+      event.noise_multiplier / math.sqrt(count), 1, 1.0, interval, rel
+    )
     return _pld_lib.from_gaussian_mechanism(
-        standard_deviation=event.noise_multiplier / math.sqrt(count),
-        value_discretization_interval=interval, neighboring_relation=rel)
+      standard_deviation=event.noise_multiplier / math.sqrt(count),
+      value_discretization_interval=interval,
+      neighboring_relation=rel,
+    )
   if isinstance(event, dp_accounting.LaplaceDpEvent):
     _require_add_remove_for_laplace(rel)
     _ev.check_noise_multiplier(event.noise_multiplier)
     pld_size.check_pld_size(event.noise_multiplier, count, 1.0, interval, rel)
     return _pld_lib.from_laplace_mechanism(
-        event.noise_multiplier,
-        value_discretization_interval=interval).self_compose(count)
+      event.noise_multiplier, value_discretization_interval=interval
+    ).self_compose(count)
   if isinstance(event, dp_accounting.PoissonSampledDpEvent):
     p = _ev.check_sampling_probability(event.sampling_probability)
     inner = event.event
@@ -78,33 +84,40 @@ def _build_pld(event, count: int, rel, interval: float) -> PLD:
       _ev.check_noise_multiplier(inner.noise_multiplier)
       pld_size.check_pld_size(inner.noise_multiplier, count, p, interval, rel)
       return _pld_lib.from_gaussian_mechanism(
-          standard_deviation=inner.noise_multiplier,
-          value_discretization_interval=interval, sampling_prob=p,
-          neighboring_relation=rel).self_compose(count)
+        standard_deviation=inner.noise_multiplier,
+        value_discretization_interval=interval,
+        sampling_prob=p,
+        neighboring_relation=rel,
+      ).self_compose(count)
     if isinstance(inner, dp_accounting.LaplaceDpEvent):
       _require_add_remove_for_laplace(rel)
       _ev.check_noise_multiplier(inner.noise_multiplier)
       pld_size.check_pld_size(inner.noise_multiplier, count, p, interval, rel)
       return _pld_lib.from_laplace_mechanism(
-          inner.noise_multiplier, value_discretization_interval=interval,
-          sampling_prob=p).self_compose(count)
+        inner.noise_multiplier,
+        value_discretization_interval=interval,
+        sampling_prob=p,
+      ).self_compose(count)
     raise ValueError(
-        "dp_accounting's PLD accepts only a GaussianDpEvent or LaplaceDpEvent "
-        f"inside PoissonSampledDpEvent, got {inner!r}. For q Gaussian queries "
-        "on one batch use poisson_gaussian_queries_event (one equivalent "
-        "Gaussian, conventions §5).")
+      "dp_accounting's PLD accepts only a GaussianDpEvent or LaplaceDpEvent "
+      f"inside PoissonSampledDpEvent, got {inner!r}. For q Gaussian queries "
+      "on one batch use poisson_gaussian_queries_event (one equivalent "
+      "Gaussian, conventions §5)."
+    )
   if isinstance(event, dp_accounting.SampledWithoutReplacementDpEvent):
     raise ValueError(
-        "dp_accounting's PLD does not support SampledWithoutReplacementDpEvent "
-        "(fixed-size batches); use rdp_epsilon(..., neighboring='replace_one').")
+      "dp_accounting's PLD does not support SampledWithoutReplacementDpEvent "
+      "(fixed-size batches); use rdp_epsilon(..., neighboring='replace_one')."
+    )
   raise ValueError(f"Event not supported by the PLD accountant: {event!r}.")
 
 
 def _require_add_remove_for_laplace(rel) -> None:
   if rel != NeighborRel.ADD_OR_REMOVE_ONE:
     raise ValueError(
-        "dp_accounting has no replace-one PLD for the Laplace mechanism; "
-        "Laplace events are accounted under add_or_remove only.")
+      "dp_accounting has no replace-one PLD for the Laplace mechanism; "
+      "Laplace events are accounted under add_or_remove only."
+    )
 
 
 @functools.lru_cache(maxsize=32)  # PLDs can be tens of MB each
@@ -121,9 +134,13 @@ def _cached_pld(event, rel, interval) -> PLD:
   return _lru_pld(event, rel, interval)
 
 
-def pld_epsilon(event: dp_accounting.DpEvent, *, delta: float,
-                neighboring: _ev.NeighboringLike = "add_or_remove",
-                value_discretization_interval: float = 1e-4) -> float:
+def pld_epsilon(
+  event: dp_accounting.DpEvent,
+  *,
+  delta: float,
+  neighboring: _ev.NeighboringLike = "add_or_remove",
+  value_discretization_interval: float = 1e-4,
+) -> float:
   """Epsilon at ``delta`` from dp_accounting's pessimistic PLD.
 
   DP-ZO App. A: ``delta(eps) = max(H_{e^eps}`` add, ``H_{e^eps}`` remove``)``
@@ -141,6 +158,7 @@ def pld_epsilon(event: dp_accounting.DpEvent, *, delta: float,
 
 class DirectionalEpsilon(NamedTuple):
   """Epsilon for the remove and the add direction separately, and their max."""
+
   remove: float
   add: float
 
@@ -150,8 +168,11 @@ class DirectionalEpsilon(NamedTuple):
 
 
 def pld_epsilon_by_direction(
-    event: dp_accounting.DpEvent, *, delta: float,
-    value_discretization_interval: float = 1e-4) -> DirectionalEpsilon:
+  event: dp_accounting.DpEvent,
+  *,
+  delta: float,
+  value_discretization_interval: float = 1e-4,
+) -> DirectionalEpsilon:
   """Add-only and remove-only epsilons of ``event`` under add/remove-one.
 
   DP-ZO App. A eq. (4): the two hockey-stick divergences whose maximum is the
@@ -163,7 +184,8 @@ def pld_epsilon_by_direction(
   delta = _ev.check_delta(delta)
   interval = _ev.check_interval(value_discretization_interval)
   return epsilon_by_direction(
-      _cached_pld(event, NeighborRel.ADD_OR_REMOVE_ONE, interval), delta)
+    _cached_pld(event, NeighborRel.ADD_OR_REMOVE_ONE, interval), delta
+  )
 
 
 def epsilon_by_direction(pld: PLD, delta: float) -> DirectionalEpsilon:
@@ -176,10 +198,12 @@ def epsilon_by_direction(pld: PLD, delta: float) -> DirectionalEpsilon:
     pmf_remove, pmf_add = pld._pmf_remove, pld._pmf_add  # pylint: disable=protected-access
   except AttributeError as exc:  # pragma: no cover - depends on library version
     raise RuntimeError(
-        "This dp_accounting version does not expose per-direction PMFs.") from exc
+      "This dp_accounting version does not expose per-direction PMFs."
+    ) from exc
   return DirectionalEpsilon(
-      remove=float(pmf_remove.get_epsilon_for_delta(delta)),
-      add=float(pmf_add.get_epsilon_for_delta(delta)))
+    remove=float(pmf_remove.get_epsilon_for_delta(delta)),
+    add=float(pmf_add.get_epsilon_for_delta(delta)),
+  )
 
 
 # ------------------------------------------------------------------------ RDP
@@ -200,28 +224,38 @@ def _rdp_event(event, rel):
   if isinstance(event, dp_accounting.GaussianDpEvent):
     return dp_accounting.GaussianDpEvent(event.noise_multiplier / 2.0)
   if isinstance(event, dp_accounting.SelfComposedDpEvent):
-    return dp_accounting.SelfComposedDpEvent(_rdp_event(event.event, rel),
-                                             event.count)
+    return dp_accounting.SelfComposedDpEvent(
+      _rdp_event(event.event, rel), event.count
+    )
   if isinstance(event, dp_accounting.ComposedDpEvent):
     return dp_accounting.ComposedDpEvent(
-        [_rdp_event(e, rel) for e in event.events])
+      [_rdp_event(e, rel) for e in event.events]
+    )
   if isinstance(event, dp_accounting.SampledWithoutReplacementDpEvent):
     return dp_accounting.SampledWithoutReplacementDpEvent(
-        event.source_dataset_size, event.sample_size,
-        _rdp_event(event.event, rel))
+      event.source_dataset_size,
+      event.sample_size,
+      _rdp_event(event.event, rel),
+    )
   if isinstance(event, dp_accounting.PoissonSampledDpEvent):
     raise ValueError(
-        "dp_accounting's RDP accountant supports Poisson sampling only under "
-        "add_or_remove; under replace_one use pld_epsilon.")
+      "dp_accounting's RDP accountant supports Poisson sampling only under "
+      "add_or_remove; under replace_one use pld_epsilon."
+    )
   if isinstance(event, dp_accounting.LaplaceDpEvent):
     raise ValueError(
-        "Laplace events are accounted under add_or_remove only (dp_accounting "
-        "has no replace-one Laplace PLD).")
+      "Laplace events are accounted under add_or_remove only (dp_accounting "
+      "has no replace-one Laplace PLD)."
+    )
   return event
 
 
-def rdp_epsilon(event: dp_accounting.DpEvent, *, delta: float,
-                neighboring: _ev.NeighboringLike = "add_or_remove") -> float:
+def rdp_epsilon(
+  event: dp_accounting.DpEvent,
+  *,
+  delta: float,
+  neighboring: _ev.NeighboringLike = "add_or_remove",
+) -> float:
   """Epsilon at ``delta`` from dp_accounting's RDP accountant (default orders).
 
   Subsampled Gaussian RDP (Mironov, Talwar, Zhang 2019) for Poisson sampling
@@ -239,9 +273,10 @@ def rdp_epsilon(event: dp_accounting.DpEvent, *, delta: float,
   accountant = dp_accounting.rdp.RdpAccountant(neighboring_relation=rel)
   if not accountant.supports(rdp_event):
     raise ValueError(
-        f"dp_accounting's RDP accountant cannot account {event!r} under "
-        f"{_ev.neighboring_name(rel)} (e.g. Poisson-subsampled Laplace is not "
-        "supported; use pld_epsilon / pure_epsilon_poisson_laplace).")
+      f"dp_accounting's RDP accountant cannot account {event!r} under "
+      f"{_ev.neighboring_name(rel)} (e.g. Poisson-subsampled Laplace is not "
+      "supported; use pld_epsilon / pure_epsilon_poisson_laplace)."
+    )
   accountant.compose(rdp_event)
   return float(accountant.get_epsilon(delta))
 
@@ -249,9 +284,9 @@ def rdp_epsilon(event: dp_accounting.DpEvent, *, delta: float,
 # -------------------------------------------------------------- closed forms
 
 
-def pure_epsilon_poisson_laplace(*, noise_multiplier: float,
-                                 sampling_probability: float,
-                                 num_steps: int) -> float:
+def pure_epsilon_poisson_laplace(
+  *, noise_multiplier: float, sampling_probability: float, num_steps: int
+) -> float:
   """Pure epsilon of T Poisson-subsampled Laplace steps by basic composition.
 
   DP-ZO Thm. 3.1 / App. A "Pure eps-DP by Laplace mechanism": one step is
@@ -265,9 +300,9 @@ def pure_epsilon_poisson_laplace(*, noise_multiplier: float,
   return float(steps * math.log1p(p * math.expm1(1.0 / b)))
 
 
-def pure_laplace_noise_multiplier(*, target_epsilon: float,
-                                  sampling_probability: float,
-                                  num_steps: int) -> float:
+def pure_laplace_noise_multiplier(
+  *, target_epsilon: float, sampling_probability: float, num_steps: int
+) -> float:
   """Inverse of :func:`pure_epsilon_poisson_laplace` (DP-ZO Thm. 3.1) in ``b``.
 
   ``b = 1 / log(1 + (exp(eps/T) - 1) / p)``.
@@ -278,9 +313,14 @@ def pure_laplace_noise_multiplier(*, target_epsilon: float,
   return float(1.0 / math.log1p(math.expm1(eps / steps) / p))
 
 
-def dpzero_advanced_composition_sigma(*, epsilon: float, delta: float,
-                                      num_steps: int, clip: float,
-                                      dataset_size: int) -> float:
+def dpzero_advanced_composition_sigma(
+  *,
+  epsilon: float,
+  delta: float,
+  num_steps: int,
+  clip: float,
+  dataset_size: int,
+) -> float:
   """DPZero Alg. 2 line 3: ``sigma = 4 C sqrt(2 T log(e + eps/delta)) / (n eps)``.
 
   Lemma 2.2 (advanced composition, Kairouz et al.) with the replace-one
@@ -293,13 +333,14 @@ def dpzero_advanced_composition_sigma(*, epsilon: float, delta: float,
   steps = _ev.check_num_steps(num_steps)
   c = _ev.check_noise_multiplier(clip, name="clip")
   n = _ev.check_num_steps(dataset_size, name="dataset_size")
-  return float(4.0 * c * math.sqrt(2.0 * steps * math.log(math.e + eps / d))
-               / (n * eps))
+  return float(
+    4.0 * c * math.sqrt(2.0 * steps * math.log(math.e + eps / d)) / (n * eps)
+  )
 
 
-def dpzero_advanced_composition_noise_multiplier(*, epsilon: float,
-                                                 delta: float,
-                                                 num_steps: int) -> float:
+def dpzero_advanced_composition_noise_multiplier(
+  *, epsilon: float, delta: float, num_steps: int
+) -> float:
   """DPZero Alg. 2's sigma as a noise multiplier: ``4 sqrt(2T log(e+eps/delta))/eps``.
 
   Noise std on the *sum* (``n * sigma``) over the per-example bound ``C``, the
@@ -307,5 +348,9 @@ def dpzero_advanced_composition_noise_multiplier(*, epsilon: float,
   ``neighboring='replace_one'`` (which charges the ``2C`` sensitivity).
   """
   return dpzero_advanced_composition_sigma(
-      epsilon=epsilon, delta=delta, num_steps=num_steps, clip=1.0,
-      dataset_size=1)
+    epsilon=epsilon,
+    delta=delta,
+    num_steps=num_steps,
+    clip=1.0,
+    dataset_size=1,
+  )

@@ -24,17 +24,16 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Union
 
 import dp_accounting
 
 NeighboringRelation = dp_accounting.NeighboringRelation
-NeighboringLike = Union[str, NeighboringRelation]
+NeighboringLike = str | NeighboringRelation
 
 _NEIGHBORING_NAMES = {
-    "add_or_remove": NeighboringRelation.ADD_OR_REMOVE_ONE,
-    "add_or_remove_one": NeighboringRelation.ADD_OR_REMOVE_ONE,
-    "replace_one": NeighboringRelation.REPLACE_ONE,
+  "add_or_remove": NeighboringRelation.ADD_OR_REMOVE_ONE,
+  "add_or_remove_one": NeighboringRelation.ADD_OR_REMOVE_ONE,
+  "replace_one": NeighboringRelation.REPLACE_ONE,
 }
 
 MECHANISMS = ("gaussian", "laplace")
@@ -48,24 +47,31 @@ def neighboring_relation(neighboring: NeighboringLike) -> NeighboringRelation:
   asked for explicitly.
   """
   if isinstance(neighboring, NeighboringRelation):
-    if neighboring not in (NeighboringRelation.ADD_OR_REMOVE_ONE,
-                           NeighboringRelation.REPLACE_ONE):
+    if neighboring not in (
+      NeighboringRelation.ADD_OR_REMOVE_ONE,
+      NeighboringRelation.REPLACE_ONE,
+    ):
       raise ValueError(
-          f"Unsupported neighboring relation {neighboring}; use "
-          "ADD_OR_REMOVE_ONE or REPLACE_ONE.")
+        f"Unsupported neighboring relation {neighboring}; use "
+        "ADD_OR_REMOVE_ONE or REPLACE_ONE."
+      )
     return neighboring
   if isinstance(neighboring, str) and neighboring.lower() in _NEIGHBORING_NAMES:
     return _NEIGHBORING_NAMES[neighboring.lower()]
   raise ValueError(
-      f"Unknown neighboring relation {neighboring!r}; use 'add_or_remove' or "
-      "'replace_one' (or dp_accounting.NeighboringRelation).")
+    f"Unknown neighboring relation {neighboring!r}; use 'add_or_remove' or "
+    "'replace_one' (or dp_accounting.NeighboringRelation)."
+  )
 
 
 def neighboring_name(neighboring: NeighboringLike) -> str:
   """The canonical string name (``'add_or_remove'`` or ``'replace_one'``)."""
   rel = neighboring_relation(neighboring)
-  return ("add_or_remove" if rel == NeighboringRelation.ADD_OR_REMOVE_ONE
-          else "replace_one")
+  return (
+    "add_or_remove"
+    if rel == NeighboringRelation.ADD_OR_REMOVE_ONE
+    else "replace_one"
+  )
 
 
 # ----------------------------------------------------------------- validation
@@ -77,7 +83,9 @@ def _is_real(x) -> bool:
 
 def check_noise_multiplier(noise_multiplier, name="noise_multiplier") -> float:
   if not _is_real(noise_multiplier) or not math.isfinite(noise_multiplier):
-    raise ValueError(f"{name} must be a finite number, got {noise_multiplier!r}.")
+    raise ValueError(
+      f"{name} must be a finite number, got {noise_multiplier!r}."
+    )
   if noise_multiplier <= 0:
     raise ValueError(f"{name} must be > 0, got {noise_multiplier!r}.")
   return float(noise_multiplier)
@@ -111,7 +119,9 @@ def check_epsilon(epsilon, name="epsilon") -> float:
 
 def check_mechanism(mechanism: str) -> str:
   if mechanism not in MECHANISMS:
-    raise ValueError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}.")
+    raise ValueError(
+      f"mechanism must be one of {MECHANISMS}, got {mechanism!r}."
+    )
   return mechanism
 
 
@@ -119,16 +129,17 @@ def check_interval(value_discretization_interval) -> float:
   v = value_discretization_interval
   if not _is_real(v) or not math.isfinite(v) or not 0.0 < v <= 1e-1:
     raise ValueError(
-        f"value_discretization_interval must be in (0, 0.1], got {v!r}.")
+      f"value_discretization_interval must be in (0, 0.1], got {v!r}."
+    )
   return float(v)
 
 
 # --------------------------------------------------------------------- events
 
 
-def poisson_gaussian_event(*, noise_multiplier: float,
-                           sampling_probability: float,
-                           num_steps: int) -> dp_accounting.DpEvent:
+def poisson_gaussian_event(
+  *, noise_multiplier: float, sampling_probability: float, num_steps: int
+) -> dp_accounting.DpEvent:
   """``num_steps`` Poisson-subsampled Gaussian releases.
 
   DP-ZO Alg. 1 lines 3 and 13 (each example in the batch with probability
@@ -148,9 +159,9 @@ def poisson_gaussian_event(*, noise_multiplier: float,
   return dp_accounting.SelfComposedDpEvent(inner, steps)
 
 
-def poisson_laplace_event(*, noise_multiplier: float,
-                          sampling_probability: float,
-                          num_steps: int) -> dp_accounting.DpEvent:
+def poisson_laplace_event(
+  *, noise_multiplier: float, sampling_probability: float, num_steps: int
+) -> dp_accounting.DpEvent:
   """``num_steps`` Poisson-subsampled Laplace releases (DP-ZO Alg. 1 line 15).
 
   ``noise_multiplier`` is ``b / C``: the Laplace scale over the L1
@@ -167,17 +178,24 @@ def poisson_laplace_event(*, noise_multiplier: float,
   return dp_accounting.SelfComposedDpEvent(inner, steps)
 
 
-def full_batch_gaussian_event(*, noise_multiplier: float,
-                              num_steps: int) -> dp_accounting.DpEvent:
+def full_batch_gaussian_event(
+  *, noise_multiplier: float, num_steps: int
+) -> dp_accounting.DpEvent:
   """``num_steps`` full-batch Gaussian releases (DPZero Alg. 2, ``p = 1``)."""
-  return poisson_gaussian_event(noise_multiplier=noise_multiplier,
-                                sampling_probability=1.0, num_steps=num_steps)
+  return poisson_gaussian_event(
+    noise_multiplier=noise_multiplier,
+    sampling_probability=1.0,
+    num_steps=num_steps,
+  )
 
 
-def poisson_gaussian_queries_event(*, noise_multiplier: float,
-                                   num_queries: int,
-                                   sampling_probability: float,
-                                   num_steps: int) -> dp_accounting.DpEvent:
+def poisson_gaussian_queries_event(
+  *,
+  noise_multiplier: float,
+  num_queries: int,
+  sampling_probability: float,
+  num_steps: int,
+) -> dp_accounting.DpEvent:
   """``num_queries`` Gaussian queries per Poisson batch, as one Gaussian.
 
   Each query (PAZO-M/P's ``q`` queries, PAZO-S's ``k+1`` candidates, n-SPSA)
@@ -188,14 +206,20 @@ def poisson_gaussian_queries_event(*, noise_multiplier: float,
   :func:`poisson_gaussian_queries_composed_event`.
   """
   check_num_steps(num_queries, name="num_queries")
-  return poisson_gaussian_event(noise_multiplier=noise_multiplier,
-                                sampling_probability=sampling_probability,
-                                num_steps=num_steps)
+  return poisson_gaussian_event(
+    noise_multiplier=noise_multiplier,
+    sampling_probability=sampling_probability,
+    num_steps=num_steps,
+  )
 
 
 def poisson_gaussian_queries_composed_event(
-    *, noise_multiplier: float, num_queries: int, sampling_probability: float,
-    num_steps: int) -> dp_accounting.DpEvent:
+  *,
+  noise_multiplier: float,
+  num_queries: int,
+  sampling_probability: float,
+  num_steps: int,
+) -> dp_accounting.DpEvent:
   """The same mechanism written literally: ``q`` Gaussians of std ``sqrt(q) sigma``.
 
   ``PoissonSampledDpEvent(p, ComposedDpEvent([GaussianDpEvent(sqrt(q) sigma)] * q))``
@@ -214,8 +238,12 @@ def poisson_gaussian_queries_composed_event(
 
 
 def sampled_without_replacement_gaussian_event(
-    *, noise_multiplier: float, batch_size: int, dataset_size: int,
-    num_steps: int) -> dp_accounting.DpEvent:
+  *,
+  noise_multiplier: float,
+  batch_size: int,
+  dataset_size: int,
+  num_steps: int,
+) -> dp_accounting.DpEvent:
   """Fixed-size batches of ``batch_size`` drawn without replacement each step.
 
   ``SampledWithoutReplacementDpEvent(dataset_size, batch_size,
@@ -232,5 +260,6 @@ def sampled_without_replacement_gaussian_event(
     raise ValueError(f"batch_size ({m}) must be <= dataset_size ({n}).")
   steps = check_num_steps(num_steps)
   inner = dp_accounting.SampledWithoutReplacementDpEvent(
-      n, m, dp_accounting.GaussianDpEvent(sigma))
+    n, m, dp_accounting.GaussianDpEvent(sigma)
+  )
   return dp_accounting.SelfComposedDpEvent(inner, steps)

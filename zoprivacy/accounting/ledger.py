@@ -24,8 +24,14 @@ _VERSION = 2
 class PrivacyBudgetExceededError(RuntimeError):
   """Raised, before anything runs or is recorded, for a step over budget."""
 
-  def __init__(self, message: str, *, projected_epsilon: float,
-               epsilon_budget: float, steps_remaining: int | None = None):
+  def __init__(
+    self,
+    message: str,
+    *,
+    projected_epsilon: float,
+    epsilon_budget: float,
+    steps_remaining: int | None = None,
+  ):
     super().__init__(message)
     self.projected_epsilon = projected_epsilon
     self.epsilon_budget = epsilon_budget
@@ -41,8 +47,9 @@ class PrivacyLedger:
     if epsilon_budget is not None and not float(epsilon_budget) > 0:
       raise ValueError(f"epsilon_budget must be > 0, got {epsilon_budget!r}.")
     self.delta = float(delta)
-    self.epsilon_budget = (None if epsilon_budget is None
-                           else float(epsilon_budget))
+    self.epsilon_budget = (
+      None if epsilon_budget is None else float(epsilon_budget)
+    )
     self._segments: list[tuple[plan_lib.PrivacyPlan, int]] = []
     self._allowance: dict[plan_lib.PrivacyPlan, tuple[int, int]] = {}
 
@@ -89,8 +96,9 @@ class PrivacyLedger:
       raise ValueError(f"num_steps must be in [0, {self.num_steps}].")
     return self._epsilon_of(self._prefix(num_steps))
 
-  def projected_epsilon(self, plan: plan_lib.PrivacyPlan,
-                        num_steps: int = 1) -> float:
+  def projected_epsilon(
+    self, plan: plan_lib.PrivacyPlan, num_steps: int = 1
+  ) -> float:
     """Epsilon if ``num_steps`` more steps of ``plan`` were recorded."""
     return self._epsilon_of(self._appended(plan, num_steps))
 
@@ -103,8 +111,9 @@ class PrivacyLedger:
     return segs
 
   # ---------------------------------------------------------------- budget
-  def steps_within_budget(self, plan: plan_lib.PrivacyPlan,
-                          max_steps: int) -> int:
+  def steps_within_budget(
+    self, plan: plan_lib.PrivacyPlan, max_steps: int
+  ) -> int:
     """Most further steps of ``plan`` (at most ``max_steps``) within budget.
 
     Epsilon is monotone in the number of steps, so a binary search over
@@ -115,14 +124,15 @@ class PrivacyLedger:
     fits = lambda m: self.projected_epsilon(plan, m) <= self.epsilon_budget
     if fits(max_steps):
       return max_steps
-    lo, hi = 0, max_steps          # fits(lo) holds, fits(hi) does not
+    lo, hi = 0, max_steps  # fits(lo) holds, fits(hi) does not
     while hi - lo > 1:
       mid = (lo + hi) // 2
       lo, hi = (mid, hi) if fits(mid) else (lo, mid)
     return lo
 
-  def check_can_spend(self, plan: plan_lib.PrivacyPlan,
-                      num_steps: int = 1) -> None:
+  def check_can_spend(
+    self, plan: plan_lib.PrivacyPlan, num_steps: int = 1
+  ) -> None:
     """Raises :class:`PrivacyBudgetExceededError` if the steps do not fit."""
     if self.epsilon_budget is None:
       return
@@ -133,9 +143,12 @@ class PrivacyLedger:
       allowed, horizon = self._allowance.get(plan, (0, 0))
       if total > allowed and allowed == horizon:
         horizon = max(1024, 2 * total)
-        allowed = self.steps_within_budget(plan.replace(), horizon) if not \
-            self._segments else self.num_steps + self.steps_within_budget(
-                plan, horizon - self.num_steps)
+        allowed = (
+          self.steps_within_budget(plan.replace(), horizon)
+          if not self._segments
+          else self.num_steps
+          + self.steps_within_budget(plan, horizon - self.num_steps)
+        )
         self._allowance[plan] = (allowed, horizon)
       if total <= allowed:
         return
@@ -144,11 +157,13 @@ class PrivacyLedger:
       return
     remaining = self.steps_within_budget(plan, num_steps)
     raise PrivacyBudgetExceededError(
-        f"{num_steps} more step(s) would spend epsilon {projected:.4f} > "
-        f"budget {self.epsilon_budget:g} at delta {self.delta:g}; "
-        f"{remaining} step(s) still fit. [{plan.describe()}]",
-        projected_epsilon=projected, epsilon_budget=self.epsilon_budget,
-        steps_remaining=remaining)
+      f"{num_steps} more step(s) would spend epsilon {projected:.4f} > "
+      f"budget {self.epsilon_budget:g} at delta {self.delta:g}; "
+      f"{remaining} step(s) still fit. [{plan.describe()}]",
+      projected_epsilon=projected,
+      epsilon_budget=self.epsilon_budget,
+      steps_remaining=remaining,
+    )
 
   def _single_plan(self, plan) -> bool:
     return all(p == plan for p, _ in self._segments)
@@ -162,8 +177,10 @@ class PrivacyLedger:
 
   # ------------------------------------------------------------- reporting
   def report(self) -> str:
-    lines = [f"privacy ledger: {self.num_steps} steps, (epsilon, delta) = "
-             f"({self.epsilon():.4f}, {self.delta:g})"]
+    lines = [
+      f"privacy ledger: {self.num_steps} steps, (epsilon, delta) = "
+      f"({self.epsilon():.4f}, {self.delta:g})"
+    ]
     for plan, n in self._segments:
       lines.append(f"  {n} steps: {plan.describe()}")
     if self.epsilon_budget is not None:
@@ -171,26 +188,39 @@ class PrivacyLedger:
     return "\n".join(lines)
 
   def summary(self) -> dict[str, Any]:
-    return {"num_steps": self.num_steps, "epsilon": self.epsilon(),
-            "delta": self.delta, "epsilon_budget": self.epsilon_budget,
-            "plans": [p.describe() for p in self.plans]}
+    return {
+      "num_steps": self.num_steps,
+      "epsilon": self.epsilon(),
+      "delta": self.delta,
+      "epsilon_budget": self.epsilon_budget,
+      "plans": [p.describe() for p in self.plans],
+    }
 
   def to_dict(self) -> dict[str, Any]:
-    return {"format": _FORMAT, "version": _VERSION, "delta": self.delta,
-            "epsilon_budget": self.epsilon_budget,
-            "segments": [{"plan": p.to_dict(), "num_steps": n}
-                         for p, n in self._segments]}
+    return {
+      "format": _FORMAT,
+      "version": _VERSION,
+      "delta": self.delta,
+      "epsilon_budget": self.epsilon_budget,
+      "segments": [
+        {"plan": p.to_dict(), "num_steps": n} for p, n in self._segments
+      ],
+    }
 
   @classmethod
   def from_dict(cls, data: dict[str, Any]) -> PrivacyLedger:
     if data.get("format") != _FORMAT or data.get("version") != _VERSION:
-      raise ValueError("Not a zoprivacy privacy ledger of version "
-                       f"{_VERSION}: {data.get('format')!r} "
-                       f"v{data.get('version')!r}.")
+      raise ValueError(
+        "Not a zoprivacy privacy ledger of version "
+        f"{_VERSION}: {data.get('format')!r} "
+        f"v{data.get('version')!r}."
+      )
     ledger = cls(delta=data["delta"], epsilon_budget=data["epsilon_budget"])
     for seg in data["segments"]:
       ledger._segments = ledger._appended(  # pylint: disable=protected-access
-          plan_lib.PrivacyPlan.from_dict(seg["plan"]), int(seg["num_steps"]))
+        plan_lib.PrivacyPlan.from_dict(seg["plan"]),
+        int(seg["num_steps"]),
+      )
     return ledger
 
   def to_json(self) -> str:

@@ -17,9 +17,15 @@ from __future__ import annotations
 from zoprivacy.accounting import calibration
 
 
-def calibrate_plan(plan, *, target_epsilon: float, num_steps: int,
-                   delta: float | None = None, rtol: float = 2e-3,
-                   max_raises: int = 200):
+def calibrate_plan(
+  plan,
+  *,
+  target_epsilon: float,
+  num_steps: int,
+  delta: float | None = None,
+  rtol: float = 2e-3,
+  max_raises: int = 200,
+):
   """``plan`` with the smallest multiplier (to ``rtol``) meeting the target.
 
   Returns:
@@ -37,14 +43,21 @@ def calibrate_plan(plan, *, target_epsilon: float, num_steps: int,
     raise ValueError("Calibration needs delta.")
   continuous = "laplace" if plan.mechanism.endswith("laplace") else "gaussian"
   start = calibration.calibrate_noise_multiplier(
-      target_epsilon=target_epsilon, delta=delta,
-      sampling_probability=plan.sampling_probability, num_steps=num_steps,
-      mechanism=continuous, neighboring=plan.neighboring, rtol=rtol)
+    target_epsilon=target_epsilon,
+    delta=delta,
+    sampling_probability=plan.sampling_probability,
+    num_steps=num_steps,
+    mechanism=continuous,
+    neighboring=plan.neighboring,
+    rtol=rtol,
+  )
   sigma = start.noise_multiplier
   for _ in range(max_raises):
     candidate = plan.replace(noise_multiplier=sigma, delta=float(delta))
     if candidate.epsilon(num_steps) <= target_epsilon:
       return candidate
     sigma *= 1.0 + rtol
-  raise ValueError(f"No noise multiplier up to {sigma:.4g} meets epsilon "
-                   f"{target_epsilon} for {plan.describe()}.")
+  raise ValueError(
+    f"No noise multiplier up to {sigma:.4g} meets epsilon "
+    f"{target_epsilon} for {plan.describe()}."
+  )

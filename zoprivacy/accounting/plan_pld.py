@@ -26,19 +26,26 @@ def pld(plan, num_steps: int):
   p = plan.sampling_probability
   if plan.mechanism.startswith("discrete_"):
     from zoprivacy.accounting import discrete_pld  # pylint: disable=g-import-not-at-top
+
     build, scale = {
-        "discrete_gaussian": (discrete_pld.discrete_gaussian_pld, "sigma"),
-        "discrete_laplace": (discrete_pld.discrete_laplace_pld, "scale"),
+      "discrete_gaussian": (discrete_pld.discrete_gaussian_pld, "sigma"),
+      "discrete_laplace": (discrete_pld.discrete_laplace_pld, "scale"),
     }[plan.mechanism]
-    return build(**{scale: plan.noise_multiplier * plan.grid_points},
-                 sensitivity=plan.grid_points, sampling_probability=p,
-                 num_steps=num_steps,
-                 value_discretization_interval=VALUE_DISCRETIZATION_INTERVAL)
+    return build(
+      **{scale: plan.noise_multiplier * plan.grid_points},
+      sensitivity=plan.grid_points,
+      sampling_probability=p,
+      num_steps=num_steps,
+      value_discretization_interval=VALUE_DISCRETIZATION_INTERVAL,
+    )
   import dp_accounting  # pylint: disable=g-import-not-at-top
+
   event = dp_accounting.SelfComposedDpEvent(plan.step_event(), num_steps)
   return _eps.build_pld(
-      event, neighboring=plan.neighboring,
-      value_discretization_interval=VALUE_DISCRETIZATION_INTERVAL)
+    event,
+    neighboring=plan.neighboring,
+    value_discretization_interval=VALUE_DISCRETIZATION_INTERVAL,
+  )
 
 
 def full_batch_gaussian_epsilon(plan, num_steps: int, delta: float) -> float:
@@ -52,7 +59,9 @@ def full_batch_gaussian_epsilon(plan, num_steps: int, delta: float) -> float:
   points, which is prohibitive for the large ``mu`` of full-batch runs.
   """
   import math  # pylint: disable=g-import-not-at-top
+
   from scipy import optimize, stats  # pylint: disable=g-import-not-at-top
+
   sens = 2.0 if plan.neighboring == "replace_one" else 1.0
   mu = sens * math.sqrt(num_steps) / plan.noise_multiplier
 

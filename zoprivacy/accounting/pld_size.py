@@ -12,11 +12,12 @@ import math
 
 import dp_accounting
 
-MAX_PLD_POINTS = 5e7   # ~400 MB of float64 per PMF
+MAX_PLD_POINTS = 5e7  # ~400 MB of float64 per PMF
 
 
-def check_pld_size(noise_multiplier: float, count: int, p: float,
-                    interval: float, rel) -> None:
+def check_pld_size(
+  noise_multiplier: float, count: int, p: float, interval: float, rel
+) -> None:
   """Refuses, in microseconds, a PLD that would not fit in memory.
 
   Estimate of the composed privacy-loss support, in grid points, with
@@ -30,13 +31,14 @@ def check_pld_size(noise_multiplier: float, count: int, p: float,
   if p >= 1.0:
     width = 20 * r * math.sqrt(count)
   else:
-    var = min(p * p * math.expm1(min(r * r, 700.0)), r * r + r ** 4 / 4)
+    var = min(p * p * math.expm1(min(r * r, 700.0)), r * r + r**4 / 4)
     width = r * r / 2 + 10 * r + 20 * math.sqrt(count * var)
   points = width / interval
   if not points <= MAX_PLD_POINTS:
     raise ValueError(
-        f"Accounting noise_multiplier={noise_multiplier:.4g} over {count} "
-        f"steps at sampling probability {p:g} would need about {points:.3g} "
-        f"PLD points, over the limit of {MAX_PLD_POINTS:.0e} (memory); such "
-        "a mechanism adds too little noise to account with the PLD at "
-        f"discretization {interval:g}.")
+      f"Accounting noise_multiplier={noise_multiplier:.4g} over {count} "
+      f"steps at sampling probability {p:g} would need about {points:.3g} "
+      f"PLD points, over the limit of {MAX_PLD_POINTS:.0e} (memory); such "
+      "a mechanism adds too little noise to account with the PLD at "
+      f"discretization {interval:g}."
+    )

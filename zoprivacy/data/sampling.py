@@ -42,19 +42,26 @@ from zoprivacy.privacy import randomness
 
 class IndexBatch(NamedTuple):
   """Indices into the dataset (``[capacity]``) and the real-example mask."""
+
   indices: np.ndarray
   mask: np.ndarray
 
 
-def poisson_capacity(dataset_size: int, sampling_probability: float,
-                     overflow_probability: float = 1e-9,
-                     multiple: int = 8) -> int:
+def poisson_capacity(
+  dataset_size: int,
+  sampling_probability: float,
+  overflow_probability: float = 1e-9,
+  multiple: int = 8,
+) -> int:
   """Smallest multiple of ``multiple`` whose Binomial(n, p) tail is tiny."""
-  quantile = stats.binom.isf(overflow_probability, dataset_size,
-                             sampling_probability)
+  quantile = stats.binom.isf(
+    overflow_probability, dataset_size, sampling_probability
+  )
   size = max(int(quantile) + 1, 1)
-  return min(int(math.ceil(size / multiple) * multiple),
-             int(math.ceil(dataset_size / multiple) * multiple))
+  return min(
+    int(math.ceil(size / multiple) * multiple),
+    int(math.ceil(dataset_size / multiple) * multiple),
+  )
 
 
 class PoissonSampler:
@@ -72,35 +79,45 @@ class PoissonSampler:
     insecure_test_seed: REPRODUCIBLE batches for tests (warns; not private).
     overflow_probability: probability that a batch exceeds the padded shape.
   """
+
   scheme = "poisson"
 
-  def __init__(self, dataset_size: int, expected_batch_size: float, *,
-               secret: bytes | None = None,
-               insecure_test_seed: int | None = None,
-               overflow_probability: float = 1e-9):
+  def __init__(
+    self,
+    dataset_size: int,
+    expected_batch_size: float,
+    *,
+    secret: bytes | None = None,
+    insecure_test_seed: int | None = None,
+    overflow_probability: float = 1e-9,
+  ):
     self.expected_batch_size, self.dataset_size = (
-        validation.batch_size_and_dataset(expected_batch_size, dataset_size))
+      validation.batch_size_and_dataset(expected_batch_size, dataset_size)
+    )
     self.sampling_probability = self.expected_batch_size / self.dataset_size
     self.secret = _secret(secret, insecure_test_seed)
-    self.capacity = poisson_capacity(self.dataset_size,
-                                     self.sampling_probability,
-                                     overflow_probability)
+    self.capacity = poisson_capacity(
+      self.dataset_size, self.sampling_probability, overflow_probability
+    )
 
   def batch_indices(self, step: int) -> IndexBatch:
     rng = randomness.numpy_generator(self.secret, "poisson", int(step))
     chosen = np.flatnonzero(
-        rng.random(self.dataset_size) < self.sampling_probability)
+      rng.random(self.dataset_size) < self.sampling_probability
+    )
     if chosen.size > self.capacity:
       new_capacity = int(math.ceil(chosen.size / 8) * 8)
       warnings.warn(
-          f"Poisson batch of {chosen.size} examples exceeds the padded "
-          f"capacity {self.capacity}; growing it to {new_capacity} (one "
-          "recompilation, no example dropped).")
+        f"Poisson batch of {chosen.size} examples exceeds the padded "
+        f"capacity {self.capacity}; growing it to {new_capacity} (one "
+        "recompilation, no example dropped).",
+        stacklevel=2,
+      )
       self.capacity = new_capacity
     indices = np.zeros(self.capacity, np.int32)
-    indices[:chosen.size] = chosen
+    indices[: chosen.size] = chosen
     mask = np.zeros(self.capacity, bool)
-    mask[:chosen.size] = True
+    mask[: chosen.size] = True
     return IndexBatch(indices, mask)
 
 
@@ -109,8 +126,9 @@ def _fixed_batch_size(sampler, dataset_size: int, batch_size: int) -> None:
   sampler.batch_size = validation.positive_int("batch_size", batch_size)
   sampler.dataset_size = validation.positive_int("dataset_size", dataset_size)
   if sampler.batch_size > sampler.dataset_size:
-    raise ValueError(f"batch_size ({batch_size}) exceeds the dataset "
-                     f"({dataset_size}).")
+    raise ValueError(
+      f"batch_size ({batch_size}) exceeds the dataset ({dataset_size})."
+    )
   sampler.expected_batch_size = float(sampler.batch_size)
   sampler.sampling_probability = sampler.batch_size / sampler.dataset_size
   sampler.capacity = sampler.batch_size
@@ -119,8 +137,11 @@ def _fixed_batch_size(sampler, dataset_size: int, batch_size: int) -> None:
 def _secret(secret: bytes | None, insecure_test_seed: int | None) -> bytes:
   """The given secret, OS entropy, or (loudly) the insecure test secret."""
   if secret is None:
-    secret = (randomness.new_secret() if insecure_test_seed is None else
-              randomness.insecure_test_secret(insecure_test_seed))
+    secret = (
+      randomness.new_secret()
+      if insecure_test_seed is None
+      else randomness.insecure_test_secret(insecure_test_seed)
+    )
   return randomness.check_secret(secret)
 
 
@@ -131,6 +152,7 @@ class ShuffleSampler:
   replacement, replace-one), and the accountant is told via ``scheme``.
   The last incomplete batch of each epoch is dropped.
   """
+
   scheme = "shuffle"
 
   def __init__(self, dataset_size: int, batch_size: int, *, seed: int):
@@ -141,9 +163,10 @@ class ShuffleSampler:
   def batch_indices(self, step: int) -> IndexBatch:
     epoch, position = divmod(int(step), self.batches_per_epoch)
     perm = np.random.default_rng([self.seed, epoch]).permutation(
-        self.dataset_size)
+      self.dataset_size
+    )
     start = position * self.batch_size
-    indices = perm[start:start + self.batch_size].astype(np.int32)
+    indices = perm[start : start + self.batch_size].astype(np.int32)
     return IndexBatch(indices, np.ones(self.batch_size, bool))
 
 
@@ -157,19 +180,27 @@ class WithoutReplacementSampler:
   analyze (replace-one). Like :class:`PoissonSampler` it takes a secret
   (OS entropy by default), never a config seed.
   """
+
   scheme = "without_replacement"
 
-  def __init__(self, dataset_size: int, batch_size: int, *,
-               secret: bytes | None = None,
-               insecure_test_seed: int | None = None):
+  def __init__(
+    self,
+    dataset_size: int,
+    batch_size: int,
+    *,
+    secret: bytes | None = None,
+    insecure_test_seed: int | None = None,
+  ):
     _fixed_batch_size(self, dataset_size, batch_size)
     self.secret = _secret(secret, insecure_test_seed)
 
   def batch_indices(self, step: int) -> IndexBatch:
-    rng = randomness.numpy_generator(self.secret, "without_replacement",
-                                     int(step))
-    indices = np.sort(rng.choice(self.dataset_size, self.batch_size,
-                                 replace=False)).astype(np.int32)
+    rng = randomness.numpy_generator(
+      self.secret, "without_replacement", int(step)
+    )
+    indices = np.sort(
+      rng.choice(self.dataset_size, self.batch_size, replace=False)
+    ).astype(np.int32)
     return IndexBatch(indices, np.ones(self.batch_size, bool))
 
 
@@ -179,17 +210,25 @@ class FullBatchSampler:
   It has no randomness; ``secret`` and ``insecure_test_seed`` are accepted
   (and ignored) so that every sampler is built the same way.
   """
+
   scheme = "full_batch"
 
-  def __init__(self, dataset_size: int, *, secret: bytes | None = None,
-               insecure_test_seed: int | None = None):
+  def __init__(
+    self,
+    dataset_size: int,
+    *,
+    secret: bytes | None = None,
+    insecure_test_seed: int | None = None,
+  ):
     del secret, insecure_test_seed
     self.dataset_size = validation.positive_int("dataset_size", dataset_size)
     self.batch_size = self.capacity = self.dataset_size
     self.expected_batch_size = float(self.dataset_size)
     self.sampling_probability = 1.0
-    self._batch = IndexBatch(np.arange(self.dataset_size, dtype=np.int32),
-                             np.ones(self.dataset_size, bool))
+    self._batch = IndexBatch(
+      np.arange(self.dataset_size, dtype=np.int32),
+      np.ones(self.dataset_size, bool),
+    )
 
   def batch_indices(self, step: int) -> IndexBatch:
     del step
@@ -202,6 +241,7 @@ class PaddedBatch(NamedTuple):
   The estimators read ``mask`` from it, so padding can never be counted by
   forgetting (or misspelling) ``mask=``.
   """
+
   data: object
   mask: np.ndarray
 
@@ -227,6 +267,7 @@ def padded_batch(arrays, index_batch: IndexBatch) -> PaddedBatch:
     a = np.array(a, copy=True)
     a[pad] = 0
     return a
+
   data = gather(arrays, index_batch.indices)
   if pad.any():
     data = _map(zero_padding, data)

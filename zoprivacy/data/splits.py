@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import hashlib
 import warnings
-from typing import NamedTuple, Optional, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -69,22 +70,32 @@ def row_hashes(inputs: np.ndarray) -> np.ndarray:
   if inputs.dtype == object or inputs.dtype.kind in "US":
     for i, row in enumerate(inputs):
       fields = [row] if np.ndim(row) == 0 else list(np.ravel(row))
-      out[i] = hashlib.sha256("\x1f".join(map(str, fields)).encode("utf-8")).hexdigest()
+      out[i] = hashlib.sha256(
+        "\x1f".join(map(str, fields)).encode("utf-8")
+      ).hexdigest()
     return out
   prefix = f"{inputs.dtype.str}{inputs.shape[1:]}".encode()
   for i, row in enumerate(inputs):
-    out[i] = hashlib.sha256(prefix + np.ascontiguousarray(row).tobytes()).hexdigest()
+    out[i] = hashlib.sha256(
+      prefix + np.ascontiguousarray(row).tobytes()
+    ).hexdigest()
   return out
 
 
-def find_overlap(public_inputs: np.ndarray, private_inputs: np.ndarray) -> np.ndarray:
+def find_overlap(
+  public_inputs: np.ndarray, private_inputs: np.ndarray
+) -> np.ndarray:
   """Sorted indices of public rows that exactly duplicate some private row."""
   private = set(row_hashes(private_inputs))
-  return np.asarray([i for i, h in enumerate(row_hashes(public_inputs)) if h in private],
-                    dtype=np.int64)
+  return np.asarray(
+    [i for i, h in enumerate(row_hashes(public_inputs)) if h in private],
+    dtype=np.int64,
+  )
 
 
-def check_no_overlap(public: Dataset, private: Dataset, on_overlap: str = "raise") -> Dataset:
+def check_no_overlap(
+  public: Dataset, private: Dataset, on_overlap: str = "raise"
+) -> Dataset:
   """Flags public examples whose input duplicates a private input.
 
   ``on_overlap``: ``"raise"`` -> :class:`DataOverlapError`; ``"warn"`` ->
@@ -92,27 +103,39 @@ def check_no_overlap(public: Dataset, private: Dataset, on_overlap: str = "raise
   warning and ``public`` without the overlapping rows. Returns the public set.
   """
   if on_overlap not in _ON_OVERLAP:
-    raise ValueError(f"on_overlap must be one of {_ON_OVERLAP}, got {on_overlap!r}")
-  if public.inputs.shape[1:] != private.inputs.shape[1:] and public.inputs.dtype != object:
+    raise ValueError(
+      f"on_overlap must be one of {_ON_OVERLAP}, got {on_overlap!r}"
+    )
+  if (
+    public.inputs.shape[1:] != private.inputs.shape[1:]
+    and public.inputs.dtype != object
+  ):
     return public  # differently shaped inputs cannot be identical
   overlap = find_overlap(public.inputs, private.inputs)
   if len(overlap) == 0:
     return public
-  msg = (f"{len(overlap)} of {len(public)} public examples ({public.name}) are exact "
-         f"duplicates of private examples ({private.name}); public indices "
-         f"{overlap[:10].tolist()}{' ...' if len(overlap) > 10 else ''}")
+  msg = (
+    f"{len(overlap)} of {len(public)} public examples ({public.name}) are exact "
+    f"duplicates of private examples ({private.name}); public indices "
+    f"{overlap[:10].tolist()}{' ...' if len(overlap) > 10 else ''}"
+  )
   if on_overlap == "raise":
     raise DataOverlapError(msg + ". Pass on_overlap='drop' to remove them.")
   if on_overlap == "warn":
     warnings.warn(msg, DataOverlapWarning, stacklevel=2)
     return public
-  warnings.warn(msg + "; dropping them from the public set", DataOverlapWarning, stacklevel=2)
+  warnings.warn(
+    msg + "; dropping them from the public set",
+    DataOverlapWarning,
+    stacklevel=2,
+  )
   keep = np.setdiff1d(np.arange(len(public)), overlap)
   return public.subset(keep)
 
 
-def imbalanced_class_proportions(num_classes: int, imbalance_ratio: float,
-                                 seed: Optional[int] = None) -> np.ndarray:
+def imbalanced_class_proportions(
+  num_classes: int, imbalance_ratio: float, seed: int | None = None
+) -> np.ndarray:
   """Exponential class profile ``p_c ∝ imbalance_ratio ** (-rank_c / (K - 1))``.
 
   The most frequent class is ``imbalance_ratio`` times as frequent as the
@@ -132,7 +155,9 @@ def imbalanced_class_proportions(num_classes: int, imbalance_ratio: float,
   return weights / weights.sum()
 
 
-def counts_from_proportions(total: int, proportions: Sequence[float]) -> np.ndarray:
+def counts_from_proportions(
+  total: int, proportions: Sequence[float]
+) -> np.ndarray:
   """Integer counts summing exactly to ``total`` (largest-remainder rounding)."""
   p = np.asarray(proportions, dtype=np.float64)
   if np.any(p < 0) or p.sum() <= 0:
@@ -145,9 +170,13 @@ def counts_from_proportions(total: int, proportions: Sequence[float]) -> np.ndar
   return counts
 
 
-def split_public_private(dataset: Dataset, public_fraction: float = PAZO_PUBLIC_FRACTION,
-                         class_proportions: Optional[Sequence[float]] = None, seed: int = 0,
-                         on_overlap: str = "raise") -> PublicPrivateSplit:
+def split_public_private(
+  dataset: Dataset,
+  public_fraction: float = PAZO_PUBLIC_FRACTION,
+  class_proportions: Sequence[float] | None = None,
+  seed: int = 0,
+  on_overlap: str = "raise",
+) -> PublicPrivateSplit:
   """Splits ``dataset`` into a small public part and the private remainder.
 
   The public part has ``round(public_fraction * N)`` examples distributed
@@ -161,18 +190,24 @@ def split_public_private(dataset: Dataset, public_fraction: float = PAZO_PUBLIC_
   """
   n = len(dataset)
   if not 0.0 < public_fraction < 1.0:
-    raise ValueError(f"public_fraction must be in (0, 1), got {public_fraction}")
+    raise ValueError(
+      f"public_fraction must be in (0, 1), got {public_fraction}"
+    )
   n_public = int(round(public_fraction * n))
   available = dataset.class_counts()
   if class_proportions is None:
     class_proportions = available / available.sum()
   if len(class_proportions) != dataset.num_classes:
-    raise ValueError(f"{len(class_proportions)} class proportions for "
-                     f"{dataset.num_classes} classes")
+    raise ValueError(
+      f"{len(class_proportions)} class proportions for "
+      f"{dataset.num_classes} classes"
+    )
   counts = counts_from_proportions(n_public, class_proportions)
   if np.any(counts > available):
     c = int(np.argmax(counts - available))
-    raise ValueError(f"class {c} needs {counts[c]} public examples, only {available[c]} exist")
+    raise ValueError(
+      f"class {c} needs {counts[c]} public examples, only {available[c]} exist"
+    )
   rng = np.random.default_rng(seed)
   public_idx = []
   for c in range(dataset.num_classes):
@@ -190,9 +225,13 @@ def split_public_private(dataset: Dataset, public_fraction: float = PAZO_PUBLIC_
   return PublicPrivateSplit(public, private, public_idx, private_idx)
 
 
-def pazo_cifar10_split(train: Dataset, imbalance_ratio: float = 10.0, seed: int = 0,
-                       public_fraction: float = PAZO_PUBLIC_FRACTION,
-                       on_overlap: str = "raise") -> PublicPrivateSplit:
+def pazo_cifar10_split(
+  train: Dataset,
+  imbalance_ratio: float = 10.0,
+  seed: int = 0,
+  public_fraction: float = PAZO_PUBLIC_FRACTION,
+  on_overlap: str = "raise",
+) -> PublicPrivateSplit:
   """PAZO's CIFAR-10 split: 4% public with class imbalance, the rest private.
 
   PAZO states only that the public classes are imbalanced; the default
@@ -204,23 +243,41 @@ def pazo_cifar10_split(train: Dataset, imbalance_ratio: float = 10.0, seed: int 
   return split_public_private(train, public_fraction, props, seed, on_overlap)
 
 
-def few_shot_subsample(dataset: Dataset, per_class: int, seed: int = 0) -> Dataset:
+def few_shot_subsample(
+  dataset: Dataset, per_class: int, seed: int = 0
+) -> Dataset:
   """``per_class`` random examples of every class (seeded), in dataset order;
   MeZO/DPZero/PAZO few-shot protocol (e.g. 512 per class for MNLI)."""
   counts = dataset.class_counts()
   if np.any(counts < per_class):
     c = int(np.argmin(counts))
-    raise ValueError(f"class {c} has {counts[c]} examples, fewer than {per_class}")
+    raise ValueError(
+      f"class {c} has {counts[c]} examples, fewer than {per_class}"
+    )
   rng = np.random.default_rng(seed)
-  idx = np.sort(np.concatenate([
-      rng.choice(np.flatnonzero(dataset.labels == c), size=per_class, replace=False)
-      for c in range(dataset.num_classes)]))
+  idx = np.sort(
+    np.concatenate(
+      [
+        rng.choice(
+          np.flatnonzero(dataset.labels == c),
+          size=per_class,
+          replace=False,
+        )
+        for c in range(dataset.num_classes)
+      ]
+    )
+  )
   return dataset.subset(idx, f"{dataset.name}/{per_class}-shot")
 
 
-def sample_ood_public(pool: Dataset, private: Dataset, num_samples: Optional[int] = None,
-                      per_class: Optional[int] = None, seed: int = 0,
-                      on_overlap: str = "raise") -> Dataset:
+def sample_ood_public(
+  pool: Dataset,
+  private: Dataset,
+  num_samples: int | None = None,
+  per_class: int | None = None,
+  seed: int = 0,
+  on_overlap: str = "raise",
+) -> Dataset:
   """Out-of-distribution public data: a seeded sample of a *different*
   dataset ``pool`` with the same label space as ``private``.
 
@@ -230,19 +287,27 @@ def sample_ood_public(pool: Dataset, private: Dataset, num_samples: Optional[int
   ``private`` for exact duplicates (see :func:`check_no_overlap`).
   """
   if pool.num_classes != private.num_classes:
-    raise ValueError(f"public pool {pool.name} has {pool.num_classes} classes, private "
-                     f"{private.name} has {private.num_classes}")
+    raise ValueError(
+      f"public pool {pool.name} has {pool.num_classes} classes, private "
+      f"{private.name} has {private.num_classes}"
+    )
   if pool.inputs.shape[1:] != private.inputs.shape[1:]:
-    raise ValueError(f"input shapes differ: public {pool.inputs.shape[1:]}, "
-                     f"private {private.inputs.shape[1:]}")
+    raise ValueError(
+      f"input shapes differ: public {pool.inputs.shape[1:]}, "
+      f"private {private.inputs.shape[1:]}"
+    )
   if num_samples is not None and per_class is not None:
     raise ValueError("give num_samples or per_class, not both")
   if per_class is not None:
     public = few_shot_subsample(pool, per_class, seed)
   elif num_samples is not None:
     if num_samples > len(pool):
-      raise ValueError(f"num_samples={num_samples} exceeds the pool size {len(pool)}")
-    idx = np.sort(np.random.default_rng(seed).choice(len(pool), num_samples, replace=False))
+      raise ValueError(
+        f"num_samples={num_samples} exceeds the pool size {len(pool)}"
+      )
+    idx = np.sort(
+      np.random.default_rng(seed).choice(len(pool), num_samples, replace=False)
+    )
     public = pool.subset(idx, f"{pool.name}/public{num_samples}")
   else:
     public = pool

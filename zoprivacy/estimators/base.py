@@ -29,9 +29,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from zoprivacy import mechanisms
-from zoprivacy import queries
-from zoprivacy import validation
+from zoprivacy import mechanisms, queries, validation
 from zoprivacy.privacy import plan as plan_lib
 from zoprivacy.privacy import randomness
 
@@ -54,6 +52,7 @@ class EstimatorState(NamedTuple):
     privacy_plan: the :class:`~zoprivacy.privacy.PrivacyPlan` of one step,
       a pytree node without leaves (see :func:`zoprivacy.privacy.find_plan`).
   """
+
   direction_key: jax.Array
   noise_key: jax.Array
   step: jax.Array
@@ -61,9 +60,12 @@ class EstimatorState(NamedTuple):
   privacy_plan: plan_lib.PrivacyPlan
 
 
-def init_state(direction_key, plan: plan_lib.PrivacyPlan,
-               num_released: int = 1,
-               insecure_test_noise_seed: int | None = None) -> EstimatorState:
+def init_state(
+  direction_key,
+  plan: plan_lib.PrivacyPlan,
+  num_released: int = 1,
+  insecure_test_noise_seed: int | None = None,
+) -> EstimatorState:
   """A fresh state: public direction key, secret noise key, step 0."""
   if not isinstance(direction_key, jax.Array):
     direction_key = jax.random.key(int(direction_key))
@@ -71,24 +73,36 @@ def init_state(direction_key, plan: plan_lib.PrivacyPlan,
     noise_key = randomness.fresh_noise_key()
   else:
     noise_key = randomness.jax_noise_key(
-        randomness.insecure_test_secret(insecure_test_noise_seed))
+      randomness.insecure_test_secret(insecure_test_noise_seed)
+    )
   return EstimatorState(
-      direction_key=direction_key, noise_key=noise_key,
-      step=jnp.zeros([], jnp.int32),
-      released=jnp.zeros([max(num_released, 1)], jnp.float32),
-      privacy_plan=plan)
+    direction_key=direction_key,
+    noise_key=noise_key,
+    step=jnp.zeros([], jnp.int32),
+    released=jnp.zeros([max(num_released, 1)], jnp.float32),
+    privacy_plan=plan,
+  )
 
 
 def step_keys(state: EstimatorState):
   """``(direction_key, noise_key)`` of the current step, by ``fold_in``."""
-  return (jax.random.fold_in(state.direction_key, state.step),
-          jax.random.fold_in(state.noise_key, state.step))
+  return (
+    jax.random.fold_in(state.direction_key, state.step),
+    jax.random.fold_in(state.noise_key, state.step),
+  )
 
 
 # Extra arguments the estimators read; anything close to one of these but not
 # equal is a misspelling that would silently change the computation.
-KNOWN_EXTRA_ARGS = ("per_example_loss", "batched_loss", "batch", "mask",
-                    "public_batch", "public_batches", "discrete_noise")
+KNOWN_EXTRA_ARGS = (
+  "per_example_loss",
+  "batched_loss",
+  "batch",
+  "mask",
+  "public_batch",
+  "public_batches",
+  "discrete_noise",
+)
 
 
 def _reject_misspellings(extra_args: dict) -> None:
@@ -97,18 +111,20 @@ def _reject_misspellings(extra_args: dict) -> None:
       continue
     close = difflib.get_close_matches(name, KNOWN_EXTRA_ARGS, n=1, cutoff=0.75)
     if close:
-      raise TypeError(f"Unknown extra argument {name!r}: did you mean "
-                      f"{close[0]!r}? (Other optax members may take other "
-                      "extra arguments, but this one looks like a typo.)")
+      raise TypeError(
+        f"Unknown extra argument {name!r}: did you mean "
+        f"{close[0]!r}? (Other optax members may take other "
+        "extra arguments, but this one looks like a typo.)"
+      )
 
 
 class LossArgs(NamedTuple):
-  loss: Any          # batched loss (params, batch) -> [B]
+  loss: Any  # batched loss (params, batch) -> [B]
   batch: Any
   mask: jax.Array | None
   per_example_loss: Any
   batched_loss: Any
-  extra: dict        # every keyword extra argument, e.g. public batches
+  extra: dict  # every keyword extra argument, e.g. public batches
 
   @property
   def discrete_noise(self):
@@ -125,20 +141,25 @@ def parse_extra_args(extra_args: dict) -> LossArgs:
   per_example_loss = extra_args.get("per_example_loss")
   batched_loss = extra_args.get("batched_loss")
   if "batch" not in extra_args:
-    raise ValueError("The estimator's update needs the keyword extra arg batch=.")
+    raise ValueError(
+      "The estimator's update needs the keyword extra arg batch=."
+    )
   loss = queries.as_batched_loss(per_example_loss, batched_loss)
   batch, mask = extra_args["batch"], extra_args.get("mask")
   if hasattr(batch, "mask") and hasattr(batch, "data"):
     if mask is not None:
-      raise ValueError("Pass either a PaddedBatch or batch= with mask=, "
-                       "not both.")
+      raise ValueError(
+        "Pass either a PaddedBatch or batch= with mask=, not both."
+      )
     batch, mask = batch.data, batch.mask
-  return LossArgs(loss, batch, mask, per_example_loss, batched_loss,
-                  dict(extra_args))
+  return LossArgs(
+    loss, batch, mask, per_example_loss, batched_loss, dict(extra_args)
+  )
 
 
 class Privatization(NamedTuple):
   """A private estimator's mechanism (it adds the noise) and its plan."""
+
   mechanism: mechanisms.Mechanism
   plan: plan_lib.PrivacyPlan
 
@@ -147,12 +168,19 @@ class Privatization(NamedTuple):
     return self.plan.expected_batch_size
 
 
-def privacy_spec(*, clip, noise_multiplier, expected_batch_size,
-                 dataset_size=None, num_queries: int = 1,
-                 neighboring: str = "add_or_remove",
-                 mechanism: str = "gaussian", exact_noise: bool = False,
-                 grid_points: int = 1024,
-                 insecure_test_noise_seed: int | None = None) -> Privatization:
+def privacy_spec(
+  *,
+  clip,
+  noise_multiplier,
+  expected_batch_size,
+  dataset_size=None,
+  num_queries: int = 1,
+  neighboring: str = "add_or_remove",
+  mechanism: str = "gaussian",
+  exact_noise: bool = False,
+  grid_points: int = 1024,
+  insecure_test_noise_seed: int | None = None,
+) -> Privatization:
   """Validates the privacy hyperparameters; builds the mechanism and plan.
 
   Shared by every estimator that privatizes a sum of per-example
@@ -161,38 +189,63 @@ def privacy_spec(*, clip, noise_multiplier, expected_batch_size,
   static Python numbers: they fix the plan that the accountant reads.
   """
   clip = validation.static_positive("clip", clip)
-  noise_multiplier = validation.static_positive("noise_multiplier",
-                                                noise_multiplier)
+  noise_multiplier = validation.static_positive(
+    "noise_multiplier", noise_multiplier
+  )
   num_queries = validation.positive_int("num_queries", num_queries)
-  validation.one_of("neighboring", neighboring, mechanisms.NEIGHBORING_RELATIONS)
+  validation.one_of(
+    "neighboring", neighboring, mechanisms.NEIGHBORING_RELATIONS
+  )
   expected_batch_size, dataset_size = validation.batch_size_and_dataset(
-      validation.static_positive("expected_batch_size", expected_batch_size),
-      dataset_size)
+    validation.static_positive("expected_batch_size", expected_batch_size),
+    dataset_size,
+  )
   validation.one_of("mechanism", mechanism, ("gaussian", "laplace"))
   mech, notes = mechanisms.make_mechanism(
-      mechanism, clip=clip, noise_multiplier=noise_multiplier,
-      num_queries=num_queries, neighboring=neighboring,
-      exact_noise=exact_noise, grid_points=grid_points)
-  return Privatization(mech, make_plan(
-      mech, expected_batch_size=expected_batch_size,
-      dataset_size=dataset_size, notes=notes,
-      insecure_test_noise_seed=insecure_test_noise_seed))
+    mechanism,
+    clip=clip,
+    noise_multiplier=noise_multiplier,
+    num_queries=num_queries,
+    neighboring=neighboring,
+    exact_noise=exact_noise,
+    grid_points=grid_points,
+  )
+  return Privatization(
+    mech,
+    make_plan(
+      mech,
+      expected_batch_size=expected_batch_size,
+      dataset_size=dataset_size,
+      notes=notes,
+      insecure_test_noise_seed=insecure_test_noise_seed,
+    ),
+  )
 
 
-def make_plan(mechanism, *, expected_batch_size, dataset_size, notes=(),
-              insecure_test_noise_seed=None) -> plan_lib.PrivacyPlan:
+def make_plan(
+  mechanism,
+  *,
+  expected_batch_size,
+  dataset_size,
+  notes=(),
+  insecure_test_noise_seed=None,
+) -> plan_lib.PrivacyPlan:
   """The plan of one step of ``mechanism`` under Poisson sampling."""
   return plan_lib.PrivacyPlan(
-      mechanism=mechanism.name,
-      noise_multiplier=float(mechanism.noise_multiplier),
-      clip=float(mechanism.clip), num_queries=int(mechanism.num_queries),
-      grid_points=getattr(mechanism, "grid_points", None),
-      neighboring=mechanism.neighboring, sampling="poisson",
-      expected_batch_size=float(expected_batch_size),
-      dataset_size=dataset_size,
-      noise_source=("os_entropy" if insecure_test_noise_seed is None
-                    else "insecure_test_seed"),
-      notes=tuple(notes))
+    mechanism=mechanism.name,
+    noise_multiplier=float(mechanism.noise_multiplier),
+    clip=float(mechanism.clip),
+    num_queries=int(mechanism.num_queries),
+    grid_points=getattr(mechanism, "grid_points", None),
+    neighboring=mechanism.neighboring,
+    sampling="poisson",
+    expected_batch_size=float(expected_batch_size),
+    dataset_size=dataset_size,
+    noise_source=(
+      "os_entropy" if insecure_test_noise_seed is None else "insecure_test_seed"
+    ),
+    notes=tuple(notes),
+  )
 
 
 class PrivateEstimator(optax.GradientTransformationExtraArgs):
@@ -221,18 +274,23 @@ def _reject_masked_params(params) -> None:
   is_masked = lambda x: type(x).__name__ == "MaskedNode"
   if any(map(is_masked, jax.tree.leaves(params, is_leaf=is_masked))):
     raise ValueError(
-        "A zoprivacy estimator evaluates the loss at perturbed parameters, so "
-        "it needs every parameter; optax.partition / multi_transform / masked "
-        "hand it a tree with hidden (MaskedNode) leaves. Freeze parameters by "
-        "splitting instead: give the optimizer only the trainable tree and "
-        "close the loss over the frozen one, loss = lambda p, b: "
-        "f({**p, **frozen}, b) (docs/freezing.md).")
+      "A zoprivacy estimator evaluates the loss at perturbed parameters, so "
+      "it needs every parameter; optax.partition / multi_transform / masked "
+      "hand it a tree with hidden (MaskedNode) leaves. Freeze parameters by "
+      "splitting instead: give the optimizer only the trainable tree and "
+      "close the loss over the frozen one, loss = lambda p, b: "
+      "f({**p, **frozen}, b) (docs/freezing.md)."
+    )
 
 
-def build_estimator(compute, *, direction_key, privacy: Privatization | None,
-                    num_released: int = 1,
-                    insecure_test_noise_seed: int | None = None
-                    ) -> PrivateEstimator:
+def build_estimator(
+  compute,
+  *,
+  direction_key,
+  privacy: Privatization | None,
+  num_released: int = 1,
+  insecure_test_noise_seed: int | None = None,
+) -> PrivateEstimator:
   """Wraps a step computation into an optax transformation.
 
   ``compute(params, loss_args, direction_key, noise_key) -> (grad, released)``
@@ -243,8 +301,9 @@ def build_estimator(compute, *, direction_key, privacy: Privatization | None,
 
   def init_fn(params):
     del params
-    return init_state(direction_key, plan, num_released,
-                      insecure_test_noise_seed)
+    return init_state(
+      direction_key, plan, num_released, insecure_test_noise_seed
+    )
 
   def update_fn(updates, state, params=None, **extra_args):
     del updates

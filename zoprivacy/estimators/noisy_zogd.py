@@ -43,14 +43,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from zoprivacy import clipping
+from zoprivacy import clipping, mechanisms, projection, queries, validation
 from zoprivacy import directions as directions_lib
-from zoprivacy import mechanisms
-from zoprivacy import projection
-from zoprivacy import queries
-from zoprivacy import validation
-from zoprivacy.estimators import base
-from zoprivacy.estimators import registry
+from zoprivacy.estimators import base, registry
 from zoprivacy.hidden_state import privacy as privacy_lib
 from zoprivacy.hidden_state import setting as setting_lib
 
@@ -60,19 +55,28 @@ def _mechanisms(setting: setting_lib.NoisyZOGDSetting, beta):
   b, k, d = setting.divisor, setting.num_directions, setting.dimension
   scale = b * setting.noise_std / setting.clip
   directional = mechanisms.GaussianMechanism(
-      clip=setting.clip, noise_multiplier=scale * jnp.sqrt(beta),
-      num_queries=k, neighboring="replace_one")
+    clip=setting.clip,
+    noise_multiplier=scale * jnp.sqrt(beta),
+    num_queries=k,
+    neighboring="replace_one",
+  )
   isotropic = mechanisms.GaussianMechanism(
-      clip=setting.clip,
-      noise_multiplier=scale * jnp.sqrt(k * (1.0 - beta) / d),
-      num_queries=k, neighboring="replace_one")
+    clip=setting.clip,
+    noise_multiplier=scale * jnp.sqrt(k * (1.0 - beta) / d),
+    num_queries=k,
+    neighboring="replace_one",
+  )
   return directional, isotropic
 
 
-def noisy_zogd(setting: setting_lib.NoisyZOGDSetting, *, direction_key=0,
-               insecure_test_noise_seed: int | None = None,
-               direction_prng: str = "threefry",
-               query_batch_size: int | None = None) -> base.PrivateEstimator:
+def noisy_zogd(
+  setting: setting_lib.NoisyZOGDSetting,
+  *,
+  direction_key=0,
+  insecure_test_noise_seed: int | None = None,
+  direction_prng: str = "threefry",
+  query_batch_size: int | None = None,
+) -> base.PrivateEstimator:
   """The privatized Noisy-ZOGD gradient ``g`` of eq. (3) (before ``-eta``).
 
   Args:
@@ -98,51 +102,69 @@ def noisy_zogd(setting: setting_lib.NoisyZOGDSetting, *, direction_key=0,
   smoothing = validation.positive("smoothing", setting.smoothing)
   validation.one_of("direction_prng", direction_prng, directions_lib.PRNG_IMPLS)
   k = setting.num_directions
-  chunk = k if query_batch_size is None else validation.positive_int(
-      "query_batch_size", query_batch_size)
+  chunk = (
+    k
+    if query_batch_size is None
+    else validation.positive_int("query_batch_size", query_batch_size)
+  )
   sampler = directions_lib.get_sampler("stiefel", num_directions=k)
   fraction = setting.directional_fraction
-  schedule = (jnp.asarray(fraction, jnp.float32)
-              if isinstance(fraction, tuple) else None)
+  schedule = (
+    jnp.asarray(fraction, jnp.float32) if isinstance(fraction, tuple) else None
+  )
   plan = privacy_lib.composition_plan(
-      setting, insecure_test_noise_seed=insecure_test_noise_seed)
+    setting, insecure_test_noise_seed=insecure_test_noise_seed
+  )
 
   def init_fn(params):
     dim = directions_lib.tree_size(params)
     if dim != setting.dimension:
       raise ValueError(
-          f"The parameters have {dim} entries but the setting says d = "
-          f"{setting.dimension}; K = {k} must satisfy d >= 2K.")
-    return base.init_state(direction_key, plan, num_released=0,
-                           insecure_test_noise_seed=insecure_test_noise_seed)
+        f"The parameters have {dim} entries but the setting says d = "
+        f"{setting.dimension}; K = {k} must satisfy d >= 2K."
+      )
+    return base.init_state(
+      direction_key,
+      plan,
+      num_released=0,
+      insecure_test_noise_seed=insecure_test_noise_seed,
+    )
 
   def update_fn(updates, state, params=None, **extra_args):
     del updates
     if params is None:
       raise ValueError("Estimators need params in update().")
     args = base.parse_extra_args(extra_args)
-    dir_key, noise_key = base.step_keys(state)     # public, secret
-    u = sampler(directions_lib.direction_key(dir_key, direction_prng),
-                params)                                   # leading axis K
+    dir_key, noise_key = base.step_keys(state)  # public, secret
+    u = sampler(
+      directions_lib.direction_key(dir_key, direction_prng), params
+    )  # leading axis K
 
     def query(u_k):
-      f_plus, f_minus = queries.two_point_losses(args.loss, params, u_k,
-                                                 smoothing, args.batch)
-      return clipping.two_point_scalar(f_plus, f_minus, smoothing,
-                                       "finite_difference")
+      f_plus, f_minus = queries.two_point_losses(
+        args.loss, params, u_k, smoothing, args.batch
+      )
+      return clipping.two_point_scalar(
+        f_plus, f_minus, smoothing, "finite_difference"
+      )
 
     per_example = jax.lax.map(query, u, batch_size=chunk)  # [K, B]
-    clipped = clipping.clip_scalars(per_example.astype(jnp.float32).T,
-                                    setting.clip)          # [B, K]
-    sums = mechanisms.masked_sum(clipped, args.mask)       # [K]
-    beta = (fraction if schedule is None else
-            jnp.take(schedule, state.step, mode="clip"))
+    clipped = clipping.clip_scalars(
+      per_example.astype(jnp.float32).T, setting.clip
+    )  # [B, K]
+    sums = mechanisms.masked_sum(clipped, args.mask)  # [K]
+    beta = (
+      fraction
+      if schedule is None
+      else jnp.take(schedule, state.step, mode="clip")
+    )
     directional, isotropic = _mechanisms(setting, beta)
     dir_noise_key, iso_noise_key = jax.random.split(noise_key)
-    noisy = directional.add_noise(dir_noise_key, sums)     # float32 noise
+    noisy = directional.add_noise(dir_noise_key, sums)  # float32 noise
     vector = jax.tree.map(
-        lambda x: jnp.tensordot(noisy.astype(x.dtype), x, axes=1), u)
-    vector = isotropic.add_noise(iso_noise_key, vector)    # float32 noise
+      lambda x: jnp.tensordot(noisy.astype(x.dtype), x, axes=1), u
+    )
+    vector = isotropic.add_noise(iso_noise_key, vector)  # float32 noise
     denom = setting.divisor * k
     grad = jax.tree.map(lambda x: x / denom, vector)
     return grad, state._replace(step=state.step + 1)
@@ -150,33 +172,43 @@ def noisy_zogd(setting: setting_lib.NoisyZOGDSetting, *, direction_key=0,
   return base.PrivateEstimator(init_fn, update_fn, plan)
 
 
-def noisy_zogd_chain(setting: setting_lib.NoisyZOGDSetting, *, direction_key=0,
-                     insecure_test_noise_seed: int | None = None,
-                     direction_prng: str = "threefry",
-                     query_batch_size: int | None = None
-                     ) -> base.PrivateEstimator:
+def noisy_zogd_chain(
+  setting: setting_lib.NoisyZOGDSetting,
+  *,
+  direction_key=0,
+  insecure_test_noise_seed: int | None = None,
+  direction_prng: str = "threefry",
+  query_batch_size: int | None = None,
+) -> base.PrivateEstimator:
   """The whole eq. (3) update: estimator, ``sgd(eta)``, projection on ``B_R``.
 
   ``params`` must start inside ``B_R`` and must not depend on the data
   (Thm 3.2 assumes identical initializations ``w_0 = w_0'``).
   """
-  estimator = noisy_zogd(setting, direction_key=direction_key,
-                         insecure_test_noise_seed=insecure_test_noise_seed,
-                         direction_prng=direction_prng,
-                         query_batch_size=query_batch_size)
-  chain = optax.chain(estimator, optax.sgd(setting.step_size),
-                      projection.project_l2_ball(setting.radius))
-  return base.PrivateEstimator(chain.init, chain.update,
-                               estimator.privacy_plan)
+  estimator = noisy_zogd(
+    setting,
+    direction_key=direction_key,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+    direction_prng=direction_prng,
+    query_batch_size=query_batch_size,
+  )
+  chain = optax.chain(
+    estimator,
+    optax.sgd(setting.step_size),
+    projection.project_l2_ball(setting.radius),
+  )
+  return base.PrivateEstimator(chain.init, chain.update, estimator.privacy_plan)
 
 
-def noisy_zogd_from_setting(*, setting: setting_lib.NoisyZOGDSetting,
-                            direction_key=0,
-                            noise_multiplier: float | None = None,
-                            insecure_test_noise_seed: int | None = None,
-                            direction_prng: str = "threefry",
-                            query_batch_size: int | None = None
-                            ) -> base.PrivateEstimator:
+def noisy_zogd_from_setting(
+  *,
+  setting: setting_lib.NoisyZOGDSetting,
+  direction_key=0,
+  noise_multiplier: float | None = None,
+  insecure_test_noise_seed: int | None = None,
+  direction_prng: str = "threefry",
+  query_batch_size: int | None = None,
+) -> base.PrivateEstimator:
   """The registered factory: :func:`noisy_zogd_chain` for a runner.
 
   ``noise_multiplier``: the plan's per-step multiplier (a runner's set or
@@ -186,16 +218,34 @@ def noisy_zogd_from_setting(*, setting: setting_lib.NoisyZOGDSetting,
   """
   if noise_multiplier is not None:
     setting = privacy_lib.with_plan_multiplier(setting, noise_multiplier)
-  return noisy_zogd_chain(setting, direction_key=direction_key,
-                          insecure_test_noise_seed=insecure_test_noise_seed,
-                          direction_prng=direction_prng,
-                          query_batch_size=query_batch_size)
+  return noisy_zogd_chain(
+    setting,
+    direction_key=direction_key,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+    direction_prng=direction_prng,
+    query_batch_size=query_batch_size,
+  )
 
 
-registry.register(registry.EstimatorSpec(
-    "noisy_zogd", noisy_zogd_from_setting, takes_setting=True,
+registry.register(
+  registry.EstimatorSpec(
+    "noisy_zogd",
+    noisy_zogd_from_setting,
+    takes_setting=True,
     sampling=("full_batch", "without_replacement"),
-    defaults=(("num_directions", 20), ("noise_std", 0.05), ("clip", 2.0),
-              ("smoothing", 1e-4), ("directional_fraction", 0.5)),
-    run_settings=(("dataset", "digits_logreg"), ("model", "linear"),
-                  ("l2", 0.5), ("radius", 0.5), ("sampling", "full_batch"))))
+    defaults=(
+      ("num_directions", 20),
+      ("noise_std", 0.05),
+      ("clip", 2.0),
+      ("smoothing", 1e-4),
+      ("directional_fraction", 0.5),
+    ),
+    run_settings=(
+      ("dataset", "digits_logreg"),
+      ("model", "linear"),
+      ("l2", 0.5),
+      ("radius", 0.5),
+      ("sampling", "full_batch"),
+    ),
+  )
+)

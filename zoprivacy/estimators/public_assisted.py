@@ -51,17 +51,12 @@ import jax
 import jax.flatten_util
 import jax.numpy as jnp
 
-from zoprivacy import clipping
+from zoprivacy import clipping, mechanisms, queries, validation
 from zoprivacy import directions as directions_lib
-from zoprivacy import mechanisms
-from zoprivacy import queries
-from zoprivacy import validation
-from zoprivacy.estimators import base
-from zoprivacy.estimators import registry
-from zoprivacy.estimators import scalar_zo
+from zoprivacy.estimators import base, registry, scalar_zo
 from zoprivacy.estimators.dp_sgd import dp_sgd as _dp_sgd
 
-_FD = "finite_difference"   # PAZO clips the finite difference (conventions §2).
+_FD = "finite_difference"  # PAZO clips the finite difference (conventions §2).
 
 
 # ----------------------------------------------------------------- public data
@@ -86,15 +81,19 @@ def _check_like_private(public, private, *, stacked: bool, what: str) -> None:
   priv_leaves, priv_def = jax.tree.flatten(private)
   if pub_def != priv_def:
     raise _shape_error(
-        what, f"its structure {pub_def} differs from the private batch's "
-        f"{priv_def}; pass public_loss=(params, public_batch) -> scalar for "
-        "public data of another form.")
+      what,
+      f"its structure {pub_def} differs from the private batch's "
+      f"{priv_def}; pass public_loss=(params, public_batch) -> scalar for "
+      "public data of another form.",
+    )
   skip = 2 if stacked else 1
   for pub, priv in zip(pub_leaves, priv_leaves):
     if jnp.shape(pub)[skip:] != jnp.shape(priv)[1:]:
       raise _shape_error(
-          what, f"a leaf has per-example shape {jnp.shape(pub)[skip:]} but the "
-          f"private batch's has {jnp.shape(priv)[1:]}.")
+        what,
+        f"a leaf has per-example shape {jnp.shape(pub)[skip:]} but the "
+        f"private batch's has {jnp.shape(priv)[1:]}.",
+      )
 
 
 def _get_public_batch(args: base.LossArgs):
@@ -102,13 +101,15 @@ def _get_public_batch(args: base.LossArgs):
   public_batch = extra_args.get("public_batch")
   if public_batch is None:
     raise ValueError(
-        "This estimator needs one public batch: pass public_batch= to update() "
-        "(a pytree like the private batch, leading axis b').")
+      "This estimator needs one public batch: pass public_batch= to update() "
+      "(a pytree like the private batch, leading axis b')."
+    )
   if not jax.tree.leaves(public_batch):
     raise ValueError("public_batch has no array leaves.")
   if extra_args.get("public_loss") is None:
-    _check_like_private(public_batch, args.batch, stacked=False,
-                        what="public_batch")
+    _check_like_private(
+      public_batch, args.batch, stacked=False, what="public_batch"
+    )
   return public_batch
 
 
@@ -117,12 +118,16 @@ def _get_public_batches(args: base.LossArgs, k: int):
   extra_args = args.extra
   public_batches = extra_args.get("public_batches")
   if public_batches is None:
-    hint = (" (got public_batch=; stack k batches along a new leading axis "
-            "and pass them as public_batches=)"
-            if extra_args.get("public_batch") is not None else "")
+    hint = (
+      " (got public_batch=; stack k batches along a new leading axis "
+      "and pass them as public_batches=)"
+      if extra_args.get("public_batch") is not None
+      else ""
+    )
     raise ValueError(
-        f"This estimator needs k={k} public batches: pass public_batches= to "
-        f"update(), a pytree whose leaves have leading axis k{hint}.")
+      f"This estimator needs k={k} public batches: pass public_batches= to "
+      f"update(), a pytree whose leaves have leading axis k{hint}."
+    )
   leaves = jax.tree.leaves(public_batches)
   if not leaves:
     raise ValueError("public_batches has no array leaves.")
@@ -130,11 +135,14 @@ def _get_public_batches(args: base.LossArgs, k: int):
     shape = jnp.shape(leaf)
     if len(shape) < 1 or shape[0] != k:
       raise _shape_error(
-          "public_batches", f"every leaf needs leading axis k={k} (the "
-          f"stacked batches), got a leaf of shape {shape}.")
+        "public_batches",
+        f"every leaf needs leading axis k={k} (the "
+        f"stacked batches), got a leaf of shape {shape}.",
+      )
   if extra_args.get("public_loss") is None:
-    _check_like_private(public_batches, args.batch, stacked=True,
-                        what="public_batches")
+    _check_like_private(
+      public_batches, args.batch, stacked=True, what="public_batches"
+    )
   return public_batches
 
 
@@ -155,7 +163,8 @@ def public_gradients(public_loss, params, public_batches):
   ``lax.map`` of convolution gradients measured 4-5x slower).
   """
   return jax.vmap(lambda b: public_gradient(public_loss, params, b))(
-      public_batches)
+    public_batches
+  )
 
 
 def _flatten_stacked(stacked):
@@ -198,8 +207,9 @@ def public_subspace(gradients, orthonormalize: bool = True):
   if orthonormalize:
     if k > dim:
       raise ValueError(
-          f"Cannot orthonormalize k={k} public gradients in dimension {dim}; "
-          "use fewer public batches or orthonormalize=False.")
+        f"Cannot orthonormalize k={k} public gradients in dimension {dim}; "
+        "use fewer public batches or orthonormalize=False."
+      )
     basis = orthonormalize_rows(flat)
   else:
     basis = normalize_rows(flat)
@@ -210,27 +220,52 @@ def public_subspace(gradients, orthonormalize: bool = True):
 def _combine(weight_a, tree_a, tree_b):
   """``w a + (1 - w) b`` leaf-wise, in each leaf's dtype."""
   return jax.tree.map(
-      lambda a, b: (weight_a * a.astype(jnp.float32)
-                    + (1.0 - weight_a) * b.astype(jnp.float32)).astype(b.dtype),
-      tree_a, tree_b)
+    lambda a, b: (
+      weight_a * a.astype(jnp.float32)
+      + (1.0 - weight_a) * b.astype(jnp.float32)
+    ).astype(b.dtype),
+    tree_a,
+    tree_b,
+  )
 
 
 # --------------------------------------------- privatized two-point queries
 
 
-def _zo_common(*, clip, noise_multiplier, smoothing, expected_batch_size,
-               dataset_size, num_queries, neighboring, direction_prng,
-               insecure_test_noise_seed, exact_noise=False, grid_points=1024):
+def _zo_common(
+  *,
+  clip,
+  noise_multiplier,
+  smoothing,
+  expected_batch_size,
+  dataset_size,
+  num_queries,
+  neighboring,
+  direction_prng,
+  insecure_test_noise_seed,
+  exact_noise=False,
+  grid_points=1024,
+):
   smoothing = validation.positive_or_traced("smoothing", smoothing)
   validation.one_of("direction_prng", direction_prng, directions_lib.PRNG_IMPLS)
   privacy = base.privacy_spec(
-      clip=clip, noise_multiplier=noise_multiplier,
-      expected_batch_size=expected_batch_size, dataset_size=dataset_size,
-      num_queries=num_queries, neighboring=neighboring,
-      exact_noise=exact_noise, grid_points=grid_points,
-      insecure_test_noise_seed=insecure_test_noise_seed)
-  return (privacy.mechanism, privacy, smoothing, privacy.mechanism.num_queries,
-          privacy.expected_batch_size)
+    clip=clip,
+    noise_multiplier=noise_multiplier,
+    expected_batch_size=expected_batch_size,
+    dataset_size=dataset_size,
+    num_queries=num_queries,
+    neighboring=neighboring,
+    exact_noise=exact_noise,
+    grid_points=grid_points,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+  )
+  return (
+    privacy.mechanism,
+    privacy,
+    smoothing,
+    privacy.mechanism.num_queries,
+    privacy.expected_batch_size,
+  )
 
 
 def _require_params(params):
@@ -241,14 +276,23 @@ def _require_params(params):
 # ------------------------------------------------------------------- PAZO-M
 
 
-def pazo_m(*, clip: float, noise_multiplier: float, smoothing: float,
-           expected_batch_size: float, alpha: float,
-           dataset_size: int | None = None, num_queries: int = 1,
-           directions: str = "sphere_quarter",
-           neighboring: str = "add_or_remove", direction_key=0,
-           insecure_test_noise_seed: int | None = None,
-           direction_prng: str = "threefry",
-           exact_noise: bool = False, grid_points: int = 1024) -> base.PrivateEstimator:
+def pazo_m(
+  *,
+  clip: float,
+  noise_multiplier: float,
+  smoothing: float,
+  expected_batch_size: float,
+  alpha: float,
+  dataset_size: int | None = None,
+  num_queries: int = 1,
+  directions: str = "sphere_quarter",
+  neighboring: str = "add_or_remove",
+  direction_key=0,
+  insecure_test_noise_seed: int | None = None,
+  direction_prng: str = "threefry",
+  exact_noise: bool = False,
+  grid_points: int = 1024,
+) -> base.PrivateEstimator:
   """PAZO-M (PAZO Alg. 1): mix the public gradient with private DPZero.
 
   Lines 5-12: ``g~ = sum_{j=1}^q ((1/b) sum_i clip_C((f(x + l u_j; xi_i) -
@@ -285,12 +329,18 @@ def pazo_m(*, clip: float, noise_multiplier: float, smoothing: float,
   alpha = validation.unit_interval("alpha", alpha)
   validation.one_of("directions", directions, directions_lib.DIRECTION_NAMES)
   mechanism, privacy, smoothing, num_queries, expected_batch_size = _zo_common(
-      clip=clip, noise_multiplier=noise_multiplier, smoothing=smoothing,
-      expected_batch_size=expected_batch_size, dataset_size=dataset_size,
-      num_queries=num_queries, neighboring=neighboring,
-      direction_prng=direction_prng, exact_noise=exact_noise,
-      grid_points=grid_points,
-      insecure_test_noise_seed=insecure_test_noise_seed)
+    clip=clip,
+    noise_multiplier=noise_multiplier,
+    smoothing=smoothing,
+    expected_batch_size=expected_batch_size,
+    dataset_size=dataset_size,
+    num_queries=num_queries,
+    neighboring=neighboring,
+    direction_prng=direction_prng,
+    exact_noise=exact_noise,
+    grid_points=grid_points,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+  )
   sampler = directions_lib.get_sampler(directions)
 
   def compute(params, args, dir_key, noise_key):
@@ -301,32 +351,55 @@ def pazo_m(*, clip: float, noise_multiplier: float, smoothing: float,
       return sampler(directions_lib.direction_key(k, direction_prng), params)
 
     scalars = scalar_zo.two_point_scalars(
-        loss=args.loss, params=params, batch=args.batch, mask=args.mask,
-        direction=direction, query_keys=query_keys, noise_key=noise_key,
-        smoothing=smoothing, clip_target=_FD, mechanism=mechanism,
-        privacy=privacy, discrete_noise=args.discrete_noise)
-    g_private = scalar_zo.average_of_directions(direction, query_keys, scalars,
-                                                params)
-    g_pub = public_gradient(_public_loss(args), params,
-                            public_batch)
+      loss=args.loss,
+      params=params,
+      batch=args.batch,
+      mask=args.mask,
+      direction=direction,
+      query_keys=query_keys,
+      noise_key=noise_key,
+      smoothing=smoothing,
+      clip_target=_FD,
+      mechanism=mechanism,
+      privacy=privacy,
+      discrete_noise=args.discrete_noise,
+    )
+    g_private = scalar_zo.average_of_directions(
+      direction, query_keys, scalars, params
+    )
+    g_pub = public_gradient(_public_loss(args), params, public_batch)
     grad = _combine(alpha, g_pub, g_private)
     return grad, scalars
 
   return base.build_estimator(
-      compute, direction_key=direction_key, privacy=privacy,
-      num_released=num_queries, insecure_test_noise_seed=insecure_test_noise_seed)
+    compute,
+    direction_key=direction_key,
+    privacy=privacy,
+    num_released=num_queries,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+  )
 
 
 # ------------------------------------------------------------------- PAZO-P
 
 
-def pazo_p(*, clip: float, noise_multiplier: float, smoothing: float,
-           expected_batch_size: float, num_public_batches: int,
-           orthonormalize: bool = True, dataset_size: int | None = None,
-           num_queries: int = 1, neighboring: str = "add_or_remove", direction_key=0,
-           insecure_test_noise_seed: int | None = None,
-           direction_prng: str = "threefry",
-           exact_noise: bool = False, grid_points: int = 1024) -> base.PrivateEstimator:
+def pazo_p(
+  *,
+  clip: float,
+  noise_multiplier: float,
+  smoothing: float,
+  expected_batch_size: float,
+  num_public_batches: int,
+  orthonormalize: bool = True,
+  dataset_size: int | None = None,
+  num_queries: int = 1,
+  neighboring: str = "add_or_remove",
+  direction_key=0,
+  insecure_test_noise_seed: int | None = None,
+  direction_prng: str = "threefry",
+  exact_noise: bool = False,
+  grid_points: int = 1024,
+) -> base.PrivateEstimator:
   """PAZO-P (PAZO Alg. 2) and PAZO-P' (``orthonormalize=False``).
 
   Line 4-5: ``G = [g_1, ..., g_k]``, the gradients of ``k`` public batches
@@ -357,58 +430,89 @@ def pazo_p(*, clip: float, noise_multiplier: float, smoothing: float,
   if not isinstance(orthonormalize, bool):
     raise ValueError(f"orthonormalize must be a bool, got {orthonormalize!r}.")
   mechanism, privacy, smoothing, num_queries, expected_batch_size = _zo_common(
-      clip=clip, noise_multiplier=noise_multiplier, smoothing=smoothing,
-      expected_batch_size=expected_batch_size, dataset_size=dataset_size,
-      num_queries=num_queries, neighboring=neighboring,
-      direction_prng=direction_prng, exact_noise=exact_noise,
-      grid_points=grid_points,
-      insecure_test_noise_seed=insecure_test_noise_seed)
+    clip=clip,
+    noise_multiplier=noise_multiplier,
+    smoothing=smoothing,
+    expected_batch_size=expected_batch_size,
+    dataset_size=dataset_size,
+    num_queries=num_queries,
+    neighboring=neighboring,
+    direction_prng=direction_prng,
+    exact_noise=exact_noise,
+    grid_points=grid_points,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+  )
   coefficient_template = jnp.zeros([k], jnp.float32)
 
   def coefficients(key):
     """``u ~ Unif(sqrt(k) S^{k-1})`` (Alg. 2 line 7)."""
     return directions_lib.sphere(
-        directions_lib.direction_key(key, direction_prng),
-        coefficient_template, "sqrt_dim")
+      directions_lib.direction_key(key, direction_prng),
+      coefficient_template,
+      "sqrt_dim",
+    )
 
   def compute(params, args, dir_key, noise_key):
     public_batches = _get_public_batches(args, k)
     query_keys = jax.random.split(dir_key, num_queries)
     basis = public_subspace(
-        public_gradients(_public_loss(args), params,
-                         public_batches), orthonormalize)
+      public_gradients(_public_loss(args), params, public_batches),
+      orthonormalize,
+    )
 
     def in_span(c):
       """``G c`` for a coefficient vector ``c`` in ``R^k``."""
       return jax.tree.map(
-          lambda g: jnp.tensordot(c.astype(g.dtype), g, axes=1), basis)
+        lambda g: jnp.tensordot(c.astype(g.dtype), g, axes=1), basis
+      )
 
     scalars = scalar_zo.two_point_scalars(
-        loss=args.loss, params=params, batch=args.batch, mask=args.mask,
-        direction=lambda kk: in_span(coefficients(kk)), query_keys=query_keys,
-        noise_key=noise_key, smoothing=smoothing, clip_target=_FD,
-        mechanism=mechanism, privacy=privacy,
-        discrete_noise=args.discrete_noise)
+      loss=args.loss,
+      params=params,
+      batch=args.batch,
+      mask=args.mask,
+      direction=lambda kk: in_span(coefficients(kk)),
+      query_keys=query_keys,
+      noise_key=noise_key,
+      smoothing=smoothing,
+      clip_target=_FD,
+      mechanism=mechanism,
+      privacy=privacy,
+      discrete_noise=args.discrete_noise,
+    )
     mean_coefficients = jnp.mean(
-        scalars[:, None] * jax.vmap(coefficients)(query_keys), axis=0)
+      scalars[:, None] * jax.vmap(coefficients)(query_keys), axis=0
+    )
     grad = in_span(mean_coefficients)
     return grad, scalars
 
   return base.build_estimator(
-      compute, direction_key=direction_key, privacy=privacy,
-      num_released=num_queries, insecure_test_noise_seed=insecure_test_noise_seed)
+    compute,
+    direction_key=direction_key,
+    privacy=privacy,
+    num_released=num_queries,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+  )
 
 
 # ------------------------------------------------------------------- PAZO-S
 
 
-def pazo_s(*, clip: float, noise_multiplier: float, learning_rate: float,
-           expected_batch_size: float, num_public_batches: int,
-           candidate_noise_scale: float = 0.0, extra_candidate: bool = True,
-           dataset_size: int | None = None,
-           neighboring: str = "add_or_remove", direction_key=0,
-           insecure_test_noise_seed: int | None = None,
-           direction_prng: str = "threefry") -> base.PrivateEstimator:
+def pazo_s(
+  *,
+  clip: float,
+  noise_multiplier: float,
+  learning_rate: float,
+  expected_batch_size: float,
+  num_public_batches: int,
+  candidate_noise_scale: float = 0.0,
+  extra_candidate: bool = True,
+  dataset_size: int | None = None,
+  neighboring: str = "add_or_remove",
+  direction_key=0,
+  insecure_test_noise_seed: int | None = None,
+  direction_prng: str = "threefry",
+) -> base.PrivateEstimator:
   """PAZO-S (PAZO Alg. 3): select the best public gradient by private loss.
 
   Lines 4-9: ``k`` public gradients ``g_j`` from ``k`` public batches; each
@@ -453,59 +557,80 @@ def pazo_s(*, clip: float, noise_multiplier: float, learning_rate: float,
   k = validation.positive_int("num_public_batches", num_public_batches)
   learning_rate = validation.positive("learning_rate", learning_rate)
   if not isinstance(extra_candidate, bool):
-    raise ValueError(f"extra_candidate must be a bool, got {extra_candidate!r}.")
+    raise ValueError(
+      f"extra_candidate must be a bool, got {extra_candidate!r}."
+    )
   try:
     candidate_noise_scale = float(candidate_noise_scale)
   except (TypeError, ValueError):
     candidate_noise_scale = math.nan
   if not 0.0 <= candidate_noise_scale < math.inf:
-    raise ValueError("candidate_noise_scale must be a finite number >= 0 (a "
-                     "perturbation scale, not a privacy epsilon).")
+    raise ValueError(
+      "candidate_noise_scale must be a finite number >= 0 (a "
+      "perturbation scale, not a privacy epsilon)."
+    )
   num_scores = k + 1 if extra_candidate else k
   mechanism, privacy, _, _, expected_batch_size = _zo_common(
-      clip=clip, noise_multiplier=noise_multiplier, smoothing=1.0,
-      expected_batch_size=expected_batch_size, dataset_size=dataset_size,
-      num_queries=num_scores, neighboring=neighboring,
-      direction_prng=direction_prng,
-      insecure_test_noise_seed=insecure_test_noise_seed)
+    clip=clip,
+    noise_multiplier=noise_multiplier,
+    smoothing=1.0,
+    expected_batch_size=expected_batch_size,
+    dataset_size=dataset_size,
+    num_queries=num_scores,
+    neighboring=neighboring,
+    direction_prng=direction_prng,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+  )
 
   def compute(params, args, dir_key, noise_key):
     public_batches = _get_public_batches(args, k)
     candidates_noise_key, extra_noise_key = jax.random.split(noise_key)
-    grads = public_gradients(_public_loss(args), params,
-                             public_batches)
+    grads = public_gradients(_public_loss(args), params, public_batches)
 
     def clipped_loss_sum(g):
       """``sum_i clip_C(f(x - eta g; xi_i))``: one private forward pass."""
-      losses = args.loss(queries.perturb(params, g, -learning_rate),
-                         args.batch).astype(jnp.float32)
-      return mechanisms.masked_sum(clipping.clip_scalars(losses, mechanism.clip),
-                                   args.mask)
+      losses = args.loss(
+        queries.perturb(params, g, -learning_rate), args.batch
+      ).astype(jnp.float32)
+      return mechanisms.masked_sum(
+        clipping.clip_scalars(losses, mechanism.clip), args.mask
+      )
 
-    sums = jax.lax.map(clipped_loss_sum, grads)                      # [k]
-    scores = mechanism.add_noise(candidates_noise_key,
-                                 sums) / expected_batch_size
+    sums = jax.lax.map(clipped_loss_sum, grads)  # [k]
+    scores = (
+      mechanism.add_noise(candidates_noise_key, sums) / expected_batch_size
+    )
     best = jnp.argmin(scores)
     g_best = jax.tree.map(lambda g: g[best], grads)
     if extra_candidate:
       z = directions_lib.gaussian(
-          directions_lib.direction_key(dir_key, direction_prng), params)
+        directions_lib.direction_key(dir_key, direction_prng), params
+      )
       g_extra = jax.tree.map(
-          lambda g, n: g + (candidate_noise_scale * n).astype(g.dtype),
-          g_best, z)
-      extra_score = mechanism.add_noise(
-          extra_noise_key, clipped_loss_sum(g_extra)) / expected_batch_size
+        lambda g, n: g + (candidate_noise_scale * n).astype(g.dtype),
+        g_best,
+        z,
+      )
+      extra_score = (
+        mechanism.add_noise(extra_noise_key, clipped_loss_sum(g_extra))
+        / expected_batch_size
+      )
       scores = jnp.concatenate([scores, extra_score[None]])
       take_extra = jnp.argmin(scores) == k
-      grad = jax.tree.map(lambda e, g: jnp.where(take_extra, e, g),
-                          g_extra, g_best)
+      grad = jax.tree.map(
+        lambda e, g: jnp.where(take_extra, e, g), g_extra, g_best
+      )
     else:
       grad = g_best
     return grad, scores
 
   return base.build_estimator(
-      compute, direction_key=direction_key, privacy=privacy,
-      num_released=num_scores, insecure_test_noise_seed=insecure_test_noise_seed)
+    compute,
+    direction_key=direction_key,
+    privacy=privacy,
+    num_released=num_scores,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+  )
 
 
 # --------------------------------------------------------------------- DPMD
@@ -517,10 +642,17 @@ def dpmd_public_weight(step, num_steps: int):
   return jnp.cos(jnp.pi * t / (2.0 * num_steps))
 
 
-def dpmd(*, clip: float, noise_multiplier: float, expected_batch_size: float,
-         num_steps: int, dataset_size: int | None = None,
-         neighboring: str = "add_or_remove", direction_key=0,
-         insecure_test_noise_seed: int | None = None) -> base.PrivateEstimator:
+def dpmd(
+  *,
+  clip: float,
+  noise_multiplier: float,
+  expected_batch_size: float,
+  num_steps: int,
+  dataset_size: int | None = None,
+  neighboring: str = "add_or_remove",
+  direction_key=0,
+  insecure_test_noise_seed: int | None = None,
+) -> base.PrivateEstimator:
   """DPMD (Amid et al. 2022, public-data-assisted mirror descent), first order.
 
   The first-order form used as PAZO's baseline: ``g_t = alpha_t g_pub + (1 -
@@ -541,17 +673,20 @@ def dpmd(*, clip: float, noise_multiplier: float, expected_batch_size: float,
   """
   num_steps = validation.positive_int("num_steps", num_steps)
   private = _dp_sgd(
-      clip=clip, noise_multiplier=noise_multiplier,
-      expected_batch_size=expected_batch_size, dataset_size=dataset_size,
-      neighboring=neighboring, direction_key=direction_key,
-      insecure_test_noise_seed=insecure_test_noise_seed)
+    clip=clip,
+    noise_multiplier=noise_multiplier,
+    expected_batch_size=expected_batch_size,
+    dataset_size=dataset_size,
+    neighboring=neighboring,
+    direction_key=direction_key,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+  )
 
   def update_fn(updates, state, params=None, **extra_args):
     _require_params(params)
     g_private, new_state = private.update(updates, state, params, **extra_args)
     args = base.parse_extra_args(extra_args)
-    g_pub = public_gradient(_public_loss(args), params,
-                            _get_public_batch(args))
+    g_pub = public_gradient(_public_loss(args), params, _get_public_batch(args))
     weight = dpmd_public_weight(state.step, num_steps)
     return _combine(weight, g_pub, g_private), new_state
 
@@ -561,10 +696,16 @@ def dpmd(*, clip: float, noise_multiplier: float, expected_batch_size: float,
 # ----------------------------------------------------------------- DOPE-SGD
 
 
-def dope_sgd(*, clip: float, noise_multiplier: float,
-             expected_batch_size: float, dataset_size: int | None = None,
-             neighboring: str = "add_or_remove", direction_key=0,
-             insecure_test_noise_seed: int | None = None) -> base.PrivateEstimator:
+def dope_sgd(
+  *,
+  clip: float,
+  noise_multiplier: float,
+  expected_batch_size: float,
+  dataset_size: int | None = None,
+  neighboring: str = "add_or_remove",
+  direction_key=0,
+  insecure_test_noise_seed: int | None = None,
+) -> base.PrivateEstimator:
   """DOPE-SGD's gradient (Nasr et al. 2023): clip around the public gradient.
 
   ``g = g_pub + (sum_i clip_C(grad f(x; xi_i) - g_pub) + N(0, sigma^2 C^2
@@ -588,29 +729,41 @@ def dope_sgd(*, clip: float, noise_multiplier: float,
   secret (OS entropy at ``init``) unless ``insecure_test_noise_seed`` is set.
   """
   privacy = base.privacy_spec(
-      clip=clip, noise_multiplier=noise_multiplier,
-      expected_batch_size=expected_batch_size, dataset_size=dataset_size,
-      neighboring=neighboring,
-      insecure_test_noise_seed=insecure_test_noise_seed)
-  mechanism, expected_batch_size = privacy.mechanism, privacy.expected_batch_size
+    clip=clip,
+    noise_multiplier=noise_multiplier,
+    expected_batch_size=expected_batch_size,
+    dataset_size=dataset_size,
+    neighboring=neighboring,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+  )
+  mechanism, expected_batch_size = (
+    privacy.mechanism,
+    privacy.expected_batch_size,
+  )
 
   def compute(params, args, dir_key, noise_key):
-    g_pub = public_gradient(_public_loss(args), params,
-                            _get_public_batch(args))
-    loss_one = queries.as_per_example_loss(args.per_example_loss,
-                                           args.batched_loss)
-    per_example = jax.vmap(jax.grad(loss_one), in_axes=(None, 0))(params,
-                                                                  args.batch)
+    g_pub = public_gradient(_public_loss(args), params, _get_public_batch(args))
+    loss_one = queries.as_per_example_loss(
+      args.per_example_loss, args.batched_loss
+    )
+    per_example = jax.vmap(jax.grad(loss_one), in_axes=(None, 0))(
+      params, args.batch
+    )
     residual = jax.tree.map(lambda g, p: g - p[None], per_example, g_pub)
     clipped, _ = clipping.clip_tree_per_example(residual, clip)
-    noisy = mechanism.add_noise(noise_key,
-                                mechanisms.masked_tree_sum(clipped, args.mask))
+    noisy = mechanism.add_noise(
+      noise_key, mechanisms.masked_tree_sum(clipped, args.mask)
+    )
     grad = jax.tree.map(lambda p, s: p + s / expected_batch_size, g_pub, noisy)
     return grad, base.release_norm(grad)
 
   return base.build_estimator(
-      compute, direction_key=direction_key, privacy=privacy,
-      num_released=1, insecure_test_noise_seed=insecure_test_noise_seed)
+    compute,
+    direction_key=direction_key,
+    privacy=privacy,
+    num_released=1,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+  )
 
 
 # ---------------------------------------------------------------------- GEP
@@ -635,6 +788,7 @@ class GEPMechanism:
   Gaussian is the ``dp_event``, which a PLD accountant can subsample
   (``composed_dp_event`` is the equivalent two-event form).
   """
+
   embedding_clip: float
   residual_clip: float
   embedding_noise_multiplier: float
@@ -642,28 +796,36 @@ class GEPMechanism:
   neighboring: mechanisms.Neighboring = "add_or_remove"
 
   def __post_init__(self):
-    validation.one_of("neighboring", self.neighboring,
-                      mechanisms.NEIGHBORING_RELATIONS)
+    validation.one_of(
+      "neighboring", self.neighboring, mechanisms.NEIGHBORING_RELATIONS
+    )
 
   @property
   def embedding(self) -> mechanisms.GaussianMechanism:
     return mechanisms.GaussianMechanism(
-        self.embedding_clip, self.embedding_noise_multiplier, 1,
-        self.neighboring)
+      self.embedding_clip,
+      self.embedding_noise_multiplier,
+      1,
+      self.neighboring,
+    )
 
   @property
   def residual(self) -> mechanisms.GaussianMechanism:
     return mechanisms.GaussianMechanism(
-        self.residual_clip, self.residual_noise_multiplier, 1,
-        self.neighboring)
+      self.residual_clip,
+      self.residual_noise_multiplier,
+      1,
+      self.neighboring,
+    )
 
   @property
   def noise_multiplier(self) -> float:
     """``sigma_eff = (sigma_0^-2 + sigma_1^-2)^{-1/2}``."""
-    return (self.embedding_noise_multiplier ** -2
-            + self.residual_noise_multiplier ** -2) ** -0.5
+    return (
+      self.embedding_noise_multiplier**-2 + self.residual_noise_multiplier**-2
+    ) ** -0.5
 
-  num_queries = 1   # one (composed) Gaussian release per step
+  num_queries = 1  # one (composed) Gaussian release per step
   name = "gaussian"  # accounted as one Gaussian with ``noise_multiplier``
 
   @property
@@ -684,19 +846,23 @@ class GEPMechanism:
     return dp_accounting.GaussianDpEvent(self.noise_multiplier)
 
   def composed_dp_event(self) -> dp_accounting.DpEvent:
-    return dp_accounting.ComposedDpEvent([self.embedding.dp_event(),
-                                          self.residual.dp_event()])
+    return dp_accounting.ComposedDpEvent(
+      [self.embedding.dp_event(), self.residual.dp_event()]
+    )
 
   def add_noise(self, key: jax.Array, sums):
     """Noises ``(embedding_sum, residual_sum)`` each with its own std."""
     embedding_sum, residual_sum = sums
     key_0, key_1 = jax.random.split(key)
-    return (self.embedding.add_noise(key_0, embedding_sum),
-            self.residual.add_noise(key_1, residual_sum))
+    return (
+      self.embedding.add_noise(key_0, embedding_sum),
+      self.residual.add_noise(key_1, residual_sum),
+    )
 
 
-def anchor_subspace(key, anchor_gradients: jax.Array, num_bases: int,
-                    power_iterations: int = 1) -> jax.Array:
+def anchor_subspace(
+  key, anchor_gradients: jax.Array, num_bases: int, power_iterations: int = 1
+) -> jax.Array:
   """GEP's anchor subspace: ``[d, k]`` orthonormal columns by power iteration.
 
   ``anchor_gradients`` is the ``[b', d]`` matrix ``P`` of per-example public
@@ -712,14 +878,21 @@ def anchor_subspace(key, anchor_gradients: jax.Array, num_bases: int,
   return v
 
 
-def gep(*, embedding_clip: float, residual_clip: float,
-        expected_batch_size: float, num_bases: int,
-        noise_multiplier: float | None = None,
-        embedding_noise_multiplier: float | None = None,
-        residual_noise_multiplier: float | None = None,
-        power_iterations: int = 1, dataset_size: int | None = None,
-        neighboring: str = "add_or_remove", direction_key=0,
-        insecure_test_noise_seed: int | None = None) -> base.PrivateEstimator:
+def gep(
+  *,
+  embedding_clip: float,
+  residual_clip: float,
+  expected_batch_size: float,
+  num_bases: int,
+  noise_multiplier: float | None = None,
+  embedding_noise_multiplier: float | None = None,
+  residual_noise_multiplier: float | None = None,
+  power_iterations: int = 1,
+  dataset_size: int | None = None,
+  neighboring: str = "add_or_remove",
+  direction_key=0,
+  insecure_test_noise_seed: int | None = None,
+) -> base.PrivateEstimator:
   """GEP (Yu et al. 2021, gradient embedding perturbation), first order.
 
   Anchor subspace ``V`` (``d x k``, :func:`anchor_subspace`) from the
@@ -744,79 +917,140 @@ def gep(*, embedding_clip: float, residual_clip: float,
   embedding_clip = validation.positive("embedding_clip", embedding_clip)
   residual_clip = validation.positive("residual_clip", residual_clip)
   num_bases = validation.positive_int("num_bases", num_bases)
-  power_iterations = validation.positive_int("power_iterations",
-                                             power_iterations)
+  power_iterations = validation.positive_int(
+    "power_iterations", power_iterations
+  )
   expected_batch_size, dataset_size = validation.batch_size_and_dataset(
-      expected_batch_size, dataset_size)
+    expected_batch_size, dataset_size
+  )
   split = (embedding_noise_multiplier, residual_noise_multiplier)
   if noise_multiplier is not None:
     if any(s is not None for s in split):
       raise ValueError(
-          "Pass either noise_multiplier or both embedding_noise_multiplier and "
-          "residual_noise_multiplier, not both forms.")
+        "Pass either noise_multiplier or both embedding_noise_multiplier and "
+        "residual_noise_multiplier, not both forms."
+      )
     sigma = validation.positive("noise_multiplier", noise_multiplier)
     split = (math.sqrt(2.0) * sigma, math.sqrt(2.0) * sigma)
   elif any(s is None for s in split):
     raise ValueError(
-        "GEP needs noise_multiplier, or both embedding_noise_multiplier and "
-        "residual_noise_multiplier.")
+      "GEP needs noise_multiplier, or both embedding_noise_multiplier and "
+      "residual_noise_multiplier."
+    )
   mechanism = GEPMechanism(
-      embedding_clip, residual_clip,
-      validation.positive("embedding_noise_multiplier", split[0]),
-      validation.positive("residual_noise_multiplier", split[1]), neighboring)
+    embedding_clip,
+    residual_clip,
+    validation.positive("embedding_noise_multiplier", split[0]),
+    validation.positive("residual_noise_multiplier", split[1]),
+    neighboring,
+  )
   expected_batch_size, dataset_size = validation.batch_size_and_dataset(
-      expected_batch_size, dataset_size)
-  privacy = base.Privatization(mechanism, base.make_plan(
-      mechanism, expected_batch_size=expected_batch_size,
+    expected_batch_size, dataset_size
+  )
+  privacy = base.Privatization(
+    mechanism,
+    base.make_plan(
+      mechanism,
+      expected_batch_size=expected_batch_size,
       dataset_size=dataset_size,
-      insecure_test_noise_seed=insecure_test_noise_seed))
+      insecure_test_noise_seed=insecure_test_noise_seed,
+    ),
+  )
 
   def compute(params, args, dir_key, noise_key):
     public_batch = _get_public_batch(args)
-    loss_one = queries.as_per_example_loss(args.per_example_loss,
-                                           args.batched_loss)
+    loss_one = queries.as_per_example_loss(
+      args.per_example_loss, args.batched_loss
+    )
     per_example_grad = jax.vmap(jax.grad(loss_one), in_axes=(None, 0))
     anchors, _ = _flatten_stacked(per_example_grad(params, public_batch))
     if num_bases > anchors.shape[1]:
-      raise ValueError(f"num_bases={num_bases} exceeds the dimension "
-                       f"{anchors.shape[1]}.")
+      raise ValueError(
+        f"num_bases={num_bases} exceeds the dimension {anchors.shape[1]}."
+      )
     v = anchor_subspace(dir_key, anchors, num_bases, power_iterations)
     grads, unravel = _flatten_stacked(per_example_grad(params, args.batch))
-    embedding = grads @ v                                      # [B, k]
-    residual = grads - embedding @ v.T                         # [B, d]
-    clipped_embedding, _ = clipping.clip_tree_per_example(embedding,
-                                                          embedding_clip)
-    clipped_residual, _ = clipping.clip_tree_per_example(residual,
-                                                         residual_clip)
+    embedding = grads @ v  # [B, k]
+    residual = grads - embedding @ v.T  # [B, d]
+    clipped_embedding, _ = clipping.clip_tree_per_example(
+      embedding, embedding_clip
+    )
+    clipped_residual, _ = clipping.clip_tree_per_example(
+      residual, residual_clip
+    )
     noisy_embedding, noisy_residual = mechanism.add_noise(
-        noise_key, (mechanisms.masked_sum(clipped_embedding, args.mask),
-                    mechanisms.masked_sum(clipped_residual, args.mask)))
+      noise_key,
+      (
+        mechanisms.masked_sum(clipped_embedding, args.mask),
+        mechanisms.masked_sum(clipped_residual, args.mask),
+      ),
+    )
     flat = (v @ noisy_embedding + noisy_residual) / expected_batch_size
     dtype = jax.tree.leaves(params)[0].dtype
-    grad = jax.tree.map(lambda g, p: g.astype(p.dtype), unravel(flat.astype(dtype)),
-                        params)
+    grad = jax.tree.map(
+      lambda g, p: g.astype(p.dtype), unravel(flat.astype(dtype)), params
+    )
     return grad, base.release_norm(grad)
 
   return base.build_estimator(
-      compute, direction_key=direction_key, privacy=privacy,
-      num_released=1, insecure_test_noise_seed=insecure_test_noise_seed)
+    compute,
+    direction_key=direction_key,
+    privacy=privacy,
+    num_released=1,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+  )
 
 
-registry.register(registry.EstimatorSpec(
-    "pazo_m", pazo_m, public_data="batch", exact_noise=True,
-    defaults=(("clip", 1.0), ("smoothing", 1e-3), ("alpha", 0.5))))
-registry.register(registry.EstimatorSpec(
-    "pazo_p", pazo_p, public_data="batches", exact_noise=True,
-    defaults=(("clip", 1.0), ("smoothing", 1e-3),
-              ("num_public_batches", 4))))
-registry.register(registry.EstimatorSpec(
-    "pazo_s", pazo_s, public_data="batches", needs_learning_rate=True,
-    defaults=(("clip", 1.0), ("num_public_batches", 4))))
-registry.register(registry.EstimatorSpec(
-    "dpmd", dpmd, public_data="batch", needs_num_steps=True,
-    defaults=(("clip", 1.0),)))
-registry.register(registry.EstimatorSpec(
-    "dope_sgd", dope_sgd, public_data="batch", defaults=(("clip", 1.0),)))
-registry.register(registry.EstimatorSpec(
-    "gep", gep, public_data="batch",
-    defaults=(("embedding_clip", 1.0), ("residual_clip", 0.5))))
+registry.register(
+  registry.EstimatorSpec(
+    "pazo_m",
+    pazo_m,
+    public_data="batch",
+    exact_noise=True,
+    defaults=(("clip", 1.0), ("smoothing", 1e-3), ("alpha", 0.5)),
+  )
+)
+registry.register(
+  registry.EstimatorSpec(
+    "pazo_p",
+    pazo_p,
+    public_data="batches",
+    exact_noise=True,
+    defaults=(
+      ("clip", 1.0),
+      ("smoothing", 1e-3),
+      ("num_public_batches", 4),
+    ),
+  )
+)
+registry.register(
+  registry.EstimatorSpec(
+    "pazo_s",
+    pazo_s,
+    public_data="batches",
+    needs_learning_rate=True,
+    defaults=(("clip", 1.0), ("num_public_batches", 4)),
+  )
+)
+registry.register(
+  registry.EstimatorSpec(
+    "dpmd",
+    dpmd,
+    public_data="batch",
+    needs_num_steps=True,
+    defaults=(("clip", 1.0),),
+  )
+)
+registry.register(
+  registry.EstimatorSpec(
+    "dope_sgd", dope_sgd, public_data="batch", defaults=(("clip", 1.0),)
+  )
+)
+registry.register(
+  registry.EstimatorSpec(
+    "gep",
+    gep,
+    public_data="batch",
+    defaults=(("embedding_clip", 1.0), ("residual_clip", 0.5)),
+  )
+)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 PUBLIC_DATA = (None, "batch", "batches")
 
@@ -44,6 +45,7 @@ class EstimatorSpec:
       analysis assumes, a sampling scheme, ...) under which the estimator
       runs; tools that build a config for every estimator apply them.
   """
+
   name: str
   factory: Callable[..., Any]
   private: bool = True
@@ -62,8 +64,11 @@ class EstimatorSpec:
 
   @property
   def public_arg(self) -> str | None:
-    return {None: None, "batch": "public_batch",
-            "batches": "public_batches"}[self.public_data]
+    return {
+      None: None,
+      "batch": "public_batch",
+      "batches": "public_batches",
+    }[self.public_data]
 
 
 _REGISTRY: dict[str, EstimatorSpec] = {}
@@ -71,7 +76,9 @@ _REGISTRY: dict[str, EstimatorSpec] = {}
 
 def register(spec: EstimatorSpec) -> EstimatorSpec:
   """Adds ``spec``; a second estimator under the same name is an error."""
-  if spec.name in _REGISTRY and _REGISTRY[spec.name].factory is not spec.factory:
+  if (
+    spec.name in _REGISTRY and _REGISTRY[spec.name].factory is not spec.factory
+  ):
     raise ValueError(f"An estimator named {spec.name!r} is already registered.")
   _REGISTRY[spec.name] = spec
   return spec
@@ -84,8 +91,10 @@ def get(name: str) -> EstimatorSpec:
   except KeyError:
     close = difflib.get_close_matches(str(name), _REGISTRY, n=1)
     hint = f" Did you mean {close[0]!r}?" if close else ""
-    raise KeyError(f"Unknown estimator {name!r}.{hint} Registered: "
-                   f"{', '.join(sorted(_REGISTRY))}.") from None
+    raise KeyError(
+      f"Unknown estimator {name!r}.{hint} Registered: "
+      f"{', '.join(sorted(_REGISTRY))}."
+    ) from None
 
 
 def names() -> tuple[str, ...]:

@@ -21,20 +21,26 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from zoprivacy import clipping
+from zoprivacy import clipping, mechanisms, queries, validation
 from zoprivacy import directions as directions_lib
-from zoprivacy import mechanisms
-from zoprivacy import queries
-from zoprivacy import validation
-from zoprivacy.estimators import base
-from zoprivacy.estimators import registry
+from zoprivacy.estimators import base, registry
 
 
-def two_point_scalars(*, loss, params, batch, mask, direction, query_keys,
-                      noise_key, smoothing: float, clip_target: str,
-                      mechanism: mechanisms.Mechanism,
-                      privacy: base.Privatization | None,
-                      discrete_noise=None) -> jax.Array:
+def two_point_scalars(
+  *,
+  loss,
+  params,
+  batch,
+  mask,
+  direction,
+  query_keys,
+  noise_key,
+  smoothing: float,
+  clip_target: str,
+  mechanism: mechanisms.Mechanism,
+  privacy: base.Privatization | None,
+  discrete_noise=None,
+) -> jax.Array:
   """Steps 2-4: the ``q`` released directional-derivative estimates ``s_j``.
 
   For each query key ``k_j``, ``u_j = direction(k_j)``; per example the
@@ -50,19 +56,22 @@ def two_point_scalars(*, loss, params, batch, mask, direction, query_keys,
 
   def query(k):
     u = direction(k)
-    f_plus, f_minus = queries.two_point_losses(loss, params, u, smoothing, batch)
+    f_plus, f_minus = queries.two_point_losses(
+      loss, params, u, smoothing, batch
+    )
     return clipping.two_point_scalar(f_plus, f_minus, smoothing, clip_target)
 
   if num_queries == 1:
-    per_example = query(query_keys[0])[:, None]            # [B, 1]
+    per_example = query(query_keys[0])[:, None]  # [B, 1]
   else:
-    per_example = jax.lax.map(query, query_keys).T         # [B, q]
+    per_example = jax.lax.map(query, query_keys).T  # [B, q]
   per_example = per_example.astype(jnp.float32)
 
   if privacy is not None:
     clipped = clipping.clip_scalars(per_example, mechanism.clip)
-    noisy_sum = mechanism.privatize_sum(noise_key, clipped, mask,
-                                        discrete_noise)
+    noisy_sum = mechanism.privatize_sum(
+      noise_key, clipped, mask, discrete_noise
+    )
     mean = noisy_sum / privacy.expected_batch_size
   else:
     if mask is None:
@@ -81,26 +90,34 @@ def average_of_directions(direction, query_keys, scalars, params):
   """
   num_queries = query_keys.shape[0]
   if num_queries == 1:
-    return jax.tree.map(lambda u: scalars[0].astype(u.dtype) * u,
-                        direction(query_keys[0]))
+    return jax.tree.map(
+      lambda u: scalars[0].astype(u.dtype) * u, direction(query_keys[0])
+    )
 
   def accumulate(acc, key_and_scalar):
     k, s = key_and_scalar
     u = direction(k)
-    return jax.tree.map(lambda a, x: a + (s / num_queries).astype(x.dtype) * x,
-                        acc, u), None
+    return jax.tree.map(
+      lambda a, x: a + (s / num_queries).astype(x.dtype) * x, acc, u
+    ), None
 
   zeros = jax.tree.map(jnp.zeros_like, params)
   out, _ = jax.lax.scan(accumulate, zeros, (query_keys, scalars))
   return out
 
 
-def _two_point_transformation(*, smoothing: float, num_queries: int,
-                              directions: str, clip_target: str,
-                              mechanism: mechanisms.Mechanism,
-                              privacy: base.Privatization | None,
-                              direction_key, insecure_test_noise_seed,
-                              direction_prng: str) -> base.PrivateEstimator:
+def _two_point_transformation(
+  *,
+  smoothing: float,
+  num_queries: int,
+  directions: str,
+  clip_target: str,
+  mechanism: mechanisms.Mechanism,
+  privacy: base.Privatization | None,
+  direction_key,
+  insecure_test_noise_seed,
+  direction_prng: str,
+) -> base.PrivateEstimator:
   """Steps 1-5 above as an optax transformation."""
   sampler = directions_lib.get_sampler(directions)
 
@@ -111,21 +128,40 @@ def _two_point_transformation(*, smoothing: float, num_queries: int,
       return sampler(directions_lib.direction_key(k, direction_prng), params)
 
     scalars = two_point_scalars(
-        loss=args.loss, params=params, batch=args.batch, mask=args.mask,
-        direction=direction, query_keys=query_keys, noise_key=noise_key,
-        smoothing=smoothing, clip_target=clip_target, mechanism=mechanism,
-        privacy=privacy, discrete_noise=args.discrete_noise)
-    return average_of_directions(direction, query_keys, scalars, params), scalars
+      loss=args.loss,
+      params=params,
+      batch=args.batch,
+      mask=args.mask,
+      direction=direction,
+      query_keys=query_keys,
+      noise_key=noise_key,
+      smoothing=smoothing,
+      clip_target=clip_target,
+      mechanism=mechanism,
+      privacy=privacy,
+      discrete_noise=args.discrete_noise,
+    )
+    return average_of_directions(
+      direction, query_keys, scalars, params
+    ), scalars
 
   return base.build_estimator(
-      compute, direction_key=direction_key, privacy=privacy,
-      num_released=num_queries,
-      insecure_test_noise_seed=insecure_test_noise_seed)
+    compute,
+    direction_key=direction_key,
+    privacy=privacy,
+    num_released=num_queries,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+  )
 
 
-def mezo(*, smoothing: float = 1e-3, num_queries: int = 1,
-         directions: str = "gaussian", direction_key=0,
-         direction_prng: str = "threefry") -> base.PrivateEstimator:
+def mezo(
+  *,
+  smoothing: float = 1e-3,
+  num_queries: int = 1,
+  directions: str = "gaussian",
+  direction_key=0,
+  direction_prng: str = "threefry",
+) -> base.PrivateEstimator:
   """MeZO (Malladi et al. 2023): non-private two-point SPSA, the baseline.
 
   Returns ``(1/q) sum_j (L(x+l u_j; B) - L(x-l u_j; B)) / (2l) u_j`` with the
@@ -149,46 +185,81 @@ def mezo(*, smoothing: float = 1e-3, num_queries: int = 1,
   validation.one_of("directions", directions, directions_lib.DIRECTION_NAMES)
   validation.one_of("direction_prng", direction_prng, directions_lib.PRNG_IMPLS)
   return _two_point_transformation(
-      smoothing=smoothing, num_queries=num_queries, directions=directions,
-      clip_target="finite_difference", mechanism=mechanisms.NoNoise(),
-      privacy=None, direction_key=direction_key, insecure_test_noise_seed=None,
-      direction_prng=direction_prng)
+    smoothing=smoothing,
+    num_queries=num_queries,
+    directions=directions,
+    clip_target="finite_difference",
+    mechanism=mechanisms.NoNoise(),
+    privacy=None,
+    direction_key=direction_key,
+    insecure_test_noise_seed=None,
+    direction_prng=direction_prng,
+  )
 
 
-def _private_scalar_estimator(*, mechanism_name, clip, noise_multiplier,
-                              smoothing, expected_batch_size, dataset_size,
-                              num_queries, directions, clip_target,
-                              neighboring, direction_key, direction_prng,
-                              exact_noise, grid_points,
-                              insecure_test_noise_seed):
+def _private_scalar_estimator(
+  *,
+  mechanism_name,
+  clip,
+  noise_multiplier,
+  smoothing,
+  expected_batch_size,
+  dataset_size,
+  num_queries,
+  directions,
+  clip_target,
+  neighboring,
+  direction_key,
+  direction_prng,
+  exact_noise,
+  grid_points,
+  insecure_test_noise_seed,
+):
   smoothing = validation.positive_or_traced("smoothing", smoothing)
   validation.one_of("directions", directions, directions_lib.DIRECTION_NAMES)
   validation.one_of("clip_target", clip_target, clipping.CLIP_TARGETS)
   validation.one_of("direction_prng", direction_prng, directions_lib.PRNG_IMPLS)
   privacy = base.privacy_spec(
-      clip=clip, noise_multiplier=noise_multiplier,
-      expected_batch_size=expected_batch_size, dataset_size=dataset_size,
-      num_queries=num_queries, neighboring=neighboring,
-      mechanism=mechanism_name, exact_noise=exact_noise,
-      grid_points=grid_points,
-      insecure_test_noise_seed=insecure_test_noise_seed)
+    clip=clip,
+    noise_multiplier=noise_multiplier,
+    expected_batch_size=expected_batch_size,
+    dataset_size=dataset_size,
+    num_queries=num_queries,
+    neighboring=neighboring,
+    mechanism=mechanism_name,
+    exact_noise=exact_noise,
+    grid_points=grid_points,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+  )
   return _two_point_transformation(
-      smoothing=smoothing, num_queries=privacy.mechanism.num_queries,
-      directions=directions, clip_target=clip_target,
-      mechanism=privacy.mechanism, privacy=privacy,
-      direction_key=direction_key,
-      insecure_test_noise_seed=insecure_test_noise_seed,
-      direction_prng=direction_prng)
+    smoothing=smoothing,
+    num_queries=privacy.mechanism.num_queries,
+    directions=directions,
+    clip_target=clip_target,
+    mechanism=privacy.mechanism,
+    privacy=privacy,
+    direction_key=direction_key,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+    direction_prng=direction_prng,
+  )
 
 
-def dpzero(*, clip: float, noise_multiplier: float, smoothing: float,
-           expected_batch_size: float, dataset_size: int | None = None,
-           num_queries: int = 1, directions: str = "sphere",
-           neighboring: str = "add_or_remove", direction_key=0,
-           direction_prng: str = "threefry", exact_noise: bool = False,
-           grid_points: int = 1024,
-           insecure_test_noise_seed: int | None = None
-           ) -> base.PrivateEstimator:
+def dpzero(
+  *,
+  clip: float,
+  noise_multiplier: float,
+  smoothing: float,
+  expected_batch_size: float,
+  dataset_size: int | None = None,
+  num_queries: int = 1,
+  directions: str = "sphere",
+  neighboring: str = "add_or_remove",
+  direction_key=0,
+  direction_prng: str = "threefry",
+  exact_noise: bool = False,
+  grid_points: int = 1024,
+  insecure_test_noise_seed: int | None = None,
+) -> base.PrivateEstimator:
   """DPZero (Zhang et al. 2024, Alg. 2): scalar Gaussian noise.
 
   Line 3: ``x <- x - a ((1/B) sum_i clip_C((f(x+lu) - f(x-lu)) / (2l)) + z) u``
@@ -229,24 +300,41 @@ def dpzero(*, clip: float, noise_multiplier: float, smoothing: float,
   ``i`` (see :mod:`zoprivacy.per_example_check`).
   """
   return _private_scalar_estimator(
-      mechanism_name="gaussian", clip=clip, noise_multiplier=noise_multiplier,
-      smoothing=smoothing, expected_batch_size=expected_batch_size,
-      dataset_size=dataset_size, num_queries=num_queries,
-      directions=directions, clip_target="finite_difference",
-      neighboring=neighboring, direction_key=direction_key,
-      direction_prng=direction_prng, exact_noise=exact_noise,
-      grid_points=grid_points,
-      insecure_test_noise_seed=insecure_test_noise_seed)
+    mechanism_name="gaussian",
+    clip=clip,
+    noise_multiplier=noise_multiplier,
+    smoothing=smoothing,
+    expected_batch_size=expected_batch_size,
+    dataset_size=dataset_size,
+    num_queries=num_queries,
+    directions=directions,
+    clip_target="finite_difference",
+    neighboring=neighboring,
+    direction_key=direction_key,
+    direction_prng=direction_prng,
+    exact_noise=exact_noise,
+    grid_points=grid_points,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+  )
 
 
-def dp_zo(*, clip: float, noise_multiplier: float, smoothing: float,
-          expected_batch_size: float, dataset_size: int | None = None,
-          mechanism: str = "gaussian", num_queries: int = 1,
-          directions: str = "gaussian", clip_target: str = "raw_difference",
-          direction_key=0, direction_prng: str = "threefry",
-          exact_noise: bool = False, grid_points: int = 1024,
-          insecure_test_noise_seed: int | None = None
-          ) -> base.PrivateEstimator:
+def dp_zo(
+  *,
+  clip: float,
+  noise_multiplier: float,
+  smoothing: float,
+  expected_batch_size: float,
+  dataset_size: int | None = None,
+  mechanism: str = "gaussian",
+  num_queries: int = 1,
+  directions: str = "gaussian",
+  clip_target: str = "raw_difference",
+  direction_key=0,
+  direction_prng: str = "threefry",
+  exact_noise: bool = False,
+  grid_points: int = 1024,
+  insecure_test_noise_seed: int | None = None,
+) -> base.PrivateEstimator:
   """DP-ZO (Tang et al. 2024, Alg. 1/2): Gaussian or Laplace scalar noise.
 
   Lines 10-17: ``l_i = clip(L(th+phi z) - L(th-phi z), C)``; ``s = (sum_i l_i +
@@ -275,22 +363,45 @@ def dp_zo(*, clip: float, noise_multiplier: float, smoothing: float,
       per-example contract (:mod:`zoprivacy.per_example_check`).
   """
   return _private_scalar_estimator(
-      mechanism_name=mechanism, clip=clip, noise_multiplier=noise_multiplier,
-      smoothing=smoothing, expected_batch_size=expected_batch_size,
-      dataset_size=dataset_size, num_queries=num_queries,
-      directions=directions, clip_target=clip_target,
-      neighboring="add_or_remove", direction_key=direction_key,
-      direction_prng=direction_prng, exact_noise=exact_noise,
-      grid_points=grid_points,
-      insecure_test_noise_seed=insecure_test_noise_seed)
+    mechanism_name=mechanism,
+    clip=clip,
+    noise_multiplier=noise_multiplier,
+    smoothing=smoothing,
+    expected_batch_size=expected_batch_size,
+    dataset_size=dataset_size,
+    num_queries=num_queries,
+    directions=directions,
+    clip_target=clip_target,
+    neighboring="add_or_remove",
+    direction_key=direction_key,
+    direction_prng=direction_prng,
+    exact_noise=exact_noise,
+    grid_points=grid_points,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+  )
 
 
-registry.register(registry.EstimatorSpec(
-    "mezo", mezo, private=False,
-    defaults=(("smoothing", 1e-3), ("directions", "gaussian"))))
-registry.register(registry.EstimatorSpec(
-    "dpzero", dpzero, exact_noise=True,
-    defaults=(("clip", 1.0), ("smoothing", 1e-3))))
-registry.register(registry.EstimatorSpec(
-    "dp_zo", dp_zo, exact_noise=True,
-    defaults=(("clip", 1.0), ("smoothing", 1e-3))))
+registry.register(
+  registry.EstimatorSpec(
+    "mezo",
+    mezo,
+    private=False,
+    defaults=(("smoothing", 1e-3), ("directions", "gaussian")),
+  )
+)
+registry.register(
+  registry.EstimatorSpec(
+    "dpzero",
+    dpzero,
+    exact_noise=True,
+    defaults=(("clip", 1.0), ("smoothing", 1e-3)),
+  )
+)
+registry.register(
+  registry.EstimatorSpec(
+    "dp_zo",
+    dp_zo,
+    exact_noise=True,
+    defaults=(("clip", 1.0), ("smoothing", 1e-3)),
+  )
+)

@@ -11,19 +11,24 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from zoprivacy import clipping
+from zoprivacy import clipping, mechanisms, queries, validation
 from zoprivacy import directions as directions_lib
-from zoprivacy import mechanisms
-from zoprivacy import queries
-from zoprivacy import validation
-from zoprivacy.estimators import base
-from zoprivacy.estimators import registry
+from zoprivacy.estimators import base, registry
 
 
-def dpgd_zeroth(*, clip: float, noise_multiplier: float, smoothing: float,
-                expected_batch_size: float, dataset_size: int | None = None,
-                directions: str = "sphere", neighboring: str = "add_or_remove", direction_key=0,
-                insecure_test_noise_seed: int | None = None, direction_prng: str = "threefry") -> base.PrivateEstimator:
+def dpgd_zeroth(
+  *,
+  clip: float,
+  noise_multiplier: float,
+  smoothing: float,
+  expected_batch_size: float,
+  dataset_size: int | None = None,
+  directions: str = "sphere",
+  neighboring: str = "add_or_remove",
+  direction_key=0,
+  insecure_test_noise_seed: int | None = None,
+  direction_prng: str = "threefry",
+) -> base.PrivateEstimator:
   """DPGD-0th, DPZero Alg. 1 lines 2-3.
 
   ``x <- x - a ((1/B) sum_i clip_C(g_l(x; xi_i)) + z)``, ``z ~ N(0, (sigma C /
@@ -49,21 +54,31 @@ def dpgd_zeroth(*, clip: float, noise_multiplier: float, smoothing: float,
   validation.one_of("directions", directions, directions_lib.DIRECTION_NAMES)
   validation.one_of("direction_prng", direction_prng, directions_lib.PRNG_IMPLS)
   privacy = base.privacy_spec(
-      clip=clip, noise_multiplier=noise_multiplier,
-      expected_batch_size=expected_batch_size, dataset_size=dataset_size,
-      neighboring=neighboring,
-      insecure_test_noise_seed=insecure_test_noise_seed)
+    clip=clip,
+    noise_multiplier=noise_multiplier,
+    expected_batch_size=expected_batch_size,
+    dataset_size=dataset_size,
+    neighboring=neighboring,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+  )
   mechanism = privacy.mechanism
   sampler = directions_lib.get_sampler(directions)
 
   def compute(params, args, direction_key, noise_key):
-    u = sampler(directions_lib.direction_key(direction_key, direction_prng), params)
-    f_plus, f_minus = queries.two_point_losses(args.loss, params, u, smoothing,
-                                               args.batch)
-    fd = clipping.two_point_scalar(f_plus, f_minus, smoothing,
-                                   "finite_difference").astype(jnp.float32)
-    u_norm = jnp.sqrt(sum(jnp.sum(jnp.square(x.astype(jnp.float32)))
-                          for x in jax.tree.leaves(u)))
+    u = sampler(
+      directions_lib.direction_key(direction_key, direction_prng), params
+    )
+    f_plus, f_minus = queries.two_point_losses(
+      args.loss, params, u, smoothing, args.batch
+    )
+    fd = clipping.two_point_scalar(
+      f_plus, f_minus, smoothing, "finite_difference"
+    ).astype(jnp.float32)
+    u_norm = jnp.sqrt(
+      sum(
+        jnp.sum(jnp.square(x.astype(jnp.float32))) for x in jax.tree.leaves(u)
+      )
+    )
     clipped = clipping.clip_scalars(fd, mechanism.clip / u_norm)
     scalar_sum = mechanisms.masked_sum(clipped, args.mask)
     vector_sum = jax.tree.map(lambda x: scalar_sum.astype(x.dtype) * x, u)
@@ -72,10 +87,18 @@ def dpgd_zeroth(*, clip: float, noise_multiplier: float, smoothing: float,
     return grad, base.release_norm(grad)
 
   return base.build_estimator(
-      compute, direction_key=direction_key, privacy=privacy,
-      num_released=1, insecure_test_noise_seed=insecure_test_noise_seed)
+    compute,
+    direction_key=direction_key,
+    privacy=privacy,
+    num_released=1,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+  )
 
 
-registry.register(registry.EstimatorSpec(
-    "dpgd_zeroth", dpgd_zeroth,
-    defaults=(("clip", 1.0), ("smoothing", 1e-3))))
+registry.register(
+  registry.EstimatorSpec(
+    "dpgd_zeroth",
+    dpgd_zeroth,
+    defaults=(("clip", 1.0), ("smoothing", 1e-3)),
+  )
+)

@@ -15,20 +15,28 @@ Zeroth-Order Optimization with Hidden States". One
 See ``docs/hidden_state.md`` for when the final-iterate guarantee applies.
 """
 
-from zoprivacy.hidden_state.baselines import composition_rdp
-from zoprivacy.hidden_state.baselines import output_perturbation_rdp
-from zoprivacy.hidden_state.closed_form import Corollary33
-from zoprivacy.hidden_state.closed_form import corollary33
-from zoprivacy.hidden_state.closed_form import minimum_directions
-from zoprivacy.hidden_state.closed_form import saturation_window
-from zoprivacy.hidden_state.privacy import composition_plan
-from zoprivacy.hidden_state.privacy import final_iterate
-from zoprivacy.hidden_state.rdp import CONVERSIONS
-from zoprivacy.hidden_state.rdp import RdpCurve
-from zoprivacy.hidden_state.report import FinalIterateReport
-from zoprivacy.hidden_state.report import final_iterate_report
-from zoprivacy.hidden_state.setting import LossAssumptions
-from zoprivacy.hidden_state.setting import NoisyZOGDSetting
-from zoprivacy.hidden_state.setting import step_size_limit
-from zoprivacy.hidden_state.theorem32 import HiddenStateBound
-from zoprivacy.hidden_state.theorem32 import hidden_state_bound
+from zoprivacy.hidden_state.baselines import (
+  composition_rdp,
+  output_perturbation_rdp,
+)
+from zoprivacy.hidden_state.closed_form import (
+  Corollary33,
+  corollary33,
+  minimum_directions,
+  saturation_window,
+)
+from zoprivacy.hidden_state.privacy import composition_plan, final_iterate
+from zoprivacy.hidden_state.rdp import CONVERSIONS, RdpCurve
+from zoprivacy.hidden_state.report import (
+  FinalIterateReport,
+  final_iterate_report,
+)
+from zoprivacy.hidden_state.setting import (
+  LossAssumptions,
+  NoisyZOGDSetting,
+  step_size_limit,
+)
+from zoprivacy.hidden_state.theorem32 import (
+  HiddenStateBound,
+  hidden_state_bound,
+)

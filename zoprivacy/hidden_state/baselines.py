@@ -42,17 +42,20 @@ from zoprivacy.hidden_state import rdp as rdp_lib
 from zoprivacy.hidden_state import setting as setting_lib
 
 
-def composition_step_multiplier(setting: setting_lib.NoisyZOGDSetting,
-                                beta: float) -> float:
+def composition_step_multiplier(
+  setting: setting_lib.NoisyZOGDSetting, beta: float
+) -> float:
   """Noise std over the replace-one sensitivity of one published step."""
   along, _ = setting.noise_variances(beta)
-  sensitivity = 2.0 * setting.clip / (setting.divisor
-                                      * math.sqrt(setting.num_directions))
+  sensitivity = (
+    2.0 * setting.clip / (setting.divisor * math.sqrt(setting.num_directions))
+  )
   return math.sqrt(along) / sensitivity
 
 
-def composition_rdp(setting: setting_lib.NoisyZOGDSetting, num_steps: int,
-                    orders=None) -> rdp_lib.RdpCurve:
+def composition_rdp(
+  setting: setting_lib.NoisyZOGDSetting, num_steps: int, orders=None
+) -> rdp_lib.RdpCurve:
   """Thm 3.1: RDP of publishing all ``num_steps`` iterates.
 
   Full batch: the sum of the per-step Gaussian curves above. Mini-batch
@@ -74,14 +77,18 @@ def composition_rdp(setting: setting_lib.NoisyZOGDSetting, num_steps: int,
       step = rdp_lib.linear_curve(1.0 / (2.0 * mult * mult), orders)
     else:
       step = rdp_lib.without_replacement_gaussian_rdp(
-          setting.dataset_size, setting.batch_size, mult, orders)
+        setting.dataset_size, setting.batch_size, mult, orders
+      )
     curve = step.scaled(count) if curve is None else curve + step.scaled(count)
   return curve
 
 
-def output_perturbation_rdp(setting: setting_lib.NoisyZOGDSetting, *,
-                            strict: bool = False,
-                            orders=rdp_lib.DEFAULT_ORDERS) -> rdp_lib.RdpCurve:
+def output_perturbation_rdp(
+  setting: setting_lib.NoisyZOGDSetting,
+  *,
+  strict: bool = False,
+  orders=rdp_lib.DEFAULT_ORDERS,
+) -> rdp_lib.RdpCurve:
   """RDP of the last step's isotropic noise alone (Fig. 1 setup).
 
   Args:
@@ -94,12 +101,18 @@ def output_perturbation_rdp(setting: setting_lib.NoisyZOGDSetting, *,
   beta = schedule[-1] if isinstance(schedule, tuple) else schedule
   radius = setting.radius
   if strict:
-    radius += setting.step_size * setting.clip / math.sqrt(
-        setting.num_directions)
-  variance = setting.step_size**2 * (1.0 - beta) * setting.noise_std**2 / (
-      setting.dimension)
+    radius += (
+      setting.step_size * setting.clip / math.sqrt(setting.num_directions)
+    )
+  variance = (
+    setting.step_size**2
+    * (1.0 - beta)
+    * setting.noise_std**2
+    / (setting.dimension)
+  )
   if variance <= 0:
     orders = np.asarray(orders, np.float64)
-    return rdp_lib.RdpCurve(orders, np.full(orders.shape, np.inf),
-                            lambda a: math.inf)
-  return rdp_lib.linear_curve((2.0 * radius)**2 / (2.0 * variance), orders)
+    return rdp_lib.RdpCurve(
+      orders, np.full(orders.shape, np.inf), lambda a: math.inf
+    )
+  return rdp_lib.linear_curve((2.0 * radius) ** 2 / (2.0 * variance), orders)

@@ -39,19 +39,28 @@ def _ratio(c: float) -> float:
 
 def saturation_window(setting: setting_lib.NoisyZOGDSetting) -> int:
   """``ceil(n R sqrt(2d) / (Delta eta))``, eq. (28)."""
-  return math.ceil(setting.dataset_size * setting.radius
-                   * math.sqrt(2 * setting.dimension)
-                   / (setting.clip * setting.step_size))
+  return math.ceil(
+    setting.dataset_size
+    * setting.radius
+    * math.sqrt(2 * setting.dimension)
+    / (setting.clip * setting.step_size)
+  )
 
 
-def minimum_directions(setting: setting_lib.NoisyZOGDSetting, delta: float,
-                       main_text: bool = False) -> float:
+def minimum_directions(
+  setting: setting_lib.NoisyZOGDSetting, delta: float, main_text: bool = False
+) -> float:
   """The lower end of Cor. 3.3's range for ``K`` (eq. (32); main text)."""
   a = setting.require_assumptions()
   c = 1.0 - a.condition_ratio
   if main_text:
-    count = math.ceil(a.smoothness * setting.radius * setting.dataset_size
-                      * math.sqrt(2 * setting.dimension) / setting.clip)
+    count = math.ceil(
+      a.smoothness
+      * setting.radius
+      * setting.dataset_size
+      * math.sqrt(2 * setting.dimension)
+      / setting.clip
+    )
   else:
     count = saturation_window(setting)
   if c >= 1.0:
@@ -67,6 +76,7 @@ class Corollary33:
   ``conditions`` maps a name to ``(holds, explanation)``; the bound is
   ``valid`` when all hold. ``epsilon`` then gives it for a conversion.
   """
+
   setting: setting_lib.NoisyZOGDSetting
   num_steps: int
   delta: float
@@ -82,8 +92,9 @@ class Corollary33:
 
   @property
   def failed(self) -> list[str]:
-    return [f"{name}: {msg}" for name, (ok, msg) in self.conditions.items()
-            if not ok]
+    return [
+      f"{name}: {msg}" for name, (ok, msg) in self.conditions.items() if not ok
+    ]
 
   def curve(self, orders=rdp_lib.DEFAULT_ORDERS) -> rdp_lib.RdpCurve:
     return rdp_lib.linear_curve(self.rdp_slope, orders)
@@ -101,8 +112,13 @@ class Corollary33:
     return (1.0,) * (self.num_steps - self.window) + (0.5,) * self.window
 
 
-def corollary33(setting: setting_lib.NoisyZOGDSetting, num_steps: int,
-                delta: float, *, own_split: bool = True) -> Corollary33:
+def corollary33(
+  setting: setting_lib.NoisyZOGDSetting,
+  num_steps: int,
+  delta: float,
+  *,
+  own_split: bool = True,
+) -> Corollary33:
   """Cor. 3.3's bound at ``num_steps``, with its conditions checked.
 
   Args:
@@ -115,44 +131,65 @@ def corollary33(setting: setting_lib.NoisyZOGDSetting, num_steps: int,
   a = setting.require_assumptions()
   delta = rdp_lib.check_delta(delta)
   k, d, n = setting.num_directions, setting.dimension, setting.dataset_size
-  s2 = setting.noise_std ** 2
+  s2 = setting.noise_std**2
   cond = {}
-  cond["strong_convexity"] = (a.strong_convexity > 0,
-                              f"m = {a.strong_convexity} must be > 0")
+  cond["strong_convexity"] = (
+    a.strong_convexity > 0,
+    f"m = {a.strong_convexity} must be > 0",
+  )
   target_eta = k / a.smoothness
-  cond["step_size"] = (math.isclose(setting.step_size, target_eta,
-                                    rel_tol=1e-9),
-                       f"eta = {setting.step_size:g} must equal K/M = "
-                       f"{target_eta:g}")
+  cond["step_size"] = (
+    math.isclose(setting.step_size, target_eta, rel_tol=1e-9),
+    f"eta = {setting.step_size:g} must equal K/M = {target_eta:g}",
+  )
   cond["full_batch"] = (setting.full_batch, "Cor. 3.3 is for the full batch")
   k_min = minimum_directions(setting, delta)
-  cond["directions"] = (k_min <= k <= d / 2,
-                        f"K = {k} must lie in [{k_min:.1f}, d/2 = {d / 2:g}]"
-                        " (eq. (32))")
-  xi_max = 2.0 * setting.clip / (n * setting.step_size * a.smoothness
-                                 * math.sqrt(2 * d))
-  cond["smoothing"] = (setting.smoothing <= xi_max * (1 + 1e-12),
-                       f"xi = {setting.smoothing:g} must be <= 2 Delta / "
-                       f"(n eta M sqrt(2d)) = {xi_max:.3g}")
+  cond["directions"] = (
+    k_min <= k <= d / 2,
+    f"K = {k} must lie in [{k_min:.1f}, d/2 = {d / 2:g}] (eq. (32))",
+  )
+  xi_max = (
+    2.0
+    * setting.clip
+    / (n * setting.step_size * a.smoothness * math.sqrt(2 * d))
+  )
+  cond["smoothing"] = (
+    setting.smoothing <= xi_max * (1 + 1e-12),
+    f"xi = {setting.smoothing:g} must be <= 2 Delta / "
+    f"(n eta M sqrt(2d)) = {xi_max:.3g}",
+  )
   window = saturation_window(setting)
   if num_steps >= window:
-    slope = (window * 2.0 * (2.0 * setting.clip / n) ** 2 / s2
-             + 4.0 * (2.0 * setting.radius) ** 2 * d
-             / (window * setting.step_size**2 * s2))
+    slope = window * 2.0 * (2.0 * setting.clip / n) ** 2 / s2 + 4.0 * (
+      2.0 * setting.radius
+    ) ** 2 * d / (window * setting.step_size**2 * s2)
     ratio = _ratio(1.0 - a.condition_ratio)
     failure = min(1.0, 2.0 * window * math.exp(-0.15 * k * ratio**2))
     conv_delta = delta / 2.0
-    cond["failure"] = (failure <= delta / 2.0 * (1 + 1e-12),
-                       f"failure term {failure:.3g} must be <= delta/2")
+    cond["failure"] = (
+      failure <= delta / 2.0 * (1 + 1e-12),
+      f"failure term {failure:.3g} must be <= delta/2",
+    )
   else:
     slope = num_steps * (2.0 * setting.clip / n) ** 2 / (2.0 * s2)
     failure, conv_delta = 0.0, delta
   if not own_split:
-    wanted = (1.0,) * max(num_steps - window, 0) + (0.5,) * min(window,
-                                                                num_steps)
+    wanted = (1.0,) * max(num_steps - window, 0) + (0.5,) * min(
+      window, num_steps
+    )
     if num_steps < window:
       wanted = (1.0,) * num_steps
-    cond["split"] = (setting.fractions(num_steps) == wanted,
-                     "the mechanism must run beta_t = 1/2 on the window")
-  return Corollary33(setting, num_steps, delta, min(window, num_steps), slope,
-                     failure, conv_delta, cond)
+    cond["split"] = (
+      setting.fractions(num_steps) == wanted,
+      "the mechanism must run beta_t = 1/2 on the window",
+    )
+  return Corollary33(
+    setting,
+    num_steps,
+    delta,
+    min(window, num_steps),
+    slope,
+    failure,
+    conv_delta,
+    cond,
+  )

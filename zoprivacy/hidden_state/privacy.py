@@ -36,37 +36,52 @@ def _fractions(setting: setting_lib.NoisyZOGDSetting) -> tuple[float, ...]:
 
 def plan_multiplier(setting: setting_lib.NoisyZOGDSetting) -> float:
   """The plan's per-step noise multiplier (smallest over a schedule)."""
-  return min(2.0 * baselines.composition_step_multiplier(setting, beta)
-             for beta in _fractions(setting))
+  return min(
+    2.0 * baselines.composition_step_multiplier(setting, beta)
+    for beta in _fractions(setting)
+  )
 
 
-def composition_plan(setting: setting_lib.NoisyZOGDSetting, *,
-                     insecure_test_noise_seed: int | None = None
-                     ) -> plan_lib.PrivacyPlan:
+def composition_plan(
+  setting: setting_lib.NoisyZOGDSetting,
+  *,
+  insecure_test_noise_seed: int | None = None,
+) -> plan_lib.PrivacyPlan:
   """The per-step :class:`~zoprivacy.privacy.PrivacyPlan` (Thm 3.1)."""
-  notes = ["Noisy-ZOGD (Chien, Chen & Li) composition view, Thm 3.1: every "
-           "iterate counted as published"]
+  notes = [
+    "Noisy-ZOGD (Chien, Chen & Li) composition view, Thm 3.1: every "
+    "iterate counted as published"
+  ]
   if not setting.full_batch:
-    notes.append(f"mini-batches of {setting.batch_size} drawn without "
-                 "replacement are charged as full-batch steps (no "
-                 "amplification by sampling)")
+    notes.append(
+      f"mini-batches of {setting.batch_size} drawn without "
+      "replacement are charged as full-batch steps (no "
+      "amplification by sampling)"
+    )
   if len(_fractions(setting)) > 1:
-    notes.append("a directional-fraction schedule is charged at its "
-                 "smallest noise multiplier at every step")
+    notes.append(
+      "a directional-fraction schedule is charged at its "
+      "smallest noise multiplier at every step"
+    )
   return plan_lib.PrivacyPlan(
-      mechanism="gaussian", noise_multiplier=plan_multiplier(setting),
-      clip=float(setting.clip), num_queries=int(setting.num_directions),
-      neighboring="replace_one", sampling="full_batch",
-      expected_batch_size=float(setting.divisor),
-      dataset_size=int(setting.dataset_size),
-      noise_source=("os_entropy" if insecure_test_noise_seed is None
-                    else "insecure_test_seed"),
-      notes=tuple(notes))
+    mechanism="gaussian",
+    noise_multiplier=plan_multiplier(setting),
+    clip=float(setting.clip),
+    num_queries=int(setting.num_directions),
+    neighboring="replace_one",
+    sampling="full_batch",
+    expected_batch_size=float(setting.divisor),
+    dataset_size=int(setting.dataset_size),
+    noise_source=(
+      "os_entropy" if insecure_test_noise_seed is None else "insecure_test_seed"
+    ),
+    notes=tuple(notes),
+  )
 
 
-def with_plan_multiplier(setting: setting_lib.NoisyZOGDSetting,
-                         noise_multiplier: float
-                         ) -> setting_lib.NoisyZOGDSetting:
+def with_plan_multiplier(
+  setting: setting_lib.NoisyZOGDSetting, noise_multiplier: float
+) -> setting_lib.NoisyZOGDSetting:
   """The setting whose plan has ``noise_multiplier`` (``sigma`` rescaled).
 
   The plan's multiplier is linear in ``sigma``, so calibrating a plan for a
@@ -76,13 +91,17 @@ def with_plan_multiplier(setting: setting_lib.NoisyZOGDSetting,
   return setting.replace(noise_std=setting.noise_std * scale)
 
 
-def final_iterate(setting: setting_lib.NoisyZOGDSetting, num_steps: int,
-                  delta: float, *, strict_output: bool = True
-                  ) -> report_lib.FinalIterateReport:
+def final_iterate(
+  setting: setting_lib.NoisyZOGDSetting,
+  num_steps: int,
+  delta: float,
+  *,
+  strict_output: bool = True,
+) -> report_lib.FinalIterateReport:
   """Hidden-state, composition and output-perturbation epsilons.
 
   Raises ``ValueError`` if the loss assumptions were not declared.
   """
-  return report_lib.final_iterate_report(setting, num_steps, delta,
-                                         strict_output=strict_output)
-
+  return report_lib.final_iterate_report(
+    setting, num_steps, delta, strict_output=strict_output
+  )

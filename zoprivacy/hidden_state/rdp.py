@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import dp_accounting
-from dp_accounting.rdp import rdp_privacy_accountant
 import numpy as np
+from dp_accounting.rdp import rdp_privacy_accountant
 from scipy import optimize
 
 CONVERSIONS = ("standard", "improved")
@@ -38,8 +38,11 @@ NeighborRel = dp_accounting.NeighboringRelation
 DEFAULT_ORDERS = 1.0 + np.geomspace(1e-2, 1e5, 321)
 # Subsampled Gaussians: dp_accounting is fast and stable at integer orders.
 SUBSAMPLED_ORDERS = np.array(
-    [1.25, 1.5, 1.75] + list(range(2, 64))
-    + [64, 80, 96, 128, 160, 192, 256, 320, 384, 512, 768, 1024], np.float64)
+  [1.25, 1.5, 1.75]
+  + list(range(2, 64))
+  + [64, 80, 96, 128, 160, 192, 256, 320, 384, 512, 768, 1024],
+  np.float64,
+)
 
 
 def check_delta(delta) -> float:
@@ -57,8 +60,9 @@ def standard_epsilons(orders, rdp, delta) -> np.ndarray:
   orders = np.asarray(orders, np.float64)
   delta = np.asarray(delta, np.float64)
   with np.errstate(divide="ignore", invalid="ignore"):
-    log_inv = np.where(delta > 0, -np.log(np.where(delta > 0, delta, 1.0)),
-                       np.inf)
+    log_inv = np.where(
+      delta > 0, -np.log(np.where(delta > 0, delta, 1.0)), np.inf
+    )
     eps = np.asarray(rdp) + log_inv[..., None] / (orders - 1.0)
   return np.min(eps, axis=-1)
 
@@ -93,6 +97,7 @@ def _convert_at(conversion: str, order: float, rdp: float, delta: float):
 @dataclasses.dataclass(frozen=True)
 class RdpCurve:
   """An RDP curve ``eps(alpha)`` on ``orders`` (optionally exact via ``fn``)."""
+
   orders: np.ndarray
   rdp: np.ndarray
   fn: Callable[[float], float] | None = None
@@ -101,16 +106,20 @@ class RdpCurve:
     """``epsilon`` at ``delta`` by ``conversion`` (module docstring)."""
     delta = check_delta(delta)
     if conversion not in CONVERSIONS:
-      raise ValueError(f"conversion must be one of {CONVERSIONS}, got "
-                       f"{conversion!r}.")
+      raise ValueError(
+        f"conversion must be one of {CONVERSIONS}, got {conversion!r}."
+      )
     if conversion == "standard":
-      values = [rdp + math.log(1 / delta) / (a - 1)
-                for a, rdp in zip(self.orders, self.rdp)]
+      values = [
+        rdp + math.log(1 / delta) / (a - 1)
+        for a, rdp in zip(self.orders, self.rdp)
+      ]
       best = int(np.argmin(values))
       eps = float(values[best])
     else:
       eps, order = rdp_privacy_accountant.compute_epsilon(
-          list(self.orders), list(self.rdp), delta)
+        list(self.orders), list(self.rdp), delta
+      )
       eps = float(eps)
       best = int(np.argmin(np.abs(self.orders - order)))
     if self.fn is None or not math.isfinite(eps) or eps == 0.0:
@@ -120,9 +129,13 @@ class RdpCurve:
     if hi <= lo:
       return eps
     res = optimize.minimize_scalar(
-        lambda x: _convert_at(conversion, 1.0 + math.exp(x),
-                              self.fn(1.0 + math.exp(x)), delta),
-        bounds=(lo, hi), method="bounded", options={"xatol": 1e-6})
+      lambda x: _convert_at(
+        conversion, 1.0 + math.exp(x), self.fn(1.0 + math.exp(x)), delta
+      ),
+      bounds=(lo, hi),
+      method="bounded",
+      options={"xatol": 1e-6},
+    )
     return float(min(eps, res.fun))
 
   def epsilons(self, delta: float) -> dict[str, float]:
@@ -135,8 +148,10 @@ class RdpCurve:
     fn = None
     if self.fn is not None and other.fn is not None:
       f, g = self.fn, other.fn
+
       def fn(a):
         return f(a) + g(a)
+
     return RdpCurve(self.orders, self.rdp + other.rdp, fn)
 
   def scaled(self, factor: float) -> RdpCurve:
@@ -153,7 +168,8 @@ def linear_curve(slope: float, orders=DEFAULT_ORDERS) -> RdpCurve:
 def orders_for(setting) -> np.ndarray:
   """Default orders: a fine log grid, or integers where subsampling is used."""
   if setting.batch_size is not None and setting.batch_size < (
-      setting.dataset_size):
+    setting.dataset_size
+  ):
     return SUBSAMPLED_ORDERS
   return DEFAULT_ORDERS
 
@@ -164,8 +180,9 @@ def _accountant_rdp(event, relation, orders) -> np.ndarray:
   return accountant.rdp
 
 
-def subsampled_gaussian_rdp(sampling_probability: float, noise_multiplier,
-                            orders=DEFAULT_ORDERS) -> RdpCurve:
+def subsampled_gaussian_rdp(
+  sampling_probability: float, noise_multiplier, orders=DEFAULT_ORDERS
+) -> RdpCurve:
   """``S_alpha(q, s)`` of the paper's Def. A.2, from ``dp_accounting``.
 
   ``dp_accounting`` computes ``D_alpha((1-q) N(0,s^2) + q N(1,s^2) ||
@@ -180,16 +197,21 @@ def subsampled_gaussian_rdp(sampling_probability: float, noise_multiplier,
   if sampling_probability >= 1.0:
     return linear_curve(1.0 / (2.0 * noise_multiplier**2), orders)
   event = dp_accounting.PoissonSampledDpEvent(
-      float(sampling_probability),
-      dp_accounting.GaussianDpEvent(float(noise_multiplier)))
+    float(sampling_probability),
+    dp_accounting.GaussianDpEvent(float(noise_multiplier)),
+  )
   # No ``fn``: away from integer orders dp_accounting is slow; grid only.
-  return RdpCurve(orders, _accountant_rdp(event, NeighborRel.ADD_OR_REMOVE_ONE,
-                                          orders))
+  return RdpCurve(
+    orders, _accountant_rdp(event, NeighborRel.ADD_OR_REMOVE_ONE, orders)
+  )
 
 
-def without_replacement_gaussian_rdp(dataset_size: int, batch_size: int,
-                                     noise_multiplier: float,
-                                     orders=DEFAULT_ORDERS) -> RdpCurve:
+def without_replacement_gaussian_rdp(
+  dataset_size: int,
+  batch_size: int,
+  noise_multiplier: float,
+  orders=DEFAULT_ORDERS,
+) -> RdpCurve:
   """One step of batches of ``b`` of ``n`` drawn without replacement.
 
   Wang, Balle & Kasiviswanathan 2019, Thm. 27, replace-one, through
@@ -200,7 +222,10 @@ def without_replacement_gaussian_rdp(dataset_size: int, batch_size: int,
   if batch_size >= dataset_size:
     return linear_curve(1.0 / (2.0 * noise_multiplier**2), orders)
   event = dp_accounting.SampledWithoutReplacementDpEvent(
-      int(dataset_size), int(batch_size),
-      dp_accounting.GaussianDpEvent(float(noise_multiplier)))
-  return RdpCurve(orders, _accountant_rdp(event, NeighborRel.REPLACE_ONE,
-                                          orders))
+    int(dataset_size),
+    int(batch_size),
+    dp_accounting.GaussianDpEvent(float(noise_multiplier)),
+  )
+  return RdpCurve(
+    orders, _accountant_rdp(event, NeighborRel.REPLACE_ONE, orders)
+  )

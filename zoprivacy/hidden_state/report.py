@@ -20,15 +20,15 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from zoprivacy.hidden_state import baselines
+from zoprivacy.hidden_state import baselines, theorem32
 from zoprivacy.hidden_state import rdp as rdp_lib
 from zoprivacy.hidden_state import setting as setting_lib
-from zoprivacy.hidden_state import theorem32
 
 
 @dataclasses.dataclass(frozen=True)
 class FinalIterateReport:
   """Epsilons (by conversion) of the three analyses at ``(T, delta)``."""
+
   num_steps: int
   delta: float
   composition: dict
@@ -39,17 +39,18 @@ class FinalIterateReport:
   def to_dict(self) -> dict:
     pt = self.hidden_state_bound.points["improved"]
     return {
-        "num_steps": self.num_steps,
-        "delta": self.delta,
-        "composition_epsilon": dict(self.composition),
-        "output_perturbation_epsilon": dict(self.output_perturbation),
-        "hidden_state_epsilon": dict(self.hidden_state),
-        "hidden_state_analysis": pt.analysis,
-        "hidden_state_tau": pt.tau,
-        "hidden_state_failure_probability": pt.failure_probability,
-        "hidden_state_conversion_delta": pt.conversion_delta,
-        "concentration": (None if math.isnan(pt.concentration)
-                          else pt.concentration),
+      "num_steps": self.num_steps,
+      "delta": self.delta,
+      "composition_epsilon": dict(self.composition),
+      "output_perturbation_epsilon": dict(self.output_perturbation),
+      "hidden_state_epsilon": dict(self.hidden_state),
+      "hidden_state_analysis": pt.analysis,
+      "hidden_state_tau": pt.tau,
+      "hidden_state_failure_probability": pt.failure_probability,
+      "hidden_state_conversion_delta": pt.conversion_delta,
+      "concentration": (
+        None if math.isnan(pt.concentration) else pt.concentration
+      ),
     }
 
   def format(self) -> str:
@@ -59,26 +60,33 @@ class FinalIterateReport:
       return ", ".join(f"{values[c]:.4g} ({c})" for c in rdp_lib.CONVERSIONS)
 
     lines = [
-        f"final-iterate epsilon at delta = {self.delta:g}, T = "
-        f"{self.num_steps} (replace-one):",
-        f"  hidden state (Thm 3.2): {fmt(self.hidden_state)}",
-        f"  composition (Thm 3.1):  {fmt(self.composition)}",
-        f"  output perturbation:    {fmt(self.output_perturbation)}",
+      f"final-iterate epsilon at delta = {self.delta:g}, T = "
+      f"{self.num_steps} (replace-one):",
+      f"  hidden state (Thm 3.2): {fmt(self.hidden_state)}",
+      f"  composition (Thm 3.1):  {fmt(self.composition)}",
+      f"  output perturbation:    {fmt(self.output_perturbation)}",
     ]
     if pt.analysis == "composition":
-      lines.append("  (the hidden-state figure is the composition bound: "
-                   "Thm 3.2 gave no smaller value here)")
+      lines.append(
+        "  (the hidden-state figure is the composition bound: "
+        "Thm 3.2 gave no smaller value here)"
+      )
     else:
       lines.append(
-          f"  hidden-state window T - tau = {self.num_steps - pt.tau}, "
-          f"failure term {pt.failure_probability:.3g} + conversion delta "
-          f"{pt.conversion_delta:.3g}")
+        f"  hidden-state window T - tau = {self.num_steps - pt.tau}, "
+        f"failure term {pt.failure_probability:.3g} + conversion delta "
+        f"{pt.conversion_delta:.3g}"
+      )
     return "\n".join(lines)
 
 
-def final_iterate_report(setting: setting_lib.NoisyZOGDSetting,
-                         num_steps: int, delta: float, *,
-                         strict_output: bool = True) -> FinalIterateReport:
+def final_iterate_report(
+  setting: setting_lib.NoisyZOGDSetting,
+  num_steps: int,
+  delta: float,
+  *,
+  strict_output: bool = True,
+) -> FinalIterateReport:
   """The three analyses for the setting's own split (see module doc).
 
   Raises:
@@ -88,6 +96,7 @@ def final_iterate_report(setting: setting_lib.NoisyZOGDSetting,
   bound = theorem32.hidden_state_bound(setting, num_steps, delta)
   comp = baselines.composition_rdp(setting, num_steps).epsilons(delta)
   out = baselines.output_perturbation_rdp(
-      setting, strict=strict_output).epsilons(delta)
+    setting, strict=strict_output
+  ).epsilons(delta)
   hidden = {c: bound.epsilon(c) for c in rdp_lib.CONVERSIONS}
   return FinalIterateReport(num_steps, delta, comp, out, hidden, bound)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -47,6 +47,7 @@ class LossAssumptions:
     strong_convexity: ``m`` (0: not strongly convex).
     convex: whether every ``l(.; x)`` is convex (implied by ``m > 0``).
   """
+
   smoothness: float
   lipschitz: float
   strong_convexity: float = 0.0
@@ -57,8 +58,10 @@ class LossAssumptions:
     validation.positive("lipschitz", self.lipschitz)
     m = float(self.strong_convexity)
     if not 0.0 <= m <= self.smoothness:
-      raise ValueError(f"strong_convexity must lie in [0, smoothness = "
-                       f"{self.smoothness}], got {self.strong_convexity}.")
+      raise ValueError(
+        f"strong_convexity must lie in [0, smoothness = "
+        f"{self.smoothness}], got {self.strong_convexity}."
+      )
     if m > 0 and not self.convex:
       object.__setattr__(self, "convex", True)
 
@@ -110,6 +113,7 @@ class NoisyZOGDSetting:
       batch.
     assumptions: the declared :class:`LossAssumptions`, or ``None``.
   """
+
   dimension: int
   dataset_size: int
   num_directions: int
@@ -128,20 +132,24 @@ class NoisyZOGDSetting:
     k = validation.positive_int("num_directions", self.num_directions)
     if 2 * k > d:
       raise ValueError(
-          f"num_directions K = {k} exceeds d/2 = {d / 2:g}: Thm 3.2 and "
-          "Lemma 3.8 require d >= 2K.")
+        f"num_directions K = {k} exceeds d/2 = {d / 2:g}: Thm 3.2 and "
+        "Lemma 3.8 require d >= 2K."
+      )
     validation.positive("step_size", self.step_size)
     validation.positive("noise_std", self.noise_std)
     validation.positive("clip", self.clip)
     if not float(self.radius) > 0 or not math.isfinite(self.radius):
-      raise ValueError(f"radius R must be a positive finite number, got "
-                       f"{self.radius!r}: the projection needs a ball.")
+      raise ValueError(
+        f"radius R must be a positive finite number, got "
+        f"{self.radius!r}: the projection needs a ball."
+      )
     if not float(self.smoothing) >= 0:
       raise ValueError(f"smoothing must be >= 0, got {self.smoothing!r}.")
     fraction = self.directional_fraction
     if isinstance(fraction, (list, tuple)):
-      fraction = tuple(validation.unit_interval("directional_fraction", f)
-                       for f in fraction)
+      fraction = tuple(
+        validation.unit_interval("directional_fraction", f) for f in fraction
+      )
       if not fraction:
         raise ValueError("An empty directional_fraction schedule.")
     else:
@@ -170,8 +178,10 @@ class NoisyZOGDSetting:
     fraction = self.directional_fraction
     if isinstance(fraction, tuple):
       if not 0 <= step < len(fraction):
-        raise ValueError(f"The directional_fraction schedule has "
-                         f"{len(fraction)} steps; step {step} is outside it.")
+        raise ValueError(
+          f"The directional_fraction schedule has "
+          f"{len(fraction)} steps; step {step} is outside it."
+        )
       return fraction[step]
     return fraction
 
@@ -180,8 +190,9 @@ class NoisyZOGDSetting:
     if isinstance(self.directional_fraction, tuple):
       if len(self.directional_fraction) < num_steps:
         raise ValueError(
-            f"The directional_fraction schedule covers "
-            f"{len(self.directional_fraction)} steps, fewer than {num_steps}.")
+          f"The directional_fraction schedule covers "
+          f"{len(self.directional_fraction)} steps, fewer than {num_steps}."
+        )
       return self.directional_fraction[:num_steps]
     return (self.directional_fraction,) * num_steps
 
@@ -193,7 +204,7 @@ class NoisyZOGDSetting:
     (eq. (3) divided by ``eta``; ``beta`` defaults to step 0's).
     """
     beta = self.fraction_at(0) if beta is None else beta
-    s2 = self.noise_std ** 2
+    s2 = self.noise_std**2
     iso = (1.0 - beta) * s2 / self.dimension
     return beta * s2 / self.num_directions + iso, iso
 
@@ -207,11 +218,12 @@ class NoisyZOGDSetting:
   def require_assumptions(self) -> LossAssumptions:
     if self.assumptions is None:
       raise ValueError(
-          "The hidden-state (final-iterate) epsilon needs declared loss "
-          "assumptions: pass assumptions=LossAssumptions(smoothness=M, "
-          "lipschitz=L, strong_convexity=m, convex=...). Thm 3.2 holds only "
-          "for M-smooth, Delta-Lipschitz losses; without them use the "
-          "composition epsilon.")
+        "The hidden-state (final-iterate) epsilon needs declared loss "
+        "assumptions: pass assumptions=LossAssumptions(smoothness=M, "
+        "lipschitz=L, strong_convexity=m, convex=...). Thm 3.2 holds only "
+        "for M-smooth, Delta-Lipschitz losses; without them use the "
+        "composition epsilon."
+      )
     return self.assumptions
 
   def check_assumptions(self) -> None:
@@ -219,17 +231,19 @@ class NoisyZOGDSetting:
     a = self.require_assumptions()
     if a.lipschitz > self.clip * (1 + 1e-12):
       raise ValueError(
-          f"The declared Lipschitz constant {a.lipschitz} exceeds the clip "
-          f"Delta = {self.clip}: Thm 3.2 assumes Delta-Lipschitz losses (the "
-          "clip never binds). Raise the clip to at least the Lipschitz "
-          "constant.")
+        f"The declared Lipschitz constant {a.lipschitz} exceeds the clip "
+        f"Delta = {self.clip}: Thm 3.2 assumes Delta-Lipschitz losses (the "
+        "clip never binds). Raise the clip to at least the Lipschitz "
+        "constant."
+      )
     limit = step_size_limit(a, self.num_directions)
     if self.step_size > limit * (1 + 1e-12):
       rule = "K/M" if a.kind == "strongly_convex" else "2K/M"
       raise ValueError(
-          f"step_size eta = {self.step_size} is above the limit {rule} = "
-          f"{limit:g} of Thm 3.2 for a {a.kind.replace('_', ' ')} loss "
-          f"(M = {a.smoothness}, K = {self.num_directions}).")
+        f"step_size eta = {self.step_size} is above the limit {rule} = "
+        f"{limit:g} of Thm 3.2 for a {a.kind.replace('_', ' ')} loss "
+        f"(M = {a.smoothness}, K = {self.num_directions})."
+      )
 
   @property
   def contraction(self) -> float:
@@ -250,10 +264,11 @@ class NoisyZOGDSetting:
 
   def lipschitz_factor(self, concentration: float) -> float:
     """``c1 = sqrt(1 - (1 - c^2) K/d + eps (1 + c^2) K/d)`` (Lemma 3.8)."""
-    c2 = self.contraction ** 2
+    c2 = self.contraction**2
     ratio = self.num_directions / self.dimension
-    return math.sqrt(1.0 - (1.0 - c2) * ratio
-                     + concentration * (1.0 + c2) * ratio)
+    return math.sqrt(
+      1.0 - (1.0 - c2) * ratio + concentration * (1.0 + c2) * ratio
+    )
 
   def failure_probability(self, concentration: float, window):
     """``1 - P(G) <= 2 (T - tau) exp(-3 eps^2 dK / (12(d-K) + 8 eps (d-2K)))``.
@@ -263,13 +278,19 @@ class NoisyZOGDSetting:
     """
     d, k, e = self.dimension, self.num_directions, concentration
     exponent = 3.0 * e * e * d * k / (12.0 * (d - k) + 8.0 * e * (d - 2 * k))
-    out = np.minimum(1.0, 2.0 * np.asarray(window, np.float64)
-                     * math.exp(-exponent))
+    out = np.minimum(
+      1.0, 2.0 * np.asarray(window, np.float64) * math.exp(-exponent)
+    )
     return float(out) if out.ndim == 0 else out
 
   def initial_shift(self, tau):
     """``min(2R, 2 eta Delta tau / sqrt(K))``, Lemma 3.9's bound at tau."""
-    out = np.minimum(2.0 * self.radius, 2.0 * self.step_size * self.clip
-                     * np.asarray(tau, np.float64)
-                     / math.sqrt(self.num_directions))
+    out = np.minimum(
+      2.0 * self.radius,
+      2.0
+      * self.step_size
+      * self.clip
+      * np.asarray(tau, np.float64)
+      / math.sqrt(self.num_directions),
+    )
     return float(out) if out.ndim == 0 else out

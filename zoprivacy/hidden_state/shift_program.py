@@ -41,8 +41,7 @@ import dataclasses
 import math
 
 import numpy as np
-from scipy import optimize
-from scipy import sparse
+from scipy import optimize, sparse
 
 _NEG_INF = -np.inf
 
@@ -61,8 +60,7 @@ def log_geometric(log_r: float, lo, count):
   x = count * lr
   with np.errstate(divide="ignore"):
     if lr > 0:
-      ratio = (x + np.log(-np.expm1(-x))
-               - (lr + math.log(-math.expm1(-lr))))
+      ratio = x + np.log(-np.expm1(-x)) - (lr + math.log(-math.expm1(-lr)))
     else:
       ratio = np.log(-np.expm1(x)) - math.log(-math.expm1(lr))
   return lo * lr + ratio
@@ -76,11 +74,12 @@ def _log(x):
 @dataclasses.dataclass(frozen=True)
 class WindowSolution:
   """The shifts and splits of one ``tau`` (arrays over ``t = tau..T-1``)."""
+
   tau: int
   shifts: np.ndarray
   fractions: np.ndarray
-  cost: float          # sum_t P/beta_t + Q a_t^2/(1-beta_t), per unit alpha
-  shift_cost: float    # sum_t Q a_t^2 / (1 - beta_t)
+  cost: float  # sum_t P/beta_t + Q a_t^2/(1-beta_t), per unit alpha
+  shift_cost: float  # sum_t Q a_t^2 / (1 - beta_t)
   repaired: bool
 
 
@@ -98,18 +97,27 @@ class ShiftProgram:
       optimize the split (``beta_t`` free).
   """
 
-  def __init__(self, num_steps: int, c1: float, c2: float, initial_shifts,
-               p2: float, q2: float, fractions=None):
+  def __init__(
+    self,
+    num_steps: int,
+    c1: float,
+    c2: float,
+    initial_shifts,
+    p2: float,
+    q2: float,
+    fractions=None,
+  ):
     self.num_steps = int(num_steps)
     self.c1, self.c2 = float(c1), float(c2)
     self.log_c1 = math.log(self.c1)
     self.initial_shifts = np.asarray(initial_shifts, np.float64)
     self.p, self.q = math.sqrt(p2), math.sqrt(q2)
-    self.fractions = (None if fractions is None
-                      else np.asarray(fractions, np.float64))
+    self.fractions = (
+      None if fractions is None else np.asarray(fractions, np.float64)
+    )
     t = np.arange(self.num_steps)
-    self.window = self.num_steps - t                       # L(tau)
-    self.log_v = (self.num_steps - t) * self.log_c1        # log v_t
+    self.window = self.num_steps - t  # L(tau)
+    self.log_v = (self.num_steps - t) * self.log_c1  # log v_t
     self.log_s1 = log_geometric(self.log_c1, 1, self.window)
     log_d = _log(self.initial_shifts) + (self.window + 1) * self.log_c1
     self.log_dhat = np.logaddexp(log_d, _log(self.c2) + self.log_s1)
@@ -151,8 +159,9 @@ class ShiftProgram:
 
   def _active(self, count) -> np.ndarray:
     g1, g2, log_v = self._top_sums(count)
-    log_num = np.logaddexp(math.log(self.q) + self.log_dhat,
-                           math.log(self.p) + g1)
+    log_num = np.logaddexp(
+      math.log(self.q) + self.log_dhat, math.log(self.p) + g1
+    )
     return (log_num - g2 + log_v > math.log(self.p)) | (count == 0)
 
   def free_counts(self) -> np.ndarray:
@@ -170,8 +179,9 @@ class ShiftProgram:
     """``min over a, beta`` of the whole sum, per ``tau`` (split free)."""
     count = self.free_counts()
     g1, g2, _ = self._top_sums(count)
-    log_num = np.logaddexp(math.log(self.q) + self.log_dhat,
-                           math.log(self.p) + g1)
+    log_num = np.logaddexp(
+      math.log(self.q) + self.log_dhat, math.log(self.p) + g1
+    )
     with np.errstate(over="ignore"):
       active = np.exp(2 * log_num - g2)
     return np.where(count > 0, active, 0.0) + (self.window - count) * self.p**2
@@ -191,20 +201,26 @@ class ShiftProgram:
     log_dhat = self.log_dhat[tau]
     if self.fractions is None:
       count = int(self.free_counts()[tau])
-      g1, g2, _ = self._top_sums(np.array([count]),
-                                 np.array([self.num_steps - tau]))
+      g1, g2, _ = self._top_sums(
+        np.array([count]), np.array([self.num_steps - tau])
+      )
       if count == 0:
         shifts = np.zeros(self.num_steps - tau)
       else:
-        log_mu = np.logaddexp(math.log(self.q) + log_dhat,
-                              math.log(self.p) + g1[0]) - g2[0]
+        log_mu = (
+          np.logaddexp(math.log(self.q) + log_dhat, math.log(self.p) + g1[0])
+          - g2[0]
+        )
         shifts = np.maximum(np.exp(log_mu + log_v) - self.p, 0.0) / self.q
     else:
       log_s = self._log_weight_sums()[tau]
       with np.errstate(divide="ignore"):
         log_w = np.log1p(-self.fractions[tau:])
-      shifts = (np.zeros_like(log_v) if np.isneginf(log_dhat)
-                else np.exp(log_dhat + log_v + log_w - log_s))
+      shifts = (
+        np.zeros_like(log_v)
+        if np.isneginf(log_dhat)
+        else np.exp(log_dhat + log_v + log_w - log_s)
+      )
     shifts, repaired = self._repair(tau, shifts)
     return self._solution(tau, shifts, repaired)
 
@@ -239,32 +255,48 @@ class ShiftProgram:
     for _ in range(20):
       fractions = self.p / (self.p + self.q * best.shifts)
       weights = self.q**2 / np.maximum(1.0 - fractions, 1e-15)
-      trial = self._solution(tau, self._least_squares(tau, weights,
-                                                      best.shifts), True)
+      trial = self._solution(
+        tau, self._least_squares(tau, weights, best.shifts), True
+      )
       if not trial.cost < best.cost * (1 - 1e-12):
         break
       best = trial
     return best.shifts, True
 
   def _least_squares(self, tau: int, weights, start):
-    """``min sum_t w_t (c1 z_t - z_{t+1} + c2)^2``, ``z >= 0``, ``z_tau >= D``.
-    """
+    """``min sum_t w_t (c1 z_t - z_{t+1} + c2)^2``, ``z >= 0``, ``z_tau >= D``."""
     n = self.num_steps - tau
     root = np.sqrt(weights)
     rows = np.arange(n)
     matrix = sparse.coo_matrix(
-        (np.concatenate([root * self.c1, -root[:-1]]),
-         (np.concatenate([rows, rows[:-1]]), np.concatenate([rows, rows[1:]]))),
-        shape=(n, n)).tocsr()
+      (
+        np.concatenate([root * self.c1, -root[:-1]]),
+        (
+          np.concatenate([rows, rows[:-1]]),
+          np.concatenate([rows, rows[1:]]),
+        ),
+      ),
+      shape=(n, n),
+    ).tocsr()
     lower = np.zeros(n)
     lower[0] = self.initial_shifts[tau]
-    if n <= 1500:      # exact active-set solver on the dense matrix
-      res = optimize.lsq_linear(matrix.toarray(), -root * self.c2,
-                                bounds=(lower, np.inf), method="bvls")
+    if n <= 1500:  # exact active-set solver on the dense matrix
+      res = optimize.lsq_linear(
+        matrix.toarray(),
+        -root * self.c2,
+        bounds=(lower, np.inf),
+        method="bvls",
+      )
     else:
-      res = optimize.lsq_linear(matrix, -root * self.c2,
-                                bounds=(lower, np.inf), method="trf",
-                                tol=1e-10, lsmr_tol="auto", max_iter=500)
+      res = optimize.lsq_linear(
+        matrix,
+        -root * self.c2,
+        bounds=(lower, np.inf),
+        method="trf",
+        tol=1e-10,
+        lsmr_tol="auto",
+        max_iter=500,
+      )
     z = np.append(res.x, 0.0)
     shifts = np.maximum(self.c1 * z[:-1] - z[1:] + self.c2, 0.0)
     # Re-impose feasibility exactly (the solver's tolerance), from the end.
@@ -276,7 +308,8 @@ class ShiftProgram:
         shifts[i] += -running / scale[i]
         running = 0.0
     need = self.initial_shifts[tau] * math.exp(
-        (n + 1) * self.log_c1 - np.max(self.log_v[tau:]))
+      (n + 1) * self.log_c1 - np.max(self.log_v[tau:])
+    )
     if running < need:
       shifts[int(np.argmax(scale))] += (need - running) / np.max(scale)
     candidate = self._solution(tau, shifts, True)
@@ -289,11 +322,18 @@ class ShiftProgram:
     else:
       fractions = self.fractions[tau:]
     with np.errstate(divide="ignore", invalid="ignore"):
-      shift = np.where(shifts > 0, self.q**2 * shifts**2 / (1.0 - fractions),
-                       0.0)
+      shift = np.where(
+        shifts > 0, self.q**2 * shifts**2 / (1.0 - fractions), 0.0
+      )
       first = self.p**2 / fractions
-    return WindowSolution(tau, shifts, fractions, float(np.sum(first + shift)),
-                          float(np.sum(shift)), repaired)
+    return WindowSolution(
+      tau,
+      shifts,
+      fractions,
+      float(np.sum(first + shift)),
+      float(np.sum(shift)),
+      repaired,
+    )
 
   def check(self, solution: WindowSolution, rtol: float = 1e-7) -> list[str]:
     """The constraints ``solution`` violates (empty: feasible)."""
@@ -311,7 +351,8 @@ class ShiftProgram:
     if np.any(suffix[1:] < -tol):
       problems.append("an intermediate shift z_t < 0")
     need = self.initial_shifts[tau] * math.exp(
-        (self.num_steps - tau + 1) * self.log_c1 - top)
+      (self.num_steps - tau + 1) * self.log_c1 - top
+    )
     if suffix[0] < need * (1 - rtol) - tol:
       problems.append(f"z_tau below D(tau) = {self.initial_shifts[tau]:g}")
     return problems

@@ -37,10 +37,9 @@ import math
 
 import numpy as np
 
-from zoprivacy.hidden_state import baselines
+from zoprivacy.hidden_state import baselines, shift_program
 from zoprivacy.hidden_state import rdp as rdp_lib
 from zoprivacy.hidden_state import setting as setting_lib
-from zoprivacy.hidden_state import shift_program
 
 COARSE = np.geomspace(1e-3, 1e3, 61)
 
@@ -48,14 +47,15 @@ COARSE = np.geomspace(1e-3, 1e3, 61)
 @dataclasses.dataclass(frozen=True)
 class HiddenStatePoint:
   """The optimized bound for one conversion."""
+
   conversion: str
   epsilon: float
   tau: int
-  concentration: float          # Lemma 3.8's eps
-  lipschitz_factor: float       # c1
-  failure_probability: float    # 1 - P(G), part of delta
-  conversion_delta: float       # delta - failure_probability
-  curve: rdp_lib.RdpCurve       # RDP of the final iterate on G
+  concentration: float  # Lemma 3.8's eps
+  lipschitz_factor: float  # c1
+  failure_probability: float  # 1 - P(G), part of delta
+  conversion_delta: float  # delta - failure_probability
+  curve: rdp_lib.RdpCurve  # RDP of the final iterate on G
   solution: shift_program.WindowSolution | None
   analysis: str = "theorem_3_2"  # or "composition" (Thm 3.1, no event)
 
@@ -63,6 +63,7 @@ class HiddenStatePoint:
 @dataclasses.dataclass(frozen=True)
 class HiddenStateBound:
   """Thm 3.2 at ``num_steps`` and ``delta``, both conversions."""
+
   setting: setting_lib.NoisyZOGDSetting
   num_steps: int
   delta: float
@@ -76,8 +77,11 @@ class HiddenStateBound:
     """``beta_t`` for ``t = 0..T-1``: the window's, and 1 before it."""
     point = self.points[conversion]
     if point.solution is None:
-      return (self.setting.fractions(self.num_steps) if not self.design
-              else (1.0,) * self.num_steps)
+      return (
+        self.setting.fractions(self.num_steps)
+        if not self.design
+        else (1.0,) * self.num_steps
+      )
     head = (1.0,) * point.tau
     return head + tuple(float(b) for b in point.solution.fractions)
 
@@ -89,12 +93,16 @@ class HiddenStateBound:
         if pt.conversion_delta > self.delta * (1 + rtol):
           problems.append(f"{name}: total delta exceeds the target")
         continue
-      prog = _program(self.setting, self.num_steps, pt.concentration,
-                      None if self.design else
-                      self.setting.fractions(self.num_steps))
+      prog = _program(
+        self.setting,
+        self.num_steps,
+        pt.concentration,
+        None if self.design else self.setting.fractions(self.num_steps),
+      )
       problems += [f"{name}: {p}" for p in prog.check(pt.solution, rtol)]
-      failure = self.setting.failure_probability(pt.concentration,
-                                                 self.num_steps - pt.tau)
+      failure = self.setting.failure_probability(
+        pt.concentration, self.num_steps - pt.tau
+      )
       if failure > pt.failure_probability * (1 + rtol):
         problems.append(f"{name}: failure term understated")
       if pt.failure_probability + pt.conversion_delta > self.delta * (1 + rtol):
@@ -106,7 +114,7 @@ class HiddenStateBound:
 
 def _coefficients(setting):
   """``P`` and ``Q`` of the program (per unit alpha)."""
-  s2 = setting.noise_std ** 2
+  s2 = setting.noise_std**2
   p2 = (2.0 * setting.clip / setting.divisor) ** 2 / (2.0 * s2)
   q2 = setting.dimension / (2.0 * setting.step_size**2 * s2)
   return p2, q2
@@ -116,30 +124,44 @@ def _program(setting, num_steps, concentration, fractions):
   p2, q2 = _coefficients(setting)
   shifts = setting.initial_shift(np.arange(num_steps))
   return shift_program.ShiftProgram(
-      num_steps, setting.lipschitz_factor(concentration),
-      setting.lipschitz_offset, shifts, p2, q2, fractions)
+    num_steps,
+    setting.lipschitz_factor(concentration),
+    setting.lipschitz_offset,
+    shifts,
+    p2,
+    q2,
+    fractions,
+  )
 
 
 def _failures(setting, concentration, num_steps):
-  return setting.failure_probability(concentration,
-                                     num_steps - np.arange(num_steps))
+  return setting.failure_probability(
+    concentration, num_steps - np.arange(num_steps)
+  )
 
 
 def _first_term_curves(setting, fractions, orders):
   """Mini-batch: per distinct ``beta``, the per-step first-term RDP curve."""
   q = setting.batch_size / setting.dataset_size
-  k, scale = setting.num_directions, setting.noise_std * setting.batch_size / (
-      2.0 * setting.clip)
+  k, scale = (
+    setting.num_directions,
+    setting.noise_std * setting.batch_size / (2.0 * setting.clip),
+  )
   curves = {}
   for beta in sorted(set(fractions)):
-    whole = rdp_lib.subsampled_gaussian_rdp(q, math.sqrt(k * beta) * scale,
-                                            orders).scaled(k)
+    whole = rdp_lib.subsampled_gaussian_rdp(
+      q, math.sqrt(k * beta) * scale, orders
+    ).scaled(k)
     each = rdp_lib.subsampled_gaussian_rdp(q, math.sqrt(beta) * scale, orders)
     fa, fb = whole.fn, each.fn
-    fn = None if fa is None or fb is None else (
-        lambda a, fa=fa, fb=fb: min(fa(a), fb(a)))
-    curves[beta] = rdp_lib.RdpCurve(whole.orders,
-                                    np.minimum(whole.rdp, each.rdp), fn)
+    fn = (
+      None
+      if fa is None or fb is None
+      else (lambda a, fa=fa, fb=fb: min(fa(a), fb(a)))
+    )
+    curves[beta] = rdp_lib.RdpCurve(
+      whole.orders, np.minimum(whole.rdp, each.rdp), fn
+    )
   return curves
 
 
@@ -158,9 +180,11 @@ class _Search:
       self.first_fns = curves
       for beta, curve in curves.items():
         counts = np.cumsum((arr == beta)[::-1])[::-1]
-        self.first += counts[:, None] * np.where(np.isfinite(curve.rdp),
-                                                 curve.rdp, np.inf)[None, :]
-    self.best = {}   # conversion -> (eps value, concentration, tau)
+        self.first += (
+          counts[:, None]
+          * np.where(np.isfinite(curve.rdp), curve.rdp, np.inf)[None, :]
+        )
+    self.best = {}  # conversion -> (eps value, concentration, tau)
 
   def _costs(self, prog):
     if self.minibatch:
@@ -175,31 +199,34 @@ class _Search:
     (``improved_at='all'``) or only at the standard one's best ``tau``
     (``'argmin'``; others are inf).
     """
-    prog = _program(self.setting, self.num_steps, concentration,
-                    self.fractions)
+    prog = _program(self.setting, self.num_steps, concentration, self.fractions)
     cost = self._costs(prog)
-    conv_delta = self.delta - _failures(self.setting, concentration,
-                                        self.num_steps)
+    conv_delta = self.delta - _failures(
+      self.setting, concentration, self.num_steps
+    )
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
       if self.minibatch:
         rdp = self.first + np.outer(cost, self.orders)
-        return {"standard": rdp_lib.standard_epsilons(self.orders, rdp,
-                                                      conv_delta),
-                "improved": rdp_lib.improved_epsilons(self.orders, rdp,
-                                                      conv_delta)}
+        return {
+          "standard": rdp_lib.standard_epsilons(self.orders, rdp, conv_delta),
+          "improved": rdp_lib.improved_epsilons(self.orders, rdp, conv_delta),
+        }
       log_inv = -np.log(np.where(conv_delta > 0, conv_delta, np.nan))
       std = cost + 2.0 * np.sqrt(cost * log_inv)
       std = np.where((conv_delta > 0) & np.isfinite(cost), std, np.inf)
-      idx = (np.arange(self.num_steps) if improved_at == "all"
-             else np.array([int(np.argmin(std))]))
+      idx = (
+        np.arange(self.num_steps)
+        if improved_at == "all"
+        else np.array([int(np.argmin(std))])
+      )
       imp = np.full(self.num_steps, np.inf)
       imp[idx] = rdp_lib.improved_epsilons(
-          self.orders, np.outer(cost[idx], self.orders), conv_delta[idx])
+        self.orders, np.outer(cost[idx], self.orders), conv_delta[idx]
+      )
     return {"standard": std, "improved": imp}
 
   def evaluate(self, concentration: float, full_improved: bool = False):
-    values = self.values(concentration,
-                         "all" if full_improved else "argmin")
+    values = self.values(concentration, "all" if full_improved else "argmin")
     for name, vals in values.items():
       tau = int(np.argmin(vals))
       val = float(vals[tau])
@@ -208,9 +235,14 @@ class _Search:
     return float(np.min(values["standard"]))
 
 
-def hidden_state_bound(setting: setting_lib.NoisyZOGDSetting, num_steps: int,
-                       delta: float, *, design: bool = False,
-                       orders=None) -> HiddenStateBound:
+def hidden_state_bound(
+  setting: setting_lib.NoisyZOGDSetting,
+  num_steps: int,
+  delta: float,
+  *,
+  design: bool = False,
+  orders=None,
+) -> HiddenStateBound:
   """The optimized Thm 3.2 / Thm A.3 bound on the final iterate ``w_T``.
 
   Args:
@@ -235,15 +267,17 @@ def hidden_state_bound(setting: setting_lib.NoisyZOGDSetting, num_steps: int,
     raise ValueError(f"num_steps must be an integer >= 1, got {num_steps!r}.")
   delta = rdp_lib.check_delta(delta)
   if design and not setting.full_batch:
-    raise ValueError("design=True optimizes beta_t for the full batch only; "
-                     "give the mini-batch setting a directional_fraction.")
+    raise ValueError(
+      "design=True optimizes beta_t for the full batch only; "
+      "give the mini-batch setting a directional_fraction."
+    )
   if orders is None:
     orders = rdp_lib.orders_for(setting)
   search = _Search(setting, num_steps, delta, design, orders)
   grid = list(COARSE)
   c = setting.contraction
   if c < 1:
-    grid.append((1 - c * c) / (1 + c * c))   # Cor. 3.3's choice: c1 = 1
+    grid.append((1 - c * c) / (1 + c * c))  # Cor. 3.3's choice: c1 = 1
   grid = sorted(set(grid))
   values = [search.evaluate(e) for e in grid]
   best = int(np.argmin(values))
@@ -253,8 +287,10 @@ def hidden_state_bound(setting: setting_lib.NoisyZOGDSetting, num_steps: int,
   if not search.minibatch:
     search.evaluate(search.best["improved"][1], full_improved=True)
   composition = baselines.composition_rdp(
-      setting.replace(directional_fraction=1.0) if design else setting,
-      num_steps, orders)
+    setting.replace(directional_fraction=1.0) if design else setting,
+    num_steps,
+    orders,
+  )
   points = {}
   for name in rdp_lib.CONVERSIONS:
     value, concentration, tau = search.best[name]
@@ -262,8 +298,18 @@ def hidden_state_bound(setting: setting_lib.NoisyZOGDSetting, num_steps: int,
     if math.isfinite(value):
       points[name] = _point(search, name, concentration, tau)
     if not math.isfinite(value) or eps < points[name].epsilon:
-      points[name] = HiddenStatePoint(name, eps, 0, math.nan, math.nan, 0.0,
-                                      delta, composition, None, "composition")
+      points[name] = HiddenStatePoint(
+        name,
+        eps,
+        0,
+        math.nan,
+        math.nan,
+        0.0,
+        delta,
+        composition,
+        None,
+        "composition",
+      )
   return HiddenStateBound(setting, num_steps, delta, design, points)
 
 
@@ -296,12 +342,21 @@ def _point_at(search, conversion, concentration, tau) -> HiddenStatePoint:
     fns = [(search.first_fns[b].fn, n) for b, n in counts.items()]
     exact = all(f is not None for f, _ in fns)
     curve = rdp_lib.RdpCurve(
-        search.orders, rdp,
-        (lambda a: sum(n * f(a) for f, n in fns) + shift * a) if exact
-        else None)
+      search.orders,
+      rdp,
+      (lambda a: sum(n * f(a) for f, n in fns) + shift * a) if exact else None,
+    )
   else:
     curve = rdp_lib.linear_curve(solution.cost, search.orders)
   eps = curve.epsilon(conv_delta, conversion)
-  return HiddenStatePoint(conversion, eps, tau, concentration,
-                          setting.lipschitz_factor(concentration), failure,
-                          conv_delta, curve, solution)
+  return HiddenStatePoint(
+    conversion,
+    eps,
+    tau,
+    concentration,
+    setting.lipschitz_factor(concentration),
+    failure,
+    conv_delta,
+    curve,
+    solution,
+  )

@@ -1,4 +1,3 @@
 """Flax models. Small ones live in :mod:`small`; larger ones in their own modules."""
 
-from zoprivacy.models.small import MLP
-from zoprivacy.models.small import SmallCNN
+from zoprivacy.models.small import MLP, SmallCNN

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Dict, Mapping, Optional, Tuple
 
 import flax.linen as nn
 import jax
@@ -43,6 +43,7 @@ class BertConfig:
   non-padding tokens from ``pad_token_id + 1`` (= 2) and gives padding the
   position ``pad_token_id`` (see :func:`position_ids`).
   """
+
   vocab_size: int = 30522
   hidden_size: int = 768
   num_hidden_layers: int = 12
@@ -59,11 +60,13 @@ class BertConfig:
     return self.model_type in ("roberta", "xlm-roberta", "camembert")
 
   @classmethod
-  def from_hf(cls, config) -> "BertConfig":
+  def from_hf(cls, config) -> BertConfig:
     """From a Hugging Face ``config.json`` (path, folder or dict)."""
     if not isinstance(config, Mapping):
       path = Path(config)
-      config = json.loads((path / "config.json" if path.is_dir() else path).read_text())
+      config = json.loads(
+        (path / "config.json" if path.is_dir() else path).read_text()
+      )
     act = config.get("hidden_act", "gelu")
     if act != "gelu":
       raise ValueError(f"hidden_act {act!r} not supported (only exact 'gelu')")
@@ -87,31 +90,42 @@ class BertEmbeddings(nn.Module):
   def __call__(self, input_ids, token_type_ids):
     c = self.config
     x = nn.Embed(c.vocab_size, c.hidden_size, name="word_embeddings")(input_ids)
-    x = x + nn.Embed(c.max_position_embeddings, c.hidden_size,
-                     name="position_embeddings")(position_ids(input_ids, c))
-    x = x + nn.Embed(c.type_vocab_size, c.hidden_size, name="token_type_embeddings")(
-        token_type_ids)
+    x = x + nn.Embed(
+      c.max_position_embeddings, c.hidden_size, name="position_embeddings"
+    )(position_ids(input_ids, c))
+    x = x + nn.Embed(
+      c.type_vocab_size, c.hidden_size, name="token_type_embeddings"
+    )(token_type_ids)
     return nn.LayerNorm(epsilon=c.layer_norm_eps, name="LayerNorm")(x)
 
 
 class BertLayer(nn.Module):
   """Post-LN Transformer layer (BERT/RoBERTa)."""
+
   config: BertConfig
 
   @nn.compact
   def __call__(self, x, mask):
     c = self.config
     a = SelfAttention(c.num_attention_heads, name="attention")(x, mask)
-    x = nn.LayerNorm(epsilon=c.layer_norm_eps, name="attention_LayerNorm")(x + a)
-    h = nn.gelu(nn.Dense(c.intermediate_size, name="intermediate")(x), approximate=False)
+    x = nn.LayerNorm(epsilon=c.layer_norm_eps, name="attention_LayerNorm")(
+      x + a
+    )
+    h = nn.gelu(
+      nn.Dense(c.intermediate_size, name="intermediate")(x),
+      approximate=False,
+    )
     h = nn.Dense(c.hidden_size, name="output")(h)
-    return nn.LayerNorm(epsilon=c.layer_norm_eps, name="output_LayerNorm")(x + h)
+    return nn.LayerNorm(epsilon=c.layer_norm_eps, name="output_LayerNorm")(
+      x + h
+    )
 
 
 class BertEncoder(nn.Module):
   """Token states ``[..., L, hidden]`` from ``input_ids [..., L]``,
   ``attention_mask [..., L]`` (1 = real token; default: ``input_ids != pad``) and
   ``token_type_ids`` (default zeros)."""
+
   config: BertConfig
 
   @nn.compact
@@ -141,6 +155,7 @@ class BertClassifier(nn.Module):
   """Encoder + linear head. ``pooling``: ``"cls"`` (first token state),
   ``"mean"`` (masked mean; all-MiniLM-style), or ``"pooler"`` (BERT pooler:
   tanh(Dense(first token)), loaded from ``pooler.dense`` when present)."""
+
   config: BertConfig
   num_classes: int
   pooling: str = "cls"
@@ -149,20 +164,24 @@ class BertClassifier(nn.Module):
   def __call__(self, input_ids, attention_mask=None, token_type_ids=None):
     if attention_mask is None:
       attention_mask = input_ids != self.config.pad_token_id
-    states = BertEncoder(self.config, name="encoder")(input_ids, attention_mask, token_type_ids)
+    states = BertEncoder(self.config, name="encoder")(
+      input_ids, attention_mask, token_type_ids
+    )
     if self.pooling == "cls":
       pooled = states[..., 0, :]
     elif self.pooling == "mean":
       pooled = mean_pool(states, attention_mask)
     elif self.pooling == "pooler":
-      pooled = jnp.tanh(nn.Dense(self.config.hidden_size, name="pooler")(states[..., 0, :]))
+      pooled = jnp.tanh(
+        nn.Dense(self.config.hidden_size, name="pooler")(states[..., 0, :])
+      )
     else:
       raise ValueError(f"unknown pooling {self.pooling!r}")
     return nn.Dense(self.num_classes, name="head")(pooled)
 
 
 # ------------------------------------------------------------------ checkpoint loading
-def read_safetensors(path) -> Dict[str, np.ndarray]:
+def read_safetensors(path) -> dict[str, np.ndarray]:
   """All tensors of a safetensors file (or of ``model.safetensors`` in a folder)."""
   from safetensors.numpy import load_file
 
@@ -175,82 +194,132 @@ def read_safetensors(path) -> Dict[str, np.ndarray]:
 _PREFIXES = ("bert.", "roberta.", "model.")
 
 
-def strip_prefix(tensors: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
+def strip_prefix(tensors: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
   """Removes a task-model prefix (``bert.``, ``roberta.``) from encoder tensor
   names; tensors outside the encoder (e.g. ``lm_head.*``) keep their names."""
   out = {}
   for k, v in tensors.items():
     for p in _PREFIXES:
       if k.startswith(p):
-        k = k[len(p):]
+        k = k[len(p) :]
         break
     out[k] = v
   return out
 
 
 def dense_from_hf(t, name):
-  return {"kernel": np.asarray(t[name + ".weight"]).T, "bias": np.asarray(t[name + ".bias"])}
+  return {
+    "kernel": np.asarray(t[name + ".weight"]).T,
+    "bias": np.asarray(t[name + ".bias"]),
+  }
 
 
 def layer_norm_from_hf(t, name):
-  return {"scale": np.asarray(t[name + ".weight"]), "bias": np.asarray(t[name + ".bias"])}
+  return {
+    "scale": np.asarray(t[name + ".weight"]),
+    "bias": np.asarray(t[name + ".bias"]),
+  }
 
 
-def encoder_params_from_hf(tensors: Mapping[str, np.ndarray], config: BertConfig) -> dict:
+def encoder_params_from_hf(
+  tensors: Mapping[str, np.ndarray], config: BertConfig
+) -> dict:
   """Flax params of :class:`BertEncoder` from Hugging Face tensors (prefix
   stripped or not). Raises ``KeyError`` naming any missing tensor and
   ``ValueError`` on a shape mismatch with ``config``."""
   t = strip_prefix(tensors)
   missing = [k for k in _required_names(config) if k not in t]
   if missing:
-    raise KeyError(f"checkpoint lacks {len(missing)} encoder tensors, e.g. {missing[:5]}")
+    raise KeyError(
+      f"checkpoint lacks {len(missing)} encoder tensors, e.g. {missing[:5]}"
+    )
   e = "embeddings."
-  params = {"embeddings": {
-      "word_embeddings": {"embedding": np.asarray(t[e + "word_embeddings.weight"])},
-      "position_embeddings": {"embedding": np.asarray(t[e + "position_embeddings.weight"])},
-      "token_type_embeddings": {"embedding": np.asarray(t[e + "token_type_embeddings.weight"])},
-      "LayerNorm": layer_norm_from_hf(t, e + "LayerNorm")}}
+  params = {
+    "embeddings": {
+      "word_embeddings": {
+        "embedding": np.asarray(t[e + "word_embeddings.weight"])
+      },
+      "position_embeddings": {
+        "embedding": np.asarray(t[e + "position_embeddings.weight"])
+      },
+      "token_type_embeddings": {
+        "embedding": np.asarray(t[e + "token_type_embeddings.weight"])
+      },
+      "LayerNorm": layer_norm_from_hf(t, e + "LayerNorm"),
+    }
+  }
   for i in range(config.num_hidden_layers):
     p = f"encoder.layer.{i}."
     params[f"layer_{i}"] = {
-        "attention": {"query": dense_from_hf(t, p + "attention.self.query"),
-                      "key": dense_from_hf(t, p + "attention.self.key"),
-                      "value": dense_from_hf(t, p + "attention.self.value"),
-                      "out": dense_from_hf(t, p + "attention.output.dense")},
-        "attention_LayerNorm": layer_norm_from_hf(t, p + "attention.output.LayerNorm"),
-        "intermediate": dense_from_hf(t, p + "intermediate.dense"),
-        "output": dense_from_hf(t, p + "output.dense"),
-        "output_LayerNorm": layer_norm_from_hf(t, p + "output.LayerNorm")}
+      "attention": {
+        "query": dense_from_hf(t, p + "attention.self.query"),
+        "key": dense_from_hf(t, p + "attention.self.key"),
+        "value": dense_from_hf(t, p + "attention.self.value"),
+        "out": dense_from_hf(t, p + "attention.output.dense"),
+      },
+      "attention_LayerNorm": layer_norm_from_hf(
+        t, p + "attention.output.LayerNorm"
+      ),
+      "intermediate": dense_from_hf(t, p + "intermediate.dense"),
+      "output": dense_from_hf(t, p + "output.dense"),
+      "output_LayerNorm": layer_norm_from_hf(t, p + "output.LayerNorm"),
+    }
   expected = jax.eval_shape(
-      BertEncoder(config).init, jax.random.key(0), jnp.zeros((1, 2), jnp.int32))["params"]
-  bad = [(jax.tree_util.keystr(path), a.shape, b.shape) for (path, a), b in zip(
-      jax.tree_util.tree_leaves_with_path(expected), jax.tree_util.tree_leaves(params))
-         if a.shape != b.shape]
+    BertEncoder(config).init,
+    jax.random.key(0),
+    jnp.zeros((1, 2), jnp.int32),
+  )["params"]
+  bad = [
+    (jax.tree_util.keystr(path), a.shape, b.shape)
+    for (path, a), b in zip(
+      jax.tree_util.tree_leaves_with_path(expected),
+      jax.tree_util.tree_leaves(params),
+    )
+    if a.shape != b.shape
+  ]
   if bad:
     raise ValueError(f"checkpoint shapes do not match the config: {bad[:3]}")
   return jax.tree.map(jnp.asarray, params)
 
 
 def _required_names(config: BertConfig):
-  names = ["embeddings.word_embeddings.weight", "embeddings.position_embeddings.weight",
-           "embeddings.token_type_embeddings.weight", "embeddings.LayerNorm.weight"]
+  names = [
+    "embeddings.word_embeddings.weight",
+    "embeddings.position_embeddings.weight",
+    "embeddings.token_type_embeddings.weight",
+    "embeddings.LayerNorm.weight",
+  ]
   for i in range(config.num_hidden_layers):
-    for sub in ("attention.self.query", "attention.self.key", "attention.self.value",
-                "attention.output.dense", "intermediate.dense", "output.dense"):
-      names += [f"encoder.layer.{i}.{sub}.weight", f"encoder.layer.{i}.{sub}.bias"]
+    for sub in (
+      "attention.self.query",
+      "attention.self.key",
+      "attention.self.value",
+      "attention.output.dense",
+      "intermediate.dense",
+      "output.dense",
+    ):
+      names += [
+        f"encoder.layer.{i}.{sub}.weight",
+        f"encoder.layer.{i}.{sub}.bias",
+      ]
   return names
 
 
-def load_hf_encoder(model_dir) -> Tuple[BertConfig, dict]:
+def load_hf_encoder(model_dir) -> tuple[BertConfig, dict]:
   """``(config, params)`` of a Hugging Face BERT/RoBERTa folder holding
   ``config.json`` and ``model.safetensors``."""
   config = BertConfig.from_hf(model_dir)
   return config, encoder_params_from_hf(read_safetensors(model_dir), config)
 
 
-def classifier_params_from_encoder(encoder_params: dict, config: BertConfig, num_classes: int,
-                                   rng, pooling: str = "cls",
-                                   tensors: Optional[Mapping[str, np.ndarray]] = None) -> dict:
+def classifier_params_from_encoder(
+  encoder_params: dict,
+  config: BertConfig,
+  num_classes: int,
+  rng,
+  pooling: str = "cls",
+  tensors: Mapping[str, np.ndarray] | None = None,
+) -> dict:
   """Params of :class:`BertClassifier` with pretrained encoder weights and a
   freshly initialised head (and the checkpoint's pooler for ``"pooler"``)."""
   model = BertClassifier(config, num_classes, pooling)
@@ -260,7 +329,9 @@ def classifier_params_from_encoder(encoder_params: dict, config: BertConfig, num
   if pooling == "pooler" and tensors is not None:
     t = strip_prefix(tensors)
     if "pooler.dense.weight" in t:
-      params["pooler"] = jax.tree.map(jnp.asarray, dense_from_hf(t, "pooler.dense"))
+      params["pooler"] = jax.tree.map(
+        jnp.asarray, dense_from_hf(t, "pooler.dense")
+      )
   return params
 
 
@@ -283,9 +354,14 @@ def load_tokenizer(model_dir, max_length: int = 128):
   if tok.padding:
     pad_id, pad_token = tok.padding["pad_id"], tok.padding["pad_token"]
   else:  # BERT vocabularies use [PAD] (id 0), RoBERTa's BPE <pad> (id 1)
-    pad_token = next((t for t in ("[PAD]", "<pad>") if tok.token_to_id(t) is not None), None)
+    pad_token = next(
+      (t for t in ("[PAD]", "<pad>") if tok.token_to_id(t) is not None),
+      None,
+    )
     if pad_token is None:
-      raise ValueError(f"{model_dir}: tokenizer has no padding config and no [PAD]/<pad> token")
+      raise ValueError(
+        f"{model_dir}: tokenizer has no padding config and no [PAD]/<pad> token"
+      )
     pad_id = tok.token_to_id(pad_token)
   tok.enable_padding(pad_id=pad_id, pad_token=pad_token)
   return tok
@@ -293,22 +369,33 @@ def load_tokenizer(model_dir, max_length: int = 128):
 
 def tokenize_batch(tokenizer, texts, pairs=None):
   """``(input_ids, attention_mask, token_type_ids)`` int32 arrays ``[N, L]``."""
-  enc = (tokenizer.encode_batch(list(texts)) if pairs is None
-         else tokenizer.encode_batch(list(zip(texts, pairs))))
+  enc = (
+    tokenizer.encode_batch(list(texts))
+    if pairs is None
+    else tokenizer.encode_batch(list(zip(texts, pairs)))
+  )
   ids = np.asarray([e.ids for e in enc], np.int32)
   mask = np.asarray([e.attention_mask for e in enc], np.int32)
   types = np.asarray([e.type_ids for e in enc], np.int32)
   return ids, mask, types
 
 
-def sentence_embeddings(config: BertConfig, params: dict, input_ids, attention_mask,
-                        token_type_ids=None) -> jnp.ndarray:
+def sentence_embeddings(
+  config: BertConfig,
+  params: dict,
+  input_ids,
+  attention_mask,
+  token_type_ids=None,
+) -> jnp.ndarray:
   """all-MiniLM-L6-v2 sentence embeddings: masked mean of token states,
   L2-normalised. ``params`` are :class:`BertEncoder` params."""
-  states = BertEncoder(config).apply({"params": params}, input_ids, attention_mask,
-                                     token_type_ids)
+  states = BertEncoder(config).apply(
+    {"params": params}, input_ids, attention_mask, token_type_ids
+  )
   pooled = mean_pool(states, jnp.asarray(attention_mask))
-  return pooled / jnp.maximum(jnp.linalg.norm(pooled, axis=-1, keepdims=True), 1e-12)
+  return pooled / jnp.maximum(
+    jnp.linalg.norm(pooled, axis=-1, keepdims=True), 1e-12
+  )
 
 
 def embed_sentences(texts, model_dir=None, max_length: int = 256) -> np.ndarray:
@@ -316,5 +403,7 @@ def embed_sentences(texts, model_dir=None, max_length: int = 256) -> np.ndarray:
   256 tokens is the model's sentence-transformers max_seq_length)."""
   model_dir = minilm_dir() if model_dir is None else Path(model_dir)
   config, params = load_hf_encoder(model_dir)
-  ids, mask, types = tokenize_batch(load_tokenizer(model_dir, max_length), texts)
+  ids, mask, types = tokenize_batch(
+    load_tokenizer(model_dir, max_length), texts
+  )
   return np.asarray(sentence_embeddings(config, params, ids, mask, types))

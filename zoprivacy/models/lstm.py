@@ -13,8 +13,6 @@ independently, and the module works under ``jax.vmap`` over examples.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import flax.linen as nn
 import jax.numpy as jnp
 
@@ -27,7 +25,7 @@ class LSTMClassifier(nn.Module):
   num_layers: int = 1
 
   @nn.compact
-  def __call__(self, tokens, lengths: Optional[jnp.ndarray] = None):
+  def __call__(self, tokens, lengths: jnp.ndarray | None = None):
     batch_shape = tokens.shape[:-1]
     tokens = tokens.reshape((-1, tokens.shape[-1]))
     if lengths is None:

@@ -23,7 +23,7 @@ pooling.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import flax.linen as nn
 import jax
@@ -41,6 +41,7 @@ class WSConv(nn.Module):
   """Convolution with scaled weight standardization (Brock et al., 2021):
   ``W_hat = gain * (W - mean(W)) / (std(W) * sqrt(fan_in))``, statistics over
   the fan-in axes of each output channel (parameters only, never activations)."""
+
   features: int
   kernel_size: Sequence[int] = (3, 3)
   strides: Sequence[int] = (1, 1)
@@ -51,16 +52,27 @@ class WSConv(nn.Module):
   def __call__(self, x):
     in_ch = x.shape[-1]
     shape = tuple(self.kernel_size) + (in_ch, self.features)
-    kernel = self.param("kernel", nn.initializers.variance_scaling(1.0, "fan_in", "normal"),
-                        shape)
+    kernel = self.param(
+      "kernel",
+      nn.initializers.variance_scaling(1.0, "fan_in", "normal"),
+      shape,
+    )
     gain = self.param("gain", nn.initializers.ones, (self.features,))
     fan_in = math.prod(shape[:-1])
     mean = jnp.mean(kernel, axis=(0, 1, 2), keepdims=True)
     var = jnp.var(kernel, axis=(0, 1, 2), keepdims=True)
-    w = (kernel - mean) * jax.lax.rsqrt(jnp.maximum(var * fan_in, self.eps)) * gain
+    w = (
+      (kernel - mean)
+      * jax.lax.rsqrt(jnp.maximum(var * fan_in, self.eps))
+      * gain
+    )
     y = jax.lax.conv_general_dilated(
-        x, w.astype(x.dtype), window_strides=tuple(self.strides), padding="SAME",
-        dimension_numbers=("NHWC", "HWIO", "NHWC"))
+      x,
+      w.astype(x.dtype),
+      window_strides=tuple(self.strides),
+      padding="SAME",
+      dimension_numbers=("NHWC", "HWIO", "NHWC"),
+    )
     if self.use_bias:
       y = y + self.param("bias", nn.initializers.zeros, (self.features,))
     return y
@@ -68,6 +80,7 @@ class WSConv(nn.Module):
 
 class NFBasicBlock(nn.Module):
   """Normalizer-free pre-activation basic block (two 3x3 WSConvs)."""
+
   features: int
   strides: int = 1
   alpha: float = 0.2
@@ -78,9 +91,15 @@ class NFBasicBlock(nn.Module):
     h = scaled_relu(x) / self.beta
     shortcut = x
     if self.strides != 1 or x.shape[-1] != self.features:
-      shortcut = WSConv(self.features, (1, 1), (self.strides, self.strides),
-                        name="shortcut")(h)
-    out = WSConv(self.features, (3, 3), (self.strides, self.strides), name="conv0")(h)
+      shortcut = WSConv(
+        self.features,
+        (1, 1),
+        (self.strides, self.strides),
+        name="shortcut",
+      )(h)
+    out = WSConv(
+      self.features, (3, 3), (self.strides, self.strides), name="conv0"
+    )(h)
     out = WSConv(self.features, (3, 3), name="conv1")(scaled_relu(out))
     skip_gain = self.param("skip_gain", nn.initializers.zeros, ())
     return shortcut + self.alpha * skip_gain * out
@@ -90,6 +109,7 @@ class NFResNet(nn.Module):
   """NF-ResNet with basic blocks. ``NFResNet()`` is NF-ResNet18 for 32x32
   inputs (widths 64-128-256-512, two blocks per stage, about 11.2M parameters);
   shrink ``widths`` / ``depths`` for tests. Input ``[..., H, W, C]`` -> logits."""
+
   num_classes: int = 10
   widths: Sequence[int] = (64, 128, 256, 512)
   depths: Sequence[int] = (2, 2, 2, 2)
@@ -105,11 +125,16 @@ class NFResNet(nn.Module):
     for stage, (width, depth) in enumerate(zip(self.widths, self.depths)):
       for i in range(depth):
         strides = 2 if (i == 0 and stage > 0) else 1
-        x = NFBasicBlock(width, strides, self.alpha, expected_std,
-                         name=f"stage{stage}_block{i}")(x)
+        x = NFBasicBlock(
+          width,
+          strides,
+          self.alpha,
+          expected_std,
+          name=f"stage{stage}_block{i}",
+        )(x)
         if i == 0:  # a transition block's shortcut re-normalises the signal
           expected_std = 1.0
-        expected_std = math.sqrt(expected_std ** 2 + self.alpha ** 2)
+        expected_std = math.sqrt(expected_std**2 + self.alpha**2)
     x = scaled_relu(x)
     x = jnp.mean(x, axis=(1, 2))
     x = nn.Dense(self.num_classes, name="head")(x)

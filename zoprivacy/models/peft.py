@@ -31,13 +31,14 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Callable, Optional, Tuple
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 from flax import traverse_util
 
-Predicate = Callable[[Tuple[str, ...], Any], bool]
+Predicate = Callable[[tuple[str, ...], Any], bool]
 
 
 def _flat(tree) -> dict:
@@ -50,18 +51,20 @@ def _unfreeze(tree):
   return tree
 
 
-def path_str(path: Tuple[str, ...]) -> str:
+def path_str(path: tuple[str, ...]) -> str:
   return "/".join(str(p) for p in path)
 
 
-def split_params(params, predicate: Predicate) -> Tuple[dict, dict]:
+def split_params(params, predicate: Predicate) -> tuple[dict, dict]:
   """``(trainable, frozen)``: nested dicts holding the leaves for which
   ``predicate(path, leaf)`` is true / false (each keeps only its own leaves,
   so both are ordinary pytrees for ``jax.tree`` maps)."""
   flat = _flat(params)
   trainable = {k: v for k, v in flat.items() if predicate(k, v)}
   frozen = {k: v for k, v in flat.items() if k not in trainable}
-  return traverse_util.unflatten_dict(trainable), traverse_util.unflatten_dict(frozen)
+  return traverse_util.unflatten_dict(trainable), traverse_util.unflatten_dict(
+    frozen
+  )
 
 
 def merge_params(trainable, frozen) -> dict:
@@ -69,18 +72,24 @@ def merge_params(trainable, frozen) -> dict:
   a, b = _flat(trainable), _flat(frozen)
   both = set(a) & set(b)
   if both:
-    raise ValueError(f"paths present in both parts: {sorted(map(path_str, both))[:5]}")
+    raise ValueError(
+      f"paths present in both parts: {sorted(map(path_str, both))[:5]}"
+    )
   return traverse_util.unflatten_dict({**b, **a})
 
 
-def bind_frozen(fn: Callable, frozen, merge: Callable = merge_params) -> Callable:
+def bind_frozen(
+  fn: Callable, frozen, merge: Callable = merge_params
+) -> Callable:
   """``lambda trainable, *args: fn(merge(trainable, frozen), *args)``."""
+
   def bound(trainable, *args, **kwargs):
     return fn(merge(trainable, frozen), *args, **kwargs)
+
   return bound
 
 
-def bitfit(path: Tuple[str, ...], leaf) -> bool:
+def bitfit(path: tuple[str, ...], leaf) -> bool:
   """BitFit predicate: bias vectors only (Flax leaves named ``bias``; LayerNorm
   biases included, as in Ben Zaken et al.)."""
   return path[-1] == "bias"
@@ -106,9 +115,10 @@ class LoRA:
   :meth:`merge` returns params with ``kernel + (alpha / rank) * A @ B``.
   ``alpha=None`` means ``alpha = rank`` (scale 1).
   """
+
   rank: int
   targets: str = r"(query|value)/kernel$"
-  alpha: Optional[float] = None
+  alpha: float | None = None
 
   @property
   def scale(self) -> float:
@@ -116,8 +126,11 @@ class LoRA:
 
   def target_paths(self, params) -> list:
     rx = re.compile(self.targets)
-    paths = [k for k, v in _flat(params).items()
-             if k[-1] == "kernel" and jnp.ndim(v) == 2 and rx.search(path_str(k))]
+    paths = [
+      k
+      for k, v in _flat(params).items()
+      if k[-1] == "kernel" and jnp.ndim(v) == 2 and rx.search(path_str(k))
+    ]
     if not paths:
       raise ValueError(f"no 2-D kernel matches {self.targets!r}")
     return sorted(paths)
@@ -129,8 +142,9 @@ class LoRA:
     for key, path in zip(jax.random.split(rng, len(paths)), paths):
       w = flat[path]
       d_in, d_out = w.shape
-      adapters[path[:-1] + ("lora_A",)] = (
-          jax.random.normal(key, (d_in, self.rank), w.dtype) / jnp.sqrt(d_in).astype(w.dtype))
+      adapters[path[:-1] + ("lora_A",)] = jax.random.normal(
+        key, (d_in, self.rank), w.dtype
+      ) / jnp.sqrt(d_in).astype(w.dtype)
       adapters[path[:-1] + ("lora_B",)] = jnp.zeros((self.rank, d_out), w.dtype)
     return traverse_util.unflatten_dict(adapters)
 

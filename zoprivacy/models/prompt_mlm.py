@@ -17,8 +17,8 @@ safetensors (``roberta.*`` and ``lm_head.*`` tensors) with
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence, Tuple
 
 import flax.linen as nn
 import jax
@@ -26,21 +26,34 @@ import jax.numpy as jnp
 import numpy as np
 
 from zoprivacy.models.bert import (
-    BertConfig, BertEncoder, dense_from_hf, layer_norm_from_hf, encoder_params_from_hf, read_safetensors)
+  BertConfig,
+  BertEncoder,
+  dense_from_hf,
+  encoder_params_from_hf,
+  layer_norm_from_hf,
+  read_safetensors,
+)
 
 
 class RobertaLMHead(nn.Module):
   """``dense -> gelu -> LayerNorm``; the caller applies the tied decoder."""
+
   config: BertConfig
 
   @nn.compact
   def __call__(self, states):
-    h = nn.gelu(nn.Dense(self.config.hidden_size, name="dense")(states), approximate=False)
-    return nn.LayerNorm(epsilon=self.config.layer_norm_eps, name="layer_norm")(h)
+    h = nn.gelu(
+      nn.Dense(self.config.hidden_size, name="dense")(states),
+      approximate=False,
+    )
+    return nn.LayerNorm(epsilon=self.config.layer_norm_eps, name="layer_norm")(
+      h
+    )
 
 
 class RobertaMaskedLM(nn.Module):
   """Full-vocabulary masked-LM logits ``[..., L, vocab]``."""
+
   config: BertConfig
 
   @nn.compact
@@ -48,8 +61,12 @@ class RobertaMaskedLM(nn.Module):
     encoder = BertEncoder(self.config, name="encoder")
     states = encoder(input_ids, attention_mask)
     h = RobertaLMHead(self.config, name="lm_head")(states)
-    emb = jnp.asarray(encoder.variables["params"]["embeddings"]["word_embeddings"]["embedding"])
-    bias = self.param("lm_bias", nn.initializers.zeros, (self.config.vocab_size,))
+    emb = jnp.asarray(
+      encoder.variables["params"]["embeddings"]["word_embeddings"]["embedding"]
+    )
+    bias = self.param(
+      "lm_bias", nn.initializers.zeros, (self.config.vocab_size,)
+    )
     return h @ emb.T + bias
 
 
@@ -57,8 +74,9 @@ class PromptMLMClassifier(nn.Module):
   """Class logits ``[..., num_labels]`` = masked-LM logits of ``label_word_ids``
   at the (single) position where ``input_ids == mask_token_id``. Parameters
   are identical to :class:`RobertaMaskedLM`'s, so the same pytree serves both."""
+
   config: BertConfig
-  label_word_ids: Tuple[int, ...]
+  label_word_ids: tuple[int, ...]
   mask_token_id: int
 
   @nn.compact
@@ -66,22 +84,38 @@ class PromptMLMClassifier(nn.Module):
     encoder = BertEncoder(self.config, name="encoder")
     states = encoder(input_ids, attention_mask)
     pos = jnp.argmax(input_ids == self.mask_token_id, axis=-1)
-    at_mask = jnp.take_along_axis(states, pos[..., None, None], axis=-2)[..., 0, :]
+    at_mask = jnp.take_along_axis(states, pos[..., None, None], axis=-2)[
+      ..., 0, :
+    ]
     h = RobertaLMHead(self.config, name="lm_head")(at_mask)
-    emb = jnp.asarray(encoder.variables["params"]["embeddings"]["word_embeddings"]["embedding"])
-    bias = self.param("lm_bias", nn.initializers.zeros, (self.config.vocab_size,))
+    emb = jnp.asarray(
+      encoder.variables["params"]["embeddings"]["word_embeddings"]["embedding"]
+    )
+    bias = self.param(
+      "lm_bias", nn.initializers.zeros, (self.config.vocab_size,)
+    )
     ids = jnp.asarray(self.label_word_ids)
     return h @ emb[ids].T + bias[ids]
 
 
-def mlm_params_from_hf(tensors: Mapping[str, np.ndarray], config: BertConfig) -> dict:
+def mlm_params_from_hf(
+  tensors: Mapping[str, np.ndarray], config: BertConfig
+) -> dict:
   """Params of :class:`RobertaMaskedLM` / :class:`PromptMLMClassifier` from
   ``RobertaForMaskedLM`` tensors. The decoder must be tied to the word
   embeddings (as in all RoBERTa checkpoints); an untied ``lm_head.decoder.weight``
   raises ``ValueError``."""
   enc = encoder_params_from_hf(tensors, config)
-  missing = [k for k in ("lm_head.dense.weight", "lm_head.dense.bias", "lm_head.layer_norm.weight",
-                         "lm_head.layer_norm.bias") if k not in tensors]
+  missing = [
+    k
+    for k in (
+      "lm_head.dense.weight",
+      "lm_head.dense.bias",
+      "lm_head.layer_norm.weight",
+      "lm_head.layer_norm.bias",
+    )
+    if k not in tensors
+  ]
   if missing:
     raise KeyError(f"checkpoint lacks masked-LM head tensors {missing}")
   if "lm_head.bias" in tensors:
@@ -92,16 +126,25 @@ def mlm_params_from_hf(tensors: Mapping[str, np.ndarray], config: BertConfig) ->
     raise KeyError("checkpoint lacks lm_head.bias")
   dec = tensors.get("lm_head.decoder.weight")
   if dec is not None and not np.array_equal(
-      dec, np.asarray(enc["embeddings"]["word_embeddings"]["embedding"])):
-    raise ValueError("lm_head.decoder.weight is not tied to the word embeddings")
-  return jax.tree.map(jnp.asarray, {
+    dec, np.asarray(enc["embeddings"]["word_embeddings"]["embedding"])
+  ):
+    raise ValueError(
+      "lm_head.decoder.weight is not tied to the word embeddings"
+    )
+  return jax.tree.map(
+    jnp.asarray,
+    {
       "encoder": enc,
-      "lm_head": {"dense": dense_from_hf(tensors, "lm_head.dense"),
-                  "layer_norm": layer_norm_from_hf(tensors, "lm_head.layer_norm")},
-      "lm_bias": np.asarray(bias)})
+      "lm_head": {
+        "dense": dense_from_hf(tensors, "lm_head.dense"),
+        "layer_norm": layer_norm_from_hf(tensors, "lm_head.layer_norm"),
+      },
+      "lm_bias": np.asarray(bias),
+    },
+  )
 
 
-def load_roberta_mlm(model_dir) -> Tuple[BertConfig, dict]:
+def load_roberta_mlm(model_dir) -> tuple[BertConfig, dict]:
   """``(config, params)`` from a Hugging Face RoBERTa masked-LM folder
   (``config.json`` + ``model.safetensors``, e.g. ``roberta-base`` /
   ``roberta-large`` converted to safetensors)."""
@@ -110,6 +153,9 @@ def load_roberta_mlm(model_dir) -> Tuple[BertConfig, dict]:
   return config, mlm_params_from_hf(read_safetensors(model_dir), config)
 
 
-def prompt_classifier(config: BertConfig, label_word_ids: Sequence[int],
-                      mask_token_id: int) -> PromptMLMClassifier:
-  return PromptMLMClassifier(config, tuple(int(i) for i in label_word_ids), int(mask_token_id))
+def prompt_classifier(
+  config: BertConfig, label_word_ids: Sequence[int], mask_token_id: int
+) -> PromptMLMClassifier:
+  return PromptMLMClassifier(
+    config, tuple(int(i) for i in label_word_ids), int(mask_token_id)
+  )

@@ -6,10 +6,9 @@ example's output from that example alone, as per-example clipping requires.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import flax.linen as nn
-import jax.numpy as jnp
 
 
 class SmallCNN(nn.Module):
@@ -18,6 +17,7 @@ class SmallCNN(nn.Module):
   Sized for 8x8 digits and 28x28 Fashion-MNIST; ``features`` sets the
   channels of each 3x3 convolution (stride 2 after the first).
   """
+
   num_classes: int = 10
   features: Sequence[int] = (8, 16)
 
@@ -32,6 +32,7 @@ class SmallCNN(nn.Module):
 
 class MLP(nn.Module):
   """Flatten -> [Dense -> ReLU] * len(hidden) -> Dense(classes)."""
+
   num_classes: int = 10
   hidden: Sequence[int] = (128,)
 

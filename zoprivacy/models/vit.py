@@ -21,13 +21,16 @@ import jax.numpy as jnp
 class SelfAttention(nn.Module):
   """Multi-head self-attention with separate query/key/value/out Dense layers.
   ``mask``: optional ``[..., L]`` boolean, True for tokens that may be attended to."""
+
   num_heads: int
 
   @nn.compact
   def __call__(self, x, mask=None):
     d = x.shape[-1]
     if d % self.num_heads:
-      raise ValueError(f"hidden size {d} not divisible by {self.num_heads} heads")
+      raise ValueError(
+        f"hidden size {d} not divisible by {self.num_heads} heads"
+      )
     hd = d // self.num_heads
 
     def heads(name):
@@ -35,9 +38,13 @@ class SelfAttention(nn.Module):
       return y.reshape(y.shape[:-1] + (self.num_heads, hd))
 
     q, k, v = heads("query"), heads("key"), heads("value")
-    logits = jnp.einsum("...qhd,...khd->...hqk", q, k) / jnp.sqrt(hd).astype(x.dtype)
+    logits = jnp.einsum("...qhd,...khd->...hqk", q, k) / jnp.sqrt(hd).astype(
+      x.dtype
+    )
     if mask is not None:
-      logits = jnp.where(mask[..., None, None, :], logits, jnp.finfo(logits.dtype).min)
+      logits = jnp.where(
+        mask[..., None, None, :], logits, jnp.finfo(logits.dtype).min
+      )
     weights = jax.nn.softmax(logits, axis=-1)
     y = jnp.einsum("...hqk,...khd->...qhd", weights, v).reshape(x.shape)
     return nn.Dense(d, name="out")(y)
@@ -49,7 +56,9 @@ class ViTBlock(nn.Module):
 
   @nn.compact
   def __call__(self, x):
-    x = x + SelfAttention(self.num_heads, name="attention")(nn.LayerNorm(name="ln1")(x))
+    x = x + SelfAttention(self.num_heads, name="attention")(
+      nn.LayerNorm(name="ln1")(x)
+    )
     h = nn.Dense(self.mlp_dim, name="mlp_in")(nn.LayerNorm(name="ln2")(x))
     return x + nn.Dense(x.shape[-1], name="mlp_out")(nn.gelu(h))
 
@@ -59,6 +68,7 @@ class ViT(nn.Module):
   token, learned position embeddings, ``depth`` blocks, final LayerNorm, linear
   head on the class token. Defaults are tiny (for tests); see :func:`vit_small_pazo`.
   Input ``[..., H, W, C]`` with H, W divisible by ``patch_size``."""
+
   num_classes: int = 10
   patch_size: int = 4
   hidden_size: int = 32
@@ -71,13 +81,22 @@ class ViT(nn.Module):
     batch_shape = x.shape[:-3]
     x = x.reshape((-1,) + x.shape[-3:])
     p = self.patch_size
-    x = nn.Conv(self.hidden_size, (p, p), strides=(p, p), padding="VALID",
-                name="patch_embed")(x)
+    x = nn.Conv(
+      self.hidden_size,
+      (p, p),
+      strides=(p, p),
+      padding="VALID",
+      name="patch_embed",
+    )(x)
     n, h, w, d = x.shape
     x = x.reshape(n, h * w, d)
     cls = self.param("cls_token", nn.initializers.zeros, (1, 1, d))
-    x = jnp.concatenate([jnp.broadcast_to(cls, (n, 1, d)).astype(x.dtype), x], axis=1)
-    pos = self.param("pos_embedding", nn.initializers.normal(0.02), (1, h * w + 1, d))
+    x = jnp.concatenate(
+      [jnp.broadcast_to(cls, (n, 1, d)).astype(x.dtype), x], axis=1
+    )
+    pos = self.param(
+      "pos_embedding", nn.initializers.normal(0.02), (1, h * w + 1, d)
+    )
     x = x + pos
     for i in range(self.depth):
       x = ViTBlock(self.num_heads, self.mlp_dim, name=f"block{i}")(x)
@@ -88,5 +107,11 @@ class ViT(nn.Module):
 
 def vit_small_pazo(num_classes: int = 200) -> ViT:
   """The ~10M-parameter ViT used for PAZO's Tiny-ImageNet setting (64x64 inputs)."""
-  return ViT(num_classes=num_classes, patch_size=8, hidden_size=384, depth=6, num_heads=6,
-             mlp_dim=1536)
+  return ViT(
+    num_classes=num_classes,
+    patch_size=8,
+    hidden_size=384,
+    depth=6,
+    num_heads=6,
+    mlp_dim=1536,
+  )

@@ -11,15 +11,13 @@
 """
 
 from zoprivacy.privacy.exact_noise import ExactNoiseSource
-from zoprivacy.privacy.plan import PlanError
-from zoprivacy.privacy.plan import PrivacyPlan
-from zoprivacy.privacy.plan import find_plan
+from zoprivacy.privacy.plan import PlanError, PrivacyPlan, find_plan
 from zoprivacy.privacy.randomness import InsecureTestNoiseWarning
 
 __all__ = [
-    "ExactNoiseSource",
-    "InsecureTestNoiseWarning",
-    "PlanError",
-    "PrivacyPlan",
-    "find_plan",
+  "ExactNoiseSource",
+  "InsecureTestNoiseWarning",
+  "PlanError",
+  "PrivacyPlan",
+  "find_plan",
 ]

@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable
 from fractions import Fraction
-from typing import Callable, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -47,8 +48,9 @@ _DEPTH = 6
 _DEPTH_LARGE_DEN = 3
 _SMALL_DEN = 2**64
 # gamma = 1 (Alg. 2's geometric loop): thresholds D!/k!, k = 0..D.
-_E1_THRESHOLDS = tuple(math.factorial(_DEPTH) // math.factorial(k)
-                       for k in range(_DEPTH + 1))
+_E1_THRESHOLDS = tuple(
+  math.factorial(_DEPTH) // math.factorial(k) for k in range(_DEPTH + 1)
+)
 _E1_TOP = _E1_THRESHOLDS[0]
 
 
@@ -75,8 +77,9 @@ def _randbelow_of(rng) -> Callable[[int], int]:
   randbelow = getattr(rng, "randbelow", None)
   if not callable(randbelow):
     raise ValueError(
-        "rng must have a method randbelow(n) returning an exactly uniform "
-        f"integer in [0, n); got {type(rng).__name__}.")
+      "rng must have a method randbelow(n) returning an exactly uniform "
+      f"integer in [0, n); got {type(rng).__name__}."
+    )
   return randbelow
 
 
@@ -94,8 +97,7 @@ def _exact_ratio(x, name: str) -> tuple[int, int]:
   if frac <= 0:
     raise ValueError(f"{name} must be > 0, got {x!r}.")
   if frac > _MAX_FLOAT_PARAMETER:
-    raise ValueError(
-        f"{name} must be <= 2**42 for int64 output, got {x!r}.")
+    raise ValueError(f"{name} must be <= 2**42 for int64 output, got {x!r}.")
   return frac.numerator, frac.denominator
 
 
@@ -110,8 +112,9 @@ def _chain_top(den: int, depth: int) -> int:
   return den**depth * math.factorial(depth)
 
 
-def _chain_decide(num: int, den: int, depth: int, top: int, w: int,
-                  randbelow) -> bool:
+def _chain_decide(
+  num: int, den: int, depth: int, top: int, w: int, randbelow
+) -> bool:
   """CKS Alg. 1 for ``0 < num/den <= 1`` with its first steps read off ``w``.
 
   Alg. 1 draws A_k ~ Bernoulli(gamma / k), k = 1, 2, ..., up to the first
@@ -234,8 +237,9 @@ def _discrete_laplace(t: int, s: int, randbelow) -> int:
     return -y if negative else y
 
 
-def sample_discrete_laplace(scale_num: int, scale_den: int,
-                            rng: RandBelow) -> int:
+def sample_discrete_laplace(
+  scale_num: int, scale_den: int, rng: RandBelow
+) -> int:
   """Exact discrete Laplace sample with rational scale ``t = num / den``.
 
   Canonne, Kamath, Steinke (2020), Algorithm 2. Samples exactly
@@ -282,8 +286,9 @@ def _discrete_gaussian(n: int, d: int, randbelow) -> int:
       return y
 
 
-def sample_discrete_gaussian(sigma_sq_num: int, sigma_sq_den: int,
-                             rng: RandBelow) -> int:
+def sample_discrete_gaussian(
+  sigma_sq_num: int, sigma_sq_den: int, rng: RandBelow
+) -> int:
   """Exact discrete Gaussian sample with rational ``sigma^2 = num / den``.
 
   Canonne, Kamath, Steinke (2020), Algorithm 3 (rejection from the discrete
@@ -343,8 +348,9 @@ def discrete_laplace_sample(scale: float, rng: RandBelow) -> int:
   return _discrete_laplace(num, den, _randbelow_of(rng))
 
 
-def discrete_gaussian_noise(sigma: float, size: int,
-                            rng: RandBelow) -> np.ndarray:
+def discrete_gaussian_noise(
+  sigma: float, size: int, rng: RandBelow
+) -> np.ndarray:
   """``size`` i.i.d. exact discrete Gaussian samples as an int64 array.
 
   Canonne, Kamath, Steinke (2020), Algorithm 3. Each entry has exactly
@@ -364,12 +370,15 @@ def discrete_gaussian_noise(sigma: float, size: int,
   size = _check_int(size, "size", 0)
   randbelow = _randbelow_of(rng)
   n, d = num * num, den * den
-  return np.array([_discrete_gaussian(n, d, randbelow) for _ in range(size)],
-                  dtype=np.int64)
+  return np.array(
+    [_discrete_gaussian(n, d, randbelow) for _ in range(size)],
+    dtype=np.int64,
+  )
 
 
-def discrete_laplace_noise(scale: float, size: int,
-                           rng: RandBelow) -> np.ndarray:
+def discrete_laplace_noise(
+  scale: float, size: int, rng: RandBelow
+) -> np.ndarray:
   """``size`` i.i.d. exact discrete Laplace samples as an int64 array.
 
   Canonne, Kamath, Steinke (2020), Algorithm 2. Each entry has exactly
@@ -388,5 +397,7 @@ def discrete_laplace_noise(scale: float, size: int,
   num, den = _exact_ratio(scale, "scale")
   size = _check_int(size, "size", 0)
   randbelow = _randbelow_of(rng)
-  return np.array([_discrete_laplace(num, den, randbelow)
-                   for _ in range(size)], dtype=np.int64)
+  return np.array(
+    [_discrete_laplace(num, den, randbelow) for _ in range(size)],
+    dtype=np.int64,
+  )

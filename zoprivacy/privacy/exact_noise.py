@@ -36,16 +36,23 @@ class ExactNoiseSource:
       ``insecure_test_noise_seed`` is given.
   """
 
-  def __init__(self, plan: plan_lib.PrivacyPlan, secret: bytes | None = None,
-               *, insecure_test_noise_seed: int | None = None):
+  def __init__(
+    self,
+    plan: plan_lib.PrivacyPlan,
+    secret: bytes | None = None,
+    *,
+    insecure_test_noise_seed: int | None = None,
+  ):
     if plan.noise_kind != "discrete":
-      raise ValueError(f"ExactNoiseSource needs a discrete plan, got "
-                       f"{plan.mechanism!r}.")
+      raise ValueError(
+        f"ExactNoiseSource needs a discrete plan, got {plan.mechanism!r}."
+      )
     if insecure_test_noise_seed is not None and plan.is_private:
       raise ValueError(
-          "This plan promises secret noise from OS entropy; a reproducible "
-          "test seed would void it. Build the estimator with the same "
-          "insecure_test_noise_seed so that its plan says NOT PRIVATE.")
+        "This plan promises secret noise from OS entropy; a reproducible "
+        "test seed would void it. Build the estimator with the same "
+        "insecure_test_noise_seed so that its plan says NOT PRIVATE."
+      )
     if secret is None:
       if insecure_test_noise_seed is not None:
         secret = randomness.insecure_test_secret(insecure_test_noise_seed)
@@ -62,14 +69,17 @@ class ExactNoiseSource:
   def draw(self, step: int) -> np.ndarray:
     """The ``int32[num_queries]`` noise of step ``step``."""
     from zoprivacy.privacy import discrete_noise  # pylint: disable=g-import-not-at-top
+
     stream = randomness.KeyedStream(self.secret, PURPOSE, int(step))
     size = self.plan.num_queries
     if self.plan.mechanism == "discrete_gaussian":
-      values = discrete_noise.discrete_gaussian_noise(self.integer_scale, size,
-                                                      stream)
+      values = discrete_noise.discrete_gaussian_noise(
+        self.integer_scale, size, stream
+      )
     else:
-      values = discrete_noise.discrete_laplace_noise(self.integer_scale, size,
-                                                     stream)
+      values = discrete_noise.discrete_laplace_noise(
+        self.integer_scale, size, stream
+      )
     values = np.asarray(values, np.int64)
     if np.any(np.abs(values) > 2**30):
       raise OverflowError("Integer noise exceeds the int32 range.")

@@ -38,8 +38,13 @@ from typing import Any
 
 import jax
 
-MECHANISMS = ("gaussian", "laplace", "discrete_gaussian", "discrete_laplace",
-              "none")
+MECHANISMS = (
+  "gaussian",
+  "laplace",
+  "discrete_gaussian",
+  "discrete_laplace",
+  "none",
+)
 NEIGHBORING = ("add_or_remove", "replace_one")
 SAMPLING = ("poisson", "full_batch")
 NOISE_SOURCES = ("os_entropy", "insecure_test_seed")
@@ -78,6 +83,7 @@ class PrivacyPlan:
     notes: human-readable remarks (e.g. why exact noise fell back to
       floating point), printed in every report.
   """
+
   mechanism: str
   noise_multiplier: float = 0.0
   clip: float = math.inf
@@ -106,8 +112,9 @@ class PrivacyPlan:
         raise PlanError("Discrete mechanisms need an integer grid_points.")
       if self.num_queries != 1 or self.neighboring != "add_or_remove":
         raise PlanError(
-            "The discrete PLDs cover one query under add/remove only; use "
-            "continuous noise for several queries or replace-one.")
+          "The discrete PLDs cover one query under add/remove only; use "
+          "continuous noise for several queries or replace-one."
+        )
     if self.mechanism == "laplace" and self.neighboring != "add_or_remove":
       raise PlanError("Laplace noise is accounted under add/remove only.")
 
@@ -125,18 +132,24 @@ class PrivacyPlan:
   def noise_kind(self) -> str:
     if not self.is_noised:
       return "none"
-    return "discrete" if self.mechanism.startswith("discrete_") else "continuous"
+    return (
+      "discrete" if self.mechanism.startswith("discrete_") else "continuous"
+    )
 
   @property
   def sampling_probability(self) -> float:
     if self.sampling == "full_batch":
       return 1.0
     if self.dataset_size is None or self.expected_batch_size is None:
-      raise PlanError("The plan needs dataset_size and expected_batch_size "
-                      "for its Poisson sampling probability.")
+      raise PlanError(
+        "The plan needs dataset_size and expected_batch_size "
+        "for its Poisson sampling probability."
+      )
     if self.expected_batch_size > self.dataset_size:
-      raise PlanError(f"expected_batch_size ({self.expected_batch_size}) "
-                      f"exceeds dataset_size ({self.dataset_size}).")
+      raise PlanError(
+        f"expected_batch_size ({self.expected_batch_size}) "
+        f"exceeds dataset_size ({self.dataset_size})."
+      )
     return self.expected_batch_size / self.dataset_size
 
   def replace(self, **changes) -> PrivacyPlan:
@@ -150,6 +163,7 @@ class PrivacyPlan:
     """The ``dp_accounting.DpEvent`` of one step, or ``None`` if dp_accounting
     has no event class for the mechanism (the discrete ones)."""
     import dp_accounting  # pylint: disable=g-import-not-at-top
+
     if self.mechanism == "none":
       return dp_accounting.NonPrivateDpEvent()
     if self.mechanism == "gaussian":
@@ -159,13 +173,15 @@ class PrivacyPlan:
     else:
       return None
     if self.sampling == "poisson":
-      return dp_accounting.PoissonSampledDpEvent(self.sampling_probability,
-                                                 event)
+      return dp_accounting.PoissonSampledDpEvent(
+        self.sampling_probability, event
+      )
     return event
 
   def pld(self, num_steps: int):
     """The privacy loss distribution of ``num_steps`` steps (float64)."""
     from zoprivacy.accounting import plan_pld  # pylint: disable=g-import-not-at-top
+
     return plan_pld.pld(self, num_steps)
 
   def epsilon(self, num_steps: int, delta: float | None = None) -> float:
@@ -181,6 +197,7 @@ class PrivacyPlan:
       raise PlanError(f"delta must lie in (0, 1), got {delta!r}.")
     if self.mechanism == "gaussian" and self.sampling == "full_batch":
       from zoprivacy.accounting import plan_pld  # pylint: disable=g-import-not-at-top
+
       return plan_pld.full_batch_gaussian_epsilon(self, num_steps, delta)
     return float(self.pld(num_steps).get_epsilon_for_delta(delta))
 
@@ -192,14 +209,18 @@ class PrivacyPlan:
     kind = self.mechanism.replace("_", " ")
     parts = [f"{kind} noise, multiplier {self.noise_multiplier:.4g}"]
     if self.grid_points:
-      parts.append(f"exact integer noise on a grid of {self.grid_points} "
-                   "steps per clip")
+      parts.append(
+        f"exact integer noise on a grid of {self.grid_points} steps per clip"
+      )
     elif self.mechanism == "gaussian":
       parts.append("floating-point noise")
     if self.num_queries > 1:
       parts.append(f"{self.num_queries} queries per step")
-    rel = ("add/remove-one (max of both directions)"
-           if self.neighboring == "add_or_remove" else "replace-one")
+    rel = (
+      "add/remove-one (max of both directions)"
+      if self.neighboring == "add_or_remove"
+      else "replace-one"
+    )
     parts.append(rel)
     if self.sampling == "poisson" and self.dataset_size is None:
       parts.append("Poisson sampling (p unknown: no dataset_size)")
@@ -207,11 +228,16 @@ class PrivacyPlan:
       parts.append(f"Poisson sampling p={self.sampling_probability:.5g}")
     else:
       parts.append("full batch")
-    parts.append("exact Gaussian accountant" if self.mechanism == "gaussian"
-                 and self.sampling == "full_batch" else "PLD accountant")
-    parts.append("secret noise from OS entropy"
-                 if self.noise_source == "os_entropy" else
-                 "NOT PRIVATE: reproducible insecure test noise")
+    parts.append(
+      "exact Gaussian accountant"
+      if self.mechanism == "gaussian" and self.sampling == "full_batch"
+      else "PLD accountant"
+    )
+    parts.append(
+      "secret noise from OS entropy"
+      if self.noise_source == "os_entropy"
+      else "NOT PRIVATE: reproducible insecure test noise"
+    )
     text = ", ".join(parts)
     if self.notes:
       text += "; " + "; ".join(self.notes)
@@ -252,14 +278,22 @@ def find_plan(state) -> PrivacyPlan:
     PlanError: when the state holds no plan (no zoprivacy estimator in the
       chain) or several different ones.
   """
-  found = [x for x in jax.tree.leaves(
-      state, is_leaf=lambda x: isinstance(x, PrivacyPlan))
-           if isinstance(x, PrivacyPlan)]
+  found = [
+    x
+    for x in jax.tree.leaves(
+      state, is_leaf=lambda x: isinstance(x, PrivacyPlan)
+    )
+    if isinstance(x, PrivacyPlan)
+  ]
   unique = list(dict.fromkeys(found))
   if not unique:
-    raise PlanError("This optimizer state holds no privacy plan: no zoprivacy "
-                    "estimator is in the chain.")
+    raise PlanError(
+      "This optimizer state holds no privacy plan: no zoprivacy "
+      "estimator is in the chain."
+    )
   if len(unique) > 1:
-    raise PlanError(f"This optimizer state holds {len(unique)} different "
-                    "privacy plans; compose them explicitly.")
+    raise PlanError(
+      f"This optimizer state holds {len(unique)} different "
+      "privacy plans; compose them explicitly."
+    )
   return unique[0]

@@ -65,26 +65,37 @@ def insecure_test_secret(seed: int) -> bytes:
   if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
     raise TypeError(f"The insecure test seed must be an integer, got {seed!r}.")
   warnings.warn(
-      "Noise and batch sampling use a reproducible test seed: this run is "
-      "NOT differentially private.", InsecureTestNoiseWarning, stacklevel=3)
+    "Noise and batch sampling use a reproducible test seed: this run is "
+    "NOT differentially private.",
+    InsecureTestNoiseWarning,
+    stacklevel=3,
+  )
   return hashlib.sha256(_TEST_DOMAIN + str(int(seed)).encode()).digest()
 
 
 def check_secret(secret) -> bytes:
-  secret = bytes(np.asarray(secret, np.uint8).tobytes()) if not isinstance(
-      secret, bytes) else secret
+  secret = (
+    bytes(np.asarray(secret, np.uint8).tobytes())
+    if not isinstance(secret, bytes)
+    else secret
+  )
   if len(secret) != SECRET_BYTES:
     raise ValueError(f"A secret has {SECRET_BYTES} bytes, got {len(secret)}.")
   return secret
 
 
-def derive(secret: bytes, purpose: str, *counters: int,
-           num_bytes: int = 16) -> bytes:
+def derive(
+  secret: bytes, purpose: str, *counters: int, num_bytes: int = 16
+) -> bytes:
   """Keyed BLAKE2b of ``(purpose, counters)``: independent sub-secrets."""
-  data = purpose.encode() + b"\x00" + b"".join(
-      struct.pack("<q", int(c)) for c in counters)
-  return hashlib.blake2b(data, key=check_secret(secret),
-                         digest_size=num_bytes).digest()
+  data = (
+    purpose.encode()
+    + b"\x00"
+    + b"".join(struct.pack("<q", int(c)) for c in counters)
+  )
+  return hashlib.blake2b(
+    data, key=check_secret(secret), digest_size=num_bytes
+  ).digest()
 
 
 def secret_to_array(secret: bytes) -> np.ndarray:
@@ -104,8 +115,10 @@ def fresh_noise_key() -> jax.Array:
   The entropy is fetched by an ``io_callback``, so a jitted ``init`` draws a
   new key at every execution instead of baking one into its executable.
   """
+
   def entropy():
     return np.frombuffer(_secrets.token_bytes(16), np.uint32).copy()
+
   words = io_callback(entropy, jax.ShapeDtypeStruct((4,), jnp.uint32))
   return jax.random.wrap_key_data(words, impl="rbg")
 
@@ -121,8 +134,9 @@ class KeyedStream:
   _CHUNK = 512
 
   def __init__(self, secret: bytes, purpose: str, counter: int):
-    self._xof = hashlib.shake_256(derive(secret, purpose, counter,
-                                         num_bytes=32))
+    self._xof = hashlib.shake_256(
+      derive(secret, purpose, counter, num_bytes=32)
+    )
     self._offset = 0
     self._buffer = b""
     self._pos = 0
@@ -132,9 +146,9 @@ class KeyedStream:
       self._offset += len(self._buffer)
       size = max(self._CHUNK, num_bytes)
       # shake_256 is an XOF: a longer digest extends the shorter one.
-      self._buffer = self._xof.digest(self._offset + size)[self._offset:]
+      self._buffer = self._xof.digest(self._offset + size)[self._offset :]
       self._pos = 0
-    out = self._buffer[self._pos:self._pos + num_bytes]
+    out = self._buffer[self._pos : self._pos + num_bytes]
     self._pos += num_bytes
     return out
 
@@ -154,8 +168,9 @@ class KeyedStream:
         return r
 
 
-def numpy_generator(secret: bytes, purpose: str,
-                    counter: int) -> np.random.Generator:
+def numpy_generator(
+  secret: bytes, purpose: str, counter: int
+) -> np.random.Generator:
   """Philox-4x64 with a 128-bit key derived for ``(purpose, counter)``."""
   key = np.frombuffer(derive(secret, purpose, counter), np.uint64)
   return np.random.Generator(np.random.Philox(key=key))

@@ -19,24 +19,35 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 
 from zoprivacy.data.loaders.base import (
-    Dataset, DatasetSplits, PathLike, as_labels, candidate_dirs, find_dir_with, text_array)
+  Dataset,
+  DatasetSplits,
+  PathLike,
+  as_labels,
+  candidate_dirs,
+  find_dir_with,
+  text_array,
+)
 
 SUBDIR = "amazon_review_polarity_csv"
 CLASS_NAMES = ("negative", "positive")
 INSTRUCTIONS = (
-    "download amazon_review_polarity_csv.tgz (Zhang et al. 2015, Xiang Zhang's Google Drive "
-    "folder linked from https://github.com/zhangxiangxiao/Crepe) and extract it, or export "
-    "the Hugging Face dataset 'amazon_polarity' to this CSV format")
+  "download amazon_review_polarity_csv.tgz (Zhang et al. 2015, Xiang Zhang's Google Drive "
+  "folder linked from https://github.com/zhangxiangxiao/Crepe) and extract it, or export "
+  "the Hugging Face dataset 'amazon_polarity' to this CSV format"
+)
 
 
-def amazon_polarity_dir(data_dir: Optional[PathLike] = None) -> Path:
-  return find_dir_with(("train.csv", "test.csv"), candidate_dirs(SUBDIR, data_dir),
-                       "Amazon Polarity", INSTRUCTIONS)
+def amazon_polarity_dir(data_dir: PathLike | None = None) -> Path:
+  return find_dir_with(
+    ("train.csv", "test.csv"),
+    candidate_dirs(SUBDIR, data_dir),
+    "Amazon Polarity",
+    INSTRUCTIONS,
+  )
 
 
 def _rows(path: Path):
@@ -45,8 +56,10 @@ def _rows(path: Path):
       if not row:
         continue
       if len(row) != 3 or row[0] not in ("1", "2"):
-        raise ValueError(f"{path}:{lineno}: expected \"label\",\"title\",\"content\" "
-                         f"with label 1 or 2, got {row[:3]!r}")
+        raise ValueError(
+          f"{path}:{lineno}: expected \"label\",\"title\",\"content\" "
+          f"with label 1 or 2, got {row[:3]!r}"
+        )
       yield row
 
 
@@ -54,14 +67,23 @@ def _clean(s: str) -> str:
   return s.replace("\\n", " ").strip()
 
 
-def read_amazon_csv(path: PathLike, sample_size: Optional[int] = None, seed: int = 0,
-                    join_title: bool = True, name: str = "amazon_polarity") -> Dataset:
+def read_amazon_csv(
+  path: PathLike,
+  sample_size: int | None = None,
+  seed: int = 0,
+  join_title: bool = True,
+  name: str = "amazon_polarity",
+) -> Dataset:
   """Reads one Amazon Polarity CSV; with ``sample_size`` keeps a uniform random
   subset of that many rows (seeded reservoir sampling, single pass), in file order."""
   rng = np.random.default_rng(seed)
   kept = []  # (row_number, label, text)
   for i, (label, title, content) in enumerate(_rows(Path(path))):
-    text = (_clean(title) + " " + _clean(content)).strip() if join_title else _clean(content)
+    text = (
+      (_clean(title) + " " + _clean(content)).strip()
+      if join_title
+      else _clean(content)
+    )
     item = (i, int(label) - 1, text)
     if sample_size is None or len(kept) < sample_size:
       kept.append(item)
@@ -70,18 +92,37 @@ def read_amazon_csv(path: PathLike, sample_size: Optional[int] = None, seed: int
       if j < sample_size:
         kept[j] = item
   kept.sort()
-  return Dataset(text_array([t for _, _, t in kept]), as_labels([l for _, l, _ in kept]),
-                 2, name, CLASS_NAMES)
+  return Dataset(
+    text_array([t for _, _, t in kept]),
+    as_labels([l for _, l, _ in kept]),
+    2,
+    name,
+    CLASS_NAMES,
+  )
 
 
-def load_amazon_polarity(data_dir: Optional[PathLike] = None,
-                         train_sample_size: Optional[int] = None,
-                         test_sample_size: Optional[int] = None, seed: int = 0,
-                         join_title: bool = True) -> DatasetSplits:
+def load_amazon_polarity(
+  data_dir: PathLike | None = None,
+  train_sample_size: int | None = None,
+  test_sample_size: int | None = None,
+  seed: int = 0,
+  join_title: bool = True,
+) -> DatasetSplits:
   """Loads Amazon Polarity train/test, optionally as seeded uniform samples."""
   root = amazon_polarity_dir(data_dir)
   return DatasetSplits(
-      read_amazon_csv(root / "train.csv", train_sample_size, seed, join_title,
-                      "amazon_polarity/train"),
-      read_amazon_csv(root / "test.csv", test_sample_size, seed + 1, join_title,
-                      "amazon_polarity/test"))
+    read_amazon_csv(
+      root / "train.csv",
+      train_sample_size,
+      seed,
+      join_title,
+      "amazon_polarity/train",
+    ),
+    read_amazon_csv(
+      root / "test.csv",
+      test_sample_size,
+      seed + 1,
+      join_title,
+      "amazon_polarity/test",
+    ),
+  )

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple, Optional, Sequence, Tuple, Union
+from typing import NamedTuple, Union
 
 import numpy as np
 
@@ -42,31 +43,43 @@ class Dataset:
   labels: np.ndarray
   num_classes: int
   name: str
-  class_names: Optional[Tuple[str, ...]] = None
+  class_names: tuple[str, ...] | None = None
 
   def __post_init__(self):
     if len(self.inputs) != len(self.labels):
       raise ValueError(
-          f"{self.name}: {len(self.inputs)} inputs but {len(self.labels)} labels")
+        f"{self.name}: {len(self.inputs)} inputs but {len(self.labels)} labels"
+      )
     if self.labels.ndim != 1:
-      raise ValueError(f"{self.name}: labels must be 1-D, got {self.labels.shape}")
-    if len(self.labels) and (self.labels.min() < 0 or self.labels.max() >= self.num_classes):
       raise ValueError(
-          f"{self.name}: labels outside [0, {self.num_classes}): "
-          f"min {self.labels.min()}, max {self.labels.max()}")
-    if self.class_names is not None and len(self.class_names) != self.num_classes:
+        f"{self.name}: labels must be 1-D, got {self.labels.shape}"
+      )
+    if len(self.labels) and (
+      self.labels.min() < 0 or self.labels.max() >= self.num_classes
+    ):
       raise ValueError(
-          f"{self.name}: {len(self.class_names)} class names for {self.num_classes} classes")
+        f"{self.name}: labels outside [0, {self.num_classes}): "
+        f"min {self.labels.min()}, max {self.labels.max()}"
+      )
+    if (
+      self.class_names is not None and len(self.class_names) != self.num_classes
+    ):
+      raise ValueError(
+        f"{self.name}: {len(self.class_names)} class names for {self.num_classes} classes"
+      )
 
   def __len__(self) -> int:
     return len(self.labels)
 
-  def subset(self, indices: np.ndarray, name: Optional[str] = None) -> "Dataset":
+  def subset(self, indices: np.ndarray, name: str | None = None) -> Dataset:
     """Returns the examples at ``indices`` (a new Dataset, arrays copied)."""
     indices = np.asarray(indices)
     return dataclasses.replace(
-        self, inputs=self.inputs[indices], labels=self.labels[indices],
-        name=self.name if name is None else name)
+      self,
+      inputs=self.inputs[indices],
+      labels=self.labels[indices],
+      name=self.name if name is None else name,
+    )
 
   def class_counts(self) -> np.ndarray:
     """``[num_classes]`` number of examples of each class."""
@@ -89,17 +102,20 @@ class MissingDataError(FileNotFoundError):
     instructions: how to obtain the files.
   """
 
-  def __init__(self, dataset: str, missing: Sequence[PathLike], instructions: str):
+  def __init__(
+    self, dataset: str, missing: Sequence[PathLike], instructions: str
+  ):
     self.dataset = dataset
     self.missing = [str(p) for p in missing]
     self.instructions = instructions
     listing = "\n".join(f"  - {p}" for p in self.missing)
     super().__init__(
-        f"{dataset}: {len(self.missing)} required file(s) not found:\n{listing}\n"
-        f"How to obtain them: {instructions}")
+      f"{dataset}: {len(self.missing)} required file(s) not found:\n{listing}\n"
+      f"How to obtain them: {instructions}"
+    )
 
 
-def data_root(data_dir: Optional[PathLike] = None) -> Path:
+def data_root(data_dir: PathLike | None = None) -> Path:
   """Root of local dataset copies: ``data_dir``, else ``$ZOPRIVACY_DATA_DIR``,
   else ``~/.cache/zoprivacy``."""
   if data_dir is not None:
@@ -110,8 +126,11 @@ def data_root(data_dir: Optional[PathLike] = None) -> Path:
   return DEFAULT_DATA_ROOT.expanduser()
 
 
-def candidate_dirs(subdir: str, data_dir: Optional[PathLike] = None,
-                   extra: Sequence[PathLike] = ()) -> list:
+def candidate_dirs(
+  subdir: str,
+  data_dir: PathLike | None = None,
+  extra: Sequence[PathLike] = (),
+) -> list:
   """Directories in which a dataset whose canonical folder is ``subdir`` is
   looked for, in order.
 
@@ -132,8 +151,9 @@ def candidate_dirs(subdir: str, data_dir: Optional[PathLike] = None,
   return dirs
 
 
-def find_dir_with(files: Sequence[str], dirs: Sequence[Path], dataset: str,
-                  instructions: str) -> Path:
+def find_dir_with(
+  files: Sequence[str], dirs: Sequence[Path], dataset: str, instructions: str
+) -> Path:
   """Returns the first directory in ``dirs`` that contains all ``files``.
 
   Raises :class:`MissingDataError` naming the files missing from the
@@ -148,8 +168,10 @@ def find_dir_with(files: Sequence[str], dirs: Sequence[Path], dataset: str,
       best_missing = missing
   searched = ", ".join(str(d) for d in dirs)
   raise MissingDataError(
-      dataset, best_missing,
-      f"{instructions} (searched: {searched}; pass data_dir=... or set ${DATA_DIR_ENV})")
+    dataset,
+    best_missing,
+    f"{instructions} (searched: {searched}; pass data_dir=... or set ${DATA_DIR_ENV})",
+  )
 
 
 def scale_images(images_uint8: np.ndarray, dtype) -> np.ndarray:
@@ -178,8 +200,9 @@ def text_array(texts: Sequence) -> np.ndarray:
   return arr
 
 
-def stratified_train_test_split(labels: np.ndarray, test_fraction: float,
-                                seed: int) -> Tuple[np.ndarray, np.ndarray]:
+def stratified_train_test_split(
+  labels: np.ndarray, test_fraction: float, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
   """Seeded stratified split of indices, for datasets without an official
   test split. Returns sorted ``(train_idx, test_idx)``."""
   if not 0.0 < test_fraction < 1.0:

@@ -20,29 +20,36 @@ from __future__ import annotations
 
 import pickle
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 
 from zoprivacy.data.loaders.base import (
-    Dataset, DatasetSplits, PathLike, as_labels, candidate_dirs, find_dir_with, scale_images)
+  Dataset,
+  DatasetSplits,
+  PathLike,
+  as_labels,
+  candidate_dirs,
+  find_dir_with,
+  scale_images,
+)
 
 SUBDIR = "cifar-10-batches-py"
 TRAIN_FILES = tuple(f"data_batch_{i}" for i in range(1, 6))
 TEST_FILE = "test_batch"
 META_FILE = "batches.meta"
 INSTRUCTIONS = (
-    "download https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz and extract it "
-    "(`tar xzf cifar-10-python.tar.gz`), which creates cifar-10-batches-py/")
+  "download https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz and extract it "
+  "(`tar xzf cifar-10-python.tar.gz`), which creates cifar-10-batches-py/"
+)
 
 _ALLOWED_GLOBALS = {
-    ("numpy.core.multiarray", "_reconstruct"),
-    ("numpy._core.multiarray", "_reconstruct"),
-    ("numpy.core.multiarray", "scalar"),
-    ("numpy._core.multiarray", "scalar"),
-    ("numpy", "ndarray"),
-    ("numpy", "dtype"),
-    ("_codecs", "encode"),
+  ("numpy.core.multiarray", "_reconstruct"),
+  ("numpy._core.multiarray", "_reconstruct"),
+  ("numpy.core.multiarray", "scalar"),
+  ("numpy._core.multiarray", "scalar"),
+  ("numpy", "ndarray"),
+  ("numpy", "dtype"),
+  ("_codecs", "encode"),
 }
 
 
@@ -50,7 +57,9 @@ class _RestrictedUnpickler(pickle.Unpickler):
   def find_class(self, module, name):
     if (module, name) in _ALLOWED_GLOBALS:
       return super().find_class(module, name)
-    raise pickle.UnpicklingError(f"CIFAR-10 batch refers to {module}.{name}; refusing to load")
+    raise pickle.UnpicklingError(
+      f"CIFAR-10 batch refers to {module}.{name}; refusing to load"
+    )
 
 
 def read_batch(path: PathLike) -> dict:
@@ -67,19 +76,27 @@ def _decode_batch(batch: dict, source: str):
   data = np.asarray(_get(batch, "data"), dtype=np.uint8)
   labels = as_labels(_get(batch, "labels"))
   if data.ndim != 2 or data.shape[1] != 3 * 32 * 32:
-    raise ValueError(f"{source}: data must be [N, 3072] uint8, got {data.shape}")
+    raise ValueError(
+      f"{source}: data must be [N, 3072] uint8, got {data.shape}"
+    )
   if len(labels) != len(data):
     raise ValueError(f"{source}: {len(data)} images but {len(labels)} labels")
   images = data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
   return images, labels
 
 
-def cifar10_dir(data_dir: Optional[PathLike] = None) -> Path:
-  return find_dir_with(TRAIN_FILES + (TEST_FILE, META_FILE),
-                       candidate_dirs(SUBDIR, data_dir), "CIFAR-10", INSTRUCTIONS)
+def cifar10_dir(data_dir: PathLike | None = None) -> Path:
+  return find_dir_with(
+    TRAIN_FILES + (TEST_FILE, META_FILE),
+    candidate_dirs(SUBDIR, data_dir),
+    "CIFAR-10",
+    INSTRUCTIONS,
+  )
 
 
-def load_cifar10(data_dir: Optional[PathLike] = None, dtype=np.float32) -> DatasetSplits:
+def load_cifar10(
+  data_dir: PathLike | None = None, dtype=np.float32
+) -> DatasetSplits:
   """Loads CIFAR-10 as ``[N, 32, 32, 3]`` images (float in ``[0, 1]``, or uint8).
 
   ``data_dir`` may be the folder containing ``cifar-10-batches-py`` or that
@@ -89,14 +106,21 @@ def load_cifar10(data_dir: Optional[PathLike] = None, dtype=np.float32) -> Datas
   """
   directory = cifar10_dir(data_dir)
   meta = read_batch(directory / META_FILE)
-  names = tuple(n.decode() if isinstance(n, bytes) else str(n)
-                for n in _get(meta, "label_names"))
-  train_parts = [_decode_batch(read_batch(directory / f), str(directory / f))
-                 for f in TRAIN_FILES]
+  names = tuple(
+    n.decode() if isinstance(n, bytes) else str(n)
+    for n in _get(meta, "label_names")
+  )
+  train_parts = [
+    _decode_batch(read_batch(directory / f), str(directory / f))
+    for f in TRAIN_FILES
+  ]
   train_x = np.concatenate([p[0] for p in train_parts])
   train_y = np.concatenate([p[1] for p in train_parts])
-  test_x, test_y = _decode_batch(read_batch(directory / TEST_FILE), str(directory / TEST_FILE))
+  test_x, test_y = _decode_batch(
+    read_batch(directory / TEST_FILE), str(directory / TEST_FILE)
+  )
   k = len(names)
   return DatasetSplits(
-      Dataset(scale_images(train_x, dtype), train_y, k, "cifar10/train", names),
-      Dataset(scale_images(test_x, dtype), test_y, k, "cifar10/test", names))
+    Dataset(scale_images(train_x, dtype), train_y, k, "cifar10/train", names),
+    Dataset(scale_images(test_x, dtype), test_y, k, "cifar10/test", names),
+  )

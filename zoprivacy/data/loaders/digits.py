@@ -11,11 +11,16 @@ from __future__ import annotations
 import numpy as np
 
 from zoprivacy.data.loaders.base import (
-    Dataset, DatasetSplits, as_labels, stratified_train_test_split)
+  Dataset,
+  DatasetSplits,
+  as_labels,
+  stratified_train_test_split,
+)
 
 
-def load_digits(test_fraction: float = 0.2, seed: int = 0,
-                dtype=np.float32) -> DatasetSplits:
+def load_digits(
+  test_fraction: float = 0.2, seed: int = 0, dtype=np.float32
+) -> DatasetSplits:
   """Loads ``sklearn.datasets.load_digits`` as ``[N, 8, 8, 1]`` images in ``[0, 1]``.
 
   The raw pixel values are integers 0..16 and are divided by 16. There is no
@@ -30,6 +35,8 @@ def load_digits(test_fraction: float = 0.2, seed: int = 0,
   train_idx, test_idx = stratified_train_test_split(labels, test_fraction, seed)
   names = tuple(str(i) for i in range(10))
   return DatasetSplits(
-      train=Dataset(images[train_idx], labels[train_idx], 10, "digits/train", names),
-      test=Dataset(images[test_idx], labels[test_idx], 10, "digits/test", names),
+    train=Dataset(
+      images[train_idx], labels[train_idx], 10, "digits/train", names
+    ),
+    test=Dataset(images[test_idx], labels[test_idx], 10, "digits/test", names),
   )

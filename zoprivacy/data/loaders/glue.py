@@ -29,24 +29,33 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Optional, Tuple
 
 from zoprivacy.data.loaders.base import (
-    Dataset, DatasetSplits, MissingDataError, PathLike, as_labels, candidate_dirs,
-    find_dir_with, text_array)
+  Dataset,
+  DatasetSplits,
+  MissingDataError,
+  PathLike,
+  as_labels,
+  candidate_dirs,
+  find_dir_with,
+  text_array,
+)
 
 NLI_CLASS_NAMES = ("entailment", "neutral", "contradiction")
 NLI_LABELS = {n: i for i, n in enumerate(NLI_CLASS_NAMES)}
 SST2_CLASS_NAMES = ("negative", "positive")
 GLUE_INSTRUCTIONS = (
-    "download the GLUE data (e.g. `python download_glue_data.py --tasks {task}` from "
-    "https://gist.github.com/W4ngatang/60c2bdb54d156a41194446737ce03e2e, or "
-    "https://dl.fbaipublicfiles.com/glue/data/{zip}) and extract it, creating {task}/")
-SNLI_INSTRUCTIONS = ("download https://nlp.stanford.edu/projects/snli/snli_1.0.zip and unzip it, "
-                     "creating snli_1.0/")
+  "download the GLUE data (e.g. `python download_glue_data.py --tasks {task}` from "
+  "https://gist.github.com/W4ngatang/60c2bdb54d156a41194446737ce03e2e, or "
+  "https://dl.fbaipublicfiles.com/glue/data/{zip}) and extract it, creating {task}/"
+)
+SNLI_INSTRUCTIONS = (
+  "download https://nlp.stanford.edu/projects/snli/snli_1.0.zip and unzip it, "
+  "creating snli_1.0/"
+)
 
 
-def read_tsv(path: Path) -> Tuple[List[str], List[List[str]]]:
+def read_tsv(path: Path) -> tuple[list[str], list[list[str]]]:
   """Reads a header + rows TSV, splitting on tabs only (no quote handling)."""
   with open(path, encoding="utf-8", newline="") as f:
     lines = [l.rstrip("\r\n") for l in f]
@@ -61,15 +70,20 @@ def read_tsv(path: Path) -> Tuple[List[str], List[List[str]]]:
   return header, rows
 
 
-def _column(header: List[str], name: str, path: Path) -> int:
+def _column(header: list[str], name: str, path: Path) -> int:
   if name not in header:
     raise ValueError(f"{path}: no column {name!r} in header {header}")
   return header.index(name)
 
 
-def _nli_from_tsv(path: Path, name: str, label_column: str = "gold_label") -> Dataset:
+def _nli_from_tsv(
+  path: Path, name: str, label_column: str = "gold_label"
+) -> Dataset:
   header, rows = read_tsv(path)
-  s1, s2 = _column(header, "sentence1", path), _column(header, "sentence2", path)
+  s1, s2 = (
+    _column(header, "sentence1", path),
+    _column(header, "sentence2", path),
+  )
   lab = _column(header, label_column, path)
   pairs, labels = [], []
   for r in rows:
@@ -80,15 +94,25 @@ def _nli_from_tsv(path: Path, name: str, label_column: str = "gold_label") -> Da
   return Dataset(text_array(pairs), as_labels(labels), 3, name, NLI_CLASS_NAMES)
 
 
-def load_mnli(data_dir: Optional[PathLike] = None, test_split: str = "dev_matched") -> DatasetSplits:
+def load_mnli(
+  data_dir: PathLike | None = None, test_split: str = "dev_matched"
+) -> DatasetSplits:
   """MNLI from GLUE TSVs: ``train.tsv`` and ``test_split`` (``dev_matched`` or
   ``dev_mismatched``; the GLUE test files carry no labels) as the test set."""
   if test_split not in ("dev_matched", "dev_mismatched"):
-    raise ValueError(f"test_split must be dev_matched or dev_mismatched, got {test_split}")
-  root = find_dir_with(("train.tsv", f"{test_split}.tsv"), candidate_dirs("MNLI", data_dir),
-                       "MNLI", GLUE_INSTRUCTIONS.format(task="MNLI", zip="MNLI.zip"))
-  return DatasetSplits(_nli_from_tsv(root / "train.tsv", "mnli/train"),
-                       _nli_from_tsv(root / f"{test_split}.tsv", f"mnli/{test_split}"))
+    raise ValueError(
+      f"test_split must be dev_matched or dev_mismatched, got {test_split}"
+    )
+  root = find_dir_with(
+    ("train.tsv", f"{test_split}.tsv"),
+    candidate_dirs("MNLI", data_dir),
+    "MNLI",
+    GLUE_INSTRUCTIONS.format(task="MNLI", zip="MNLI.zip"),
+  )
+  return DatasetSplits(
+    _nli_from_tsv(root / "train.tsv", "mnli/train"),
+    _nli_from_tsv(root / f"{test_split}.tsv", f"mnli/{test_split}"),
+  )
 
 
 def _sst2_split(path: Path, name: str) -> Dataset:
@@ -99,16 +123,27 @@ def _sst2_split(path: Path, name: str) -> Dataset:
     if r[lab] not in ("0", "1"):
       raise ValueError(f"{path}:{i}: label must be 0 or 1, got {r[lab]!r}")
     labels.append(int(r[lab]))
-  return Dataset(text_array([r[s].strip() for r in rows]), as_labels(labels), 2, name,
-                 SST2_CLASS_NAMES)
+  return Dataset(
+    text_array([r[s].strip() for r in rows]),
+    as_labels(labels),
+    2,
+    name,
+    SST2_CLASS_NAMES,
+  )
 
 
-def load_sst2(data_dir: Optional[PathLike] = None) -> DatasetSplits:
+def load_sst2(data_dir: PathLike | None = None) -> DatasetSplits:
   """SST-2 from GLUE TSVs: ``train.tsv`` and ``dev.tsv`` (as the test set)."""
-  root = find_dir_with(("train.tsv", "dev.tsv"), candidate_dirs("SST-2", data_dir), "SST-2",
-                       GLUE_INSTRUCTIONS.format(task="SST-2", zip="SST-2.zip"))
-  return DatasetSplits(_sst2_split(root / "train.tsv", "sst2/train"),
-                       _sst2_split(root / "dev.tsv", "sst2/dev"))
+  root = find_dir_with(
+    ("train.tsv", "dev.tsv"),
+    candidate_dirs("SST-2", data_dir),
+    "SST-2",
+    GLUE_INSTRUCTIONS.format(task="SST-2", zip="SST-2.zip"),
+  )
+  return DatasetSplits(
+    _sst2_split(root / "train.tsv", "sst2/train"),
+    _sst2_split(root / "dev.tsv", "sst2/dev"),
+  )
 
 
 def _snli_jsonl(path: Path, name: str) -> Dataset:
@@ -128,7 +163,9 @@ def _snli_jsonl(path: Path, name: str) -> Dataset:
   return Dataset(text_array(pairs), as_labels(labels), 3, name, NLI_CLASS_NAMES)
 
 
-def load_snli(data_dir: Optional[PathLike] = None, test_split: str = "test") -> DatasetSplits:
+def load_snli(
+  data_dir: PathLike | None = None, test_split: str = "test"
+) -> DatasetSplits:
   """SNLI 1.0 train and ``test_split`` (``test`` or ``dev``); reads the
   ``.jsonl`` files, or the ``.txt`` TSV files when no jsonl is present."""
   if test_split not in ("test", "dev"):
@@ -142,9 +179,17 @@ def load_snli(data_dir: Optional[PathLike] = None, test_split: str = "test") -> 
     except MissingDataError:
       continue
     if ext == "jsonl":
-      return DatasetSplits(*(_snli_jsonl(root / f, f"snli/{s}") for f, s in zip(files, splits)))
-    return DatasetSplits(*(_nli_from_tsv(root / f, f"snli/{s}") for f, s in zip(files, splits)))
+      return DatasetSplits(
+        *(_snli_jsonl(root / f, f"snli/{s}") for f, s in zip(files, splits))
+      )
+    return DatasetSplits(
+      *(_nli_from_tsv(root / f, f"snli/{s}") for f, s in zip(files, splits))
+    )
   # Neither format complete: report the jsonl files (the primary format).
-  find_dir_with(tuple(f"snli_1.0_{s}.jsonl" for s in splits), dirs, "SNLI",
-                SNLI_INSTRUCTIONS + " (the .txt TSV files are accepted as well)")
+  find_dir_with(
+    tuple(f"snli_1.0_{s}.jsonl" for s in splits),
+    dirs,
+    "SNLI",
+    SNLI_INSTRUCTIONS + " (the .txt TSV files are accepted as well)",
+  )
   raise AssertionError("unreachable")

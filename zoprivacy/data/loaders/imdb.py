@@ -20,21 +20,33 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Optional
 
 from zoprivacy.data.loaders.base import (
-    Dataset, DatasetSplits, PathLike, as_labels, candidate_dirs, find_dir_with, text_array)
+  Dataset,
+  DatasetSplits,
+  PathLike,
+  as_labels,
+  candidate_dirs,
+  find_dir_with,
+  text_array,
+)
 
 SUBDIR = "aclImdb"
 CLASS_NAMES = ("neg", "pos")
-INSTRUCTIONS = ("download https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz "
-                "and extract it (`tar xzf aclImdb_v1.tar.gz`), which creates aclImdb/")
+INSTRUCTIONS = (
+  "download https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz "
+  "and extract it (`tar xzf aclImdb_v1.tar.gz`), which creates aclImdb/"
+)
 _NAME = re.compile(r"^(\d+)_(\d+)\.txt$")
 
 
-def imdb_dir(data_dir: Optional[PathLike] = None) -> Path:
-  return find_dir_with(tuple(f"{s}/{c}" for s in ("train", "test") for c in CLASS_NAMES),
-                       candidate_dirs(SUBDIR, data_dir), "IMDB", INSTRUCTIONS)
+def imdb_dir(data_dir: PathLike | None = None) -> Path:
+  return find_dir_with(
+    tuple(f"{s}/{c}" for s in ("train", "test") for c in CLASS_NAMES),
+    candidate_dirs(SUBDIR, data_dir),
+    "IMDB",
+    INSTRUCTIONS,
+  )
 
 
 def _load_split(root: Path, split: str) -> Dataset:
@@ -52,10 +64,12 @@ def _load_split(root: Path, split: str) -> Dataset:
     for _, p in sorted(entries):
       texts.append(p.read_text(encoding="utf-8"))
       labels.append(label)
-  return Dataset(text_array(texts), as_labels(labels), 2, f"imdb/{split}", CLASS_NAMES)
+  return Dataset(
+    text_array(texts), as_labels(labels), 2, f"imdb/{split}", CLASS_NAMES
+  )
 
 
-def load_imdb(data_dir: Optional[PathLike] = None) -> DatasetSplits:
+def load_imdb(data_dir: PathLike | None = None) -> DatasetSplits:
   """Loads IMDB reviews as ``object`` arrays of raw text (HTML ``<br />`` kept;
   :func:`zoprivacy.data.loaders.text.tokenize` strips it)."""
   root = imdb_dir(data_dir)

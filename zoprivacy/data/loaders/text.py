@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import collections
 import re
-from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -24,7 +25,7 @@ _BR = re.compile(r"<br\s*/?>", re.IGNORECASE)
 _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?|[!?]")
 
 
-def tokenize(text: str) -> List[str]:
+def tokenize(text: str) -> list[str]:
   """Lower-cases, removes HTML line breaks and splits into word tokens
   (letters/digits with an optional ``'s``-style suffix) plus ``!`` and ``?``."""
   return _TOKEN.findall(_BR.sub(" ", text.lower()))
@@ -33,8 +34,8 @@ def tokenize(text: str) -> List[str]:
 class Vocab(NamedTuple):
   """Word -> id mapping; id 0 is padding, id 1 unknown words."""
 
-  itos: Tuple[str, ...]
-  stoi: Dict[str, int]
+  itos: tuple[str, ...]
+  stoi: dict[str, int]
 
   def __len__(self) -> int:
     return len(self.itos)
@@ -48,20 +49,25 @@ class Vocab(NamedTuple):
     return 1
 
 
-def build_vocab(texts: Iterable[str], max_size: int = 10_000, min_freq: int = 1) -> Vocab:
+def build_vocab(
+  texts: Iterable[str], max_size: int = 10_000, min_freq: int = 1
+) -> Vocab:
   """The ``max_size`` most frequent tokens of ``texts`` (ties broken
   alphabetically, so the result is deterministic), after ``<pad>`` and ``<unk>``."""
   counts = collections.Counter()
   for t in texts:
     counts.update(tokenize(t))
-  words = sorted((w for w, c in counts.items() if c >= min_freq),
-                 key=lambda w: (-counts[w], w))[:max_size]
+  words = sorted(
+    (w for w, c in counts.items() if c >= min_freq),
+    key=lambda w: (-counts[w], w),
+  )[:max_size]
   itos = (PAD, UNK) + tuple(words)
   return Vocab(itos, {w: i for i, w in enumerate(itos)})
 
 
-def encode(texts: Sequence[str], vocab: Vocab, max_len: int,
-           truncate: str = "end") -> Tuple[np.ndarray, np.ndarray]:
+def encode(
+  texts: Sequence[str], vocab: Vocab, max_len: int, truncate: str = "end"
+) -> tuple[np.ndarray, np.ndarray]:
   """Encodes texts as ``[N, max_len]`` int32 ids (right-padded with 0) and
   ``[N]`` int32 lengths (at least 1; an empty text becomes one ``<unk>``).
   ``truncate="end"`` keeps the first ``max_len`` tokens, ``"start"`` the last."""
@@ -70,23 +76,27 @@ def encode(texts: Sequence[str], vocab: Vocab, max_len: int,
   ids = np.zeros((len(texts), max_len), dtype=np.int32)
   lengths = np.zeros((len(texts),), dtype=np.int32)
   for i, t in enumerate(texts):
-    toks = [vocab.stoi.get(w, vocab.unk_id) for w in tokenize(t)] or [vocab.unk_id]
+    toks = [vocab.stoi.get(w, vocab.unk_id) for w in tokenize(t)] or [
+      vocab.unk_id
+    ]
     toks = toks[:max_len] if truncate == "end" else toks[-max_len:]
-    ids[i, :len(toks)] = toks
+    ids[i, : len(toks)] = toks
     lengths[i] = len(toks)
   return ids, lengths
 
 
 #: Label words per task, index-aligned with the loaders' class ids, with the
 #: leading space that RoBERTa's BPE needs (LM-BFF / MeZO convention).
-LABEL_WORDS: Dict[str, Tuple[str, ...]] = {
-    "mnli": (" Yes", " Maybe", " No"),        # entailment, neutral, contradiction
-    "snli": (" Yes", " Maybe", " No"),
-    "sst2": (" terrible", " great"),          # negative, positive
+LABEL_WORDS: dict[str, tuple[str, ...]] = {
+  "mnli": (" Yes", " Maybe", " No"),  # entailment, neutral, contradiction
+  "snli": (" Yes", " Maybe", " No"),
+  "sst2": (" terrible", " great"),  # negative, positive
 }
 
 
-def mnli_prompt(premise: str, hypothesis: str, mask_token: str = "<mask>") -> str:
+def mnli_prompt(
+  premise: str, hypothesis: str, mask_token: str = "<mask>"
+) -> str:
   """MeZO / LM-BFF MNLI template ``*cls**sent-_0*?*mask*,*+sentl_1**sep+*``:
   premise without its last character, ``?``, the mask, ``,``, a space and the
   hypothesis with its first letter lower-cased (CLS/SEP added by the tokenizer)."""
@@ -101,16 +111,22 @@ def sst2_prompt(sentence: str, mask_token: str = "<mask>") -> str:
   return f"{sentence.strip()} It was{mask_token}."
 
 
-def prompts_for(task: str, inputs: np.ndarray, mask_token: str = "<mask>") -> List[str]:
+def prompts_for(
+  task: str, inputs: np.ndarray, mask_token: str = "<mask>"
+) -> list[str]:
   """Applies the task's template to a loader's ``inputs`` array."""
   if task in ("mnli", "snli"):
     return [mnli_prompt(p, h, mask_token) for p, h in inputs]
   if task == "sst2":
     return [sst2_prompt(s, mask_token) for s in inputs]
-  raise ValueError(f"no prompt template for task {task!r}; known: mnli, snli, sst2")
+  raise ValueError(
+    f"no prompt template for task {task!r}; known: mnli, snli, sst2"
+  )
 
 
-def label_word_ids(task: str, token_to_id, words: Optional[Sequence[str]] = None) -> np.ndarray:
+def label_word_ids(
+  task: str, token_to_id, words: Sequence[str] | None = None
+) -> np.ndarray:
   """Ids of the task's label words; ``token_to_id(word) -> int`` must map each
   word (with its leading space) to a single vocabulary entry."""
   words = LABEL_WORDS[task] if words is None else words

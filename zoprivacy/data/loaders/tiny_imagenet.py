@@ -21,25 +21,35 @@ all are converted to RGB.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 
 from zoprivacy.data.loaders.base import (
-    Dataset, DatasetSplits, MissingDataError, PathLike, as_labels, candidate_dirs,
-    find_dir_with, scale_images)
+  Dataset,
+  DatasetSplits,
+  MissingDataError,
+  PathLike,
+  as_labels,
+  candidate_dirs,
+  find_dir_with,
+  scale_images,
+)
 
 SUBDIR = "tiny-imagenet-200"
 IMAGE_SIZE = 64
-INSTRUCTIONS = ("download http://cs231n.stanford.edu/tiny-imagenet-200.zip and unzip it, "
-                "which creates tiny-imagenet-200/")
+INSTRUCTIONS = (
+  "download http://cs231n.stanford.edu/tiny-imagenet-200.zip and unzip it, "
+  "which creates tiny-imagenet-200/"
+)
 
 
 def _pil_image():
   try:
     from PIL import Image
   except ImportError as e:
-    raise ImportError("Tiny-ImageNet decoding needs Pillow: pip install 'pillow>=9'") from e
+    raise ImportError(
+      "Tiny-ImageNet decoding needs Pillow: pip install 'pillow>=9'"
+    ) from e
   return Image
 
 
@@ -47,17 +57,26 @@ def _read_image(path: Path, Image) -> np.ndarray:
   with Image.open(path) as im:
     arr = np.asarray(im.convert("RGB"), dtype=np.uint8)
   if arr.shape != (IMAGE_SIZE, IMAGE_SIZE, 3):
-    raise ValueError(f"{path}: expected a {IMAGE_SIZE}x{IMAGE_SIZE} image, got {arr.shape}")
+    raise ValueError(
+      f"{path}: expected a {IMAGE_SIZE}x{IMAGE_SIZE} image, got {arr.shape}"
+    )
   return arr
 
 
-def tiny_imagenet_dir(data_dir: Optional[PathLike] = None) -> Path:
-  return find_dir_with(("wnids.txt", "train", "val/images", "val/val_annotations.txt"),
-                       candidate_dirs(SUBDIR, data_dir), "Tiny-ImageNet", INSTRUCTIONS)
+def tiny_imagenet_dir(data_dir: PathLike | None = None) -> Path:
+  return find_dir_with(
+    ("wnids.txt", "train", "val/images", "val/val_annotations.txt"),
+    candidate_dirs(SUBDIR, data_dir),
+    "Tiny-ImageNet",
+    INSTRUCTIONS,
+  )
 
 
-def load_tiny_imagenet(data_dir: Optional[PathLike] = None, dtype=np.float32,
-                       max_per_class: Optional[int] = None) -> DatasetSplits:
+def load_tiny_imagenet(
+  data_dir: PathLike | None = None,
+  dtype=np.float32,
+  max_per_class: int | None = None,
+) -> DatasetSplits:
   """Loads Tiny-ImageNet as ``[N, 64, 64, 3]`` images (float in ``[0, 1]`` or uint8).
 
   Full float32 train data takes 4.9 GB; pass ``dtype=np.uint8`` (1.2 GB) to
@@ -67,29 +86,45 @@ def load_tiny_imagenet(data_dir: Optional[PathLike] = None, dtype=np.float32,
   """
   Image = _pil_image()
   root = tiny_imagenet_dir(data_dir)
-  wnids = [w.strip() for w in (root / "wnids.txt").read_text().splitlines() if w.strip()]
+  wnids = [
+    w.strip()
+    for w in (root / "wnids.txt").read_text().splitlines()
+    if w.strip()
+  ]
   index = {w: i for i, w in enumerate(wnids)}
   names = list(wnids)
   words = root / "words.txt"
   if words.exists():
-    lookup = dict(line.split("\t", 1) for line in words.read_text().splitlines() if "\t" in line)
+    lookup = dict(
+      line.split("\t", 1)
+      for line in words.read_text().splitlines()
+      if "\t" in line
+    )
     names = [lookup.get(w, w).strip() for w in wnids]
 
-  missing = [root / "train" / w / "images" for w in wnids
-             if not (root / "train" / w / "images").is_dir()]
+  missing = [
+    root / "train" / w / "images"
+    for w in wnids
+    if not (root / "train" / w / "images").is_dir()
+  ]
   if missing:
     raise MissingDataError("Tiny-ImageNet", missing, INSTRUCTIONS)
   train_x, train_y = [], []
   for w in wnids:
-    files = sorted(p for p in (root / "train" / w / "images").iterdir()
-                   if p.suffix.lower() in (".jpeg", ".jpg", ".png"))
+    files = sorted(
+      p
+      for p in (root / "train" / w / "images").iterdir()
+      if p.suffix.lower() in (".jpeg", ".jpg", ".png")
+    )
     if max_per_class is not None:
       files = files[:max_per_class]
     train_x.extend(_read_image(p, Image) for p in files)
     train_y.extend([index[w]] * len(files))
 
   val_x, val_y, val_missing = [], [], []
-  for lineno, line in enumerate((root / "val" / "val_annotations.txt").read_text().splitlines(), 1):
+  for lineno, line in enumerate(
+    (root / "val" / "val_annotations.txt").read_text().splitlines(), 1
+  ):
     if not line.strip():
       continue
     parts = line.split("\t")
@@ -105,11 +140,24 @@ def load_tiny_imagenet(data_dir: Optional[PathLike] = None, dtype=np.float32,
     raise MissingDataError("Tiny-ImageNet", val_missing, INSTRUCTIONS)
 
   def stack(xs):
-    return np.stack(xs) if xs else np.zeros((0, IMAGE_SIZE, IMAGE_SIZE, 3), np.uint8)
+    return (
+      np.stack(xs) if xs else np.zeros((0, IMAGE_SIZE, IMAGE_SIZE, 3), np.uint8)
+    )
 
   k = len(wnids)
   return DatasetSplits(
-      Dataset(scale_images(stack(train_x), dtype), as_labels(train_y), k,
-              "tiny_imagenet/train", tuple(names)),
-      Dataset(scale_images(stack(val_x), dtype), as_labels(val_y), k,
-              "tiny_imagenet/val", tuple(names)))
+    Dataset(
+      scale_images(stack(train_x), dtype),
+      as_labels(train_y),
+      k,
+      "tiny_imagenet/train",
+      tuple(names),
+    ),
+    Dataset(
+      scale_images(stack(val_x), dtype),
+      as_labels(val_y),
+      k,
+      "tiny_imagenet/val",
+      tuple(names),
+    ),
+  )

@@ -38,27 +38,45 @@ import io
 import subprocess
 import sys
 import tarfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
 from zoprivacy.data.loaders.base import (
-    Dataset, DatasetSplits, MissingDataError, PathLike, as_labels, data_root,
-    stratified_train_test_split, text_array)
+  Dataset,
+  DatasetSplits,
+  MissingDataError,
+  PathLike,
+  as_labels,
+  data_root,
+  stratified_train_test_split,
+  text_array,
+)
 
 SDIST_NAME = "vaderSentiment-3.3.2.tar.gz"
-SDIST_SHA256 = "5d7c06e027fc8b99238edb0d53d970cf97066ef97654009890b83703849632f9"
-INNER_ARCHIVE = "vaderSentiment-3.3.2/additional_resources/hutto_ICWSM_2014.tar.gz"
+SDIST_SHA256 = (
+  "5d7c06e027fc8b99238edb0d53d970cf97066ef97654009890b83703849632f9"
+)
+INNER_ARCHIVE = (
+  "vaderSentiment-3.3.2/additional_resources/hutto_ICWSM_2014.tar.gz"
+)
 EXTRACT_DIR = "hutto_ICWSM_2014"
-CORPORA = ("movieReviewSnippets", "amazonReviewSnippets", "tweets", "nytEditorialSnippets")
+CORPORA = (
+  "movieReviewSnippets",
+  "amazonReviewSnippets",
+  "tweets",
+  "nytEditorialSnippets",
+)
 PRIVATE_CORPUS = "movieReviewSnippets"
 PUBLIC_CORPORA = ("amazonReviewSnippets", "tweets")
 CLASS_NAMES = ("negative", "positive")
-FETCH_COMMAND = "python -m zoprivacy.data.loaders.vader --fetch --cache-dir {dir}"
+FETCH_COMMAND = (
+  "python -m zoprivacy.data.loaders.vader --fetch --cache-dir {dir}"
+)
 
 
-def vader_cache_dir(cache_dir: Optional[PathLike] = None) -> Path:
+def vader_cache_dir(cache_dir: PathLike | None = None) -> Path:
   """``cache_dir`` if given, else ``$ZOPRIVACY_DATA_DIR/vader``, else
   ``~/.cache/zoprivacy/vader``."""
   if cache_dir is not None:
@@ -97,7 +115,7 @@ def extract_ground_truth(sdist: Path, out_dir: Path) -> Path:
   return target
 
 
-def fetch(cache_dir: Optional[PathLike] = None, verbose: bool = True) -> Path:
+def fetch(cache_dir: PathLike | None = None, verbose: bool = True) -> Path:
   """Downloads the vaderSentiment 3.3.2 sdist with pip into the cache directory,
   verifies its SHA-256 and extracts the ground-truth files. Returns the folder
   holding them. Needs access to a Python package index."""
@@ -105,22 +123,38 @@ def fetch(cache_dir: Optional[PathLike] = None, verbose: bool = True) -> Path:
   cache.mkdir(parents=True, exist_ok=True)
   sdist = cache / SDIST_NAME
   if not sdist.exists():
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-           "vaderSentiment==3.3.2", "-d", str(cache)]
+    cmd = [
+      sys.executable,
+      "-m",
+      "pip",
+      "download",
+      "--no-deps",
+      "--no-binary",
+      ":all:",
+      "vaderSentiment==3.3.2",
+      "-d",
+      str(cache),
+    ]
     if verbose:
       print("running:", " ".join(cmd), file=sys.stderr)
-    subprocess.run(cmd, check=True, stdout=None if verbose else subprocess.DEVNULL)
+    subprocess.run(
+      cmd, check=True, stdout=None if verbose else subprocess.DEVNULL
+    )
   digest = _sha256(sdist)
   if digest != SDIST_SHA256:
-    raise ValueError(f"{sdist}: SHA-256 {digest} does not match the published "
-                     f"vaderSentiment 3.3.2 sdist ({SDIST_SHA256}); delete it and refetch")
+    raise ValueError(
+      f"{sdist}: SHA-256 {digest} does not match the published "
+      f"vaderSentiment 3.3.2 sdist ({SDIST_SHA256}); delete it and refetch"
+    )
   target = extract_ground_truth(sdist, cache)
   if verbose:
     print(f"VADER corpora ready in {target}", file=sys.stderr)
   return target
 
 
-def parse_ground_truth(text: str, source: str = "<text>") -> Tuple[list, np.ndarray]:
+def parse_ground_truth(
+  text: str, source: str = "<text>"
+) -> tuple[list, np.ndarray]:
   """Parses ``id<TAB>mean_rating<TAB>text`` lines; returns (texts, ratings)."""
   texts, ratings = [], []
   for lineno, line in enumerate(text.splitlines(), 1):
@@ -129,17 +163,23 @@ def parse_ground_truth(text: str, source: str = "<text>") -> Tuple[list, np.ndar
       continue
     parts = line.split("\t", 2)
     if len(parts) != 3:
-      raise ValueError(f"{source}:{lineno}: expected 'id<TAB>rating<TAB>text', got {line!r}")
+      raise ValueError(
+        f"{source}:{lineno}: expected 'id<TAB>rating<TAB>text', got {line!r}"
+      )
     try:
       rating = float(parts[1])
     except ValueError as e:
-      raise ValueError(f"{source}:{lineno}: rating {parts[1]!r} is not a number") from e
+      raise ValueError(
+        f"{source}:{lineno}: rating {parts[1]!r} is not a number"
+      ) from e
     texts.append(parts[2].strip())
     ratings.append(rating)
   return texts, np.asarray(ratings, dtype=np.float64)
 
 
-def load_vader_corpus(corpus: str, cache_dir: Optional[PathLike] = None) -> Dataset:
+def load_vader_corpus(
+  corpus: str, cache_dir: PathLike | None = None
+) -> Dataset:
   """One VADER corpus as a binary sentiment Dataset (label = rating > 0,
   zero ratings dropped), inputs an ``object`` array of sentences."""
   name = _file_name(corpus)
@@ -151,59 +191,92 @@ def load_vader_corpus(corpus: str, cache_dir: Optional[PathLike] = None) -> Data
       extract_ground_truth(sdist, cache)
     else:
       raise MissingDataError(
-          "VADER", [path],
-          f"run `{FETCH_COMMAND.format(dir=cache)}` (needs access to PyPI), or set "
-          "$ZOPRIVACY_DATA_DIR / pass cache_dir to a folder that holds "
-          f"{EXTRACT_DIR}/{name}")
-  texts, ratings = parse_ground_truth(path.read_text(encoding="utf-8"), str(path))
+        "VADER",
+        [path],
+        f"run `{FETCH_COMMAND.format(dir=cache)}` (needs access to PyPI), or set "
+        "$ZOPRIVACY_DATA_DIR / pass cache_dir to a folder that holds "
+        f"{EXTRACT_DIR}/{name}",
+      )
+  texts, ratings = parse_ground_truth(
+    path.read_text(encoding="utf-8"), str(path)
+  )
   keep = np.flatnonzero(ratings != 0.0)
   labels = as_labels(ratings[keep] > 0)
-  return Dataset(text_array([texts[i] for i in keep]), labels, 2, f"vader/{corpus}",
-                 CLASS_NAMES)
+  return Dataset(
+    text_array([texts[i] for i in keep]),
+    labels,
+    2,
+    f"vader/{corpus}",
+    CLASS_NAMES,
+  )
 
 
-def load_vader(corpus: str = PRIVATE_CORPUS, cache_dir: Optional[PathLike] = None,
-               test_fraction: float = 0.2, seed: int = 0) -> DatasetSplits:
+def load_vader(
+  corpus: str = PRIVATE_CORPUS,
+  cache_dir: PathLike | None = None,
+  test_fraction: float = 0.2,
+  seed: int = 0,
+) -> DatasetSplits:
   """A VADER corpus split into train/test (seeded, stratified; the corpora have
   no official split)."""
   full = load_vader_corpus(corpus, cache_dir)
-  train_idx, test_idx = stratified_train_test_split(full.labels, test_fraction, seed)
-  return DatasetSplits(full.subset(train_idx, f"vader/{corpus}/train"),
-                       full.subset(test_idx, f"vader/{corpus}/test"))
+  train_idx, test_idx = stratified_train_test_split(
+    full.labels, test_fraction, seed
+  )
+  return DatasetSplits(
+    full.subset(train_idx, f"vader/{corpus}/train"),
+    full.subset(test_idx, f"vader/{corpus}/test"),
+  )
 
 
-def load_vader_private_public(cache_dir: Optional[PathLike] = None,
-                              public_corpora: Sequence[str] = PUBLIC_CORPORA,
-                              test_fraction: float = 0.2,
-                              seed: int = 0) -> Tuple[DatasetSplits, Dataset]:
+def load_vader_private_public(
+  cache_dir: PathLike | None = None,
+  public_corpora: Sequence[str] = PUBLIC_CORPORA,
+  test_fraction: float = 0.2,
+  seed: int = 0,
+) -> tuple[DatasetSplits, Dataset]:
   """Movie reviews (train/test) as private data, plus the concatenation of
   ``public_corpora`` as out-of-distribution public data (PAZO's IMDB/Amazon
   setting in miniature). Use :func:`zoprivacy.data.splits.sample_ood_public`
   to subsample the public pool and check it against the private set."""
   private = load_vader(PRIVATE_CORPUS, cache_dir, test_fraction, seed)
   parts = [load_vader_corpus(c, cache_dir) for c in public_corpora]
-  public = Dataset(np.concatenate([p.inputs for p in parts]),
-                   np.concatenate([p.labels for p in parts]), 2,
-                   "vader/" + "+".join(public_corpora), CLASS_NAMES)
+  public = Dataset(
+    np.concatenate([p.inputs for p in parts]),
+    np.concatenate([p.labels for p in parts]),
+    2,
+    "vader/" + "+".join(public_corpora),
+    CLASS_NAMES,
+  )
   return private, public
 
 
-def _main(argv: Optional[Sequence[str]] = None) -> int:
+def _main(argv: Sequence[str] | None = None) -> int:
   parser = argparse.ArgumentParser(
-      prog="python -m zoprivacy.data.loaders.vader",
-      description="Fetch or summarise the VADER sentiment corpora.")
-  parser.add_argument("--fetch", action="store_true",
-                      help="download the vaderSentiment 3.3.2 sdist with pip and extract it")
-  parser.add_argument("--cache-dir", default=None,
-                      help="cache folder (default $ZOPRIVACY_DATA_DIR/vader or "
-                           "~/.cache/zoprivacy/vader)")
+    prog="python -m zoprivacy.data.loaders.vader",
+    description="Fetch or summarise the VADER sentiment corpora.",
+  )
+  parser.add_argument(
+    "--fetch",
+    action="store_true",
+    help="download the vaderSentiment 3.3.2 sdist with pip and extract it",
+  )
+  parser.add_argument(
+    "--cache-dir",
+    default=None,
+    help="cache folder (default $ZOPRIVACY_DATA_DIR/vader or "
+    "~/.cache/zoprivacy/vader)",
+  )
   args = parser.parse_args(argv)
   if args.fetch:
     fetch(args.cache_dir)
-  counts: Dict[str, Tuple[int, int]] = {}
+  counts: dict[str, tuple[int, int]] = {}
   for corpus in CORPORA:
     ds = load_vader_corpus(corpus, args.cache_dir)
-    counts[corpus] = (int((ds.labels == 0).sum()), int((ds.labels == 1).sum()))
+    counts[corpus] = (
+      int((ds.labels == 0).sum()),
+      int((ds.labels == 1).sum()),
+    )
   for corpus, (neg, pos) in counts.items():
     print(f"{corpus:22s} negative={neg:6d} positive={pos:6d}")
   return 0

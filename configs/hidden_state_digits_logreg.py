@@ -3,7 +3,7 @@
 Chien, Chen & Li, eq. (3): K orthonormal directions, full batch, clip
 Delta on the finite difference, directional and isotropic noise, projection
 onto the ball of radius R; step size eta = K/M (Cor. 3.3's choice). The
-loss (``experiments/hidden_state_tasks.py``) is M-smooth and m-strongly
+loss (``experiments/tasks/logreg.py``) is M-smooth and m-strongly
 convex with M = 1/2 + l2 and m = l2 (here m/M = 0.5), and Lipschitz with
 constant sqrt(2) + l2 (R + xi) <= Delta on the ball. Nothing is evaluated or
 checkpointed before the last step, so the report gives the final-iterate

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from experiments import hidden_state_tasks
+from experiments.tasks import logreg
 from zoprivacy.estimators import registry
 from zoprivacy.hidden_state import privacy as privacy_lib
 from zoprivacy.hidden_state import setting as setting_lib
@@ -61,7 +61,7 @@ def _assumptions(config) -> setting_lib.LossAssumptions:
       f"the task {config.dataset!r} declares none. Use digits_logreg or "
       "fashion_mnist_logreg, or set hidden_state.report=False."
     )
-  return hidden_state_tasks.assumptions(
+  return logreg.assumptions(
     config.l2, config.radius, _kwargs(config)["smoothing"]
   )
 
@@ -91,7 +91,7 @@ def make_setting(config, dataset_size: int) -> setting_lib.NoisyZOGDSetting:
     None if config.sampling == "full_batch" else int(config.expected_batch_size)
   )
   return setting_lib.NoisyZOGDSetting(
-    dimension=hidden_state_tasks.dimension(_dataset(config)),
+    dimension=logreg.dimension(_dataset(config)),
     dataset_size=dataset_size,
     num_directions=k,
     step_size=float(eta),

@@ -1,4 +1,4 @@
-"""Paper-setting tasks (experiments/paper_tasks.py) and their configs.
+"""Paper-setting tasks (experiments/tasks/) and their configs.
 
 Each registered task is built from tiny files in the loaders' exact on-disk
 formats (CIFAR pickles, Tiny-ImageNet JPEGs, aclImdb, Amazon CSV, GLUE TSV,
@@ -20,7 +20,9 @@ from flax import traverse_util
 
 import zoprivacy
 from configs import default
-from experiments import paper_tasks, tasks, train
+from experiments import tasks, train
+from experiments.tasks import peft as peft_tasks
+from zoprivacy.data import tokenize
 from zoprivacy.data.loaders import MissingDataError, write_idx
 from zoprivacy.models import peft
 
@@ -473,13 +475,13 @@ def test_roberta_prompt_tasks(tmp_path, dataset, extra):
 
 def test_fit_around_mask_keeps_the_mask():
   ids = [0] + list(range(10, 40)) + [4, 5, 6] + [2]  # mask id 4 near the end
-  out = paper_tasks.fit_around_mask(ids, 10, 4)
+  out = tokenize.fit_around_mask(ids, 10, 4)
   assert len(out) == 10 and out[0] == 0 and out[-1] == 2 and 4 in out
   assert out[-4:-1] == [4, 5, 6]  # the tail after the mask survives
   nli = (
     [0] + [7] * 5 + [4] + list(range(50, 70)) + [2]
   )  # mask early, long hypothesis
-  out = paper_tasks.fit_around_mask(nli, 12, 4)
+  out = tokenize.fit_around_mask(nli, 12, 4)
   assert len(out) == 12 and 4 in out and out[-1] == 2
 
 
@@ -548,7 +550,7 @@ def _changed_paths(before, after):
 @pytest.mark.filterwarnings(
   "ignore::zoprivacy.privacy.InsecureTestNoiseWarning"
 )
-@pytest.mark.parametrize("mode", paper_tasks.PEFT_MODES)
+@pytest.mark.parametrize("mode", peft_tasks.PEFT_MODES)
 def test_peft_modes_perturb_only_their_parameters(tmp_path, mode):
   """One DPZero step through each split: the merged model changes exactly in
   the parameters the mode trains (LoRA: the query/value kernels it adapts).
@@ -563,7 +565,7 @@ def test_peft_modes_perturb_only_their_parameters(tmp_path, mode):
   params = bert.classifier_params_from_encoder(
     enc, bcfg, 2, jax.random.key(0), "mean"
   )
-  trainable, frozen, merge = paper_tasks.peft_split(
+  trainable, frozen, merge = peft_tasks.peft_split(
     params, mode, jax.random.key(1)
   )
   model = bert.BertClassifier(bcfg, 2, pooling="mean")
@@ -726,5 +728,5 @@ def test_offline_configs_are_complete(name):
   assert c.dataset in tasks.TASKS
   assert c.target_epsilon == 2.0 and c.estimator in ("dpzero", "dp_sgd")
   if c.dataset == "vader_minilm":
-    assert c.peft in paper_tasks.PEFT_MODES and c.examples_per_class == 512
+    assert c.peft in peft_tasks.PEFT_MODES and c.examples_per_class == 512
     assert c.delta == 1e-5 and c.expected_batch_size == 32

@@ -23,7 +23,9 @@ from keys import with_keys
 
 import zoprivacy
 from zoprivacy import accounting
-from zoprivacy.estimators import public_assisted as pa
+from zoprivacy.estimators import (
+  public_assisted as pa,  # all public-data estimators
+)
 from zoprivacy.privacy import InsecureTestNoiseWarning
 
 D = 6

@@ -29,7 +29,8 @@ import functools
 import ml_collections
 import numpy as np
 
-from experiments import paper_tasks, tasks
+from experiments import tasks
+from experiments.tasks.common import flax_task, image_public_split
 from zoprivacy.data import loaders
 from zoprivacy.data.loaders import Dataset
 from zoprivacy.models import small
@@ -54,7 +55,7 @@ def splits(
       "data_seed": DATA_SEED,
     }
   )
-  private, public = paper_tasks.image_public_split(split_config, data.train)
+  private, public = image_public_split(split_config, data.train)
   rng = np.random.default_rng([DATA_SEED, 11])
   val = []
   for c in range(public.num_classes):
@@ -80,7 +81,7 @@ def splits(
 def _task(kind: str, data_dir: str, features: tuple[int, ...]) -> tasks.Task:
   s = splits(data_dir)
   model = small.SmallCNN(num_classes=s["test"].num_classes, features=features)
-  build = paper_tasks._flax_task  # pylint: disable=protected-access
+  build = flax_task
   if kind == PRIVATE_TASK:
     return build(model, s["private"], s["test"], s["public"])
   return build(model, s["public_train"], s["public_val"], s["public_train"])

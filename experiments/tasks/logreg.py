@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from experiments import tasks
+from experiments.tasks.registry import Task, register
 from zoprivacy.data import loaders
 from zoprivacy.hidden_state import setting as setting_lib
 
@@ -62,8 +62,8 @@ def normalize(inputs: np.ndarray) -> np.ndarray:
 
 
 @dataclasses.dataclass
-class LogRegTask(tasks.Task):
-  """A :class:`~experiments.tasks.Task` whose loss adds ``lam/2 ||W||^2``."""
+class LogRegTask(Task):
+  """A :class:`~experiments.Task` whose loss adds ``lam/2 ||W||^2``."""
 
   l2: float = 0.0
   loss_assumptions: setting_lib.LossAssumptions | None = None
@@ -107,12 +107,12 @@ def _logreg(config, splits, dataset: str) -> LogRegTask:
   )
 
 
-@tasks.register("digits_logreg")
+@register("digits_logreg")
 def digits_logreg(config) -> LogRegTask:
   return _logreg(config, loaders.load_digits(seed=config.seed), "digits")
 
 
-@tasks.register("fashion_mnist_logreg")
+@register("fashion_mnist_logreg")
 def fashion_mnist_logreg(config) -> LogRegTask:
   return _logreg(
     config,

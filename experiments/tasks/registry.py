@@ -1,9 +1,11 @@
-"""A task: the data, the model and the loss of one experiment.
+"""A task: the data, the model and the loss of one experiment; the registry.
 
 ``trainable`` parameters are what the estimator perturbs; ``frozen`` ones
 (a pretrained encoder under LoRA or BitFit, say) are passed to the loss as a
 separate argument, so they are neither perturbed nor baked into the compiled
-step as constants.
+step as constants. ``config.dataset`` names a task registered here with
+:func:`register`; the modules of :mod:`experiments.tasks` register theirs
+when the package is imported.
 """
 
 from __future__ import annotations
@@ -16,9 +18,6 @@ import jax
 import ml_collections
 import numpy as np
 import optax
-
-from zoprivacy.data import loaders
-from zoprivacy.models import small
 
 
 @dataclasses.dataclass
@@ -52,43 +51,6 @@ class Task:
     return optax.softmax_cross_entropy_with_integer_labels(logits, labels)
 
 
-def _flax_classifier_task(splits, model) -> Task:
-  def init(key):
-    return model.init(key, splits.train.inputs[:1]), {}
-
-  def apply(trainable, frozen, inputs):
-    del frozen
-    return model.apply(trainable, inputs)
-
-  return Task(
-    splits.train.inputs,
-    splits.train.labels,
-    splits.test.inputs,
-    splits.test.labels,
-    splits.train.num_classes,
-    init,
-    apply,
-  )
-
-
-MODELS: dict[str, Callable[..., Any]] = {
-  "cnn": small.SmallCNN,
-  "mlp": small.MLP,
-}
-
-
-def _image_task(config, splits) -> Task:
-  if config.model not in MODELS:
-    raise ValueError(
-      f"Unknown model {config.model!r} for an image task; "
-      f"choose one of {sorted(MODELS)}."
-    )
-  model = MODELS[config.model](
-    num_classes=splits.train.num_classes, **config.get("model_kwargs", {})
-  )
-  return _flax_classifier_task(splits, model)
-
-
 TaskBuilder = Callable[[ml_collections.ConfigDict], Task]
 TASKS: dict[str, TaskBuilder] = {}
 
@@ -105,22 +67,8 @@ def register(name: str):
   return wrap
 
 
-@register("digits")
-def digits_task(config) -> Task:
-  return _image_task(config, loaders.load_digits(seed=config.seed))
-
-
-@register("fashion_mnist")
-def fashion_mnist_task(config) -> Task:
-  return _image_task(
-    config,
-    loaders.load_fashion_mnist(data_dir=config.get("data_dir") or None),
-  )
-
-
 def get_task(config: ml_collections.ConfigDict) -> Task:
   """Builds the task named by ``config.dataset``."""
-  # The paper settings' tasks (text, CIFAR-10, ...) register themselves here.
   if config.dataset not in TASKS:
     raise ValueError(
       f"Unknown dataset {config.dataset!r}; choose one of {sorted(TASKS)}."

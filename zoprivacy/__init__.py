@@ -12,35 +12,100 @@ Estimators are optax transformations that go first in a chain:
     epsilon = plan.epsilon(num_steps=T, delta=1e-5)
 """
 
-from zoprivacy import (
-  clipping,
-  directions,
-  hidden_state,
-  mechanisms,
-  privacy,
-  projection,
-  queries,
+import importlib
+import inspect
+from typing import TYPE_CHECKING
+
+# Public API, imported lazily (PEP 562) so that ``import zoprivacy.accounting``
+# (and its command line) does not pay for JAX. ``name -> module``.
+_SUBMODULES = (
+  "accounting",
+  "clipping",
+  "directions",
+  "hidden_state",
+  "mechanisms",
+  "privacy",
+  "projection",
+  "queries",
 )
-from zoprivacy.estimators import (
-  ESTIMATORS,
-  EstimatorState,
-  PrivateEstimator,
-  dope_sgd,
-  dp_sgd,
-  dp_zo,
-  dpgd_zeroth,
-  dpmd,
-  dpzero,
-  gep,
-  mezo,
-  noisy_zogd,
-  noisy_zogd_chain,
-  pazo_m,
-  pazo_p,
-  pazo_s,
-  registry,
+_EXPORTS = {
+  "ESTIMATORS": "zoprivacy.estimators",
+  "EstimatorState": "zoprivacy.estimators",
+  "PrivateEstimator": "zoprivacy.estimators",
+  "dope_sgd": "zoprivacy.estimators",
+  "dp_sgd": "zoprivacy.estimators",
+  "dp_zo": "zoprivacy.estimators",
+  "dpgd_zeroth": "zoprivacy.estimators",
+  "dpmd": "zoprivacy.estimators",
+  "dpzero": "zoprivacy.estimators",
+  "gep": "zoprivacy.estimators",
+  "mezo": "zoprivacy.estimators",
+  "noisy_zogd": "zoprivacy.estimators",
+  "noisy_zogd_chain": "zoprivacy.estimators",
+  "pazo_m": "zoprivacy.estimators",
+  "pazo_p": "zoprivacy.estimators",
+  "pazo_s": "zoprivacy.estimators",
+  "registry": "zoprivacy.estimators",
+  "ExactNoiseSource": "zoprivacy.privacy",
+  "PrivacyPlan": "zoprivacy.privacy",
+  "find_plan": "zoprivacy.privacy",
+}
+
+__all__ = sorted(
+  (*_SUBMODULES, *_EXPORTS, "PRIVACY_HYPERPARAMETERS", "static_args")
 )
-from zoprivacy.privacy import ExactNoiseSource, PrivacyPlan, find_plan
+
+
+def __getattr__(name: str):
+  if name in _SUBMODULES:
+    value = importlib.import_module(f"zoprivacy.{name}")
+  elif name in _EXPORTS:
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+  else:
+    raise AttributeError(f"module 'zoprivacy' has no attribute {name!r}")
+  globals()[name] = value  # cache: later lookups skip __getattr__
+  return value
+
+
+def __dir__():
+  return __all__
+
+
+if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
+  from zoprivacy import (  # noqa: F401
+    accounting,
+    clipping,
+    directions,
+    hidden_state,
+    mechanisms,
+    privacy,
+    projection,
+    queries,
+  )
+  from zoprivacy.estimators import (  # noqa: F401
+    ESTIMATORS,
+    EstimatorState,
+    PrivateEstimator,
+    dope_sgd,
+    dp_sgd,
+    dp_zo,
+    dpgd_zeroth,
+    dpmd,
+    dpzero,
+    gep,
+    mezo,
+    noisy_zogd,
+    noisy_zogd_chain,
+    pazo_m,
+    pazo_p,
+    pazo_s,
+    registry,
+  )
+  from zoprivacy.privacy import (  # noqa: F401
+    ExactNoiseSource,
+    PrivacyPlan,
+    find_plan,
+  )
 
 # Hyperparameters that fix the privacy plan: static, never injected. Pass
 # them in ``optax.inject_hyperparams(..., static_args=...)``.
@@ -69,8 +134,6 @@ def static_args(factory) -> tuple[str, ...]:
           zoprivacy.dpzero, static_args=zoprivacy.static_args(zoprivacy.dpzero)
       )(clip=1.0, noise_multiplier=2.0, smoothing=1e-3, ...)
   """
-  import inspect  # pylint: disable=g-import-not-at-top
-
   names = inspect.signature(factory).parameters
   return tuple(
     a for a in PRIVACY_HYPERPARAMETERS + ("direction_key",) if a in names

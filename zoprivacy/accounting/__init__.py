@@ -10,59 +10,45 @@ Conventions (``docs/conventions.md``, ``docs/accounting.md``):
 * All composition is done by dp_accounting (PLD and RDP accountants).
 """
 
-from zoprivacy.accounting.calibration import (
-  CalibrationResult,
-  calibrate_noise_multiplier,
-)
-from zoprivacy.accounting.epsilon import (
-  DirectionalEpsilon,
-  build_pld,
-  dpzero_advanced_composition_noise_multiplier,
-  dpzero_advanced_composition_sigma,
-  pld_epsilon,
-  pld_epsilon_by_direction,
-  pure_epsilon_poisson_laplace,
-  pure_laplace_noise_multiplier,
-  rdp_epsilon,
-)
-from zoprivacy.accounting.events import (
-  full_batch_gaussian_event,
-  neighboring_relation,
-  poisson_gaussian_event,
-  poisson_gaussian_queries_composed_event,
-  poisson_gaussian_queries_event,
-  poisson_laplace_event,
-  sampled_without_replacement_gaussian_event,
-)
-from zoprivacy.accounting.ledger import (
-  PrivacyBudgetExceededError,
-  PrivacyLedger,
-)
-from zoprivacy.accounting.plan_calibration import calibrate_plan
-from zoprivacy.accounting.report import EpsilonReport, epsilon_report
+import importlib
 
-__all__ = [
-  "CalibrationResult",
-  "DirectionalEpsilon",
-  "EpsilonReport",
-  "PrivacyBudgetExceededError",
-  "PrivacyLedger",
-  "build_pld",
-  "calibrate_noise_multiplier",
-  "calibrate_plan",
-  "dpzero_advanced_composition_noise_multiplier",
-  "dpzero_advanced_composition_sigma",
-  "epsilon_report",
-  "full_batch_gaussian_event",
-  "neighboring_relation",
-  "pld_epsilon",
-  "pld_epsilon_by_direction",
-  "poisson_gaussian_event",
-  "poisson_gaussian_queries_composed_event",
-  "poisson_gaussian_queries_event",
-  "poisson_laplace_event",
-  "pure_epsilon_poisson_laplace",
-  "pure_laplace_noise_multiplier",
-  "rdp_epsilon",
-  "sampled_without_replacement_gaussian_event",
-]
+# Imported on first use (PEP 562): ``import zoprivacy.accounting`` stays cheap
+# and never imports JAX; dp_accounting loads with the first function called.
+_EXPORTS = {
+  "CalibrationResult": "zoprivacy.accounting.calibration",
+  "DirectionalEpsilon": "zoprivacy.accounting.epsilon",
+  "PrivacyBudgetExceededError": "zoprivacy.accounting.ledger",
+  "PrivacyLedger": "zoprivacy.accounting.ledger",
+  "build_pld": "zoprivacy.accounting.epsilon",
+  "calibrate_noise_multiplier": "zoprivacy.accounting.calibration",
+  "calibrate_plan": "zoprivacy.accounting.plan_calibration",
+  "dpzero_advanced_composition_noise_multiplier": "zoprivacy.accounting.epsilon",
+  "dpzero_advanced_composition_sigma": "zoprivacy.accounting.epsilon",
+  "full_batch_gaussian_event": "zoprivacy.accounting.events",
+  "neighboring_relation": "zoprivacy.accounting.events",
+  "pld_epsilon": "zoprivacy.accounting.epsilon",
+  "pld_epsilon_by_direction": "zoprivacy.accounting.epsilon",
+  "poisson_gaussian_event": "zoprivacy.accounting.events",
+  "poisson_gaussian_queries_composed_event": "zoprivacy.accounting.events",
+  "poisson_gaussian_queries_event": "zoprivacy.accounting.events",
+  "poisson_laplace_event": "zoprivacy.accounting.events",
+  "pure_epsilon_poisson_laplace": "zoprivacy.accounting.epsilon",
+  "pure_laplace_noise_multiplier": "zoprivacy.accounting.epsilon",
+  "rdp_epsilon": "zoprivacy.accounting.epsilon",
+  "sampled_without_replacement_gaussian_event": "zoprivacy.accounting.events",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+  if name not in _EXPORTS:
+    raise AttributeError(
+      f"module 'zoprivacy.accounting' has no attribute {name!r}"
+    )
+  value = getattr(importlib.import_module(_EXPORTS[name]), name)
+  globals()[name] = value
+  return value
+
+
+def __dir__():
+  return __all__

@@ -33,6 +33,7 @@ from scipy import optimize
 
 from zoprivacy.accounting import epsilon as _eps
 from zoprivacy.accounting import events as _ev
+from zoprivacy.accounting.dp_warnings import summarize_warnings
 
 MIN_NOISE_MULTIPLIER = 1e-2
 MAX_NOISE_MULTIPLIER = 1e6
@@ -142,6 +143,7 @@ def _rdp_warm_start(
   return math.exp(root) * factor
 
 
+@summarize_warnings
 def calibrate_noise_multiplier(
   *,
   target_epsilon: float,

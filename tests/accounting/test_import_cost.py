@@ -50,3 +50,11 @@ def test_lazy_top_level_exports_resolve():
           sorted(zoprivacy.__all__) == sorted(dir(zoprivacy)))
   """)
   assert out == "False True True True"
+
+
+def test_every_accounting_export_resolves():
+  import zoprivacy.accounting as accounting
+
+  assert len(accounting.__all__) == 23
+  for name in accounting.__all__:
+    assert getattr(accounting, name) is not None, name

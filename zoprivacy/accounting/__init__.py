@@ -17,6 +17,8 @@ import importlib
 _EXPORTS = {
   "CalibrationResult": "zoprivacy.accounting.calibration",
   "DirectionalEpsilon": "zoprivacy.accounting.epsilon",
+  "EpsilonReport": "zoprivacy.accounting.report",
+  "epsilon_report": "zoprivacy.accounting.report",
   "PrivacyBudgetExceededError": "zoprivacy.accounting.ledger",
   "PrivacyLedger": "zoprivacy.accounting.ledger",
   "build_pld": "zoprivacy.accounting.epsilon",

@@ -1,8 +1,9 @@
-"""Token-id utilities for fixed-shape text inputs (prompt-based classifiers)."""
+"""Hugging Face ``tokenizer.json`` loading and fixed-shape token-id arrays."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -54,3 +55,39 @@ def label_word_ids(tokenizer, words: Sequence[str]) -> list:
       ids = [alt]
     out.append(int(ids[0]))
   return out
+
+
+def load_tokenizer(model_dir, max_length: int = 128):
+  """A ``tokenizers.Tokenizer`` from ``tokenizer.json`` that pads to the longest
+  sequence in a batch and truncates to ``max_length``."""
+  from tokenizers import Tokenizer
+
+  tok = Tokenizer.from_file(str(Path(model_dir) / "tokenizer.json"))
+  tok.enable_truncation(max_length)
+  if tok.padding:
+    pad_id, pad_token = tok.padding["pad_id"], tok.padding["pad_token"]
+  else:  # BERT vocabularies use [PAD] (id 0), RoBERTa's BPE <pad> (id 1)
+    pad_token = next(
+      (t for t in ("[PAD]", "<pad>") if tok.token_to_id(t) is not None),
+      None,
+    )
+    if pad_token is None:
+      raise ValueError(
+        f"{model_dir}: tokenizer has no padding config and no [PAD]/<pad> token"
+      )
+    pad_id = tok.token_to_id(pad_token)
+  tok.enable_padding(pad_id=pad_id, pad_token=pad_token)
+  return tok
+
+
+def tokenize_batch(tokenizer, texts, pairs=None):
+  """``(input_ids, attention_mask, token_type_ids)`` int32 arrays ``[N, L]``."""
+  enc = (
+    tokenizer.encode_batch(list(texts))
+    if pairs is None
+    else tokenizer.encode_batch(list(zip(texts, pairs)))
+  )
+  ids = np.asarray([e.ids for e in enc], np.int32)
+  mask = np.asarray([e.attention_mask for e in enc], np.int32)
+  types = np.asarray([e.type_ids for e in enc], np.int32)
+  return ids, mask, types

@@ -61,9 +61,6 @@ class RandBelow(Protocol):
     """Returns an exactly uniform integer in ``[0, n)``, for ``n >= 1``."""
 
 
-# ---------------------------------------------------------------- validation
-
-
 def _check_int(x, name: str, minimum: int) -> int:
   if not isinstance(x, numbers.Integral) or isinstance(x, bool):
     raise ValueError(f"{name} must be an integer, got {x!r}.")
@@ -99,9 +96,6 @@ def _exact_ratio(x, name: str) -> tuple[int, int]:
   if frac > _MAX_FLOAT_PARAMETER:
     raise ValueError(f"{name} must be <= 2**42 for int64 output, got {x!r}.")
   return frac.numerator, frac.denominator
-
-
-# ------------------------------------------------------------- Algorithm 1
 
 
 def _chain_depth(den: int) -> int:
@@ -198,9 +192,6 @@ def bernoulli_exp(gamma_num: int, gamma_den: int, rng: RandBelow) -> bool:
   return _bernoulli_exp(num, den, _randbelow_of(rng))
 
 
-# ------------------------------------------------------------- Algorithm 2
-
-
 def _discrete_laplace(t: int, s: int, randbelow) -> int:
   """Discrete Laplace with scale ``t / s`` (CKS Alg. 2), ``t, s >= 1``.
 
@@ -265,9 +256,6 @@ def sample_discrete_laplace(
   return _discrete_laplace(t, s, _randbelow_of(rng))
 
 
-# ------------------------------------------------------------- Algorithm 3
-
-
 def _discrete_gaussian(n: int, d: int, randbelow) -> int:
   """Discrete Gaussian with ``sigma^2 = n / d`` (CKS Alg. 3), ``n, d >= 1``.
 
@@ -314,9 +302,6 @@ def sample_discrete_gaussian(
   n = _check_int(sigma_sq_num, "sigma_sq_num", 1)
   d = _check_int(sigma_sq_den, "sigma_sq_den", 1)
   return _discrete_gaussian(n, d, _randbelow_of(rng))
-
-
-# ------------------------------------------------- float-parameter wrappers
 
 
 def discrete_gaussian_sample(sigma: float, rng: RandBelow) -> int:

@@ -10,7 +10,9 @@ from configs import default
 from configs import mezo as mezo_config
 from experiments import train
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(
+  os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+)
 CHANCE = 0.1
 
 

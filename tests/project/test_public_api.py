@@ -5,7 +5,7 @@ import re
 
 import zoprivacy
 
-DOC = pathlib.Path(__file__).parents[1] / "docs" / "api.md"
+DOC = pathlib.Path(__file__).parents[2] / "docs" / "api.md"
 
 
 def test_api_doc_lists_exactly_dunder_all():

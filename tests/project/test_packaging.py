@@ -7,7 +7,7 @@ import re
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-ROOT = pathlib.Path(__file__).parents[1]
+ROOT = pathlib.Path(__file__).parents[2]
 
 
 def _requirements():

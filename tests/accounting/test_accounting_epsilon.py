@@ -279,7 +279,7 @@ def test_sampling_without_replacement_rdp_replace_one():
   assert (
     0 < e_sub < acc.rdp_epsilon(full, delta=DELTA, neighboring="replace_one")
   )
-  with pytest.raises(ValueError):
+  with pytest.raises(ValueError, match="RDP accountant cannot account"):
     acc.rdp_epsilon(sub, delta=DELTA)  # add/remove: unsupported
   with pytest.raises(ValueError, match="rdp_epsilon"):
     acc.pld_epsilon(sub, delta=DELTA, neighboring="replace_one")

@@ -148,8 +148,9 @@ def test_non_private_steps_make_epsilon_infinite_and_never_fit_a_budget():
   ledger.record(PrivacyPlan.non_private(), 3)
   assert ledger.epsilon() == float("inf")
   capped = PrivacyLedger(delta=DELTA, epsilon_budget=10.0)
-  with pytest.raises(PrivacyBudgetExceededError):
+  with pytest.raises(PrivacyBudgetExceededError, match="budget"):
     capped.record(PrivacyPlan.non_private())
+  assert capped.num_steps == 0  # the refused step is not recorded
 
 
 def test_report_names_every_plan():

@@ -75,7 +75,7 @@ def test_shuffle_epochs_cover_the_data_once():
 def test_bad_sampler_arguments():
   with pytest.raises(ValueError, match="larger than the dataset"):
     sampling.PoissonSampler(10, 20)
-  with pytest.raises(ValueError):
+  with pytest.raises(ValueError, match="batch_size must be an integer >= 1"):
     sampling.ShuffleSampler(10, 0, seed=0)
 
 

@@ -35,7 +35,7 @@ def test_imbalanced_proportions_are_explicit_and_seeded():
   np.testing.assert_allclose(np.sort(a), np.sort(p))
   assert not np.array_equal(a, imbalanced_class_proportions(10, 10.0, seed=4))
   np.testing.assert_allclose(imbalanced_class_proportions(5, 1.0), 0.2)
-  with pytest.raises(ValueError):
+  with pytest.raises(ValueError, match="imbalance_ratio must be >= 1"):
     imbalanced_class_proportions(10, 0.5)
 
 

@@ -18,7 +18,6 @@ import numpy as np
 import optax
 import pytest
 from adversarial import ADV_BATCH, adversarial_loss
-from jax._src.interpreters import batching  # BatchTracer: count vmapped passes
 from keys import with_keys
 
 import zoprivacy
@@ -281,10 +280,11 @@ class CountingLoss:
     traced = isinstance(jax.tree.leaves(params)[0], jax.core.Tracer)
     # A call inside jax.vmap over k stacked batches is k passes at once.
     width = 1
-    if isinstance(batch, batching.BatchTracer) and isinstance(
-      batch.batch_dim, int
-    ):
-      width = int(batch.val.shape[batch.batch_dim])
+    # A vmap tracer exposes its batch axis (duck-typed: no jax internals
+    # imported); other tracers and arrays have no ``batch_dim``.
+    batch_dim = getattr(batch, "batch_dim", None)
+    if isinstance(batch, jax.core.Tracer) and isinstance(batch_dim, int):
+      width = int(batch.val.shape[batch_dim])
     self.calls.extend([(traced, int(batch.shape[0]))] * width)
     if not traced:
       self.forward_params.append(np.asarray(_flat(params)))

@@ -30,23 +30,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Literal
+from typing import Literal, Protocol
 
 import chex
 import dp_accounting
 import jax
 import jax.numpy as jnp
 
+from zoprivacy import validation
+
 Neighboring = Literal["add_or_remove", "replace_one"]
-NEIGHBORING_RELATIONS = ("add_or_remove", "replace_one")
-
-
-def _check_neighboring(neighboring: str) -> None:
-  if neighboring not in NEIGHBORING_RELATIONS:
-    raise ValueError(
-      f"Unknown neighboring relation {neighboring!r}; choose one of "
-      f"{NEIGHBORING_RELATIONS}."
-    )
+NEIGHBORING_RELATIONS = validation.NEIGHBORING_RELATIONS
 
 
 def masked_sum(values: jax.Array, mask: jax.Array | None) -> jax.Array:
@@ -86,6 +80,42 @@ def _add_iid_noise(key: jax.Array, tree, scale: float, sample):
   return jax.tree.unflatten(treedef, noisy)
 
 
+class Mechanism(Protocol):
+  """What an estimator needs from a noise mechanism on a sum of clipped values.
+
+  Every mechanism states, next to the code that adds its noise, one
+  example's contribution bound (the sensitivity under add/remove), the noise
+  it adds and its ``dp_accounting`` event. Implementations:
+  :class:`GaussianMechanism`, :class:`LaplaceMechanism`, :class:`NoNoise`,
+  :class:`DiscreteMechanism` and GEP's pair
+  (:class:`zoprivacy.estimators.gep.GEPMechanism`).
+  """
+
+  name: str
+  clip: float
+  noise_multiplier: float
+  num_queries: int
+  neighboring: Neighboring
+
+  @property
+  def contribution_bound(self) -> float: ...
+
+  @property
+  def noise_std(self) -> float: ...
+
+  def dp_event(self) -> dp_accounting.DpEvent: ...
+
+  def add_noise(self, key: jax.Array, clipped_sum): ...
+
+  def privatize_sum(
+    self,
+    noise_key: jax.Array,
+    clipped: jax.Array,
+    mask: jax.Array | None,
+    discrete_noise=None,
+  ) -> jax.Array: ...
+
+
 class _SumMechanism:
   """Shared by the mechanisms that add float noise to a masked sum."""
 
@@ -102,7 +132,30 @@ class _SumMechanism:
 
 
 @dataclasses.dataclass(frozen=True)
-class GaussianMechanism(_SumMechanism):
+class _IidNoiseMechanism(_SumMechanism):
+  """I.i.d. noise of scale ``noise_multiplier * contribution_bound`` per
+  coordinate of the sum; subclasses fix the norm of the bound and the law."""
+
+  clip: float
+  noise_multiplier: float
+  num_queries: int = 1
+  neighboring: Neighboring = "add_or_remove"
+
+  def __post_init__(self):
+    validation.one_of("neighboring", self.neighboring, NEIGHBORING_RELATIONS)
+
+  @property
+  def noise_scale(self) -> float:
+    """Scale of the noise on each coordinate (Gaussian std, Laplace ``b``)."""
+    return self.noise_multiplier * self.contribution_bound
+
+  def add_noise(self, key: jax.Array, clipped_sum):
+    """Adds ``noise_scale * sample()`` to every coordinate of a pytree sum."""
+    return _add_iid_noise(key, clipped_sum, self.noise_scale, self._sample)
+
+
+@dataclasses.dataclass(frozen=True)
+class GaussianMechanism(_IidNoiseMechanism):
   """Gaussian noise on a sum of clipped contributions.
 
   Implements DP-ZO Alg. 1 line 13 (``sum l_i + N(0, C^2 sigma^2)``), DPZero
@@ -116,14 +169,8 @@ class GaussianMechanism(_SumMechanism):
   ``dp_accounting`` event of one release: ``GaussianDpEvent(noise_multiplier)``.
   """
 
-  clip: float
-  noise_multiplier: float
-  num_queries: int = 1
-  neighboring: Neighboring = "add_or_remove"
   name = "gaussian"
-
-  def __post_init__(self):
-    _check_neighboring(self.neighboring)
+  _sample = staticmethod(jax.random.normal)
 
   @property
   def contribution_bound(self) -> float:
@@ -138,18 +185,14 @@ class GaussianMechanism(_SumMechanism):
   @property
   def noise_std(self) -> float:
     """Standard deviation of the noise on each coordinate of the sum."""
-    return self.noise_multiplier * self.contribution_bound
+    return self.noise_scale
 
   def dp_event(self) -> dp_accounting.DpEvent:
     return dp_accounting.GaussianDpEvent(self.noise_multiplier)
 
-  def add_noise(self, key: jax.Array, clipped_sum):
-    """Adds ``N(0, noise_std^2)`` to every coordinate of a pytree sum."""
-    return _add_iid_noise(key, clipped_sum, self.noise_std, jax.random.normal)
-
 
 @dataclasses.dataclass(frozen=True)
-class LaplaceMechanism(_SumMechanism):
+class LaplaceMechanism(_IidNoiseMechanism):
   """Laplace noise on a sum of clipped scalars (DP-ZO Alg. 1 line 15).
 
   Per-example contribution bound (L1) of the released vector of
@@ -161,14 +204,11 @@ class LaplaceMechanism(_SumMechanism):
   rejected: ``dp_accounting``'s PLD has no replace-one Laplace analysis.
   """
 
-  clip: float
-  noise_multiplier: float
-  num_queries: int = 1
-  neighboring: Neighboring = "add_or_remove"
   name = "laplace"
+  _sample = staticmethod(jax.random.laplace)
 
   def __post_init__(self):
-    _check_neighboring(self.neighboring)
+    super().__post_init__()
     if self.neighboring != "add_or_remove":
       raise ValueError(
         "The Laplace mechanism supports only add_or_remove neighbouring "
@@ -185,22 +225,11 @@ class LaplaceMechanism(_SumMechanism):
     return self.contribution_bound
 
   @property
-  def noise_scale(self) -> float:
-    """Laplace scale ``b`` of the noise on each coordinate."""
-    return self.noise_multiplier * self.contribution_bound
-
-  @property
   def noise_std(self) -> float:
     return math.sqrt(2.0) * self.noise_scale
 
   def dp_event(self) -> dp_accounting.DpEvent:
     return dp_accounting.LaplaceDpEvent(self.noise_multiplier)
-
-  def add_noise(self, key: jax.Array, clipped_sum):
-    """Adds ``Laplace(0, noise_scale)`` to every coordinate of a pytree sum."""
-    return _add_iid_noise(
-      key, clipped_sum, self.noise_scale, jax.random.laplace
-    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -318,9 +347,6 @@ class DiscreteMechanism:
     ints = masked_sum(self.quantize(clipped), mask)
     noise = jnp.asarray(discrete_noise).astype(jnp.int32).reshape(ints.shape)
     return (ints + noise).astype(jnp.float32) * (self.clip / self.grid_points)
-
-
-Mechanism = GaussianMechanism | LaplaceMechanism | NoNoise | DiscreteMechanism
 
 
 def make_mechanism(

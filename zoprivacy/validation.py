@@ -1,12 +1,15 @@
-"""Hyperparameter checks run when an estimator is constructed.
+"""Input checks: the one vocabulary for hyperparameters and accounting inputs.
 
-Every check runs before any private data is touched, so a typo fails loudly
-instead of silently weakening (or voiding) a privacy guarantee.
+Every check runs before any private data is touched (when an estimator is
+constructed, a plan is built or an epsilon is asked for), so a typo fails
+loudly instead of silently weakening (or voiding) a privacy guarantee. The
+accounting checks are strict: Python numbers only, never ``bool``.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 
 
 def _finite_number(name: str, value) -> float:
@@ -97,3 +100,82 @@ def positive_or_traced(name: str, value):
   if isinstance(value, jax.Array):
     return value
   return positive(name, value)
+
+
+# ------------------------------------------------- accounting inputs (strict)
+
+NEIGHBORING_RELATIONS = ("add_or_remove", "replace_one")
+_NEIGHBORING_ALIASES = {
+  "add_or_remove": "add_or_remove",
+  "add_or_remove_one": "add_or_remove",
+  "replace_one": "replace_one",
+}
+# dp_accounting.NeighboringRelation members, matched by name so that this
+# module never imports dp_accounting.
+_NEIGHBORING_ENUM_NAMES = {
+  "ADD_OR_REMOVE_ONE": "add_or_remove",
+  "REPLACE_ONE": "replace_one",
+}
+
+
+def neighboring(value) -> str:
+  """``'add_or_remove'`` or ``'replace_one'`` from a name, an alias
+  (``'add_or_remove_one'``, any case) or a ``dp_accounting.NeighboringRelation``."""
+  if isinstance(value, str) and value.lower() in _NEIGHBORING_ALIASES:
+    return _NEIGHBORING_ALIASES[value.lower()]
+  if not isinstance(value, str):
+    name = getattr(value, "name", None)
+    if name in _NEIGHBORING_ENUM_NAMES:
+      return _NEIGHBORING_ENUM_NAMES[name]
+  raise ValueError(
+    f"Unknown neighboring relation {value!r}; use 'add_or_remove' or "
+    "'replace_one' (or dp_accounting.NeighboringRelation)."
+  )
+
+
+def is_real(x) -> bool:
+  """A real Python/NumPy number that is not a ``bool``."""
+  return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+
+def noise_multiplier(value, name="noise_multiplier") -> float:
+  if not is_real(value) or not math.isfinite(value):
+    raise ValueError(f"{name} must be a finite number, got {value!r}.")
+  if value <= 0:
+    raise ValueError(f"{name} must be > 0, got {value!r}.")
+  return float(value)
+
+
+def sampling_probability(value, name="sampling_probability") -> float:
+  if not is_real(value) or not math.isfinite(value) or not 0.0 < value <= 1.0:
+    raise ValueError(f"{name} must be in (0, 1], got {value!r}.")
+  return float(value)
+
+
+def num_steps(value, name="num_steps", minimum=1) -> int:
+  if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+    raise ValueError(f"{name} must be an integer, got {value!r}.")
+  if value < minimum:
+    raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+  return int(value)
+
+
+def delta(value) -> float:
+  if not is_real(value) or not math.isfinite(value) or not 0.0 < value < 1.0:
+    raise ValueError(f"delta must be in (0, 1), got {value!r}.")
+  return float(value)
+
+
+def discretization_interval(value) -> float:
+  """A PLD value discretization interval, in ``(0, 0.1]``."""
+  if not is_real(value) or not math.isfinite(value) or not 0.0 < value <= 0.1:
+    raise ValueError(
+      f"value_discretization_interval must be in (0, 0.1], got {value!r}."
+    )
+  return float(value)
+
+
+def epsilon(value, name="epsilon") -> float:
+  if not is_real(value) or not math.isfinite(value) or value <= 0:
+    raise ValueError(f"{name} must be a finite number > 0, got {value!r}.")
+  return float(value)

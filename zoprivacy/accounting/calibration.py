@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 from scipy import optimize
 
+from zoprivacy import validation
 from zoprivacy.accounting import epsilon as _eps
 from zoprivacy.accounting import events as _ev
 from zoprivacy.accounting.dp_warnings import summarize_warnings
@@ -169,13 +170,13 @@ def calibrate_noise_multiplier(
       ``noise_multiplier = 1e6`` exceeds it).
   """
   t0 = time.perf_counter()
-  target = _ev.check_epsilon(target_epsilon, "target_epsilon")
-  delta = _ev.check_delta(delta)
-  p = _ev.check_sampling_probability(sampling_probability)
-  steps = _ev.check_num_steps(num_steps)
+  target = validation.epsilon(target_epsilon, "target_epsilon")
+  delta = validation.delta(delta)
+  p = validation.sampling_probability(sampling_probability)
+  steps = validation.num_steps(num_steps)
   mechanism = _ev.check_mechanism(mechanism)
   rel_name = _ev.neighboring_name(neighboring)
-  interval = _ev.check_interval(value_discretization_interval)
+  interval = validation.discretization_interval(value_discretization_interval)
   if not 0.0 < rtol <= 0.1:
     raise ValueError(f"rtol must be in (0, 0.1], got {rtol!r}.")
   if mechanism == "laplace" and rel_name != "add_or_remove":

@@ -33,11 +33,11 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 
 import dp_accounting
 from dp_accounting.pld import privacy_loss_distribution as _pld_lib
 
+from zoprivacy import validation
 from zoprivacy.accounting.epsilon import (
   DirectionalEpsilon,
   epsilon_by_direction,
@@ -51,54 +51,19 @@ NeighboringLike = str | dp_accounting.NeighboringRelation
 _MAX_GAUSSIAN_SIGMA = 1e7
 
 
-# ---------------------------------------------------------------- validation
-
-
-def _is_real(x) -> bool:
-  return isinstance(x, numbers.Real) and not isinstance(x, bool)
-
-
-def _check_positive(x, name: str) -> float:
-  if not _is_real(x) or not math.isfinite(x) or x <= 0:
-    raise ValueError(f"{name} must be a finite number > 0, got {x!r}.")
-  return float(x)
-
-
-def _check_int(x, name: str) -> int:
-  if not isinstance(x, numbers.Integral) or isinstance(x, bool) or x < 1:
-    raise ValueError(f"{name} must be an integer >= 1, got {x!r}.")
-  return int(x)
-
-
-def _check_probability(p) -> float:
-  if not _is_real(p) or not math.isfinite(p) or not 0.0 < p <= 1.0:
-    raise ValueError(f"sampling_probability must be in (0, 1], got {p!r}.")
-  return float(p)
-
-
-def _check_interval(x) -> float:
-  return _check_positive(x, "value_discretization_interval")
-
-
 def _check_neighboring(neighboring: NeighboringLike) -> None:
-  rel = dp_accounting.NeighboringRelation
-  if neighboring in ("add_or_remove", rel.ADD_OR_REMOVE_ONE):
-    return
-  if neighboring in ("replace_one", rel.REPLACE_ONE):
+  if validation.neighboring(neighboring) == "replace_one":
     raise ValueError(
       "The discrete Gaussian/Laplace PLDs are add_or_remove only: "
       "dp_accounting has no replace_one PLD for these mechanisms."
     )
-  raise ValueError(
-    f"Unknown neighboring relation {neighboring!r}; the discrete PLDs "
-    "support only 'add_or_remove'."
-  )
 
 
 def _check_delta(delta) -> float:
-  if not _is_real(delta) or not math.isfinite(delta) or not 0 <= delta < 1:
-    raise ValueError(f"delta must be in [0, 1), got {delta!r}.")
-  return float(delta)
+  """``delta`` in ``[0, 1)``: ``0`` asks for the pure epsilon."""
+  return (
+    0.0 if delta == 0 and validation.is_real(delta) else validation.delta(delta)
+  )
 
 
 # ----------------------------------------------------------------------- PLDs
@@ -172,13 +137,13 @@ def discrete_gaussian_pld(
     ValueError: for invalid arguments or ``neighboring='replace_one'``.
   """
   _check_neighboring(neighboring)
-  sigma = _check_positive(sigma, "sigma")
+  sigma = validation.epsilon(sigma, "sigma")
   if sigma > _MAX_GAUSSIAN_SIGMA:
     raise ValueError(
       f"sigma must be <= {_MAX_GAUSSIAN_SIGMA:g} (dp_accounting tabulates "
       f"the pmf on ~23 sigma integers), got {sigma!r}; use a coarser grid."
     )
-  m = _check_int(sensitivity, "sensitivity")
+  m = validation.num_steps(sensitivity, "sensitivity")
   if 2 * math.ceil(11.6 * sigma) < m:
     raise ValueError(
       f"sigma={sigma!r} is too small for sensitivity {m}: the mechanism "
@@ -188,9 +153,9 @@ def discrete_gaussian_pld(
     "gaussian",
     sigma,
     m,
-    _check_probability(sampling_probability),
-    _check_int(num_steps, "num_steps"),
-    _check_interval(value_discretization_interval),
+    validation.sampling_probability(sampling_probability),
+    validation.num_steps(num_steps, "num_steps"),
+    validation.discretization_interval(value_discretization_interval),
   )
 
 
@@ -232,17 +197,17 @@ def discrete_laplace_pld(
     ValueError: for invalid arguments or ``neighboring='replace_one'``.
   """
   _check_neighboring(neighboring)
-  scale = _check_positive(scale, "scale")
+  scale = validation.epsilon(scale, "scale")
   parameter = math.nextafter(1.0 / scale, math.inf)
   if not math.isfinite(parameter):
     raise ValueError(f"scale={scale!r} is too small.")
   return _composed_pld(
     "laplace",
     parameter,
-    _check_int(sensitivity, "sensitivity"),
-    _check_probability(sampling_probability),
-    _check_int(num_steps, "num_steps"),
-    _check_interval(value_discretization_interval),
+    validation.num_steps(sensitivity, "sensitivity"),
+    validation.sampling_probability(sampling_probability),
+    validation.num_steps(num_steps, "num_steps"),
+    validation.discretization_interval(value_discretization_interval),
   )
 
 

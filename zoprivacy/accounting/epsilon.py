@@ -14,6 +14,7 @@ from typing import NamedTuple
 import dp_accounting
 from dp_accounting.pld import privacy_loss_distribution as _pld_lib
 
+from zoprivacy import validation
 from zoprivacy.accounting import events as _ev
 from zoprivacy.accounting import pld_size
 from zoprivacy.accounting.dp_warnings import summarize_warnings
@@ -48,7 +49,7 @@ def build_pld(
       Poisson sampling, ...), with the reason.
   """
   rel = _ev.neighboring_relation(neighboring)
-  interval = _ev.check_interval(value_discretization_interval)
+  interval = validation.discretization_interval(value_discretization_interval)
   return _build_pld(event, 1, rel, interval)
 
 
@@ -63,7 +64,7 @@ def _build_pld(event, count: int, rel, interval: float) -> PLD:
       out = out.compose(_build_pld(e, count, rel, interval))
     return out
   if isinstance(event, dp_accounting.GaussianDpEvent):
-    _ev.check_noise_multiplier(event.noise_multiplier)
+    validation.noise_multiplier(event.noise_multiplier)
     pld_size.check_pld_size(
       event.noise_multiplier / math.sqrt(count), 1, 1.0, interval, rel
     )
@@ -74,16 +75,16 @@ def _build_pld(event, count: int, rel, interval: float) -> PLD:
     )
   if isinstance(event, dp_accounting.LaplaceDpEvent):
     _require_add_remove_for_laplace(rel)
-    _ev.check_noise_multiplier(event.noise_multiplier)
+    validation.noise_multiplier(event.noise_multiplier)
     pld_size.check_pld_size(event.noise_multiplier, count, 1.0, interval, rel)
     return _pld_lib.from_laplace_mechanism(
       event.noise_multiplier, value_discretization_interval=interval
     ).self_compose(count)
   if isinstance(event, dp_accounting.PoissonSampledDpEvent):
-    p = _ev.check_sampling_probability(event.sampling_probability)
+    p = validation.sampling_probability(event.sampling_probability)
     inner = event.event
     if isinstance(inner, dp_accounting.GaussianDpEvent):
-      _ev.check_noise_multiplier(inner.noise_multiplier)
+      validation.noise_multiplier(inner.noise_multiplier)
       pld_size.check_pld_size(inner.noise_multiplier, count, p, interval, rel)
       return _pld_lib.from_gaussian_mechanism(
         standard_deviation=inner.noise_multiplier,
@@ -93,7 +94,7 @@ def _build_pld(event, count: int, rel, interval: float) -> PLD:
       ).self_compose(count)
     if isinstance(inner, dp_accounting.LaplaceDpEvent):
       _require_add_remove_for_laplace(rel)
-      _ev.check_noise_multiplier(inner.noise_multiplier)
+      validation.noise_multiplier(inner.noise_multiplier)
       pld_size.check_pld_size(inner.noise_multiplier, count, p, interval, rel)
       return _pld_lib.from_laplace_mechanism(
         inner.noise_multiplier,
@@ -153,9 +154,9 @@ def pld_epsilon(
   pessimistic (an upper bound up to the ``1e-15`` tail truncation), so this is
   never below the true epsilon of the discretised mechanism.
   """
-  delta = _ev.check_delta(delta)
+  delta = validation.delta(delta)
   rel = _ev.neighboring_relation(neighboring)
-  interval = _ev.check_interval(value_discretization_interval)
+  interval = validation.discretization_interval(value_discretization_interval)
   return float(_cached_pld(event, rel, interval).get_epsilon_for_delta(delta))
 
 
@@ -185,8 +186,8 @@ def pld_epsilon_by_direction(
   ``PrivacyLossDistribution`` keeps internally (``_pmf_remove``,
   ``_pmf_add``; dp-accounting 0.5-0.6). ``pld_epsilon`` is their maximum.
   """
-  delta = _ev.check_delta(delta)
-  interval = _ev.check_interval(value_discretization_interval)
+  delta = validation.delta(delta)
+  interval = validation.discretization_interval(value_discretization_interval)
   return epsilon_by_direction(
     _cached_pld(event, NeighborRel.ADD_OR_REMOVE_ONE, interval), delta
   )
@@ -272,7 +273,7 @@ def rdp_epsilon(
     ValueError: if dp_accounting's RDP accountant cannot account ``event``
       under ``neighboring`` (e.g. Poisson-subsampled Laplace).
   """
-  delta = _ev.check_delta(delta)
+  delta = validation.delta(delta)
   rel = _ev.neighboring_relation(neighboring)
   rdp_event = _rdp_event(event, rel)
   accountant = dp_accounting.rdp.RdpAccountant(neighboring_relation=rel)
@@ -299,9 +300,9 @@ def pure_epsilon_poisson_laplace(
   Poisson subsampling (Prop. A.2), and T steps compose to
   ``eps = T * log(1 + p * (exp(1/b) - 1))`` (Prop. A.1), delta = 0.
   """
-  b = _ev.check_noise_multiplier(noise_multiplier)
-  p = _ev.check_sampling_probability(sampling_probability)
-  steps = _ev.check_num_steps(num_steps)
+  b = validation.noise_multiplier(noise_multiplier)
+  p = validation.sampling_probability(sampling_probability)
+  steps = validation.num_steps(num_steps)
   return float(steps * math.log1p(p * math.expm1(1.0 / b)))
 
 
@@ -312,9 +313,9 @@ def pure_laplace_noise_multiplier(
 
   ``b = 1 / log(1 + (exp(eps/T) - 1) / p)``.
   """
-  eps = _ev.check_epsilon(target_epsilon, "target_epsilon")
-  p = _ev.check_sampling_probability(sampling_probability)
-  steps = _ev.check_num_steps(num_steps)
+  eps = validation.epsilon(target_epsilon, "target_epsilon")
+  p = validation.sampling_probability(sampling_probability)
+  steps = validation.num_steps(num_steps)
   return float(1.0 / math.log1p(math.expm1(eps / steps) / p))
 
 
@@ -333,11 +334,11 @@ def dpzero_advanced_composition_sigma(
   Thm. 1). ``sigma`` is the std of the scalar noise added to that *mean*;
   full batch (p = 1), replace-one. A reference formula, not an accountant.
   """
-  eps = _ev.check_epsilon(epsilon)
-  d = _ev.check_delta(delta)
-  steps = _ev.check_num_steps(num_steps)
-  c = _ev.check_noise_multiplier(clip, name="clip")
-  n = _ev.check_num_steps(dataset_size, name="dataset_size")
+  eps = validation.epsilon(epsilon)
+  d = validation.delta(delta)
+  steps = validation.num_steps(num_steps)
+  c = validation.noise_multiplier(clip, name="clip")
+  n = validation.num_steps(dataset_size, name="dataset_size")
   return float(
     4.0 * c * math.sqrt(2.0 * steps * math.log(math.e + eps / d)) / (n * eps)
   )

@@ -23,18 +23,13 @@ Conventions (``docs/conventions.md`` §3, 5, 8; same as ``zoprivacy.mechanisms``
 from __future__ import annotations
 
 import math
-import numbers
 
 import dp_accounting
 
+from zoprivacy import validation
+
 NeighboringRelation = dp_accounting.NeighboringRelation
 NeighboringLike = str | NeighboringRelation
-
-_NEIGHBORING_NAMES = {
-  "add_or_remove": NeighboringRelation.ADD_OR_REMOVE_ONE,
-  "add_or_remove_one": NeighboringRelation.ADD_OR_REMOVE_ONE,
-  "replace_one": NeighboringRelation.REPLACE_ONE,
-}
 
 MECHANISMS = ("gaussian", "laplace")
 
@@ -44,77 +39,17 @@ def neighboring_relation(neighboring: NeighboringLike) -> NeighboringRelation:
 
   Add/remove-one is the default of every function in this package (DP-ZO
   Def. 2.1); replace-one (DPZero Lemma 2.2 with sensitivity ``2C/n``) must be
-  asked for explicitly.
+  asked for explicitly. The names are checked by
+  :func:`zoprivacy.validation.neighboring`.
   """
-  if isinstance(neighboring, NeighboringRelation):
-    if neighboring not in (
-      NeighboringRelation.ADD_OR_REMOVE_ONE,
-      NeighboringRelation.REPLACE_ONE,
-    ):
-      raise ValueError(
-        f"Unsupported neighboring relation {neighboring}; use "
-        "ADD_OR_REMOVE_ONE or REPLACE_ONE."
-      )
-    return neighboring
-  if isinstance(neighboring, str) and neighboring.lower() in _NEIGHBORING_NAMES:
-    return _NEIGHBORING_NAMES[neighboring.lower()]
-  raise ValueError(
-    f"Unknown neighboring relation {neighboring!r}; use 'add_or_remove' or "
-    "'replace_one' (or dp_accounting.NeighboringRelation)."
-  )
+  if validation.neighboring(neighboring) == "replace_one":
+    return NeighboringRelation.REPLACE_ONE
+  return NeighboringRelation.ADD_OR_REMOVE_ONE
 
 
 def neighboring_name(neighboring: NeighboringLike) -> str:
   """The canonical string name (``'add_or_remove'`` or ``'replace_one'``)."""
-  rel = neighboring_relation(neighboring)
-  return (
-    "add_or_remove"
-    if rel == NeighboringRelation.ADD_OR_REMOVE_ONE
-    else "replace_one"
-  )
-
-
-# ----------------------------------------------------------------- validation
-
-
-def _is_real(x) -> bool:
-  return isinstance(x, numbers.Real) and not isinstance(x, bool)
-
-
-def check_noise_multiplier(noise_multiplier, name="noise_multiplier") -> float:
-  if not _is_real(noise_multiplier) or not math.isfinite(noise_multiplier):
-    raise ValueError(
-      f"{name} must be a finite number, got {noise_multiplier!r}."
-    )
-  if noise_multiplier <= 0:
-    raise ValueError(f"{name} must be > 0, got {noise_multiplier!r}.")
-  return float(noise_multiplier)
-
-
-def check_sampling_probability(p, name="sampling_probability") -> float:
-  if not _is_real(p) or not math.isfinite(p) or not 0.0 < p <= 1.0:
-    raise ValueError(f"{name} must be in (0, 1], got {p!r}.")
-  return float(p)
-
-
-def check_num_steps(num_steps, name="num_steps", minimum=1) -> int:
-  if not isinstance(num_steps, numbers.Integral) or isinstance(num_steps, bool):
-    raise ValueError(f"{name} must be an integer, got {num_steps!r}.")
-  if num_steps < minimum:
-    raise ValueError(f"{name} must be >= {minimum}, got {num_steps!r}.")
-  return int(num_steps)
-
-
-def check_delta(delta) -> float:
-  if not _is_real(delta) or not math.isfinite(delta) or not 0.0 < delta < 1.0:
-    raise ValueError(f"delta must be in (0, 1), got {delta!r}.")
-  return float(delta)
-
-
-def check_epsilon(epsilon, name="epsilon") -> float:
-  if not _is_real(epsilon) or not math.isfinite(epsilon) or epsilon <= 0:
-    raise ValueError(f"{name} must be a finite number > 0, got {epsilon!r}.")
-  return float(epsilon)
+  return validation.neighboring(neighboring)
 
 
 def check_mechanism(mechanism: str) -> str:
@@ -123,15 +58,6 @@ def check_mechanism(mechanism: str) -> str:
       f"mechanism must be one of {MECHANISMS}, got {mechanism!r}."
     )
   return mechanism
-
-
-def check_interval(value_discretization_interval) -> float:
-  v = value_discretization_interval
-  if not _is_real(v) or not math.isfinite(v) or not 0.0 < v <= 1e-1:
-    raise ValueError(
-      f"value_discretization_interval must be in (0, 0.1], got {v!r}."
-    )
-  return float(v)
 
 
 # --------------------------------------------------------------------- events
@@ -150,9 +76,9 @@ def poisson_gaussian_event(
   With ``sampling_probability == 1`` (full batch, DPZero Alg. 2) the event is
   ``GaussianDpEvent`` composed ``num_steps`` times.
   """
-  sigma = check_noise_multiplier(noise_multiplier)
-  p = check_sampling_probability(sampling_probability)
-  steps = check_num_steps(num_steps)
+  sigma = validation.noise_multiplier(noise_multiplier)
+  p = validation.sampling_probability(sampling_probability)
+  steps = validation.num_steps(num_steps)
   inner = dp_accounting.GaussianDpEvent(sigma)
   if p < 1.0:
     inner = dp_accounting.PoissonSampledDpEvent(p, inner)
@@ -169,9 +95,9 @@ def poisson_laplace_event(
   Prop. 2.3). ``LaplaceDpEvent(noise_multiplier)``, Poisson-subsampled
   (add/remove only: ``dp_accounting`` has no replace-one Laplace PLD).
   """
-  b = check_noise_multiplier(noise_multiplier)
-  p = check_sampling_probability(sampling_probability)
-  steps = check_num_steps(num_steps)
+  b = validation.noise_multiplier(noise_multiplier)
+  p = validation.sampling_probability(sampling_probability)
+  steps = validation.num_steps(num_steps)
   inner = dp_accounting.LaplaceDpEvent(b)
   if p < 1.0:
     inner = dp_accounting.PoissonSampledDpEvent(p, inner)
@@ -205,7 +131,7 @@ def poisson_gaussian_queries_event(
   returned (the form ``dp_accounting``'s PLD accepts). Compare
   :func:`poisson_gaussian_queries_composed_event`.
   """
-  check_num_steps(num_queries, name="num_queries")
+  validation.num_steps(num_queries, name="num_queries")
   return poisson_gaussian_event(
     noise_multiplier=noise_multiplier,
     sampling_probability=sampling_probability,
@@ -226,10 +152,10 @@ def poisson_gaussian_queries_composed_event(
   composed ``num_steps`` times. Only ``dp_accounting``'s RDP accountant
   accepts this form; it exists to check :func:`poisson_gaussian_queries_event`.
   """
-  sigma = check_noise_multiplier(noise_multiplier)
-  q = check_num_steps(num_queries, name="num_queries")
-  p = check_sampling_probability(sampling_probability)
-  steps = check_num_steps(num_steps)
+  sigma = validation.noise_multiplier(noise_multiplier)
+  q = validation.num_steps(num_queries, name="num_queries")
+  p = validation.sampling_probability(sampling_probability)
+  steps = validation.num_steps(num_steps)
   per_query = dp_accounting.GaussianDpEvent(sigma * math.sqrt(q))
   inner = dp_accounting.ComposedDpEvent([per_query] * q)
   if p < 1.0:
@@ -253,12 +179,12 @@ def sampled_without_replacement_gaussian_event(
   each batch is an *independent* uniformly random subset; see
   :class:`zoprivacy.accounting.PrivacyLedger` for epoch-wise shuffling.
   """
-  sigma = check_noise_multiplier(noise_multiplier)
-  n = check_num_steps(dataset_size, name="dataset_size")
-  m = check_num_steps(batch_size, name="batch_size")
+  sigma = validation.noise_multiplier(noise_multiplier)
+  n = validation.num_steps(dataset_size, name="dataset_size")
+  m = validation.num_steps(batch_size, name="batch_size")
   if m > n:
     raise ValueError(f"batch_size ({m}) must be <= dataset_size ({n}).")
-  steps = check_num_steps(num_steps)
+  steps = validation.num_steps(num_steps)
   inner = dp_accounting.SampledWithoutReplacementDpEvent(
     n, m, dp_accounting.GaussianDpEvent(sigma)
   )

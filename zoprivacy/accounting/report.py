@@ -7,6 +7,7 @@ from typing import NamedTuple
 
 import dp_accounting
 
+from zoprivacy import validation
 from zoprivacy.accounting import events as _ev
 from zoprivacy.accounting.dp_warnings import summarize_warnings
 from zoprivacy.accounting.epsilon import (
@@ -94,8 +95,8 @@ def epsilon_report(
   """
   _ev.check_mechanism(mechanism)
   rel = _ev.neighboring_relation(neighboring)
-  q = _ev.check_num_steps(num_queries, name="num_queries")
-  delta = _ev.check_delta(delta)
+  q = validation.num_steps(num_queries, name="num_queries")
+  delta = validation.delta(delta)
   if mechanism == "gaussian":
     event = poisson_event = _ev.poisson_gaussian_queries_event(
       noise_multiplier=noise_multiplier,

@@ -31,6 +31,8 @@ import numpy as np
 from dp_accounting.rdp import rdp_privacy_accountant
 from scipy import optimize
 
+from zoprivacy import validation
+
 CONVERSIONS = ("standard", "improved")
 NeighborRel = dp_accounting.NeighboringRelation
 
@@ -45,10 +47,7 @@ SUBSAMPLED_ORDERS = np.array(
 )
 
 
-def check_delta(delta) -> float:
-  if not isinstance(delta, (int, float)) or not 0.0 < delta < 1.0:
-    raise ValueError(f"delta must lie in (0, 1), got {delta!r}.")
-  return float(delta)
+check_delta = validation.delta
 
 
 def standard_epsilons(orders, rdp, delta) -> np.ndarray:

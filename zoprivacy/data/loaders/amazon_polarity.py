@@ -22,15 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from zoprivacy.data.loaders.base import (
-  Dataset,
-  DatasetSplits,
-  PathLike,
-  as_labels,
-  candidate_dirs,
-  find_dir_with,
-  text_array,
-)
+from zoprivacy.data.loaders import base
 
 SUBDIR = "amazon_review_polarity_csv"
 CLASS_NAMES = ("negative", "positive")
@@ -41,10 +33,10 @@ INSTRUCTIONS = (
 )
 
 
-def amazon_polarity_dir(data_dir: PathLike | None = None) -> Path:
-  return find_dir_with(
+def amazon_polarity_dir(data_dir: base.PathLike | None = None) -> Path:
+  return base.find_dir_with(
     ("train.csv", "test.csv"),
-    candidate_dirs(SUBDIR, data_dir),
+    base.candidate_dirs(SUBDIR, data_dir),
     "Amazon Polarity",
     INSTRUCTIONS,
   )
@@ -68,12 +60,12 @@ def _clean(s: str) -> str:
 
 
 def read_amazon_csv(
-  path: PathLike,
+  path: base.PathLike,
   sample_size: int | None = None,
   seed: int = 0,
   join_title: bool = True,
   name: str = "amazon_polarity",
-) -> Dataset:
+) -> base.Dataset:
   """Reads one Amazon Polarity CSV; with ``sample_size`` keeps a uniform random
   subset of that many rows (seeded reservoir sampling, single pass), in file order."""
   rng = np.random.default_rng(seed)
@@ -92,9 +84,9 @@ def read_amazon_csv(
       if j < sample_size:
         kept[j] = item
   kept.sort()
-  return Dataset(
-    text_array([t for _, _, t in kept]),
-    as_labels([l for _, l, _ in kept]),
+  return base.Dataset(
+    base.text_array([t for _, _, t in kept]),
+    base.as_labels([l for _, l, _ in kept]),
     2,
     name,
     CLASS_NAMES,
@@ -102,15 +94,15 @@ def read_amazon_csv(
 
 
 def load_amazon_polarity(
-  data_dir: PathLike | None = None,
+  data_dir: base.PathLike | None = None,
   train_sample_size: int | None = None,
   test_sample_size: int | None = None,
   seed: int = 0,
   join_title: bool = True,
-) -> DatasetSplits:
+) -> base.DatasetSplits:
   """Loads Amazon Polarity train/test, optionally as seeded uniform samples."""
   root = amazon_polarity_dir(data_dir)
-  return DatasetSplits(
+  return base.DatasetSplits(
     read_amazon_csv(
       root / "train.csv",
       train_sample_size,

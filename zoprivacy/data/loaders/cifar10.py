@@ -23,15 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from zoprivacy.data.loaders.base import (
-  Dataset,
-  DatasetSplits,
-  PathLike,
-  as_labels,
-  candidate_dirs,
-  find_dir_with,
-  scale_images,
-)
+from zoprivacy.data.loaders import base
 
 SUBDIR = "cifar-10-batches-py"
 TRAIN_FILES = tuple(f"data_batch_{i}" for i in range(1, 6))
@@ -62,7 +54,7 @@ class _RestrictedUnpickler(pickle.Unpickler):
     )
 
 
-def read_batch(path: PathLike) -> dict:
+def read_batch(path: base.PathLike) -> dict:
   """Unpickles one CIFAR batch file (keys are bytes, as in the original files)."""
   with open(path, "rb") as f:
     return _RestrictedUnpickler(f, encoding="bytes").load()
@@ -74,7 +66,7 @@ def _get(d: dict, key: str):
 
 def _decode_batch(batch: dict, source: str):
   data = np.asarray(_get(batch, "data"), dtype=np.uint8)
-  labels = as_labels(_get(batch, "labels"))
+  labels = base.as_labels(_get(batch, "labels"))
   if data.ndim != 2 or data.shape[1] != 3 * 32 * 32:
     raise ValueError(
       f"{source}: data must be [N, 3072] uint8, got {data.shape}"
@@ -85,18 +77,18 @@ def _decode_batch(batch: dict, source: str):
   return images, labels
 
 
-def cifar10_dir(data_dir: PathLike | None = None) -> Path:
-  return find_dir_with(
+def cifar10_dir(data_dir: base.PathLike | None = None) -> Path:
+  return base.find_dir_with(
     TRAIN_FILES + (TEST_FILE, META_FILE),
-    candidate_dirs(SUBDIR, data_dir),
+    base.candidate_dirs(SUBDIR, data_dir),
     "CIFAR-10",
     INSTRUCTIONS,
   )
 
 
 def load_cifar10(
-  data_dir: PathLike | None = None, dtype=np.float32
-) -> DatasetSplits:
+  data_dir: base.PathLike | None = None, dtype=np.float32
+) -> base.DatasetSplits:
   """Loads CIFAR-10 as ``[N, 32, 32, 3]`` images (float in ``[0, 1]``, or uint8).
 
   ``data_dir`` may be the folder containing ``cifar-10-batches-py`` or that
@@ -120,7 +112,11 @@ def load_cifar10(
     read_batch(directory / TEST_FILE), str(directory / TEST_FILE)
   )
   k = len(names)
-  return DatasetSplits(
-    Dataset(scale_images(train_x, dtype), train_y, k, "cifar10/train", names),
-    Dataset(scale_images(test_x, dtype), test_y, k, "cifar10/test", names),
+  return base.DatasetSplits(
+    base.Dataset(
+      base.scale_images(train_x, dtype), train_y, k, "cifar10/train", names
+    ),
+    base.Dataset(
+      base.scale_images(test_x, dtype), test_y, k, "cifar10/test", names
+    ),
   )

@@ -10,17 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from zoprivacy.data.loaders.base import (
-  Dataset,
-  DatasetSplits,
-  as_labels,
-  stratified_train_test_split,
-)
+from zoprivacy.data.loaders import base
 
 
 def load_digits(
   test_fraction: float = 0.2, seed: int = 0, dtype=np.float32
-) -> DatasetSplits:
+) -> base.DatasetSplits:
   """Loads ``sklearn.datasets.load_digits`` as ``[N, 8, 8, 1]`` images in ``[0, 1]``.
 
   The raw pixel values are integers 0..16 and are divided by 16. There is no
@@ -31,12 +26,16 @@ def load_digits(
 
   raw = _sk_load_digits()
   images = (raw.images.astype(np.float64) / 16.0).astype(dtype)[..., None]
-  labels = as_labels(raw.target)
-  train_idx, test_idx = stratified_train_test_split(labels, test_fraction, seed)
+  labels = base.as_labels(raw.target)
+  train_idx, test_idx = base.stratified_train_test_split(
+    labels, test_fraction, seed
+  )
   names = tuple(str(i) for i in range(10))
-  return DatasetSplits(
-    train=Dataset(
+  return base.DatasetSplits(
+    train=base.Dataset(
       images[train_idx], labels[train_idx], 10, "digits/train", names
     ),
-    test=Dataset(images[test_idx], labels[test_idx], 10, "digits/test", names),
+    test=base.Dataset(
+      images[test_idx], labels[test_idx], 10, "digits/test", names
+    ),
   )

@@ -12,15 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from zoprivacy.data.loaders.base import (
-  Dataset,
-  DatasetSplits,
-  MissingDataError,
-  PathLike,
-  as_labels,
-  candidate_dirs,
-  scale_images,
-)
+from zoprivacy.data.loaders import base
 from zoprivacy.data.loaders.idx import IDXFormatError, read_idx
 
 #: Where the Debian package ``dataset-fashion-mnist`` installs the files.
@@ -55,9 +47,9 @@ def _find(directory: Path, stem: str) -> Path | None:
   return None
 
 
-def fashion_mnist_dir(data_dir: PathLike | None = None) -> Path:
+def fashion_mnist_dir(data_dir: base.PathLike | None = None) -> Path:
   """The first directory holding all four IDX files (``.gz`` or not)."""
-  dirs = candidate_dirs("fashion-mnist", data_dir, extra=[DEBIAN_DIR])
+  dirs = base.candidate_dirs("fashion-mnist", data_dir, extra=[DEBIAN_DIR])
   stems = [s for pair in FILES.values() for s in pair]
   best = None
   for d in dirs:
@@ -66,7 +58,7 @@ def fashion_mnist_dir(data_dir: PathLike | None = None) -> Path:
       return d
     if best is None or len(missing) < len(best):
       best = missing
-  raise MissingDataError(
+  raise base.MissingDataError(
     "Fashion-MNIST",
     best,
     INSTRUCTIONS
@@ -75,7 +67,7 @@ def fashion_mnist_dir(data_dir: PathLike | None = None) -> Path:
   )
 
 
-def _load_split(directory: Path, split: str, dtype) -> Dataset:
+def _load_split(directory: Path, split: str, dtype) -> base.Dataset:
   img_stem, lbl_stem = FILES[split]
   images = read_idx(_find(directory, img_stem), expected_ndim=3)
   labels = read_idx(_find(directory, lbl_stem), expected_ndim=1)
@@ -87,9 +79,9 @@ def _load_split(directory: Path, split: str, dtype) -> Dataset:
     raise IDXFormatError(
       f"Fashion-MNIST {split}: {len(images)} images but {len(labels)} labels"
     )
-  return Dataset(
-    scale_images(images, dtype)[..., None],
-    as_labels(labels),
+  return base.Dataset(
+    base.scale_images(images, dtype)[..., None],
+    base.as_labels(labels),
     10,
     f"fashion_mnist/{split}",
     CLASS_NAMES,
@@ -97,8 +89,8 @@ def _load_split(directory: Path, split: str, dtype) -> Dataset:
 
 
 def load_fashion_mnist(
-  data_dir: PathLike | None = None, dtype=np.float32
-) -> DatasetSplits:
+  data_dir: base.PathLike | None = None, dtype=np.float32
+) -> base.DatasetSplits:
   """Loads Fashion-MNIST as ``[N, 28, 28, 1]`` images (float in ``[0, 1]`` or uint8).
 
   Files are looked for in ``data_dir`` (or ``data_dir/fashion-mnist``), else in
@@ -106,7 +98,7 @@ def load_fashion_mnist(
   and ``/usr/share/datasets/fashion-mnist``.
   """
   directory = fashion_mnist_dir(data_dir)
-  return DatasetSplits(
+  return base.DatasetSplits(
     _load_split(directory, "train", dtype),
     _load_split(directory, "test", dtype),
   )

@@ -30,16 +30,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from zoprivacy.data.loaders.base import (
-  Dataset,
-  DatasetSplits,
-  MissingDataError,
-  PathLike,
-  as_labels,
-  candidate_dirs,
-  find_dir_with,
-  text_array,
-)
+from zoprivacy.data.loaders import base
 
 NLI_CLASS_NAMES = ("entailment", "neutral", "contradiction")
 NLI_LABELS = {n: i for i, n in enumerate(NLI_CLASS_NAMES)}
@@ -78,7 +69,7 @@ def _column(header: list[str], name: str, path: Path) -> int:
 
 def _nli_from_tsv(
   path: Path, name: str, label_column: str = "gold_label"
-) -> Dataset:
+) -> base.Dataset:
   header, rows = read_tsv(path)
   s1, s2 = (
     _column(header, "sentence1", path),
@@ -91,31 +82,33 @@ def _nli_from_tsv(
       continue
     pairs.append((r[s1], r[s2]))
     labels.append(NLI_LABELS[r[lab]])
-  return Dataset(text_array(pairs), as_labels(labels), 3, name, NLI_CLASS_NAMES)
+  return base.Dataset(
+    base.text_array(pairs), base.as_labels(labels), 3, name, NLI_CLASS_NAMES
+  )
 
 
 def load_mnli(
-  data_dir: PathLike | None = None, test_split: str = "dev_matched"
-) -> DatasetSplits:
+  data_dir: base.PathLike | None = None, test_split: str = "dev_matched"
+) -> base.DatasetSplits:
   """MNLI from GLUE TSVs: ``train.tsv`` and ``test_split`` (``dev_matched`` or
   ``dev_mismatched``; the GLUE test files carry no labels) as the test set."""
   if test_split not in ("dev_matched", "dev_mismatched"):
     raise ValueError(
       f"test_split must be dev_matched or dev_mismatched, got {test_split}"
     )
-  root = find_dir_with(
+  root = base.find_dir_with(
     ("train.tsv", f"{test_split}.tsv"),
-    candidate_dirs("MNLI", data_dir),
+    base.candidate_dirs("MNLI", data_dir),
     "MNLI",
     GLUE_INSTRUCTIONS.format(task="MNLI", zip="MNLI.zip"),
   )
-  return DatasetSplits(
+  return base.DatasetSplits(
     _nli_from_tsv(root / "train.tsv", "mnli/train"),
     _nli_from_tsv(root / f"{test_split}.tsv", f"mnli/{test_split}"),
   )
 
 
-def _sst2_split(path: Path, name: str) -> Dataset:
+def _sst2_split(path: Path, name: str) -> base.Dataset:
   header, rows = read_tsv(path)
   s, lab = _column(header, "sentence", path), _column(header, "label", path)
   labels = []
@@ -123,30 +116,30 @@ def _sst2_split(path: Path, name: str) -> Dataset:
     if r[lab] not in ("0", "1"):
       raise ValueError(f"{path}:{i}: label must be 0 or 1, got {r[lab]!r}")
     labels.append(int(r[lab]))
-  return Dataset(
-    text_array([r[s].strip() for r in rows]),
-    as_labels(labels),
+  return base.Dataset(
+    base.text_array([r[s].strip() for r in rows]),
+    base.as_labels(labels),
     2,
     name,
     SST2_CLASS_NAMES,
   )
 
 
-def load_sst2(data_dir: PathLike | None = None) -> DatasetSplits:
+def load_sst2(data_dir: base.PathLike | None = None) -> base.DatasetSplits:
   """SST-2 from GLUE TSVs: ``train.tsv`` and ``dev.tsv`` (as the test set)."""
-  root = find_dir_with(
+  root = base.find_dir_with(
     ("train.tsv", "dev.tsv"),
-    candidate_dirs("SST-2", data_dir),
+    base.candidate_dirs("SST-2", data_dir),
     "SST-2",
     GLUE_INSTRUCTIONS.format(task="SST-2", zip="SST-2.zip"),
   )
-  return DatasetSplits(
+  return base.DatasetSplits(
     _sst2_split(root / "train.tsv", "sst2/train"),
     _sst2_split(root / "dev.tsv", "sst2/dev"),
   )
 
 
-def _snli_jsonl(path: Path, name: str) -> Dataset:
+def _snli_jsonl(path: Path, name: str) -> base.Dataset:
   pairs, labels = [], []
   with open(path, encoding="utf-8") as f:
     for lineno, line in enumerate(f, 1):
@@ -160,33 +153,35 @@ def _snli_jsonl(path: Path, name: str) -> Dataset:
         continue
       pairs.append((ex["sentence1"], ex["sentence2"]))
       labels.append(NLI_LABELS[ex["gold_label"]])
-  return Dataset(text_array(pairs), as_labels(labels), 3, name, NLI_CLASS_NAMES)
+  return base.Dataset(
+    base.text_array(pairs), base.as_labels(labels), 3, name, NLI_CLASS_NAMES
+  )
 
 
 def load_snli(
-  data_dir: PathLike | None = None, test_split: str = "test"
-) -> DatasetSplits:
+  data_dir: base.PathLike | None = None, test_split: str = "test"
+) -> base.DatasetSplits:
   """SNLI 1.0 train and ``test_split`` (``test`` or ``dev``); reads the
   ``.jsonl`` files, or the ``.txt`` TSV files when no jsonl is present."""
   if test_split not in ("test", "dev"):
     raise ValueError(f"test_split must be test or dev, got {test_split}")
-  dirs = candidate_dirs("snli_1.0", data_dir)
+  dirs = base.candidate_dirs("snli_1.0", data_dir)
   splits = ("train", test_split)
   for ext in ("jsonl", "txt"):
     files = tuple(f"snli_1.0_{s}.{ext}" for s in splits)
     try:
-      root = find_dir_with(files, dirs, "SNLI", SNLI_INSTRUCTIONS)
-    except MissingDataError:
+      root = base.find_dir_with(files, dirs, "SNLI", SNLI_INSTRUCTIONS)
+    except base.MissingDataError:
       continue
     if ext == "jsonl":
-      return DatasetSplits(
+      return base.DatasetSplits(
         *(_snli_jsonl(root / f, f"snli/{s}") for f, s in zip(files, splits))
       )
-    return DatasetSplits(
+    return base.DatasetSplits(
       *(_nli_from_tsv(root / f, f"snli/{s}") for f, s in zip(files, splits))
     )
   # Neither format complete: report the jsonl files (the primary format).
-  find_dir_with(
+  base.find_dir_with(
     tuple(f"snli_1.0_{s}.jsonl" for s in splits),
     dirs,
     "SNLI",

@@ -21,15 +21,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from zoprivacy.data.loaders.base import (
-  Dataset,
-  DatasetSplits,
-  PathLike,
-  as_labels,
-  candidate_dirs,
-  find_dir_with,
-  text_array,
-)
+from zoprivacy.data.loaders import base
 
 SUBDIR = "aclImdb"
 CLASS_NAMES = ("neg", "pos")
@@ -40,16 +32,16 @@ INSTRUCTIONS = (
 _NAME = re.compile(r"^(\d+)_(\d+)\.txt$")
 
 
-def imdb_dir(data_dir: PathLike | None = None) -> Path:
-  return find_dir_with(
+def imdb_dir(data_dir: base.PathLike | None = None) -> Path:
+  return base.find_dir_with(
     tuple(f"{s}/{c}" for s in ("train", "test") for c in CLASS_NAMES),
-    candidate_dirs(SUBDIR, data_dir),
+    base.candidate_dirs(SUBDIR, data_dir),
     "IMDB",
     INSTRUCTIONS,
   )
 
 
-def _load_split(root: Path, split: str) -> Dataset:
+def _load_split(root: Path, split: str) -> base.Dataset:
   texts, labels = [], []
   for label, cls in enumerate(CLASS_NAMES):
     entries = []
@@ -64,13 +56,19 @@ def _load_split(root: Path, split: str) -> Dataset:
     for _, p in sorted(entries):
       texts.append(p.read_text(encoding="utf-8"))
       labels.append(label)
-  return Dataset(
-    text_array(texts), as_labels(labels), 2, f"imdb/{split}", CLASS_NAMES
+  return base.Dataset(
+    base.text_array(texts),
+    base.as_labels(labels),
+    2,
+    f"imdb/{split}",
+    CLASS_NAMES,
   )
 
 
-def load_imdb(data_dir: PathLike | None = None) -> DatasetSplits:
+def load_imdb(data_dir: base.PathLike | None = None) -> base.DatasetSplits:
   """Loads IMDB reviews as ``object`` arrays of raw text (HTML ``<br />`` kept;
   :func:`zoprivacy.data.loaders.text.tokenize` strips it)."""
   root = imdb_dir(data_dir)
-  return DatasetSplits(_load_split(root, "train"), _load_split(root, "test"))
+  return base.DatasetSplits(
+    _load_split(root, "train"), _load_split(root, "test")
+  )

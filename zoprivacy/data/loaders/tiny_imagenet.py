@@ -24,16 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from zoprivacy.data.loaders.base import (
-  Dataset,
-  DatasetSplits,
-  MissingDataError,
-  PathLike,
-  as_labels,
-  candidate_dirs,
-  find_dir_with,
-  scale_images,
-)
+from zoprivacy.data.loaders import base
 
 SUBDIR = "tiny-imagenet-200"
 IMAGE_SIZE = 64
@@ -63,20 +54,20 @@ def _read_image(path: Path, Image) -> np.ndarray:
   return arr
 
 
-def tiny_imagenet_dir(data_dir: PathLike | None = None) -> Path:
-  return find_dir_with(
+def tiny_imagenet_dir(data_dir: base.PathLike | None = None) -> Path:
+  return base.find_dir_with(
     ("wnids.txt", "train", "val/images", "val/val_annotations.txt"),
-    candidate_dirs(SUBDIR, data_dir),
+    base.candidate_dirs(SUBDIR, data_dir),
     "Tiny-ImageNet",
     INSTRUCTIONS,
   )
 
 
 def load_tiny_imagenet(
-  data_dir: PathLike | None = None,
+  data_dir: base.PathLike | None = None,
   dtype=np.float32,
   max_per_class: int | None = None,
-) -> DatasetSplits:
+) -> base.DatasetSplits:
   """Loads Tiny-ImageNet as ``[N, 64, 64, 3]`` images (float in ``[0, 1]`` or uint8).
 
   Full float32 train data takes 4.9 GB; pass ``dtype=np.uint8`` (1.2 GB) to
@@ -108,7 +99,7 @@ def load_tiny_imagenet(
     if not (root / "train" / w / "images").is_dir()
   ]
   if missing:
-    raise MissingDataError("Tiny-ImageNet", missing, INSTRUCTIONS)
+    raise base.MissingDataError("Tiny-ImageNet", missing, INSTRUCTIONS)
   train_x, train_y = [], []
   for w in wnids:
     files = sorted(
@@ -137,7 +128,7 @@ def load_tiny_imagenet(
     val_x.append(_read_image(path, Image))
     val_y.append(index[parts[1]])
   if val_missing:
-    raise MissingDataError("Tiny-ImageNet", val_missing, INSTRUCTIONS)
+    raise base.MissingDataError("Tiny-ImageNet", val_missing, INSTRUCTIONS)
 
   def stack(xs):
     return (
@@ -145,17 +136,17 @@ def load_tiny_imagenet(
     )
 
   k = len(wnids)
-  return DatasetSplits(
-    Dataset(
-      scale_images(stack(train_x), dtype),
-      as_labels(train_y),
+  return base.DatasetSplits(
+    base.Dataset(
+      base.scale_images(stack(train_x), dtype),
+      base.as_labels(train_y),
       k,
       "tiny_imagenet/train",
       tuple(names),
     ),
-    Dataset(
-      scale_images(stack(val_x), dtype),
-      as_labels(val_y),
+    base.Dataset(
+      base.scale_images(stack(val_x), dtype),
+      base.as_labels(val_y),
       k,
       "tiny_imagenet/val",
       tuple(names),

@@ -43,16 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from zoprivacy.data.loaders.base import (
-  Dataset,
-  DatasetSplits,
-  MissingDataError,
-  PathLike,
-  as_labels,
-  data_root,
-  stratified_train_test_split,
-  text_array,
-)
+from zoprivacy.data.loaders import base
 
 SDIST_NAME = "vaderSentiment-3.3.2.tar.gz"
 SDIST_SHA256 = (
@@ -76,12 +67,12 @@ FETCH_COMMAND = (
 )
 
 
-def vader_cache_dir(cache_dir: PathLike | None = None) -> Path:
+def vader_cache_dir(cache_dir: base.PathLike | None = None) -> Path:
   """``cache_dir`` if given, else ``$ZOPRIVACY_DATA_DIR/vader``, else
   ``~/.cache/zoprivacy/vader``."""
   if cache_dir is not None:
     return Path(cache_dir).expanduser()
-  return data_root() / "vader"
+  return base.data_root() / "vader"
 
 
 def _file_name(corpus: str) -> str:
@@ -115,7 +106,7 @@ def extract_ground_truth(sdist: Path, out_dir: Path) -> Path:
   return target
 
 
-def fetch(cache_dir: PathLike | None = None, verbose: bool = True) -> Path:
+def fetch(cache_dir: base.PathLike | None = None, verbose: bool = True) -> Path:
   """Downloads the vaderSentiment 3.3.2 sdist with pip into the cache directory,
   verifies its SHA-256 and extracts the ground-truth files. Returns the folder
   holding them. Needs access to a Python package index."""
@@ -178,8 +169,8 @@ def parse_ground_truth(
 
 
 def load_vader_corpus(
-  corpus: str, cache_dir: PathLike | None = None
-) -> Dataset:
+  corpus: str, cache_dir: base.PathLike | None = None
+) -> base.Dataset:
   """One VADER corpus as a binary sentiment Dataset (label = rating > 0,
   zero ratings dropped), inputs an ``object`` array of sentences."""
   name = _file_name(corpus)
@@ -190,7 +181,7 @@ def load_vader_corpus(
     if sdist.exists() and _sha256(sdist) == SDIST_SHA256:
       extract_ground_truth(sdist, cache)
     else:
-      raise MissingDataError(
+      raise base.MissingDataError(
         "VADER",
         [path],
         f"run `{FETCH_COMMAND.format(dir=cache)}` (needs access to PyPI), or set "
@@ -201,9 +192,9 @@ def load_vader_corpus(
     path.read_text(encoding="utf-8"), str(path)
   )
   keep = np.flatnonzero(ratings != 0.0)
-  labels = as_labels(ratings[keep] > 0)
-  return Dataset(
-    text_array([texts[i] for i in keep]),
+  labels = base.as_labels(ratings[keep] > 0)
+  return base.Dataset(
+    base.text_array([texts[i] for i in keep]),
     labels,
     2,
     f"vader/{corpus}",
@@ -213,35 +204,35 @@ def load_vader_corpus(
 
 def load_vader(
   corpus: str = PRIVATE_CORPUS,
-  cache_dir: PathLike | None = None,
+  cache_dir: base.PathLike | None = None,
   test_fraction: float = 0.2,
   seed: int = 0,
-) -> DatasetSplits:
+) -> base.DatasetSplits:
   """A VADER corpus split into train/test (seeded, stratified; the corpora have
   no official split)."""
   full = load_vader_corpus(corpus, cache_dir)
-  train_idx, test_idx = stratified_train_test_split(
+  train_idx, test_idx = base.stratified_train_test_split(
     full.labels, test_fraction, seed
   )
-  return DatasetSplits(
+  return base.DatasetSplits(
     full.subset(train_idx, f"vader/{corpus}/train"),
     full.subset(test_idx, f"vader/{corpus}/test"),
   )
 
 
 def load_vader_private_public(
-  cache_dir: PathLike | None = None,
+  cache_dir: base.PathLike | None = None,
   public_corpora: Sequence[str] = PUBLIC_CORPORA,
   test_fraction: float = 0.2,
   seed: int = 0,
-) -> tuple[DatasetSplits, Dataset]:
+) -> tuple[base.DatasetSplits, base.Dataset]:
   """Movie reviews (train/test) as private data, plus the concatenation of
   ``public_corpora`` as out-of-distribution public data (PAZO's IMDB/Amazon
   setting in miniature). Use :func:`zoprivacy.data.splits.sample_ood_public`
   to subsample the public pool and check it against the private set."""
   private = load_vader(PRIVATE_CORPUS, cache_dir, test_fraction, seed)
   parts = [load_vader_corpus(c, cache_dir) for c in public_corpora]
-  public = Dataset(
+  public = base.Dataset(
     np.concatenate([p.inputs for p in parts]),
     np.concatenate([p.labels for p in parts]),
     2,

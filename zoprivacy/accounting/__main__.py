@@ -89,28 +89,22 @@ def main(argv=None) -> int:
   parser = build_parser()
   args = parser.parse_args(argv)
   try:
+    common = dict(
+      sampling_probability=args.sampling_probability,
+      num_steps=args.steps,
+      delta=args.delta,
+      mechanism=args.mechanism,
+      neighboring=args.neighboring,
+      value_discretization_interval=args.interval,
+    )
     if args.command == "epsilon":
       report = epsilon_report(
         noise_multiplier=args.noise_multiplier,
-        sampling_probability=args.sampling_probability,
-        num_steps=args.steps,
-        delta=args.delta,
-        mechanism=args.mechanism,
-        neighboring=args.neighboring,
         num_queries=args.num_queries,
-        value_discretization_interval=args.interval,
+        **common,
       )
-      print(report.format())
     else:
-      result = calibrate_noise_multiplier(
-        target_epsilon=args.epsilon,
-        delta=args.delta,
-        sampling_probability=args.sampling_probability,
-        num_steps=args.steps,
-        mechanism=args.mechanism,
-        neighboring=args.neighboring,
-        value_discretization_interval=args.interval,
-      )
+      result = calibrate_noise_multiplier(target_epsilon=args.epsilon, **common)
       print(
         f"calibrated noise_multiplier {result.noise_multiplier:.6g}  "
         f"(exact root in ({result.lower_bound:.6g}, "
@@ -118,15 +112,9 @@ def main(argv=None) -> int:
         f"PLD evaluations, {result.seconds:.2f} s)"
       )
       report = epsilon_report(
-        noise_multiplier=result.noise_multiplier,
-        sampling_probability=args.sampling_probability,
-        num_steps=args.steps,
-        delta=args.delta,
-        mechanism=args.mechanism,
-        neighboring=args.neighboring,
-        value_discretization_interval=args.interval,
+        noise_multiplier=result.noise_multiplier, **common
       )
-      print(report.format())
+    print(report.format())
   except ValueError as exc:
     print(f"error: {exc}", file=sys.stderr)
     return 2

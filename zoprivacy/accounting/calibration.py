@@ -81,14 +81,14 @@ def _fine_epsilon(
   neighboring: str,
   interval: float,
 ) -> float:
-  if mechanism == "gaussian":
-    event = _ev.poisson_gaussian_event(
-      noise_multiplier=sigma, sampling_probability=p, num_steps=steps
-    )
-  else:
-    event = _ev.poisson_laplace_event(
-      noise_multiplier=sigma, sampling_probability=p, num_steps=steps
-    )
+  event_fn = (
+    _ev.poisson_gaussian_event
+    if mechanism == "gaussian"
+    else _ev.poisson_laplace_event
+  )
+  event = event_fn(
+    noise_multiplier=sigma, sampling_probability=p, num_steps=steps
+  )
   return _eps.pld_epsilon(
     event,
     delta=delta,

@@ -78,24 +78,19 @@ def _composed_pld(
   num_steps: int,
   interval: float,
 ) -> PLD:
-  if kind == "gaussian":
-    single = _pld_lib.from_discrete_gaussian_mechanism(
-      parameter,
-      sensitivity=sensitivity,
-      pessimistic_estimate=True,
-      value_discretization_interval=interval,
-      sampling_prob=p,
-      use_connect_dots=True,
-    )
-  else:
-    single = _pld_lib.from_discrete_laplace_mechanism(
-      parameter,
-      sensitivity=sensitivity,
-      pessimistic_estimate=True,
-      value_discretization_interval=interval,
-      sampling_prob=p,
-      use_connect_dots=True,
-    )
+  build = (
+    _pld_lib.from_discrete_gaussian_mechanism
+    if kind == "gaussian"
+    else _pld_lib.from_discrete_laplace_mechanism
+  )
+  single = build(
+    parameter,
+    sensitivity=sensitivity,
+    pessimistic_estimate=True,
+    value_discretization_interval=interval,
+    sampling_prob=p,
+    use_connect_dots=True,
+  )
   return single if num_steps == 1 else single.self_compose(num_steps)
 
 

@@ -63,6 +63,15 @@ def check_mechanism(mechanism: str) -> str:
 # --------------------------------------------------------------------- events
 
 
+def _poisson_composed(inner, sampling_probability, num_steps):
+  """``inner`` Poisson-subsampled at ``p`` (none at ``p = 1``), ``T`` times."""
+  p = validation.sampling_probability(sampling_probability)
+  steps = validation.num_steps(num_steps)
+  if p < 1.0:
+    inner = dp_accounting.PoissonSampledDpEvent(p, inner)
+  return dp_accounting.SelfComposedDpEvent(inner, steps)
+
+
 def poisson_gaussian_event(
   *, noise_multiplier: float, sampling_probability: float, num_steps: int
 ) -> dp_accounting.DpEvent:
@@ -76,13 +85,13 @@ def poisson_gaussian_event(
   With ``sampling_probability == 1`` (full batch, DPZero Alg. 2) the event is
   ``GaussianDpEvent`` composed ``num_steps`` times.
   """
-  sigma = validation.noise_multiplier(noise_multiplier)
-  p = validation.sampling_probability(sampling_probability)
-  steps = validation.num_steps(num_steps)
-  inner = dp_accounting.GaussianDpEvent(sigma)
-  if p < 1.0:
-    inner = dp_accounting.PoissonSampledDpEvent(p, inner)
-  return dp_accounting.SelfComposedDpEvent(inner, steps)
+  return _poisson_composed(
+    dp_accounting.GaussianDpEvent(
+      validation.noise_multiplier(noise_multiplier)
+    ),
+    sampling_probability,
+    num_steps,
+  )
 
 
 def poisson_laplace_event(
@@ -95,13 +104,11 @@ def poisson_laplace_event(
   Prop. 2.3). ``LaplaceDpEvent(noise_multiplier)``, Poisson-subsampled
   (add/remove only: ``dp_accounting`` has no replace-one Laplace PLD).
   """
-  b = validation.noise_multiplier(noise_multiplier)
-  p = validation.sampling_probability(sampling_probability)
-  steps = validation.num_steps(num_steps)
-  inner = dp_accounting.LaplaceDpEvent(b)
-  if p < 1.0:
-    inner = dp_accounting.PoissonSampledDpEvent(p, inner)
-  return dp_accounting.SelfComposedDpEvent(inner, steps)
+  return _poisson_composed(
+    dp_accounting.LaplaceDpEvent(validation.noise_multiplier(noise_multiplier)),
+    sampling_probability,
+    num_steps,
+  )
 
 
 def full_batch_gaussian_event(

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+import chex
 import jax
 import jax.numpy as jnp
 
@@ -34,6 +35,7 @@ def clip_scalars(values: jax.Array, threshold) -> jax.Array:
   NaN maps to 0 (``jnp.clip`` alone would propagate NaN into the sum and
   destroy the sensitivity bound); infinities saturate at the threshold.
   """
+  chex.assert_type(values, float)  # integer scores would clip silently
   clipped = jnp.clip(values, -threshold, threshold)
   return jnp.where(jnp.isnan(values), jnp.zeros_like(values), clipped)
 
@@ -49,6 +51,7 @@ def two_point_scalar(
   ``finite_difference``: ``(f_plus - f_minus) / (2 smoothing)`` (DPZero eq. (2)).
   ``raw_difference``: ``f_plus - f_minus`` (DP-ZO Alg. 1 line 10).
   """
+  chex.assert_equal_shape([f_plus, f_minus])  # one pair per example
   diff = f_plus - f_minus
   if clip_target == "finite_difference":
     return diff / (2.0 * smoothing)
@@ -80,6 +83,7 @@ def clip_tree_per_example(per_example_tree, threshold):
   holds for NaN/inf gradients too. Returns ``(clipped_tree, norms)``.
   """
   leaves = jax.tree.leaves(per_example_tree)
+  chex.assert_equal_shape_prefix(leaves, 1)  # one batch axis on every leaf
   batch = leaves[0].shape[0]
   sq_norms = sum(
     jnp.sum(jnp.square(x.reshape(batch, -1).astype(jnp.float32)), axis=1)

@@ -1,6 +1,6 @@
 """zoprivacy: differentially private zeroth-order optimization in JAX.
 
-Estimators are optax transformations that go first in a chain:
+Estimators are optax transformations that go first in a chain::
 
     est = zoprivacy.dpzero(clip=1.0, noise_multiplier=2.0, smoothing=1e-3,
                            expected_batch_size=64, dataset_size=1437)
@@ -128,7 +128,7 @@ PRIVACY_HYPERPARAMETERS = (
 
 def static_args(factory) -> tuple[str, ...]:
   """The ``static_args`` to give ``optax.inject_hyperparams(factory, ...)``:
-  the privacy hyperparameters (and the direction key) that ``factory`` takes.
+  the privacy hyperparameters (and the direction key) that ``factory`` takes::
 
       tx = optax.inject_hyperparams(
           zoprivacy.dpzero, static_args=zoprivacy.static_args(zoprivacy.dpzero)

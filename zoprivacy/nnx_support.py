@@ -5,7 +5,7 @@ An estimator perturbs the trainable parameters and evaluates the loss at
 :func:`batched_loss` builds it from an NNX module: the module is split once
 into its trainable state (``wrt``, ``nnx.Param`` by default) and everything
 else (frozen), and every loss evaluation merges a perturbed trainable state
-with the frozen one. The estimators then work with ``nnx.Optimizer``:
+with the frozen one. The estimators then work with ``nnx.Optimizer``::
 
     optimizer = nnx.Optimizer(model, optax.chain(est, optax.sgd(0.01)),
                               wrt=nnx.Param)

@@ -1,4 +1,4 @@
-"""Fashion-MNIST with DPZero at epsilon 2 (issue 4's offline image setting).
+"""Fashion-MNIST with DPZero at epsilon 2 (the offline image setting).
 
 Slow (about 4 minutes on 2 cores): run with ``python -m pytest -m slow``.
 Needs the Debian package ``dataset-fashion-mnist``.

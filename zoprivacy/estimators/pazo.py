@@ -7,12 +7,12 @@ method composes the shared primitives: public directions
 masked sums and noise (:mod:`zoprivacy.mechanisms`) and the public gradients
 of :mod:`zoprivacy.estimators.public_data`.
 
-==============  ==========================================  ===================
-factory         update returned (optax convention, minimised)  privatized part
-==============  ==========================================  ===================
-``pazo_m``      ``a g_pub + (1 - a) g~/q``  (Alg. 1 l. 13)     ``q`` scalars
-``pazo_p``      ``g~/q = (1/q) sum_j s_j G u_j`` (Alg. 2)      ``q`` scalars
-==============  ==========================================  ===================
+==========  =============================================  ===============
+factory     update returned (optax convention, minimised)  privatized part
+==========  =============================================  ===============
+``pazo_m``  ``a g_pub + (1 - a) g~/q``  (Alg. 1 l. 13)     ``q`` scalars
+``pazo_p``  ``g~/q = (1/q) sum_j s_j G u_j`` (Alg. 2)      ``q`` scalars
+==========  =============================================  ===============
 
 Privacy: every method releases, per step, one Gaussian mechanism on a
 Poisson-sampled private batch (``p = B/n``). PAZO's ``q`` (or ``k + 1``)

@@ -1,11 +1,11 @@
 """First-order public-data baselines of PAZO: DPMD and DOPE-SGD.
 
-==============  ==========================================  ===================
-factory         update returned (optax convention, minimised)  privatized part
-==============  ==========================================  ===================
-``dpmd``        ``a_t g_pub + (1 - a_t) g_dpsgd``             DP-SGD sum
-``dope_sgd``    ``g_pub + (sum clip(g_i - g_pub) + N) / B``   residual sum
-==============  ==========================================  ===================
+============  =============================================  ===============
+factory       update returned (optax convention, minimised)  privatized part
+============  =============================================  ===============
+``dpmd``      ``a_t g_pub + (1 - a_t) g_dpsgd``              DP-SGD sum
+``dope_sgd``  ``g_pub + (sum clip(g_i - g_pub) + N) / B``    residual sum
+============  =============================================  ===============
 
 Public gradients come from :mod:`zoprivacy.estimators.public_data`; the
 private part is a Gaussian mechanism on a Poisson-sampled batch

@@ -358,9 +358,10 @@ def dp_zo(
     num_queries: ``q`` (the paper uses 1; App. C).
     directions: 'gaussian' (the paper's) or another sampler name.
     clip_target: 'raw_difference' (the paper's) or 'finite_difference'.
-    direction_key, direction_prng, exact_noise, grid_points,
-      insecure_test_noise_seed: as :func:`dpzero`. The loss must satisfy the
-      per-example contract (:mod:`zoprivacy.per_example_check`).
+
+  ``direction_key``, ``direction_prng``, ``exact_noise``, ``grid_points`` and
+  ``insecure_test_noise_seed`` are as in :func:`dpzero`. The loss must satisfy
+  the per-example contract (:mod:`zoprivacy.per_example_check`).
   """
   return _private_scalar_estimator(
     mechanism_name=mechanism,

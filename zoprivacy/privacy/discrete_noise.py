@@ -4,8 +4,8 @@ Implements Algorithms 1-3 of Canonne, Kamath and Steinke (2020), "The
 Discrete Gaussian for Differential Privacy" (NeurIPS 2020; arXiv:2004.00010):
 
 * Alg. 1, :func:`bernoulli_exp`: Bernoulli(exp(-gamma)) for rational gamma.
-* Alg. 2, :func:`sample_discrete_laplace`: P[Y = y] proportional to
-  exp(-|y| / t) on the integers, t rational.
+* Alg. 2, :func:`sample_discrete_laplace`: ``P[Y = y]`` proportional to
+  ``exp(-|y| / t)`` on the integers, t rational.
 * Alg. 3, :func:`sample_discrete_gaussian`: P[Y = y] proportional to
   exp(-y^2 / (2 sigma^2)) on the integers, sigma^2 rational.
 

@@ -17,14 +17,14 @@ back from any state however the estimator is wrapped.
 
 Mechanisms and their accounting (see :mod:`zoprivacy.mechanisms`):
 
-==================== ==================================================
-``gaussian``         ``GaussianDpEvent(noise_multiplier)``, PLD
-``laplace``          ``LaplaceDpEvent(noise_multiplier)``, PLD
+===================== ==================================================
+``gaussian``          ``GaussianDpEvent(noise_multiplier)``, PLD
+``laplace``           ``LaplaceDpEvent(noise_multiplier)``, PLD
 ``discrete_gaussian`` discrete Gaussian PLD, sigma ``noise_multiplier *
-                     grid_points`` and integer sensitivity ``grid_points``
-``discrete_laplace`` discrete Laplace PLD, likewise
-``none``             non-private (epsilon is infinite)
-==================== ==================================================
+                      grid_points`` and integer sensitivity ``grid_points``
+``discrete_laplace``  discrete Laplace PLD, likewise
+``none``              non-private (epsilon is infinite)
+===================== ==================================================
 
 Every epsilon is dp_accounting's pessimistic PLD estimate, in float64, with
 the maximum over the add and the remove direction.

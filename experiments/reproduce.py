@@ -171,6 +171,12 @@ def main(argv=None) -> int:
     os.makedirs(out, exist_ok=True)
     dpzero_quadratic.main(_grid(args), out, make_plots=not args.no_plots)
   elif args.name == "dpzero_rates":
+    if args.fast:
+      raise SystemExit(
+        "dpzero_rates has no --fast mode: the fast dpzero_quadratic grid has "
+        "one dimension, and a slope needs at least two. Use --quick (the "
+        "reduced grid) or the full grid."
+      )
     # pylint: disable-next=g-import-not-at-top
     from experiments.reproductions import dpzero_rates
 

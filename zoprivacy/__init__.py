@@ -140,4 +140,4 @@ def static_args(factory) -> tuple[str, ...]:
   )
 
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"

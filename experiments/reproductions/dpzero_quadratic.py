@@ -147,6 +147,7 @@ FAST = GridConfig(
 )
 
 CONFIGS = {"full": FULL, "quick": QUICK, "fast": FAST}
+SMOKE = "smoke run: no verdict"
 
 
 # ----------------------------------------------------------- noise calibration
@@ -595,7 +596,10 @@ def main(
   log(f"dpzero_quadratic ({cfg.name} grid) -> {out_dir}")
   result = run(cfg, out_dir, log=log)
   best = best_values(result["records"])
-  claims = check_claims(best, cfg)
+  # The fast grid is a smoke run (one d, one iteration count): its numbers
+  # show the pipeline works, not the paper's claims.
+  smoke = cfg.name == "fast"
+  claims = [] if smoke else check_claims(best, cfg)
   table = markdown_table(best, cfg)
   paths = plot(best, cfg, out_dir) if make_plots else []
   wall = time.perf_counter() - start
@@ -632,11 +636,15 @@ def main(
       "",
       "## Claims (DPZero Sec. 5 / App. B.1)",
       "",
-      *[
-        f"- {'HELD' if c['held'] else 'NOT HELD'}: {c['claim']} -- "
-        f"{c['detail']}"
-        for c in claims
-      ],
+      *(
+        [f"- {SMOKE}"]
+        if smoke
+        else [
+          f"- {'HELD' if c['held'] else 'NOT HELD'}: {c['claim']} -- "
+          f"{c['detail']}"
+          for c in claims
+        ]
+      ),
       "",
       *[f"Figure: {os.path.basename(p)}" for p in paths],
     ]
@@ -651,6 +659,7 @@ def main(
   return {
     "best": best,
     "claims": claims,
+    "smoke": smoke,
     "wall_seconds": wall,
     "figures": paths,
     "sigmas": result["sigmas"],

@@ -80,6 +80,13 @@ def slopes(records: list[dict]) -> list[dict]:
 
 def main(source: str, out_dir: str, *, log=print) -> list[dict]:
   rows = slopes(load_records(source))
+  if not rows:
+    raise SystemExit(
+      f"dpzero_rates: the results in {source} have fewer than two "
+      "dimensions per (method, Hessian), so there is no slope to fit. Run "
+      "`python -m experiments.reproduce dpzero_quadratic --quick` (or the "
+      "full grid) first; the --fast grid has one dimension."
+    )
   lines = [
     "# dpzero_rates: log-log slope of the best test gradient norm vs d",
     "",

@@ -111,3 +111,16 @@ def test_table1_predicted_slopes():
   assert slope("dp_gd", "rank_d") == pytest.approx(0.25)
   assert slope("dp_gd", "rank_log_d") < 0.06
   assert slope("dpzero", "rank_log_d") < 0.15
+
+
+def test_fast_modes_print_no_verdict_and_rates_refuse_fast(tmp_path, capsys):
+  out = str(tmp_path / "q")
+  reproduce.main(["dpzero_quadratic", "--fast", "--out", out, "--no-plots"])
+  with open(os.path.join(out, "summary.md")) as f:
+    summary = f.read()
+  assert "smoke run: no verdict" in summary
+  assert "HELD" not in summary
+  with pytest.raises(SystemExit, match="no --fast mode"):
+    reproduce.main(["dpzero_rates", "--fast"])
+  with pytest.raises(SystemExit, match="fewer than two"):
+    reproduce.main(["dpzero_rates", "--source", out, "--out", str(tmp_path)])

@@ -83,3 +83,16 @@ def two_point_losses(
   f_plus = loss(perturb(params, direction, smoothing), batch)
   f_minus = loss(perturb(params, direction, -smoothing), batch)
   return f_plus, f_minus
+
+
+def per_example_gradients(args, params, batch=None):
+  """``[B, ...]`` gradients of each example's loss (first order: DP-SGD
+  Abadi et al. 2016 Alg. 1 line 4, and the public-data baselines).
+
+  ``args`` carries the loss form (``per_example_loss`` or ``batched_loss``)
+  and the batch (``batch`` replaces it, e.g. by public data);
+  ``jax.vmap(jax.grad(.))`` over the examples.
+  """
+  loss_one = as_per_example_loss(args.per_example_loss, args.batched_loss)
+  batch = args.batch if batch is None else batch
+  return jax.vmap(jax.grad(loss_one), in_axes=(None, 0))(params, batch)

@@ -15,14 +15,20 @@ members of a chain are ignored, but a near-miss of one of ours (``masks=``,
 ``bacth=``) is an error.
 
 The per-example contract: entry ``i`` of ``batched_loss(params, batch)``
-depends only on ``params`` and example ``i``. A loss that mixes examples
-(batch normalization, in-batch negatives) breaks the sensitivity bound;
-:mod:`zoprivacy.per_example_check` detects it.
+depends only on ``params`` and example ``i`` (padding rows included). A loss
+that mixes examples (batch normalization, in-batch negatives) breaks every
+estimator's sensitivity bound; check it with
+:func:`zoprivacy.per_example_check.assert_per_example`.
+
+Secret noise: a private estimator's noise key comes from OS entropy at
+``init`` (never from ``direction_key``, which is public) unless the factory's
+``insecure_test_noise_seed`` is set, which makes the run NOT private.
 """
 
 from __future__ import annotations
 
 import difflib
+import inspect
 from typing import Any, NamedTuple
 
 import jax
@@ -158,10 +164,12 @@ def parse_extra_args(extra_args: dict) -> LossArgs:
 
 
 class Privatization(NamedTuple):
-  """A private estimator's mechanism (it adds the noise) and its plan."""
+  """A private estimator's mechanism (it adds the noise), its plan and, for
+  tests only, the seed that makes its noise reproducible (NOT private)."""
 
   mechanism: mechanisms.Mechanism
   plan: plan_lib.PrivacyPlan
+  insecure_test_noise_seed: int | None = None
 
   @property
   def expected_batch_size(self) -> float:
@@ -219,7 +227,42 @@ def privacy_spec(
       notes=notes,
       insecure_test_noise_seed=insecure_test_noise_seed,
     ),
+    insecure_test_noise_seed,
   )
+
+
+_PRIVACY_ARGS = frozenset(
+  (
+    "clip",
+    "noise_multiplier",
+    "expected_batch_size",
+    "dataset_size",
+    "num_queries",
+    "neighboring",
+    "mechanism",
+    "exact_noise",
+    "grid_points",
+    "insecure_test_noise_seed",
+  )
+)
+
+
+def privacy_from(hyperparameters, **overrides) -> Privatization:
+  """:func:`privacy_spec` from a factory's own keyword arguments.
+
+  Every estimator factory names its privacy hyperparameters exactly as
+  :func:`privacy_spec` does, so a factory passes ``locals()`` and the
+  privacy arguments are picked by name (``overrides`` replace or add some).
+  """
+  kwargs = {k: v for k, v in hyperparameters.items() if k in _PRIVACY_ARGS}
+  return privacy_spec(**{**kwargs, **overrides})
+
+
+def forward_kwargs(factory, hyperparameters) -> dict:
+  """The entries of ``hyperparameters`` that ``factory`` takes by name (a
+  factory built on another passes its ``locals()`` through)."""
+  names = inspect.signature(factory).parameters
+  return {k: v for k, v in hyperparameters.items() if k in names}
 
 
 def make_plan(
@@ -289,7 +332,6 @@ def build_estimator(
   direction_key,
   privacy: Privatization | None,
   num_released: int = 1,
-  insecure_test_noise_seed: int | None = None,
 ) -> PrivateEstimator:
   """Wraps a step computation into an optax transformation.
 
@@ -298,12 +340,11 @@ def build_estimator(
   the public/secret key schedule and the extra-argument parsing.
   """
   plan = plan_lib.PrivacyPlan.non_private() if privacy is None else privacy.plan
+  test_seed = None if privacy is None else privacy.insecure_test_noise_seed
 
   def init_fn(params):
     del params
-    return init_state(
-      direction_key, plan, num_released, insecure_test_noise_seed
-    )
+    return init_state(direction_key, plan, num_released, test_seed)
 
   def update_fn(updates, state, params=None, **extra_args):
     del updates
@@ -317,6 +358,26 @@ def build_estimator(
     return grad, state._replace(step=state.step + 1, released=released)
 
   return PrivateEstimator(init_fn, update_fn, plan)
+
+
+def noisy_mean(privacy: Privatization, noise_key, clipped_sum):
+  """``(sum + noise) / B``: the mechanism's noise on a clipped (masked) sum,
+  divided by the *expected* batch size (DP-SGD, DPZero Alg. 1 line 3)."""
+  noisy = privacy.mechanism.add_noise(noise_key, clipped_sum)
+  return jax.tree.map(lambda x: x / privacy.expected_batch_size, noisy)
+
+
+def build_vector_estimator(
+  gradient, *, direction_key, privacy: Privatization
+) -> PrivateEstimator:
+  """:func:`build_estimator` for a privatized *vector*: ``gradient(params,
+  args, direction_key, noise_key) -> grad``; the state logs ``||grad||``."""
+
+  def compute(params, args, dir_key, noise_key):
+    grad = gradient(params, args, dir_key, noise_key)
+    return grad, release_norm(grad)
+
+  return build_estimator(compute, direction_key=direction_key, privacy=privacy)
 
 
 def release_norm(grad) -> jax.Array:

@@ -8,8 +8,6 @@ extra arguments as the zeroth-order estimators, so benchmarks can swap them.
 
 from __future__ import annotations
 
-import jax
-
 from zoprivacy import clipping, mechanisms, queries
 from zoprivacy.estimators import base, registry
 
@@ -32,45 +30,20 @@ def dp_sgd(
   ``sigma C`` per coordinate, event ``GaussianDpEvent(sigma)`` Poisson-sampled
   at ``p = B/n``.
 
-  The loss must be per-example: entry ``i`` of ``batched_loss(params,
-  batch)`` may depend only on ``params`` and example ``i`` (padding rows
-  included), or the sensitivity bound fails; check it with
-  :func:`zoprivacy.per_example_check.assert_per_example`. Noise keys are
-  secret (OS entropy at ``init``) unless ``insecure_test_noise_seed`` is set.
+  Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
-  privacy = base.privacy_spec(
-    clip=clip,
-    noise_multiplier=noise_multiplier,
-    expected_batch_size=expected_batch_size,
-    dataset_size=dataset_size,
-    neighboring=neighboring,
-    insecure_test_noise_seed=insecure_test_noise_seed,
-  )
-  mechanism = privacy.mechanism
+  privacy = base.privacy_from(locals())
 
-  def compute(params, args, direction_key, noise_key):
+  def gradient(params, args, direction_key, noise_key):
     del direction_key
-    loss_one = queries.as_per_example_loss(
-      args.per_example_loss, args.batched_loss
-    )
-    per_example_grads = jax.vmap(jax.grad(loss_one), in_axes=(None, 0))(
-      params, args.batch
-    )
     clipped, _ = clipping.clip_tree_per_example(
-      per_example_grads, mechanism.clip
+      queries.per_example_gradients(args, params), privacy.mechanism.clip
     )
-    noisy = mechanism.add_noise(
-      noise_key, mechanisms.masked_tree_sum(clipped, args.mask)
-    )
-    grad = jax.tree.map(lambda x: x / privacy.expected_batch_size, noisy)
-    return grad, base.release_norm(grad)
+    clipped_sum = mechanisms.masked_tree_sum(clipped, args.mask)
+    return base.noisy_mean(privacy, noise_key, clipped_sum)
 
-  return base.build_estimator(
-    compute,
-    direction_key=direction_key,
-    privacy=privacy,
-    num_released=1,
-    insecure_test_noise_seed=insecure_test_noise_seed,
+  return base.build_vector_estimator(
+    gradient, direction_key=direction_key, privacy=privacy
   )
 
 

@@ -162,11 +162,7 @@ def gep(
   Poisson-sampled at ``p = b/n``. Cost (Table 6): ``b`` private and ``b'``
   public forward+backward (both vmapped); memory ``O((b + b') d)``.
 
-  The loss must be per-example: entry ``i`` of ``batched_loss(params,
-  batch)`` may depend only on ``params`` and example ``i`` (padding rows
-  included), or the sensitivity bound fails; check it with
-  :func:`zoprivacy.per_example_check.assert_per_example`. Noise keys are
-  secret (OS entropy at ``init``) unless ``insecure_test_noise_seed`` is set.
+  Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
   embedding_clip = validation.positive("embedding_clip", embedding_clip)
   residual_clip = validation.positive("residual_clip", residual_clip)
@@ -198,9 +194,6 @@ def gep(
     validation.positive("residual_noise_multiplier", split[1]),
     neighboring,
   )
-  expected_batch_size, dataset_size = validation.batch_size_and_dataset(
-    expected_batch_size, dataset_size
-  )
   privacy = base.Privatization(
     mechanism,
     base.make_plan(
@@ -209,16 +202,13 @@ def gep(
       dataset_size=dataset_size,
       insecure_test_noise_seed=insecure_test_noise_seed,
     ),
+    insecure_test_noise_seed,
   )
 
-  def compute(params, args, dir_key, noise_key):
+  def gradient(params, args, dir_key, noise_key):
     public_batch = public_data.get_public_batch(args)
-    loss_one = queries.as_per_example_loss(
-      args.per_example_loss, args.batched_loss
-    )
-    per_example_grad = jax.vmap(jax.grad(loss_one), in_axes=(None, 0))
     anchors, _ = public_data.flatten_stacked(
-      per_example_grad(params, public_batch)
+      queries.per_example_gradients(args, params, public_batch)
     )
     if num_bases > anchors.shape[1]:
       raise ValueError(
@@ -226,7 +216,7 @@ def gep(
       )
     v = anchor_subspace(dir_key, anchors, num_bases, power_iterations)
     grads, unravel = public_data.flatten_stacked(
-      per_example_grad(params, args.batch)
+      queries.per_example_gradients(args, params)
     )
     embedding = grads @ v  # [B, k]
     residual = grads - embedding @ v.T  # [B, d]
@@ -245,17 +235,12 @@ def gep(
     )
     flat = (v @ noisy_embedding + noisy_residual) / expected_batch_size
     dtype = jax.tree.leaves(params)[0].dtype
-    grad = jax.tree.map(
+    return jax.tree.map(
       lambda g, p: g.astype(p.dtype), unravel(flat.astype(dtype)), params
     )
-    return grad, base.release_norm(grad)
 
-  return base.build_estimator(
-    compute,
-    direction_key=direction_key,
-    privacy=privacy,
-    num_released=1,
-    insecure_test_noise_seed=insecure_test_noise_seed,
+  return base.build_vector_estimator(
+    gradient, direction_key=direction_key, privacy=privacy
   )
 
 

@@ -29,47 +29,17 @@ import jax.numpy as jnp
 
 from zoprivacy import directions as directions_lib
 from zoprivacy import validation
-from zoprivacy.estimators import base, public_data, registry, scalar_zo
+from zoprivacy.estimators import base, public_data, registry, two_point
 
 _FD = "finite_difference"  # PAZO clips the finite difference (conventions §2).
 
 
-# --------------------------------------------- privatized two-point queries
-
-
-def zo_common(
-  *,
-  clip,
-  noise_multiplier,
-  smoothing,
-  expected_batch_size,
-  dataset_size,
-  num_queries,
-  neighboring,
-  direction_prng,
-  insecure_test_noise_seed,
-  exact_noise=False,
-  grid_points=1024,
-):
-  smoothing = validation.positive_or_traced("smoothing", smoothing)
-  validation.one_of("direction_prng", direction_prng, directions_lib.PRNG_IMPLS)
-  privacy = base.privacy_spec(
-    clip=clip,
-    noise_multiplier=noise_multiplier,
-    expected_batch_size=expected_batch_size,
-    dataset_size=dataset_size,
-    num_queries=num_queries,
-    neighboring=neighboring,
-    exact_noise=exact_noise,
-    grid_points=grid_points,
-    insecure_test_noise_seed=insecure_test_noise_seed,
-  )
-  return (
-    privacy.mechanism,
-    privacy,
-    smoothing,
-    privacy.mechanism.num_queries,
-    privacy.expected_batch_size,
+def _estimator(compute, query, direction_key) -> base.PrivateEstimator:
+  return base.build_estimator(
+    compute,
+    direction_key=direction_key,
+    privacy=query.privacy,
+    num_released=query.num_queries,
   )
 
 
@@ -120,66 +90,27 @@ def pazo_m(
     key: PRNG key or integer seed for directions and noise.
     direction_prng: 'threefry', 'rbg' or 'unsafe_rbg' for the directions.
 
-  The loss must be per-example: entry ``i`` of ``batched_loss(params,
-  batch)`` may depend only on ``params`` and example ``i`` (padding rows
-  included), or the sensitivity bound fails; check it with
-  :func:`zoprivacy.per_example_check.assert_per_example`. Noise keys are
-  secret (OS entropy at ``init``) unless ``insecure_test_noise_seed`` is set.
+  Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
   alpha = validation.unit_interval("alpha", alpha)
-  validation.one_of("directions", directions, directions_lib.DIRECTION_NAMES)
-  mechanism, privacy, smoothing, num_queries, expected_batch_size = zo_common(
-    clip=clip,
-    noise_multiplier=noise_multiplier,
-    smoothing=smoothing,
-    expected_batch_size=expected_batch_size,
-    dataset_size=dataset_size,
-    num_queries=num_queries,
-    neighboring=neighboring,
+  query = two_point.make_query(
+    directions=directions,
     direction_prng=direction_prng,
-    exact_noise=exact_noise,
-    grid_points=grid_points,
-    insecure_test_noise_seed=insecure_test_noise_seed,
+    smoothing=smoothing,
+    clip_target=_FD,
+    privacy=base.privacy_from(locals()),
   )
-  sampler = directions_lib.get_sampler(directions)
 
   def compute(params, args, dir_key, noise_key):
     public_batch = public_data.get_public_batch(args)
-    query_keys = jax.random.split(dir_key, num_queries)
-
-    def direction(k):
-      return sampler(directions_lib.direction_key(k, direction_prng), params)
-
-    scalars = scalar_zo.two_point_scalars(
-      loss=args.loss,
-      params=params,
-      batch=args.batch,
-      mask=args.mask,
-      direction=direction,
-      query_keys=query_keys,
-      noise_key=noise_key,
-      smoothing=smoothing,
-      clip_target=_FD,
-      mechanism=mechanism,
-      privacy=privacy,
-      discrete_noise=args.discrete_noise,
+    g_private, scalars = two_point.zo_gradient(
+      query, params, args, dir_key, noise_key
     )
-    g_private = scalar_zo.average_of_directions(
-      direction, query_keys, scalars, params
-    )
-    g_pub = public_data.public_gradient(
-      public_data.public_loss_fn(args), params, public_batch
-    )
-    grad = public_data.combine(alpha, g_pub, g_private)
-    return grad, scalars
+    public_loss = public_data.public_loss_fn(args)
+    g_pub = public_data.public_gradient(public_loss, params, public_batch)
+    return public_data.combine(alpha, g_pub, g_private), scalars
 
-  return base.build_estimator(
-    compute,
-    direction_key=direction_key,
-    privacy=privacy,
-    num_released=num_queries,
-    insecure_test_noise_seed=insecure_test_noise_seed,
-  )
+  return _estimator(compute, query, direction_key)
 
 
 # ------------------------------------------------------------------- PAZO-P
@@ -222,27 +153,17 @@ def pazo_p(
     orthonormalize: True for PAZO-P, False for PAZO-P'.
     Others: as :func:`pazo_m`.
 
-  The loss must be per-example: entry ``i`` of ``batched_loss(params,
-  batch)`` may depend only on ``params`` and example ``i`` (padding rows
-  included), or the sensitivity bound fails; check it with
-  :func:`zoprivacy.per_example_check.assert_per_example`. Noise keys are
-  secret (OS entropy at ``init``) unless ``insecure_test_noise_seed`` is set.
+  Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
   k = validation.positive_int("num_public_batches", num_public_batches)
   if not isinstance(orthonormalize, bool):
     raise ValueError(f"orthonormalize must be a bool, got {orthonormalize!r}.")
-  mechanism, privacy, smoothing, num_queries, expected_batch_size = zo_common(
-    clip=clip,
-    noise_multiplier=noise_multiplier,
-    smoothing=smoothing,
-    expected_batch_size=expected_batch_size,
-    dataset_size=dataset_size,
-    num_queries=num_queries,
-    neighboring=neighboring,
+  query = two_point.make_query(
+    directions="sphere",  # unused: PAZO-P draws its own directions in span(G)
     direction_prng=direction_prng,
-    exact_noise=exact_noise,
-    grid_points=grid_points,
-    insecure_test_noise_seed=insecure_test_noise_seed,
+    smoothing=smoothing,
+    clip_target=_FD,
+    privacy=base.privacy_from(locals()),
   )
   coefficient_template = jnp.zeros([k], jnp.float32)
 
@@ -256,7 +177,7 @@ def pazo_p(
 
   def compute(params, args, dir_key, noise_key):
     public_batches = public_data.get_public_batches(args, k)
-    query_keys = jax.random.split(dir_key, num_queries)
+    query_keys = jax.random.split(dir_key, query.num_queries)
     basis = public_data.public_subspace(
       public_data.public_gradients(
         public_data.public_loss_fn(args), params, public_batches
@@ -270,19 +191,9 @@ def pazo_p(
         lambda g: jnp.tensordot(c.astype(g.dtype), g, axes=1), basis
       )
 
-    scalars = scalar_zo.two_point_scalars(
-      loss=args.loss,
-      params=params,
-      batch=args.batch,
-      mask=args.mask,
-      direction=lambda kk: in_span(coefficients(kk)),
-      query_keys=query_keys,
-      noise_key=noise_key,
-      smoothing=smoothing,
-      clip_target=_FD,
-      mechanism=mechanism,
-      privacy=privacy,
-      discrete_noise=args.discrete_noise,
+    direction = lambda kk: in_span(coefficients(kk))
+    scalars = two_point.two_point_scalars(
+      args, params, direction, query_keys, noise_key, query
     )
     mean_coefficients = jnp.mean(
       scalars[:, None] * jax.vmap(coefficients)(query_keys), axis=0
@@ -290,13 +201,7 @@ def pazo_p(
     grad = in_span(mean_coefficients)
     return grad, scalars
 
-  return base.build_estimator(
-    compute,
-    direction_key=direction_key,
-    privacy=privacy,
-    num_released=num_queries,
-    insecure_test_noise_seed=insecure_test_noise_seed,
-  )
+  return _estimator(compute, query, direction_key)
 
 
 registry.register(

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 
 from zoprivacy import clipping, mechanisms, queries, validation
 from zoprivacy import directions as directions_lib
-from zoprivacy.estimators import base, pazo, public_data, registry
+from zoprivacy.estimators import base, public_data, registry
 
 # ------------------------------------------------------------------- PAZO-S
 
@@ -72,11 +72,7 @@ def pazo_s(
     dataset_size, neighboring, key, direction_prng: as :func:`pazo_m`; the
       PRNG choice applies to ``z'``.
 
-  The loss must be per-example: entry ``i`` of ``batched_loss(params,
-  batch)`` may depend only on ``params`` and example ``i`` (padding rows
-  included), or the sensitivity bound fails; check it with
-  :func:`zoprivacy.per_example_check.assert_per_example`. Noise keys are
-  secret (OS entropy at ``init``) unless ``insecure_test_noise_seed`` is set.
+  Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
   k = validation.positive_int("num_public_batches", num_public_batches)
   learning_rate = validation.positive("learning_rate", learning_rate)
@@ -94,16 +90,11 @@ def pazo_s(
       "perturbation scale, not a privacy epsilon)."
     )
   num_scores = k + 1 if extra_candidate else k
-  mechanism, privacy, _, _, expected_batch_size = pazo.zo_common(
-    clip=clip,
-    noise_multiplier=noise_multiplier,
-    smoothing=1.0,
-    expected_batch_size=expected_batch_size,
-    dataset_size=dataset_size,
-    num_queries=num_scores,
-    neighboring=neighboring,
-    direction_prng=direction_prng,
-    insecure_test_noise_seed=insecure_test_noise_seed,
+  validation.one_of("direction_prng", direction_prng, directions_lib.PRNG_IMPLS)
+  privacy = base.privacy_from(locals(), num_queries=num_scores)
+  mechanism, expected_batch_size = (
+    privacy.mechanism,
+    privacy.expected_batch_size,
   )
 
   def compute(params, args, dir_key, noise_key):
@@ -155,7 +146,6 @@ def pazo_s(
     direction_key=direction_key,
     privacy=privacy,
     num_released=num_scores,
-    insecure_test_noise_seed=insecure_test_noise_seed,
   )
 
 

@@ -115,6 +115,11 @@ def public_gradient(public_loss, params, public_batch):
   return jax.grad(public_loss)(params, public_batch)
 
 
+def public_batch_gradient(args: base.LossArgs, params):
+  """The gradient of the mean public loss on ``public_batch=`` (checked)."""
+  return public_gradient(public_loss_fn(args), params, get_public_batch(args))
+
+
 def public_gradients(public_loss, params, public_batches):
   """``k`` public gradients, one per stacked batch; leading axis ``k``.
 

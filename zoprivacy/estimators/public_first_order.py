@@ -54,32 +54,16 @@ def dpmd(
   Privacy: exactly DP-SGD's (the public gradient is free). Cost (Table 6):
   ``b`` private forward+backward (vmapped), one public forward+backward.
 
-  The loss must be per-example: entry ``i`` of ``batched_loss(params,
-  batch)`` may depend only on ``params`` and example ``i`` (padding rows
-  included), or the sensitivity bound fails; check it with
-  :func:`zoprivacy.per_example_check.assert_per_example`. Noise keys are
-  secret (OS entropy at ``init``) unless ``insecure_test_noise_seed`` is set.
+  Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
   num_steps = validation.positive_int("num_steps", num_steps)
-  private = _dp_sgd(
-    clip=clip,
-    noise_multiplier=noise_multiplier,
-    expected_batch_size=expected_batch_size,
-    dataset_size=dataset_size,
-    neighboring=neighboring,
-    direction_key=direction_key,
-    insecure_test_noise_seed=insecure_test_noise_seed,
-  )
+  private = _dp_sgd(**base.forward_kwargs(_dp_sgd, locals()))
 
   def update_fn(updates, state, params=None, **extra_args):
     public_data.require_params(params)
     g_private, new_state = private.update(updates, state, params, **extra_args)
     args = base.parse_extra_args(extra_args)
-    g_pub = public_data.public_gradient(
-      public_data.public_loss_fn(args),
-      params,
-      public_data.get_public_batch(args),
-    )
+    g_pub = public_data.public_batch_gradient(args, params)
     weight = dpmd_public_weight(state.step, num_steps)
     return public_data.combine(weight, g_pub, g_private), new_state
 
@@ -115,51 +99,22 @@ def dope_sgd(
   Poisson-sampled at ``p = b/n``. Cost (Table 6): ``b`` private
   forward+backward (vmapped), one public forward+backward.
 
-  The loss must be per-example: entry ``i`` of ``batched_loss(params,
-  batch)`` may depend only on ``params`` and example ``i`` (padding rows
-  included), or the sensitivity bound fails; check it with
-  :func:`zoprivacy.per_example_check.assert_per_example`. Noise keys are
-  secret (OS entropy at ``init``) unless ``insecure_test_noise_seed`` is set.
+  Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
-  privacy = base.privacy_spec(
-    clip=clip,
-    noise_multiplier=noise_multiplier,
-    expected_batch_size=expected_batch_size,
-    dataset_size=dataset_size,
-    neighboring=neighboring,
-    insecure_test_noise_seed=insecure_test_noise_seed,
-  )
-  mechanism, expected_batch_size = (
-    privacy.mechanism,
-    privacy.expected_batch_size,
-  )
+  privacy = base.privacy_from(locals())
 
-  def compute(params, args, dir_key, noise_key):
-    g_pub = public_data.public_gradient(
-      public_data.public_loss_fn(args),
-      params,
-      public_data.get_public_batch(args),
-    )
-    loss_one = queries.as_per_example_loss(
-      args.per_example_loss, args.batched_loss
-    )
-    per_example = jax.vmap(jax.grad(loss_one), in_axes=(None, 0))(
-      params, args.batch
-    )
+  def gradient(params, args, dir_key, noise_key):
+    del dir_key
+    g_pub = public_data.public_batch_gradient(args, params)
+    per_example = queries.per_example_gradients(args, params)
     residual = jax.tree.map(lambda g, p: g - p[None], per_example, g_pub)
     clipped, _ = clipping.clip_tree_per_example(residual, clip)
-    noisy = mechanism.add_noise(
-      noise_key, mechanisms.masked_tree_sum(clipped, args.mask)
-    )
-    grad = jax.tree.map(lambda p, s: p + s / expected_batch_size, g_pub, noisy)
-    return grad, base.release_norm(grad)
+    clipped_sum = mechanisms.masked_tree_sum(clipped, args.mask)
+    noisy_mean = base.noisy_mean(privacy, noise_key, clipped_sum)
+    return jax.tree.map(jnp.add, g_pub, noisy_mean)
 
-  return base.build_estimator(
-    compute,
-    direction_key=direction_key,
-    privacy=privacy,
-    num_released=1,
-    insecure_test_noise_seed=insecure_test_noise_seed,
+  return base.build_vector_estimator(
+    gradient, direction_key=direction_key, privacy=privacy
   )
 
 

@@ -1,157 +1,13 @@
 """Two-point zeroth-order estimators with a privatized *scalar*: MeZO, DPZero, DP-ZO.
 
-All three are one composition of the shared primitives:
-
-1. draw ``q`` public directions ``u_j`` from the step's direction key
-   (:mod:`zoprivacy.directions`);
-2. per example, query the loss at ``x + l u_j`` and ``x - l u_j``
-   (:mod:`zoprivacy.queries`);
-3. per example, clip the two-point scalar (:mod:`zoprivacy.clipping`);
-4. sum over real (unmasked) examples, add noise with the step's noise key,
-   divide by the expected batch size (:mod:`zoprivacy.mechanisms`);
-5. return ``(1/q) sum_j s_j u_j``, regenerating ``u_j`` from its key.
-
-Only the ``q`` scalars ``s_j`` depend on private data. With ``q = 1`` the
-whole step is two batched forward passes plus one direction; for ``q > 1``
-the queries run in a ``lax.map`` so memory stays at one direction at a time.
+All three are the one two-point step of :mod:`zoprivacy.estimators.two_point`
+(directions, two loss queries per example, a clipped and noised scalar);
+they differ only in the mechanism, the clipped quantity and the defaults.
 """
 
 from __future__ import annotations
 
-import jax
-import jax.numpy as jnp
-
-from zoprivacy import clipping, mechanisms, queries, validation
-from zoprivacy import directions as directions_lib
-from zoprivacy.estimators import base, registry
-
-
-def two_point_scalars(
-  *,
-  loss,
-  params,
-  batch,
-  mask,
-  direction,
-  query_keys,
-  noise_key,
-  smoothing: float,
-  clip_target: str,
-  mechanism: mechanisms.Mechanism,
-  privacy: base.Privatization | None,
-  discrete_noise=None,
-) -> jax.Array:
-  """Steps 2-4: the ``q`` released directional-derivative estimates ``s_j``.
-
-  For each query key ``k_j``, ``u_j = direction(k_j)``; per example the
-  two-point scalar (DPZero eq. (2) / DP-ZO Alg. 1 line 10) at ``x +- l u_j``
-  (two batched forward passes). Private (``privacy`` given): clipped at
-  ``mechanism.clip`` per example, summed over real examples, noised once
-  (DPZero Alg. 2 line 3, DP-ZO Alg. 1 lines 13/15), divided by the expected
-  batch size. Non-private: the mean over real examples (MeZO). With a
-  :class:`~zoprivacy.mechanisms.DiscreteMechanism`, ``discrete_noise`` holds
-  the step's host-drawn integer noise.
-  """
-  num_queries = query_keys.shape[0]
-
-  def query(k):
-    u = direction(k)
-    f_plus, f_minus = queries.two_point_losses(
-      loss, params, u, smoothing, batch
-    )
-    return clipping.two_point_scalar(f_plus, f_minus, smoothing, clip_target)
-
-  if num_queries == 1:
-    per_example = query(query_keys[0])[:, None]  # [B, 1]
-  else:
-    per_example = jax.lax.map(query, query_keys).T  # [B, q]
-  per_example = per_example.astype(jnp.float32)
-
-  if privacy is not None:
-    clipped = clipping.clip_scalars(per_example, mechanism.clip)
-    noisy_sum = mechanism.privatize_sum(
-      noise_key, clipped, mask, discrete_noise
-    )
-    mean = noisy_sum / privacy.expected_batch_size
-  else:
-    if mask is None:
-      count = per_example.shape[0]
-    else:
-      count = jnp.maximum(jnp.sum(mask.astype(jnp.float32)), 1.0)
-    mean = mechanisms.masked_sum(per_example, mask) / count
-  return clipping.to_directional_derivative(mean, smoothing, clip_target)
-
-
-def average_of_directions(direction, query_keys, scalars, params):
-  """Step 5: ``(1/q) sum_j s_j u_j``, regenerating each ``u_j`` from its key.
-
-  With ``q = 1`` this is one fused ``s u``; otherwise a ``lax.scan`` keeps
-  one direction in memory at a time.
-  """
-  num_queries = query_keys.shape[0]
-  if num_queries == 1:
-    return jax.tree.map(
-      lambda u: scalars[0].astype(u.dtype) * u, direction(query_keys[0])
-    )
-
-  def accumulate(acc, key_and_scalar):
-    k, s = key_and_scalar
-    u = direction(k)
-    return jax.tree.map(
-      lambda a, x: a + (s / num_queries).astype(x.dtype) * x, acc, u
-    ), None
-
-  zeros = jax.tree.map(jnp.zeros_like, params)
-  out, _ = jax.lax.scan(accumulate, zeros, (query_keys, scalars))
-  return out
-
-
-def _two_point_transformation(
-  *,
-  smoothing: float,
-  num_queries: int,
-  directions: str,
-  clip_target: str,
-  mechanism: mechanisms.Mechanism,
-  privacy: base.Privatization | None,
-  direction_key,
-  insecure_test_noise_seed,
-  direction_prng: str,
-) -> base.PrivateEstimator:
-  """Steps 1-5 above as an optax transformation."""
-  sampler = directions_lib.get_sampler(directions)
-
-  def compute(params, args, direction_key, noise_key):
-    query_keys = jax.random.split(direction_key, num_queries)
-
-    def direction(k):
-      return sampler(directions_lib.direction_key(k, direction_prng), params)
-
-    scalars = two_point_scalars(
-      loss=args.loss,
-      params=params,
-      batch=args.batch,
-      mask=args.mask,
-      direction=direction,
-      query_keys=query_keys,
-      noise_key=noise_key,
-      smoothing=smoothing,
-      clip_target=clip_target,
-      mechanism=mechanism,
-      privacy=privacy,
-      discrete_noise=args.discrete_noise,
-    )
-    return average_of_directions(
-      direction, query_keys, scalars, params
-    ), scalars
-
-  return base.build_estimator(
-    compute,
-    direction_key=direction_key,
-    privacy=privacy,
-    num_released=num_queries,
-    insecure_test_noise_seed=insecure_test_noise_seed,
-  )
+from zoprivacy.estimators import base, registry, two_point
 
 
 def mezo(
@@ -175,73 +31,30 @@ def mezo(
     direction_key: public PRNG key or integer seed of the directions.
     direction_prng: 'threefry', 'rbg' or 'unsafe_rbg' for the directions.
 
-  The loss must be per-example: entry ``i`` of ``batched_loss(params,
-  batch)`` may depend only on ``params`` and example ``i`` (padding rows
-  included), or the sensitivity bound fails; check it with
-  :func:`zoprivacy.per_example_check.assert_per_example`.
+  Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
-  smoothing = validation.positive_or_traced("smoothing", smoothing)
-  num_queries = validation.positive_int("num_queries", num_queries)
-  validation.one_of("directions", directions, directions_lib.DIRECTION_NAMES)
-  validation.one_of("direction_prng", direction_prng, directions_lib.PRNG_IMPLS)
-  return _two_point_transformation(
-    smoothing=smoothing,
-    num_queries=num_queries,
+  query = two_point.make_query(
     directions=directions,
+    direction_prng=direction_prng,
+    smoothing=smoothing,
     clip_target="finite_difference",
-    mechanism=mechanisms.NoNoise(),
     privacy=None,
-    direction_key=direction_key,
-    insecure_test_noise_seed=None,
-    direction_prng=direction_prng,
-  )
-
-
-def _private_scalar_estimator(
-  *,
-  mechanism_name,
-  clip,
-  noise_multiplier,
-  smoothing,
-  expected_batch_size,
-  dataset_size,
-  num_queries,
-  directions,
-  clip_target,
-  neighboring,
-  direction_key,
-  direction_prng,
-  exact_noise,
-  grid_points,
-  insecure_test_noise_seed,
-):
-  smoothing = validation.positive_or_traced("smoothing", smoothing)
-  validation.one_of("directions", directions, directions_lib.DIRECTION_NAMES)
-  validation.one_of("clip_target", clip_target, clipping.CLIP_TARGETS)
-  validation.one_of("direction_prng", direction_prng, directions_lib.PRNG_IMPLS)
-  privacy = base.privacy_spec(
-    clip=clip,
-    noise_multiplier=noise_multiplier,
-    expected_batch_size=expected_batch_size,
-    dataset_size=dataset_size,
     num_queries=num_queries,
-    neighboring=neighboring,
-    mechanism=mechanism_name,
-    exact_noise=exact_noise,
-    grid_points=grid_points,
-    insecure_test_noise_seed=insecure_test_noise_seed,
   )
-  return _two_point_transformation(
-    smoothing=smoothing,
-    num_queries=privacy.mechanism.num_queries,
-    directions=directions,
-    clip_target=clip_target,
-    mechanism=privacy.mechanism,
-    privacy=privacy,
-    direction_key=direction_key,
-    insecure_test_noise_seed=insecure_test_noise_seed,
-    direction_prng=direction_prng,
+  return two_point.two_point_estimator(query, direction_key=direction_key)
+
+
+def _private_scalar_estimator(hyperparameters: dict, **overrides):
+  """DPZero / DP-ZO from their factories' keyword arguments (``locals()``)."""
+  h = {**hyperparameters, **overrides}
+  query = two_point.make_query(
+    directions=h["directions"],
+    direction_prng=h["direction_prng"],
+    smoothing=h["smoothing"],
+    clip_target=h["clip_target"],
+    privacy=base.privacy_from(h),
   )
+  return two_point.two_point_estimator(query, direction_key=h["direction_key"])
 
 
 def dpzero(
@@ -300,21 +113,7 @@ def dpzero(
   ``i`` (see :mod:`zoprivacy.per_example_check`).
   """
   return _private_scalar_estimator(
-    mechanism_name="gaussian",
-    clip=clip,
-    noise_multiplier=noise_multiplier,
-    smoothing=smoothing,
-    expected_batch_size=expected_batch_size,
-    dataset_size=dataset_size,
-    num_queries=num_queries,
-    directions=directions,
-    clip_target="finite_difference",
-    neighboring=neighboring,
-    direction_key=direction_key,
-    direction_prng=direction_prng,
-    exact_noise=exact_noise,
-    grid_points=grid_points,
-    insecure_test_noise_seed=insecure_test_noise_seed,
+    locals(), mechanism="gaussian", clip_target="finite_difference"
   )
 
 
@@ -363,23 +162,7 @@ def dp_zo(
   ``insecure_test_noise_seed`` are as in :func:`dpzero`. The loss must satisfy
   the per-example contract (:mod:`zoprivacy.per_example_check`).
   """
-  return _private_scalar_estimator(
-    mechanism_name=mechanism,
-    clip=clip,
-    noise_multiplier=noise_multiplier,
-    smoothing=smoothing,
-    expected_batch_size=expected_batch_size,
-    dataset_size=dataset_size,
-    num_queries=num_queries,
-    directions=directions,
-    clip_target=clip_target,
-    neighboring="add_or_remove",
-    direction_key=direction_key,
-    direction_prng=direction_prng,
-    exact_noise=exact_noise,
-    grid_points=grid_points,
-    insecure_test_noise_seed=insecure_test_noise_seed,
-  )
+  return _private_scalar_estimator(locals(), neighboring="add_or_remove")
 
 
 registry.register(

@@ -44,27 +44,15 @@ def dpgd_zeroth(
   ``sigma C`` per coordinate, event ``GaussianDpEvent(sigma)`` Poisson-sampled
   at ``p = B/n``: the same accounting as DP-SGD.
 
-  The loss must be per-example: entry ``i`` of ``batched_loss(params,
-  batch)`` may depend only on ``params`` and example ``i`` (padding rows
-  included), or the sensitivity bound fails; check it with
-  :func:`zoprivacy.per_example_check.assert_per_example`. Noise keys are
-  secret (OS entropy at ``init``) unless ``insecure_test_noise_seed`` is set.
+  Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
   smoothing = validation.positive("smoothing", smoothing)
   validation.one_of("directions", directions, directions_lib.DIRECTION_NAMES)
   validation.one_of("direction_prng", direction_prng, directions_lib.PRNG_IMPLS)
-  privacy = base.privacy_spec(
-    clip=clip,
-    noise_multiplier=noise_multiplier,
-    expected_batch_size=expected_batch_size,
-    dataset_size=dataset_size,
-    neighboring=neighboring,
-    insecure_test_noise_seed=insecure_test_noise_seed,
-  )
-  mechanism = privacy.mechanism
+  privacy = base.privacy_from(locals())
   sampler = directions_lib.get_sampler(directions)
 
-  def compute(params, args, direction_key, noise_key):
+  def gradient(params, args, direction_key, noise_key):
     u = sampler(
       directions_lib.direction_key(direction_key, direction_prng), params
     )
@@ -79,19 +67,13 @@ def dpgd_zeroth(
         jnp.sum(jnp.square(x.astype(jnp.float32))) for x in jax.tree.leaves(u)
       )
     )
-    clipped = clipping.clip_scalars(fd, mechanism.clip / u_norm)
+    clipped = clipping.clip_scalars(fd, privacy.mechanism.clip / u_norm)
     scalar_sum = mechanisms.masked_sum(clipped, args.mask)
     vector_sum = jax.tree.map(lambda x: scalar_sum.astype(x.dtype) * x, u)
-    noisy = mechanism.add_noise(noise_key, vector_sum)
-    grad = jax.tree.map(lambda x: x / privacy.expected_batch_size, noisy)
-    return grad, base.release_norm(grad)
+    return base.noisy_mean(privacy, noise_key, vector_sum)
 
-  return base.build_estimator(
-    compute,
-    direction_key=direction_key,
-    privacy=privacy,
-    num_released=1,
-    insecure_test_noise_seed=insecure_test_noise_seed,
+  return base.build_vector_estimator(
+    gradient, direction_key=direction_key, privacy=privacy
   )
 
 

@@ -95,6 +95,7 @@ def main(argv):
   logging.set_verbosity(logging.WARNING)
   from experiments import (
     errors,  # pylint: disable=g-import-not-at-top
+    report,  # pylint: disable=g-import-not-at-top
     train,  # pylint: disable=g-import-not-at-top
   )
 
@@ -106,7 +107,7 @@ def main(argv):
       raise
     print(errors.one_paragraph(e), file=sys.stderr)
     sys.exit(2)
-  print(train.format_report(result))
+  print(report.format_report(result))
 
 
 if __name__ == "__main__":

@@ -55,6 +55,7 @@ import time
 import ml_collections
 
 from configs import fashion_mnist_pazo_public4
+from experiments import run_setup
 from experiments.reproductions import pazo_table1_data as data
 from experiments.reproductions import pazo_table1_report as report
 
@@ -183,14 +184,13 @@ def noise_multiplier(method: str, epsilon: float, budget: Budget) -> float:
 
   from experiments import (
     tasks,  # pylint: disable=g-import-not-at-top
-    train,  # pylint: disable=g-import-not-at-top
   )
 
   c = _config(method, METHODS[method][2][0], 0, budget, False)
   c.target_epsilon = epsilon
   task = tasks.get_task(c)
   trainable, _ = task.init(jax.random.key(0))
-  _, _, plan, _ = train.resolve_plan(c, trainable, task.num_train)
+  _, _, plan, _ = run_setup.resolve_plan(c, trainable, task.num_train)
   return float(plan.noise_multiplier)
 
 

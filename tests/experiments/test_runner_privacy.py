@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from configs import default
-from experiments import checkpointing, train
+from experiments import checkpointing, report, train
 from zoprivacy import accounting
 from zoprivacy.estimators import registry
 
@@ -106,7 +106,7 @@ def test_insecure_test_noise_with_a_budget_needs_test_run():
     ),
     progress=False,
   )
-  assert not r["private"] and "NOT PRIVATE" in train.format_report(r)
+  assert not r["private"] and "NOT PRIVATE" in report.format_report(r)
 
 
 def test_replace_one_target_is_met_and_named(tmp_path):
@@ -115,7 +115,7 @@ def test_replace_one_target_is_met_and_named(tmp_path):
   r = train.train(c, progress=False)
   assert r["epsilon"] <= 2.0
   assert r["privacy_plan"]["neighboring"] == "replace_one"
-  assert "replace-one" in train.format_report(r)
+  assert "replace-one" in report.format_report(r)
   # Exact noise does not cover replace-one: the fallback is reported.
   assert r["privacy_plan"]["mechanism"] == "gaussian"
   assert "floating-point" in r["privacy"]
@@ -124,7 +124,7 @@ def test_replace_one_target_is_met_and_named(tmp_path):
 def test_noise_multiplier_override_wins_over_the_target():
   r = train.train(_config(noise_multiplier=3.0, num_steps=10), progress=False)
   assert r["noise_multiplier"] == 3.0
-  assert "set by noise_multiplier" in train.format_report(r)
+  assert "set by noise_multiplier" in report.format_report(r)
 
 
 def _registry_config(name, workdir):
@@ -194,7 +194,7 @@ def test_every_estimator_resumes_exactly_and_reports_one_epsilon(
   assert (
     plan.epsilon(12) == ledger.epsilon() == saved["epsilon"] == r["epsilon"]
   )
-  assert f"{r['epsilon']:.4f}" in train.format_report(r)
+  assert f"{r['epsilon']:.4f}" in report.format_report(r)
   assert 0 < r["epsilon"] < 10
 
 

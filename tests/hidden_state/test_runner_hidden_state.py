@@ -3,7 +3,7 @@
 import pytest
 
 from configs import hidden_state_digits_logreg
-from experiments import hidden_state_run, tasks, train
+from experiments import hidden_state_run, report, tasks, train
 
 
 def small_config(**changes):
@@ -35,7 +35,7 @@ def test_report_has_three_final_iterate_epsilons():
     block["composition_epsilon"]["improved"] * (1 + 1e-9)
   )
   assert block["condition_ratio"] == pytest.approx(0.5)
-  text = train.format_report(result)
+  text = report.format_report(result)
   assert "hidden state (Thm 3.2)" in text and "replace-one" in text
   assert 0.0 <= result["test_accuracy"] <= 1.0
   print(text)

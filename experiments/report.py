@@ -1,0 +1,42 @@
+"""The one-paragraph report of a finished run (accuracy, plan, epsilon)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from experiments import hidden_state_run
+
+
+def format_report(result: dict[str, Any]) -> str:
+  """The closing lines of a run: accuracy, steps and privacy spent."""
+  if result["delta"] is None:
+    privacy = "privacy: none (non-private baseline, epsilon = inf)"
+  else:
+    privacy = (
+      f"privacy: (epsilon, delta) = ({result['epsilon']:.4f}, "
+      f"{result['delta']:g}) [{result['privacy']}; noise multiplier "
+      f"{result['noise_multiplier_source']}]"
+    )
+    if not result["private"]:
+      privacy += (
+        "\nWARNING: insecure test noise: the noise and batches are "
+        "reproducible from the seed; this run is NOT private."
+      )
+  if "pure_epsilon" in result:
+    privacy += (
+      f"\npure epsilon (Laplace, basic composition, DP-ZO Thm 3.1): "
+      f"{result['pure_epsilon']:.4f}"
+    )
+  if "final_iterate" in result:
+    privacy += "\n" + hidden_state_run.format_final_iterate(
+      result["final_iterate"]
+    )
+  lines = [
+    f"estimator: {result['estimator']} on {result['dataset']}",
+    f"test accuracy: {result['test_accuracy']:.4f}",
+    f"steps: {result['num_steps']} ({result['train_seconds']:.1f} s)",
+    privacy,
+  ]
+  if result.get("plot"):
+    lines.append(f"plot: {result['plot']}")
+  return "\n".join(lines)

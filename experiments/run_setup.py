@@ -1,0 +1,132 @@
+"""From a config to an estimator and its privacy plan, before any data is read.
+
+The run's secret (OS entropy, or the insecure test secret), the estimator
+built from its registry declaration, the plan read from the initialized
+state and calibrated (or a set noise multiplier), and the start-up check
+that the loss is per-example.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import jax
+import numpy as np
+import optax
+
+from experiments import hidden_state_run
+from experiments.optimizers import make_optimizer
+from zoprivacy import accounting, per_example_check
+from zoprivacy.data import sampling
+from zoprivacy.estimators import registry
+from zoprivacy.privacy import find_plan, randomness
+
+
+def run_secret(config) -> bytes:
+  """The run's secret: OS entropy, or the insecure test secret."""
+  if config.get("insecure_test_noise"):
+    if config.get("epsilon_budget") is not None and not config.get("test_run"):
+      raise ValueError(
+        "insecure_test_noise makes the noise reproducible from the seed, so "
+        "the run is not private; it cannot be combined with epsilon_budget "
+        "unless the run is marked test_run=True."
+      )
+    return randomness.insecure_test_secret(config.seed)
+  return randomness.new_secret()
+
+
+def build_estimator(config, noise_multiplier, dataset_size):
+  """The estimator named by ``config.estimator``, from its declaration."""
+  spec = registry.get(config.estimator)
+  if spec.takes_setting:  # the setting holds the hyperparameters
+    kwargs = hidden_state_run.factory_kwargs(config, dataset_size)
+  else:
+    kwargs = dict(spec.defaults)
+    kwargs.update(config.estimator_kwargs)
+  accepted = inspect.signature(spec.factory).parameters
+  unknown = [k for k in kwargs if k not in accepted]
+  if unknown:
+    raise ValueError(
+      f"{config.estimator} does not take {', '.join(map(repr, unknown))}; "
+      f"it takes {', '.join(sorted(accepted))}."
+    )
+  kwargs["direction_key"] = config.seed
+  if spec.private:
+    kwargs["noise_multiplier"] = noise_multiplier
+    if not spec.takes_setting:  # a setting fixes its batches
+      kwargs.update(
+        expected_batch_size=config.expected_batch_size,
+        dataset_size=dataset_size,
+      )
+    if config.get("insecure_test_noise"):
+      kwargs["insecure_test_noise_seed"] = config.seed
+  if spec.exact_noise:
+    kwargs.setdefault("exact_noise", bool(config.get("exact_noise", True)))
+  if spec.needs_num_steps:
+    kwargs.setdefault("num_steps", config.num_steps)
+  if spec.needs_learning_rate:
+    kwargs.setdefault("learning_rate", config.learning_rate)
+  return spec.factory(**kwargs)
+
+
+def resolve_plan(config, trainable, dataset_size):
+  """Step 2: the optimizer and its state, with the plan they hold.
+
+  The plan is read from the initialized state; calibration searches the
+  noise multiplier on that plan's own epsilon. Returns ``(tx, opt_state,
+  plan, how)`` where ``how`` says where the multiplier came from.
+  """
+  spec = registry.get(config.estimator)
+  sigma, how = None, "non-private"
+  if spec.private:
+    if config.get("noise_multiplier") is not None:
+      sigma, how = (
+        float(config.noise_multiplier),
+        "set by noise_multiplier",
+      )
+    elif config.get("target_epsilon") is not None:
+      template = _chain(config, 1.0, dataset_size).init(trainable)
+      plan = find_plan(template).replace(delta=config.delta)
+      plan = accounting.calibrate_plan(
+        plan,
+        target_epsilon=config.target_epsilon,
+        num_steps=config.num_steps,
+      )
+      sigma = plan.noise_multiplier
+      how = f"calibrated for target epsilon {config.target_epsilon:g}"
+    elif spec.takes_setting:
+      how = "set by the setting's noise_std"
+    else:
+      raise ValueError(
+        "Set target_epsilon or noise_multiplier for a private run."
+      )
+  tx = _chain(config, sigma, dataset_size)
+  opt_state = tx.init(trainable)
+  plan = find_plan(opt_state)
+  if plan.is_noised:
+    plan = plan.replace(delta=config.delta)
+  return tx, opt_state, plan, how
+
+
+def _chain(config, sigma, dataset_size):
+  estimator = build_estimator(config, sigma, dataset_size)
+  if registry.get(config.estimator).takes_setting:  # eta, projection inside
+    return estimator
+  return optax.chain(estimator, make_optimizer(config))
+
+
+def check_loss_is_per_example(
+  task, trainable, frozen, capacity: int, seed: int
+):
+  """Step 3: the per-example contract, on synthetic inputs shaped like the
+  training batch (never on private data)."""
+  shape_source = sampling.gather(
+    (task.train_inputs, task.train_labels),
+    np.arange(min(capacity, task.num_train)),
+  )
+  batch = per_example_check.synthetic_batch_like(
+    shape_source, jax.random.key(seed)
+  )
+  per_example_check.assert_per_example(
+    lambda p, b: task.batched_loss(p, frozen, b), trainable, batch
+  )

@@ -1,0 +1,256 @@
+"""Noise calibration, the resumable grid runner and its runtime estimate."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import time
+from collections.abc import Sequence
+
+import jax
+import numpy as np
+
+from experiments.reproductions import quadratic
+from experiments.reproductions.dpzero_quadratic.analysis import (
+  _json_safe,
+)
+from experiments.reproductions.dpzero_quadratic.grid import (
+  DELTA,
+  EPSILON,
+  GridConfig,
+)
+
+# ----------------------------------------------------------- noise calibration
+
+
+def noise_multipliers(
+  iterations: Sequence[int], cache_path: str | None
+) -> dict[int, dict]:
+  """Calibrated (and Alg. 2 reference) noise multipliers for each ``T``."""
+  from zoprivacy import accounting  # pylint: disable=g-import-not-at-top
+
+  cached = {}
+  if cache_path and os.path.exists(cache_path):
+    with open(cache_path) as f:
+      cached = {int(k): v for k, v in json.load(f).items()}
+  out = {}
+  for steps in sorted(set(iterations)):
+    if steps not in cached:
+      res = accounting.calibrate_noise_multiplier(
+        target_epsilon=EPSILON,
+        delta=DELTA,
+        sampling_probability=1.0,
+        num_steps=steps,
+        mechanism="gaussian",
+        neighboring="replace_one",
+      )
+      cached[steps] = {
+        "noise_multiplier": res.noise_multiplier,
+        "epsilon": res.epsilon,
+        "lower_bound": res.lower_bound,
+        "alg2_advanced_composition": accounting.dpzero_advanced_composition_noise_multiplier(
+          epsilon=EPSILON, delta=DELTA, num_steps=steps
+        ),
+        "seconds": res.seconds,
+      }
+      if cache_path:
+        _write_json(cache_path, {str(k): v for k, v in cached.items()})
+    out[steps] = cached[steps]
+  return out
+
+
+# -------------------------------------------------------------------- running
+
+
+def _write_json(path: str, obj) -> None:
+  tmp = path + ".tmp"
+  with open(tmp, "w") as f:
+    json.dump(obj, f, indent=1, sort_keys=True)
+  os.replace(tmp, path)
+
+
+def _slice_key(
+  cfg: GridConfig, method: str, mode: str, dim: int, steps: int, sigma: float
+) -> str:
+  spec = json.dumps(
+    [
+      cfg.num_train,
+      cfg.num_test,
+      cfg.directions,
+      cfg.seed,
+      list(cfg.stepsizes[method]),
+      list(cfg.clips[method]),
+      round(sigma, 10),
+    ]
+  )
+  digest = hashlib.sha1(spec.encode()).hexdigest()[:10]
+  return f"{method}_{mode}_d{dim}_T{steps}_{digest}"
+
+
+def run(cfg: GridConfig, out_dir: str, *, log=print) -> dict:
+  """Runs (or loads from the cache) every slice of ``cfg``; returns records."""
+  os.makedirs(os.path.join(out_dir, "cache"), exist_ok=True)
+  all_steps = sorted({t for m in cfg.methods for t in cfg.iterations[m]})
+  t0 = time.perf_counter()
+  sigmas = noise_multipliers(
+    all_steps, os.path.join(out_dir, "calibration.json")
+  )
+  calibration_seconds = time.perf_counter() - t0
+  records = []
+  compute_seconds = 0.0
+  for mode in cfg.modes:
+    for dim in cfg.dims:
+      problem = None
+      dirs = None
+      for method in cfg.methods:
+        for steps in cfg.iterations[method]:
+          sigma = sigmas[steps]["noise_multiplier"]
+          key = _slice_key(cfg, method, mode, dim, steps, sigma)
+          path = os.path.join(out_dir, "cache", key + ".json")
+          if os.path.exists(path):
+            with open(path) as f:
+              records.append(json.load(f))
+            continue
+          start = time.perf_counter()
+          cpu_start = time.process_time()
+          if problem is None:
+            problem = quadratic.make_problem(
+              mode,
+              dim,
+              num_train=cfg.num_train,
+              num_test=cfg.num_test,
+              seed=cfg.seed,
+            )
+          if method != "dp_gd" and dirs is None:
+            max_steps = max(
+              max(cfg.iterations[m]) for m in cfg.methods if m != "dp_gd"
+            )
+            dirs = quadratic.prepare_directions(
+              problem,
+              max_steps,
+              jax.random.key(cfg.seed * 1000 + 1),
+              cfg.directions,
+            )
+          res = quadratic.run_grid(
+            method,
+            problem,
+            num_steps=steps,
+            stepsizes=cfg.stepsizes[method],
+            clips=cfg.clips[method],
+            noise_multiplier=sigma,
+            noise_key=jax.random.key(cfg.seed * 1000 + 2),
+            dirs=dirs,
+          )
+          seconds = time.perf_counter() - start
+          cpu_seconds = time.process_time() - cpu_start
+          compute_seconds += seconds
+          rec = {
+            "method": method,
+            "mode": mode,
+            "dim": dim,
+            "iterations": steps,
+            "noise_multiplier": sigma,
+            "stepsizes": list(cfg.stepsizes[method]),
+            "clips": list(cfg.clips[method]),
+            "seconds": seconds,
+            "cpu_seconds": cpu_seconds,
+            **{
+              k: np.asarray(v).tolist()
+              for k, v in dataclasses.asdict(res).items()
+            },
+          }
+          _write_json(path, _json_safe(rec))
+          records.append(_json_safe(rec))
+          log(
+            f"  {method:11s} {mode:11s} d={dim:5d} T={steps:5d}: "
+            f"best test grad norm {np.min(res.test_grad_norm):.4g} "
+            f"({seconds:.1f} s wall, {cpu_seconds:.1f} s CPU)"
+          )
+      del problem, dirs
+  return {
+    "records": records,
+    "sigmas": sigmas,
+    "calibration_seconds": calibration_seconds,
+    "compute_seconds": compute_seconds,
+  }
+
+
+def estimate_runtime(
+  cfg: GridConfig, *, probe_steps=(50, 450), log=print
+) -> dict:
+  """Predicts the wall time of ``run(cfg)`` from short timed probes.
+
+  For every ``(method, d)`` (the cost does not depend on the Hessian mode) it
+  times ``probe_steps`` steps of the grid runner at the config's grid size,
+  after compilation, and fits ``seconds = overhead + steps * per_step``; it
+  also times the direction/projection precomputation. The prediction sums
+  these over every slice of ``cfg``. Compilation (a few seconds per method
+  and d) is included once per (method, d, mode).
+  """
+  lo, hi = probe_steps
+  total = 0.0
+  rows = []
+  for dim in cfg.dims:
+    problem = quadratic.make_problem(
+      cfg.modes[0],
+      dim,
+      num_train=cfg.num_train,
+      num_test=cfg.num_test,
+      seed=cfg.seed,
+    )
+    zo = [m for m in cfg.methods if m != "dp_gd"]
+    prep = 0.0
+    dirs = None
+    if zo:
+      max_steps = max(max(cfg.iterations[m]) for m in zo)
+      t0 = time.perf_counter()
+      dirs = quadratic.prepare_directions(
+        problem, max_steps, jax.random.key(1), cfg.directions
+      )
+      jax.block_until_ready(dirs.proj)
+      prep = time.perf_counter() - t0
+    total += prep * len(cfg.modes)
+    for method in cfg.methods:
+      kw = dict(
+        stepsizes=cfg.stepsizes[method],
+        clips=cfg.clips[method],
+        noise_multiplier=100.0,
+        noise_key=jax.random.key(2),
+        dirs=dirs,
+      )
+      t0 = time.perf_counter()
+      quadratic.run_grid(method, problem, num_steps=lo, **kw)
+      compile_s = time.perf_counter() - t0
+      times = []
+      for steps in (lo, hi):
+        t0 = time.perf_counter()
+        quadratic.run_grid(method, problem, num_steps=steps, **kw)
+        times.append(time.perf_counter() - t0)
+      per_step = max(times[1] - times[0], 0.0) / (hi - lo)
+      overhead = max(times[0] - lo * per_step, 0.0)
+      slices = cfg.iterations[method]
+      predicted = len(cfg.modes) * (
+        compile_s + sum(overhead + t * per_step for t in slices)
+      )
+      total += predicted
+      rows.append(
+        {
+          "method": method,
+          "dim": dim,
+          "per_step_ms": 1e3 * per_step,
+          "overhead_s": overhead,
+          "compile_s": compile_s,
+          "predicted_s": predicted,
+        }
+      )
+      log(
+        f"  {method:11s} d={dim:5d}: {1e3 * per_step:8.3f} ms/step, "
+        f"predicted {predicted:7.1f} s over {len(cfg.modes)} modes"
+      )
+  log(
+    f"Predicted wall time of the {cfg.name} grid: {total:.0f} s "
+    f"({total / 60:.1f} min) at the machine's current load."
+  )
+  return {"predicted_seconds": total, "rows": rows}

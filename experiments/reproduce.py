@@ -193,7 +193,7 @@ def main(argv=None) -> int:
     dpzo_accounting.main(out, quick=args.quick)
   elif args.name == "pazo_table1":
     # pylint: disable-next=g-import-not-at-top
-    from experiments.reproductions import pazo_table1
+    from experiments.reproductions import pazo_table1, pazo_table1_budget
 
     if args.quick:
       raise SystemExit(
@@ -203,12 +203,12 @@ def main(argv=None) -> int:
     mode = "fast" if args.fast else "full"
     methods = args.methods.split(",") if args.methods else None
     if args.estimate:
-      pazo_table1.estimate(mode, methods)
+      pazo_table1_budget.estimate(mode, methods)
       return 0
     out = args.out or _default_out(args.name, args)
     os.makedirs(out, exist_ok=True)
     if args.curve:
-      pazo_table1.curve(out, mode)
+      pazo_table1_budget.curve(out, mode)
       return 0
     epsilons = (
       [float(e) for e in args.epsilons.split(",")] if args.epsilons else None

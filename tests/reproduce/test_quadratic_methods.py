@@ -14,7 +14,7 @@ import optax
 import pytest
 
 import zoprivacy
-from experiments.reproductions import quadratic
+from experiments.reproductions import quadratic, quadratic_grid
 from zoprivacy import directions
 
 N, D = 64, 12
@@ -60,7 +60,7 @@ def test_dpzero_matches_estimator(clip):
   u = directions.sphere(jax.random.split(dir_key, 1)[0], x, "sqrt_dim")
   proj = problem.centred @ (problem.a * u)
   r = (x - problem.train_mean)[None]
-  ours = quadratic.zeroth_order_grads(
+  ours = quadratic_grid.zeroth_order_grads(
     "dpzero",
     r,
     jnp.array([clip]),
@@ -89,7 +89,7 @@ def test_dpgd_zeroth_matches_estimator(clip):
   u = directions.sphere(dir_key, x, "sqrt_dim")
   proj = problem.centred @ (problem.a * u)
   r = (x - problem.train_mean)[None]
-  ours = quadratic.zeroth_order_grads(
+  ours = quadratic_grid.zeroth_order_grads(
     "dpgd_zeroth",
     r,
     jnp.array([clip]),
@@ -116,7 +116,7 @@ def test_dp_gd_matches_dp_sgd_estimator(mode):
       direction_key=5,
     )
     grad, _, noise_key = _estimator_grad(est, x, loss, data)
-    ours = quadratic.dp_gd_grads(
+    ours = quadratic_grid.dp_gd_grads(
       r,
       jnp.array(CLIPS, jnp.float32),
       SIGMA,
@@ -133,7 +133,7 @@ def test_grid_run_matches_sequential_estimator_updates():
   problem, data, x0, loss = _setup("rank_log_d")
   del x0
   steps, stepsizes, clips = 5, (0.01, 0.1), (0.3, 3.0)
-  res = quadratic.run_grid(
+  res = quadratic_grid.run_grid(
     "dp_gd",
     problem,
     num_steps=steps,
@@ -148,7 +148,7 @@ def test_grid_run_matches_sequential_estimator_updates():
       x = quadratic.initial_point(D)
       for t in range(steps):
         key_t = jax.random.fold_in(jax.random.key(0), t)
-        g = quadratic.dp_gd_grads(
+        g = quadratic_grid.dp_gd_grads(
           (x - problem.train_mean)[None],
           jnp.array([c], jnp.float32),
           SIGMA,

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import jax
 import numpy as np
 
-from experiments.reproductions import quadratic
+from experiments.reproductions import quadratic, quadratic_grid
 from experiments.reproductions.dpzero_quadratic.analysis import (
   _json_safe,
 )
@@ -127,13 +127,13 @@ def run(cfg: GridConfig, out_dir: str, *, log=print) -> dict:
             max_steps = max(
               max(cfg.iterations[m]) for m in cfg.methods if m != "dp_gd"
             )
-            dirs = quadratic.prepare_directions(
+            dirs = quadratic_grid.prepare_directions(
               problem,
               max_steps,
               jax.random.key(cfg.seed * 1000 + 1),
               cfg.directions,
             )
-          res = quadratic.run_grid(
+          res = quadratic_grid.run_grid(
             method,
             problem,
             num_steps=steps,
@@ -206,7 +206,7 @@ def estimate_runtime(
     if zo:
       max_steps = max(max(cfg.iterations[m]) for m in zo)
       t0 = time.perf_counter()
-      dirs = quadratic.prepare_directions(
+      dirs = quadratic_grid.prepare_directions(
         problem, max_steps, jax.random.key(1), cfg.directions
       )
       jax.block_until_ready(dirs.proj)
@@ -221,12 +221,12 @@ def estimate_runtime(
         dirs=dirs,
       )
       t0 = time.perf_counter()
-      quadratic.run_grid(method, problem, num_steps=lo, **kw)
+      quadratic_grid.run_grid(method, problem, num_steps=lo, **kw)
       compile_s = time.perf_counter() - t0
       times = []
       for steps in (lo, hi):
         t0 = time.perf_counter()
-        quadratic.run_grid(method, problem, num_steps=steps, **kw)
+        quadratic_grid.run_grid(method, problem, num_steps=steps, **kw)
         times.append(time.perf_counter() - t0)
       per_step = max(times[1] - times[0], 0.0) / (hi - lo)
       overhead = max(times[0] - lo * per_step, 0.0)

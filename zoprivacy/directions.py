@@ -35,6 +35,8 @@ import jax
 import jax.flatten_util
 import jax.numpy as jnp
 
+from zoprivacy import linalg
+
 PyTree = object
 Sampler = Callable[[jax.Array, PyTree], PyTree]
 SphereRadius = Literal["sqrt_dim", "quarter_power_dim"] | float
@@ -143,11 +145,8 @@ def stiefel(key: jax.Array, params: PyTree, num_directions: int) -> PyTree:
       f"Cannot draw {num_directions} orthonormal directions in dimension {dim}."
     )
   gauss = jax.random.normal(key, (dim, num_directions), jnp.float32)
-  q, r = jnp.linalg.qr(gauss, mode="reduced")
-  signs = jnp.sign(jnp.diagonal(r))
-  signs = jnp.where(signs == 0, 1.0, signs)
-  q = q * signs[None, :]
-  return jax.vmap(unravel, in_axes=1)(q.astype(flat.dtype))
+  q = linalg.orthonormalize_rows(gauss.T)  # [K, d]: Q^T of gauss, sign-fixed
+  return jax.vmap(unravel)(q.astype(flat.dtype))
 
 
 def get_sampler(name: str, num_directions: int | None = None) -> Sampler:

@@ -19,6 +19,7 @@ _EXPORTS = {
   "DirectionalEpsilon": "zoprivacy.accounting.epsilon",
   "EpsilonReport": "zoprivacy.accounting.report",
   "epsilon_report": "zoprivacy.accounting.report",
+  "CorruptLedgerError": "zoprivacy.accounting.ledger",
   "PrivacyBudgetExceededError": "zoprivacy.accounting.ledger",
   "PrivacyLedger": "zoprivacy.accounting.ledger",
   "build_pld": "zoprivacy.accounting.epsilon",

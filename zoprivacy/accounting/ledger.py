@@ -13,12 +13,18 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import tempfile
 from typing import Any
 
 from zoprivacy.privacy import plan as plan_lib
 
 _FORMAT = "zoprivacy.accounting.PrivacyLedger"
 _VERSION = 2
+
+
+class CorruptLedgerError(ValueError):
+  """A ledger file exists but is truncated, damaged or not a ledger."""
 
 
 class PrivacyBudgetExceededError(RuntimeError):
@@ -231,10 +237,42 @@ class PrivacyLedger:
     return cls.from_dict(json.loads(text))
 
   def save(self, path) -> None:
-    with open(path, "w") as f:
-      f.write(self.to_json())
+    """Writes the JSON atomically: temp file, fsync, rename, fsync dir.
+
+    A crash or a full disk mid-write leaves the previous file intact (the
+    error propagates; the temporary file is removed).
+    """
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(
+      prefix=os.path.basename(path) + ".", suffix=".tmp", dir=directory
+    )
+    try:
+      with os.fdopen(fd, "w") as f:
+        f.write(self.to_json())
+        f.flush()
+        os.fsync(f.fileno())
+      os.replace(tmp, path)
+    except BaseException:
+      if os.path.exists(tmp):
+        os.unlink(tmp)
+      raise
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+      os.fsync(dir_fd)
+    finally:
+      os.close(dir_fd)
 
   @classmethod
   def load(cls, path) -> PrivacyLedger:
+    """Reads a ledger; a truncated or damaged file raises CorruptLedgerError
+    (it is never silently replaced by an empty ledger)."""
     with open(path) as f:
-      return cls.from_json(f.read())
+      text = f.read()
+    try:
+      return cls.from_json(text)
+    except (ValueError, KeyError, TypeError) as e:
+      raise CorruptLedgerError(
+        f"Privacy ledger {path} is truncated or damaged "
+        f"({type(e).__name__}: {e}); refusing to reset it."
+      ) from e

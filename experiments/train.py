@@ -160,11 +160,19 @@ def train(
       "seconds": seconds,
     }
     history.append(row)
+    persist_ledger()
     metrics.write(row)
     return row
 
+  def persist_ledger():
+    # The ledger reaches disk (atomically) before any file derived from
+    # the steps it records: privacy is never spent but unrecorded.
+    if workdir and ledger is not None:
+      ledger.save(os.path.join(workdir, "privacy_ledger.json"))
+
   def save(t):
     if ckpt is not None:
+      persist_ledger()
       ckpt.save(t, state, ledger.to_dict() if ledger is not None else None)
 
   first = int(state["step"])
@@ -281,12 +289,11 @@ def train(
       done,
     )
   if workdir:
+    persist_ledger()
     with open(os.path.join(workdir, "result.json"), "w") as f:
       json.dump(
         {"config": config.to_dict(), **result}, f, indent=2, default=str
       )
-    if ledger is not None:
-      ledger.save(os.path.join(workdir, "privacy_ledger.json"))
   if ckpt is not None:
     ckpt.close()
   return result

@@ -89,18 +89,34 @@ def _state(x):
 def test_checkpoint_write_failing_midway_keeps_the_previous_one(
   tmp_path, monkeypatch
 ):
+  """The disk fills up after the arrays are written, at the final rename of
+  orbax's temporary directory: the error surfaces (ENOSPC), the half-written
+  step is never taken for a checkpoint, the previous one restores intact and
+  a later save succeeds."""
   ckpt = checkpointing.Checkpointer(str(tmp_path / "ckpt"))
   ckpt.save(1, _state(1.0), _ledger(1).to_dict())
-  monkeypatch.setattr(checkpointing, "tree_digest", _disk_full)
-  with pytest.raises(OSError):
+  renames = []
+
+  def full_disk_rename(src, dst, *args, **kwargs):
+    renames.append(dst)
+    _disk_full()
+
+  monkeypatch.setattr(os, "rename", full_disk_rename)
+  with pytest.raises(OSError) as info:
     ckpt.save(2, _state(2.0), _ledger(2).to_dict())
   monkeypatch.undo()
+  assert info.value.errno == errno.ENOSPC
+  assert renames  # the failure really happened mid-write
   ckpt.close()
   ckpt = checkpointing.Checkpointer(str(tmp_path / "ckpt"))
   assert ckpt.latest_step() == 1
   state, ledger = ckpt.restore(1, _state(0.0))
   assert float(state["w"][0]) == 1.0
   assert PrivacyLedger.from_dict(ledger).num_steps == 1
+  ckpt.save(2, _state(2.0), _ledger(2).to_dict())
+  assert ckpt.latest_step() == 2
+  state, ledger = ckpt.restore(2, _state(0.0))
+  assert float(state["w"][0]) == 2.0
   ckpt.close()
 
 

@@ -14,7 +14,9 @@ import time
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(
+  os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+)
 KILL_AT = 20
 
 

@@ -22,9 +22,10 @@ def _flat_samples(sampler):
   )
 
 
+@pytest.mark.parametrize("prng", ["threefry", "counter"])
 @pytest.mark.parametrize("name", ["gaussian", "sphere", "rademacher"])
-def test_second_moment_is_identity(name):
-  u = _flat_samples(directions.get_sampler(name))
+def test_second_moment_is_identity(name, prng):
+  u = _flat_samples(directions.get_sampler(name, prng=prng))
   second = u.T @ u / N
   # Each entry of E[uu^T] is a mean of N terms with variance <= 3 (Gaussian
   # u_i^2 has variance 2, u_i u_j variance 1): 5 standard errors.
@@ -66,6 +67,14 @@ def test_stiefel_orthonormal_and_isotropic():
   )(keys)
   proj = np.einsum("nki,nkj->ij", np.asarray(mats), np.asarray(mats)) / 4000
   np.testing.assert_allclose(proj, (k / D) * np.eye(D), atol=0.03)
+
+
+def test_counter_stiefel_is_orthonormal():
+  u = directions.get_sampler("stiefel", num_directions=3, prng="counter")(
+    jax.random.key(3), PARAMS
+  )
+  mat = np.asarray(jax.vmap(lambda t: jax.flatten_util.ravel_pytree(t)[0])(u))
+  np.testing.assert_allclose(mat @ mat.T, np.eye(3), atol=1e-5)
 
 
 def test_stiefel_rejects_too_many_directions():

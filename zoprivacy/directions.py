@@ -35,7 +35,7 @@ import jax
 import jax.flatten_util
 import jax.numpy as jnp
 
-from zoprivacy import linalg
+from zoprivacy import counter_hash, linalg
 
 PyTree = object
 Sampler = Callable[[jax.Array, PyTree], PyTree]
@@ -52,38 +52,75 @@ def tree_size(tree: PyTree) -> int:
   return sum(math.prod(jnp.shape(x)) for x in jax.tree.leaves(tree))
 
 
-def _leaf_keys(key: jax.Array, tree: PyTree):
-  leaves, treedef = jax.tree.flatten(tree)
-  return jax.random.split(key, len(leaves)), leaves, treedef
+def _leaf_draws(key: jax.Array, params: PyTree, prng: str, draw: Callable):
+  """One draw per leaf, shaped and typed like it.
 
-
-def gaussian(key: jax.Array, params: PyTree) -> PyTree:
-  """Standard Gaussian direction ``u ~ N(0, I_d)`` shaped like ``params``.
-
-  DP-ZO Alg. 1 line 4 and MeZO: ``z ~ N(0, I_{|theta|})``. One key per leaf,
-  split from ``key``, in the leaf's own dtype.
+  ``draw(leaf_key_or_words, leaf_number, shape, dtype)``: with ``prng =
+  'counter'`` it receives the counter hash's 32-bit words of the whole leaf
+  (:mod:`zoprivacy.counter_hash`: element ``j`` of leaf ``l`` depends on
+  ``(key, l, j)`` only); otherwise a key per leaf split from ``key``.
   """
-  keys, leaves, treedef = _leaf_keys(key, params)
-  out = [
-    jax.random.normal(k, jnp.shape(x), jnp.result_type(x))
-    for k, x in zip(keys, leaves)
-  ]
+  leaves, treedef = jax.tree.flatten(params)
+  if prng == "counter":
+    out = [
+      draw(counter_hash.leaf_bits(key, i, jnp.shape(x)), jnp.result_type(x))
+      for i, x in enumerate(leaves)
+    ]
+  else:
+    keys = jax.random.split(direction_key(key, prng), len(leaves))
+    out = [
+      draw(k, jnp.shape(x), jnp.result_type(x)) for k, x in zip(keys, leaves)
+    ]
   return jax.tree.unflatten(treedef, out)
 
 
-def rademacher(key: jax.Array, params: PyTree) -> PyTree:
+def gaussian(key: jax.Array, params: PyTree, prng: str = "threefry") -> PyTree:
+  """Standard Gaussian direction ``u ~ N(0, I_d)`` shaped like ``params``.
+
+  DP-ZO Alg. 1 line 4 and MeZO: ``z ~ N(0, I_{|theta|})``. One key per leaf,
+  split from ``key``, in the leaf's own dtype; or the counter hash's inverse
+  CDF transform with ``prng='counter'``.
+  """
+  if prng == "counter":
+    return _leaf_draws(key, params, prng, counter_hash.to_gaussian)
+  return _leaf_draws(key, params, prng, jax.random.normal)
+
+
+def rademacher(
+  key: jax.Array, params: PyTree, prng: str = "threefry"
+) -> PyTree:
   """Rademacher direction: i.i.d. uniform ``+-1`` coordinates.
 
   Satisfies ``E[u u^T] = I_d`` like the Gaussian (DPZero Sec. 2 allows "any u
   satisfying E[uu^T] = I_d"), and needs one random bit per coordinate instead
   of a Box-Muller transform, so it is the cheapest direction to generate.
   """
-  keys, leaves, treedef = _leaf_keys(key, params)
-  out = [
-    jax.random.rademacher(k, jnp.shape(x), jnp.result_type(x))
-    for k, x in zip(keys, leaves)
-  ]
-  return jax.tree.unflatten(treedef, out)
+  if prng == "counter":
+    return _leaf_draws(key, params, prng, counter_hash.to_rademacher)
+  return _leaf_draws(key, params, prng, jax.random.rademacher)
+
+
+def leaf_slice(
+  name: str, key: jax.Array, leaf: int, shape, dtype, *, start=0
+) -> jax.Array:
+  """Elements ``start, start + 1, ...`` (``shape``) of leaf ``leaf`` of the
+  counter-hash direction ``name`` drawn from ``key``.
+
+  The per-layer and sharded paths regenerate their slice of ``u`` with this:
+  it equals the same slice of ``get_sampler(name, prng='counter')(key,
+  params)``, flattened leaf ``leaf``. Only the coordinate-wise distributions
+  (``'gaussian'``, ``'rademacher'``) can be sliced; a sphere needs the
+  global norm.
+  """
+  words = counter_hash.leaf_bits(key, leaf, shape, start=start)
+  if name == "gaussian":
+    return counter_hash.to_gaussian(words, dtype)
+  if name == "rademacher":
+    return counter_hash.to_rademacher(words, dtype)
+  raise ValueError(
+    f"Only 'gaussian' and 'rademacher' directions can be drawn by slice, "
+    f"got {name!r}."
+  )
 
 
 def sphere_radius(radius: SphereRadius, dim: int) -> float:
@@ -108,14 +145,17 @@ def sphere_radius(radius: SphereRadius, dim: int) -> float:
 
 
 def sphere(
-  key: jax.Array, params: PyTree, radius: SphereRadius = "sqrt_dim"
+  key: jax.Array,
+  params: PyTree,
+  radius: SphereRadius = "sqrt_dim",
+  prng: str = "threefry",
 ) -> PyTree:
   """Uniform direction on the sphere ``r S^{d-1}`` over the whole pytree.
 
   Marsaglia's method, as in DPZero Sec. 2: ``u = r z / ||z||`` with
   ``z ~ N(0, I_d)``; the norm is global over all leaves.
   """
-  z = gaussian(key, params)
+  z = gaussian(key, params, prng)
   r = sphere_radius(radius, tree_size(params))
   sq_norm = sum(
     jnp.sum(jnp.square(x.astype(jnp.float32))) for x in jax.tree.leaves(z)
@@ -124,7 +164,9 @@ def sphere(
   return jax.tree.map(lambda x: (x * scale).astype(x.dtype), z)
 
 
-def stiefel(key: jax.Array, params: PyTree, num_directions: int) -> PyTree:
+def stiefel(
+  key: jax.Array, params: PyTree, num_directions: int, prng: str = "threefry"
+) -> PyTree:
   """``K`` orthonormal unit directions, Haar-uniform on the Stiefel manifold.
 
   Noisy-ZOGD eq. (3) draws ``U_t = [u_1, ..., u_K]`` with orthonormal
@@ -144,45 +186,54 @@ def stiefel(key: jax.Array, params: PyTree, num_directions: int) -> PyTree:
     raise ValueError(
       f"Cannot draw {num_directions} orthonormal directions in dimension {dim}."
     )
-  gauss = jax.random.normal(key, (dim, num_directions), jnp.float32)
+  gauss = gaussian(key, jnp.zeros((dim, num_directions), jnp.float32), prng)
   q = linalg.orthonormalize_rows(gauss.T)  # [K, d]: Q^T of gauss, sign-fixed
   return jax.vmap(unravel)(q.astype(flat.dtype))
 
 
-def get_sampler(name: str, num_directions: int | None = None) -> Sampler:
+def get_sampler(
+  name: str, num_directions: int | None = None, prng: str = "threefry"
+) -> Sampler:
   """Returns the sampler ``(key, params) -> direction`` called ``name``.
 
-  Names are listed in ``DIRECTION_NAMES`` and ``BLOCK_DIRECTION_NAMES``; see
-  the module docstring. ``'stiefel'`` returns ``K = num_directions``
-  orthonormal directions stacked on a leading axis (``K = 1`` if not given:
-  one uniform unit direction, Noisy-ZOGD eq. (3) with ``K = 1``).
-  ``num_directions`` is only meaningful for ``'stiefel'``.
+  The one direction function of every path: the generic step, the
+  per-layer and sharded paths (through :func:`leaf_slice`) and replay all
+  regenerate ``u`` from the same key with it. Names are listed in
+  ``DIRECTION_NAMES`` and ``BLOCK_DIRECTION_NAMES``; see the module
+  docstring. ``'stiefel'`` returns ``K = num_directions`` orthonormal
+  directions stacked on a leading axis (``K = 1`` if not given: one uniform
+  unit direction, Noisy-ZOGD eq. (3) with ``K = 1``). ``num_directions`` is
+  only meaningful for ``'stiefel'``. ``prng`` is one of :data:`PRNG_IMPLS`.
   """
+  if prng not in PRNG_IMPLS:
+    raise ValueError(
+      f"Unknown PRNG implementation {prng!r}; choose one of {PRNG_IMPLS}."
+    )
   if name == "stiefel":
     k = 1 if num_directions is None else num_directions
     if isinstance(k, bool) or int(k) != k or k < 1:
       raise ValueError(f"num_directions must be an integer >= 1, got {k!r}.")
-    return functools.partial(stiefel, num_directions=int(k))
+    return functools.partial(stiefel, num_directions=int(k), prng=prng)
   if num_directions is not None:
     raise ValueError(
       f"num_directions applies to {BLOCK_DIRECTION_NAMES} only; the "
       f"{name!r} sampler draws one direction."
     )
   if name == "gaussian":
-    return gaussian
+    return functools.partial(gaussian, prng=prng)
   if name == "rademacher":
-    return rademacher
+    return functools.partial(rademacher, prng=prng)
   if name == "sphere":
-    return lambda key, params: sphere(key, params, "sqrt_dim")
+    return functools.partial(sphere, radius="sqrt_dim", prng=prng)
   if name == "sphere_quarter":
-    return lambda key, params: sphere(key, params, "quarter_power_dim")
+    return functools.partial(sphere, radius="quarter_power_dim", prng=prng)
   raise ValueError(
     f"Unknown direction distribution {name!r}; choose one of "
     f"{DIRECTION_NAMES + BLOCK_DIRECTION_NAMES}."
   )
 
 
-PRNG_IMPLS = ("threefry", "rbg", "unsafe_rbg")
+PRNG_IMPLS = ("threefry", "rbg", "unsafe_rbg", "counter")
 
 
 def direction_key(key: jax.Array, prng_impl: str = "threefry") -> jax.Array:
@@ -192,9 +243,10 @@ def direction_key(key: jax.Array, prng_impl: str = "threefry") -> jax.Array:
   ``rbg`` and ``unsafe_rbg`` use the XLA RngBitGenerator and are several times
   cheaper on accelerators and large parameter counts; directions are public,
   so a faster generator does not touch the privacy argument. Privacy noise is
-  always drawn with the default (threefry) key.
+  always drawn with the default (threefry) key. ``counter`` keeps the key:
+  :mod:`zoprivacy.counter_hash` reads its two words.
   """
-  if prng_impl == "threefry":
+  if prng_impl in ("threefry", "counter"):
     return key
   if prng_impl in ("rbg", "unsafe_rbg"):
     bits = jax.random.bits(key, (4,), jnp.uint32)

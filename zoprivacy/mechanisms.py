@@ -119,13 +119,7 @@ class Mechanism(Protocol):
 class _SumMechanism:
   """Shared by the mechanisms that add float noise to a masked sum."""
 
-  def privatize_sum(
-    self,
-    noise_key: jax.Array,
-    clipped: jax.Array,
-    mask: jax.Array | None,
-    discrete_noise=None,
-  ) -> jax.Array:
+  def privatize_sum(self, noise_key, clipped, mask, discrete_noise=None):
     """Masked sum over the leading axis of clipped values, plus noise."""
     del discrete_noise
     return self.add_noise(noise_key, masked_sum(clipped, mask))
@@ -325,13 +319,7 @@ class DiscreteMechanism:
     k = jnp.round(clipped.astype(jnp.float32) * (self.grid_points / self.clip))
     return jnp.clip(k, -self.grid_points, self.grid_points).astype(jnp.int32)
 
-  def privatize_sum(
-    self,
-    noise_key: jax.Array,
-    clipped: jax.Array,
-    mask: jax.Array | None,
-    discrete_noise=None,
-  ) -> jax.Array:
+  def privatize_sum(self, noise_key, clipped, mask, discrete_noise=None):
     """Quantize, sum integers, add the host-drawn integer noise."""
     del noise_key
     if discrete_noise is None:

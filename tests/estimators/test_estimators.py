@@ -59,15 +59,16 @@ def _private(name, **kw):
 # ---------------------------------------------------------------- estimator math
 
 
+@pytest.mark.parametrize("prng", ["threefry", "counter"])
 @pytest.mark.parametrize("directions", ["gaussian", "sphere", "rademacher"])
-def test_mezo_unbiased_on_quadratic(directions):
+def test_mezo_unbiased_on_quadratic(directions, prng):
   true = _flat(
     jnp.mean(
       jax.vmap(lambda e: _flat(jax.grad(quadratic_loss)(X0, e)))(BATCH), 0
     )
   )
   g, _ = _estimates(
-    zoprivacy.mezo(smoothing=1e-2, directions=directions),
+    zoprivacy.mezo(smoothing=1e-2, directions=directions, direction_prng=prng),
     quadratic_loss,
     20000,
   )
@@ -98,9 +99,11 @@ def test_smoothed_gradient_of_cubic():
   assert np.all(np.abs(mean - plain) > 5 * se)
 
 
+@pytest.mark.parametrize("prng", ["threefry", "counter"])
 @pytest.mark.parametrize("name", ["dpzero", "dp_zo", "dpgd_zeroth"])
-def test_private_estimators_unbiased_without_clipping(name):
+def test_private_estimators_unbiased_without_clipping(name, prng):
   kw = {"directions": "gaussian"} if name != "dp_zo" else {}
+  kw["direction_prng"] = prng
   if name == "dp_zo":
     kw["clip"] = 1e3  # raw difference threshold
   tx = _private(name, noise_multiplier=0.05, **kw)

@@ -349,7 +349,7 @@ def _continuous_epsilon(sigma, p=16 / 1000, steps=75_000, delta=1e-5):
 def test_discrete_gaussian_matches_continuous_dpzo_table16(sigma, eps_ref, m):
   continuous = _continuous_epsilon(sigma)
   assert continuous == pytest.approx(eps_ref, abs=1e-4)
-  pld = dpld.discrete_gaussian_pld(
+  pld = dpld.discrete_noise_pld(
     sigma=sigma * m,
     sensitivity=m,
     sampling_probability=16 / 1000,
@@ -364,7 +364,7 @@ def test_discrete_gaussian_matches_continuous_dpzo_table16(sigma, eps_ref, m):
 
 def test_discrete_epsilon_takes_max_over_add_and_remove():
   # pylint: disable=protected-access
-  pld = dpld.discrete_gaussian_pld(
+  pld = dpld.discrete_noise_pld(
     sigma=60.0, sensitivity=10, sampling_probability=0.1, num_steps=20
   )
   remove = pld._pmf_remove.get_epsilon_for_delta(1e-5)
@@ -378,7 +378,7 @@ def test_discrete_epsilon_takes_max_over_add_and_remove():
 
 @pytest.mark.parametrize("b,m", [(0.5, 10), (2.0, 10), (2.0, 1000)])
 def test_discrete_laplace_unsubsampled_is_pure_one_over_b(b, m):
-  pld = dpld.discrete_laplace_pld(
+  pld = dpld.discrete_noise_pld(
     scale=b * m, sensitivity=m, sampling_probability=1.0, num_steps=1
   )
   # delta = 0: pessimistic discretization adds at most one interval (1e-4).
@@ -388,7 +388,7 @@ def test_discrete_laplace_unsubsampled_is_pure_one_over_b(b, m):
 
 
 def test_discrete_laplace_subsampled_matches_continuous():
-  pld = dpld.discrete_laplace_pld(
+  pld = dpld.discrete_noise_pld(
     scale=200.0, sensitivity=100, sampling_probability=0.016, num_steps=1000
   )
   continuous = (
@@ -406,9 +406,7 @@ def test_pld_cache_returns_same_object():
   kwargs = dict(
     sigma=150.0, sensitivity=10, sampling_probability=0.05, num_steps=100
   )
-  assert dpld.discrete_gaussian_pld(**kwargs) is dpld.discrete_gaussian_pld(
-    **kwargs
-  )
+  assert dpld.discrete_noise_pld(**kwargs) is dpld.discrete_noise_pld(**kwargs)
 
 
 _G = dict(sigma=100.0, sensitivity=10, sampling_probability=0.1, num_steps=5)
@@ -440,16 +438,20 @@ _G = dict(sigma=100.0, sensitivity=10, sampling_probability=0.1, num_steps=5)
 )
 def test_discrete_gaussian_pld_bad_inputs(overrides, match):
   with pytest.raises(ValueError, match=match):
-    dpld.discrete_gaussian_pld(**{**_G, **overrides})
+    dpld.discrete_noise_pld(**{**_G, **overrides})
 
 
 def test_discrete_laplace_pld_and_epsilon_bad_inputs():
   lap = dict(scale=20.0, sensitivity=10, sampling_probability=0.1, num_steps=5)
   with pytest.raises(ValueError, match="add_or_remove only"):
-    dpld.discrete_laplace_pld(**lap, neighboring="replace_one")
+    dpld.discrete_noise_pld(**lap, neighboring="replace_one")
   with pytest.raises(ValueError, match="scale must be"):
-    dpld.discrete_laplace_pld(**{**lap, "scale": -1.0})
-  pld = dpld.discrete_laplace_pld(**lap)
+    dpld.discrete_noise_pld(**{**lap, "scale": -1.0})
+  with pytest.raises(ValueError, match="exactly one of sigma"):
+    dpld.discrete_noise_pld(**lap, sigma=30.0)
+  with pytest.raises(ValueError, match="exactly one of sigma"):
+    dpld.discrete_noise_pld(**{**lap, "scale": None})
+  pld = dpld.discrete_noise_pld(**lap)
   with pytest.raises(ValueError, match="delta must be in"):
     dpld.discrete_epsilon(pld, 1.5)
   with pytest.raises(ValueError, match="PrivacyLossDistribution"):

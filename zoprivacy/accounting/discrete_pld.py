@@ -7,7 +7,7 @@ moves the integer sum by at most ``m``), plus discrete Gaussian or discrete
 Laplace noise, with Poisson subsampling, composed over ``num_steps`` steps.
 
 ``dp_accounting`` (0.6) has no ``DpEvent`` for these mechanisms, so their
-PLDs are built directly with ``from_discrete_gaussian_mechanism`` /
+PLDs are built directly (:func:`discrete_noise_pld`) with ``from_discrete_gaussian_mechanism`` /
 ``from_discrete_laplace_mechanism`` and composed with ``self_compose``:
 
 * always ``pessimistic_estimate=True`` (the epsilon is an upper bound up to
@@ -94,29 +94,39 @@ def _composed_pld(
   return single if num_steps == 1 else single.self_compose(num_steps)
 
 
-def discrete_gaussian_pld(
+def discrete_noise_pld(
   *,
-  sigma: float,
+  sigma: float | None = None,
+  scale: float | None = None,
   sensitivity: int,
   sampling_probability: float,
   num_steps: int,
   value_discretization_interval: float = 1e-4,
   neighboring: NeighboringLike = "add_or_remove",
 ) -> PLD:
-  """Composed PLD of ``num_steps`` Poisson-subsampled discrete Gaussians.
+  """Composed PLD of ``num_steps`` Poisson-subsampled discrete noise steps.
 
   One step releases ``sum_i k_i + Y`` where the integers ``k_i`` of the
-  sampled examples satisfy ``|k_i| <= sensitivity`` and ``Y`` is the
-  discrete Gaussian of Canonne, Kamath, Steinke (2020) with parameter
-  ``sigma`` (``P[Y = y]`` proportional to ``exp(-y^2 / (2 sigma^2))``, as
-  drawn by ``discrete_gaussian_noise``). Built by dp_accounting's
-  ``from_discrete_gaussian_mechanism`` (pessimistic, connect-the-dots) and
-  ``self_compose``. Cached (LRU, 16 entries) on the arguments.
+  sampled examples satisfy ``|k_i| <= sensitivity`` and ``Y`` is, with
+  ``sigma``, the discrete Gaussian of Canonne, Kamath, Steinke (2020)
+  (``P[Y = y]`` proportional to ``exp(-y^2 / (2 sigma^2))``, as drawn by
+  ``discrete_gaussian_noise``) or, with ``scale``, their discrete Laplace
+  (``P[Y = y]`` proportional to ``exp(-|y| / scale)``, as drawn by
+  ``discrete_laplace_noise``). dp_accounting parametrizes the Laplace by
+  ``parameter = 1 / scale``; that float is rounded up, so the accounted
+  noise is never larger than the sampled one. Built by dp_accounting's
+  ``from_discrete_gaussian_mechanism`` / ``from_discrete_laplace_mechanism``
+  (pessimistic, connect-the-dots) and ``self_compose``. Cached (LRU, 16
+  entries) on the arguments. Unsubsampled, one Laplace step is
+  ``sensitivity / scale``-DP (pure).
 
   Args:
     sigma: the discrete Gaussian's parameter in integer units (for a
       continuous noise multiplier ``z`` on a grid with sensitivity ``m``,
       ``sigma = z * m``); finite, ``0 < sigma <= 1e7``.
+    scale: the discrete Laplace scale in integer units (``b * m`` for a
+      continuous noise multiplier ``b``), finite and ``> 0``. Give exactly
+      one of ``sigma`` and ``scale``.
     sensitivity: integer sensitivity ``m >= 1`` of the integer sum.
     sampling_probability: Poisson sampling probability in ``(0, 1]``.
     num_steps: number of composed steps, ``>= 1``.
@@ -132,21 +142,22 @@ def discrete_gaussian_pld(
     ValueError: for invalid arguments or ``neighboring='replace_one'``.
   """
   _check_neighboring(neighboring)
-  sigma = validation.epsilon(sigma, "sigma")
-  if sigma > _MAX_GAUSSIAN_SIGMA:
+  if (sigma is None) == (scale is None):
     raise ValueError(
-      f"sigma must be <= {_MAX_GAUSSIAN_SIGMA:g} (dp_accounting tabulates "
-      f"the pmf on ~23 sigma integers), got {sigma!r}; use a coarser grid."
+      "Give exactly one of sigma (discrete Gaussian) and scale (discrete "
+      f"Laplace), got sigma={sigma!r}, scale={scale!r}."
     )
   m = validation.num_steps(sensitivity, "sensitivity")
-  if 2 * math.ceil(11.6 * sigma) < m:
-    raise ValueError(
-      f"sigma={sigma!r} is too small for sensitivity {m}: the mechanism "
-      "would be essentially non-private."
-    )
+  if sigma is not None:
+    kind, parameter = "gaussian", _gaussian_parameter(sigma, m)
+  else:
+    scale = validation.epsilon(scale, "scale")
+    kind, parameter = "laplace", math.nextafter(1.0 / scale, math.inf)
+    if not math.isfinite(parameter):
+      raise ValueError(f"scale={scale!r} is too small.")
   return _composed_pld(
-    "gaussian",
-    sigma,
+    kind,
+    parameter,
     m,
     validation.sampling_probability(sampling_probability),
     validation.num_steps(num_steps, "num_steps"),
@@ -154,56 +165,19 @@ def discrete_gaussian_pld(
   )
 
 
-def discrete_laplace_pld(
-  *,
-  scale: float,
-  sensitivity: int,
-  sampling_probability: float,
-  num_steps: int,
-  value_discretization_interval: float = 1e-4,
-  neighboring: NeighboringLike = "add_or_remove",
-) -> PLD:
-  """Composed PLD of ``num_steps`` Poisson-subsampled discrete Laplaces.
-
-  One step releases ``sum_i k_i + Y`` with ``|k_i| <= sensitivity`` and
-  ``Y`` the discrete Laplace of Canonne, Kamath, Steinke (2020) with scale
-  ``scale`` (``P[Y = y]`` proportional to ``exp(-|y| / scale)``, as drawn by
-  ``discrete_laplace_noise``). dp_accounting parametrizes the same
-  distribution by ``parameter = 1 / scale`` (pmf proportional to
-  ``exp(-parameter |y|)``); the float ``1 / scale`` is rounded up, so the
-  accounted noise is never larger than the sampled one. Built with
-  ``from_discrete_laplace_mechanism`` (pessimistic, connect-the-dots) and
-  ``self_compose``; cached (LRU, 16 entries). Unsubsampled, one step is
-  ``sensitivity / scale``-DP (pure).
-
-  Args:
-    scale: the discrete Laplace scale in integer units (``b * m`` for a
-      continuous noise multiplier ``b``), finite and ``> 0``.
-    sensitivity: integer sensitivity ``m >= 1`` of the integer sum.
-    sampling_probability: Poisson sampling probability in ``(0, 1]``.
-    num_steps: number of composed steps, ``>= 1``.
-    value_discretization_interval: PLD grid of privacy-loss values.
-    neighboring: only ``'add_or_remove'``; replace-one is not covered.
-
-  Returns:
-    A ``dp_accounting`` ``PrivacyLossDistribution`` (remove and add PMFs).
-
-  Raises:
-    ValueError: for invalid arguments or ``neighboring='replace_one'``.
-  """
-  _check_neighboring(neighboring)
-  scale = validation.epsilon(scale, "scale")
-  parameter = math.nextafter(1.0 / scale, math.inf)
-  if not math.isfinite(parameter):
-    raise ValueError(f"scale={scale!r} is too small.")
-  return _composed_pld(
-    "laplace",
-    parameter,
-    validation.num_steps(sensitivity, "sensitivity"),
-    validation.sampling_probability(sampling_probability),
-    validation.num_steps(num_steps, "num_steps"),
-    validation.discretization_interval(value_discretization_interval),
-  )
+def _gaussian_parameter(sigma, sensitivity: int) -> float:
+  sigma = validation.epsilon(sigma, "sigma")
+  if sigma > _MAX_GAUSSIAN_SIGMA:
+    raise ValueError(
+      f"sigma must be <= {_MAX_GAUSSIAN_SIGMA:g} (dp_accounting tabulates "
+      f"the pmf on ~23 sigma integers), got {sigma!r}; use a coarser grid."
+    )
+  if 2 * math.ceil(11.6 * sigma) < sensitivity:
+    raise ValueError(
+      f"sigma={sigma!r} is too small for sensitivity {sensitivity}: the "
+      "mechanism would be essentially non-private."
+    )
+  return sigma
 
 
 # ------------------------------------------------------------------ epsilon
@@ -228,8 +202,7 @@ def discrete_epsilon_by_direction(pld: PLD, delta: float) -> DirectionalEpsilon:
 def discrete_epsilon(pld: PLD, delta: float) -> float:
   """Add/remove epsilon at ``delta``: the maximum over both directions.
 
-  ``pld`` comes from :func:`discrete_gaussian_pld` or
-  :func:`discrete_laplace_pld`. Under Poisson subsampling the remove and
+  ``pld`` comes from :func:`discrete_noise_pld`. Under Poisson subsampling the remove and
   add PLDs differ and neither dominates in general, so the guarantee for
   add/remove-one neighbours is the larger of the two epsilons (computed
   here explicitly from both PMFs). Pessimistic: an upper bound.

@@ -27,11 +27,10 @@ def pld(plan, num_steps: int):
   if plan.mechanism.startswith("discrete_"):
     from zoprivacy.accounting import discrete_pld  # pylint: disable=g-import-not-at-top
 
-    build, scale = {
-      "discrete_gaussian": (discrete_pld.discrete_gaussian_pld, "sigma"),
-      "discrete_laplace": (discrete_pld.discrete_laplace_pld, "scale"),
-    }[plan.mechanism]
-    return build(
+    scale = {"discrete_gaussian": "sigma", "discrete_laplace": "scale"}[
+      plan.mechanism
+    ]
+    return discrete_pld.discrete_noise_pld(
       **{scale: plan.noise_multiplier * plan.grid_points},
       sensitivity=plan.grid_points,
       sampling_probability=p,

@@ -8,10 +8,14 @@ extra arguments as the zeroth-order estimators, so benchmarks can swap them.
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
+
 from zoprivacy import clipping, mechanisms, queries
 from zoprivacy.estimators import base, registry
 
 
+@registry.estimator("dp_sgd", defaults=(("clip", 1.0),))
 def dp_sgd(
   *,
   clip: float,
@@ -36,17 +40,29 @@ def dp_sgd(
 
   def gradient(params, args, direction_key, noise_key):
     del direction_key
-    clipped, _ = clipping.clip_tree_per_example(
-      queries.per_example_gradients(args, params), privacy.mechanism.clip
-    )
-    clipped_sum = mechanisms.masked_tree_sum(clipped, args.mask)
-    return base.noisy_mean(privacy, noise_key, clipped_sum)
+    return private_gradient(privacy, params, args, noise_key)
 
   return base.build_vector_estimator(
     gradient, direction_key=direction_key, privacy=privacy
   )
 
 
-registry.register(
-  registry.EstimatorSpec("dp_sgd", dp_sgd, defaults=(("clip", 1.0),))
-)
+def private_gradient(privacy, params, args, noise_key, *, origin=None):
+  """The privatized mean gradient of Abadi et al. 2016, Alg. 1 lines 5-8.
+
+  ``(sum_i clip_C(grad_i - o) + N(0, sigma^2 C^2 I)) / B + o`` with the
+  clipping origin ``o`` zero (DP-SGD) or a public vector (DOPE-SGD, Nasr
+  et al. 2023). Padded rows (``args.mask``) never reach the sum; the noise
+  is ``privacy``'s mechanism keyed by the secret ``noise_key``.
+  """
+  per_example = queries.per_example_gradients(args, params)
+  if origin is not None:
+    per_example = jax.tree.map(lambda g, o: g - o[None], per_example, origin)
+  clipped, _ = clipping.clip_tree_per_example(
+    per_example, privacy.mechanism.clip
+  )
+  clipped_sum = mechanisms.masked_tree_sum(clipped, args.mask)
+  noisy_mean = base.noisy_mean(privacy, noise_key, clipped_sum)
+  if origin is None:
+    return noisy_mean
+  return jax.tree.map(jnp.add, origin, noisy_mean)

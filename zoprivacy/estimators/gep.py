@@ -56,20 +56,15 @@ class GEPMechanism:
 
   @property
   def embedding(self) -> mechanisms.GaussianMechanism:
-    return mechanisms.GaussianMechanism(
-      self.embedding_clip,
-      self.embedding_noise_multiplier,
-      1,
-      self.neighboring,
-    )
+    return self._part(self.embedding_clip, self.embedding_noise_multiplier)
 
   @property
   def residual(self) -> mechanisms.GaussianMechanism:
+    return self._part(self.residual_clip, self.residual_noise_multiplier)
+
+  def _part(self, clip, noise_multiplier) -> mechanisms.GaussianMechanism:
     return mechanisms.GaussianMechanism(
-      self.residual_clip,
-      self.residual_noise_multiplier,
-      1,
-      self.neighboring,
+      clip, noise_multiplier, 1, self.neighboring
     )
 
   @property
@@ -132,6 +127,11 @@ def anchor_subspace(
   return v
 
 
+@registry.estimator(
+  "gep",
+  public_data="batch",
+  defaults=(("embedding_clip", 1.0), ("residual_clip", 0.5)),
+)
 def gep(
   *,
   embedding_clip: float,
@@ -242,13 +242,3 @@ def gep(
   return base.build_vector_estimator(
     gradient, direction_key=direction_key, privacy=privacy
   )
-
-
-registry.register(
-  registry.EstimatorSpec(
-    "gep",
-    gep,
-    public_data="batch",
-    defaults=(("embedding_clip", 1.0), ("residual_clip", 0.5)),
-  )
-)

@@ -45,7 +45,7 @@ import optax
 
 from zoprivacy import clipping, mechanisms, projection, queries, validation
 from zoprivacy import directions as directions_lib
-from zoprivacy.estimators import base, registry
+from zoprivacy.estimators import arguments, base, registry
 from zoprivacy.hidden_state import privacy as privacy_lib
 from zoprivacy.hidden_state import setting as setting_lib
 
@@ -87,7 +87,8 @@ def noisy_zogd(
     direction_key: PUBLIC PRNG key or integer seed of the directions.
     insecure_test_noise_seed: REPRODUCIBLE noise for tests (warns; the plan
       says the run is not private). ``None``: secret noise from OS entropy.
-    direction_prng: 'threefry' (default), 'rbg' or 'unsafe_rbg'.
+    direction_prng: 'threefry' (default), 'counter' (fast, see
+      :mod:`zoprivacy.counter_hash`), 'rbg' or 'unsafe_rbg'.
     query_batch_size: directions evaluated together (``lax.map`` batch);
       ``None``: all ``K`` at once.
 
@@ -107,7 +108,9 @@ def noisy_zogd(
     if query_batch_size is None
     else validation.positive_int("query_batch_size", query_batch_size)
   )
-  sampler = directions_lib.get_sampler("stiefel", num_directions=k)
+  sampler = directions_lib.get_sampler(
+    "stiefel", num_directions=k, prng=direction_prng
+  )
   fraction = setting.directional_fraction
   schedule = (
     jnp.asarray(fraction, jnp.float32) if isinstance(fraction, tuple) else None
@@ -136,9 +139,7 @@ def noisy_zogd(
       raise ValueError("Estimators need params in update().")
     args = base.parse_extra_args(extra_args)
     dir_key, noise_key = base.step_keys(state)  # public, secret
-    u = sampler(
-      directions_lib.direction_key(dir_key, direction_prng), params
-    )  # leading axis K
+    u = sampler(dir_key, params)  # leading axis K
 
     def query(u_k):
       f_plus, f_minus = queries.two_point_losses(
@@ -172,26 +173,15 @@ def noisy_zogd(
   return base.PrivateEstimator(init_fn, update_fn, plan)
 
 
-def noisy_zogd_chain(
-  setting: setting_lib.NoisyZOGDSetting,
-  *,
-  direction_key=0,
-  insecure_test_noise_seed: int | None = None,
-  direction_prng: str = "threefry",
-  query_batch_size: int | None = None,
-) -> base.PrivateEstimator:
+@arguments.extends(noisy_zogd)
+def noisy_zogd_chain(**noisy_zogd_arguments) -> base.PrivateEstimator:
   """The whole eq. (3) update: estimator, ``sgd(eta)``, projection on ``B_R``.
 
   ``params`` must start inside ``B_R`` and must not depend on the data
   (Thm 3.2 assumes identical initializations ``w_0 = w_0'``).
   """
-  estimator = noisy_zogd(
-    setting,
-    direction_key=direction_key,
-    insecure_test_noise_seed=insecure_test_noise_seed,
-    direction_prng=direction_prng,
-    query_batch_size=query_batch_size,
-  )
+  estimator = noisy_zogd(**noisy_zogd_arguments)
+  setting = noisy_zogd_arguments["setting"]
   chain = optax.chain(
     estimator,
     optax.sgd(setting.step_size),
@@ -200,6 +190,25 @@ def noisy_zogd_chain(
   return base.PrivateEstimator(chain.init, chain.update, estimator.privacy_plan)
 
 
+@registry.estimator(
+  "noisy_zogd",
+  takes_setting=True,
+  sampling=("full_batch", "without_replacement"),
+  defaults=(
+    ("num_directions", 20),
+    ("noise_std", 0.05),
+    ("clip", 2.0),
+    ("smoothing", 1e-4),
+    ("directional_fraction", 0.5),
+  ),
+  run_settings=(
+    ("dataset", "digits_logreg"),
+    ("model", "linear"),
+    ("l2", 0.5),
+    ("radius", 0.5),
+    ("sampling", "full_batch"),
+  ),
+)
 def noisy_zogd_from_setting(
   *,
   setting: setting_lib.NoisyZOGDSetting,
@@ -225,27 +234,3 @@ def noisy_zogd_from_setting(
     direction_prng=direction_prng,
     query_batch_size=query_batch_size,
   )
-
-
-registry.register(
-  registry.EstimatorSpec(
-    "noisy_zogd",
-    noisy_zogd_from_setting,
-    takes_setting=True,
-    sampling=("full_batch", "without_replacement"),
-    defaults=(
-      ("num_directions", 20),
-      ("noise_std", 0.05),
-      ("clip", 2.0),
-      ("smoothing", 1e-4),
-      ("directional_fraction", 0.5),
-    ),
-    run_settings=(
-      ("dataset", "digits_logreg"),
-      ("model", "linear"),
-      ("l2", 0.5),
-      ("radius", 0.5),
-      ("sampling", "full_batch"),
-    ),
-  )
-)

@@ -29,9 +29,27 @@ import jax.numpy as jnp
 
 from zoprivacy import directions as directions_lib
 from zoprivacy import validation
-from zoprivacy.estimators import base, public_data, registry, two_point
+from zoprivacy.estimators import (
+  arguments,
+  base,
+  public_data,
+  registry,
+  two_point,
+)
+from zoprivacy.estimators.scalar_zo import dpzero
 
 _FD = "finite_difference"  # PAZO clips the finite difference (conventions §2).
+
+
+def _finite_difference_query(h: dict) -> two_point.TwoPointQuery:
+  """The private two-point query of a PAZO method (clip on ``fd_i``)."""
+  return two_point.make_query(
+    directions=h["directions"],
+    direction_prng=h["direction_prng"],
+    smoothing=h["smoothing"],
+    clip_target=_FD,
+    privacy=base.privacy_from(h),
+  )
 
 
 def _estimator(compute, query, direction_key) -> base.PrivateEstimator:
@@ -46,22 +64,15 @@ def _estimator(compute, query, direction_key) -> base.PrivateEstimator:
 # ------------------------------------------------------------------- PAZO-M
 
 
+@registry.estimator(
+  "pazo_m",
+  public_data="batch",
+  exact_noise=True,
+  defaults=(("clip", 1.0), ("smoothing", 1e-3), ("alpha", 0.5)),
+)
+@arguments.extends(dpzero)
 def pazo_m(
-  *,
-  clip: float,
-  noise_multiplier: float,
-  smoothing: float,
-  expected_batch_size: float,
-  alpha: float,
-  dataset_size: int | None = None,
-  num_queries: int = 1,
-  directions: str = "sphere_quarter",
-  neighboring: str = "add_or_remove",
-  direction_key=0,
-  insecure_test_noise_seed: int | None = None,
-  direction_prng: str = "threefry",
-  exact_noise: bool = False,
-  grid_points: int = 1024,
+  *, alpha: float, directions: str = "sphere_quarter", **dpzero_arguments
 ) -> base.PrivateEstimator:
   """PAZO-M (PAZO Alg. 1): mix the public gradient with private DPZero.
 
@@ -88,17 +99,13 @@ def pazo_m(
     directions: a sampler name; the paper's ``'sphere_quarter'`` by default.
     neighboring: 'add_or_remove' (default) or 'replace_one'.
     key: PRNG key or integer seed for directions and noise.
-    direction_prng: 'threefry', 'rbg' or 'unsafe_rbg' for the directions.
+    direction_prng: 'threefry', 'counter', 'rbg' or 'unsafe_rbg' (directions).
 
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
   alpha = validation.unit_interval("alpha", alpha)
-  query = two_point.make_query(
-    directions=directions,
-    direction_prng=direction_prng,
-    smoothing=smoothing,
-    clip_target=_FD,
-    privacy=base.privacy_from(locals()),
+  query = _finite_difference_query(
+    dict(dpzero_arguments, directions=directions)
   )
 
   def compute(params, args, dir_key, noise_key):
@@ -110,28 +117,25 @@ def pazo_m(
     g_pub = public_data.public_gradient(public_loss, params, public_batch)
     return public_data.combine(alpha, g_pub, g_private), scalars
 
-  return _estimator(compute, query, direction_key)
+  return _estimator(compute, query, dpzero_arguments["direction_key"])
 
 
 # ------------------------------------------------------------------- PAZO-P
 
 
+@registry.estimator(
+  "pazo_p",
+  public_data="batches",
+  exact_noise=True,
+  defaults=(
+    ("clip", 1.0),
+    ("smoothing", 1e-3),
+    ("num_public_batches", 4),
+  ),
+)
+@arguments.extends(dpzero, without=("directions",))
 def pazo_p(
-  *,
-  clip: float,
-  noise_multiplier: float,
-  smoothing: float,
-  expected_batch_size: float,
-  num_public_batches: int,
-  orthonormalize: bool = True,
-  dataset_size: int | None = None,
-  num_queries: int = 1,
-  neighboring: str = "add_or_remove",
-  direction_key=0,
-  insecure_test_noise_seed: int | None = None,
-  direction_prng: str = "threefry",
-  exact_noise: bool = False,
-  grid_points: int = 1024,
+  *, num_public_batches: int, orthonormalize: bool = True, **dpzero_arguments
 ) -> base.PrivateEstimator:
   """PAZO-P (PAZO Alg. 2) and PAZO-P' (``orthonormalize=False``).
 
@@ -158,21 +162,15 @@ def pazo_p(
   k = validation.positive_int("num_public_batches", num_public_batches)
   if not isinstance(orthonormalize, bool):
     raise ValueError(f"orthonormalize must be a bool, got {orthonormalize!r}.")
-  query = two_point.make_query(
-    directions="sphere",  # unused: PAZO-P draws its own directions in span(G)
-    direction_prng=direction_prng,
-    smoothing=smoothing,
-    clip_target=_FD,
-    privacy=base.privacy_from(locals()),
-  )
+  # PAZO-P draws its own directions in span(G); the query's are unused.
+  query = _finite_difference_query(dict(dpzero_arguments, directions="sphere"))
+  direction_prng = dpzero_arguments["direction_prng"]
   coefficient_template = jnp.zeros([k], jnp.float32)
 
   def coefficients(key):
     """``u ~ Unif(sqrt(k) S^{k-1})`` (Alg. 2 line 7)."""
     return directions_lib.sphere(
-      directions_lib.direction_key(key, direction_prng),
-      coefficient_template,
-      "sqrt_dim",
+      key, coefficient_template, "sqrt_dim", direction_prng
     )
 
   def compute(params, args, dir_key, noise_key):
@@ -201,28 +199,4 @@ def pazo_p(
     grad = in_span(mean_coefficients)
     return grad, scalars
 
-  return _estimator(compute, query, direction_key)
-
-
-registry.register(
-  registry.EstimatorSpec(
-    "pazo_m",
-    pazo_m,
-    public_data="batch",
-    exact_noise=True,
-    defaults=(("clip", 1.0), ("smoothing", 1e-3), ("alpha", 0.5)),
-  )
-)
-registry.register(
-  registry.EstimatorSpec(
-    "pazo_p",
-    pazo_p,
-    public_data="batches",
-    exact_noise=True,
-    defaults=(
-      ("clip", 1.0),
-      ("smoothing", 1e-3),
-      ("num_public_batches", 4),
-    ),
-  )
-)
+  return _estimator(compute, query, dpzero_arguments["direction_key"])

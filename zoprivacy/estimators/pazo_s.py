@@ -22,6 +22,12 @@ from zoprivacy.estimators import base, public_data, registry
 # ------------------------------------------------------------------- PAZO-S
 
 
+@registry.estimator(
+  "pazo_s",
+  public_data="batches",
+  needs_learning_rate=True,
+  defaults=(("clip", 1.0), ("num_public_batches", 4)),
+)
 def pazo_s(
   *,
   clip: float,
@@ -120,9 +126,7 @@ def pazo_s(
     best = jnp.argmin(scores)
     g_best = jax.tree.map(lambda g: g[best], grads)
     if extra_candidate:
-      z = directions_lib.gaussian(
-        directions_lib.direction_key(dir_key, direction_prng), params
-      )
+      z = directions_lib.gaussian(dir_key, params, direction_prng)
       g_extra = jax.tree.map(
         lambda g, n: g + (candidate_noise_scale * n).astype(g.dtype),
         g_best,
@@ -147,14 +151,3 @@ def pazo_s(
     privacy=privacy,
     num_released=num_scores,
   )
-
-
-registry.register(
-  registry.EstimatorSpec(
-    "pazo_s",
-    pazo_s,
-    public_data="batches",
-    needs_learning_rate=True,
-    defaults=(("clip", 1.0), ("num_public_batches", 4)),
-  )
-)

@@ -15,12 +15,11 @@ private part is a Gaussian mechanism on a Poisson-sampled batch
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 
-from zoprivacy import clipping, mechanisms, queries, validation
-from zoprivacy.estimators import base, public_data, registry
-from zoprivacy.estimators.dp_sgd import dp_sgd as _dp_sgd
+from zoprivacy import validation
+from zoprivacy.estimators import arguments, base, public_data, registry
+from zoprivacy.estimators.dp_sgd import dp_sgd, private_gradient
 
 # --------------------------------------------------------------------- DPMD
 
@@ -31,17 +30,11 @@ def dpmd_public_weight(step, num_steps: int):
   return jnp.cos(jnp.pi * t / (2.0 * num_steps))
 
 
-def dpmd(
-  *,
-  clip: float,
-  noise_multiplier: float,
-  expected_batch_size: float,
-  num_steps: int,
-  dataset_size: int | None = None,
-  neighboring: str = "add_or_remove",
-  direction_key=0,
-  insecure_test_noise_seed: int | None = None,
-) -> base.PrivateEstimator:
+@registry.estimator(
+  "dpmd", public_data="batch", needs_num_steps=True, defaults=(("clip", 1.0),)
+)
+@arguments.extends(dp_sgd)
+def dpmd(*, num_steps: int, **dp_sgd_arguments) -> base.PrivateEstimator:
   """DPMD (Amid et al. 2022, public-data-assisted mirror descent), first order.
 
   The first-order form used as PAZO's baseline: ``g_t = alpha_t g_pub + (1 -
@@ -57,7 +50,7 @@ def dpmd(
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
   num_steps = validation.positive_int("num_steps", num_steps)
-  private = _dp_sgd(**base.forward_kwargs(_dp_sgd, locals()))
+  private = dp_sgd(**dp_sgd_arguments)
 
   def update_fn(updates, state, params=None, **extra_args):
     public_data.require_params(params)
@@ -73,16 +66,9 @@ def dpmd(
 # ----------------------------------------------------------------- DOPE-SGD
 
 
-def dope_sgd(
-  *,
-  clip: float,
-  noise_multiplier: float,
-  expected_batch_size: float,
-  dataset_size: int | None = None,
-  neighboring: str = "add_or_remove",
-  direction_key=0,
-  insecure_test_noise_seed: int | None = None,
-) -> base.PrivateEstimator:
+@registry.estimator("dope_sgd", public_data="batch", defaults=(("clip", 1.0),))
+@arguments.extends(dp_sgd)
+def dope_sgd(**dp_sgd_arguments) -> base.PrivateEstimator:
   """DOPE-SGD's gradient (Nasr et al. 2023): clip around the public gradient.
 
   ``g = g_pub + (sum_i clip_C(grad f(x; xi_i) - g_pub) + N(0, sigma^2 C^2
@@ -101,34 +87,15 @@ def dope_sgd(
 
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
-  privacy = base.privacy_from(locals())
+  privacy = base.privacy_from(dp_sgd_arguments)
 
   def gradient(params, args, dir_key, noise_key):
     del dir_key
     g_pub = public_data.public_batch_gradient(args, params)
-    per_example = queries.per_example_gradients(args, params)
-    residual = jax.tree.map(lambda g, p: g - p[None], per_example, g_pub)
-    clipped, _ = clipping.clip_tree_per_example(residual, clip)
-    clipped_sum = mechanisms.masked_tree_sum(clipped, args.mask)
-    noisy_mean = base.noisy_mean(privacy, noise_key, clipped_sum)
-    return jax.tree.map(jnp.add, g_pub, noisy_mean)
+    return private_gradient(privacy, params, args, noise_key, origin=g_pub)
 
   return base.build_vector_estimator(
-    gradient, direction_key=direction_key, privacy=privacy
+    gradient,
+    direction_key=dp_sgd_arguments["direction_key"],
+    privacy=privacy,
   )
-
-
-registry.register(
-  registry.EstimatorSpec(
-    "dpmd",
-    dpmd,
-    public_data="batch",
-    needs_num_steps=True,
-    defaults=(("clip", 1.0),),
-  )
-)
-registry.register(
-  registry.EstimatorSpec(
-    "dope_sgd", dope_sgd, public_data="batch", defaults=(("clip", 1.0),)
-  )
-)

@@ -84,6 +84,21 @@ def register(spec: EstimatorSpec) -> EstimatorSpec:
   return spec
 
 
+def estimator(name: str, **fields) -> Callable:
+  """Decorator: registers the factory under ``name`` with ``fields``.
+
+  ``@registry.estimator("dpzero", exact_noise=True)`` above a factory is
+  ``register(EstimatorSpec("dpzero", factory, exact_noise=True))``; the
+  factory is returned unchanged.
+  """
+
+  def decorate(factory: Callable) -> Callable:
+    register(EstimatorSpec(name, factory, **fields))
+    return factory
+
+  return decorate
+
+
 def get(name: str) -> EstimatorSpec:
   """The spec registered as ``name``; a typo lists the valid choices."""
   try:

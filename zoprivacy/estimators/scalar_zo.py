@@ -7,9 +7,14 @@ they differ only in the mechanism, the clipped quantity and the defaults.
 
 from __future__ import annotations
 
-from zoprivacy.estimators import base, registry, two_point
+from zoprivacy.estimators import arguments, base, registry, two_point
 
 
+@registry.estimator(
+  "mezo",
+  private=False,
+  defaults=(("smoothing", 1e-3), ("directions", "gaussian")),
+)
 def mezo(
   *,
   smoothing: float = 1e-3,
@@ -29,7 +34,7 @@ def mezo(
     num_queries: directions per step ``q``.
     directions: a name from :data:`zoprivacy.directions.DIRECTION_NAMES`.
     direction_key: public PRNG key or integer seed of the directions.
-    direction_prng: 'threefry', 'rbg' or 'unsafe_rbg' for the directions.
+    direction_prng: 'threefry', 'counter', 'rbg' or 'unsafe_rbg' (directions).
 
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
@@ -57,6 +62,9 @@ def _private_scalar_estimator(hyperparameters: dict, **overrides):
   return two_point.two_point_estimator(query, direction_key=h["direction_key"])
 
 
+@registry.estimator(
+  "dpzero", exact_noise=True, defaults=(("clip", 1.0), ("smoothing", 1e-3))
+)
 def dpzero(
   *,
   clip: float,
@@ -97,7 +105,8 @@ def dpzero(
     directions: a name from :data:`zoprivacy.directions.DIRECTION_NAMES`.
     neighboring: 'add_or_remove' (default) or 'replace_one'.
     direction_key: PUBLIC PRNG key or integer seed of the directions.
-    direction_prng: 'threefry' (default), 'rbg' or 'unsafe_rbg'.
+    direction_prng: 'threefry' (default), 'counter' (fast, see
+      :mod:`zoprivacy.counter_hash`), 'rbg' or 'unsafe_rbg'.
     exact_noise: add exact discrete noise to a sum quantized on a grid of
       ``grid_points`` steps per clip (one query, add/remove only; otherwise
       floating-point noise and the plan notes why). Each update then needs
@@ -117,22 +126,16 @@ def dpzero(
   )
 
 
+@registry.estimator(
+  "dp_zo", exact_noise=True, defaults=(("clip", 1.0), ("smoothing", 1e-3))
+)
+@arguments.extends(dpzero, without=("neighboring",))
 def dp_zo(
   *,
-  clip: float,
-  noise_multiplier: float,
-  smoothing: float,
-  expected_batch_size: float,
-  dataset_size: int | None = None,
   mechanism: str = "gaussian",
-  num_queries: int = 1,
   directions: str = "gaussian",
   clip_target: str = "raw_difference",
-  direction_key=0,
-  direction_prng: str = "threefry",
-  exact_noise: bool = False,
-  grid_points: int = 1024,
-  insecure_test_noise_seed: int | None = None,
+  **dpzero_arguments,
 ) -> base.PrivateEstimator:
   """DP-ZO (Tang et al. 2024, Alg. 1/2): Gaussian or Laplace scalar noise.
 
@@ -162,30 +165,10 @@ def dp_zo(
   ``insecure_test_noise_seed`` are as in :func:`dpzero`. The loss must satisfy
   the per-example contract (:mod:`zoprivacy.per_example_check`).
   """
-  return _private_scalar_estimator(locals(), neighboring="add_or_remove")
-
-
-registry.register(
-  registry.EstimatorSpec(
-    "mezo",
-    mezo,
-    private=False,
-    defaults=(("smoothing", 1e-3), ("directions", "gaussian")),
+  return _private_scalar_estimator(
+    dpzero_arguments,
+    mechanism=mechanism,
+    directions=directions,
+    clip_target=clip_target,
+    neighboring="add_or_remove",
   )
-)
-registry.register(
-  registry.EstimatorSpec(
-    "dpzero",
-    dpzero,
-    exact_noise=True,
-    defaults=(("clip", 1.0), ("smoothing", 1e-3)),
-  )
-)
-registry.register(
-  registry.EstimatorSpec(
-    "dp_zo",
-    dp_zo,
-    exact_noise=True,
-    defaults=(("clip", 1.0), ("smoothing", 1e-3)),
-  )
-)

@@ -44,9 +44,7 @@ class TwoPointQuery(NamedTuple):
 
   def direction_fn(self, params):
     """``k -> u``: the public direction of query key ``k``, like ``params``."""
-    return lambda k: self.sampler(
-      directions_lib.direction_key(k, self.direction_prng), params
-    )
+    return lambda k: self.sampler(k, params)
 
 
 def make_query(
@@ -65,7 +63,7 @@ def make_query(
   validation.one_of("clip_target", clip_target, clipping.CLIP_TARGETS)
   mechanism = mechanisms.NoNoise() if privacy is None else privacy.mechanism
   return TwoPointQuery(
-    sampler=directions_lib.get_sampler(directions),
+    sampler=directions_lib.get_sampler(directions, prng=direction_prng),
     direction_prng=direction_prng,
     num_queries=(
       validation.positive_int("num_queries", num_queries)

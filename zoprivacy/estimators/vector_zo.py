@@ -13,21 +13,20 @@ import jax.numpy as jnp
 
 from zoprivacy import clipping, mechanisms, queries, validation
 from zoprivacy import directions as directions_lib
-from zoprivacy.estimators import base, registry
+from zoprivacy.estimators import arguments, base, registry
+from zoprivacy.estimators.dp_sgd import dp_sgd
 
 
+@registry.estimator(
+  "dpgd_zeroth", defaults=(("clip", 1.0), ("smoothing", 1e-3))
+)
+@arguments.extends(dp_sgd)
 def dpgd_zeroth(
   *,
-  clip: float,
-  noise_multiplier: float,
   smoothing: float,
-  expected_batch_size: float,
-  dataset_size: int | None = None,
   directions: str = "sphere",
-  neighboring: str = "add_or_remove",
-  direction_key=0,
-  insecure_test_noise_seed: int | None = None,
   direction_prng: str = "threefry",
+  **dp_sgd_arguments,
 ) -> base.PrivateEstimator:
   """DPGD-0th, DPZero Alg. 1 lines 2-3.
 
@@ -49,13 +48,11 @@ def dpgd_zeroth(
   smoothing = validation.positive("smoothing", smoothing)
   validation.one_of("directions", directions, directions_lib.DIRECTION_NAMES)
   validation.one_of("direction_prng", direction_prng, directions_lib.PRNG_IMPLS)
-  privacy = base.privacy_from(locals())
-  sampler = directions_lib.get_sampler(directions)
+  privacy = base.privacy_from(dp_sgd_arguments)
+  sampler = directions_lib.get_sampler(directions, prng=direction_prng)
 
   def gradient(params, args, direction_key, noise_key):
-    u = sampler(
-      directions_lib.direction_key(direction_key, direction_prng), params
-    )
+    u = sampler(direction_key, params)
     f_plus, f_minus = queries.two_point_losses(
       args.loss, params, u, smoothing, args.batch
     )
@@ -73,14 +70,7 @@ def dpgd_zeroth(
     return base.noisy_mean(privacy, noise_key, vector_sum)
 
   return base.build_vector_estimator(
-    gradient, direction_key=direction_key, privacy=privacy
+    gradient,
+    direction_key=dp_sgd_arguments["direction_key"],
+    privacy=privacy,
   )
-
-
-registry.register(
-  registry.EstimatorSpec(
-    "dpgd_zeroth",
-    dpgd_zeroth,
-    defaults=(("clip", 1.0), ("smoothing", 1e-3)),
-  )
-)

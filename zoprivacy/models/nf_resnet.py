@@ -29,6 +29,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from zoprivacy.models import batch_dims
+
 #: gamma for ReLU: Var(relu(z)) correction so that act(z) has unit second moment.
 RELU_GAMMA = math.sqrt(2.0 / (1.0 - 1.0 / math.pi))
 
@@ -118,8 +120,7 @@ class NFResNet(nn.Module):
 
   @nn.compact
   def __call__(self, x):
-    batch_shape = x.shape[:-3]
-    x = x.reshape((-1,) + x.shape[-3:])
+    x, batch_shape = batch_dims.fold(x, 3)
     x = WSConv(self.stem_width, (3, 3), name="stem")(x)
     expected_std = 1.0
     for stage, (width, depth) in enumerate(zip(self.widths, self.depths)):

@@ -17,6 +17,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from zoprivacy.models import batch_dims
+
 
 class SelfAttention(nn.Module):
   """Multi-head self-attention with separate query/key/value/out Dense layers.
@@ -78,8 +80,7 @@ class ViT(nn.Module):
 
   @nn.compact
   def __call__(self, x):
-    batch_shape = x.shape[:-3]
-    x = x.reshape((-1,) + x.shape[-3:])
+    x, batch_shape = batch_dims.fold(x, 3)
     p = self.patch_size
     x = nn.Conv(
       self.hidden_size,

@@ -371,13 +371,8 @@ def discrete_laplace_noise(
   ``scale`` converted exactly (``Fraction(scale)``). No floating-point
   number is drawn; the samples are independent.
 
-  Args:
-    scale: the scale ``t``, finite, ``0 < scale <= 2**42``.
-    size: number of samples, an integer ``>= 0``.
-    rng: object with ``randbelow(n)`` (exactly uniform on ``[0, n)``).
-
-  Raises:
-    ValueError: for an invalid ``scale``, ``size`` or ``rng``.
+  ``scale`` is the scale ``t``, finite, ``0 < scale <= 2**42``; ``size``,
+  ``rng`` and the errors are as in :func:`discrete_gaussian_noise`.
   """
   num, den = _exact_ratio(scale, "scale")
   size = _check_int(size, "size", 0)

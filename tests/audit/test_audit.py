@@ -14,8 +14,12 @@ import pytest
 from scipy import stats
 
 from zoprivacy import mechanisms
-from zoprivacy.audit import calibrated, clopper_pearson, distinguishing_game
-from zoprivacy.audit import one_run
+from zoprivacy.audit import (
+  calibrated,
+  clopper_pearson,
+  distinguishing_game,
+  one_run,
+)
 from zoprivacy.audit.__main__ import main as audit_main
 from zoprivacy.estimators import base
 
@@ -28,7 +32,9 @@ TRIALS = 40000
 # ------------------------------------------------------- (a) Clopper-Pearson
 @pytest.mark.parametrize("k,n", [(0, 10), (3, 10), (10, 10), (17, 1000)])
 def test_clopper_pearson_interval_matches_scipy_exact_interval(k, n):
-  ci = stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="exact")
+  ci = stats.binomtest(k, n).proportion_ci(
+    confidence_level=0.95, method="exact"
+  )
   lo, hi = clopper_pearson.clopper_pearson_interval(k, n, confidence=0.95)
   assert lo == pytest.approx(ci.low, abs=1e-12)
   assert hi == pytest.approx(ci.high, abs=1e-12)

@@ -21,7 +21,13 @@ import pathlib
 import sys
 import time
 
-DEFAULT_ESTIMATORS = ("dpzero", "dp_zo", "dp_zo/laplace", "dp_sgd", "dpgd_zeroth")
+DEFAULT_ESTIMATORS = (
+  "dpzero",
+  "dp_zo",
+  "dp_zo/laplace",
+  "dp_sgd",
+  "dpgd_zeroth",
+)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -34,9 +34,7 @@ class AuditTarget(NamedTuple):
 def auditable_names() -> tuple[str, ...]:
   """Registered private estimators that need no public data or setting."""
   return tuple(
-    name
-    for name in registry.names()
-    if _auditable(registry.get(name)) is None
+    name for name in registry.names() if _auditable(registry.get(name)) is None
   )
 
 

@@ -232,8 +232,8 @@ def run_game(
       takes ``per_example_loss=``, ``batch=``, ``mask=``).
     game: the canary game (default :func:`worst_case_canary_game`).
     num_trials: trials per world; the threshold is chosen on one half and
-      evaluated on the other (:func:`~zoprivacy.audit.clopper_pearson.
-      threshold_audit`).
+      evaluated on the other (see
+      :func:`~zoprivacy.audit.clopper_pearson.threshold_audit`).
     delta: the delta of both epsilons.
     confidence: of the lower bound.
     seed: the auditor's seed (world 0 and world 1 draw from different,

@@ -1,0 +1,269 @@
+"""The distinguishing game of one estimator step, with a worst-case canary.
+
+Two neighbouring datasets under add/remove (DP-ZO App. A): world 0 is a
+fixed-shape padded batch ``D`` whose canary slot is masked out, world 1 is
+``D`` plus the canary (the same batch, slot unmasked). The loss is chosen by
+the auditor so that every example of ``D`` has a zero finite difference (and
+gradient) while the canary's is ``1e6`` times the sum of the direction's
+coordinates, far past any clip: its clipped scalar sits at ``+-C``, the
+largest change one example may make (the sensitivity of DPZero Alg. 2
+line 3 and DP-ZO Alg. 1 lines 13/15; for DP-SGD and DPGD-0th the clipped
+per-example vector has norm ``C``).
+
+One step is run ``num_trials`` times per world, vmapped over independent
+noise keys (each trial replaces the state's noise key; the public direction
+key stays fixed, as it is public). The released quantity is projected on the
+canary's direction ``c``, which the auditor knows exactly: ``c`` is the
+difference between the two worlds' releases under one and the same noise
+key (the noise is additive, so it cancels). For the scalar estimators the
+release is the privatized two-point scalar ``s`` (``EstimatorState.released``),
+for the vector estimators the privatized gradient. The score
+``<release, c> / <c, c>`` is the test statistic of
+:func:`zoprivacy.audit.clopper_pearson.threshold_audit`, whose epsilon lower
+bound (95% confidence by default) is compared with the accountant's epsilon
+of one step, ``plan.epsilon(num_steps=1, delta=delta)``.
+
+The game does not subsample (the canary is in every world-1 batch), so the
+plan must have sampling probability 1 (``expected_batch_size ==
+dataset_size``): an accountant epsilon that counts subsampling
+amplification would not describe the game, and is refused.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import jax
+import jax.flatten_util
+import jax.numpy as jnp
+import numpy as np
+
+from zoprivacy.audit import clopper_pearson
+
+CANARY_LOSS_SCALE = 1e6
+STATISTICS = ("released", "gradient")
+
+
+def canary_loss(params, example):
+  """``example * 1e6 * sum(params)``: zero for ``example = 0``, and for the
+  canary (``example = 1``) a finite difference ``1e6 * sum(u)`` and a
+  gradient of norm ``1e6 sqrt(d)``, both clipped to the bound."""
+  flat = jax.flatten_util.ravel_pytree(params)[0]
+  return example * CANARY_LOSS_SCALE * jnp.sum(flat)
+
+
+class CanaryGame(NamedTuple):
+  """The fixed inputs of the game.
+
+  Attributes:
+    params: the point where the step is taken.
+    batch: ``[num_examples]`` examples of :func:`canary_loss`: zeros, and
+      1.0 in the canary slot.
+    canary_index: the canary's slot.
+    per_example_loss: the auditor's loss.
+  """
+
+  params: Any
+  batch: jax.Array
+  canary_index: int
+  per_example_loss: Any = canary_loss
+
+  @property
+  def num_examples(self) -> int:
+    return int(self.batch.shape[0])
+
+  def mask(self, include_canary) -> jax.Array:
+    """World 0 (canary masked) or world 1 (canary present)."""
+    mask = jnp.ones([self.num_examples], bool)
+    return mask.at[self.canary_index].set(jnp.asarray(include_canary, bool))
+
+
+def worst_case_canary_game(
+  *, num_examples: int = 8, num_params: int = 4
+) -> CanaryGame:
+  """A game with ``num_examples - 1`` zero-contribution examples and one
+  canary (the last slot), at ``params = zeros([num_params])``."""
+  if num_examples < 1 or num_params < 1:
+    raise ValueError("Need num_examples >= 1 and num_params >= 1.")
+  batch = jnp.zeros([num_examples], jnp.float32).at[-1].set(1.0)
+  params = {"w": jnp.zeros([num_params], jnp.float32)}
+  return CanaryGame(params, batch, num_examples - 1)
+
+
+def _release_fn(estimator, game: CanaryGame, statistic: str):
+  """``(noise_key, include_canary) -> flat release`` of one step."""
+  if statistic not in STATISTICS:
+    raise ValueError(
+      f"statistic must be one of {STATISTICS}, got {statistic!r}"
+    )
+  state = estimator.init(game.params)
+  zeros = jax.tree.map(jnp.zeros_like, game.params)
+
+  def release(noise_key, include_canary):
+    grad, new_state = estimator.update(
+      zeros,
+      state._replace(noise_key=noise_key),
+      game.params,
+      per_example_loss=game.per_example_loss,
+      batch=game.batch,
+      mask=game.mask(include_canary),
+    )
+    if statistic == "released":
+      return jnp.reshape(new_state.released, [-1]).astype(jnp.float32)
+    return jax.flatten_util.ravel_pytree(grad)[0].astype(jnp.float32)
+
+  return release
+
+
+def canary_direction(
+  estimator, game: CanaryGame, *, statistic: str = "released", seed: int = 0
+) -> np.ndarray:
+  """``c = release(world 1, k) - release(world 0, k)`` for one noise key
+  ``k``: the canary's exact, noise-free effect on the release."""
+  release = jax.jit(_release_fn(estimator, game, statistic))
+  key = jax.random.key(seed)
+  diff = np.asarray(release(key, True), np.float64) - np.asarray(
+    release(key, False), np.float64
+  )
+  if not np.all(np.isfinite(diff)) or not np.any(diff != 0):
+    raise ValueError(
+      "The canary does not move the release: the game cannot distinguish "
+      "the worlds (is the statistic the private release?)."
+    )
+  return diff
+
+
+def game_scores(
+  estimator,
+  game: CanaryGame,
+  *,
+  include_canary: bool,
+  num_trials: int,
+  seed: int,
+  statistic: str = "released",
+  direction: np.ndarray | None = None,
+  chunk_size: int = 32768,
+) -> np.ndarray:
+  """``[num_trials]`` scores ``<release, c> / <c, c>`` of one world, each
+  from an independent noise key derived from ``seed`` (jit + vmap, in
+  chunks of ``chunk_size`` trials)."""
+  if num_trials < 1:
+    raise ValueError(f"num_trials must be >= 1, got {num_trials}.")
+  if direction is None:
+    direction = canary_direction(estimator, game, statistic=statistic)
+  release = _release_fn(estimator, game, statistic)
+  unit = jnp.asarray(direction / np.dot(direction, direction), jnp.float32)
+
+  @jax.jit
+  def chunk_scores(keys):
+    flat = jax.vmap(release, in_axes=(0, None))(keys, include_canary)
+    return flat @ unit
+
+  keys = jax.random.split(jax.random.key(seed), num_trials)
+  size = min(chunk_size, num_trials)
+  out = []
+  for start in range(0, num_trials, size):
+    part = keys[start : start + size]
+    n = part.shape[0]
+    if n < size:  # pad to one compiled shape
+      part = jnp.concatenate([part, keys[: size - n]])
+    out.append(np.asarray(chunk_scores(part), np.float64)[:n])
+  return np.concatenate(out)
+
+
+class GameResult(NamedTuple):
+  """The outcome of :func:`run_game`.
+
+  Attributes:
+    audit: the threshold test and its epsilon lower bound.
+    accountant_epsilon: ``plan.epsilon(num_steps=1, delta=delta)``.
+    num_trials: trials per world (half select the threshold, half are
+      evaluated).
+    plan_description: ``plan.describe()``.
+    scores: ``(world 0, world 1)`` score arrays, for plots.
+  """
+
+  audit: clopper_pearson.ThresholdAudit
+  accountant_epsilon: float
+  num_trials: int
+  plan_description: str
+  scores: tuple[np.ndarray, np.ndarray]
+
+  @property
+  def epsilon_lower_bound(self) -> float:
+    return self.audit.epsilon_lower_bound
+
+  @property
+  def ratio(self) -> float:
+    """Audit lower bound over accountant epsilon (above 1: a violation)."""
+    if self.accountant_epsilon == 0:
+      return math.inf
+    return self.epsilon_lower_bound / self.accountant_epsilon
+
+
+def one_step_accountant_epsilon(plan, *, delta: float) -> float:
+  """The plan's epsilon for one step, refused under subsampling (p < 1)."""
+  p = plan.sampling_probability
+  if p != 1.0:
+    raise ValueError(
+      f"The game runs without subsampling, but the plan accounts Poisson "
+      f"sampling at p={p:.4g}: build the estimator with expected_batch_size "
+      "== dataset_size."
+    )
+  return float(plan.epsilon(num_steps=1, delta=delta))
+
+
+def run_game(
+  estimator,
+  *,
+  game: CanaryGame | None = None,
+  num_trials: int = 20000,
+  delta: float = 1e-5,
+  confidence: float = 0.95,
+  seed: int = 0,
+  statistic: str = "released",
+  plan=None,
+) -> GameResult:
+  """Plays the game in both worlds; the audit bound and the accountant's.
+
+  Args:
+    estimator: a private estimator (``optax`` transformation whose update
+      takes ``per_example_loss=``, ``batch=``, ``mask=``).
+    game: the canary game (default :func:`worst_case_canary_game`).
+    num_trials: trials per world; the threshold is chosen on one half and
+      evaluated on the other (see
+      :func:`~zoprivacy.audit.clopper_pearson.threshold_audit`).
+    delta: the delta of both epsilons.
+    confidence: of the lower bound.
+    seed: the auditor's seed (world 0 and world 1 draw from different,
+      independent key streams).
+    statistic: 'released' (the scalar estimators' privatized scalars) or
+      'gradient' (the privatized gradient, for the vector estimators).
+    plan: the claimed privacy plan (default ``estimator.privacy_plan``).
+  """
+  game = worst_case_canary_game() if game is None else game
+  plan = estimator.privacy_plan if plan is None else plan
+  accountant = one_step_accountant_epsilon(plan, delta=delta)
+  direction = canary_direction(estimator, game, statistic=statistic)
+  world_seeds = np.random.SeedSequence(seed).generate_state(2)
+  scores = tuple(
+    game_scores(
+      estimator,
+      game,
+      include_canary=bool(world),
+      num_trials=num_trials,
+      seed=int(world_seeds[world]),
+      statistic=statistic,
+      direction=direction,
+    )
+    for world in (0, 1)
+  )
+  audit = clopper_pearson.threshold_audit(
+    scores[0],
+    scores[1],
+    delta=delta,
+    confidence=confidence,
+    split_seed=seed,
+  )
+  return GameResult(audit, accountant, num_trials, plan.describe(), scores)

@@ -51,3 +51,28 @@ def time_round_robin(
       samples[k].append(time.perf_counter() - t0)
     r += 1
   return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def min_median_round_robin(
+  fns: dict, reps: int, slow_call_seconds: float = 1.0, slow_reps: int = 3
+) -> dict:
+  """``{name: (min, median)}`` seconds per call, interleaved round-robin.
+
+  Two warm-up calls each (compilation included), then ``reps`` rounds;
+  calls slower than ``slow_call_seconds`` are sampled ``slow_reps`` times.
+  """
+  first_call = {}
+  for k, f in fns.items():
+    jax.block_until_ready(f())
+    t0 = time.perf_counter()
+    jax.block_until_ready(f())
+    first_call[k] = time.perf_counter() - t0
+  samples = {k: [] for k in fns}
+  for _ in range(reps):
+    for k, f in fns.items():
+      if first_call[k] > slow_call_seconds and len(samples[k]) >= slow_reps:
+        continue
+      t0 = time.perf_counter()
+      jax.block_until_ready(f())
+      samples[k].append(time.perf_counter() - t0)
+  return {k: (min(v), statistics.median(v)) for k, v in samples.items()}

@@ -47,12 +47,16 @@ ghost-clipped only if the loss depends on its parameters through its
 intercepted calls alone, so a parameter that is also used elsewhere (a
 regularizer inside the loss) is never under-counted in the norm.
 
-Non-finite losses and gradients: an example whose norm is NaN/inf gets
-factor 0 and its rows are removed with ``jnp.where`` (like
-:func:`zoprivacy.clipping.clip_tree_per_example`); padded rows (``mask``
-False) get factor 0. One difference in kind: an activation so large that
-``<x_t, x_s>`` overflows float32 drops the example (factor 0) where the
-explicit path may still clip it; the bound holds either way.
+Privacy does not rest on that analysis: the released sum is
+``sum_i c_i v_i`` where ``v_i`` is assembled from example ``i``'s own
+activations and output gradients (``vmap`` over examples, a batched loss is
+evaluated on a batch of one) and ``c_i`` is computed from ``||v_i||``
+itself, so every contribution has norm at most ``C`` (up to rounding).
+Non-finite norms get factor 0 and padded rows (``mask`` False) factor 0, with
+``jnp.where`` (NaN-safe), as in :func:`zoprivacy.clipping.
+clip_tree_per_example`. One difference: an activation so large that
+``<x_t, x_s>`` overflows float32 drops the example where the explicit path
+might still clip it.
 """
 
 from __future__ import annotations
@@ -204,7 +208,7 @@ def _abstract(x):
 
 
 def _discover(loss_one, leaves, treedef, batch):
-  """``(calls, covered groups, output shapes)`` of one example's loss.
+  """``(calls, covered groups)`` of one example's loss.
 
   A group is covered when the loss does not depend on its parameters once its
   calls are cut (iterated: uncovering one group can never cover another).
@@ -278,7 +282,7 @@ def _dense_group(xs, gs, names, leaves):
   if positions * positions <= d_in * d_out:
     xx = jnp.einsum("btd,bsd->bts", x, x, precision=_HIGHEST)
     gg = jnp.einsum("btd,bsd->bts", g, g, precision=_HIGHEST)
-    sq = sq + jnp.sum(xx * gg, axis=(1, 2))
+    sq = sq + jnp.maximum(jnp.sum(xx * gg, axis=(1, 2)), 0.0)
     per_example_kernel = None
   else:
     per_example_kernel = jnp.einsum("btd,bte->bde", x, g, precision=_HIGHEST)
@@ -314,6 +318,7 @@ def _embed_group(ids_list, gs, names, leaves):
   same = (ids[:, :, None] == ids[:, None, :]) & valid[:, :, None]
   gg = jnp.einsum("btd,bsd->bts", g, g, precision=_HIGHEST)
   sq = jnp.sum(jnp.where(same & valid[:, None, :], gg, 0.0), axis=(1, 2))
+  sq = jnp.maximum(sq, 0.0)  # a Gram sum: rounding may dip below 0
 
   def clipped_sum(factor):
     keep = factor > 0
@@ -366,12 +371,7 @@ def clipped_gradient_sum_of_loss(
   4-6) up to float rounding, without per-example gradients of the supported
   layers (module docstring). ``per_example_loss(params, example) -> scalar``.
   """
-  leaves, treedef = jax.tree.flatten(params)
-  seen = set()
-  for i, leaf in enumerate(leaves):  # distinct objects: identity maps layers
-    if id(leaf) in seen:
-      leaves[i] = jnp.copy(leaf)
-    seen.add(id(leaves[i]))
+  leaves, treedef = _distinct_leaves(params)
   calls, covered = _discover(per_example_loss, leaves, treedef, batch)
   tapped_idx = [k for k, c in enumerate(calls) if c.group in covered]
   in_group = {i for g in covered for i in g}
@@ -395,10 +395,10 @@ def clipped_gradient_sum_of_loss(
   (free_grads, out_grads), inputs = jax.vmap(
     grad_fn, in_axes=(None, None, None, 0)
   )(fixed, free, taps, batch)
-  observed = [(c.group, c.kind) for c in seen_calls[0]]
-  if observed != [(c.group, c.kind) for c in calls] or set(inputs) != set(
-    tapped_idx
-  ):
+  same = [(c.group, c.kind) for c in seen_calls[0]] == [
+    (c.group, c.kind) for c in calls
+  ]
+  if not same or set(inputs) != set(tapped_idx):
     raise RuntimeError(
       "Ghost clipping: the loss called its layers differently in two traces "
       "of the same example; use the explicit per-example path."
@@ -420,7 +420,8 @@ def clipped_gradient_sum_of_loss(
     sq_norms, summers = sq_norms + sq, summers + [fn]
   for grads in free_grads.values():
     sq_norms = sq_norms + _sq_norms(grads)
-  norms = jnp.sqrt(jnp.broadcast_to(sq_norms, (_batch_size(batch),)))
+  size = jax.tree.leaves(batch)[0].shape[0]
+  norms = jnp.sqrt(jnp.broadcast_to(sq_norms, (size,)))
 
   keep = jnp.isfinite(norms)
   if mask is not None:
@@ -435,8 +436,15 @@ def clipped_gradient_sum_of_loss(
   return jax.tree.unflatten(treedef, out), norms
 
 
-def _batch_size(batch) -> int:
-  return jax.tree.leaves(batch)[0].shape[0]
+def _distinct_leaves(params):
+  """Leaves as distinct objects (layers are matched to leaves by identity)."""
+  leaves, treedef = jax.tree.flatten(params)
+  seen = set()
+  for i, leaf in enumerate(leaves):
+    if id(leaf) in seen:
+      leaves[i] = jnp.copy(leaf)
+    seen.add(id(leaves[i]))
+  return leaves, treedef
 
 
 def clipped_gradient_sum(loss_args, params, *, clip):
@@ -459,7 +467,7 @@ def coverage(per_example_loss, params, batch) -> dict[str, str]:
   """How each parameter leaf's per-example norm is computed: ``"dense"``,
   ``"embed"`` (ghost norms), ``"local"`` (that layer's per-example
   gradient) or ``"per_example"`` (explicit fallback); keyed by tree path."""
-  leaves, treedef = jax.tree.flatten(params)
+  leaves, treedef = _distinct_leaves(params)
   calls, covered = _discover(per_example_loss, leaves, treedef, batch)
   kind = {i: c.kind for c in calls if c.group in covered for i in c.group}
   paths = [

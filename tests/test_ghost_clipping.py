@@ -133,8 +133,9 @@ def test_cnn_conv_layers_match_explicit():
 
 
 class TinyTransformer(nn.Module):
-  """Embedding + position parameter + LayerNorm + attention + two dense
-  layers over the sequence axis + mean pooling + head."""
+  """Embedding + position parameter + LayerNorm + attention + dense layers
+  over the sequence axis + mean pooling + head; one Dense and one LayerNorm
+  are each called twice (their per-example gradients sum over both calls)."""
 
   vocab: int = 7
   width: int = 8
@@ -143,8 +144,11 @@ class TinyTransformer(nn.Module):
   def __call__(self, ids):
     x = nn.Embed(self.vocab, self.width)(ids)
     pos = self.param("pos", nn.initializers.normal(0.1), ids.shape[-1:])
-    x = nn.LayerNorm()(x + pos[:, None])
+    norm = nn.LayerNorm(name="shared_norm")
+    x = norm(x + pos[:, None])
     x = x + SelfAttention(2)(x)
+    shared = nn.Dense(self.width, name="shared_dense")
+    x = norm(x + shared(nn.relu(shared(x))))
     h = nn.gelu(nn.Dense(16)(x))  # T^2 = 64 <= 8 * 16: ghost norm
     h = nn.Dense(2)(h)  # T^2 = 64 > 16 * 2: per-example kernel formed
     return nn.Dense(3)(h.mean(axis=-2))
@@ -175,7 +179,8 @@ def test_sequence_model_embedding_layer_norm_and_non_finite_examples():
   )
   cover = ghost_clipping.coverage(per_example_loss, params, args.batch)
   assert cover["['Embed_0']['embedding']"] == "embed"
-  assert cover["['LayerNorm_0']['scale']"] == "local"
+  assert cover["['shared_norm']['scale']"] == "local"
+  assert cover["['shared_dense']['kernel']"] == "dense"
   assert cover["['SelfAttention_0']['query']['kernel']"] == "dense"
   assert cover["['Dense_1']['kernel']"] == "dense"
   assert cover["['pos']"] == "per_example"  # declared in a non-leaf module

@@ -270,12 +270,10 @@ def _dense_group(xs, gs, names, leaves):
 
   Returns ``(sq_norms [B], sum_fn(factor) -> {leaf index: array})``.
   """
-  kernel = leaves[names["kernel"]]
-  d_in, d_out = kernel.shape
+  d_in, d_out = leaves[names["kernel"]].shape
   batch = xs[0].shape[0]
-  x = jnp.concatenate([a.reshape(batch, -1, d_in) for a in xs], axis=1)
-  g = jnp.concatenate([b.reshape(batch, -1, d_out) for b in gs], axis=1)
-  x, g = _wide(x), _wide(g)
+  x = _wide(jnp.concatenate([a.reshape(batch, -1, d_in) for a in xs], 1))
+  g = _wide(jnp.concatenate([b.reshape(batch, -1, d_out) for b in gs], 1))
   positions = x.shape[1]
   bias_grads = jnp.sum(g, axis=1)
   sq = _sq_norms(bias_grads) if "bias" in names else 0.0
@@ -307,12 +305,10 @@ def _dense_group(xs, gs, names, leaves):
 
 def _embed_group(ids_list, gs, names, leaves):
   """Ghost norm over token ids and clipped sum of an embedding table."""
-  table = leaves[names["embedding"]]
-  vocab, features = table.shape
+  vocab, features = leaves[names["embedding"]].shape
   batch = ids_list[0].shape[0]
   ids = jnp.concatenate([i.reshape(batch, -1) for i in ids_list], axis=1)
-  g = jnp.concatenate([b.reshape(batch, -1, features) for b in gs], axis=1)
-  g = _wide(g)
+  g = _wide(jnp.concatenate([b.reshape(batch, -1, features) for b in gs], 1))
   ids = jnp.where(ids < 0, ids + vocab, ids)  # jnp.take's normalization
   valid = (ids >= 0) & (ids < vocab)  # out of range: no gradient
   same = (ids[:, :, None] == ids[:, None, :]) & valid[:, :, None]
@@ -335,7 +331,7 @@ def _local_group(calls, inputs, gs, names, leaves):
   """Per-example gradients of one module's own parameters by a local vjp of
   the module on each recorded input (chain rule, summed over its calls)."""
   params = {n: leaves[i] for n, i in names.items()}
-  per_example = None
+  per_example = jax.tree.map(lambda p: 0.0, params)
   for call, arrays, g in zip(calls, inputs, gs):
 
     def local(arrays, g, call=call):
@@ -347,12 +343,7 @@ def _local_group(calls, inputs, gs, names, leaves):
       _, vjp = jax.vjp(apply, params)
       return vjp(g)[0]
 
-    grads = jax.vmap(local)(arrays, g)
-    per_example = (
-      grads
-      if per_example is None
-      else jax.tree.map(jnp.add, per_example, grads)
-    )
+    per_example = jax.tree.map(jnp.add, per_example, jax.vmap(local)(arrays, g))
   sq = sum(_sq_norms(v) for v in per_example.values())
 
   def clipped_sum(factor):
@@ -470,8 +461,8 @@ def coverage(per_example_loss, params, batch) -> dict[str, str]:
   leaves, treedef = _distinct_leaves(params)
   calls, covered = _discover(per_example_loss, leaves, treedef, batch)
   kind = {i: c.kind for c in calls if c.group in covered for i in c.group}
-  paths = [
-    jax.tree_util.keystr(p)
-    for p, _ in jax.tree_util.tree_leaves_with_path(params)
-  ]
-  return {p: kind.get(i, "per_example") for i, p in enumerate(paths)}
+  paths = jax.tree_util.tree_leaves_with_path(params)
+  return {
+    jax.tree_util.keystr(p): kind.get(i, "per_example")
+    for i, (p, _) in enumerate(paths)
+  }

@@ -1,0 +1,468 @@
+"""Ghost clipping: DP-SGD's clipped gradient sum without per-example gradients.
+
+DP-SGD (Abadi et al. 2016, Alg. 1 lines 4-6) needs ``sum_i clip_C(g_i)`` with
+``clip_C(g) = g min(1, C / ||g||_2)``. The explicit path materializes every
+``g_i`` (``B`` copies of the model). Here the layers that own most parameters
+never materialize them (Goodfellow 2015; Li et al. 2022, "Large language
+models can be strong differentially private learners", Sec. 4; Bu et al.
+2022, "book-keeping"). For a dense layer ``y_t = x_t W + b`` applied at the
+positions ``t`` of one example (all leading axes of its input), with
+``g_t = dL_i / dy_t``:
+
+* ``||dL_i/dW||_F^2 = sum_{t,s} <x_t, x_s> <g_t, g_s>`` (Li et al. eq. (4),
+  the ghost norm; used when ``T^2 <= d_in d_out``, otherwise that layer's
+  per-example ``sum_t x_t g_t^T`` is formed), ``dL_i/db = sum_t g_t``;
+* embeddings ``y_t = E[id_t]``:
+  ``||dL_i/dE||^2 = sum_{t,s} [id_t = id_s] <g_t, g_s>``;
+* the clipped sum is then read off the same activations and output
+  gradients (book-keeping): ``sum_i c_i sum_t x_it g_it^T`` with
+  ``c_i = min(1, C / ||g_i||)``, so there is no second backward pass.
+
+How it works: the per-example loss runs under :func:`flax.linen.
+intercept_methods`; each supported layer call records its input and gets a
+zero tensor ``z`` added to its output, and one ``vmap(grad)`` w.r.t. the
+``z``'s gives every per-example output gradient ``g_it``.
+
+Supported structures (flax linen modules called inside the loss, with the
+parameters handed to them unchanged, i.e. the very leaves of ``params``):
+
+* ``nn.Dense`` (default ``dot_general``/``promote_dtype``): ghost norm;
+* ``nn.Embed`` (``num_embeddings > 1``): ghost norm over token ids;
+* ``nn.Conv``, ``nn.LayerNorm``, ``nn.RMSNorm`` and non-standard ``nn.Dense``
+  / ``nn.Embed``: per-example gradients of *that layer only*, by a local
+  ``vjp`` of the module on its recorded input (small for norms; ``B`` copies
+  of a conv kernel).
+
+This covers :class:`~zoprivacy.models.small.MLP`, ``SmallCNN`` and every
+Dense/Embed/LayerNorm/patch-Conv of the BERT and ViT encoders. Every other
+parameter falls back to explicit per-example gradients (computed in the same
+backward pass, for those leaves only): parameters declared directly in a
+non-leaf module (ViT's ``cls_token``, ``pos_embedding``), layers inside a
+lifted or nested transform (``nn.scan``/``nn.RNN`` as in the LSTM,
+``nn.remat``, a ``jax.jit`` or ``vmap`` inside the loss), parameters
+transformed before ``apply`` (a LoRA merge, a dtype cast), tied weights read
+outside their module's ``__call__`` (``Embed.attend``). The fallback is
+decided at trace time by a dependency check on the loss's jaxpr: a layer is
+ghost-clipped only if the loss depends on its parameters through its
+intercepted calls alone, so a parameter that is also used elsewhere (a
+regularizer inside the loss) is never under-counted in the norm.
+
+Privacy does not rest on that analysis: the released sum is
+``sum_i c_i v_i`` where ``v_i`` is assembled from example ``i``'s own
+activations and output gradients (``vmap`` over examples, a batched loss is
+evaluated on a batch of one) and ``c_i`` is computed from ``||v_i||``
+itself, so every contribution has norm at most ``C`` (up to rounding).
+Non-finite norms get factor 0 and padded rows (``mask`` False) factor 0, with
+``jnp.where`` (NaN-safe), as in :func:`zoprivacy.clipping.
+clip_tree_per_example`. One difference: an activation so large that
+``<x_t, x_s>`` overflows float32 drops the example where the explicit path
+might still clip it.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax.linen import dtypes as flax_dtypes
+from jax.extend import core as jex_core
+
+from zoprivacy import queries
+
+_HIGHEST = jax.lax.Precision.HIGHEST
+_LOCAL_TYPES = (nn.Conv, nn.LayerNorm, nn.RMSNorm, nn.Dense, nn.Embed)
+
+
+@dataclasses.dataclass
+class _Call:
+  """One intercepted call of a supported leaf module."""
+
+  group: tuple[int, ...]  # sorted leaf indices of the module's parameters
+  kind: str  # "dense" | "embed" | "local"
+  names: dict[str, int]  # parameter name -> leaf index
+  module: Any  # unbound clone, for the local vjp
+  arg_tree: Any  # treedef of (args, kwargs)
+  static: dict[int, Any]  # non-array leaves of (args, kwargs) by position
+  out: Any = None  # abstract output of one example
+
+
+def _is_array(x) -> bool:
+  return isinstance(x, (jax.Array, np.ndarray))
+
+
+def _trace_state():
+  return jex_core.get_opaque_trace_state(convention="flax")
+
+
+def _kind(module, params, args, kwargs) -> str | None:
+  """Which rule gives this call's per-example norm; None: not supported."""
+  if type(module) not in _LOCAL_TYPES:
+    return None
+  if getattr(module, "axis_name", None) is not None:
+    return None  # statistics across devices could mix examples
+  plain = len(args) == 1 and not kwargs and _is_array(args[0])
+  promote = getattr(module, "promote_dtype", None)
+  default_promote = promote is flax_dtypes.promote_dtype
+  if type(module) is nn.Dense and plain and default_promote:
+    kernel = params.get("kernel")
+    names_ok = set(params) == (
+      {"kernel", "bias"} if module.use_bias else {"kernel"}
+    )
+    if (
+      names_ok
+      and module.dot_general is None
+      and module.dot_general_cls is None
+      and kernel.ndim == 2
+      and args[0].shape[-1:] == kernel.shape[:1]
+    ):
+      return "dense"
+  if type(module) is nn.Embed and plain and default_promote:
+    if set(params) == {"embedding"} and module.num_embeddings > 1:
+      return "embed"
+  return "local"
+
+
+class _Interceptor:
+  """Finds supported layer calls; cuts them (discovery) or taps them.
+
+  Discovery (``taps is None``): calls of the groups in ``cut`` return zeros,
+  so the loss's jaxpr shows whether their parameters are used elsewhere.
+  Tapping: calls of the ``covered`` groups record their inputs and return
+  ``output + z`` (``z = 0``, differentiated to get the output gradient).
+  """
+
+  def __init__(self, leaves, *, cut=None, covered=(), taps=None):
+    counts = collections.Counter(id(x) for x in leaves)
+    self.leaf_of = {
+      id(x): i for i, x in enumerate(leaves) if counts[id(x)] == 1
+    }
+    self.top = _trace_state()
+    self.cut, self.covered, self.taps = cut, covered, taps
+    self.calls: list[_Call] = []
+    self.inputs: dict[int, list] = {}
+
+  def _eligible(self, args, kwargs, context) -> _Call | None:
+    module = context.module
+    if context.method_name != "__call__" or type(module) not in _LOCAL_TYPES:
+      return None
+    if _trace_state() != self.top:  # inside a nested transform
+      return None
+    try:
+      variables = module.variables
+    except Exception:  # noqa: BLE001 (unbound or unusual module)
+      return None
+    if set(variables) != {"params"} or not variables["params"]:
+      return None
+    params = dict(variables["params"])
+    if not all(_is_array(v) and id(v) in self.leaf_of for v in params.values()):
+      return None
+    kind = _kind(module, params, args, kwargs)
+    if kind is None:
+      return None
+    names = {n: self.leaf_of[id(v)] for n, v in params.items()}
+    flat, arg_tree = jax.tree.flatten((args, kwargs))
+    static = {i: x for i, x in enumerate(flat) if not _is_array(x)}
+    clone = module.clone(parent=None)
+    group = tuple(sorted(names.values()))
+    return _Call(group, kind, names, clone, arg_tree, static)
+
+  def __call__(self, next_fun, args, kwargs, context):
+    call = self._eligible(args, kwargs, context)
+    if call is None:
+      return next_fun(*args, **kwargs)
+    index = len(self.calls)
+    self.calls.append(call)
+    out = next_fun(*args, **kwargs)
+    call.out = jax.tree.map(_abstract, out)
+    if self.taps is None:
+      if self.cut is None or call.group in self.cut:
+        return jax.tree.map(jnp.zeros_like, out)
+      return out
+    if call.group not in self.covered:
+      return out
+    flat = jax.tree.leaves((args, kwargs))
+    self.inputs[index] = [x for x in flat if _is_array(x)]
+    return jax.tree.map(
+      lambda o, z: o + z.astype(o.dtype), out, self.taps[index]
+    )
+
+
+def _used_inputs(closed_jaxpr) -> list[bool]:
+  """Which inputs the outputs may depend on (conservative: an equation that
+  produces a used value uses all its inputs, sub-jaxprs included)."""
+  jaxpr = closed_jaxpr.jaxpr
+  used = {v for v in jaxpr.outvars if isinstance(v, jex_core.Var)}
+  for eqn in reversed(jaxpr.eqns):
+    if eqn.effects or any(v in used for v in eqn.outvars):
+      used.update(v for v in eqn.invars if isinstance(v, jex_core.Var))
+  return [v in used for v in jaxpr.invars]
+
+
+def _abstract(x):
+  return jax.ShapeDtypeStruct(np.shape(x), jnp.result_type(x))
+
+
+def _discover(loss_one, leaves, treedef, batch):
+  """``(calls, covered groups)`` of one example's loss.
+
+  A group is covered when the loss does not depend on its parameters once its
+  calls are cut (iterated: uncovering one group can never cover another).
+  """
+  example = jax.tree.map(lambda x: _abstract(x[0]), batch)
+  abstract_leaves = [_abstract(x) for x in leaves]
+  cut = None
+  while True:
+    found = []
+
+    def probe(leaves, example, cut=cut, found=found):
+      icpt = _Interceptor(leaves, cut=cut)
+      with nn.intercept_methods(icpt):
+        loss = loss_one(jax.tree.unflatten(treedef, leaves), example)
+      found.append(icpt.calls)
+      return loss
+
+    used = _used_inputs(jax.make_jaxpr(probe)(abstract_leaves, example))
+    calls = found[0]
+    groups = {c.group for c in calls}
+    if cut is None:
+      cut = set(groups)
+      owners = collections.Counter(i for g in groups for i in g)
+      cut -= {g for g in groups if any(owners[i] > 1 for i in g)}
+      by_group = collections.defaultdict(set)
+      for c in calls:
+        by_group[c.group].add((c.kind, tuple(sorted(c.names.items()))))
+      cut -= {g for g, kinds in by_group.items() if len(kinds) > 1}
+      if cut != groups:
+        continue
+    bad = {g for g in cut if any(used[i] for i in g)}
+    if not bad:
+      return calls, frozenset(cut)
+    cut = cut - bad
+
+
+def _rows(x, keep):
+  """Zeroes (``where``, NaN-safe) the examples with ``keep`` False."""
+  return jnp.where(keep.reshape((-1,) + (1,) * (x.ndim - 1)), x, 0)
+
+
+def _wide(x):
+  return x.astype(jnp.promote_types(x.dtype, jnp.float32))
+
+
+def _weighted_sum(per_example, factor):
+  """``sum_i factor_i x_i`` over rows with ``factor_i > 0`` (NaN-safe)."""
+  x = _rows(_wide(per_example), factor > 0)
+  return jnp.einsum("b,b...->...", factor, x, precision=_HIGHEST)
+
+
+def _sq_norms(per_example):
+  x = _wide(per_example)
+  return jnp.sum(jnp.square(x.reshape(x.shape[0], -1)), axis=1)
+
+
+def _dense_group(xs, gs, names, leaves):
+  """Ghost norm and clipped sum of a dense layer (Li et al. 2022 eq. (4)).
+
+  Returns ``(sq_norms [B], sum_fn(factor) -> {leaf index: array})``.
+  """
+  d_in, d_out = leaves[names["kernel"]].shape
+  batch = xs[0].shape[0]
+  x = _wide(jnp.concatenate([a.reshape(batch, -1, d_in) for a in xs], 1))
+  g = _wide(jnp.concatenate([b.reshape(batch, -1, d_out) for b in gs], 1))
+  positions = x.shape[1]
+  bias_grads = jnp.sum(g, axis=1)
+  sq = _sq_norms(bias_grads) if "bias" in names else 0.0
+  if positions * positions <= d_in * d_out:
+    xx = jnp.einsum("btd,bsd->bts", x, x, precision=_HIGHEST)
+    gg = jnp.einsum("btd,bsd->bts", g, g, precision=_HIGHEST)
+    sq = sq + jnp.maximum(jnp.sum(xx * gg, axis=(1, 2)), 0.0)
+    per_example_kernel = None
+  else:
+    per_example_kernel = jnp.einsum("btd,bte->bde", x, g, precision=_HIGHEST)
+    sq = sq + _sq_norms(per_example_kernel)
+
+  def clipped_sum(factor):
+    if per_example_kernel is None:
+      keep = factor > 0
+      weighted = _rows(g, keep) * factor[:, None, None]
+      kernel_sum = jnp.einsum(
+        "btd,bte->de", _rows(x, keep), weighted, precision=_HIGHEST
+      )
+    else:
+      kernel_sum = _weighted_sum(per_example_kernel, factor)
+    out = {names["kernel"]: kernel_sum}
+    if "bias" in names:
+      out[names["bias"]] = _weighted_sum(bias_grads, factor)
+    return out
+
+  return sq, clipped_sum
+
+
+def _embed_group(ids_list, gs, names, leaves):
+  """Ghost norm over token ids and clipped sum of an embedding table."""
+  vocab, features = leaves[names["embedding"]].shape
+  batch = ids_list[0].shape[0]
+  ids = jnp.concatenate([i.reshape(batch, -1) for i in ids_list], axis=1)
+  g = _wide(jnp.concatenate([b.reshape(batch, -1, features) for b in gs], 1))
+  ids = jnp.where(ids < 0, ids + vocab, ids)  # jnp.take's normalization
+  valid = (ids >= 0) & (ids < vocab)  # out of range: no gradient
+  same = (ids[:, :, None] == ids[:, None, :]) & valid[:, :, None]
+  gg = jnp.einsum("btd,bsd->bts", g, g, precision=_HIGHEST)
+  sq = jnp.sum(jnp.where(same & valid[:, None, :], gg, 0.0), axis=(1, 2))
+  sq = jnp.maximum(sq, 0.0)  # a Gram sum: rounding may dip below 0
+
+  def clipped_sum(factor):
+    keep = factor > 0
+    weighted = _rows(g, keep) * factor[:, None, None]
+    rows = jnp.where(valid, ids, vocab).reshape(-1)
+    total = jnp.zeros((vocab, features), g.dtype)
+    total = total.at[rows].add(weighted.reshape(-1, features), mode="drop")
+    return {names["embedding"]: total}
+
+  return sq, clipped_sum
+
+
+def _local_group(calls, inputs, gs, names, leaves):
+  """Per-example gradients of one module's own parameters by a local vjp of
+  the module on each recorded input (chain rule, summed over its calls)."""
+  params = {n: leaves[i] for n, i in names.items()}
+  per_example = jax.tree.map(lambda p: 0.0, params)
+  for call, arrays, g in zip(calls, inputs, gs):
+
+    def local(arrays, g, call=call):
+      flat, pos = [], iter(arrays)
+      for k in range(call.arg_tree.num_leaves):
+        flat.append(call.static[k] if k in call.static else next(pos))
+      args, kwargs = jax.tree.unflatten(call.arg_tree, flat)
+      apply = lambda p: call.module.apply({"params": p}, *args, **kwargs)
+      _, vjp = jax.vjp(apply, params)
+      return vjp(g)[0]
+
+    per_example = jax.tree.map(jnp.add, per_example, jax.vmap(local)(arrays, g))
+  sq = sum(_sq_norms(v) for v in per_example.values())
+
+  def clipped_sum(factor):
+    return {names[n]: _weighted_sum(v, factor) for n, v in per_example.items()}
+
+  return sq, clipped_sum
+
+
+def clipped_gradient_sum_of_loss(
+  per_example_loss, params, batch, *, mask=None, clip
+):
+  """``(sum_{i: mask_i} clip_C(grad_i), ||grad_i|| [B])`` by ghost clipping.
+
+  Equals ``clip_tree_per_example`` of ``queries.per_example_gradients``
+  followed by ``masked_tree_sum`` (DP-SGD, Abadi et al. 2016, Alg. 1 lines
+  4-6) up to float rounding, without per-example gradients of the supported
+  layers (module docstring). ``per_example_loss(params, example) -> scalar``.
+  """
+  leaves, treedef = _distinct_leaves(params)
+  calls, covered = _discover(per_example_loss, leaves, treedef, batch)
+  tapped_idx = [k for k, c in enumerate(calls) if c.group in covered]
+  in_group = {i for g in covered for i in g}
+  fixed = {i: x for i, x in enumerate(leaves) if i in in_group}
+  free = {i: x for i, x in enumerate(leaves) if i not in in_group}
+  taps = {
+    k: jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), calls[k].out)
+    for k in tapped_idx
+  }
+  seen_calls = []
+
+  def tapped(fixed, free, taps, example):
+    inside = [fixed[i] if i in fixed else free[i] for i in range(len(leaves))]
+    icpt = _Interceptor(inside, cut=frozenset(), covered=covered, taps=taps)
+    with nn.intercept_methods(icpt):
+      loss = per_example_loss(jax.tree.unflatten(treedef, inside), example)
+    seen_calls.append(icpt.calls)
+    return loss, icpt.inputs
+
+  grad_fn = jax.grad(tapped, argnums=(1, 2), has_aux=True)
+  (free_grads, out_grads), inputs = jax.vmap(
+    grad_fn, in_axes=(None, None, None, 0)
+  )(fixed, free, taps, batch)
+  same = [(c.group, c.kind) for c in seen_calls[0]] == [
+    (c.group, c.kind) for c in calls
+  ]
+  if not same or set(inputs) != set(tapped_idx):
+    raise RuntimeError(
+      "Ghost clipping: the loss called its layers differently in two traces "
+      "of the same example; use the explicit per-example path."
+    )
+
+  groups = collections.defaultdict(list)
+  for k in tapped_idx:
+    groups[calls[k].group].append(k)
+  sq_norms, summers = 0.0, []
+  for ks in groups.values():
+    call = calls[ks[0]]
+    xs, gs = [inputs[k] for k in ks], [out_grads[k] for k in ks]
+    if call.kind == "dense":
+      sq, fn = _dense_group([x[0] for x in xs], gs, call.names, leaves)
+    elif call.kind == "embed":
+      sq, fn = _embed_group([x[0] for x in xs], gs, call.names, leaves)
+    else:
+      sq, fn = _local_group([calls[k] for k in ks], xs, gs, call.names, leaves)
+    sq_norms, summers = sq_norms + sq, summers + [fn]
+  for grads in free_grads.values():
+    sq_norms = sq_norms + _sq_norms(grads)
+  size = jax.tree.leaves(batch)[0].shape[0]
+  norms = jnp.sqrt(jnp.broadcast_to(sq_norms, (size,)))
+
+  keep = jnp.isfinite(norms)
+  if mask is not None:
+    keep = keep & mask.astype(bool)
+  factor = jnp.where(
+    keep, jnp.minimum(1.0, clip / jnp.maximum(norms, 1e-30)), 0.0
+  )
+  sums = {i: _weighted_sum(g, factor) for i, g in free_grads.items()}
+  for fn in summers:
+    sums.update(fn(factor))
+  out = [sums[i].astype(jnp.result_type(leaf)) for i, leaf in enumerate(leaves)]
+  return jax.tree.unflatten(treedef, out), norms
+
+
+def _distinct_leaves(params):
+  """Leaves as distinct objects (layers are matched to leaves by identity)."""
+  leaves, treedef = jax.tree.flatten(params)
+  seen = set()
+  for i, leaf in enumerate(leaves):
+    if id(leaf) in seen:
+      leaves[i] = jnp.copy(leaf)
+    seen.add(id(leaves[i]))
+  return leaves, treedef
+
+
+def clipped_gradient_sum(loss_args, params, *, clip):
+  """Ghost-clipped ``(masked sum of clip_C(grad_i), per-example norms)``.
+
+  ``loss_args``: the estimators' parsed extra arguments
+  (:class:`zoprivacy.estimators.base.LossArgs`: ``per_example_loss`` or
+  ``batched_loss``, ``batch``, ``mask``); a drop-in for DP-SGD's
+  ``masked_tree_sum(clip_tree_per_example(per_example_gradients(...)))``.
+  """
+  loss_one = queries.as_per_example_loss(
+    loss_args.per_example_loss, loss_args.batched_loss
+  )
+  return clipped_gradient_sum_of_loss(
+    loss_one, params, loss_args.batch, mask=loss_args.mask, clip=clip
+  )
+
+
+def coverage(per_example_loss, params, batch) -> dict[str, str]:
+  """How each parameter leaf's per-example norm is computed: ``"dense"``,
+  ``"embed"`` (ghost norms), ``"local"`` (that layer's per-example
+  gradient) or ``"per_example"`` (explicit fallback); keyed by tree path."""
+  leaves, treedef = _distinct_leaves(params)
+  calls, covered = _discover(per_example_loss, leaves, treedef, batch)
+  kind = {i: c.kind for c in calls if c.group in covered for i in c.group}
+  paths = jax.tree_util.tree_leaves_with_path(params)
+  return {
+    jax.tree_util.keystr(p): kind.get(i, "per_example")
+    for i, (p, _) in enumerate(paths)
+  }

@@ -272,3 +272,52 @@ def test_norm_pass_memory_below_explicit_for_wide_mlp():
   per_example_bytes = 64 * sum(p.size for p in jax.tree.leaves(params)) * 4
   assert explicit_bytes >= 0.9 * per_example_bytes  # B copies of the model
   assert ghost_bytes * 20 < explicit_bytes, (ghost_bytes, explicit_bytes)
+
+
+def test_dp_sgd_ghost_path_equals_explicit_path():
+  """``dp_sgd(per_example_clipping='ghost')``: same update, same noise."""
+  import pytest  # pylint: disable=g-import-not-at-top
+
+  import zoprivacy  # pylint: disable=g-import-not-at-top
+
+  model = MLP(num_classes=3, hidden=(16,))
+  rng = np.random.default_rng(0)
+  x = jnp.asarray(rng.normal(size=(12, 5)).astype(np.float32))
+  y = jnp.asarray(rng.integers(0, 3, size=12).astype(np.int32))
+  params = model.init(jax.random.key(0), x[:1])
+  mask = jnp.arange(12) < 10
+
+  def loss(p, b):
+    return optax.softmax_cross_entropy_with_integer_labels(
+      model.apply(p, b[0]), b[1]
+    )
+
+  updates = {}
+  for method in ("explicit", "ghost"):
+    est = zoprivacy.dp_sgd(
+      clip=0.5,
+      noise_multiplier=1.0,
+      expected_batch_size=10,
+      insecure_test_noise_seed=3,
+      per_example_clipping=method,
+    )
+    state = est.init(params)
+    updates[method], _ = est.update(
+      jax.tree.map(jnp.zeros_like, params),
+      state,
+      params,
+      batched_loss=loss,
+      batch=(x, y),
+      mask=mask,
+    )
+  for g, e in zip(
+    jax.tree.leaves(updates["ghost"]), jax.tree.leaves(updates["explicit"])
+  ):
+    np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+  with pytest.raises(ValueError, match="per_example_clipping"):
+    zoprivacy.dp_sgd(
+      clip=1.0,
+      noise_multiplier=1.0,
+      expected_batch_size=10,
+      per_example_clipping="fast",
+    )

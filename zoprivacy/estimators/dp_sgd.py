@@ -11,8 +11,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from zoprivacy import clipping, mechanisms, queries
+from zoprivacy import clipping, ghost_clipping, mechanisms, queries, validation
 from zoprivacy.estimators import base, registry
+
+PER_EXAMPLE_CLIPPING = ("explicit", "ghost")
 
 
 @registry.estimator("dp_sgd", defaults=(("clip", 1.0),))
@@ -25,6 +27,7 @@ def dp_sgd(
   neighboring: str = "add_or_remove",
   direction_key=0,
   insecure_test_noise_seed: int | None = None,
+  per_example_clipping: str = "explicit",
 ) -> base.PrivateEstimator:
   """DP-SGD's privatized gradient (Abadi et al. 2016, Alg. 1 lines 5-8).
 
@@ -34,12 +37,27 @@ def dp_sgd(
   ``sigma C`` per coordinate, event ``GaussianDpEvent(sigma)`` Poisson-sampled
   at ``p = B/n``.
 
+  ``per_example_clipping='ghost'`` computes the same clipped sum without
+  per-example gradients for the layers :mod:`zoprivacy.ghost_clipping`
+  supports (flax Dense, Embed, Conv, LayerNorm; the others fall back to
+  per-example gradients layer by layer), equal to the explicit path to
+  about 1e-6 at a fraction of its memory. The default, ``'explicit'``,
+  materializes ``vmap(grad)``.
+
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
+  validation.one_of(
+    "per_example_clipping", per_example_clipping, PER_EXAMPLE_CLIPPING
+  )
   privacy = base.privacy_from(locals())
 
   def gradient(params, args, direction_key, noise_key):
     del direction_key
+    if per_example_clipping == "ghost":
+      clipped_sum, _ = ghost_clipping.clipped_gradient_sum(
+        args, params, clip=privacy.mechanism.clip
+      )
+      return base.noisy_mean(privacy, noise_key, clipped_sum)
     return private_gradient(privacy, params, args, noise_key)
 
   return base.build_vector_estimator(

@@ -67,7 +67,7 @@ def dpmd(*, num_steps: int, **dp_sgd_arguments) -> base.PrivateEstimator:
 
 
 @registry.estimator("dope_sgd", public_data="batch", defaults=(("clip", 1.0),))
-@arguments.extends(dp_sgd)
+@arguments.extends(dp_sgd, without=("per_example_clipping",))
 def dope_sgd(**dp_sgd_arguments) -> base.PrivateEstimator:
   """DOPE-SGD's gradient (Nasr et al. 2023): clip around the public gradient.
 

@@ -20,7 +20,7 @@ from zoprivacy.estimators.dp_sgd import dp_sgd
 @registry.estimator(
   "dpgd_zeroth", defaults=(("clip", 1.0), ("smoothing", 1e-3))
 )
-@arguments.extends(dp_sgd)
+@arguments.extends(dp_sgd, without=("per_example_clipping",))
 def dpgd_zeroth(
   *,
   smoothing: float,

@@ -71,22 +71,17 @@ class CalibrationResult(NamedTuple):
   value_discretization_interval: float
 
 
+_POISSON_EVENTS = {
+  "gaussian": _ev.poisson_gaussian_event,
+  "laplace": _ev.poisson_laplace_event,
+}
+
+
 @functools.lru_cache(maxsize=4096)
-def _fine_epsilon(
-  mechanism: str,
-  sigma: float,
-  p: float,
-  steps: int,
-  delta: float,
-  neighboring: str,
-  interval: float,
-) -> float:
-  event_fn = (
-    _ev.poisson_gaussian_event
-    if mechanism == "gaussian"
-    else _ev.poisson_laplace_event
-  )
-  event = event_fn(
+def _fine_epsilon(mechanism, sigma, p, steps, delta, neighboring, interval):
+  """The fine pessimistic PLD epsilon of ``steps`` Poisson-sampled releases
+  (what :func:`pld_epsilon` reports), cached on the Python scalars."""
+  event = _POISSON_EVENTS[mechanism](
     noise_multiplier=sigma, sampling_probability=p, num_steps=steps
   )
   return _eps.pld_epsilon(

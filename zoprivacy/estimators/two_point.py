@@ -43,7 +43,16 @@ class TwoPointQuery(NamedTuple):
   privacy: base.Privatization | None
 
   def direction_fn(self, params):
-    """``k -> u``: the public direction of query key ``k``, like ``params``."""
+    """``k -> u``: the public direction of query key ``k``, like ``params``.
+
+    With the counter hash each call regenerates ``u`` where it is used (the
+    key passes an ``optimization_barrier``, so XLA cannot merge the calls
+    into one materialized ``u``): ``x + l u``, ``x - l u`` and the update
+    each fuse the draw, and no full ``u`` is ever live. Threefry's draw
+    costs several forward passes, so its ``u`` is drawn once and kept.
+    """
+    if self.direction_prng == "counter":
+      return lambda k: self.sampler(jax.lax.optimization_barrier(k), params)
     return lambda k: self.sampler(k, params)
 
 
@@ -94,10 +103,21 @@ def two_point_scalars(
   smoothing, clip_target = query.smoothing, query.clip_target
 
   def one_query(k):
-    u = direction(k)
-    f_plus, f_minus = queries.two_point_losses(
-      args.loss, params, u, smoothing, args.batch
-    )
+    if query.direction_prng != "counter":
+      f_plus, f_minus = queries.two_point_losses(
+        args.loss, params, direction(k), smoothing, args.batch
+      )
+    else:
+      # The counter hash draws u again for each pass (see direction_fn),
+      # and the barrier ties the second draw to ``f_plus`` so that the
+      # second perturbed copy is made after the first is dead.
+      f_plus = args.loss(
+        queries.perturb(params, direction(k), smoothing), args.batch
+      )
+      k, f_plus = jax.lax.optimization_barrier((k, f_plus))
+      f_minus = args.loss(
+        queries.perturb(params, direction(k), -smoothing), args.batch
+      )
     return clipping.two_point_scalar(f_plus, f_minus, smoothing, clip_target)
 
   if query_keys.shape[0] == 1:

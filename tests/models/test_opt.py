@@ -296,12 +296,12 @@ def test_per_example_loss(tiny_opt):
     np.testing.assert_allclose(loss(params, padded), out, atol=1e-6, rtol=1e-6)
 
 
-def _greedy_by_recomputation(model, params, ids, mask, steps, eos, pad):
-  """Greedy decoding running the full forward (no cache) at every step."""
+def _greedy_by_recomputation(forward, params, ids, mask, steps, eos, pad):
+  """Greedy decoding running the full forward (no cache) at every step on a
+  fixed-shape buffer (prompt, then the tokens so far; the rest masked)."""
   b, p = ids.shape
   seq = np.concatenate([ids, np.full((b, steps), pad, np.int32)], 1)
   seq_mask = np.concatenate([mask, np.zeros((b, steps), np.int32)], 1)
-  forward = jax.jit(model.apply)
   out = np.full((b, steps), pad, np.int32)
   done = np.zeros(b, bool)
   for k in range(steps):
@@ -317,10 +317,11 @@ def _greedy_by_recomputation(model, params, ids, mask, steps, eos, pad):
 def test_greedy_decoding_with_kv_cache(tiny_opt):
   _, _, config, params = tiny_opt
   model = OPTForCausalLM(config)
+  forward = jax.jit(model.apply)
   ids, mask = IDS[:, :6], MASK[:, :6]  # rows padded right, left, both, none
   steps = 6
   no_eos = generate(params, ids, mask, steps, model=model, eos_token_id=-1)
-  ref = _greedy_by_recomputation(model, params, ids, mask, steps, -1, 1)
+  ref = _greedy_by_recomputation(forward, params, ids, mask, steps, -1, 1)
   np.testing.assert_array_equal(no_eos, ref)
   # stop at eos: a token example 0 first emits at step 1 or later
   row = list(np.asarray(no_eos[0]))
@@ -330,13 +331,11 @@ def test_greedy_decoding_with_kv_cache(tiny_opt):
     generate(params, ids, mask, steps, model=model, eos_token_id=eos)
   )
   np.testing.assert_array_equal(
-    out, _greedy_by_recomputation(model, params, ids, mask, steps, eos, 1)
+    out, _greedy_by_recomputation(forward, params, ids, mask, steps, eos, 1)
   )
   assert out[0, first] == eos and np.all(out[0, first + 1 :] == 1)
   for r in range(len(ids)):  # each row: the no-eos tokens up to its first eos
-    stop = (
-      list(no_eos[r]).index(eos) + 1 if eos in no_eos[r] else steps
-    )
+    stop = list(no_eos[r]).index(eos) + 1 if eos in no_eos[r] else steps
     np.testing.assert_array_equal(out[r, :stop], no_eos[r, :stop])
     assert np.all(out[r, stop:] == 1)
 
@@ -359,20 +358,20 @@ def test_bf16_weights_with_float32_perturbation(tiny_opt):
   model = OPTForCausalLM(config)
   loss = jax.jit(functools.partial(per_example_lm_loss, model=model))
   lam, batch = 1e-3, _loss_batch()
-  leaves, tree = jax.tree.flatten(params32)
 
-  def direction(seed):
-    keys = jax.random.split(jax.random.key(seed), len(leaves))
-    return jax.tree.unflatten(
-      tree, [jax.random.normal(k, x.shape) for k, x in zip(keys, leaves)]
+  def direction(seed):  # public Gaussian directions, drawn with numpy
+    rng = np.random.default_rng(seed)
+    return jax.tree.map(
+      lambda x: rng.standard_normal(x.shape).astype(np.float32), params32
     )
 
   def estimates(params, perturb):
-    out = []
-    for u in map(direction, range(8)):
+    @jax.jit
+    def two_point(params, u):
       plus, minus = perturb(params, u, lam), perturb(params, u, -lam)
-      out.append(np.asarray(loss(plus, batch) - loss(minus, batch)) / (2 * lam))
-    return np.stack(out)
+      return (loss(plus, batch) - loss(minus, batch)) / (2 * lam)
+
+    return np.stack([two_point(params, direction(s)) for s in range(8)])
 
   est32 = estimates(params32, queries.perturb)
   rel_error = lambda est: np.linalg.norm(est - est32) / np.linalg.norm(est32)

@@ -323,7 +323,7 @@ def perturb_float32(params, direction, scale):
 
 @functools.partial(
   jax.jit,
-  static_argnames=("max_new_tokens", "model", "eos_token_id", "pad_token_id"),
+  static_argnames=("max_new_tokens", "model"),
 )
 def generate(
   params,

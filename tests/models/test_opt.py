@@ -205,6 +205,22 @@ def test_logits_match_numpy_reference(tmp_path, cfg):
   )
 
 
+def test_layers_are_scanned():
+  """The traced program has the same size for 2 and 12 layers (one nn.scan
+  over stacked parameters), so compile time does not grow with depth."""
+  sizes = []
+  for depth in (2, 12):
+    config = OPTConfig.from_hf(dict(HF_CONFIG, num_hidden_layers=depth))
+    model = OPTForCausalLM(config)
+    params = jax.eval_shape(model.init, jax.random.key(0), IDS, MASK)
+    assert params["params"]["layers"]["fc2"]["kernel"].shape == (depth, 32, 16)
+    sizes.append(len(jax.make_jaxpr(model.apply)(params, IDS, MASK).eqns))
+  assert sizes[0] == sizes[1]
+  too_long = np.ones((1, HF_CONFIG["max_position_embeddings"] + 1), np.int32)
+  with pytest.raises(ValueError, match="max_position_embeddings"):
+    jax.eval_shape(model.apply, params, too_long)
+
+
 def test_sharded_checkpoint_equals_single_file(tmp_path, tiny_opt):
   _, tensors, config, params = tiny_opt
   _write_checkpoint(tmp_path / "sharded", HF_CONFIG, tensors, shards=2)

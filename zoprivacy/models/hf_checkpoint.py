@@ -51,6 +51,11 @@ def _missing_files_error(model_dir: Path, missing: list[str]) -> str:
     f"{_EXAMPLE_SOURCE} (files config.json, {SINGLE_FILE}, and for the "
     f"tokenizer tokenizer.json or vocab.json + merges.txt). "
     f"Present: {present or 'nothing'}."
+    + (
+      " (pytorch_model.bin is not read: use the safetensors files.)"
+      if "pytorch_model.bin" in present
+      else ""
+    )
   )
 
 

@@ -29,7 +29,20 @@ this module takes the *perturb-in-float32* approach: the stored weights stay
 bfloat16 and the perturbation is added in float32 (:func:`perturb_float32`,
 ``float32(w) + l u``) before a float32 forward pass. Adding ``l u`` with
 ``l = 1e-3`` to a bfloat16 weight directly would round it away (bfloat16 keeps
-8 significant bits: the spacing near 1.0 is 2**-7 ~ 8e-3).
+8 significant bits: the spacing near 1.0 is 2**-7 ~ 8e-3). The estimators
+perturb in each leaf's own dtype (``queries.perturb``), so hand them float32
+trainable leaves and keep the frozen ones bfloat16::
+
+    config, params = load_opt(path, param_dtype=jnp.bfloat16)
+    model = OPTForCausalLM(config)                      # float32 compute
+    trainable, frozen = peft.split_params(params, peft.bitfit)
+    trainable = jax.tree.map(lambda x: x.astype(jnp.float32), trainable)
+    loss = peft.bind_frozen(
+      functools.partial(per_example_lm_loss, model=model), frozen
+    )                                 # batched_loss=loss for the estimators
+
+Stacked kernels are 3-D ``[layer, in, out]``; ``peft.LoRA`` adapts 2-D
+kernels only.
 """
 
 from __future__ import annotations
@@ -117,6 +130,14 @@ def position_ids(attention_mask: jax.Array) -> jax.Array:
   """HF OPT positions ``cumsum(mask) * mask - 1`` (padding gets ``-1``)."""
   mask = attention_mask.astype(jnp.int32)
   return jnp.cumsum(mask, axis=-1) * mask - 1
+
+
+def _check_length(length: int, config: OPTConfig):
+  if length > config.max_position_embeddings:
+    raise ValueError(
+      f"sequence length {length} exceeds max_position_embeddings "
+      f"{config.max_position_embeddings}"
+    )
 
 
 class OPTAttention(nn.Module):
@@ -278,6 +299,7 @@ class OPTForCausalLM(nn.Module):
       attention_mask = jnp.ones_like(input_ids)
     mask = attention_mask.astype(bool)
     length = input_ids.shape[-1]
+    _check_length(length, self.config)
     causal = jnp.tril(jnp.ones((length, length), bool))
     allowed = causal[None] & mask[:, None, :]
     hidden, _ = self.decode(input_ids, position_ids(attention_mask), allowed)
@@ -351,6 +373,7 @@ def generate(
   prompt_mask = jnp.asarray(prompt_mask, jnp.int32)
   batch, prompt_len = prompt_ids.shape
   total = prompt_len + max_new_tokens
+  _check_length(total, c)
   heads = c.num_attention_heads
   shape = (c.num_hidden_layers, batch, total, heads, c.hidden_size // heads)
   cache = (jnp.zeros(shape, model.dtype), jnp.zeros(shape, model.dtype))

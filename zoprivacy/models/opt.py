@@ -140,6 +140,18 @@ def _check_length(length: int, config: OPTConfig):
     )
 
 
+def _layer_norm(config: OPTConfig, dtype, param_dtype, name=None):
+  affine = config.layer_norm_elementwise_affine
+  return nn.LayerNorm(
+    epsilon=config.layer_norm_eps,
+    use_bias=affine,
+    use_scale=affine,
+    dtype=dtype,
+    param_dtype=param_dtype,
+    name=name,
+  )
+
+
 class OPTAttention(nn.Module):
   """Causal multi-head self-attention, ``softmax(q k^T + mask) v`` with ``q``
   scaled by ``head_dim ** -0.5`` after its projection (HF ``OPTAttention``).
@@ -208,14 +220,7 @@ class OPTDecoderLayer(nn.Module):
       dtype=self.dtype,
       param_dtype=self.param_dtype,
     )
-    norm = functools.partial(
-      nn.LayerNorm,
-      epsilon=c.layer_norm_eps,
-      use_bias=c.layer_norm_elementwise_affine,
-      use_scale=c.layer_norm_elementwise_affine,
-      dtype=self.dtype,
-      param_dtype=self.param_dtype,
-    )
+    norm = functools.partial(_layer_norm, c, self.dtype, self.param_dtype)
     pre_ln = c.do_layer_norm_before
 
     h = norm(name="self_attn_layer_norm")(x) if pre_ln else x
@@ -257,12 +262,7 @@ class OPTForCausalLM(nn.Module):
       self.project_in = nn.Dense(c.hidden_size, use_bias=False, **kw)
       self.project_out = nn.Dense(c.word_embed_proj_dim, use_bias=False, **kw)
     if c.has_final_layer_norm:
-      self.final_layer_norm = nn.LayerNorm(
-        epsilon=c.layer_norm_eps,
-        use_bias=c.layer_norm_elementwise_affine,
-        use_scale=c.layer_norm_elementwise_affine,
-        **kw,
-      )
+      self.final_layer_norm = _layer_norm(c, **kw)
     self.layers = nn.scan(
       OPTDecoderLayer,
       variable_axes={"params": 0},

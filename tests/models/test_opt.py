@@ -363,10 +363,10 @@ def test_bf16_weights_with_float32_perturbation(tiny_opt):
   weights, perturbation ``float32(x) + l u`` added in float32, float32
   forward. The estimate then differs from the all-float32 one only through
   rounding ``x`` to bfloat16, which moves it by about ``2**-9 |x|`` (here
-  comparable to ``l |u|``). Stated tolerance: relative error 10% in the
-  Frobenius norm over 8 directions x 4 examples (measured: about 3%). Adding
+  comparable to ``l |u|``). Stated tolerance: relative error 5% in the
+  Frobenius norm over 8 directions x 4 examples (measured: 1.3%). Adding
   ``l u`` in bfloat16 instead (``queries.perturb`` on bfloat16 leaves) rounds
-  much of the perturbation away: at least 3 times the error.
+  much of the perturbation away: at least 3 times the error (measured: 39%).
   """
   path, _, config, params32 = tiny_opt
   _, params16 = load_opt(path, param_dtype=jnp.bfloat16)
@@ -392,7 +392,7 @@ def test_bf16_weights_with_float32_perturbation(tiny_opt):
   est32 = estimates(params32, queries.perturb)
   rel_error = lambda est: np.linalg.norm(est - est32) / np.linalg.norm(est32)
   err16 = rel_error(estimates(params16, perturb_float32))
-  assert err16 < 0.1, err16
+  assert err16 < 0.05, err16
   naive = rel_error(estimates(params16, queries.perturb))  # l u in bfloat16
   assert naive > 3 * err16, (naive, err16)
   # bfloat16 compute: float32 logits, close to the float32 model's

@@ -11,23 +11,22 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import safetensors.numpy as safetensors_numpy
 
-safetensors_numpy = pytest.importorskip("safetensors.numpy")
-
-from zoprivacy import per_example_check, queries  # noqa: E402
-from zoprivacy.models.hf_checkpoint import (  # noqa: E402
+from zoprivacy import per_example_check, queries
+from zoprivacy.models.hf_checkpoint import (
   SafetensorsCheckpoint,
   load_bpe_tokenizer,
   load_opt,
   opt_params_from_hf,
 )
-from zoprivacy.models.opt import (  # noqa: E402
+from zoprivacy.models.opt import (
   OPTConfig,
   OPTForCausalLM,
-  generate,
   per_example_lm_loss,
   perturb_float32,
 )
+from zoprivacy.models.opt_generate import generate
 
 # field names and non-size values as in facebook/opt-125m's config.json
 HF_CONFIG = dict(

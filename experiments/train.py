@@ -48,6 +48,7 @@ from experiments import checkpointing, hidden_state_run, tasks
 from experiments import metrics as metrics_lib
 from experiments import workdir as workdir_lib
 from experiments.batches import make_sampler, public_batch_indices
+from experiments.placement import Placement
 from experiments.run_setup import (
   check_loss_is_per_example,
   resolve_plan,
@@ -82,6 +83,8 @@ def train(
   n = task.num_train
   num_public = 0 if task.public_labels is None else len(task.public_labels)
   trainable, frozen = task.init(jax.random.key(config.seed))
+  placement = Placement.from_config(config)
+  trainable, frozen = placement.params(trainable), placement.params(frozen)
   tx, opt_state, plan, how = resolve_plan(config, trainable, n)  # 2
   sampler = make_sampler(config, n, secret, task.sampling_schemes)
   ledger = None
@@ -137,7 +140,7 @@ def train(
     updates, opt_state = tx.update(
       zeros, opt_state, params, batched_loss=loss, batch=batch, **extra
     )
-    return optax.apply_updates(params, updates), opt_state
+    return placement.constrain(optax.apply_updates(params, updates)), opt_state
 
   predict = jax.jit(task.apply)
   metrics = metrics_lib.MetricsWriter(workdir)
@@ -188,8 +191,11 @@ def train(
   for t in range(first, last):  # 5
     if ledger is not None:
       ledger.record(plan)
-    batch = sampling.padded_batch(
-      (task.train_inputs, task.train_labels), sampler.batch_indices(t)
+    batch = placement.batch(
+      sampling.padded_batch(
+        (task.train_inputs, task.train_labels),
+        placement.index_batch(sampler.batch_indices(t)),
+      )
     )
     pub_idx = public_batch_indices(config, num_public, t)
     public = (

@@ -1,0 +1,61 @@
+"""Sharded steps on 8 simulated CPU devices equal the single-device step.
+
+Meshes ``data=8``, ``fsdp=8`` and ``data=2 x fsdp=4``; estimators dpzero,
+dp_zo, pazo_m (with a public batch) and dp_sgd. The check runs in a
+subprocess (the device count must be set before JAX starts).
+
+Tolerances. Sharding changes only the order of floating-point reductions.
+DP-SGD's update agrees to 1e-6 absolute. A zeroth-order update is
+``(f(x + l u) - f(x - l u)) / (2 l)`` times ``u``: a float32 loss rounding
+of about 1e-7 is multiplied by ``1 / (2 l) = 500`` at ``l = 1e-3``, so the
+update agrees to 2e-4 of its own size (plus 1e-6).
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(__file__)
+
+
+def _run_check():
+  env = dict(os.environ)
+  env["PYTHONPATH"] = os.pathsep.join(
+    [os.path.dirname(HERE), env.get("PYTHONPATH", "")]
+  )
+  out = subprocess.run(
+    [sys.executable, os.path.join(HERE, "mesh_step_check.py")],
+    capture_output=True,
+    text=True,
+    env=env,
+    timeout=600,
+    check=True,
+  )
+  return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_sharded_steps_equal_single_device_on_every_mesh():
+  result = _run_check()
+  param_bytes = 4 * result["num_params"]
+  for name in ("dpzero", "dp_zo", "pazo_m", "dp_sgd"):
+    case = result[name]
+    moved = case["max_abs_update"]
+    assert moved > 1e-3, case  # the step moved the parameters
+    tol = 1e-6 if name == "dp_sgd" else 2e-4 * moved + 1e-6
+    for mesh in ("data=8", "fsdp=8", "data=2,fsdp=4"):
+      assert case[mesh]["max_abs_diff"] <= tol, (name, mesh, case[mesh])
+    # FSDP: the parameter shards take about 1/8 of the replicated bytes.
+    assert (
+      case["fsdp=8"]["argument_bytes"] < case["data=8"]["argument_bytes"] / 6
+    )
+    assert "fsdp" in case["fsdp=8"]["kernel_sharding"]
+    data = case["data=8"]["collectives"]
+    if name == "dp_sgd":
+      # First order on the data axis: the gradient sum, parameter-sized.
+      assert sum(b for _, _, b in data) >= param_bytes, data
+    else:
+      # Zeroth order on the data axis: one all-reduce of the q = 1 clipped
+      # scalar sum, whatever the model size.
+      assert [kind for kind, _, _ in data] == ["all-reduce"], data
+      assert sum(b for _, _, b in data) <= 8, data

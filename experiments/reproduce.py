@@ -9,6 +9,7 @@
     python -m experiments.reproduce pazo_table1             # its table
     python -m experiments.reproduce hidden_state_fig1   # Chien et al. Fig. 1
     python -m experiments.reproduce hidden_state_sweep  # accuracy vs eps, K
+    python -m experiments.reproduce mia  # DP-ZO Table 6 analog (MIA AUC)
 
 Results go to ``results/<name>/`` (``--out`` to change it); each command
 prints a short summary and writes ``summary.md`` there. See REPRODUCTION.md.
@@ -27,6 +28,7 @@ COMMANDS = (
   "pazo_table1",
   "hidden_state_fig1",
   "hidden_state_sweep",
+  "mia",
 )
 
 
@@ -236,6 +238,10 @@ def main(argv=None) -> int:
       hidden_state_sweep.QUICK if args.quick else hidden_state_sweep.FULL,
       make_plot=not args.no_plots,
     )
+  elif args.name == "mia":  # DP-ZO Table 6 analog: membership inference
+    from experiments.reproductions import mia  # pylint: disable=g-import-not-at-top
+
+    mia.main(args.out or _default_out(args.name, args), fast=args.fast)
   return 0
 
 

@@ -19,20 +19,22 @@ def peak_bytes(jitted, *args) -> int:
   )
 
 
-def time_round_robin(
+def _round_robin_samples(
   fns: dict,
   reps: int,
   min_seconds: float,
-  slow_call_seconds: float = 1.0,
-  slow_reps: int = 3,
+  slow_call_seconds: float,
+  slow_reps: int,
 ) -> dict:
-  """Median seconds per call of each zero-argument fn, interleaved.
+  """Seconds of each call of each zero-argument fn, interleaved.
 
-  Calls slower than ``slow_call_seconds`` (DP-SGD on the wide MLP) are
-  sampled only ``slow_reps`` times, still interleaved with the others.
+  Two warm-up calls each (compilation included); then at least ``reps``
+  rounds, more (up to ``10 reps``) until ``min_seconds`` have passed. Calls
+  slower than ``slow_call_seconds`` (DP-SGD on the wide MLP) are sampled
+  only ``slow_reps`` times, still interleaved with the others.
   """
   first_call = {}
-  for k, f in fns.items():  # warm-up (compiles)
+  for k, f in fns.items():
     jax.block_until_ready(f())
     t0 = time.perf_counter()
     jax.block_until_ready(f())
@@ -50,29 +52,27 @@ def time_round_robin(
       jax.block_until_ready(f())
       samples[k].append(time.perf_counter() - t0)
     r += 1
+  return samples
+
+
+def time_round_robin(
+  fns: dict,
+  reps: int,
+  min_seconds: float,
+  slow_call_seconds: float = 1.0,
+  slow_reps: int = 3,
+) -> dict:
+  """Median seconds per call of each fn (:func:`_round_robin_samples`)."""
+  samples = _round_robin_samples(
+    fns, reps, min_seconds, slow_call_seconds, slow_reps
+  )
   return {k: statistics.median(v) for k, v in samples.items()}
 
 
 def min_median_round_robin(
   fns: dict, reps: int, slow_call_seconds: float = 1.0, slow_reps: int = 3
 ) -> dict:
-  """``{name: (min, median)}`` seconds per call, interleaved round-robin.
-
-  Two warm-up calls each (compilation included), then ``reps`` rounds;
-  calls slower than ``slow_call_seconds`` are sampled ``slow_reps`` times.
-  """
-  first_call = {}
-  for k, f in fns.items():
-    jax.block_until_ready(f())
-    t0 = time.perf_counter()
-    jax.block_until_ready(f())
-    first_call[k] = time.perf_counter() - t0
-  samples = {k: [] for k in fns}
-  for _ in range(reps):
-    for k, f in fns.items():
-      if first_call[k] > slow_call_seconds and len(samples[k]) >= slow_reps:
-        continue
-      t0 = time.perf_counter()
-      jax.block_until_ready(f())
-      samples[k].append(time.perf_counter() - t0)
+  """``{name: (min, median)}`` seconds per call over exactly ``reps``
+  interleaved rounds after warm-up (:func:`_round_robin_samples`)."""
+  samples = _round_robin_samples(fns, reps, 0.0, slow_call_seconds, slow_reps)
   return {k: (min(v), statistics.median(v)) for k, v in samples.items()}

@@ -57,6 +57,11 @@ def get_config() -> ml_collections.ConfigDict:
   # Check once at start-up, on synthetic inputs, that the loss is per-example.
   config.check_per_example = True
 
+  # Device mesh (experiments/placement.py): sizes of the data and fsdp axes
+  # (model must stay 1); one may be -1, the devices left over. The default
+  # puts every device on data: one CPU, or all of a machine's accelerators.
+  config.mesh = ml_collections.ConfigDict({"data": -1, "fsdp": 1, "model": 1})
+
   config.eval_every = 1000
   config.checkpoint_every = 1000  # only when workdir is set
   config.workdir = ""

@@ -112,6 +112,9 @@ def main():
         ),
         "collectives": sharding.collectives(compiled.as_text()),
         "argument_bytes": int(mem.argument_size_in_bytes),
+        "param_bytes_per_device": sum(
+          x.addressable_shards[0].data.nbytes for x in jax.tree.leaves(p8)
+        ),
         "kernel_sharding": str(p8["params"]["Dense_0"]["kernel"].sharding.spec),
       }
   print(json.dumps(out))

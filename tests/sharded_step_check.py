@@ -7,7 +7,6 @@ floating-point noise (top level) and for exact discrete noise (``"exact"``).
 
 import json
 import os
-import re
 import sys
 
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
@@ -21,27 +20,6 @@ import optax
 import zoprivacy
 from zoprivacy import sharding
 from zoprivacy.models import small
-
-
-def _collectives(hlo):
-  """``(kind, shape)`` of every cross-device collective, and their sizes."""
-  collectives = []
-  for line in hlo.splitlines():
-    m = re.search(
-      r"=\s*(\S+)\s+(all-reduce|all-gather|reduce-scatter|"
-      r"all-to-all|collective-permute)(-start)?\(",
-      line,
-    )
-    if m:
-      collectives.append((m.group(2), m.group(1)))
-  sizes = []
-  for _, shape in collectives:
-    dims = re.findall(r"\[([\d,]*)\]", shape)
-    size = 0
-    for d in dims:
-      size += int(np.prod([int(v) for v in d.split(",") if v])) if d else 1
-    sizes.append(size)
-  return collectives, sizes
 
 
 def main():
@@ -108,7 +86,9 @@ def main():
       for a, b in zip(jax.tree.leaves(p1), jax.tree.leaves(params))
     )
     hlo = sharded.lower(params, state, (x, y), mask, noise).compile().as_text()
-    collectives, sizes = _collectives(hlo)
+    found = sharding.collectives(hlo)
+    collectives = [(kind, shape) for kind, shape, _ in found]
+    sizes = [num_bytes for _, _, num_bytes in found]
     return {
       "max_abs_diff": diff,
       "max_abs_update": moved,

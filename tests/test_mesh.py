@@ -11,32 +11,11 @@ of about 1e-7 is multiplied by ``1 / (2 l) = 500`` at ``l = 1e-3``, so the
 update agrees to 2e-4 of its own size (plus 1e-6).
 """
 
-import json
-import os
-import subprocess
-import sys
-
-HERE = os.path.dirname(__file__)
-
-
-def _run_check():
-  env = dict(os.environ)
-  env["PYTHONPATH"] = os.pathsep.join(
-    [os.path.dirname(HERE), env.get("PYTHONPATH", "")]
-  )
-  out = subprocess.run(
-    [sys.executable, os.path.join(HERE, "mesh_step_check.py")],
-    capture_output=True,
-    text=True,
-    env=env,
-    timeout=600,
-    check=True,
-  )
-  return json.loads(out.stdout.strip().splitlines()[-1])
+from simulated_devices import run_check
 
 
 def test_sharded_steps_equal_single_device_on_every_mesh():
-  result = _run_check()
+  result = run_check("mesh_step_check.py")
   param_bytes = 4 * result["num_params"]
   for name in ("dpzero", "dp_zo", "pazo_m", "dp_sgd"):
     case = result[name]
@@ -46,9 +25,8 @@ def test_sharded_steps_equal_single_device_on_every_mesh():
     for mesh in ("data=8", "fsdp=8", "data=2,fsdp=4"):
       assert case[mesh]["max_abs_diff"] <= tol, (name, mesh, case[mesh])
     # FSDP: the parameter shards take about 1/8 of the replicated bytes.
-    assert (
-      case["fsdp=8"]["argument_bytes"] < case["data=8"]["argument_bytes"] / 6
-    )
+    fsdp = case["fsdp=8"]["param_bytes_per_device"]
+    assert fsdp < case["data=8"]["param_bytes_per_device"] / 6, case
     assert "fsdp" in case["fsdp=8"]["kernel_sharding"]
     data = case["data=8"]["collectives"]
     if name == "dp_sgd":

@@ -152,14 +152,18 @@ def _layer_norm(config: OPTConfig, dtype, param_dtype, name=None):
   )
 
 
-class OPTAttention(nn.Module):
-  """Causal multi-head self-attention, ``softmax(q k^T + mask) v`` with ``q``
-  scaled by ``head_dim ** -0.5`` after its projection (HF ``OPTAttention``).
-  Scores and softmax in float32."""
+class _OPTModule(nn.Module):
+  """The fields every OPT module shares."""
 
   config: OPTConfig
   dtype: jnp.dtype = jnp.float32
   param_dtype: jnp.dtype = jnp.float32
+
+
+class OPTAttention(_OPTModule):
+  """Causal multi-head self-attention, ``softmax(q k^T + mask) v`` with ``q``
+  scaled by ``head_dim ** -0.5`` after its projection (HF ``OPTAttention``).
+  Scores and softmax in float32."""
 
   @nn.compact
   def __call__(self, x, cache, allowed, write_index):
@@ -198,7 +202,7 @@ class OPTAttention(nn.Module):
     return project("out_proj", ctx), cache
 
 
-class OPTDecoderLayer(nn.Module):
+class OPTDecoderLayer(_OPTModule):
   """One decoder layer; scanned over the layer axis by :class:`OPTForCausalLM`.
 
   ``carry``: hidden states ``[B, S, D]``. ``cache``: ``None`` (attend within
@@ -206,10 +210,6 @@ class OPTDecoderLayer(nn.Module):
   which the new keys/values are written at slot ``write_index``.
   ``allowed``: ``[B, S, T]`` boolean, which keys each query may attend to.
   """
-
-  config: OPTConfig
-  dtype: jnp.dtype = jnp.float32
-  param_dtype: jnp.dtype = jnp.float32
 
   @nn.compact
   def __call__(self, x, cache, allowed, write_index):
@@ -240,16 +240,12 @@ class OPTDecoderLayer(nn.Module):
     return x, cache
 
 
-class OPTForCausalLM(nn.Module):
+class OPTForCausalLM(_OPTModule):
   """OPT decoder with the tied LM head (module docstring).
 
   ``__call__(input_ids, attention_mask)``: float32 logits ``[B, S, vocab]``.
   ``decode``: hidden states with an explicit key/value cache (generation).
   """
-
-  config: OPTConfig
-  dtype: jnp.dtype = jnp.float32
-  param_dtype: jnp.dtype = jnp.float32
 
   def setup(self):
     c = self.config

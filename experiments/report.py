@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from experiments import hidden_state_run
+
+
+def _mesh_note(mesh) -> str:
+  if not mesh or all(size == 1 for size in mesh.values()):
+    return ""
+  shape = ", ".join(f"{k}={v}" for k, v in mesh.items() if v != 1)
+  return f" on a mesh of {math.prod(mesh.values())} devices ({shape})"
 
 
 def format_report(result: dict[str, Any]) -> str:
@@ -34,7 +42,8 @@ def format_report(result: dict[str, Any]) -> str:
   lines = [
     f"estimator: {result['estimator']} on {result['dataset']}",
     f"test accuracy: {result['test_accuracy']:.4f}",
-    f"steps: {result['num_steps']} ({result['train_seconds']:.1f} s)",
+    f"steps: {result['num_steps']} ({result['train_seconds']:.1f} s)"
+    + _mesh_note(result.get("mesh")),
     privacy,
   ]
   if result.get("plot"):

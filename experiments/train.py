@@ -269,6 +269,7 @@ def train(
     "privacy_plan": plan.to_dict(),
     "privacy": plan.describe(),
     "sampling": sampler.scheme,
+    "mesh": dict(placement.mesh.shape),
     "train_seconds": train_seconds,
     "history": history,
     "params_sha256": checkpointing.tree_digest(state["params"]),

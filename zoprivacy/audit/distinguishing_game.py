@@ -147,7 +147,9 @@ def game_scores(
 ) -> np.ndarray:
   """``[num_trials]`` scores ``<release, c> / <c, c>`` of one world, each
   from an independent noise key derived from ``seed`` (jit + vmap, in
-  chunks of ``chunk_size`` trials)."""
+  chunks of ``chunk_size`` trials). ``include_canary``: one bool for the
+  whole world, or one per trial (the canary's Poisson coin, see
+  :func:`run_game`)."""
   if num_trials < 1:
     raise ValueError(f"num_trials must be >= 1, got {num_trials}.")
   if direction is None:
@@ -156,19 +158,22 @@ def game_scores(
   unit = jnp.asarray(direction / np.dot(direction, direction), jnp.float32)
 
   @jax.jit
-  def chunk_scores(keys):
-    flat = jax.vmap(release, in_axes=(0, None))(keys, include_canary)
+  def chunk_scores(keys, include):
+    flat = jax.vmap(release)(keys, include)
     return flat @ unit
 
   keys = jax.random.split(jax.random.key(seed), num_trials)
+  include = np.broadcast_to(np.asarray(include_canary, bool), [num_trials])
   size = min(chunk_size, num_trials)
   out = []
   for start in range(0, num_trials, size):
     part = keys[start : start + size]
+    part_include = include[start : start + size]
     n = part.shape[0]
     if n < size:  # pad to one compiled shape
       part = jnp.concatenate([part, keys[: size - n]])
-    out.append(np.asarray(chunk_scores(part), np.float64)[:n])
+      part_include = np.concatenate([part_include, include[: size - n]])
+    out.append(np.asarray(chunk_scores(part, part_include), np.float64)[:n])
   return np.concatenate(out)
 
 
@@ -202,10 +207,13 @@ class GameResult(NamedTuple):
     return self.epsilon_lower_bound / self.accountant_epsilon
 
 
-def one_step_accountant_epsilon(plan, *, delta: float) -> float:
-  """The plan's epsilon for one step, refused under subsampling (p < 1)."""
+def one_step_accountant_epsilon(
+  plan, *, delta: float, subsampled: bool = False
+) -> float:
+  """The plan's epsilon for one step; under subsampling (p < 1) only if the
+  game samples the canary (``subsampled``)."""
   p = plan.sampling_probability
-  if p != 1.0:
+  if p != 1.0 and not subsampled:
     raise ValueError(
       f"The game runs without subsampling, but the plan accounts Poisson "
       f"sampling at p={p:.4g}: build the estimator with expected_batch_size "
@@ -224,6 +232,7 @@ def run_game(
   seed: int = 0,
   statistic: str = "released",
   plan=None,
+  canary_in_batch=None,
 ) -> GameResult:
   """Plays the game in both worlds; the audit bound and the accountant's.
 
@@ -241,17 +250,25 @@ def run_game(
     statistic: 'released' (the scalar estimators' privatized scalars) or
       'gradient' (the privatized gradient, for the vector estimators).
     plan: the claimed privacy plan (default ``estimator.privacy_plan``).
+    canary_in_batch: for a plan with Poisson sampling (``p < 1``), whether
+      world 1's batch holds the canary in each trial: ``[num_trials]``
+      bools drawn by the sampler under audit (an honest Poisson sampler
+      includes it with probability ``p``; the accountant's epsilon is then
+      the plan's amplified one). ``None``: always (full batch, ``p = 1``).
   """
   game = worst_case_canary_game() if game is None else game
   plan = estimator.privacy_plan if plan is None else plan
-  accountant = one_step_accountant_epsilon(plan, delta=delta)
+  accountant = one_step_accountant_epsilon(
+    plan, delta=delta, subsampled=canary_in_batch is not None
+  )
+  in_world_1 = True if canary_in_batch is None else canary_in_batch
   direction = canary_direction(estimator, game, statistic=statistic)
   world_seeds = np.random.SeedSequence(seed).generate_state(2)
   scores = tuple(
     game_scores(
       estimator,
       game,
-      include_canary=bool(world),
+      include_canary=in_world_1 if world else False,
       num_trials=num_trials,
       seed=int(world_seeds[world]),
       statistic=statistic,

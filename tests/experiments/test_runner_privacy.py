@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+from run_outputs import run_outputs
 
 from configs import default
 from experiments import checkpointing, report, train
@@ -180,6 +181,8 @@ def test_every_estimator_resumes_exactly_and_reports_one_epsilon(
   r = train.train(_registry_config(name, tmp_path / "resumed"), progress=False)
   assert r["num_steps"] == 12
   assert r["params_sha256"] == full["params_sha256"], f"stopped at {stop}"
+  # Parameters, ledger file and metrics rows, bit for bit.
+  assert run_outputs(tmp_path / "resumed") == run_outputs(tmp_path / "full")
   with open(tmp_path / "resumed" / "result.json") as f:
     saved = json.load(f)
   if not registry.get(name).private:

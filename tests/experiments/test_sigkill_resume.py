@@ -5,14 +5,13 @@ metrics show step ``k``; the resumed run must end with the same parameter
 digest, ledger JSON and metrics rows (timing column aside).
 """
 
-import json
 import os
 import signal
 import subprocess
 import sys
 import time
 
-import pytest
+from run_outputs import metrics_rows, run_outputs
 
 ROOT = os.path.dirname(
   os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -36,27 +35,11 @@ def _command(workdir):
   ]
 
 
-def _rows(workdir):
-  path = os.path.join(workdir, "metrics.jsonl")
-  if not os.path.exists(path):
-    return []
-  with open(path) as f:
-    rows = [json.loads(line) for line in f if line.strip()]
-  for r in rows:
-    r.pop("seconds", None)
-  return rows
-
-
 def _finish(workdir):
   subprocess.run(_command(workdir), cwd=ROOT, check=True, capture_output=True)
-  with open(os.path.join(workdir, "result.json")) as f:
-    result = json.load(f)
-  with open(os.path.join(workdir, "privacy_ledger.json")) as f:
-    ledger = f.read()
-  return result["params_sha256"], ledger, _rows(workdir)
+  return run_outputs(workdir)
 
 
-@pytest.mark.slow
 def test_sigkill_then_resume_is_bit_identical(tmp_path):
   full = _finish(str(tmp_path / "full"))
   killed = str(tmp_path / "killed")
@@ -68,7 +51,7 @@ def test_sigkill_then_resume_is_bit_identical(tmp_path):
   )
   deadline = time.time() + 120
   while time.time() < deadline and proc.poll() is None:
-    if any(r["step"] >= KILL_AT for r in _rows(killed)):
+    if any(r["step"] >= KILL_AT for r in metrics_rows(killed)):
       break
     time.sleep(0.01)
   assert proc.poll() is None, "the run ended before it could be killed"
@@ -76,6 +59,5 @@ def test_sigkill_then_resume_is_bit_identical(tmp_path):
   proc.wait()
   assert not os.path.exists(os.path.join(killed, "result.json"))
   resumed = _finish(killed)
-  assert resumed[0] == full[0]
-  assert resumed[1] == full[1]
-  assert resumed[2] == full[2]
+  assert resumed.ledger is not None
+  assert resumed == full

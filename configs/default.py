@@ -57,6 +57,11 @@ def get_config() -> ml_collections.ConfigDict:
   # Check once at start-up, on synthetic inputs, that the loss is per-example.
   config.check_per_example = True
 
+  # Write workdir/trajectory.bin, the public (seed, scalars) log of a scalar
+  # estimator's run (docs/trajectory.md). Publishing it publishes every
+  # iterate: composition accounting only, no final-iterate bound.
+  config.trajectory_log = False
+
   config.eval_every = 1000
   config.checkpoint_every = 1000  # only when workdir is set
   config.workdir = ""

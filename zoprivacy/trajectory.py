@@ -216,6 +216,8 @@ class TrajectoryLog:
 
 
 def _check_header(header: dict) -> None:
+  if not isinstance(header, dict):
+    raise TrajectoryLogError("The trajectory header is not a JSON object.")
   extra = sorted(set(header) - HEADER_KEYS)
   missing = sorted(HEADER_KEYS - set(header))
   if extra or missing:

@@ -62,6 +62,11 @@ def get_config() -> ml_collections.ConfigDict:
   # puts every device on data: one CPU, or all of a machine's accelerators.
   config.mesh = ml_collections.ConfigDict({"data": -1, "fsdp": 1, "model": 1})
 
+  # Write workdir/trajectory.bin, the public (seed, scalars) log of a scalar
+  # estimator's run (docs/trajectory.md). Publishing it publishes every
+  # iterate: composition accounting only, no final-iterate bound.
+  config.trajectory_log = False
+
   config.eval_every = 1000
   config.checkpoint_every = 1000  # only when workdir is set
   config.workdir = ""

@@ -44,7 +44,7 @@ import numpy as np
 import optax
 import tqdm
 
-from experiments import checkpointing, hidden_state_run, tasks
+from experiments import checkpointing, hidden_state_run, tasks, trajectory_log
 from experiments import metrics as metrics_lib
 from experiments import workdir as workdir_lib
 from experiments.batches import make_sampler, public_batch_indices
@@ -124,6 +124,8 @@ def train(
       sampler = make_sampler(config, n, secret, task.sampling_schemes)
       if ledger is not None:
         ledger = accounting.PrivacyLedger.from_dict(ledger_dict)
+  # config.trajectory_log: the public (seed, scalars) log of the run.
+  trajectory = trajectory_log.for_run(config, trainable, int(state["step"]))
   noise_source = None
   if plan.noise_kind == "discrete":
     noise_source = ExactNoiseSource(
@@ -177,6 +179,7 @@ def train(
     if ckpt is not None:
       persist_ledger()
       ckpt.save(t, state, ledger.to_dict() if ledger is not None else None)
+      trajectory.save()
 
   first = int(state["step"])
   if first == 0 and not history:
@@ -213,6 +216,7 @@ def train(
       opt_state=opt_state,
       step=np.array(t + 1, np.int64),
     )
+    trajectory.record(opt_state)
     done = t + 1
     if start is None:  # the first step compiles: not timed
       jax.block_until_ready(params)

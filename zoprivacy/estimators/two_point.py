@@ -173,6 +173,9 @@ def zo_gradient(query: TwoPointQuery, params, args, direction_key, noise_key):
   scalars = two_point_scalars(
     args, params, direction, query_keys, noise_key, query
   )
+  # The update is a function of the released float32 scalars exactly (XLA
+  # may not fold their scaling into u's): what a trajectory log replays.
+  scalars = jax.lax.optimization_barrier(scalars)
   return average_of_directions(direction, query_keys, scalars, params), scalars
 
 

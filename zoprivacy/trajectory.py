@@ -15,17 +15,16 @@ through the same direction function as training (``TwoPointQuery.
 direction_fn`` and ``average_of_directions``) and feeds it to the optimizer
 that followed the estimator in the chain. For a chain whose state depends
 only on the gradients it receives (sgd, momentum, adam, schedules) the
-final parameters are bit-identical to training's; a chain that reads
-anything else (private data, the loss) cannot be replayed from the log.
+final parameters match training's (bit for bit with sgd; see
+``docs/trajectory.md``); a chain that reads anything else (private data,
+the loss) cannot be replayed from the log.
 
 PRIVACY. The log is public post-processing of the released scalars, but
 publishing it publishes every intermediate iterate: a run whose log is
 published gets composition accounting only (the ledger's epsilon), never
-the hidden-state final-iterate bound (``docs/hidden_state.md``). The log
+the hidden-state final-iterate bound. The log
 holds no secret: no noise key, no batch-sampler secret, no parameters
-(only their shapes and dtypes), no data.
-
-File format (little-endian), version 1::
+(only their shapes and dtypes), no data. File format (little-endian), version 1::
 
   magic     8 bytes   b"ZOTRAJ\\x00\\x01"
   length    4 bytes   uint32, byte length of the header

@@ -264,6 +264,34 @@ def exact_noise_section(reps):
   return lines + [""]
 
 
+def sharded_section(reps):
+  """``sharded_step.py`` in its own process (8 simulated devices)."""
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+
+  here = os.path.dirname(os.path.abspath(__file__))
+  out = subprocess.run(
+    [sys.executable, os.path.join(here, "sharded_step.py"), str(reps)],
+    capture_output=True,
+    text=True,
+    check=True,
+    cwd=here,
+  ).stdout
+  table = [line for line in out.splitlines() if line.startswith("|")]
+  print("\n".join(table), flush=True)
+  return [
+    "## Sharded: dpzero on 8 simulated devices (data=8) against one",
+    "",
+    "`python benchmarks/sharded_step.py`: the same step placed as the runner "
+    "places it. The 8 simulated devices share this machine's cores and each "
+    "regenerates the whole direction, so this measures the overhead of "
+    "partitioning, not a speed-up.",
+    "",
+    *table,
+    "",
+  ]
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--quick", action="store_true", help="fewer repetitions")
@@ -375,6 +403,7 @@ def main():
     )
   lines.append("")
   print("\n".join(lines[-(len(checks) + 6) :]))
+  lines += sharded_section(reps)
   lines += exact_noise_section(reps=60 if args.quick else 200)
   os.makedirs(os.path.dirname(args.out), exist_ok=True)
   with open(args.out, "w") as f:

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import zoprivacy
 
 _SETTINGS = settings(
-  max_examples=25,
+  max_examples=15,
   derandomize=True,
   database=None,
   deadline=None,

@@ -14,7 +14,8 @@ median, machine load printed):
 * ``mezo`` / ``dpzero`` steps (estimator + SGD update, jitted);
 * ``dp_sgd`` step (per-example gradients, clipping, noise, SGD update);
 
-and reports dpzero / floor, dpzero / mezo, draw / floor and the compiled
+and reports dpzero against two forward passes (2 x forward) and against the
+floor, dpzero / mezo, draw / floor and the compiled
 peak memory (``memory_analysis()``) of each dpzero variant against the
 parameter size, of the floor and of DP-SGD. Direction variants: Gaussian
 (threefry, the paper-faithful default; counter hash), sphere (counter hash)
@@ -357,21 +358,24 @@ def main():
         "(min / median).",
         "",
         "| directions | draw ms | mezo ms | dpzero ms | draw / floor | "
-        "dpzero / floor | dpzero / mezo | dpzero peak MiB (x params) |",
-        "|---|---|---|---|---|---|---|---|",
+        "dpzero / floor | dpzero / (2 forward) | dpzero / mezo | "
+        "dpzero peak MiB (x params) |",
+        "|---|---|---|---|---|---|---|---|---|",
       ]
       for label, _, _ in VARIANTS:
         dr, mz, dz = (t[f"{k}[{label}]"] for k in ("draw", "mezo", "dpzero"))
         peak = mem[f"dpzero[{label}]"]
         lines.append(
           f"| {label} | {_ms(dr)} | {_ms(mz)} | {_ms(dz)} | "
-          f"{dr[1] / two:.2f} | {dz[1] / two:.2f} | {dz[1] / mz[1]:.3f} | "
+          f"{dr[1] / two:.2f} | {dz[1] / two:.2f} | "
+          f"{dz[1] / (2 * t['forward'][1]):.2f} | {dz[1] / mz[1]:.3f} | "
           f"{peak / 2**20:.1f} ({peak / param_bytes:.2f}x) |"
         )
         checks.append(
           (
             f"{model_name}, batch {batch_size}",
             label,
+            dz[1] / (2 * t["forward"][1]),
             dz[1] / two,
             dz[1] / mz[1],
           )
@@ -386,23 +390,26 @@ def main():
       ]
       print("\n".join(lines[-(len(VARIANTS) + 9) :]), flush=True)
   lines += [
-    "## Targets (medians; floor = two_forward)",
+    "## Targets (medians)",
     "",
-    "Rademacher: dpzero / floor <= 1.6; Gaussian or sphere: <= 2.5; "
-    "dpzero / mezo <= 1.03 in every case.",
+    "Against two forward passes at the unperturbed parameters (2 x "
+    "`forward`): Rademacher <= 1.6, Gaussian or sphere <= 2.5; and "
+    "dpzero / mezo <= 1.03. The floor column (`two_forward`: forming "
+    "x +- l u and the two passes) shows what the perturbation itself costs.",
     "",
-    "| setting | directions | dpzero / floor | dpzero / mezo |",
-    "|---|---|---|---|",
+    "| setting | directions | dpzero / (2 forward) | dpzero / floor | "
+    "dpzero / mezo |",
+    "|---|---|---|---|---|",
   ]
-  for name, label, to_floor, to_mezo in checks:
+  for name, label, to_two, to_floor, to_mezo in checks:
     limit = 1.6 if label.startswith("rademacher") else 2.5
     lines.append(
-      f"| {name} | {label} | {to_floor:.2f} "
-      f"{'ok' if to_floor <= limit else 'MISSED'} | {to_mezo:.3f} "
-      f"{'ok' if to_mezo <= 1.03 else 'MISSED'} |"
+      f"| {name} | {label} | {to_two:.2f} "
+      f"{'ok' if to_two <= limit else 'MISSED'} | {to_floor:.2f} | "
+      f"{to_mezo:.3f} {'ok' if to_mezo <= 1.03 else 'MISSED'} |"
     )
   lines.append("")
-  print("\n".join(lines[-(len(checks) + 6) :]))
+  print("\n".join(lines[-(len(checks) + 8) :]))
   lines += sharded_section(reps)
   lines += exact_noise_section(reps=60 if args.quick else 200)
   os.makedirs(os.path.dirname(args.out), exist_ok=True)

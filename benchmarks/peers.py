@@ -441,7 +441,12 @@ def main():
       else:
         task = image_task(model, shape, batch_size)
       n, pb, t, mem, not_run = bench(
-        task, torch_model, batch_size, reps, max_run
+        task,
+        torch_model,
+        batch_size,
+        reps,
+        max_run,
+        args.jax_privacy_microbatch,
       )
       title = f"{label}, batch {batch_size}"
       lines += setting_lines(title, n, pb, t, mem, not_run)

@@ -46,7 +46,7 @@ def _task():
 
 
 def _clip(tree):
-  factor = min(1.0, CLIP / float(optax.global_norm(tree)))
+  factor = min(1.0, CLIP / float(optax.tree.norm(tree)))
   return jax.tree.map(lambda g: g * factor, tree)
 
 
@@ -114,8 +114,7 @@ def test_first_order_steps_agree_on_the_clipped_mean_update():
     lambda p, *gs: p - LR * sum(gs) / BATCH, params, *clipped
   )
   assert (
-    float(optax.global_norm(jax.tree.map(jnp.subtract, expected, params)))
-    > 1e-3
+    float(optax.tree.norm(jax.tree.map(jnp.subtract, expected, params))) > 1e-3
   )
   for name, (step, state) in steps.items():
     new = _run(step, state, params, batch)

@@ -1,0 +1,474 @@
+r"""One private training step: zoprivacy's DPZero against first-order peers.
+
+    python benchmarks/peers.py [--quick] [--out benchmarks/results/peers.md]
+
+For the digits CNN (8x8x1), the wide MLP (28x28x1, ~4.2M parameters) and
+the all-MiniLM-L6-v2 classifier (full fine-tuning, ``--minilm-length``
+tokens), at batch 64 and 256, times one jitted training step (parameters
+and optimizer state donated; min and median of interleaved calls after two
+warm-up calls; calls over 1 s are sampled 3 times) and reads its compiled
+peak memory (arguments + outputs + temporaries - aliased) for:
+
+* ``dpzero``: zoprivacy's DPZero (Zhang et al. 2024, Alg. 2), Gaussian
+  directions with the threefry PRNG (default) and with ``counter``;
+* ``dp_sgd ghost`` / ``dp_sgd explicit``: zoprivacy's DP-SGD with ghost
+  clipping and with materialized per-example gradients;
+* ``optax dpsgd``: ``optax.contrib.dpsgd`` on ``vmap(grad)``;
+* ``jax_privacy``: jax_privacy 2.x ``clipped_grad`` + Gaussian privatizer;
+* ``torch dpzero``: the PyTorch port of the reference DPZero step at one
+  thread (``benchmarks/peers/torch_dpzero.py``), MLP and CNN only, timed
+  in the same round-robin; its memory is parameters + batch + the resident
+  growth over one step, measured in a child process.
+
+A JAX step whose compiled peak exceeds ``--max-run-gib`` is compiled (its
+peak is reported) but not run. A second table pins a child process to one
+CPU core and times JAX dpzero against the torch port there, so that both
+use one core. torch and jax_privacy are optional (``pip install
+zoprivacy[peers]``); without them their lines say so. The results file
+keeps a hand-written ``## Discussion`` section across reruns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from timing import min_median_round_robin, peak_bytes
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "peers"))
+
+import jax_steps  # noqa: E402
+
+import zoprivacy  # noqa: E402
+from zoprivacy.models import small  # noqa: E402
+
+CLIP, SIGMA, SMOOTHING, LR = 1.0, 1.0, 1e-3, 1e-3
+DPZERO = "dpzero (threefry)"
+GHOST = "dp_sgd ghost"
+TORCH = "torch dpzero (1 thread)"
+
+
+def optional(name):
+  try:
+    return __import__(name)
+  except ImportError:
+    return None
+
+
+def cross_entropy(apply):
+  def batched_loss(params, batch):
+    inputs, labels = batch
+    logits = apply(params, inputs)
+    return optax.softmax_cross_entropy_with_integer_labels(logits, labels)
+
+  return batched_loss
+
+
+def image_task(model, shape, batch_size):
+  rng = np.random.default_rng(0)
+  x = jnp.asarray(rng.normal(size=(batch_size,) + shape).astype(np.float32))
+  y = jnp.asarray(rng.integers(0, 10, size=batch_size).astype(np.int32))
+  params = model.init(jax.random.key(0), x[:1])
+  return cross_entropy(model.apply), params, (x, y)
+
+
+def minilm_task(batch_size, length):
+  """all-MiniLM-L6-v2 + Dense(2) head on mean-pooled states, all trainable."""
+  from zoprivacy.models import bert, minilm  # pylint: disable=g-import-not-at-top
+
+  cfg, encoder = bert.load_hf_encoder(minilm.minilm_dir())
+  params = bert.classifier_params_from_encoder(
+    encoder, cfg, 2, jax.random.key(0), "mean"
+  )
+  model = bert.BertClassifier(cfg, 2, pooling="mean")
+  rng = np.random.default_rng(0)
+  ids = rng.integers(1000, cfg.vocab_size, size=(batch_size, length))
+  ids[:, 0], ids[:, -1] = 101, 102  # [CLS] ... [SEP], every token real
+  inputs = (jnp.asarray(ids, jnp.int32), jnp.ones((batch_size, length), bool))
+  labels = jnp.asarray(rng.integers(0, 2, size=batch_size), jnp.int32)
+  apply = lambda p, x: model.apply({"params": p}, x[0], x[1])
+  return cross_entropy(apply), params, (inputs, labels)
+
+
+def jax_methods(batched_loss, params, batch_size, jax_privacy_microbatch=8):
+  """``{name: (step, state)}`` for every JAX implementation (module doc)."""
+  methods = {}
+  for prng in ("threefry", "counter"):
+    methods[f"dpzero ({prng})"] = zoprivacy.dpzero(
+      clip=CLIP,
+      noise_multiplier=SIGMA,
+      smoothing=SMOOTHING,
+      expected_batch_size=batch_size,
+      directions="gaussian",
+      direction_prng=prng,
+    )
+  for mode in ("ghost", "explicit"):
+    methods[f"dp_sgd {mode}"] = zoprivacy.dp_sgd(
+      clip=CLIP,
+      noise_multiplier=SIGMA,
+      expected_batch_size=batch_size,
+      per_example_clipping=mode,
+    )
+  steps = {
+    k: jax_steps.zoprivacy_step(est, batched_loss, params, learning_rate=LR)
+    for k, est in methods.items()
+  }
+  steps["optax dpsgd"] = jax_steps.optax_dpsgd_step(
+    batched_loss, params, clip=CLIP, noise_multiplier=SIGMA, learning_rate=LR
+  )
+  if optional("jax_privacy") is not None:
+    mb = jax_privacy_microbatch or None
+    label = f"jax_privacy (microbatch {mb})" if mb else "jax_privacy (one vmap)"
+    steps[label] = jax_steps.jax_privacy_step(
+      batched_loss,
+      params,
+      clip=CLIP,
+      noise_multiplier=SIGMA,
+      expected_batch_size=batch_size,
+      learning_rate=LR,
+      microbatch_size=mb,
+    )
+  return steps
+
+
+def donated_call(step, params, state, batch):
+  """A zero-argument call that steps its own copy of params and state."""
+  held = [jax.tree.map(jnp.copy, params), jax.tree.map(jnp.copy, state)]
+
+  def call():
+    held[0], held[1] = step(held[0], held[1], batch)
+    return held[0]
+
+  return call
+
+
+def torch_memory(torch_model, batch_size):
+  """The torch port's parameters + batch + step growth, from a child."""
+  env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
+  out = subprocess.run(
+    [
+      sys.executable,
+      os.path.join(HERE, "peers", "torch_dpzero.py"),
+      "--model",
+      torch_model,
+      "--batch",
+      str(batch_size),
+      "--memory",
+    ],
+    env=env,
+    capture_output=True,
+    text=True,
+    check=True,
+  )
+  m = json.loads(out.stdout.strip().splitlines()[-1])
+  return m["param_bytes"] + m["batch_bytes"] + m["step_growth_bytes"]
+
+
+def bench(task, torch_model, batch_size, reps, max_run_bytes, microbatch):
+  """``(num_params, param_bytes, times, memory, not_run)`` for one setting."""
+  batched_loss, params, batch = task
+  steps = jax_methods(batched_loss, params, batch_size, microbatch)
+  memory, fns, not_run = {}, {}, {}
+  for name, (step, state) in steps.items():
+    t0 = time.perf_counter()
+    memory[name] = peak_bytes(step, params, state, batch)
+    print(
+      f"  {name}: compiled peak {_mib(memory[name])} MiB "
+      f"({time.perf_counter() - t0:.1f} s to compile)",
+      file=sys.stderr,
+      flush=True,
+    )
+    if memory[name] > max_run_bytes:
+      not_run[name] = "compiled peak over --max-run-gib"
+    else:
+      fns[name] = donated_call(step, params, state, batch)
+  torch_dpzero = optional("torch_dpzero") if optional("torch") else None
+  if torch_model and torch_dpzero is not None:
+    import torch  # pylint: disable=g-import-not-at-top
+
+    torch.set_num_threads(1)
+    t_step, x, y, _ = torch_dpzero.setup(torch_model, batch_size)
+    fns[TORCH] = lambda: t_step(x, y)
+    memory[TORCH] = torch_memory(torch_model, batch_size)
+  elif torch_model:
+    not_run[TORCH] = "torch not installed"
+  times = min_median_round_robin(fns, reps)
+  num_params = sum(v.size for v in jax.tree.leaves(params))
+  param_bytes = sum(v.nbytes for v in jax.tree.leaves(params))
+  return num_params, param_bytes, times, memory, not_run
+
+
+def one_core_worker(reps):
+  """Child process pinned to one core: JAX dpzero vs the torch port."""
+  import torch  # pylint: disable=g-import-not-at-top
+  import torch_dpzero  # pylint: disable=g-import-not-at-top
+
+  torch.set_num_threads(1)
+  result = {}
+  for label, model, shape, torch_model in settings(include_minilm=False):
+    for batch_size in (64, 256):
+      batched_loss, params, batch = image_task(model, shape, batch_size)
+      est = zoprivacy.dpzero(
+        clip=CLIP,
+        noise_multiplier=SIGMA,
+        smoothing=SMOOTHING,
+        expected_batch_size=batch_size,
+        directions="gaussian",
+      )
+      step, state = jax_steps.zoprivacy_step(
+        est, batched_loss, params, learning_rate=LR
+      )
+      t_step, x, y, _ = torch_dpzero.setup(torch_model, batch_size)
+      times = min_median_round_robin(
+        {
+          DPZERO: donated_call(step, params, state, batch),
+          TORCH: lambda t_step=t_step, x=x, y=y: t_step(x, y),
+        },
+        reps,
+      )
+      result[f"{label}, batch {batch_size}"] = times
+  print(json.dumps(result))
+
+
+def one_core_section(reps):
+  """Runs :func:`one_core_worker` in a child pinned to one CPU core."""
+  cpu = min(os.sched_getaffinity(0))
+  env = dict(
+    os.environ,
+    XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
+  )
+  out = subprocess.run(
+    [sys.executable, __file__, "--one-core-worker", "--reps", str(reps)],
+    env=env,
+    capture_output=True,
+    text=True,
+    check=True,
+    preexec_fn=lambda: os.sched_setaffinity(0, {cpu}),
+  )
+  result = json.loads(out.stdout.strip().splitlines()[-1])
+  lines = [
+    "## One core each: JAX dpzero vs the torch port",
+    "",
+    f"A child process pinned to CPU {cpu} (`sched_setaffinity`, XLA "
+    "intra-op parallelism 1, torch 1 thread); load before: "
+    f"{_load()}; min / median ms of {reps} interleaved calls.",
+    "",
+    "| setting | JAX dpzero (threefry) ms | torch dpzero ms | "
+    "torch / JAX (median) |",
+    "|---|---|---|---|",
+  ]
+  for setting, t in result.items():
+    jx, tc = t[DPZERO], t[TORCH]
+    lines.append(f"| {setting} | {_ms(jx)} | {_ms(tc)} | {tc[1] / jx[1]:.2f} |")
+  return lines + [""]
+
+
+def settings(include_minilm=True, minilm_length=64):
+  """``(label, model, input shape, torch twin)``; MiniLM has shape None."""
+  out = [
+    (
+      "digits CNN",
+      small.SmallCNN(num_classes=10, features=(8, 16)),
+      (8, 8, 1),
+      "cnn",
+    ),
+    (
+      "wide MLP",
+      small.MLP(num_classes=10, hidden=(2304, 1024)),
+      (28, 28, 1),
+      "mlp",
+    ),
+  ]
+  if include_minilm:
+    out.append(
+      (f"MiniLM-L6 classifier, {minilm_length} tokens", None, None, None)
+    )
+  return out
+
+
+def _ms(min_median) -> str:
+  return f"{min_median[0] * 1e3:.1f} / {min_median[1] * 1e3:.1f}"
+
+
+def _mib(n) -> str:
+  return f"{n / 2**20:.1f}"
+
+
+def _load():
+  return tuple(round(x, 2) for x in os.getloadavg())
+
+
+def versions():
+  parts = [f"jax {jax.__version__}", f"optax {optax.__version__}"]
+  for name in ("jax_privacy", "torch"):
+    mod = optional(name)
+    parts.append(
+      f"{name} {mod.__version__}" if mod else f"{name} not installed"
+    )
+  return ", ".join(parts)
+
+
+ORDER = [
+  DPZERO,
+  "dpzero (counter)",
+  GHOST,
+  "dp_sgd explicit",
+  "optax dpsgd",
+  "jax_privacy",  # a prefix: the label names its microbatch size
+  TORCH,
+]
+
+
+def setting_lines(title, n, param_bytes, times, memory, not_run):
+  base_t, base_m = times[DPZERO][1], memory[DPZERO]
+  lines = [
+    f"## {title} ({n:,} parameters, {_mib(param_bytes)} MiB)",
+    "",
+    f"Load after: {_load()}.",
+    "",
+    "| implementation | min / median ms | time / dpzero | peak MiB | "
+    "peak / dpzero |",
+    "|---|---|---|---|---|",
+  ]
+  present = set(times) | set(not_run)
+  if optional("jax_privacy") is None:
+    lines.append("| jax_privacy | not installed | | | |")
+  for name in [n for o in ORDER for n in sorted(present) if n.startswith(o)]:
+    mem = memory.get(name)
+    mem_cells = (
+      f"{_mib(mem)} | {mem / base_m:.2f}" if mem is not None else " | "
+    )
+    if name in times:
+      t = times[name]
+      lines.append(f"| {name} | {_ms(t)} | {t[1] / base_t:.2f} | {mem_cells} |")
+    else:
+      lines.append(f"| {name} | not run: {not_run[name]} | | {mem_cells} |")
+  return lines + [""]
+
+
+def target_lines(results):
+  lines = [
+    "## Targets (medians)",
+    "",
+    "JAX dpzero >= 3x faster than the torch port at one thread, at no more "
+    "working memory (JAX on every core of this machine; the one-core table "
+    "below compares core for core). MiniLM: dpzero <= 0.7x the time and "
+    "<= 0.3x the memory of ghost-clipping DP-SGD.",
+    "",
+    "| setting | target | measured | |",
+    "|---|---|---|---|",
+  ]
+
+  def row(setting, target, value, ok):
+    lines.append(
+      f"| {setting} | {target} | {value} | {'met' if ok else 'MISSED'} |"
+    )
+
+  for setting, (times, memory, is_minilm) in results.items():
+    if is_minilm:
+      if GHOST in times:
+        r = times[DPZERO][1] / times[GHOST][1]
+        row(setting, "dpzero / ghost time <= 0.7", f"{r:.2f}", r <= 0.7)
+      r = memory[DPZERO] / memory[GHOST]
+      row(setting, "dpzero / ghost peak <= 0.3", f"{r:.2f}", r <= 0.3)
+    elif TORCH in times:
+      for name in (DPZERO, "dpzero (counter)"):
+        r = times[TORCH][1] / times[name][1]
+        row(setting, f"torch / JAX {name} time >= 3", f"{r:.2f}", r >= 3)
+        r = memory[name] / memory[TORCH]
+        row(setting, f"JAX {name} / torch memory <= 1", f"{r:.2f}", r <= 1)
+  return lines + [""]
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--quick", action="store_true", help="5 calls each")
+  parser.add_argument("--reps", type=int, default=None)
+  parser.add_argument("--minilm-length", type=int, default=64)
+  parser.add_argument("--skip-minilm", action="store_true")
+  parser.add_argument("--max-run-gib", type=float, default=6.0)
+  parser.add_argument(
+    "--jax-privacy-microbatch",
+    type=int,
+    default=8,
+    help="jax_privacy microbatch_size; 0: one vmap over the whole batch",
+  )
+  parser.add_argument(
+    "--one-core-worker", action="store_true", help=argparse.SUPPRESS
+  )
+  parser.add_argument(
+    "--out", default=os.path.join(HERE, "results", "peers.md")
+  )
+  args = parser.parse_args()
+  reps = args.reps or (5 if args.quick else 20)
+  if args.one_core_worker:
+    one_core_worker(reps)
+    return
+  device = jax.devices()[0]
+  flags = " --quick" if args.quick else ""
+  lines = [
+    "# One private training step: zoprivacy DPZero vs first-order DP peers",
+    "",
+    f"Command: `python benchmarks/peers.py{flags}`  ",
+    f"Machine: {platform.machine()}, {os.cpu_count()} CPU cores, device "
+    f"{device.platform} ({device.device_kind}); {versions()}; load before "
+    f"the run (1/5/15 min): {_load()}.  ",
+    f"Each time: min / median ms of {reps} interleaved calls after two "
+    "warm-up calls (calls over 1 s: 3 calls); parameters and optimizer "
+    "state donated. Peak: compiled arguments + outputs + temporaries - "
+    "aliased (JAX); parameters + batch + resident growth over one step "
+    "(torch). Clip 1, noise multiplier 1, SGD lr 1e-3, Gaussian directions.",
+    "",
+  ]
+  results = {}
+  max_run = args.max_run_gib * 2**30
+  for label, model, shape, torch_model in settings(
+    not args.skip_minilm, args.minilm_length
+  ):
+    for batch_size in (64, 256):
+      if model is None:
+        task = minilm_task(batch_size, args.minilm_length)
+      else:
+        task = image_task(model, shape, batch_size)
+      n, pb, t, mem, not_run = bench(
+        task,
+        torch_model,
+        batch_size,
+        reps,
+        max_run,
+        args.jax_privacy_microbatch,
+      )
+      title = f"{label}, batch {batch_size}"
+      lines += setting_lines(title, n, pb, t, mem, not_run)
+      results[title] = (t, mem, model is None)
+      print("\n".join(lines[-(len(ORDER) + 6) :]), flush=True)
+  lines += target_lines(results)
+  if optional("torch") is not None:
+    lines += one_core_section(reps)
+  else:
+    lines += ["torch is not installed: no torch lines, no one-core table.", ""]
+  print("\n".join(lines[-20:]), flush=True)
+  old = open(args.out).read() if os.path.exists(args.out) else ""
+  discussion = (
+    old[old.find("## Discussion") :] if "## Discussion" in old else ""
+  )
+  os.makedirs(os.path.dirname(args.out), exist_ok=True)
+  with open(args.out, "w") as f:
+    f.write("\n".join(lines).rstrip() + "\n")
+    if discussion:
+      f.write("\n" + discussion.rstrip() + "\n")
+  print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+  main()

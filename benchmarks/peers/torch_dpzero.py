@@ -1,0 +1,236 @@
+r"""PyTorch port of the reference DPZero step, for timing against JAX.
+
+    python benchmarks/peers/torch_dpzero.py --model mlp --batch 64 --memory
+
+The step of the official DPZero code (Zhang et al. 2024, Alg. 2, its
+RoBERTa trainer's memory-efficient path, itself MeZO's, Malladi et al.
+2023, Alg. 1): with a fresh public seed ``s`` per step,
+
+1. ``torch.manual_seed(s)``; every parameter ``x += lambda u`` with ``u``
+   drawn by ``torch.normal`` in place of storing it; per-example losses
+   ``f(x + lambda u; xi_i)`` (no grad);
+2. reseed, ``x -= 2 lambda u``; losses at ``x - lambda u``;
+3. ``d_i = (f_+ - f_-) / (2 lambda)``, clipped per example
+   ``d_i min(1, C / |d_i|)``; ``g = sum_i clip(d_i) / B + z``,
+   ``z ~ N(0, (sigma C / B)^2)`` (Alg. 2 line 3);
+4. reseed, ``x += lambda u`` (back to ``x``);
+5. reseed, ``x -= lr g u``.
+
+So ``u`` is generated four times and never stored: the working memory is
+the parameters, one ``u`` for the largest tensor and the forward pass.
+Differences from the official code, none of which changes the cost: the
+perturbations use ``Tensor.add_`` (in place) where the official code
+rebinds ``param.data`` to a new tensor; the noise comes from its own
+generator seeded from OS entropy (the official code draws it from the
+global generator just reseeded with the public ``s``); the noise std is
+the add/remove ``sigma C / B`` (the official replace-one uses ``2 sigma C /
+B``), as zoprivacy's ``dpzero`` default.
+
+:func:`build_mlp` and :func:`build_cnn` are the torch twins of
+``zoprivacy.models.small.MLP`` and ``SmallCNN`` (same layers, same
+parameter count; NCHW images).
+
+``--memory`` reports the resident-set growth over one step (``VmHWM``
+after ``/proc/self/clear_refs`` 5) in a process run with glibc's
+``MALLOC_MMAP_THRESHOLD_`` fixed, so freed tensors leave the resident set
+and the high-water mark is the step's own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import statistics
+import time
+
+import numpy as np
+import torch
+from torch import nn
+
+
+def build_mlp(*, in_shape, hidden=(2304, 1024), num_classes=10) -> nn.Module:
+  """Flatten -> [Linear -> ReLU] * len(hidden) -> Linear (small.MLP)."""
+  layers, width = [nn.Flatten()], int(np.prod(in_shape))
+  for h in hidden:
+    layers += [nn.Linear(width, h), nn.ReLU()]
+    width = h
+  layers.append(nn.Linear(width, num_classes))
+  return nn.Sequential(*layers)
+
+
+def build_cnn(*, in_shape, features=(8, 16), num_classes=10) -> nn.Module:
+  """3x3 convs (stride 1, then 2), ReLU, flatten, Linear (small.SmallCNN)."""
+  channels, height, width = in_shape
+  layers = []
+  for i, f in enumerate(features):
+    stride = 1 if i == 0 else 2
+    layers += [nn.Conv2d(channels, f, 3, stride=stride, padding=1), nn.ReLU()]
+    channels = f
+    if stride == 2:
+      height, width = (height + 1) // 2, (width + 1) // 2
+  layers += [nn.Flatten(), nn.Linear(channels * height * width, num_classes)]
+  return nn.Sequential(*layers)
+
+
+class DPZeroStep:
+  """The reference DPZero step (module docstring), parameters updated in place.
+
+  Args:
+    model: a ``torch.nn.Module`` mapping inputs to logits.
+    learning_rate: ``lr``.
+    smoothing: ``lambda``.
+    clip: ``C`` on each per-example finite difference.
+    noise_multiplier: ``sigma``.
+    expected_batch_size: ``B``; the noisy sum is divided by it.
+    direction_seed: seeds the public per-step seeds ``s``.
+    insecure_test_noise_seed: fixes the secret noise (tests only).
+  """
+
+  def __init__(
+    self,
+    model,
+    *,
+    learning_rate: float,
+    smoothing: float,
+    clip: float,
+    noise_multiplier: float,
+    expected_batch_size: float,
+    direction_seed: int = 0,
+    insecure_test_noise_seed: int | None = None,
+  ):
+    self.model = model
+    self.params = [p for p in model.parameters() if p.requires_grad]
+    self.learning_rate = learning_rate
+    self.smoothing = smoothing
+    self.clip = clip
+    self.noise_std = noise_multiplier * clip / expected_batch_size
+    self.expected_batch_size = expected_batch_size
+    self.seeds = np.random.default_rng(direction_seed)
+    self.noise = torch.Generator()
+    self.noise.manual_seed(
+      secrets.randbits(63)
+      if insecure_test_noise_seed is None
+      else insecure_test_noise_seed
+    )
+
+  def _perturb(self, seed: int, scale: float):
+    """``x += scale u`` with ``u ~ N(0, I)`` regenerated from ``seed``."""
+    torch.manual_seed(seed)
+    for p in self.params:
+      u = torch.normal(0.0, 1.0, size=p.shape, dtype=p.dtype)
+      p.data.add_(u, alpha=scale)
+
+  def _losses(self, x, y):
+    return nn.functional.cross_entropy(self.model(x), y, reduction="none")
+
+  @torch.no_grad()
+  def __call__(self, x, y) -> float:
+    """One step on the batch ``(x, y)``; returns the privatized scalar ``g``."""
+    self.model.eval()
+    seed = int(self.seeds.integers(1_000_000_000))
+    self._perturb(seed, self.smoothing)
+    loss_plus = self._losses(x, y)
+    self._perturb(seed, -2 * self.smoothing)
+    loss_minus = self._losses(x, y)
+    diff = (loss_plus - loss_minus) / (2 * self.smoothing)
+    factor = torch.minimum(
+      torch.ones_like(diff), self.clip / torch.abs(diff)
+    )  # Official dpzero_clip: d min(1, C / |d|).
+    noise = torch.normal(0.0, self.noise_std, (), generator=self.noise)
+    g = float(torch.sum(factor * diff) / self.expected_batch_size + noise)
+    self._perturb(seed, self.smoothing)  # back to x
+    self._perturb(seed, -self.learning_rate * g)  # the update
+    return g
+
+
+def setup(model_name: str, batch_size: int, *, seed: int = 0):
+  """``(step, x, y, num_params)`` for 'mlp' (28x28x1) or 'cnn' (8x8x1)."""
+  torch.manual_seed(seed)
+  if model_name == "mlp":
+    shape = (1, 28, 28)
+    model = build_mlp(in_shape=shape)
+  elif model_name == "cnn":
+    shape = (1, 8, 8)
+    model = build_cnn(in_shape=shape)
+  else:
+    raise ValueError(f"model_name={model_name!r}; use 'mlp' or 'cnn'")
+  rng = np.random.default_rng(seed)
+  x = torch.from_numpy(
+    rng.normal(size=(batch_size,) + shape).astype(np.float32)
+  )
+  y = torch.from_numpy(rng.integers(0, 10, size=batch_size).astype(np.int64))
+  step = DPZeroStep(
+    model,
+    learning_rate=1e-3,
+    smoothing=1e-3,
+    clip=1.0,
+    noise_multiplier=1.0,
+    expected_batch_size=batch_size,
+  )
+  num_params = sum(p.numel() for p in model.parameters())
+  return step, x, y, num_params
+
+
+def _status_kib(field: str) -> int:
+  with open("/proc/self/status") as f:
+    for line in f:
+      if line.startswith(field + ":"):
+        return int(line.split()[1])
+  raise KeyError(field)
+
+
+def step_memory(model_name: str, batch_size: int) -> dict:
+  """Resident bytes of parameters + batch, and the step's growth over them."""
+  step, x, y, num_params = setup(model_name, batch_size)
+  for _ in range(2):
+    step(x, y)
+  before = _status_kib("VmRSS")
+  with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")  # resets VmHWM to the current VmRSS
+  step(x, y)
+  growth = max(0, _status_kib("VmHWM") - before) * 1024
+  param_bytes = sum(p.numel() * p.element_size() for p in step.params)
+  return {
+    "num_params": num_params,
+    "param_bytes": param_bytes,
+    "batch_bytes": x.numel() * x.element_size() + y.numel() * y.element_size(),
+    "step_growth_bytes": growth,
+  }
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--model", choices=("mlp", "cnn"), default="mlp")
+  parser.add_argument("--batch", type=int, default=64)
+  parser.add_argument("--reps", type=int, default=20)
+  parser.add_argument(
+    "--memory", action="store_true", help="print the step's memory as JSON"
+  )
+  args = parser.parse_args()
+  torch.set_num_threads(1)
+  if args.memory:
+    print(json.dumps(step_memory(args.model, args.batch)))
+    return
+  step, x, y, _ = setup(args.model, args.batch)
+  for _ in range(2):
+    step(x, y)
+  times = []
+  for _ in range(args.reps):
+    t0 = time.perf_counter()
+    step(x, y)
+    times.append(time.perf_counter() - t0)
+  print(
+    json.dumps(
+      {
+        "min_s": min(times),
+        "median_s": statistics.median(times),
+        "load": os.getloadavg(),
+      }
+    )
+  )
+
+
+if __name__ == "__main__":
+  main()

@@ -108,16 +108,15 @@ def two_point_scalars(
         args.loss, params, direction(k), smoothing, args.batch
       )
     else:
-      # The counter hash draws u again for each pass (see direction_fn),
-      # and the barrier ties the second draw to ``f_plus`` so that the
-      # second perturbed copy is made after the first is dead.
-      f_plus = args.loss(
-        queries.perturb(params, direction(k), smoothing), args.batch
-      )
-      k, f_plus = jax.lax.optimization_barrier((k, f_plus))
-      f_minus = args.loss(
-        queries.perturb(params, direction(k), -smoothing), args.batch
-      )
+      # MeZO's in-place walk: x + l u, then (x + l u) - 2 l u. The counter
+      # hash draws u again for each use (see direction_fn) and the barrier
+      # orders the walk, so one perturbed copy of the parameters is live
+      # and, with the parameters donated, XLA reuses its buffer.
+      plus = queries.perturb(params, direction(k), smoothing)
+      f_plus = args.loss(plus, args.batch)
+      plus, f_plus, k = jax.lax.optimization_barrier((plus, f_plus, k))
+      minus = queries.perturb(plus, direction(k), -2.0 * smoothing)
+      f_minus = args.loss(minus, args.batch)
     return clipping.two_point_scalar(f_plus, f_minus, smoothing, clip_target)
 
   if query_keys.shape[0] == 1:

@@ -30,7 +30,7 @@ the left, as MeZO does.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -258,7 +258,7 @@ def test_candidate_scoring_on_tiny_opt(tmp_path):
     num_hidden_layers=2,
     ffn_dim=32,
     num_attention_heads=4,
-    max_position_embeddings=64,
+    max_position_embeddings=48,
   )
   model = OPTForCausalLM(cfg)
   params = model.init(jax.random.key(0), np.ones((1, 4), np.int32))["params"]
@@ -268,24 +268,19 @@ def test_candidate_scoring_on_tiny_opt(tmp_path):
     {"premise": "Cats.", "hypothesis": "Dogs.", "label": 2},
     {"premise": "Hi.", "hypothesis": "Yo.", "label": 1},
   ]
-  b = prompts.candidate_batch("snli", ex, tok, max_length=64, pad_id=1)
+  b = prompts.candidate_batch("snli", ex, tok, max_length=48, pad_id=1)
   losses = candidate_scoring.candidate_losses(loss_fn, params, b, batch_size=4)
   assert losses.shape == (9,) and np.all(losses > 0)
-  # each candidate alone, unpadded: padding and batching change no loss
-  for r in range(9):
+  # a candidate alone, unpadded: padding and batching change no loss
+  for r in (0, 4):
     n = int(b["attention_mask"][r].sum())
     one = {k: v[r : r + 1, :n] for k, v in b.items()}
     np.testing.assert_allclose(loss_fn(params, one)[0], losses[r], rtol=1e-5)
   pred = candidate_scoring.predict_from_losses(losses, 3)
   np.testing.assert_array_equal(pred, losses.reshape(3, 3).argmin(-1))
-  acc = candidate_scoring.candidate_accuracy(
-    loss_fn, params, b, pred, num_candidates=3
-  )
-  assert acc == 1.0
-  wrong = (pred + 1) % 3
-  assert (
-    candidate_scoring.candidate_accuracy(
-      loss_fn, params, b, wrong, num_candidates=3
-    )
-    == 0.0
-  )
+  acc = candidate_scoring.candidate_accuracy
+  assert acc(losses, pred, num_candidates=3) == 1.0
+  assert acc(losses, (pred + 1) % 3, num_candidates=3) == 0.0
+  labels = [e["label"] for e in ex]
+  expected = np.mean(pred == np.array(labels))
+  assert acc(losses, labels, num_candidates=3) == pytest.approx(expected)

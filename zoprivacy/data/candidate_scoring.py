@@ -35,11 +35,8 @@ def candidate_losses(loss_fn, params, batch: dict, *, batch_size: int = 64):
   return np.concatenate(out)
 
 
-def candidate_accuracy(
-  loss_fn, params, batch: dict, labels, *, num_candidates: int
-) -> float:
-  """Accuracy of the argmin-loss candidate against ``labels``."""
-  pred = predict_from_losses(
-    candidate_losses(loss_fn, params, batch), num_candidates
-  )
+def candidate_accuracy(losses, labels, *, num_candidates: int) -> float:
+  """Accuracy of the argmin-loss candidate against ``labels``; ``losses``
+  from :func:`candidate_losses` over ``prompts.candidate_batch``."""
+  pred = predict_from_losses(losses, num_candidates)
   return float(np.mean(pred == np.asarray(labels)))

@@ -284,3 +284,30 @@ def test_candidate_scoring_on_tiny_opt(tmp_path):
   labels = [e["label"] for e in ex]
   expected = np.mean(pred == np.array(labels))
   assert acc(losses, labels, num_candidates=3) == pytest.approx(expected)
+
+
+def test_llm_tasks_registered_and_fail_fast(tmp_path):
+  import ml_collections
+
+  from experiments.tasks import TASKS, get_task
+  from zoprivacy.data.loaders import MissingDataError
+
+  for name in ("sst2", "rte", "boolq", "mnli", "squad", "drop", "trec"):
+    assert f"{name}_opt" in TASKS
+  config = ml_collections.ConfigDict(
+    {"dataset": "squad_opt", "data_dir": str(tmp_path), "model_dir": ""}
+  )
+  with pytest.raises(MissingDataError, match="dev-v1.1.json"):
+    get_task(config)
+  (tmp_path / "sst2").mkdir()
+  (tmp_path / "sst2" / "train.jsonl").write_text(
+    json.dumps({"sentence": "a", "label": 1, "idx": 0}) + "\n"
+  )
+  config.dataset = "sst2_opt"
+  with pytest.raises(MissingDataError, match="validation"):
+    get_task(config)
+  (tmp_path / "sst2" / "validation.jsonl").write_text(
+    json.dumps({"sentence": "b", "label": 0, "idx": 0}) + "\n"
+  )
+  with pytest.raises(MissingDataError, match="config.json"):
+    get_task(config)

@@ -311,3 +311,50 @@ def test_llm_tasks_registered_and_fail_fast(tmp_path):
   )
   with pytest.raises(MissingDataError, match="config.json"):
     get_task(config)
+
+
+def test_llm_task_end_to_end(tmp_path, monkeypatch):
+  import ml_collections
+
+  from experiments.tasks import get_task, llm
+
+  tok, vocab_size = _char_tokenizer(tmp_path)
+  cfg = OPTConfig(
+    vocab_size=vocab_size,
+    hidden_size=16,
+    num_hidden_layers=1,
+    ffn_dim=32,
+    num_attention_heads=4,
+    max_position_embeddings=40,
+  )
+  params = OPTForCausalLM(cfg).init(
+    jax.random.key(1), np.ones((1, 4), np.int32)
+  )["params"]
+  monkeypatch.setattr(llm, "_opt", lambda config: (cfg, params, tok))
+  (tmp_path / "sst2").mkdir()
+  for split, n in (("train", 12), ("validation", 5)):
+    rows = [{"sentence": f"s{i}", "label": i % 2, "idx": i} for i in range(n)]
+    (tmp_path / "sst2" / f"{split}.jsonl").write_text(
+      "\n".join(map(json.dumps, rows))
+    )
+  config = ml_collections.ConfigDict(
+    {
+      "dataset": "sst2_opt",
+      "data_dir": str(tmp_path),
+      "examples_per_class": 3,
+      "max_length": 24,
+    }
+  )
+  task = get_task(config)
+  assert task.train_inputs["input_ids"].shape == (6, 2, 24)
+  assert np.bincount(task.train_labels).tolist() == [3, 3]
+  assert task.test_inputs["input_ids"].shape == (5, 2, 24)
+  trainable, frozen = task.init(jax.random.key(0))
+  logits = np.asarray(task.apply(trainable, frozen, task.test_inputs))
+  flat = {k: v.reshape(10, 24) for k, v in task.test_inputs.items()}
+  losses = per_example_lm_loss(params, flat, model=OPTForCausalLM(cfg))
+  np.testing.assert_allclose(logits, -np.asarray(losses).reshape(5, 2))
+  ce = task.batched_loss(
+    trainable, frozen, (task.test_inputs, task.test_labels)
+  )
+  assert ce.shape == (5,) and np.all(np.isfinite(ce))

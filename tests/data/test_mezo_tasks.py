@@ -358,3 +358,34 @@ def test_llm_task_end_to_end(tmp_path, monkeypatch):
     trainable, frozen, (task.test_inputs, task.test_labels)
   )
   assert ce.shape == (5,) and np.all(np.isfinite(ce))
+
+
+def test_generation_evaluation_on_tiny_opt(tmp_path):
+  from zoprivacy.data import qa_evaluation
+
+  tok, vocab_size = _char_tokenizer(tmp_path)
+  assert qa_evaluation.answer_text(tok, tok.encode(" Ab\nC").ids) == "Ab"
+  cfg = OPTConfig(
+    vocab_size=vocab_size,
+    hidden_size=16,
+    num_hidden_layers=1,
+    ffn_dim=32,
+    num_attention_heads=4,
+    max_position_embeddings=56,
+  )
+  model = OPTForCausalLM(cfg)
+  params = model.init(jax.random.key(2), np.ones((1, 4), np.int32))["params"]
+  ex = [
+    {"title": "T", "context": "C", "question": "Q", "answers": ["x"]},
+    {"title": "T", "context": "D", "question": "R", "answers": ["y"]},
+  ]
+  b = qa_evaluation.prompt_batch("squad", ex, tok, max_length=48, pad_id=1)
+  assert b["attention_mask"][0, -1] == 1 and b["attention_mask"][0, 0] == 0
+  real = b["input_ids"][0][b["attention_mask"][0] == 1].tolist()
+  assert tok.decode(real) == "Title: T\nContext: C\nQuestion: Q\nAnswer:"
+  res = qa_evaluation.evaluate_generation(
+    params, "squad", ex, tok, model=model, prompt_length=48, max_new_tokens=4
+  )
+  golds = [e["answers"] for e in ex]
+  assert res == {**qa.squad_scores(res["predictions"], golds), **res}
+  assert len(res["predictions"]) == 2 and 0.0 <= res["f1"] <= 1.0

@@ -49,6 +49,7 @@ naming the files looked for.
 from experiments.tasks import (
   images,
   imdb,
+  llm,
   logreg,
   minilm,
   roberta_prompts,

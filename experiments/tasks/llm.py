@@ -1,0 +1,173 @@
+"""OPT causal-LM tasks of the MeZO / DP-ZO / DPZero suite.
+
+Classification (``sst2_opt``, ``sst5_opt``, ``rte_opt``, ``qnli_opt``,
+``mnli_opt``, ``snli_opt``, ``boolq_opt``, ``trec_opt``): each example's
+inputs are its ``C`` candidate sequences (``prompts.candidate_batch``,
+``[N, C, S]``); ``apply`` returns the logits ``-loss_c`` with ``loss_c`` the
+mean negative log-likelihood of candidate ``c``'s verbalizer tokens, so the
+task's cross-entropy is MeZO's ``train_as_classification`` objective and
+argmax of the logits is MeZO's prediction (``candidate_scoring``).
+
+Generation (``squad_opt``, ``drop_opt``): inputs are prompt + first gold
+answer, ``batched_loss`` is the teacher-forced answer loss
+(``per_example_lm_loss``); the labels are placeholders. Evaluate with
+``opt_generate.generate`` and ``zoprivacy.metrics.qa.squad_scores``.
+
+Config: ``model_dir`` (Hugging Face OPT folder), ``data_dir``, ``num_train``
+(MeZO: 1000) or ``examples_per_class`` (k-shot), ``num_eval`` (1000),
+``max_length`` (256), ``data_seed``.
+
+Files, under ``data_dir``: ``<task>/train.{jsonl,parquet,tsv}`` and
+``<task>/validation.{jsonl,parquet,tsv}`` (Hugging Face exports, GLUE TSVs
+renamed), with ``<task>`` one of ``sst2 sst5 rte qnli mnli snli boolq trec``;
+``squad/train-v1.1.json`` + ``squad/dev-v1.1.json``;
+``drop/drop_dataset_train.json`` + ``drop/drop_dataset_dev.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+
+from experiments.tasks.common import data_seed
+from experiments.tasks.registry import Task, register
+from zoprivacy.data import prompts
+from zoprivacy.data.loaders import MissingDataError
+from zoprivacy.data.loaders import mezo_tasks as mt
+from zoprivacy.models.opt import OPTForCausalLM, per_example_lm_loss
+
+OPT_HOW = (
+  "put a Hugging Face OPT folder (config.json, model.safetensors or its "
+  "sharded index, tokenizer.json or vocab.json + merges.txt), e.g. "
+  "facebook/opt-1.3b, at config.model_dir"
+)
+DATA_HOW = (
+  "export the Hugging Face dataset splits (to_json / to_parquet; glue/sst2, "
+  "SetFit/sst5, super_glue/rte, glue/qnli, glue/mnli (validation_matched), "
+  "snli, super_glue/boolq, trec) as <data_dir>/<task>/{train,validation}.jsonl"
+  "; SQuAD v1.1 and DROP in their original JSON"
+)
+SUFFIXES = (".jsonl", ".parquet", ".tsv", ".json")
+
+
+def _find(root: Path, stem: str) -> Path | None:
+  for s in SUFFIXES:
+    if (root / f"{stem}{s}").is_file():
+      return root / f"{stem}{s}"
+  return None
+
+
+def _classification_data(data_dir: Path, task: str):
+  root = data_dir / task
+  files = [_find(root, s) for s in ("train", "validation")]
+  if None in files:
+    raise MissingDataError(
+      task, [root / f"{s}.jsonl" for s in ("train", "validation")], DATA_HOW
+    )
+  return [mt.normalize_classification(task, mt.read_records(f)) for f in files]
+
+
+def _generation_data(data_dir: Path, task: str):
+  names = {
+    "squad": ("squad/train-v1.1.json", "squad/dev-v1.1.json"),
+    "drop": ("drop/drop_dataset_train.json", "drop/drop_dataset_dev.json"),
+  }[task]
+  paths = [data_dir / n for n in names]
+  missing = [p for p in paths if not p.is_file()]
+  if missing:
+    raise MissingDataError(task, missing, DATA_HOW)
+  read = mt.load_squad_json if task == "squad" else mt.load_drop_json
+  return [read(p) for p in paths]
+
+
+def _opt(config):
+  from zoprivacy.models.hf_checkpoint import load_bpe_tokenizer, load_opt
+
+  model_dir = config.get("model_dir")
+  if not model_dir or not (Path(model_dir) / "config.json").is_file():
+    raise MissingDataError(
+      "OPT", [f"{model_dir or '<config.model_dir>'}/config.json"], OPT_HOW
+    )
+  cfg, params = load_opt(model_dir)
+  return cfg, params, load_bpe_tokenizer(model_dir)
+
+
+@dataclasses.dataclass
+class LMTask(Task):
+  """A generation task: the loss is the teacher-forced answer loss."""
+
+  lm_loss: object = None
+
+  def batched_loss(self, trainable, frozen, batch):
+    inputs, _ = batch
+    return self.lm_loss(trainable, inputs)
+
+
+def _build(config, task: str) -> Task:
+  data_dir = Path(config.get("data_dir") or ".").expanduser()
+  generation = task in prompts.GENERATION_TASKS
+  if generation:
+    train, test = _generation_data(data_dir, task)
+  else:
+    train, test = _classification_data(data_dir, task)
+  seed = data_seed(config)
+  k = int(config.get("examples_per_class") or 0)
+  if k and not generation:
+    train = mt.sample_per_class(train, k, seed=seed)
+  else:
+    train = mt.sample_examples(
+      train, int(config.get("num_train") or 1000), seed=seed
+    )
+  test = mt.sample_examples(
+    test, int(config.get("num_eval") or 1000), seed=seed + 1
+  )
+  cfg, params, tok = _opt(config)
+  length = int(config.get("max_length") or 256)
+  model = OPTForCausalLM(cfg)
+  loss = functools.partial(per_example_lm_loss, model=model)
+  kw = dict(max_length=length, pad_id=cfg.pad_token_id)
+
+  def init(key):
+    del key  # pretrained weights
+    return params, {}
+
+  if generation:
+    enc = [prompts.training_batch(task, d, tok, **kw) for d in (train, test)]
+    return LMTask(
+      enc[0],
+      np.zeros(len(train), np.int32),
+      enc[1],
+      np.zeros(len(test), np.int32),
+      1,
+      init,
+      lambda t, f, x: -loss(t, x)[:, None],
+      lm_loss=lambda t, x: loss(t, x),
+    )
+  c = len(prompts.TEMPLATES[task].verbalizer)
+
+  def encode(d):
+    b = prompts.candidate_batch(task, d, tok, **kw)
+    return {k: v.reshape(len(d), c, length) for k, v in b.items()}
+
+  def apply(t, f, inputs):
+    del f
+    flat = {k: jnp.reshape(v, (-1, length)) for k, v in inputs.items()}
+    return -loss(t, flat).reshape(-1, c)
+
+  return Task(
+    encode(train),
+    np.array([e["label"] for e in train], np.int32),
+    encode(test),
+    np.array([e["label"] for e in test], np.int32),
+    c,
+    init,
+    apply,
+  )
+
+
+for _name in tuple(prompts.TEMPLATES):
+  register(f"{_name}_opt")(functools.partial(_build, task=_name))

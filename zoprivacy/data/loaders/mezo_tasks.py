@@ -1,0 +1,229 @@
+"""Readers for the MeZO / DP-ZO / DPZero causal-LM task suite.
+
+Every reader returns a list of example dicts (field names as in the Hugging
+Face ``datasets`` releases, which MeZO's ``large_models/tasks.py`` reads):
+
+* SST-2 / SST-5: ``sentence``, ``label`` (SST-5: ``text``, ``label`` 0..4 in
+  ``SetFit/sst5``; both accepted).
+* RTE / QNLI / MNLI / SNLI: ``premise``, ``hypothesis``, ``label``
+  (RTE/QNLI: 0 entailment, 1 not_entailment; MNLI/SNLI: 0/1/2 entailment,
+  neutral, contradiction). GLUE TSVs (``sentence1``/``sentence2``,
+  ``question``/``sentence``) are mapped to these names.
+* BoolQ: ``passage``, ``question``, ``label`` (1 = true; SuperGLUE JSONL).
+* TREC: ``text``, ``label`` (coarse label, 0..5).
+* SQuAD v1.1: ``title``, ``context``, ``question``, ``answers`` (list of
+  strings, duplicates kept as in the official file).
+* DROP: ``context``, ``question``, ``answers`` (each answer rendered as one
+  string: the number, the spans joined by ", ", or the date "day month year").
+
+Formats: JSON lines, the original releases (GLUE TSV, SQuAD JSON, DROP JSON),
+and parquet (as written by ``datasets.Dataset.to_parquet`` or the hub's
+``refs/convert/parquet`` files), which needs ``pyarrow``.
+
+Sampling (:func:`sample_examples`, :func:`sample_per_class`) follows MeZO:
+``n`` examples drawn without replacement with a fixed public seed (MeZO:
+1000 train, 500 dev, 1000 eval), or ``k`` examples per class (few-shot).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from zoprivacy.data.loaders.glue import read_tsv
+
+NLI3 = {"entailment": 0, "neutral": 1, "contradiction": 2}
+NLI2 = {"entailment": 0, "not_entailment": 1}
+
+
+def read_jsonl(path) -> list[dict]:
+  """One JSON object per non-empty line."""
+  rows = []
+  with open(path, encoding="utf-8") as f:
+    for lineno, line in enumerate(f, 1):
+      if line.strip():
+        try:
+          rows.append(json.loads(line))
+        except json.JSONDecodeError as e:
+          raise ValueError(f"{path}:{lineno}: invalid JSON: {e}") from e
+  return rows
+
+
+def read_parquet(path) -> list[dict]:
+  """Rows of a parquet file as dicts (requires ``pyarrow``)."""
+  try:
+    import pyarrow.parquet as pq
+  except ImportError as e:
+    raise ImportError(
+      f"reading {path} needs pyarrow (pip install pyarrow); or export the "
+      "dataset as JSON lines (datasets' to_json) instead"
+    ) from e
+  return pq.read_table(str(path)).to_pylist()
+
+
+def read_records(path) -> list[dict]:
+  """``.parquet``, ``.jsonl``/``.json`` (JSON lines) or ``.tsv`` by suffix."""
+  path = Path(path)
+  if not path.is_file():
+    raise FileNotFoundError(f"{path}: no such file")
+  if path.suffix == ".parquet":
+    return read_parquet(path)
+  if path.suffix in (".jsonl", ".json"):
+    return read_jsonl(path)
+  if path.suffix == ".tsv":
+    header, rows = read_tsv(path)
+    return [dict(zip(header, r)) for r in rows]
+  raise ValueError(f"{path}: unknown format (parquet, jsonl, json, tsv)")
+
+
+def _label(value, names: dict | None) -> int:
+  if isinstance(value, str) and names is not None and value in names:
+    return names[value]
+  return int(value)
+
+
+def normalize_classification(task: str, rows: list[dict]) -> list[dict]:
+  """Maps HF / GLUE / SuperGLUE column names to this module's field names;
+  drops unlabelled rows (GLUE test files, SNLI ``-``, HF label -1)."""
+  out = []
+  for r in rows:
+    if task in ("sst2", "sst5"):
+      text = r.get("sentence", r.get("text"))
+      ex = {"sentence": str(text).strip(), "raw_label": r.get("label")}
+    elif task in ("rte", "qnli", "mnli", "snli"):
+      if "premise" in r:
+        p, h = r["premise"], r["hypothesis"]
+      elif "question" in r:  # QNLI: question, sentence
+        p, h = r["sentence"], r["question"]
+      else:
+        p, h = r["sentence1"], r["sentence2"]
+      lab = r.get("label", r.get("gold_label"))
+      ex = {"premise": p, "hypothesis": h, "raw_label": lab}
+    elif task == "boolq":
+      lab = r.get("label", r.get("answer"))
+      ex = {
+        "passage": r["passage"],
+        "question": r["question"],
+        "raw_label": lab,
+      }
+    elif task == "trec":
+      lab = r.get("coarse_label", r.get("label-coarse", r.get("label")))
+      ex = {"text": r["text"], "raw_label": lab}
+    else:
+      raise ValueError(f"unknown classification task {task!r}")
+    raw = ex.pop("raw_label")
+    if raw is None or raw in ("-", "", -1):
+      continue
+    names = NLI3 if task in ("mnli", "snli") else NLI2
+    if isinstance(raw, bool):
+      ex["label"] = int(raw)
+    elif task == "boolq" and isinstance(raw, str):
+      ex["label"] = int(raw.lower() == "true")
+    else:
+      ex["label"] = _label(raw, names)
+    out.append(ex)
+  return out
+
+
+def load_squad_json(path) -> list[dict]:
+  """SQuAD v1.1 JSON (``data[].paragraphs[].qas[].answers[].text``)."""
+  with open(path, encoding="utf-8") as f:
+    data = json.load(f)["data"]
+  out = []
+  for article in data:
+    for par in article["paragraphs"]:
+      for qa in par["qas"]:
+        out.append(
+          {
+            "id": qa["id"],
+            "title": article.get("title", ""),
+            "context": par["context"],
+            "question": qa["question"],
+            "answers": [a["text"] for a in qa["answers"]],
+          }
+        )
+  return out
+
+
+def squad_from_hf(rows: list[dict]) -> list[dict]:
+  """HF ``squad`` rows (``answers = {"text": [...], "answer_start": [...]}``)."""
+  return [
+    {
+      "id": r["id"],
+      "title": r["title"],
+      "context": r["context"],
+      "question": r["question"],
+      "answers": list(r["answers"]["text"]),
+    }
+    for r in rows
+  ]
+
+
+def drop_answer_text(answer: dict) -> str:
+  """One DROP answer dict (number / spans / date) as a string."""
+  if answer.get("number"):
+    return str(answer["number"])
+  if answer.get("spans"):
+    return ", ".join(answer["spans"])
+  date = answer.get("date") or {}
+  parts = [date.get(k, "") for k in ("day", "month", "year")]
+  return " ".join(p for p in parts if p)
+
+
+def load_drop_json(path) -> list[dict]:
+  """DROP JSON: ``{pid: {passage, qa_pairs: [{query_id, question, answer,
+  validated_answers?}]}}``; gold answers = answer + validated answers."""
+  with open(path, encoding="utf-8") as f:
+    data = json.load(f)
+  out = []
+  for item in data.values():
+    for qa in item["qa_pairs"]:
+      answers = [drop_answer_text(qa["answer"])]
+      answers += [drop_answer_text(a) for a in qa.get("validated_answers", [])]
+      out.append(
+        {
+          "id": qa["query_id"],
+          "context": item["passage"],
+          "question": qa["question"],
+          "answers": [a for a in answers if a],
+        }
+      )
+  return out
+
+
+def drop_from_hf(rows: list[dict]) -> list[dict]:
+  """HF ``ucinlp/drop`` rows (``answers_spans = {"spans": [...]}``), as
+  MeZO reads them."""
+  return [
+    {
+      "id": r["query_id"],
+      "context": r["passage"],
+      "question": r["question"],
+      "answers": list(r["answers_spans"]["spans"]),
+    }
+    for r in rows
+  ]
+
+
+def sample_examples(examples: list, n: int, *, seed: int) -> list:
+  """``n`` examples without replacement (all if fewer), public ``seed``."""
+  if n >= len(examples):
+    return list(examples)
+  idx = np.random.default_rng(seed).choice(len(examples), n, replace=False)
+  return [examples[i] for i in sorted(idx)]
+
+
+def sample_per_class(examples: list[dict], k: int, *, seed: int) -> list[dict]:
+  """``k`` examples of each label (few-shot, as in MeZO's k=16/512 runs);
+  raises if a class has fewer than ``k``."""
+  rng = np.random.default_rng(seed)
+  labels = np.array([e["label"] for e in examples])
+  chosen = []
+  for c in np.unique(labels):
+    idx = np.flatnonzero(labels == c)
+    if len(idx) < k:
+      raise ValueError(f"class {c} has {len(idx)} examples, fewer than k={k}")
+    chosen.extend(rng.choice(idx, k, replace=False).tolist())
+  return [examples[i] for i in sorted(chosen)]

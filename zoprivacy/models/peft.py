@@ -158,3 +158,48 @@ class LoRA:
         raise KeyError(f"adapter for {path_str(path)} has no kernel in params")
       flat[kpath] = flat[kpath] + self.scale * (a @ b)
     return traverse_util.unflatten_dict(flat)
+
+
+# --- LoRA on stacked (scanned) kernels --------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class StackedLoRA(LoRA):
+  """:class:`LoRA` on 3-D kernels ``[L, d_in, d_out]`` stacked for a layer
+  scan (e.g. OPT's ``layers/self_attn/q_proj/kernel``).
+
+  Per layer ``l`` the adapter is ``(alpha / rank) A_l @ B_l`` with
+  ``lora_A`` ``[L, d_in, rank]`` (Gaussian, std ``1/sqrt(d_in)``) and
+  ``lora_B`` ``[L, rank, d_out]`` (zeros), as Hu et al. (2022) per matrix.
+  :meth:`merge` is :class:`LoRA`'s (``A @ B`` is batched over the layer
+  axis), and it also merges one layer's 2-D slices inside a scan body.
+  The default targets are DP-ZO's query and value projections of OPT.
+  """
+
+  targets: str = r"self_attn/(q_proj|v_proj)/kernel$"
+
+  def target_paths(self, params) -> list:
+    rx = re.compile(self.targets)
+    paths = [
+      k
+      for k, v in _flat(params).items()
+      if k[-1] == "kernel" and jnp.ndim(v) == 3 and rx.search(path_str(k))
+    ]
+    if not paths:
+      raise ValueError(f"no 3-D stacked kernel matches {self.targets!r}")
+    return sorted(paths)
+
+  def init(self, rng, params) -> dict:
+    flat = _flat(params)
+    adapters = {}
+    paths = self.target_paths(params)
+    for key, path in zip(jax.random.split(rng, len(paths)), paths):
+      w = flat[path]
+      layers, d_in, d_out = w.shape
+      adapters[path[:-1] + ("lora_A",)] = jax.random.normal(
+        key, (layers, d_in, self.rank), w.dtype
+      ) / jnp.sqrt(d_in).astype(w.dtype)
+      adapters[path[:-1] + ("lora_B",)] = jnp.zeros(
+        (layers, self.rank, d_out), w.dtype
+      )
+    return traverse_util.unflatten_dict(adapters)

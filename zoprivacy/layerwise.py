@@ -1,0 +1,315 @@
+"""Zeroth-order steps at inference-level memory for scanned, stacked layers.
+
+The generic two-point step (:mod:`zoprivacy.estimators.two_point`) builds
+``x + l u`` as a full pytree before each forward pass, and ``s u`` as a full
+pytree before the update: at least one extra copy of the parameters is live.
+For a model whose layers are one scan over parameters stacked on a leading
+layer axis (``[L, ...]`` leaves, e.g. :class:`~zoprivacy.models.opt.
+OPTForCausalLM`), this module perturbs each layer *inside* the scan body, as
+the layer is used: the body receives the unperturbed layer and its index
+``l`` and adds ``scale * u_l``, where ``u_l`` is layer ``l``'s slice of the
+counter-hash direction (:func:`zoprivacy.directions.leaf_slice` with
+``start = l * layer_size``). The extra memory is one layer's worth:
+compiled on CPU for a 16-layer OPT (hidden 256), the step's temporaries are
+0.15x the parameters (2.4 layers, constant in depth; an inference pass
+alone holds 1.1) against 3.07x for the generic counter-hash dpzero step.
+
+The direction is THE direction of the generic step: leaf ``i`` is numbered
+in the ``jax.tree.leaves`` order of the whole trainable tree and its
+elements are drawn by the same counter hash, so a step here equals the
+generic ``dpzero(direction_prng='counter')`` step followed by
+``optax.sgd(learning_rate)`` with the same keys (tested).
+
+The update ``x <- x - a (1/q) sum_j s_j u_j`` (DPZero Alg. 2 line 3, DP-ZO
+Alg. 1 line 17) regenerates ``u_j`` inside one elementwise expression per
+leaf; jitted with ``donate_argnums=0`` it overwrites the parameters in place.
+The clipped per-example scalars, their noise and the division by the
+expected batch size go through the estimators' own pieces
+(:mod:`zoprivacy.clipping`, ``mechanism.privatize_sum``) and the state is an
+:class:`~zoprivacy.estimators.base.EstimatorState` carrying the same
+privacy plan, so accounting is unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from zoprivacy import clipping, mechanisms, validation
+from zoprivacy import directions as directions_lib
+from zoprivacy.estimators import base, two_point
+from zoprivacy.privacy import plan as plan_lib
+
+SLICEABLE_DIRECTIONS = ("gaussian", "rademacher")
+MAX_LEAF_SIZE = 2**32  # counter-hash positions are uint32 within a leaf
+
+
+class Perturbation(NamedTuple):
+  """``x + scale * u(key)`` for the counter-hash direction ``direction``."""
+
+  direction: str
+  key: jax.Array
+  scale: Any
+
+  def _add(self, leaf, number, start=0):
+    u = directions_lib.leaf_slice(
+      self.direction,
+      self.key,
+      number,
+      jnp.shape(leaf),
+      jnp.result_type(leaf),
+      start=start,
+    )
+    # exactly queries.perturb: p + (scale * u).astype(p.dtype)
+    return leaf + (self.scale * u).astype(leaf.dtype)
+
+  def apply(self, tree, numbers):
+    """Whole leaves (the non-scanned part): leaf ``numbers[i]`` of ``u``."""
+    return jax.tree.map(self._add, tree, numbers)
+
+  def apply_layer(self, layer_tree, numbers, layer):
+    """One layer's slices ``[...]`` of stacked leaves ``[L, ...]``: the
+    elements ``layer * size .. (layer + 1) * size - 1`` of each leaf of
+    ``u``, i.e. the same slice of the full draw."""
+
+    def add(leaf, number):
+      size = math.prod(jnp.shape(leaf))
+      start = jnp.asarray(layer, jnp.uint32) * jnp.uint32(size)
+      return self._add(leaf, number, start)
+
+    return jax.tree.map(add, layer_tree, numbers)
+
+
+def leaf_numbers(tree):
+  """A tree like ``tree`` holding each leaf's index in ``jax.tree.leaves``."""
+  leaves, treedef = jax.tree.flatten(tree)
+  for leaf in leaves:
+    if math.prod(jnp.shape(leaf)) >= MAX_LEAF_SIZE:
+      raise ValueError(
+        f"A leaf of shape {jnp.shape(leaf)} has 2^32 or more elements, "
+        "more than the counter hash numbers within one leaf."
+      )
+  return jax.tree.unflatten(treedef, list(range(len(leaves))))
+
+
+def split_stacked(tree, stacked_key: str):
+  """``(outer, stacked)``: a dict tree without / with its ``stacked_key``
+  entry (``{}`` when absent)."""
+  tree = {} if tree is None else dict(tree)
+  stacked = tree.pop(stacked_key, {})
+  return tree, stacked
+
+
+def release_scalars(
+  per_example, mask, noise_key, query: two_point.TwoPointQuery, discrete_noise
+):
+  """Steps 3-4 of :func:`zoprivacy.estimators.two_point.two_point_scalars`
+  on per-example two-point scalars ``[B, q]``: private, clipped at
+  ``mechanism.clip``, noised by ``mechanism.privatize_sum`` and divided by
+  the expected batch size (DPZero Alg. 2 line 3, DP-ZO Alg. 1 lines 13/15);
+  non-private (MeZO), the mean over real examples."""
+  per_example = per_example.astype(jnp.float32)
+  if query.privacy is not None:
+    clipped = clipping.clip_scalars(per_example, query.mechanism.clip)
+    noisy_sum = query.mechanism.privatize_sum(
+      noise_key, clipped, mask, discrete_noise
+    )
+    mean = noisy_sum / query.privacy.expected_batch_size
+  else:
+    if mask is None:
+      count = per_example.shape[0]
+    else:
+      count = jnp.maximum(jnp.sum(mask.astype(jnp.float32)), 1.0)
+    mean = mechanisms.masked_sum(per_example, mask) / count
+  return clipping.to_directional_derivative(
+    mean, query.smoothing, query.clip_target
+  )
+
+
+def descend(params, direction: str, query_keys, scalars, learning_rate):
+  """``x - a (1/q) sum_j s_j u_j`` leaf by leaf, each ``u_j`` regenerated
+  inside the leaf's one elementwise expression (no copy of ``u``).
+
+  The arithmetic is that of :func:`~zoprivacy.estimators.two_point.
+  average_of_directions` followed by ``optax.sgd``: ``s u`` (``q = 1``) or
+  ``sum_j (s_j / q) u_j``, times ``-a``, added to ``x``.
+  """
+  num_queries = query_keys.shape[0]
+  numbers = leaf_numbers(params)
+
+  def update(leaf, number):
+    dtype = jnp.result_type(leaf)
+    draw = lambda k: directions_lib.leaf_slice(
+      direction, k, number, jnp.shape(leaf), dtype
+    )
+    if num_queries == 1:
+      grad = scalars[0].astype(dtype) * draw(query_keys[0])
+    else:
+      grad = jnp.zeros_like(leaf)
+      for j in range(num_queries):
+        grad = grad + (scalars[j] / num_queries).astype(dtype) * draw(
+          query_keys[j]
+        )
+    return (leaf + (-learning_rate) * grad).astype(dtype)
+
+  return jax.tree.map(update, params, numbers)
+
+
+# perturbed_loss(trainable, frozen, batch, perturbation) -> [B] losses at
+# the parameters assembled from ``trainable + scale * u`` and ``frozen``.
+PerturbedLoss = Callable[[Any, Any, Any, Perturbation], jax.Array]
+
+
+class LayerwiseZO(NamedTuple):
+  """A two-point step without parameter copies.
+
+  ``init(params) -> state``: an :class:`~zoprivacy.estimators.base.
+  EstimatorState` (public direction key, secret noise key, the plan).
+  ``step(trainable, state, batch, frozen=None, mask=None,
+  discrete_noise=None) -> (trainable, state)``: one SGD step; jit it with
+  ``jax.jit(zo.step, donate_argnums=0)`` so ``trainable`` is updated in
+  place. ``privacy_plan``: the plan of one step (as the estimators').
+  """
+
+  init: Callable
+  step: Callable
+  privacy_plan: plan_lib.PrivacyPlan
+  query: two_point.TwoPointQuery
+
+
+def layerwise_two_point(
+  query: two_point.TwoPointQuery,
+  *,
+  directions: str,
+  perturbed_loss: PerturbedLoss,
+  learning_rate: float,
+  direction_key=0,
+) -> LayerwiseZO:
+  """The two-point step of ``query`` with the loss of ``perturbed_loss``.
+
+  Per query key ``k_j`` (``split(fold_in(direction_key, t), q)``, as the
+  generic step): ``f(x + l u_j)`` then ``f(x - l u_j)`` per example, each
+  pass perturbing as it goes (DPZero eq. (2)); the two-point scalar, its
+  clipping and noise (:func:`release_scalars`); the in-place update
+  (:func:`descend`).
+  """
+  validation.one_of("directions", directions, SLICEABLE_DIRECTIONS)
+  if query.direction_prng != "counter":
+    raise ValueError("The layer-wise step draws u by the counter hash only.")
+  learning_rate = validation.positive_or_traced("learning_rate", learning_rate)
+  privacy = query.privacy
+  plan = plan_lib.PrivacyPlan.non_private() if privacy is None else privacy.plan
+  test_seed = None if privacy is None else privacy.insecure_test_noise_seed
+  smoothing, clip_target = query.smoothing, query.clip_target
+
+  def init(params):
+    del params
+    return base.init_state(direction_key, plan, query.num_queries, test_seed)
+
+  def step(
+    trainable, state, batch, frozen=None, mask=None, discrete_noise=None
+  ):
+    if hasattr(batch, "mask") and hasattr(batch, "data"):  # a PaddedBatch
+      if mask is not None:
+        raise ValueError("Pass either a PaddedBatch or mask=, not both.")
+      batch, mask = batch.data, batch.mask
+    dir_key, noise_key = base.step_keys(state)
+    query_keys = jax.random.split(dir_key, query.num_queries)
+
+    def losses(k, scale):
+      return perturbed_loss(
+        trainable, frozen, batch, Perturbation(directions, k, scale)
+      )
+
+    def one_query(k):
+      f_plus = losses(k, smoothing)
+      k, f_plus = jax.lax.optimization_barrier((k, f_plus))
+      f_minus = losses(k, -smoothing)
+      return clipping.two_point_scalar(f_plus, f_minus, smoothing, clip_target)
+
+    if query.num_queries == 1:
+      per_example = one_query(query_keys[0])[:, None]  # [B, 1]
+    else:
+      per_example = jax.lax.map(one_query, query_keys).T  # [B, q]
+    scalars = release_scalars(
+      per_example, mask, noise_key, query, discrete_noise
+    )
+    trainable = descend(
+      trainable, directions, query_keys, scalars, learning_rate
+    )
+    released = jnp.asarray(scalars, jnp.float32).reshape([-1])
+    return trainable, state._replace(step=state.step + 1, released=released)
+
+  return LayerwiseZO(init, step, plan, query)
+
+
+def layerwise_dpzero(
+  *,
+  perturbed_loss: PerturbedLoss,
+  learning_rate: float,
+  clip: float,
+  noise_multiplier: float,
+  smoothing: float,
+  expected_batch_size: float,
+  dataset_size: int | None = None,
+  num_queries: int = 1,
+  directions: str = "gaussian",
+  clip_target: str = "finite_difference",
+  mechanism: str = "gaussian",
+  neighboring: str = "add_or_remove",
+  direction_key=0,
+  exact_noise: bool = False,
+  grid_points: int = 1024,
+  insecure_test_noise_seed: int | None = None,
+) -> LayerwiseZO:
+  """DPZero (Zhang et al. 2024, Alg. 2) plus SGD at learning rate ``a``,
+  layer-wise; ``clip_target='raw_difference'`` (and ``mechanism='laplace'``)
+  give DP-ZO (Tang et al. 2024, Alg. 1). Hyperparameters, privacy and the
+  secret noise key are as in :func:`zoprivacy.estimators.scalar_zo.dpzero`
+  with ``direction_prng='counter'``; ``directions`` must be sliceable
+  (``'gaussian'`` or ``'rademacher'``: a sphere needs the global norm)."""
+  query = two_point.make_query(
+    directions=directions,
+    direction_prng="counter",
+    smoothing=smoothing,
+    clip_target=clip_target,
+    privacy=base.privacy_from(locals()),
+  )
+  return layerwise_two_point(
+    query,
+    directions=directions,
+    perturbed_loss=perturbed_loss,
+    learning_rate=learning_rate,
+    direction_key=direction_key,
+  )
+
+
+def layerwise_mezo(
+  *,
+  perturbed_loss: PerturbedLoss,
+  learning_rate: float,
+  smoothing: float = 1e-3,
+  num_queries: int = 1,
+  directions: str = "gaussian",
+  direction_key=0,
+) -> LayerwiseZO:
+  """MeZO (Malladi et al. 2023) plus SGD, layer-wise; NOT private."""
+  query = two_point.make_query(
+    directions=directions,
+    direction_prng="counter",
+    smoothing=smoothing,
+    clip_target="finite_difference",
+    privacy=None,
+    num_queries=num_queries,
+  )
+  return layerwise_two_point(
+    query,
+    directions=directions,
+    perturbed_loss=perturbed_loss,
+    learning_rate=learning_rate,
+    direction_key=direction_key,
+  )

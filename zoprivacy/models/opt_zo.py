@@ -1,0 +1,157 @@
+"""OPT losses at ``x + scale * u`` with the perturbation added inside the
+layer scan, for :mod:`zoprivacy.layerwise` (zeroth-order steps without
+parameter copies).
+
+:func:`perturbed_logits` is the forward pass of :class:`~zoprivacy.models.
+opt.OPTForCausalLM` (the same Flax submodules) written as a ``lax.scan``
+whose body receives layer ``l``'s unperturbed parameters and ``l``, and
+adds ``scale * u_l`` (:meth:`zoprivacy.layerwise.Perturbation.apply_layer`)
+just before using them: only one perturbed layer is ever live. The leaves
+outside the scan (embeddings, final LayerNorm, projections) are perturbed
+whole, leaf by leaf, with the same direction function.
+
+Trainable subsets. ``trainable`` is the tree the direction covers (leaf
+numbers in its ``jax.tree.leaves`` order, as in the generic step);
+``frozen`` holds the rest and ``assemble(trainable, frozen) -> params``
+rebuilds model parameters, applied to the outer part and to each layer's
+slices. Full fine-tuning: ``frozen=None``; BitFit: ``peft.merge_params``;
+LoRA on the stacked kernels (:class:`zoprivacy.models.peft.StackedLoRA`):
+``lambda adapters, params: lora.merge(params, adapters)``.
+
+Usage::
+
+    zo = layerwise.layerwise_dpzero(
+      perturbed_loss=opt_zo.in_scan_lm_loss(model=model), learning_rate=a,
+      clip=..., noise_multiplier=..., smoothing=1e-3, expected_batch_size=B)
+    step = jax.jit(zo.step, donate_argnums=0)
+    params, state = step(params, state, batch)
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from zoprivacy import layerwise
+from zoprivacy.models import peft
+from zoprivacy.models.opt import (
+  POSITION_OFFSET,
+  OPTDecoderLayer,
+  OPTForCausalLM,
+  check_length,
+  per_example_lm_loss,
+  position_ids,
+)
+
+STACKED_KEY = "layers"  # OPTForCausalLM's scanned submodule
+
+
+def _embed(module: OPTForCausalLM, input_ids, positions):
+  """The start of ``OPTForCausalLM.decode``: embeddings, ``project_in``."""
+  x = module.embed_tokens(input_ids)
+  if module.config.has_projections:
+    x = module.project_in(x)
+  return x + module.embed_positions(positions + POSITION_OFFSET)
+
+
+def _head(module: OPTForCausalLM, hidden):
+  """The end of ``decode`` and the tied LM head (float32 logits)."""
+  if module.config.has_final_layer_norm:
+    hidden = module.final_layer_norm(hidden)
+  if module.config.has_projections:
+    hidden = module.project_out(hidden)
+  return module.logits(hidden)
+
+
+def _assemble_full(trainable, frozen):
+  return peft.merge_params(trainable, frozen) if frozen else trainable
+
+
+def perturbed_logits(
+  trainable,
+  frozen,
+  input_ids,
+  attention_mask,
+  *,
+  model: OPTForCausalLM,
+  perturbation: layerwise.Perturbation | None,
+  assemble: Callable = _assemble_full,
+):
+  """Logits ``[B, S, vocab]`` of ``model`` at ``assemble(trainable + scale
+  u, frozen)``, perturbing each layer inside the scan (module docstring).
+  ``perturbation=None``: the unperturbed model."""
+  config = model.config
+  numbers = layerwise.leaf_numbers(trainable)
+  t_outer, t_layers = layerwise.split_stacked(trainable, STACKED_KEY)
+  n_outer, n_layers = layerwise.split_stacked(numbers, STACKED_KEY)
+  f_outer, f_layers = layerwise.split_stacked(frozen, STACKED_KEY)
+  if perturbation is not None:
+    t_outer = perturbation.apply(t_outer, n_outer)
+  outer = {"params": assemble(t_outer, f_outer)}
+
+  check_length(input_ids.shape[-1], config)
+  mask = attention_mask.astype(bool)
+  length = input_ids.shape[-1]
+  allowed = jnp.tril(jnp.ones((length, length), bool))[None] & mask[:, None]
+  x = model.apply(outer, input_ids, position_ids(attention_mask), method=_embed)
+  layer = OPTDecoderLayer(config, model.dtype, model.param_dtype)
+
+  def body(x, xs):
+    t_layer, f_layer, index = xs
+    if perturbation is not None:
+      t_layer = perturbation.apply_layer(t_layer, n_layers, index)
+    params = {"params": assemble(t_layer, f_layer)}
+    x, _ = layer.apply(params, x, None, allowed, 0)
+    return x, None
+
+  indices = jnp.arange(config.num_hidden_layers, dtype=jnp.int32)
+  x, _ = jax.lax.scan(body, x, (t_layers, f_layers, indices))
+  return model.apply(outer, x, method=_head)
+
+
+class _PerturbedForward(NamedTuple):
+  """Stands for the model in :func:`~zoprivacy.models.opt.
+  per_example_lm_loss` (which calls ``model.apply({'params': p}, ids,
+  mask)``), so the loss reduction is that function's own."""
+
+  model: OPTForCausalLM
+  frozen: Any
+  perturbation: layerwise.Perturbation | None
+  assemble: Callable
+
+  def apply(self, variables, input_ids, attention_mask):
+    return perturbed_logits(
+      variables["params"],
+      self.frozen,
+      input_ids,
+      attention_mask,
+      model=self.model,
+      perturbation=self.perturbation,
+      assemble=self.assemble,
+    )
+
+
+def perturbed_lm_loss(
+  trainable,
+  frozen,
+  batch,
+  perturbation: layerwise.Perturbation | None,
+  *,
+  model: OPTForCausalLM,
+  assemble: Callable = _assemble_full,
+) -> jax.Array:
+  """Per-example :func:`~zoprivacy.models.opt.per_example_lm_loss` at
+  ``assemble(trainable + scale u, frozen)``, perturbed inside the scan."""
+  forward = _PerturbedForward(model, frozen, perturbation, assemble)
+  return per_example_lm_loss(trainable, batch, model=forward)
+
+
+def in_scan_lm_loss(
+  *, model: OPTForCausalLM, assemble: Callable = _assemble_full
+) -> layerwise.PerturbedLoss:
+  """``perturbed_loss`` for :mod:`zoprivacy.layerwise` steps on OPT."""
+  return functools.partial(perturbed_lm_loss, model=model, assemble=assemble)

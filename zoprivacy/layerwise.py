@@ -39,9 +39,10 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from zoprivacy import clipping, mechanisms, validation
+from zoprivacy import clipping, validation
 from zoprivacy import directions as directions_lib
-from zoprivacy.estimators import base, two_point
+from zoprivacy.estimators import arguments, base, two_point
+from zoprivacy.estimators.scalar_zo import dpzero
 from zoprivacy.privacy import plan as plan_lib
 
 SLICEABLE_DIRECTIONS = ("gaussian", "rademacher")
@@ -102,32 +103,6 @@ def split_stacked(tree, stacked_key: str):
   tree = {} if tree is None else dict(tree)
   stacked = tree.pop(stacked_key, {})
   return tree, stacked
-
-
-def release_scalars(
-  per_example, mask, noise_key, query: two_point.TwoPointQuery, discrete_noise
-):
-  """Steps 3-4 of :func:`zoprivacy.estimators.two_point.two_point_scalars`
-  on per-example two-point scalars ``[B, q]``: private, clipped at
-  ``mechanism.clip``, noised by ``mechanism.privatize_sum`` and divided by
-  the expected batch size (DPZero Alg. 2 line 3, DP-ZO Alg. 1 lines 13/15);
-  non-private (MeZO), the mean over real examples."""
-  per_example = per_example.astype(jnp.float32)
-  if query.privacy is not None:
-    clipped = clipping.clip_scalars(per_example, query.mechanism.clip)
-    noisy_sum = query.mechanism.privatize_sum(
-      noise_key, clipped, mask, discrete_noise
-    )
-    mean = noisy_sum / query.privacy.expected_batch_size
-  else:
-    if mask is None:
-      count = per_example.shape[0]
-    else:
-      count = jnp.maximum(jnp.sum(mask.astype(jnp.float32)), 1.0)
-    mean = mechanisms.masked_sum(per_example, mask) / count
-  return clipping.to_directional_derivative(
-    mean, query.smoothing, query.clip_target
-  )
 
 
 def descend(params, direction: str, query_keys, scalars, learning_rate):
@@ -235,7 +210,7 @@ def layerwise_two_point(
       per_example = one_query(query_keys[0])[:, None]  # [B, 1]
     else:
       per_example = jax.lax.map(one_query, query_keys).T  # [B, q]
-    scalars = release_scalars(
+    scalars = two_point.release_scalars(
       per_example, mask, noise_key, query, discrete_noise
     )
     trainable = descend(
@@ -247,24 +222,15 @@ def layerwise_two_point(
   return LayerwiseZO(init, step, plan, query)
 
 
+@arguments.extends(dpzero, without=("direction_prng",))
 def layerwise_dpzero(
   *,
   perturbed_loss: PerturbedLoss,
   learning_rate: float,
-  clip: float,
-  noise_multiplier: float,
-  smoothing: float,
-  expected_batch_size: float,
-  dataset_size: int | None = None,
-  num_queries: int = 1,
   directions: str = "gaussian",
   clip_target: str = "finite_difference",
   mechanism: str = "gaussian",
-  neighboring: str = "add_or_remove",
-  direction_key=0,
-  exact_noise: bool = False,
-  grid_points: int = 1024,
-  insecure_test_noise_seed: int | None = None,
+  **dpzero_arguments,
 ) -> LayerwiseZO:
   """DPZero (Zhang et al. 2024, Alg. 2) plus SGD at learning rate ``a``,
   layer-wise; ``clip_target='raw_difference'`` (and ``mechanism='laplace'``)
@@ -272,19 +238,14 @@ def layerwise_dpzero(
   secret noise key are as in :func:`zoprivacy.estimators.scalar_zo.dpzero`
   with ``direction_prng='counter'``; ``directions`` must be sliceable
   (``'gaussian'`` or ``'rademacher'``: a sphere needs the global norm)."""
-  query = two_point.make_query(
-    directions=directions,
-    direction_prng="counter",
-    smoothing=smoothing,
-    clip_target=clip_target,
-    privacy=base.privacy_from(locals()),
-  )
-  return layerwise_two_point(
-    query,
-    directions=directions,
-    perturbed_loss=perturbed_loss,
-    learning_rate=learning_rate,
-    direction_key=direction_key,
+  h = dict(dpzero_arguments, mechanism=mechanism)
+  return _layerwise(
+    directions,
+    clip_target,
+    base.privacy_from(h),
+    h,
+    perturbed_loss,
+    learning_rate,
   )
 
 
@@ -298,18 +259,29 @@ def layerwise_mezo(
   direction_key=0,
 ) -> LayerwiseZO:
   """MeZO (Malladi et al. 2023) plus SGD, layer-wise; NOT private."""
+  return _layerwise(
+    directions,
+    "finite_difference",
+    None,
+    locals(),
+    perturbed_loss,
+    learning_rate,
+  )
+
+
+def _layerwise(directions, clip_target, privacy, h, loss, learning_rate):
   query = two_point.make_query(
     directions=directions,
     direction_prng="counter",
-    smoothing=smoothing,
-    clip_target="finite_difference",
-    privacy=None,
-    num_queries=num_queries,
+    smoothing=h["smoothing"],
+    clip_target=clip_target,
+    privacy=privacy,
+    num_queries=h["num_queries"],
   )
   return layerwise_two_point(
     query,
     directions=directions,
-    perturbed_loss=perturbed_loss,
+    perturbed_loss=loss,
     learning_rate=learning_rate,
-    direction_key=direction_key,
+    direction_key=h["direction_key"],
   )

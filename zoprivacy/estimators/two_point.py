@@ -123,13 +123,27 @@ def two_point_scalars(
     per_example = one_query(query_keys[0])[:, None]  # [B, 1]
   else:
     per_example = jax.lax.map(one_query, query_keys).T  # [B, q]
-  per_example = per_example.astype(jnp.float32)
+  return release_scalars(
+    per_example, args.mask, noise_key, query, args.discrete_noise
+  )
 
-  mask = args.mask
+
+def release_scalars(
+  per_example, mask, noise_key, query: TwoPointQuery, discrete_noise=None
+) -> jax.Array:
+  """Steps 3-4 on the per-example two-point scalars ``[B, q]``.
+
+  Private (``query.privacy`` given): clipped at ``mechanism.clip``, summed
+  over the real examples, noised once by ``mechanism.privatize_sum`` and
+  divided by the expected batch size (DPZero Alg. 2 line 3, DP-ZO Alg. 1
+  lines 13/15). Non-private (MeZO): the mean over the real examples. Then
+  scaled to directional derivatives for the clip target.
+  """
+  per_example = per_example.astype(jnp.float32)
   if query.privacy is not None:
     clipped = clipping.clip_scalars(per_example, query.mechanism.clip)
     noisy_sum = query.mechanism.privatize_sum(
-      noise_key, clipped, mask, args.discrete_noise
+      noise_key, clipped, mask, discrete_noise
     )
     mean = noisy_sum / query.privacy.expected_batch_size
   else:
@@ -138,7 +152,9 @@ def two_point_scalars(
     else:
       count = jnp.maximum(jnp.sum(mask.astype(jnp.float32)), 1.0)
     mean = mechanisms.masked_sum(per_example, mask) / count
-  return clipping.to_directional_derivative(mean, smoothing, clip_target)
+  return clipping.to_directional_derivative(
+    mean, query.smoothing, query.clip_target
+  )
 
 
 def average_of_directions(direction, query_keys, scalars, params):

@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -124,15 +124,23 @@ class LoRA:
   def scale(self) -> float:
     return 1.0 if self.alpha is None else self.alpha / self.rank
 
+  # Kernels adapted: 2-D ``[d_in, d_out]``; a subclass for stacked layers
+  # sets 3 (``[L, d_in, d_out]``, one adapter pair per layer).
+  kernel_ndim: ClassVar[int] = 2
+
   def target_paths(self, params) -> list:
     rx = re.compile(self.targets)
     paths = [
       k
       for k, v in _flat(params).items()
-      if k[-1] == "kernel" and jnp.ndim(v) == 2 and rx.search(path_str(k))
+      if k[-1] == "kernel"
+      and jnp.ndim(v) == self.kernel_ndim
+      and rx.search(path_str(k))
     ]
     if not paths:
-      raise ValueError(f"no 2-D kernel matches {self.targets!r}")
+      raise ValueError(
+        f"no {self.kernel_ndim}-D kernel matches {self.targets!r}"
+      )
     return sorted(paths)
 
   def init(self, rng, params) -> dict:
@@ -141,11 +149,13 @@ class LoRA:
     paths = self.target_paths(params)
     for key, path in zip(jax.random.split(rng, len(paths)), paths):
       w = flat[path]
-      d_in, d_out = w.shape
+      *lead, d_in, d_out = w.shape
       adapters[path[:-1] + ("lora_A",)] = jax.random.normal(
-        key, (d_in, self.rank), w.dtype
+        key, (*lead, d_in, self.rank), w.dtype
       ) / jnp.sqrt(d_in).astype(w.dtype)
-      adapters[path[:-1] + ("lora_B",)] = jnp.zeros((self.rank, d_out), w.dtype)
+      adapters[path[:-1] + ("lora_B",)] = jnp.zeros(
+        (*lead, self.rank, d_out), w.dtype
+      )
     return traverse_util.unflatten_dict(adapters)
 
   def merge(self, params, adapters) -> dict:
@@ -177,29 +187,4 @@ class StackedLoRA(LoRA):
   """
 
   targets: str = r"self_attn/(q_proj|v_proj)/kernel$"
-
-  def target_paths(self, params) -> list:
-    rx = re.compile(self.targets)
-    paths = [
-      k
-      for k, v in _flat(params).items()
-      if k[-1] == "kernel" and jnp.ndim(v) == 3 and rx.search(path_str(k))
-    ]
-    if not paths:
-      raise ValueError(f"no 3-D stacked kernel matches {self.targets!r}")
-    return sorted(paths)
-
-  def init(self, rng, params) -> dict:
-    flat = _flat(params)
-    adapters = {}
-    paths = self.target_paths(params)
-    for key, path in zip(jax.random.split(rng, len(paths)), paths):
-      w = flat[path]
-      layers, d_in, d_out = w.shape
-      adapters[path[:-1] + ("lora_A",)] = jax.random.normal(
-        key, (layers, d_in, self.rank), w.dtype
-      ) / jnp.sqrt(d_in).astype(w.dtype)
-      adapters[path[:-1] + ("lora_B",)] = jnp.zeros(
-        (layers, self.rank, d_out), w.dtype
-      )
-    return traverse_util.unflatten_dict(adapters)
+  kernel_ndim: ClassVar[int] = 3

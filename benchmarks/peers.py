@@ -48,21 +48,23 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "peers"))
 
 import jax_steps  # noqa: E402
+from report import (  # noqa: E402
+  DPZERO,
+  ORDER,
+  TORCH,
+  load_str,
+  mib_str,
+  ms_str,
+  optional,
+  setting_lines,
+  target_lines,
+  versions,
+)
 
 import zoprivacy  # noqa: E402
 from zoprivacy.models import small  # noqa: E402
 
 CLIP, SIGMA, SMOOTHING, LR = 1.0, 1.0, 1e-3, 1e-3
-DPZERO = "dpzero (threefry)"
-GHOST = "dp_sgd ghost"
-TORCH = "torch dpzero (1 thread)"
-
-
-def optional(name):
-  try:
-    return __import__(name)
-  except ImportError:
-    return None
 
 
 def cross_entropy(apply):
@@ -183,7 +185,7 @@ def bench(task, torch_model, batch_size, reps, max_run_bytes, microbatch):
     t0 = time.perf_counter()
     memory[name] = peak_bytes(step, params, state, batch)
     print(
-      f"  {name}: compiled peak {_mib(memory[name])} MiB "
+      f"  {name}: compiled peak {mib_str(memory[name])} MiB "
       f"({time.perf_counter() - t0:.1f} s to compile)",
       file=sys.stderr,
       flush=True,
@@ -261,7 +263,7 @@ def one_core_section(reps):
     "",
     f"A child process pinned to CPU {cpu} (`sched_setaffinity`, XLA "
     "intra-op parallelism 1, torch 1 thread); load before: "
-    f"{_load()}; min / median ms of {reps} interleaved calls.",
+    f"{load_str()}; min / median ms of {reps} interleaved calls.",
     "",
     "| setting | JAX dpzero (threefry) ms | torch dpzero ms | "
     "torch / JAX (median) |",
@@ -269,7 +271,9 @@ def one_core_section(reps):
   ]
   for setting, t in result.items():
     jx, tc = t[DPZERO], t[TORCH]
-    lines.append(f"| {setting} | {_ms(jx)} | {_ms(tc)} | {tc[1] / jx[1]:.2f} |")
+    lines.append(
+      f"| {setting} | {ms_str(jx)} | {ms_str(tc)} | {tc[1] / jx[1]:.2f} |"
+    )
   return lines + [""]
 
 
@@ -294,100 +298,6 @@ def settings(include_minilm=True, minilm_length=64):
       (f"MiniLM-L6 classifier, {minilm_length} tokens", None, None, None)
     )
   return out
-
-
-def _ms(min_median) -> str:
-  return f"{min_median[0] * 1e3:.1f} / {min_median[1] * 1e3:.1f}"
-
-
-def _mib(n) -> str:
-  return f"{n / 2**20:.1f}"
-
-
-def _load():
-  return tuple(round(x, 2) for x in os.getloadavg())
-
-
-def versions():
-  parts = [f"jax {jax.__version__}", f"optax {optax.__version__}"]
-  for name in ("jax_privacy", "torch"):
-    mod = optional(name)
-    parts.append(
-      f"{name} {mod.__version__}" if mod else f"{name} not installed"
-    )
-  return ", ".join(parts)
-
-
-ORDER = [
-  DPZERO,
-  "dpzero (counter)",
-  GHOST,
-  "dp_sgd explicit",
-  "optax dpsgd",
-  "jax_privacy",  # a prefix: the label names its microbatch size
-  TORCH,
-]
-
-
-def setting_lines(title, n, param_bytes, times, memory, not_run):
-  base_t, base_m = times[DPZERO][1], memory[DPZERO]
-  lines = [
-    f"## {title} ({n:,} parameters, {_mib(param_bytes)} MiB)",
-    "",
-    f"Load after: {_load()}.",
-    "",
-    "| implementation | min / median ms | time / dpzero | peak MiB | "
-    "peak / dpzero |",
-    "|---|---|---|---|---|",
-  ]
-  present = set(times) | set(not_run)
-  if optional("jax_privacy") is None:
-    lines.append("| jax_privacy | not installed | | | |")
-  for name in [n for o in ORDER for n in sorted(present) if n.startswith(o)]:
-    mem = memory.get(name)
-    mem_cells = (
-      f"{_mib(mem)} | {mem / base_m:.2f}" if mem is not None else " | "
-    )
-    if name in times:
-      t = times[name]
-      lines.append(f"| {name} | {_ms(t)} | {t[1] / base_t:.2f} | {mem_cells} |")
-    else:
-      lines.append(f"| {name} | not run: {not_run[name]} | | {mem_cells} |")
-  return lines + [""]
-
-
-def target_lines(results):
-  lines = [
-    "## Targets (medians)",
-    "",
-    "JAX dpzero >= 3x faster than the torch port at one thread, at no more "
-    "working memory (JAX on every core of this machine; the one-core table "
-    "below compares core for core). MiniLM: dpzero <= 0.7x the time and "
-    "<= 0.3x the memory of ghost-clipping DP-SGD.",
-    "",
-    "| setting | target | measured | |",
-    "|---|---|---|---|",
-  ]
-
-  def row(setting, target, value, ok):
-    lines.append(
-      f"| {setting} | {target} | {value} | {'met' if ok else 'MISSED'} |"
-    )
-
-  for setting, (times, memory, is_minilm) in results.items():
-    if is_minilm:
-      if GHOST in times:
-        r = times[DPZERO][1] / times[GHOST][1]
-        row(setting, "dpzero / ghost time <= 0.7", f"{r:.2f}", r <= 0.7)
-      r = memory[DPZERO] / memory[GHOST]
-      row(setting, "dpzero / ghost peak <= 0.3", f"{r:.2f}", r <= 0.3)
-    elif TORCH in times:
-      for name in (DPZERO, "dpzero (counter)"):
-        r = times[TORCH][1] / times[name][1]
-        row(setting, f"torch / JAX {name} time >= 3", f"{r:.2f}", r >= 3)
-        r = memory[name] / memory[TORCH]
-        row(setting, f"JAX {name} / torch memory <= 1", f"{r:.2f}", r <= 1)
-  return lines + [""]
 
 
 def main():
@@ -422,7 +332,7 @@ def main():
     f"Command: `python benchmarks/peers.py{flags}`  ",
     f"Machine: {platform.machine()}, {os.cpu_count()} CPU cores, device "
     f"{device.platform} ({device.device_kind}); {versions()}; load before "
-    f"the run (1/5/15 min): {_load()}.  ",
+    f"the run (1/5/15 min): {load_str()}.  ",
     f"Each time: min / median ms of {reps} interleaved calls after two "
     "warm-up calls (calls over 1 s: 3 calls); parameters and optimizer "
     "state donated. Peak: compiled arguments + outputs + temporaries - "

@@ -38,6 +38,7 @@ from experiments.tasks.registry import Task, register
 from zoprivacy.data import prompts
 from zoprivacy.data.loaders import MissingDataError
 from zoprivacy.data.loaders import mezo_tasks as mt
+from zoprivacy.models import peft
 from zoprivacy.models.opt import OPTForCausalLM, per_example_lm_loss
 
 OPT_HOW = (
@@ -96,6 +97,27 @@ def _opt(config):
   return cfg, params, load_bpe_tokenizer(model_dir)
 
 
+def _fine_tuning(config, params):
+  """``(init, merged)`` for ``config.peft``: ``full`` trains every weight;
+  ``lora`` trains :class:`~zoprivacy.models.peft.StackedLoRA` adapters
+  (rank ``lora_rank``, scale ``lora_alpha / rank``; MeZO's r = 8, alpha =
+  16 by default) on the stacked query and value projections, the
+  pretrained weights frozen."""
+  mode = config.get("peft") or "full"
+  if mode == "full":
+    return (lambda key: (params, {})), (lambda t, f: t)
+  if mode != "lora":
+    raise ValueError(f"peft={mode!r} for an OPT task; use 'full' or 'lora'.")
+  lora = peft.StackedLoRA(
+    rank=int(config.get("lora_rank") or 8),
+    alpha=float(config.get("lora_alpha") or 16.0),
+    targets=config.get("lora_targets") or peft.StackedLoRA.targets,
+  )
+  return (lambda key: (lora.init(key, params), params)), (
+    lambda t, f: lora.merge(f, t)
+  )
+
+
 @dataclasses.dataclass
 class LMTask(Task):
   """A generation task: the loss is the teacher-forced answer loss."""
@@ -104,7 +126,7 @@ class LMTask(Task):
 
   def batched_loss(self, trainable, frozen, batch):
     inputs, _ = batch
-    return self.lm_loss(trainable, inputs)
+    return self.lm_loss(trainable, frozen, inputs)
 
 
 def _build(config, task: str) -> Task:
@@ -131,9 +153,7 @@ def _build(config, task: str) -> Task:
   loss = functools.partial(per_example_lm_loss, model=model)
   kw = dict(max_length=length, pad_id=cfg.pad_token_id)
 
-  def init(key):
-    del key  # pretrained weights
-    return params, {}
+  init, merged = _fine_tuning(config, params)
 
   if generation:
     enc = [prompts.training_batch(task, d, tok, **kw) for d in (train, test)]
@@ -144,8 +164,8 @@ def _build(config, task: str) -> Task:
       np.zeros(len(test), np.int32),
       1,
       init,
-      lambda t, f, x: -loss(t, x)[:, None],
-      lm_loss=lambda t, x: loss(t, x),
+      lambda t, f, x: -loss(merged(t, f), x)[:, None],
+      lm_loss=lambda t, f, x: loss(merged(t, f), x),
     )
   c = len(prompts.TEMPLATES[task].verbalizer)
 
@@ -154,9 +174,8 @@ def _build(config, task: str) -> Task:
     return {k: v.reshape(len(d), c, length) for k, v in b.items()}
 
   def apply(t, f, inputs):
-    del f
     flat = {k: jnp.reshape(v, (-1, length)) for k, v in inputs.items()}
-    return -loss(t, flat).reshape(-1, c)
+    return -loss(merged(t, f), flat).reshape(-1, c)
 
   return Task(
     encode(train),

@@ -359,6 +359,20 @@ def test_llm_task_end_to_end(tmp_path, monkeypatch):
   )
   assert ce.shape == (5,) and np.all(np.isfinite(ce))
 
+  # LoRA (DP-ZO Table 1): the adapters are trainable, the pretrained
+  # weights frozen, and with B = 0 the model is unchanged.
+  config.peft = "lora"
+  config.lora_targets = r"self_attn/(q_proj|v_proj)/kernel$"
+  task = get_task(config)
+  adapters, frozen = task.init(jax.random.key(0))
+  leaves = jax.tree_util.tree_flatten_with_path(adapters)[0]
+  names = {str(path[-1]) for path, _ in leaves}
+  assert names == {"['lora_A']", "['lora_B']"}, names
+  assert jax.tree.structure(frozen) == jax.tree.structure(params)
+  np.testing.assert_allclose(
+    np.asarray(task.apply(adapters, frozen, task.test_inputs)), logits
+  )
+
 
 def test_generation_evaluation_on_tiny_opt(tmp_path):
   from zoprivacy.data import qa_evaluation

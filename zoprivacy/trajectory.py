@@ -232,7 +232,7 @@ def _check_header(header: dict) -> None:
 
 
 class TrajectoryLogger:
-  """Appends each step's released scalars from the estimator state.
+  """Appends each step's released scalars from the estimator state::
 
       logger = TrajectoryLogger(estimator="dpzero", estimator_kwargs=kw,
                                 params=params)

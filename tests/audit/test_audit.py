@@ -362,3 +362,23 @@ def test_fixed_batches_accounted_as_poisson_are_caught():
   )
   assert fixed.accountant_epsilon == pytest.approx(poisson.accountant_epsilon)
   assert fixed.epsilon_lower_bound > fixed.accountant_epsilon + 0.3, fixed.audit
+
+
+@pytest.mark.parametrize(
+  "label", ["pazo_m", "pazo_p", "pazo_s", "dpmd", "dope_sgd", "gep"]
+)
+def test_public_data_estimators_audit_below_accountant_epsilon(label):
+  """With public batches (free: the same in both worlds) and, for DPMD, at
+  its all-private step, the audit stays below the accountant's epsilon."""
+  target = calibrated.calibrated(label, target_epsilon=1.0, delta=DELTA)
+  result = distinguishing_game.run_game(
+    target.estimator,
+    num_trials=4000,
+    delta=DELTA,
+    seed=0,
+    statistic=target.statistic,
+    extra_args=target.extra_args,
+    step=target.step,
+  )
+  assert result.accountant_epsilon <= 1.0
+  assert result.epsilon_lower_bound <= result.accountant_epsilon, result.audit

@@ -27,6 +27,12 @@ DEFAULT_ESTIMATORS = (
   "dp_zo/laplace",
   "dp_sgd",
   "dpgd_zeroth",
+  "pazo_m",
+  "pazo_p",
+  "pazo_s",
+  "dpmd",
+  "dope_sgd",
+  "gep",
 )
 
 
@@ -133,6 +139,8 @@ def main(argv=None) -> int:
       confidence=args.confidence,
       seed=args.seed,
       statistic=target.statistic,
+      extra_args=target.extra_args,
+      step=target.step,
     )
     rows.append(
       dict(

@@ -13,13 +13,24 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import jax.numpy as jnp
+
 import zoprivacy.estimators  # noqa: F401  (registers every estimator)
 from zoprivacy import accounting
 from zoprivacy.estimators import base, registry
 
 # Estimators whose EstimatorState.released holds the privatized scalars (the
 # others release a privatized gradient and log its norm there).
-SCALAR_RELEASE = frozenset({"dpzero", "dp_zo"})
+SCALAR_RELEASE = frozenset({"dpzero", "dp_zo", "pazo_m", "pazo_p", "pazo_s"})
+# Public examples of the canary loss (``example * 1e6 * sum(params)``): value
+# 1/2 gives every public gradient the fixed direction of the all-ones vector
+# (so PAZO-P's and GEP's public subspaces are well defined) at half the
+# canary's, so DOPE-SGD's residual ``g_canary - g_pub`` is not zero. Public
+# data is free: it moves the release the same way in both worlds.
+NUM_PUBLIC = 4
+PUBLIC_VALUE = 0.5
+# Arguments some factories require that do not change one step's privacy.
+REQUIRED_DEFAULTS = {"learning_rate": 0.1, "num_steps": 1000, "num_bases": 1}
 
 
 class AuditTarget(NamedTuple):
@@ -29,10 +40,12 @@ class AuditTarget(NamedTuple):
   estimator: base.PrivateEstimator
   statistic: str  # 'released' or 'gradient'
   noise_multiplier: float
+  extra_args: dict = {}  # public_batch(es) for the public-data methods
+  step: int = 0  # where the game sets the estimator's step counter
 
 
 def auditable_names() -> tuple[str, ...]:
-  """Registered private estimators that need no public data or setting."""
+  """Registered private estimators that take no hidden-state setting."""
   return tuple(
     name for name in registry.names() if _auditable(registry.get(name)) is None
   )
@@ -41,8 +54,6 @@ def auditable_names() -> tuple[str, ...]:
 def _auditable(spec) -> str | None:
   if not spec.private:
     return "it is not private"
-  if spec.public_data is not None:
-    return "it needs public data"
   if spec.takes_setting:
     return "it takes a hidden-state setting"
   return None
@@ -71,6 +82,8 @@ def build(
   )
   if mechanism:
     kwargs["mechanism"] = mechanism
+  for key, value in REQUIRED_DEFAULTS.items():
+    kwargs.setdefault(key, value)
   kwargs.update(overrides)
   taken = base.forward_kwargs(spec.factory, kwargs)
   if mechanism and "mechanism" not in taken:
@@ -102,4 +115,21 @@ def calibrated(
     raise AssertionError("Calibration did not meet the target epsilon.")
   name = label.partition("/")[0]
   statistic = "released" if name in SCALAR_RELEASE else "gradient"
-  return AuditTarget(label, estimator, statistic, sigma)
+  spec = registry.get(name)
+  # DPMD's weight on the private gradient is 0 at step 0 and 1 from
+  # num_steps on: audit its all-private step.
+  step = REQUIRED_DEFAULTS["num_steps"] if spec.needs_num_steps else 0
+  return AuditTarget(
+    label, estimator, statistic, sigma, public_args(spec), step
+  )
+
+
+def public_args(spec) -> dict:
+  """The public extra arguments ``spec``'s update takes: batches of
+  :data:`NUM_PUBLIC` canary-loss examples of value :data:`PUBLIC_VALUE`."""
+  if spec.public_data == "batch":
+    return {"public_batch": jnp.full([NUM_PUBLIC], PUBLIC_VALUE)}
+  if spec.public_data == "batches":
+    k = dict(spec.defaults).get("num_public_batches", 4)
+    return {"public_batches": jnp.full([k, NUM_PUBLIC], PUBLIC_VALUE)}
+  return {}

@@ -91,7 +91,9 @@ def worst_case_canary_game(
   return CanaryGame(params, batch, num_examples - 1)
 
 
-def _release_fn(estimator, game: CanaryGame, statistic: str):
+def _release_fn(
+  estimator, game: CanaryGame, statistic: str, extra_args=None, step=0
+):
   """``(noise_key, include_canary) -> flat release`` of one step."""
   if statistic not in STATISTICS:
     raise ValueError(
@@ -103,11 +105,12 @@ def _release_fn(estimator, game: CanaryGame, statistic: str):
   def release(noise_key, include_canary):
     grad, new_state = estimator.update(
       zeros,
-      state._replace(noise_key=noise_key),
+      state._replace(noise_key=noise_key, step=jnp.asarray(step, jnp.int32)),
       game.params,
       per_example_loss=game.per_example_loss,
       batch=game.batch,
       mask=game.mask(include_canary),
+      **(extra_args or {}),
     )
     if statistic == "released":
       return jnp.reshape(new_state.released, [-1]).astype(jnp.float32)
@@ -117,11 +120,17 @@ def _release_fn(estimator, game: CanaryGame, statistic: str):
 
 
 def canary_direction(
-  estimator, game: CanaryGame, *, statistic: str = "released", seed: int = 0
+  estimator,
+  game: CanaryGame,
+  *,
+  statistic: str = "released",
+  seed: int = 0,
+  extra_args=None,
+  step: int = 0,
 ) -> np.ndarray:
   """``c = release(world 1, k) - release(world 0, k)`` for one noise key
   ``k``: the canary's exact, noise-free effect on the release."""
-  release = jax.jit(_release_fn(estimator, game, statistic))
+  release = jax.jit(_release_fn(estimator, game, statistic, extra_args, step))
   key = jax.random.key(seed)
   diff = np.asarray(release(key, True), np.float64) - np.asarray(
     release(key, False), np.float64
@@ -144,6 +153,8 @@ def game_scores(
   statistic: str = "released",
   direction: np.ndarray | None = None,
   chunk_size: int = 32768,
+  extra_args=None,
+  step: int = 0,
 ) -> np.ndarray:
   """``[num_trials]`` scores ``<release, c> / <c, c>`` of one world, each
   from an independent noise key derived from ``seed`` (jit + vmap, in
@@ -153,8 +164,10 @@ def game_scores(
   if num_trials < 1:
     raise ValueError(f"num_trials must be >= 1, got {num_trials}.")
   if direction is None:
-    direction = canary_direction(estimator, game, statistic=statistic)
-  release = _release_fn(estimator, game, statistic)
+    direction = canary_direction(
+      estimator, game, statistic=statistic, extra_args=extra_args, step=step
+    )
+  release = _release_fn(estimator, game, statistic, extra_args, step)
   unit = jnp.asarray(direction / np.dot(direction, direction), jnp.float32)
 
   @jax.jit
@@ -233,6 +246,8 @@ def run_game(
   statistic: str = "released",
   plan=None,
   canary_in_batch=None,
+  extra_args=None,
+  step: int = 0,
 ) -> GameResult:
   """Plays the game in both worlds; the audit bound and the accountant's.
 
@@ -255,6 +270,10 @@ def run_game(
       bools drawn by the sampler under audit (an honest Poisson sampler
       includes it with probability ``p``; the accountant's epsilon is then
       the plan's amplified one). ``None``: always (full batch, ``p = 1``).
+    extra_args: further update arguments, the same in both worlds (the
+      public batches of the public-data methods).
+    step: the estimator's step counter in the game (DPMD is all public at
+      step 0; audit it at ``num_steps``, where it is all private).
   """
   game = worst_case_canary_game() if game is None else game
   plan = estimator.privacy_plan if plan is None else plan
@@ -262,7 +281,9 @@ def run_game(
     plan, delta=delta, subsampled=canary_in_batch is not None
   )
   in_world_1 = True if canary_in_batch is None else canary_in_batch
-  direction = canary_direction(estimator, game, statistic=statistic)
+  direction = canary_direction(
+    estimator, game, statistic=statistic, extra_args=extra_args, step=step
+  )
   world_seeds = np.random.SeedSequence(seed).generate_state(2)
   scores = tuple(
     game_scores(
@@ -273,6 +294,8 @@ def run_game(
       seed=int(world_seeds[world]),
       statistic=statistic,
       direction=direction,
+      extra_args=extra_args,
+      step=step,
     )
     for world in (0, 1)
   )

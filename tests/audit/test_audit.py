@@ -22,7 +22,7 @@ from zoprivacy.audit import (
 )
 from zoprivacy.audit.__main__ import main as audit_main
 from zoprivacy.data import sampling
-from zoprivacy.estimators import base
+from zoprivacy.estimators import base, registry
 
 DELTA = 1e-5
 BATCH = 8
@@ -365,11 +365,13 @@ def test_fixed_batches_accounted_as_poisson_are_caught():
 
 
 @pytest.mark.parametrize(
-  "label", ["pazo_m", "pazo_p", "pazo_s", "dpmd", "dope_sgd", "gep"]
+  "label",
+  ["pazo_m", "pazo_p", "pazo_s", "dpmd", "dope_sgd", "gep", "noisy_zogd"],
 )
-def test_public_data_estimators_audit_below_accountant_epsilon(label):
-  """With public batches (free: the same in both worlds) and, for DPMD, at
-  its all-private step, the audit stays below the accountant's epsilon."""
+def test_other_registered_estimators_audit_below_accountant_epsilon(label):
+  """With public batches (free: the same in both worlds), DPMD at its
+  all-private step, and Noisy-ZOGD's replace-one plan played as a
+  replace-one game, the audit stays below the accountant's epsilon."""
   target = calibrated.calibrated(label, target_epsilon=1.0, delta=DELTA)
   result = distinguishing_game.run_game(
     target.estimator,
@@ -382,3 +384,18 @@ def test_public_data_estimators_audit_below_accountant_epsilon(label):
   )
   assert result.accountant_epsilon <= 1.0
   assert result.epsilon_lower_bound <= result.accountant_epsilon, result.audit
+  assert set(calibrated.auditable_names()) >= {label}
+
+
+def test_every_registered_private_estimator_is_auditable():
+  private = {n for n in registry.names() if registry.get(n).private}
+  assert set(calibrated.auditable_names()) == private
+
+
+def test_replace_one_game_swaps_the_canary_for_its_opposite():
+  game = distinguishing_game.worst_case_canary_game()._replace(
+    neighboring="replace_one"
+  )
+  np.testing.assert_array_equal(game.mask(False), np.ones(8, bool))
+  assert float(game.inputs(False)[-1]) == -1.0
+  assert float(game.inputs(True)[-1]) == 1.0

@@ -33,6 +33,7 @@ DEFAULT_ESTIMATORS = (
   "dpmd",
   "dope_sgd",
   "gep",
+  "noisy_zogd",
 )
 
 

@@ -45,7 +45,7 @@ class AuditTarget(NamedTuple):
 
 
 def auditable_names() -> tuple[str, ...]:
-  """Registered private estimators that take no hidden-state setting."""
+  """Every registered private estimator."""
   return tuple(
     name for name in registry.names() if _auditable(registry.get(name)) is None
   )
@@ -54,8 +54,6 @@ def auditable_names() -> tuple[str, ...]:
 def _auditable(spec) -> str | None:
   if not spec.private:
     return "it is not private"
-  if spec.takes_setting:
-    return "it takes a hidden-state setting"
   return None
 
 
@@ -73,6 +71,8 @@ def build(
   reason = _auditable(spec)
   if reason is not None:
     raise ValueError(f"Cannot audit {name!r}: {reason}.")
+  if spec.takes_setting:
+    return _noisy_zogd(noise_multiplier, batch_size, clip, **overrides)
   kwargs = dict(spec.defaults)
   kwargs.update(
     clip=clip,
@@ -89,6 +89,31 @@ def build(
   if mechanism and "mechanism" not in taken:
     raise ValueError(f"{name!r} takes no mechanism (asked for {mechanism!r}).")
   return spec.factory(**taken)
+
+
+def _noisy_zogd(noise_multiplier, batch_size, clip, dimension=4):
+  """Noisy-ZOGD (one direction, full batch of ``batch_size``) on the game's
+  ``dimension`` parameters, its plan at ``noise_multiplier``. Its plan is
+  replace-one, so the game replaces the canary by its opposite."""
+  from zoprivacy.estimators.noisy_zogd import noisy_zogd  # pylint: disable=g-import-not-at-top
+  from zoprivacy.hidden_state import privacy as hidden_privacy
+  from zoprivacy.hidden_state import setting as hidden_setting
+
+  setting = hidden_setting.NoisyZOGDSetting(
+    dimension=dimension,
+    dataset_size=batch_size,
+    num_directions=1,
+    step_size=0.1,
+    noise_std=1.0,
+    clip=clip,
+    radius=10.0,
+    smoothing=1e-3,
+  )
+  # The estimator alone (its registered factory chains the step size and
+  # the projection after it, which are post-processing).
+  return noisy_zogd(
+    hidden_privacy.with_plan_multiplier(setting, noise_multiplier)
+  )
 
 
 def calibrated(

@@ -62,21 +62,36 @@ class CanaryGame(NamedTuple):
       1.0 in the canary slot.
     canary_index: the canary's slot.
     per_example_loss: the auditor's loss.
+    neighboring: 'add_or_remove' (world 0 masks the canary) or
+      'replace_one' (world 0 replaces it by its opposite, ``-1.0``: the
+      clipped contribution moves from ``-C`` to ``+C``, the replace-one
+      sensitivity ``2C``).
   """
 
   params: Any
   batch: jax.Array
   canary_index: int
   per_example_loss: Any = canary_loss
+  neighboring: str = "add_or_remove"
 
   @property
   def num_examples(self) -> int:
     return int(self.batch.shape[0])
 
   def mask(self, include_canary) -> jax.Array:
-    """World 0 (canary masked) or world 1 (canary present)."""
+    """World 0 (canary masked, add/remove) or world 1 (canary present)."""
     mask = jnp.ones([self.num_examples], bool)
+    if self.neighboring == "replace_one":
+      return mask
     return mask.at[self.canary_index].set(jnp.asarray(include_canary, bool))
+
+  def inputs(self, include_canary) -> jax.Array:
+    """The batch of world 0 or 1 (replace-one: the canary's opposite in
+    world 0)."""
+    if self.neighboring != "replace_one":
+      return self.batch
+    value = jnp.where(jnp.asarray(include_canary, bool), 1.0, -1.0)
+    return self.batch.at[self.canary_index].set(value)
 
 
 def worst_case_canary_game(
@@ -108,7 +123,7 @@ def _release_fn(
       state._replace(noise_key=noise_key, step=jnp.asarray(step, jnp.int32)),
       game.params,
       per_example_loss=game.per_example_loss,
-      batch=game.batch,
+      batch=game.inputs(include_canary),
       mask=game.mask(include_canary),
       **(extra_args or {}),
     )
@@ -277,6 +292,8 @@ def run_game(
   """
   game = worst_case_canary_game() if game is None else game
   plan = estimator.privacy_plan if plan is None else plan
+  # Play the neighbouring relation the plan claims.
+  game = game._replace(neighboring=plan.neighboring)
   accountant = one_step_accountant_epsilon(
     plan, delta=delta, subsampled=canary_in_batch is not None
   )

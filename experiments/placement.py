@@ -40,6 +40,13 @@ class Placement:
   def num_devices(self) -> int:
     return self.mesh.size
 
+  @property
+  def serialize_steps(self) -> bool:
+    """Several CPU devices: one step at a time. XLA's in-process CPU
+    collectives can deadlock when the executions of consecutive steps
+    overlap on a small thread pool (simulated devices on few cores)."""
+    return self.num_devices > 1 and self.mesh.devices.flat[0].platform == "cpu"
+
   def params(self, tree):
     """``tree`` sharded on ``fsdp`` (replicated when ``fsdp`` is 1)."""
     return sharding.place_like(tree, self.param_shardings(tree))

@@ -210,6 +210,8 @@ def train(
     params, opt_state = step(
       state["params"], frozen, state["opt_state"], batch, public, noise
     )
+    if placement.serialize_steps:
+      jax.block_until_ready(params)
     state = dict(
       state,
       params=params,

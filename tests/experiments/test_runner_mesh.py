@@ -13,6 +13,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ARGS = (
   "--config.num_steps=150",
   "--config.eval_every=0",
@@ -49,6 +51,7 @@ def _run(tmp_path, name, devices, *extra):
     return json.load(f), out.stdout
 
 
+@pytest.mark.slow  # three 150-step runs, two of them on 8 simulated devices
 def test_default_command_uses_every_device_and_fsdp_on_request(tmp_path):
   one, _ = _run(tmp_path, "one", 1)
   eight, report = _run(tmp_path, "eight", 8)

@@ -69,6 +69,18 @@ DROP = {
 }
 
 
+def _tiny_opt_config(vocab_size, *, layers, positions):
+  """A 16-wide OPT small enough to run in a test."""
+  return OPTConfig(
+    vocab_size=vocab_size,
+    hidden_size=16,
+    num_hidden_layers=layers,
+    ffn_dim=32,
+    num_attention_heads=4,
+    max_position_embeddings=positions,
+  )
+
+
 def test_squad_and_drop_original_json(tmp_path):
   (tmp_path / "dev-v1.1.json").write_text(json.dumps(SQUAD))
   (tmp_path / "drop_dataset_dev.json").write_text(json.dumps(DROP))
@@ -252,14 +264,7 @@ def test_squad_metrics():
 
 def test_candidate_scoring_on_tiny_opt(tmp_path):
   tok, vocab_size = _char_tokenizer(tmp_path)
-  cfg = OPTConfig(
-    vocab_size=vocab_size,
-    hidden_size=16,
-    num_hidden_layers=2,
-    ffn_dim=32,
-    num_attention_heads=4,
-    max_position_embeddings=48,
-  )
+  cfg = _tiny_opt_config(vocab_size, layers=2, positions=48)
   model = OPTForCausalLM(cfg)
   params = model.init(jax.random.key(0), np.ones((1, 4), np.int32))["params"]
   loss_fn = functools.partial(per_example_lm_loss, model=model)
@@ -319,14 +324,7 @@ def test_llm_task_end_to_end(tmp_path, monkeypatch):
   from experiments.tasks import get_task, llm
 
   tok, vocab_size = _char_tokenizer(tmp_path)
-  cfg = OPTConfig(
-    vocab_size=vocab_size,
-    hidden_size=16,
-    num_hidden_layers=1,
-    ffn_dim=32,
-    num_attention_heads=4,
-    max_position_embeddings=40,
-  )
+  cfg = _tiny_opt_config(vocab_size, layers=1, positions=40)
   params = OPTForCausalLM(cfg).init(
     jax.random.key(1), np.ones((1, 4), np.int32)
   )["params"]
@@ -379,14 +377,7 @@ def test_generation_evaluation_on_tiny_opt(tmp_path):
 
   tok, vocab_size = _char_tokenizer(tmp_path)
   assert qa_evaluation.answer_text(tok, tok.encode(" Ab\nC").ids) == "Ab"
-  cfg = OPTConfig(
-    vocab_size=vocab_size,
-    hidden_size=16,
-    num_hidden_layers=1,
-    ffn_dim=32,
-    num_attention_heads=4,
-    max_position_embeddings=56,
-  )
+  cfg = _tiny_opt_config(vocab_size, layers=1, positions=56)
   model = OPTForCausalLM(cfg)
   params = model.init(jax.random.key(2), np.ones((1, 4), np.int32))["params"]
   ex = [

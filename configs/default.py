@@ -62,6 +62,21 @@ def get_config() -> ml_collections.ConfigDict:
   # puts every device on data: one CPU, or all of a machine's accelerators.
   config.mesh = ml_collections.ConfigDict({"data": -1, "fsdp": 1, "model": 1})
 
+  # Several processes (hosts), experiments/multihost.py: enabled calls
+  # jax.distributed.initialize; an empty coordinator_address auto-detects
+  # the cluster (TPU pod slice, SLURM, Open MPI). cpu_collectives="gloo" for
+  # CPU-only processes. docs/scaling.md has launch recipes.
+  config.distributed = ml_collections.ConfigDict(
+    {
+      "enabled": False,
+      "coordinator_address": "",
+      "num_processes": 0,
+      "process_id": -1,
+      "local_device_ids": "",
+      "cpu_collectives": "",
+    }
+  )
+
   # Write workdir/trajectory.bin, the public (seed, scalars) log of a scalar
   # estimator's run (docs/trajectory.md). Publishing it publishes every
   # iterate: composition accounting only, no final-iterate bound.

@@ -30,6 +30,8 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+from experiments import multihost
+
 
 class CorruptCheckpointError(RuntimeError):
   """A checkpoint exists but cannot be read back intact."""
@@ -71,7 +73,7 @@ def tree_digest(tree) -> str:
   stored = _to_storable(tree)
   for name in sorted(stored):
     leaf = stored[name]
-    a = np.asarray(leaf)
+    a = multihost.fetch(leaf)
     h.update(f"{a.shape}{a.dtype}".encode())
     h.update(np.ascontiguousarray(a).tobytes())
   return h.hexdigest()

@@ -10,6 +10,10 @@ multiple of that size), and everything else (keys, the integer noise, public
 batches) is replicated. The step is one ``jax.jit``: XLA inserts the
 collectives (for a zeroth-order step, the all-reduce of the ``q`` clipped
 scalar sums; for FSDP, the parameter gathers of the forward pass).
+
+Over several processes (:mod:`experiments.multihost`) the mesh spans every
+host's devices; each host places only its own shards: the parameters from
+its (identical) copy, and the batch rows that land on its devices.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import dataclasses
 import jax
 import numpy as np
 
+from experiments import multihost
 from zoprivacy import sharding
 from zoprivacy.data import sampling
 
@@ -47,9 +52,26 @@ class Placement:
     overlap on a small thread pool (simulated devices on few cores)."""
     return self.num_devices > 1 and self.mesh.devices.flat[0].platform == "cpu"
 
+  @property
+  def multiprocess(self) -> bool:
+    return jax.process_count() > 1
+
   def params(self, tree):
     """``tree`` sharded on ``fsdp`` (replicated when ``fsdp`` is 1)."""
-    return sharding.place_like(tree, self.param_shardings(tree))
+    return self._place(tree, self.param_shardings(tree))
+
+  def replicated(self, tree):
+    """``tree`` (the same on every process) replicated on the mesh."""
+    if tree is None or not self.multiprocess:
+      return tree
+    rep = jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec())
+    return self._place(tree, jax.tree.map(lambda _: rep, tree))
+
+  def _place(self, tree, shardings):
+    if not self.multiprocess:
+      return sharding.place_like(tree, shardings)
+    # Each process fills its own devices' shards from its copy of ``tree``.
+    return jax.tree.map(_fill_own_shards, tree, shardings)
 
   def param_shardings(self, tree):
     return sharding.param_shardings(self.mesh, tree)
@@ -69,9 +91,38 @@ class Placement:
       np.concatenate([batch.mask, np.zeros(extra, bool)]),
     )
 
+  def gather_batch(
+    self, arrays, index_batch: sampling.IndexBatch
+  ) -> sampling.PaddedBatch:
+    """The padded batch of ``index_batch`` placed on the mesh. With several
+    processes, each gathers only the rows that land on its devices."""
+    index_batch = self.index_batch(index_batch)
+    if not self.multiprocess:
+      return self.batch(sampling.padded_batch(arrays, index_batch))
+    split = sharding.data_sharding(self.mesh)
+    rows = multihost.local_rows(split, len(index_batch.mask))
+    local = sampling.padded_batch(
+      arrays,
+      sampling.IndexBatch(index_batch.indices[rows], index_batch.mask[rows]),
+    )
+    return multihost.global_batch(local, split, len(index_batch.mask))
+
   def batch(self, batch: sampling.PaddedBatch) -> sampling.PaddedBatch:
     """The batch and its mask split over ``data`` x ``fsdp``."""
     if self.num_devices == 1:
       return batch
     split = sharding.data_sharding(self.mesh)
     return jax.tree.map(lambda x: jax.device_put(x, split), batch)
+
+
+def _fill_own_shards(x, target: jax.sharding.Sharding) -> jax.Array:
+  """``x`` (the same on every process) as a global array on ``target``."""
+  if isinstance(x, jax.Array) and jax.dtypes.issubdtype(
+    x.dtype, jax.dtypes.prng_key
+  ):
+    data = _fill_own_shards(jax.random.key_data(x), target)
+    return jax.random.wrap_key_data(data, impl=jax.random.key_impl(x))
+  value = np.asarray(x)
+  return jax.make_array_from_callback(
+    value.shape, target, lambda index: value[index]
+  )

@@ -44,7 +44,13 @@ import numpy as np
 import optax
 import tqdm
 
-from experiments import checkpointing, hidden_state_run, tasks, trajectory_log
+from experiments import (
+  checkpointing,
+  hidden_state_run,
+  multihost,
+  tasks,
+  trajectory_log,
+)
 from experiments import metrics as metrics_lib
 from experiments import workdir as workdir_lib
 from experiments.batches import make_sampler, public_batch_indices
@@ -71,14 +77,19 @@ def train(
   ``stop_after``: stop (after checkpointing) once this many steps are done,
   as if interrupted; a later call with the same ``workdir`` resumes.
   """
+  multihost.initialize(config)  # config.distributed: before any JAX work
+  primary = multihost.is_primary()  # the one process that writes files
   spec = registry.get(config.estimator)  # typos fail first
   if spec.takes_setting:  # the setting's conditions, before any data
     hidden_state_run.preflight(config)
   if config.get("workdir"):
     workdir_lib.claim(
-      config.workdir, config.to_dict(), config.get("resume", "")
+      config.workdir,
+      config.to_dict(),
+      config.get("resume", ""),
+      write=primary,
     )
-  secret = run_secret(config)
+  secret = multihost.share_secret(run_secret(config))
   task = tasks.get_task(config)  # 1
   n = task.num_train
   num_public = 0 if task.public_labels is None else len(task.public_labels)
@@ -86,6 +97,7 @@ def train(
   placement = Placement.from_config(config)
   trainable, frozen = placement.params(trainable), placement.params(frozen)
   tx, opt_state, plan, how = resolve_plan(config, trainable, n)  # 2
+  opt_state = placement.params(opt_state)  # restores land on the mesh too
   sampler = make_sampler(config, n, secret, task.sampling_schemes)
   ledger = None
   if plan.is_noised:  # 3
@@ -144,8 +156,12 @@ def train(
     )
     return placement.constrain(optax.apply_updates(params, updates)), opt_state
 
-  predict = jax.jit(task.apply)
-  metrics = metrics_lib.MetricsWriter(workdir)
+  apply = jax.jit(task.apply)
+
+  def predict(params, frozen, inputs):
+    return multihost.fetch(apply(params, frozen, placement.replicated(inputs)))
+
+  metrics = metrics_lib.MetricsWriter(workdir if primary else None)
   history = metrics.resume(int(state["step"]))
 
   def spent(num_steps=None):
@@ -172,14 +188,15 @@ def train(
   def persist_ledger():
     # The ledger reaches disk (atomically) before any file derived from
     # the steps it records: privacy is never spent but unrecorded.
-    if workdir and ledger is not None:
+    if workdir and primary and ledger is not None:
       ledger.save(os.path.join(workdir, "privacy_ledger.json"))
 
   def save(t):
     if ckpt is not None:
       persist_ledger()
       ckpt.save(t, state, ledger.to_dict() if ledger is not None else None)
-      trajectory.save()
+      if primary:
+        trajectory.save()
 
   first = int(state["step"])
   if first == 0 and not history:
@@ -194,19 +211,18 @@ def train(
   for t in range(first, last):  # 5
     if ledger is not None:
       ledger.record(plan)
-    batch = placement.batch(
-      sampling.padded_batch(
-        (task.train_inputs, task.train_labels),
-        placement.index_batch(sampler.batch_indices(t)),
-      )
+    batch = placement.gather_batch(
+      (task.train_inputs, task.train_labels), sampler.batch_indices(t)
     )
     pub_idx = public_batch_indices(config, num_public, t)
-    public = (
+    public = placement.replicated(
       None
       if pub_idx is None
       else sampling.gather((task.public_inputs, task.public_labels), pub_idx)
     )
-    noise = None if noise_source is None else noise_source.draw(t)
+    noise = placement.replicated(
+      None if noise_source is None else noise_source.draw(t)
+    )
     params, opt_state = step(
       state["params"], frozen, state["opt_state"], batch, public, noise
     )
@@ -289,7 +305,7 @@ def train(
       sampling_probability=plan.sampling_probability,
       num_steps=done,
     )
-  if workdir:
+  if workdir and primary:
     result["plot"] = metrics_lib.plot_report(
       history,
       os.path.join(workdir, "report.png"),
@@ -301,7 +317,7 @@ def train(
       hidden_state_run.run_setting(config, n, plan.noise_multiplier),
       done,
     )
-  if workdir:
+  if workdir and primary:
     persist_ledger()
     with open(os.path.join(workdir, "result.json"), "w") as f:
       json.dump(

@@ -23,6 +23,7 @@ IGNORED = (
   "checkpoint_every",
   "resume",
   "check_per_example",
+  "distributed",  # how the job is launched (coordinator, process ids)
 )
 
 
@@ -50,8 +51,13 @@ def fingerprint(config_dict: dict) -> tuple[str, dict]:
   return hashlib.sha256(text.encode()).hexdigest(), json.loads(text)
 
 
-def claim(workdir: str, config_dict: dict, resume: str = "") -> None:
-  """Records the config in ``workdir``, or checks it against the recorded one."""
+def claim(
+  workdir: str, config_dict: dict, resume: str = "", *, write: bool = True
+) -> None:
+  """Records the config in ``workdir``, or checks it against the recorded one.
+
+  ``write=False`` only checks (the processes of a multi-host run other than
+  the first: every process refuses a mismatch, one writes)."""
   digest, flat = fingerprint(config_dict)
   path = os.path.join(workdir, "config.json")
   if os.path.exists(path):
@@ -74,6 +80,8 @@ def claim(workdir: str, config_dict: dict, resume: str = "") -> None:
       )
     if recorded["fingerprint"] == digest:
       return
+  if not write:
+    return
   os.makedirs(workdir, exist_ok=True)
   with open(path, "w") as f:
     json.dump(

@@ -1,0 +1,62 @@
+"""One process of a multi-process run on localhost (simulated CPU devices).
+
+``python multiprocess_worker.py PROCESS_ID NUM_PROCESSES PORT DEVICES WORKDIR
+STOP_AFTER OUT``: trains the default config's digits CNN with DPZero on a
+``data=2 x fsdp=2`` mesh for 20 steps (resuming from ``WORKDIR``'s
+checkpoint if there is one, stopping after ``STOP_AFTER`` steps), and writes
+the result and the final parameters (gathered from every host) to ``OUT``
+as JSON. ``NUM_PROCESSES=1`` is the single-process reference.
+"""
+
+import json
+import os
+import sys
+
+process_id, num_processes, port, devices = map(int, sys.argv[1:5])
+workdir, stop_after, out = sys.argv[5], int(sys.argv[6]), sys.argv[7]
+os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+
+import hashlib  # noqa: E402
+
+import jax  # noqa: E402
+
+from configs import default  # noqa: E402
+from experiments import multihost, placement, train  # noqa: E402
+
+config = default.get_config()
+config.num_steps = 20
+config.eval_every = 0
+config.checkpoint_every = 10
+config.workdir = workdir
+config.target_epsilon = None
+config.noise_multiplier = 1.0
+config.insecure_test_noise = True  # the same noise in every launch
+config.mesh.data, config.mesh.fsdp = 2, 2
+if num_processes > 1:
+  config.distributed.enabled = True
+  config.distributed.coordinator_address = f"localhost:{port}"
+  config.distributed.num_processes = num_processes
+  config.distributed.process_id = process_id
+  config.distributed.cpu_collectives = "gloo"
+
+# Record how many batch rows each process gathers from the dataset.
+gathered = []
+padded_batch = placement.sampling.padded_batch
+placement.sampling.padded_batch = lambda arrays, index_batch: (
+  gathered.append(len(index_batch.mask)) or padded_batch(arrays, index_batch)
+)
+result = train.train(config, progress=False, stop_after=stop_after)
+# A secret drawn here from OS entropy, shared from process 0: its digest
+# (never the secret itself) must be the same on every process.
+shared = multihost.share_secret(os.urandom(32))
+report = {
+  "process_index": jax.process_index(),
+  "process_count": jax.process_count(),
+  "local_devices": len(jax.local_devices()),
+  **{k: result.get(k) for k in ("test_accuracy", "epsilon", "params_sha256")},
+  "interrupted_at": result.get("interrupted_at"),
+  "rows_gathered": gathered,
+  "shared_secret_sha256": hashlib.sha256(shared).hexdigest(),
+}
+with open(out, "w") as f:
+  json.dump(report, f)

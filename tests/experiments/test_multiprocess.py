@@ -1,0 +1,77 @@
+"""Two processes on localhost through ``jax.distributed`` equal one process.
+
+Each process has 2 simulated CPU devices (4 in all, mesh ``data=2 x
+fsdp=2``: the parameters are sharded across the two processes). The
+two-process run stops after 10 steps, writing a sharded orbax checkpoint
+(each process its own shards), and a second launch resumes it to step 20.
+The reference is one process with 4 devices running the 20 steps without
+a break. Same seeds, same (insecure, test-only) noise: the final parameters
+are bit-identical, and so are the accuracy and epsilon.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+HERE = os.path.dirname(__file__)
+WORKER = os.path.join(HERE, "multiprocess_worker.py")
+
+
+def _free_port() -> int:
+  with socket.socket() as s:
+    s.bind(("localhost", 0))
+    return s.getsockname()[1]
+
+
+def _launch(tmp_path, name, num_processes, devices, stop_after):
+  env = dict(os.environ)
+  env["PYTHONPATH"] = os.pathsep.join(
+    [os.path.dirname(os.path.dirname(HERE)), env.get("PYTHONPATH", "")]
+  )
+  env.pop("XLA_FLAGS", None)
+  port = str(_free_port())
+  workdir = str(tmp_path / name)
+  procs, outs = [], []
+  for pid in range(num_processes):
+    out = tmp_path / f"{name}_{stop_after}_{pid}.json"
+    outs.append(out)
+    procs.append(
+      subprocess.Popen(
+        [sys.executable, WORKER, str(pid), str(num_processes), port]
+        + [str(devices), workdir, str(stop_after), str(out)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+      )
+    )
+  for p in procs:
+    log, _ = p.communicate(timeout=300)
+    assert p.returncode == 0, log[-3000:]
+  return [json.loads(o.read_text()) for o in outs]
+
+
+def test_two_processes_with_resume_equal_one_process(tmp_path):
+  (single,) = _launch(tmp_path, "single", 1, 4, stop_after=100)
+  first = _launch(tmp_path, "multi", 2, 2, stop_after=10)
+  assert [r["interrupted_at"] for r in first] == [10, 10]
+  assert len(os.listdir(tmp_path / "multi" / "checkpoints" / "10")) > 0
+  shards = os.listdir(tmp_path / "multi" / "checkpoints" / "10" / "state")
+  assert {"ocdbt.process_0", "ocdbt.process_1"} <= set(shards), shards
+  final = _launch(tmp_path, "multi", 2, 2, stop_after=100)
+
+  assert single["process_count"] == 1 and single["local_devices"] == 4
+  for r in final:
+    assert r["process_count"] == 2 and r["local_devices"] == 2
+    for key in ("params_sha256", "test_accuracy", "epsilon"):
+      assert r[key] == single[key], (key, r[key], single[key])
+  # Every process gathers only its half of each padded batch.
+  capacity = single["rows_gathered"][-1]
+  for r in final:
+    assert r["rows_gathered"] and max(r["rows_gathered"]) == capacity // 2
+  # The secret shared at start-up is the same everywhere (process 1 drew
+  # its own and received process 0's).
+  assert len({r["shared_secret_sha256"] for r in first + final}) == 2
+  assert first[0]["shared_secret_sha256"] == first[1]["shared_secret_sha256"]

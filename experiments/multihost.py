@@ -18,10 +18,13 @@ What each process does differently, and what stays the same:
   once, identically everywhere, and no private data is exchanged to agree on
   a batch. Hosts of one job must trust one another alike: any of them holds
   the secret.
-* **The data.** Every host computes the same padded batch of indices, then
-  gathers only the rows that land on its own devices
-  (:func:`local_rows`); the global batch is assembled with
-  :func:`jax.make_array_from_process_local_data`.
+* **The data.** Each host keeps only its own contiguous range of the
+  training set (:class:`HostShard`). Every host makes the same sampling
+  decisions; host ``h`` fills its block of the global batch with the sampled
+  examples of its own range, padded with masked rows to a block size shared
+  by all hosts, and the blocks are joined with
+  :func:`jax.make_array_from_process_local_data`. The batch is the same set
+  of examples as on one host, in another order.
 * **Files.** Process 0 alone writes the metrics, ledger, result, plots and
   trajectory log; every process takes part in the sharded orbax checkpoint
   (each host writes its own shards).
@@ -29,9 +32,14 @@ What each process does differently, and what stays the same:
 
 from __future__ import annotations
 
+import math
+import warnings
+
 import jax
 import numpy as np
 from jax.experimental import multihost_utils
+
+from zoprivacy.data import sampling
 
 
 def initialize(config) -> None:
@@ -80,24 +88,6 @@ def share_secret(secret: bytes) -> bytes:
   return bytes(np.asarray(shared, np.uint8))
 
 
-def local_rows(sharding: jax.sharding.Sharding, num_rows: int) -> slice:
-  """The contiguous rows of a ``[num_rows, ...]`` array that ``sharding``
-  puts on this process's devices."""
-  starts, stops = [], []
-  for index in sharding.addressable_devices_indices_map((num_rows,)).values():
-    rows = index[0]
-    starts.append(rows.start or 0)
-    stops.append(num_rows if rows.stop is None else rows.stop)
-  start, stop = min(starts), max(stops)
-  covered = sum(b - a for a, b in set(zip(starts, stops)))
-  if covered != stop - start:
-    raise ValueError(
-      "This process's devices do not hold one contiguous block of the batch; "
-      "order the mesh's devices by process (jax.devices() does)."
-    )
-  return slice(start, stop)
-
-
 def global_batch(local_tree, sharding, num_rows: int):
   """Assembles each host's rows (``local_tree``) into global arrays."""
   return jax.tree.map(
@@ -116,3 +106,68 @@ def fetch(x) -> np.ndarray:
   if x.is_fully_replicated:
     return np.asarray(x.addressable_data(0))
   return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+
+
+class HostShard:
+  """This host's range of the training set and its block of every batch.
+
+  Host ``h`` of ``H`` owns the examples ``[bounds[h], bounds[h + 1])`` (near
+  equal, contiguous ranges). For a sampled batch, every host counts the
+  sampled examples of every range (the decisions are the same everywhere,
+  from the shared secret), so all hosts agree on the block size: the
+  largest range's Poisson capacity (overflow probability 1e-9, as on one
+  host), grown with a warning, never dropping an example, if a block
+  overflows. Padding rows are masked and never reach a sum.
+  """
+
+  def __init__(
+    self,
+    dataset_size: int,
+    sampler,
+    *,
+    block_multiple: int = 1,
+    num_hosts: int | None = None,
+    host: int | None = None,
+  ):
+    num_hosts = jax.process_count() if num_hosts is None else num_hosts
+    host = jax.process_index() if host is None else host
+    self.bounds = np.linspace(0, dataset_size, num_hosts + 1).astype(np.int64)
+    self.start, self.stop = int(self.bounds[host]), int(self.bounds[host + 1])
+    self.num_hosts, self.block_multiple = num_hosts, block_multiple
+    largest = int(np.max(np.diff(self.bounds)))
+    q = getattr(sampler, "sampling_probability", None)
+    if (
+      q is None
+    ):  # fixed-size batches: the proportional share, grown if need be
+      need = math.ceil(sampler.capacity * largest / dataset_size)
+    else:
+      need = sampling.poisson_capacity(largest, q, multiple=1)
+    self.capacity = self._round(need)
+
+  def _round(self, rows: int) -> int:
+    return max(1, math.ceil(rows / self.block_multiple)) * self.block_multiple
+
+  def rows(self, arrays):
+    """This host's range of a pytree of per-example arrays."""
+    return jax.tree.map(lambda a: a[self.start : self.stop], arrays)
+
+  def block(self, index_batch: sampling.IndexBatch) -> sampling.IndexBatch:
+    """This host's block of ``index_batch``: the sampled examples of its own
+    range (indices relative to :meth:`rows`), padded to :attr:`capacity`."""
+    chosen = np.asarray(index_batch.indices)[np.asarray(index_batch.mask)]
+    counts = np.histogram(chosen, self.bounds)[0]
+    need = self._round(int(counts.max(initial=0)))
+    if need > self.capacity:
+      warnings.warn(
+        f"A host's share of the batch ({int(counts.max())} examples) exceeds "
+        f"the block size {self.capacity}; growing it to {need} (one "
+        "recompilation, no example dropped).",
+        stacklevel=2,
+      )
+      self.capacity = need
+    own = chosen[(chosen >= self.start) & (chosen < self.stop)] - self.start
+    indices = np.zeros(self.capacity, np.int32)
+    indices[: own.size] = own
+    mask = np.zeros(self.capacity, bool)
+    mask[: own.size] = True
+    return sampling.IndexBatch(indices, mask)

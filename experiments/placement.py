@@ -91,21 +91,36 @@ class Placement:
       np.concatenate([batch.mask, np.zeros(extra, bool)]),
     )
 
+  def host_shard(self, dataset_size: int, sampler):
+    """With several processes, this host's :class:`multihost.HostShard`;
+    ``None`` with one."""
+    if not self.multiprocess:
+      return None
+    multiple = sharding.batch_multiple(self.mesh)
+    if multiple % jax.process_count():
+      raise ValueError(
+        f"The batch is split over {multiple} devices, not a multiple of the "
+        f"{jax.process_count()} processes."
+      )
+    return multihost.HostShard(
+      dataset_size, sampler, block_multiple=multiple // jax.process_count()
+    )
+
   def gather_batch(
-    self, arrays, index_batch: sampling.IndexBatch
+    self, arrays, index_batch: sampling.IndexBatch, host_shard=None
   ) -> sampling.PaddedBatch:
     """The padded batch of ``index_batch`` placed on the mesh. With several
-    processes, each gathers only the rows that land on its devices."""
-    index_batch = self.index_batch(index_batch)
-    if not self.multiprocess:
-      return self.batch(sampling.padded_batch(arrays, index_batch))
-    split = sharding.data_sharding(self.mesh)
-    rows = multihost.local_rows(split, len(index_batch.mask))
-    local = sampling.padded_batch(
-      arrays,
-      sampling.IndexBatch(index_batch.indices[rows], index_batch.mask[rows]),
+    processes, ``arrays`` is this host's range (``host_shard.rows``) and
+    each host gathers only its own block."""
+    if host_shard is None:
+      return self.batch(
+        sampling.padded_batch(arrays, self.index_batch(index_batch))
+      )
+    local = sampling.padded_batch(arrays, host_shard.block(index_batch))
+    rows = host_shard.capacity * host_shard.num_hosts
+    return multihost.global_batch(
+      local, sharding.data_sharding(self.mesh), rows
     )
-    return multihost.global_batch(local, split, len(index_batch.mask))
 
   def batch(self, batch: sampling.PaddedBatch) -> sampling.PaddedBatch:
     """The batch and its mask split over ``data`` x ``fsdp``."""

@@ -136,6 +136,11 @@ def train(
       sampler = make_sampler(config, n, secret, task.sampling_schemes)
       if ledger is not None:
         ledger = accounting.PrivacyLedger.from_dict(ledger_dict)
+  # Several hosts: each keeps only its range of the training set.
+  host_shard = placement.host_shard(n, sampler)
+  train_data = (task.train_inputs, task.train_labels)
+  if host_shard is not None:
+    train_data = host_shard.rows(train_data)
   # config.trajectory_log: the public (seed, scalars) log of the run.
   trajectory = trajectory_log.for_run(config, trainable, int(state["step"]))
   noise_source = None
@@ -212,7 +217,7 @@ def train(
     if ledger is not None:
       ledger.record(plan)
     batch = placement.gather_batch(
-      (task.train_inputs, task.train_labels), sampler.batch_indices(t)
+      train_data, sampler.batch_indices(t), host_shard
     )
     pub_idx = public_batch_indices(config, num_public, t)
     public = placement.replicated(

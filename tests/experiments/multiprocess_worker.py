@@ -39,11 +39,13 @@ if num_processes > 1:
   config.distributed.process_id = process_id
   config.distributed.cpu_collectives = "gloo"
 
-# Record how many batch rows each process gathers from the dataset.
+# Record, per batch, the rows each process gathers and how many training
+# examples it can see.
 gathered = []
 padded_batch = placement.sampling.padded_batch
 placement.sampling.padded_batch = lambda arrays, index_batch: (
-  gathered.append(len(index_batch.mask)) or padded_batch(arrays, index_batch)
+  gathered.append((len(index_batch.mask), len(arrays[1])))
+  or padded_batch(arrays, index_batch)
 )
 result = train.train(config, progress=False, stop_after=stop_after)
 # A secret drawn here from OS entropy, shared from process 0: its digest

@@ -23,7 +23,6 @@ Checkpoints: Hugging Face ``model.safetensors`` with tensors named like
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -32,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from zoprivacy.models.hf_config import hf_config_dict
 from zoprivacy.models.vit import SelfAttention
 
 
@@ -62,11 +62,7 @@ class BertConfig:
   @classmethod
   def from_hf(cls, config) -> BertConfig:
     """From a Hugging Face ``config.json`` (path, folder or dict)."""
-    if not isinstance(config, Mapping):
-      path = Path(config)
-      config = json.loads(
-        (path / "config.json" if path.is_dir() else path).read_text()
-      )
+    config = hf_config_dict(config)
     act = config.get("hidden_act", "gelu")
     if act != "gelu":
       raise ValueError(f"hidden_act {act!r} not supported (only exact 'gelu')")

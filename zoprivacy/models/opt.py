@@ -49,13 +49,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
-from collections.abc import Mapping
-from pathlib import Path
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+
+from zoprivacy.models.hf_config import hf_config_dict
 
 POSITION_OFFSET = 2  # OPTLearnedPositionalEmbedding: index = position + 2
 
@@ -109,15 +108,10 @@ class OPTConfig:
   @classmethod
   def from_hf(cls, config) -> OPTConfig:
     """From a Hugging Face ``config.json`` (path, folder or dict)."""
-    if not isinstance(config, Mapping):
-      path = Path(config)
-      config = json.loads(
-        (path / "config.json" if path.is_dir() else path).read_text()
-      )
+    config = hf_config_dict(config)
     model_type = config.get("model_type", "opt")
     if model_type != "opt":
       raise ValueError(f"model_type {model_type!r} is not 'opt'")
-    config = dict(config)
     if "d_model" in config and "hidden_size" not in config:
       config["hidden_size"] = config["d_model"]
     if "_remove_final_layer_norm" in config:

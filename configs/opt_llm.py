@@ -30,6 +30,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.lora_rank = 8
   config.lora_alpha = 16.0
   config.lora_targets = r"self_attn/(q_proj|v_proj)/kernel$"
+  config.num_prefix_tokens = 5  # peft="prefix": MeZO's prefix length
   config.exact_noise = False  # the scalar is one Gaussian release per step
   config.eval_every = 0
   config.checkpoint_every = 1000

@@ -15,7 +15,9 @@ answer, ``batched_loss`` is the teacher-forced answer loss
 
 Config: ``model_dir`` (Hugging Face OPT folder), ``data_dir``, ``num_train``
 (MeZO: 1000) or ``examples_per_class`` (k-shot), ``num_eval`` (1000),
-``max_length`` (256), ``data_seed``.
+``max_length`` (256), ``data_seed``; ``peft`` (``full``, ``lora`` with
+``lora_rank``, ``lora_alpha``, ``lora_targets``, or ``prefix`` with
+``num_prefix_tokens``).
 
 Files, under ``data_dir``: ``<task>/train.{jsonl,parquet,tsv}`` and
 ``<task>/validation.{jsonl,parquet,tsv}`` (Hugging Face exports, GLUE TSVs
@@ -40,6 +42,7 @@ from zoprivacy.data.loaders import MissingDataError
 from zoprivacy.data.loaders import mezo_tasks as mt
 from zoprivacy.models import peft
 from zoprivacy.models.opt import OPTForCausalLM, per_example_lm_loss
+from zoprivacy.models.opt_prefix import PrefixTuning
 
 OPT_HOW = (
   "put a Hugging Face OPT folder (config.json, model.safetensors or its "
@@ -97,24 +100,38 @@ def _opt(config):
   return cfg, params, load_bpe_tokenizer(model_dir)
 
 
-def _fine_tuning(config, params):
-  """``(init, merged)`` for ``config.peft``: ``full`` trains every weight;
-  ``lora`` trains :class:`~zoprivacy.models.peft.StackedLoRA` adapters
-  (rank ``lora_rank``, scale ``lora_alpha / rank``; MeZO's r = 8, alpha =
-  16 by default) on the stacked query and value projections, the
-  pretrained weights frozen."""
+def _fine_tuning(config, params, model_config):
+  """``(init, merged, model_config)`` for ``config.peft``: ``full`` trains
+  every weight; ``lora`` trains :class:`~zoprivacy.models.peft.StackedLoRA`
+  adapters (rank ``lora_rank``, scale ``lora_alpha / rank``; MeZO's r = 8,
+  alpha = 16 by default) on the stacked query and value projections;
+  ``prefix`` trains :class:`~zoprivacy.models.opt_prefix.PrefixTuning`'s
+  ``num_prefix_tokens`` (MeZO's 5) keys and values per layer, initialized
+  from the activations of random tokens drawn with the public seed. The
+  pretrained weights are frozen in both."""
   mode = config.get("peft") or "full"
   if mode == "full":
-    return (lambda key: (params, {})), (lambda t, f: t)
+    return (lambda key: (params, {})), (lambda t, f: t), model_config
+  if mode == "prefix":
+    prefix = PrefixTuning(num_tokens=int(config.get("num_prefix_tokens") or 5))
+    return (
+      (lambda key: (prefix.init(key, params, config=model_config), params)),
+      (lambda t, f: prefix.merge(f, t)),
+      prefix.model_config(model_config),
+    )
   if mode != "lora":
-    raise ValueError(f"peft={mode!r} for an OPT task; use 'full' or 'lora'.")
+    raise ValueError(
+      f"peft={mode!r} for an OPT task; use 'full', 'lora' or 'prefix'."
+    )
   lora = peft.StackedLoRA(
     rank=int(config.get("lora_rank") or 8),
     alpha=float(config.get("lora_alpha") or 16.0),
     targets=config.get("lora_targets") or peft.StackedLoRA.targets,
   )
-  return (lambda key: (lora.init(key, params), params)), (
-    lambda t, f: lora.merge(f, t)
+  return (
+    (lambda key: (lora.init(key, params), params)),
+    (lambda t, f: lora.merge(f, t)),
+    model_config,
   )
 
 
@@ -149,11 +166,10 @@ def _build(config, task: str) -> Task:
   )
   cfg, params, tok = _opt(config)
   length = int(config.get("max_length") or 256)
-  model = OPTForCausalLM(cfg)
+  init, merged, model_cfg = _fine_tuning(config, params, cfg)
+  model = OPTForCausalLM(model_cfg)
   loss = functools.partial(per_example_lm_loss, model=model)
   kw = dict(max_length=length, pad_id=cfg.pad_token_id)
-
-  init, merged = _fine_tuning(config, params)
 
   if generation:
     enc = [prompts.training_batch(task, d, tok, **kw) for d in (train, test)]

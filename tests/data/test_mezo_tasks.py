@@ -371,6 +371,20 @@ def test_llm_task_end_to_end(tmp_path, monkeypatch):
     np.asarray(task.apply(adapters, frozen, task.test_inputs)), logits
   )
 
+  # Prefix tuning (MeZO): 2 prefix keys and values per layer, from the
+  # activations of random tokens; the pretrained weights frozen.
+  config.peft = "prefix"
+  config.num_prefix_tokens = 2
+  task = get_task(config)
+  prefixes, frozen = task.init(jax.random.key(0))
+  sa = prefixes["layers"]["self_attn"]
+  assert set(sa) == {"prefix_keys", "prefix_values"}
+  assert sa["prefix_keys"].shape == (1, 2, cfg.hidden_size)
+  assert jax.tree.structure(frozen) == jax.tree.structure(params)
+  with_prefix = np.asarray(task.apply(prefixes, frozen, task.test_inputs))
+  assert with_prefix.shape == logits.shape
+  assert np.max(np.abs(with_prefix - logits)) > 1e-4  # the prefix is seen
+
 
 def test_generation_evaluation_on_tiny_opt(tmp_path):
   from zoprivacy.data import qa_evaluation

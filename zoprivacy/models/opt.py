@@ -85,6 +85,9 @@ class OPTConfig:
   bos_token_id: int = 2
   eos_token_id: int = 2
   layer_norm_eps: float = 1e-5  # torch.nn.LayerNorm's default, used by OPT
+  # Prefix tuning (zoprivacy.models.opt_prefix): trainable keys and values
+  # prepended in every attention layer. Not a Hugging Face field.
+  num_prefix_tokens: int = 0
 
   def __post_init__(self):
     if self.word_embed_proj_dim is None:
@@ -186,6 +189,20 @@ class OPTAttention(_OPTModule):
         cache[1], v.astype(cache[1].dtype), start
       )
       cache = (k, v)
+    if c.num_prefix_tokens:  # prefix tuning: keys/values every query sees
+      shape = (c.num_prefix_tokens, c.hidden_size)
+      init = nn.initializers.normal(0.02)
+      prefix_k, prefix_v = (
+        jnp.broadcast_to(
+          split(self.param(name, init, shape, self.param_dtype)),
+          (k.shape[0], *shape[:1], heads, head_dim),
+        ).astype(k.dtype)
+        for name in ("prefix_keys", "prefix_values")
+      )
+      k = jnp.concatenate([prefix_k, k], axis=1)
+      v = jnp.concatenate([prefix_v, v], axis=1)
+      seen = jnp.ones(allowed.shape[:-1] + shape[:1], bool)
+      allowed = jnp.concatenate([seen, allowed], axis=-1)
     scores = jnp.einsum("bqhd,bkhd->bhqk", q, k.astype(self.dtype))
     scores = jnp.where(
       allowed[:, None], scores.astype(jnp.float32), jnp.finfo(jnp.float32).min

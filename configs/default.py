@@ -77,6 +77,11 @@ def get_config() -> ml_collections.ConfigDict:
     }
   )
 
+  # The layer-wise step at inference-level memory for tasks with an in-scan
+  # loss (the OPT tasks): mezo, dpzero or dp_zo with plain SGD
+  # (experiments/layerwise_run.py). The same step as the generic one.
+  config.layerwise = False
+
   # Write workdir/trajectory.bin, the public (seed, scalars) log of a scalar
   # estimator's run (docs/trajectory.md). Publishing it publishes every
   # iterate: composition accounting only, no final-iterate bound.

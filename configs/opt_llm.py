@@ -31,6 +31,10 @@ def get_config() -> ml_collections.ConfigDict:
   config.lora_alpha = 16.0
   config.lora_targets = r"self_attn/(q_proj|v_proj)/kernel$"
   config.num_prefix_tokens = 5  # peft="prefix": MeZO's prefix length
+  # The layer-wise step (experiments/layerwise_run.py): the perturbation
+  # is added inside the layer scan, so a step holds no extra copy of the
+  # parameters. Plain SGD with mezo, dpzero or dp_zo; set False for others.
+  config.layerwise = True
   config.exact_noise = False  # the scalar is one Gaussian release per step
   config.eval_every = 0
   config.checkpoint_every = 1000

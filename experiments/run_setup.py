@@ -38,6 +38,14 @@ def run_secret(config) -> bytes:
 def build_estimator(config, noise_multiplier, dataset_size):
   """The estimator named by ``config.estimator``, from its declaration."""
   spec = registry.get(config.estimator)
+  return spec.factory(
+    **estimator_kwargs(config, noise_multiplier, dataset_size)
+  )
+
+
+def estimator_kwargs(config, noise_multiplier, dataset_size) -> dict:
+  """The keyword arguments :func:`build_estimator` passes to the factory."""
+  spec = registry.get(config.estimator)
   if spec.takes_setting:  # the setting holds the hyperparameters
     kwargs = hidden_state_run.factory_kwargs(config, dataset_size)
   else:
@@ -66,7 +74,7 @@ def build_estimator(config, noise_multiplier, dataset_size):
     kwargs.setdefault("num_steps", config.num_steps)
   if spec.needs_learning_rate:
     kwargs.setdefault("learning_rate", config.learning_rate)
-  return spec.factory(**kwargs)
+  return kwargs
 
 
 def resolve_plan(config, trainable, dataset_size):

@@ -47,6 +47,7 @@ import tqdm
 from experiments import (
   checkpointing,
   hidden_state_run,
+  layerwise_run,
   multihost,
   tasks,
   trajectory_log,
@@ -97,6 +98,11 @@ def train(
   placement = Placement.from_config(config)
   trainable, frozen = placement.params(trainable), placement.params(frozen)
   tx, opt_state, plan, how = resolve_plan(config, trainable, n)  # 2
+  layerwise = None
+  if config.get("layerwise"):  # the in-scan step: inference-level memory
+    sigma = plan.noise_multiplier if plan.is_noised else None
+    layerwise = layerwise_run.make(config, sigma, n, task)
+    opt_state = layerwise.init(trainable)
   opt_state = placement.params(opt_state)  # restores land on the mesh too
   sampler = make_sampler(config, n, secret, task.sampling_schemes)
   ledger = None
@@ -149,8 +155,14 @@ def train(
       plan, randomness.derive(secret, "exact noise", num_bytes=32)
     )
 
-  @jax.jit
-  def step(params, frozen, opt_state, batch, public, discrete_noise):
+  def layerwise_step(params, frozen, opt_state, batch, public, noise):
+    del public  # the layer-wise estimators take no public data
+    params, opt_state = layerwise.step(
+      params, opt_state, batch, frozen=frozen, discrete_noise=noise
+    )
+    return placement.constrain(params), opt_state
+
+  def generic_step(params, frozen, opt_state, batch, public, discrete_noise):
     loss = lambda p, b: task.batched_loss(p, frozen, b)
     zeros = jax.tree.map(jnp.zeros_like, params)
     extra = {} if public is None else {spec.public_arg: public}
@@ -160,6 +172,11 @@ def train(
       zeros, opt_state, params, batched_loss=loss, batch=batch, **extra
     )
     return placement.constrain(optax.apply_updates(params, updates)), opt_state
+
+  if layerwise is None:
+    step = jax.jit(generic_step)
+  else:  # the parameters are donated: updated in place
+    step = jax.jit(layerwise_step, donate_argnums=0)
 
   apply = jax.jit(task.apply)
 

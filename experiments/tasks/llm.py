@@ -34,13 +34,14 @@ from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from experiments.tasks.common import data_seed
 from experiments.tasks.registry import Task, register
 from zoprivacy.data import prompts
 from zoprivacy.data.loaders import MissingDataError
 from zoprivacy.data.loaders import mezo_tasks as mt
-from zoprivacy.models import peft
+from zoprivacy.models import opt_zo, peft
 from zoprivacy.models.opt import OPTForCausalLM, per_example_lm_loss
 from zoprivacy.models.opt_prefix import PrefixTuning
 
@@ -171,6 +172,11 @@ def _build(config, task: str) -> Task:
   loss = functools.partial(per_example_lm_loss, model=model)
   kw = dict(max_length=length, pad_id=cfg.pad_token_id)
 
+  # The same losses with the perturbation added inside the layer scan.
+  in_scan = functools.partial(
+    opt_zo.perturbed_lm_loss, model=model, assemble=merged
+  )
+
   if generation:
     enc = [prompts.training_batch(task, d, tok, **kw) for d in (train, test)]
     return LMTask(
@@ -181,6 +187,7 @@ def _build(config, task: str) -> Task:
       1,
       init,
       lambda t, f, x: -loss(merged(t, f), x)[:, None],
+      perturbed_loss=lambda t, f, b, u: in_scan(t, f, b[0], u),
       lm_loss=lambda t, f, x: loss(merged(t, f), x),
     )
   c = len(prompts.TEMPLATES[task].verbalizer)
@@ -189,9 +196,16 @@ def _build(config, task: str) -> Task:
     b = prompts.candidate_batch(task, d, tok, **kw)
     return {k: v.reshape(len(d), c, length) for k, v in b.items()}
 
+  def flatten(inputs):
+    return {k: jnp.reshape(v, (-1, length)) for k, v in inputs.items()}
+
   def apply(t, f, inputs):
-    flat = {k: jnp.reshape(v, (-1, length)) for k, v in inputs.items()}
-    return -loss(merged(t, f), flat).reshape(-1, c)
+    return -loss(merged(t, f), flatten(inputs)).reshape(-1, c)
+
+  def perturbed_loss(t, f, batch, perturbation):
+    inputs, labels = batch
+    logits = -in_scan(t, f, flatten(inputs), perturbation).reshape(-1, c)
+    return optax.softmax_cross_entropy_with_integer_labels(logits, labels)
 
   return Task(
     encode(train),
@@ -201,6 +215,7 @@ def _build(config, task: str) -> Task:
     c,
     init,
     apply,
+    perturbed_loss=perturbed_loss,
   )
 
 

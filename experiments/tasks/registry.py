@@ -39,6 +39,10 @@ class Task:
   # a streamed source can only be read in order (shuffled by a buffer), so
   # it cannot give the independent per-example inclusion Poisson needs.
   sampling_schemes: tuple[str, ...] = ("poisson", "shuffle")
+  # ``(trainable, frozen, batch, perturbation) -> [B]`` losses at the
+  # perturbed parameters, perturbing each layer inside the model's scan
+  # (zoprivacy.layerwise); tasks that have one can run config.layerwise.
+  perturbed_loss: Callable | None = None
 
   @property
   def num_train(self) -> int:

@@ -1,0 +1,81 @@
+"""``config.layerwise``: the runner's step at inference-level memory.
+
+For a task that provides an in-scan loss (``task.perturbed_loss``, the OPT
+tasks), the runner can replace the generic two-point step plus SGD by the
+layer-wise step of :mod:`zoprivacy.layerwise`: each layer's slice of the
+direction is added inside the layer scan as the layer is used, and the
+update regenerates the direction leaf by leaf into the donated parameters.
+Nothing else changes: the estimator's hyperparameters, its privacy plan
+(checked equal to the generic estimator's), the calibration, the ledger,
+the secret noise and the exact-noise path are those of the generic run, and
+a step is the generic ``estimator + optax.sgd(learning_rate)`` step with
+counter-hash directions.
+
+Supported: ``mezo``, ``dpzero`` and ``dp_zo`` with ``optimizer='sgd'`` (no
+momentum, no schedule, no optimizer arguments: the update is plain SGD)
+and Gaussian or Rademacher directions, drawn by the counter hash.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from experiments.run_setup import build_estimator, estimator_kwargs
+from zoprivacy import layerwise
+
+STEPS = {
+  "mezo": layerwise.layerwise_mezo,
+  "dpzero": layerwise.layerwise_dpzero,
+  "dp_zo": functools.partial(
+    layerwise.layerwise_dpzero, clip_target="raw_difference"
+  ),
+}
+
+
+def check(config, task) -> None:
+  """Refuses, before any step, what the layer-wise step cannot run."""
+  if config.estimator not in STEPS:
+    raise ValueError(
+      f"layerwise=True runs {', '.join(STEPS)}, not {config.estimator!r}; "
+      "set layerwise=False for the generic step."
+    )
+  if (
+    config.optimizer != "sgd"
+    or config.get("momentum")
+    or config.get("schedule")
+    or dict(config.get("optimizer_kwargs") or {})
+  ):
+    raise ValueError(
+      "layerwise=True applies plain SGD inside the step: set "
+      "optimizer='sgd' with no momentum, schedule or optimizer_kwargs."
+    )
+  prng = dict(config.estimator_kwargs).get("direction_prng", "counter")
+  if prng != "counter":
+    raise ValueError(
+      "layerwise=True draws directions with the counter hash only; set "
+      f"estimator_kwargs.direction_prng='counter' (got {prng!r})."
+    )
+  if getattr(task, "perturbed_loss", None) is None:
+    raise ValueError(
+      f"layerwise=True needs a task with an in-scan loss; {config.dataset!r} "
+      "has none (the OPT tasks do)."
+    )
+
+
+def make(config, noise_multiplier, dataset_size, task):
+  """The :class:`zoprivacy.layerwise.LayerwiseZO` of the run; its plan is
+  checked equal to the generic estimator's."""
+  check(config, task)
+  kwargs = estimator_kwargs(config, noise_multiplier, dataset_size)
+  kwargs.pop("direction_prng", None)
+  zo = STEPS[config.estimator](
+    perturbed_loss=task.perturbed_loss,
+    learning_rate=config.learning_rate,
+    **kwargs,
+  )
+  generic = build_estimator(config, noise_multiplier, dataset_size)
+  if generic.privacy_plan != zo.privacy_plan:
+    raise AssertionError(
+      "The layer-wise step's privacy plan differs from the estimator's."
+    )
+  return zo

@@ -1,0 +1,73 @@
+"""``config.layerwise``: the runner's in-scan step on the tiny OPT fixture
+equals the generic step, and refuses what it cannot run."""
+
+import jax
+import numpy as np
+import pytest
+
+from configs import tiny_opt_sst2
+from experiments import checkpointing, tasks, train
+
+
+def _config(**overrides):
+  config = tiny_opt_sst2.get_config()
+  assert config.layerwise  # the LLM configs' default
+  config.num_steps = 6
+  config.num_eval = 32
+  config.num_train = 64
+  config.target_epsilon = None
+  config.noise_multiplier = 1.0
+  config.insecure_test_noise = True  # the same noise in both runs: tests
+  config.check_per_example = False  # checked by the other LLM tests
+  for key, value in overrides.items():
+    setattr(config, key, value)
+  return config
+
+
+def _train(config, monkeypatch):
+  """The result and the final trainable parameters (read where the runner
+  digests them)."""
+  seen = []
+  digest = checkpointing.tree_digest
+  monkeypatch.setattr(
+    checkpointing,
+    "tree_digest",
+    lambda tree: seen.append(jax.device_get(tree)) or digest(tree),
+  )
+  result = train.train(config, progress=False)
+  return result, seen[-1]
+
+
+@pytest.mark.parametrize("peft", ["lora", "full"])
+def test_layerwise_run_equals_the_generic_run(peft, monkeypatch):
+  """Six DP-ZO steps, the same keys and test noise: the same privacy plan
+  and epsilon, and parameters within 1e-4 of the update's size (LoRA's
+  A @ B is a batched product in the generic merge and a per-layer one in
+  the scan; the float32 difference is divided by 2l, and a per-example
+  scalar may round to a neighbouring point of the exact-noise grid)."""
+  generic, p_generic = _train(_config(peft=peft, layerwise=False), monkeypatch)
+  in_scan, p_scan = _train(_config(peft=peft, layerwise=True), monkeypatch)
+  for key in ("epsilon", "privacy_plan", "noise_multiplier"):
+    assert in_scan[key] == generic[key], key
+  config = _config(peft=peft)
+  init, _ = tasks.get_task(config).init(jax.random.key(config.seed))
+  moved = max(
+    float(np.max(np.abs(a - b)))
+    for a, b in zip(jax.tree.leaves(p_generic), jax.tree.leaves(init))
+  )
+  assert moved > 1e-4
+  diff = max(
+    float(np.max(np.abs(a - b)))
+    for a, b in zip(jax.tree.leaves(p_generic), jax.tree.leaves(p_scan))
+  )
+  assert diff <= 1e-4 * moved + 1e-7, (diff, moved)
+
+
+def test_layerwise_run_refuses_what_it_cannot_run():
+  with pytest.raises(ValueError, match="plain SGD"):
+    train.train(_config(layerwise=True, optimizer="adam"), progress=False)
+  with pytest.raises(ValueError, match="runs mezo, dpzero, dp_zo"):
+    train.train(
+      _config(layerwise=True, estimator="dp_sgd", estimator_kwargs={}),
+      progress=False,
+    )

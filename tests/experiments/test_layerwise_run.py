@@ -12,7 +12,7 @@ from experiments import checkpointing, tasks, train
 def _config(**overrides):
   config = tiny_opt_sst2.get_config()
   assert config.layerwise  # the LLM configs' default
-  config.num_steps = 6
+  config.num_steps = 4
   config.num_eval = 32
   config.num_train = 64
   config.target_epsilon = None
@@ -40,7 +40,7 @@ def _train(config, monkeypatch):
 
 @pytest.mark.parametrize("peft", ["lora", "full"])
 def test_layerwise_run_equals_the_generic_run(peft, monkeypatch):
-  """Six DP-ZO steps, the same keys and test noise: the same privacy plan
+  """Four DP-ZO steps, the same keys and test noise: the same privacy plan
   and epsilon, and parameters within 1e-4 of the update's size (LoRA's
   A @ B is a batched product in the generic merge and a per-layer one in
   the scan; the float32 difference is divided by 2l, and a per-example

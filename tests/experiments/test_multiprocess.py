@@ -28,7 +28,8 @@ def _free_port() -> int:
     return s.getsockname()[1]
 
 
-def _launch(tmp_path, name, num_processes, devices, stop_after):
+def _start(tmp_path, name, num_processes, devices, stop_after):
+  """Starts the processes of one launch; :func:`_wait` collects them."""
   env = dict(os.environ)
   env["PYTHONPATH"] = os.pathsep.join(
     [os.path.dirname(os.path.dirname(HERE)), env.get("PYTHONPATH", "")]
@@ -50,15 +51,25 @@ def _launch(tmp_path, name, num_processes, devices, stop_after):
         text=True,
       )
     )
+  return procs, outs
+
+
+def _wait(launch):
+  procs, outs = launch
   for p in procs:
     log, _ = p.communicate(timeout=300)
     assert p.returncode == 0, log[-3000:]
   return [json.loads(o.read_text()) for o in outs]
 
 
+def _launch(*args, **kwargs):
+  return _wait(_start(*args, **kwargs))
+
+
 def test_two_processes_with_resume_equal_one_process(tmp_path):
-  (single,) = _launch(tmp_path, "single", 1, 4, stop_after=100)
+  reference = _start(tmp_path, "single", 1, 4, stop_after=100)
   first = _launch(tmp_path, "multi", 2, 2, stop_after=10)
+  (single,) = _wait(reference)
   assert [r["interrupted_at"] for r in first] == [10, 10]
   assert len(os.listdir(tmp_path / "multi" / "checkpoints" / "10")) > 0
   shards = os.listdir(tmp_path / "multi" / "checkpoints" / "10" / "state")

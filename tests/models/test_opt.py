@@ -438,3 +438,27 @@ def test_bpe_tokenizer_round_trip(tmp_path):
   assert tok.decode(batch[0].ids) == "the cat"
   tok.save(str(tmp_path / "tokenizer.json"))  # the tokenizer.json route
   assert load_bpe_tokenizer(tmp_path).encode(text).ids == enc.ids
+
+
+def test_tokenizer_larger_than_the_embedding_is_refused(tmp_path):
+  """The fixture's tokenizer (384 tokens) next to a config.json that
+  claims fewer embedding rows is refused; as many or more rows load."""
+  import shutil
+  from pathlib import Path
+
+  fixture = Path(__file__).parents[1] / "fixtures" / "tiny_opt"
+  for name in ("tokenizer.json", "tokenizer_config.json"):
+    shutil.copy(fixture / name, tmp_path / name)
+  config = json.loads((fixture / "config.json").read_text())
+  for rows in (config["vocab_size"], config["vocab_size"] + 8):
+    (tmp_path / "config.json").write_text(
+      json.dumps(dict(config, vocab_size=rows))
+    )
+    assert load_bpe_tokenizer(tmp_path).get_vocab_size() <= rows
+  (tmp_path / "config.json").write_text(
+    json.dumps(dict(config, vocab_size=300))
+  )
+  with pytest.raises(
+    ValueError, match="384 tokens but the checkpoint's embedding has 300"
+  ):
+    load_bpe_tokenizer(tmp_path)

@@ -278,4 +278,22 @@ def load_bpe_tokenizer(model_dir, *, max_length: int | None = None):
   tok.enable_padding(pad_id=pad_id, pad_token=pad)
   if max_length is not None:
     tok.enable_truncation(max_length)
+  if (model_dir / "config.json").is_file():
+    check_tokenizer_fits(tok, read_hf_config(model_dir), model_dir)
   return tok
+
+
+def check_tokenizer_fits(tok, hf_config: dict, where="") -> None:
+  """Refuses a tokenizer with ids the model has no embedding for.
+
+  A model's embedding table may be larger than its tokenizer (OPT pads
+  50265 tokens to 50272 rows), never smaller: an id past the table would
+  be clipped or wrapped silently by the gather.
+  """
+  size = hf_config.get("vocab_size")
+  if size is not None and tok.get_vocab_size() > int(size):
+    raise ValueError(
+      f"{where}: the tokenizer has {tok.get_vocab_size()} tokens but the "
+      f"checkpoint's embedding has {size} rows (vocab_size in config.json): "
+      "they do not belong together."
+    )

@@ -9,17 +9,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_opt_zo import (
-  LEARNING_RATE,
-  PRIVACY,
-  _generic_step,
-  _max_relative_difference,
-  _opt,
-)
+from test_opt_zo import _max_relative_difference, _opt, adapter_steps
 
-import zoprivacy
-from zoprivacy import layerwise
-from zoprivacy.models import opt_zo, peft
+from zoprivacy.models import peft
 from zoprivacy.models.opt import OPTForCausalLM, per_example_lm_loss
 from zoprivacy.models.opt_generate import generate
 from zoprivacy.models.opt_prefix import PrefixTuning
@@ -111,22 +103,8 @@ def test_layerwise_step_on_prefix_equals_generic_step():
   untouched and the prefix moved."""
   _, model, prefix, batch, params, adapters = _prefix_model()
   assemble = lambda trainable, frozen: prefix.merge(frozen, trainable)
-  loss = peft.bind_frozen(
-    functools.partial(per_example_lm_loss, model=model), params, assemble
-  )
-  hyper = dict(PRIVACY, directions="gaussian")
-  estimator = zoprivacy.dpzero(direction_prng="counter", **hyper)
-  tx, generic_step = _generic_step(estimator, loss)
-  zo = layerwise.layerwise_dpzero(
-    perturbed_loss=opt_zo.in_scan_lm_loss(model=model, assemble=assemble),
-    learning_rate=LEARNING_RATE,
-    **hyper,
-  )
   frozen_before = jax.tree.map(np.array, params)
-  a_generic, _ = jax.jit(generic_step)(adapters, tx.init(adapters), batch)
-  a_scan, _ = jax.jit(zo.step, donate_argnums=0)(
-    jax.tree.map(jnp.copy, adapters), zo.init(adapters), batch, frozen=params
-  )
+  a_generic, a_scan, _ = adapter_steps(model, batch, params, adapters, assemble)
   assert _max_relative_difference(a_generic, a_scan) <= 1e-5
   jax.tree.map(np.testing.assert_array_equal, params, frozen_before)
   assert _max_relative_difference(adapters, a_scan) > 1e-4

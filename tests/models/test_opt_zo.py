@@ -75,6 +75,28 @@ def _generic_step(estimator, loss):
   return tx, step
 
 
+def adapter_steps(model, batch, params, adapters, assemble):
+  """One generic dpzero + sgd step on ``adapters`` (the frozen ``params``
+  bound in the loss) and one in-scan step, from the same keys: ``(generic
+  adapters, in-scan adapters, the bound loss)``."""
+  loss = peft.bind_frozen(
+    functools.partial(per_example_lm_loss, model=model), params, assemble
+  )
+  hyper = dict(PRIVACY, directions="gaussian")
+  estimator = zoprivacy.dpzero(direction_prng="counter", **hyper)
+  tx, generic_step = _generic_step(estimator, loss)
+  zo = layerwise.layerwise_dpzero(
+    perturbed_loss=opt_zo.in_scan_lm_loss(model=model, assemble=assemble),
+    learning_rate=LEARNING_RATE,
+    **hyper,
+  )
+  a_generic, _ = jax.jit(generic_step)(adapters, tx.init(adapters), batch)
+  a_scan, _ = jax.jit(zo.step, donate_argnums=0)(
+    jax.tree.map(jnp.copy, adapters), zo.init(adapters), batch, frozen=params
+  )
+  return a_generic, a_scan, loss
+
+
 def _max_relative_difference(a, b):
   return max(
     np.max(np.abs(x - y)) / np.max(np.abs(x))
@@ -205,21 +227,9 @@ def test_stacked_lora_in_scan_changes_only_adapters():
     params["layers"]["self_attn"]["q_proj"]["kernel"],
   )
   assemble = lambda trainable, frozen: lora.merge(frozen, trainable)
-  loss = peft.bind_frozen(
-    functools.partial(per_example_lm_loss, model=model), params, assemble
-  )
-  hyper = dict(PRIVACY, directions="gaussian")
-  estimator = zoprivacy.dpzero(direction_prng="counter", **hyper)
-  tx, generic_step = _generic_step(estimator, loss)
-  zo = layerwise.layerwise_dpzero(
-    perturbed_loss=opt_zo.in_scan_lm_loss(model=model, assemble=assemble),
-    learning_rate=LEARNING_RATE,
-    **hyper,
-  )
   frozen_before = jax.tree.map(np.array, params)
-  a_generic, _ = jax.jit(generic_step)(adapters, tx.init(adapters), batch)
-  a_scan, state = jax.jit(zo.step, donate_argnums=0)(
-    jax.tree.map(jnp.copy, adapters), zo.init(adapters), batch, frozen=params
+  a_generic, a_scan, loss = adapter_steps(
+    model, batch, params, adapters, assemble
   )
   # A @ B is a batched matmul over all layers in the generic merge and a
   # per-layer one in the scan; float32 rounding divided by 2l: measured

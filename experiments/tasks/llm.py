@@ -42,7 +42,11 @@ from zoprivacy.data import prompts
 from zoprivacy.data.loaders import MissingDataError
 from zoprivacy.data.loaders import mezo_tasks as mt
 from zoprivacy.models import opt_zo, peft
-from zoprivacy.models.opt import OPTForCausalLM, per_example_lm_loss
+from zoprivacy.models.opt import (
+  OPTForCausalLM,
+  answer_window,
+  per_example_lm_loss,
+)
 from zoprivacy.models.opt_prefix import PrefixTuning
 
 OPT_HOW = (
@@ -196,6 +200,15 @@ def _build(config, task: str) -> Task:
     b = prompts.candidate_batch(task, d, tok, **kw)
     return {k: v.reshape(len(d), c, length) for k, v in b.items()}
 
+  train_inputs, test_inputs = encode(train), encode(test)
+  # The scored tokens are the verbalizers' (public, a few tokens): the LM
+  # head runs on that window only, not on all max_length positions.
+  window = answer_window(
+    np.concatenate([train_inputs["loss_mask"], test_inputs["loss_mask"]])
+  )
+  loss = functools.partial(loss, answer_window=window)
+  in_scan = functools.partial(in_scan, answer_window=window)
+
   def flatten(inputs):
     return {k: jnp.reshape(v, (-1, length)) for k, v in inputs.items()}
 
@@ -208,9 +221,9 @@ def _build(config, task: str) -> Task:
     return optax.softmax_cross_entropy_with_integer_labels(logits, labels)
 
   return Task(
-    encode(train),
+    train_inputs,
     np.array([e["label"] for e in train], np.int32),
-    encode(test),
+    test_inputs,
     np.array([e["label"] for e in test], np.int32),
     c,
     init,

@@ -13,7 +13,7 @@ import pytest
 
 import zoprivacy
 from zoprivacy import layerwise
-from zoprivacy.models import opt_zo, peft
+from zoprivacy.models import opt, opt_zo, peft
 from zoprivacy.models.opt import OPTConfig, OPTForCausalLM, per_example_lm_loss
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -274,3 +274,34 @@ def test_in_scan_mezo_equals_generic_counter_mezo():
   np.testing.assert_allclose(s_scan.released, s_generic[0].released, rtol=1e-6)
   assert _max_relative_difference(p_generic, p_scan) <= 1e-6
   assert _max_relative_difference(params, p_scan) > 1e-4
+
+
+def test_answer_window_gives_the_same_losses():
+  """The LM head on each example's answer window only: the same losses as
+  on all positions (1e-6), in the model and inside the scan, with answers
+  of different lengths at different places (left and right padding)."""
+  model, batch, params = _opt(2, 16, 32, 48, 4, 12)
+  loss_mask = np.zeros((4, 12), np.int32)
+  loss_mask[0, 9:11] = 1  # after left padding
+  loss_mask[1, 3:6] = 1
+  loss_mask[2, 11] = 1  # the last token
+  attention = np.asarray(batch["attention_mask"]).copy()
+  attention[1, 8:] = 0  # right padding
+  batch = dict(
+    batch,
+    loss_mask=jnp.asarray(loss_mask),
+    attention_mask=jnp.asarray(attention),
+  )
+  window = opt.answer_window(loss_mask, multiple=1)
+  assert window == 3 and opt.answer_window(loss_mask) == 8
+  full = jax.jit(functools.partial(per_example_lm_loss, model=model))
+  windowed = jax.jit(
+    functools.partial(per_example_lm_loss, model=model, answer_window=window)
+  )
+  expected = np.asarray(full(params, batch))
+  assert expected[3] == 0 and np.all(expected[:3] > 0)  # 3 has no answer
+  np.testing.assert_allclose(windowed(params, batch), expected, rtol=1e-6)
+  in_scan = jax.jit(opt_zo.in_scan_lm_loss(model=model, answer_window=window))
+  np.testing.assert_allclose(
+    in_scan(params, None, batch, None), expected, rtol=1e-6
+  )

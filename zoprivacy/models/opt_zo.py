@@ -43,6 +43,7 @@ from zoprivacy.models.opt import (
   OPTDecoderLayer,
   OPTForCausalLM,
   check_length,
+  gather_positions,
   per_example_lm_loss,
   position_ids,
 )
@@ -80,9 +81,11 @@ def perturbed_logits(
   model: OPTForCausalLM,
   perturbation: layerwise.Perturbation | None,
   assemble: Callable = _assemble_full,
+  logit_positions=None,
 ):
   """Logits ``[B, S, vocab]`` of ``model`` at ``assemble(trainable + scale
-  u, frozen)``, perturbing each layer inside the scan (module docstring).
+  u, frozen)``, perturbing each layer inside the scan (module docstring);
+  ``[B, W, vocab]`` at ``logit_positions`` ``[B, W]`` only.
   ``perturbation=None``: the unperturbed model."""
   config = model.config
   numbers = layerwise.leaf_numbers(trainable)
@@ -110,6 +113,7 @@ def perturbed_logits(
 
   indices = jnp.arange(config.num_hidden_layers, dtype=jnp.int32)
   x, _ = jax.lax.scan(body, x, (t_layers, f_layers, indices))
+  x = gather_positions(x, logit_positions)
   return model.apply(outer, x, method=_head)
 
 
@@ -123,7 +127,7 @@ class _PerturbedForward(NamedTuple):
   perturbation: layerwise.Perturbation | None
   assemble: Callable
 
-  def apply(self, variables, input_ids, attention_mask):
+  def apply(self, variables, input_ids, attention_mask, logit_positions=None):
     return perturbed_logits(
       variables["params"],
       self.frozen,
@@ -132,6 +136,7 @@ class _PerturbedForward(NamedTuple):
       model=self.model,
       perturbation=self.perturbation,
       assemble=self.assemble,
+      logit_positions=logit_positions,
     )
 
 
@@ -143,15 +148,26 @@ def perturbed_lm_loss(
   *,
   model: OPTForCausalLM,
   assemble: Callable = _assemble_full,
+  answer_window: int | None = None,
 ) -> jax.Array:
   """Per-example :func:`~zoprivacy.models.opt.per_example_lm_loss` at
   ``assemble(trainable + scale u, frozen)``, perturbed inside the scan."""
   forward = _PerturbedForward(model, frozen, perturbation, assemble)
-  return per_example_lm_loss(trainable, batch, model=forward)
+  return per_example_lm_loss(
+    trainable, batch, model=forward, answer_window=answer_window
+  )
 
 
 def in_scan_lm_loss(
-  *, model: OPTForCausalLM, assemble: Callable = _assemble_full
+  *,
+  model: OPTForCausalLM,
+  assemble: Callable = _assemble_full,
+  answer_window: int | None = None,
 ) -> layerwise.PerturbedLoss:
   """``perturbed_loss`` for :mod:`zoprivacy.layerwise` steps on OPT."""
-  return functools.partial(perturbed_lm_loss, model=model, assemble=assemble)
+  return functools.partial(
+    perturbed_lm_loss,
+    model=model,
+    assemble=assemble,
+    answer_window=answer_window,
+  )

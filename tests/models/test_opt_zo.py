@@ -305,3 +305,29 @@ def test_answer_window_gives_the_same_losses():
   np.testing.assert_allclose(
     in_scan(params, None, batch, None), expected, rtol=1e-6
   )
+
+
+def test_embedding_perturbed_where_used_equals_the_perturbed_table():
+  """Token rows and the chunked tied head (chunks of 16 over 50 rows, the
+  last one overlapping) against the whole perturbed table E + l u."""
+  from zoprivacy import directions
+  from zoprivacy.models import perturbed_embedding as pe
+
+  rng = np.random.default_rng(0)
+  table = jnp.asarray(rng.normal(size=(50, 8)).astype(np.float32))
+  hidden = jnp.asarray(rng.normal(size=(3, 4, 8)).astype(np.float32))
+  ids = jnp.asarray(rng.integers(0, 50, size=(3, 5)).astype(np.int32))
+  perturbation = layerwise.Perturbation("gaussian", jax.random.key(4), 0.01)
+  u = directions.leaf_slice(
+    "gaussian", perturbation.key, 2, table.shape, table.dtype
+  )
+  perturbed = table + (0.01 * u).astype(table.dtype)
+  rows = table[ids] + pe.token_rows_delta(perturbation, 2, table, ids)
+  np.testing.assert_array_equal(rows, perturbed[ids])
+  for chunk in (16, 50, 4096):
+    np.testing.assert_allclose(
+      pe.tied_logits(hidden, table, perturbation, 2, chunk=chunk),
+      hidden @ perturbed.T,
+      rtol=1e-6,
+      atol=1e-6,
+    )

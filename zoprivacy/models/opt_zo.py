@@ -37,7 +37,7 @@ import jax
 import jax.numpy as jnp
 
 from zoprivacy import layerwise
-from zoprivacy.models import peft
+from zoprivacy.models import peft, perturbed_embedding
 from zoprivacy.models.opt import (
   POSITION_OFFSET,
   OPTDecoderLayer,
@@ -51,21 +51,30 @@ from zoprivacy.models.opt import (
 STACKED_KEY = "layers"  # OPTForCausalLM's scanned submodule
 
 
-def _embed(module: OPTForCausalLM, input_ids, positions):
-  """The start of ``OPTForCausalLM.decode``: embeddings, ``project_in``."""
+def _embed(module: OPTForCausalLM, input_ids, positions, token_delta=None):
+  """The start of ``OPTForCausalLM.decode``: embeddings, ``project_in``;
+  ``token_delta`` is added to the token embeddings (the perturbation of
+  their rows)."""
   x = module.embed_tokens(input_ids)
+  if token_delta is not None:
+    x = x + token_delta
   if module.config.has_projections:
     x = module.project_in(x)
   return x + module.embed_positions(positions + POSITION_OFFSET)
 
 
-def _head(module: OPTForCausalLM, hidden):
-  """The end of ``decode`` and the tied LM head (float32 logits)."""
+def _final(module: OPTForCausalLM, hidden):
+  """The end of ``decode``: final LayerNorm and ``project_out``."""
   if module.config.has_final_layer_norm:
     hidden = module.final_layer_norm(hidden)
   if module.config.has_projections:
     hidden = module.project_out(hidden)
-  return module.logits(hidden)
+  return hidden
+
+
+def _head(module: OPTForCausalLM, hidden):
+  """The end of ``decode`` and the tied LM head (float32 logits)."""
+  return module.logits(_final(module, hidden))
 
 
 def _assemble_full(trainable, frozen):
@@ -92,15 +101,29 @@ def perturbed_logits(
   t_outer, t_layers = layerwise.split_stacked(trainable, STACKED_KEY)
   n_outer, n_layers = layerwise.split_stacked(numbers, STACKED_KEY)
   f_outer, f_layers = layerwise.split_stacked(frozen, STACKED_KEY)
+  table = number = None
   if perturbation is not None:
+    # A trainable token embedding is perturbed where it is used (its
+    # rows, then the head chunk by chunk), never copied whole.
+    t_outer, table = perturbed_embedding.split_embedding(t_outer)
+    n_outer, number = perturbed_embedding.split_embedding(n_outer)
     t_outer = perturbation.apply(t_outer, n_outer)
+    if table is not None:
+      t_outer = perturbed_embedding.with_embedding(t_outer, table)
   outer = {"params": assemble(t_outer, f_outer)}
 
   check_length(input_ids.shape[-1], config)
   mask = attention_mask.astype(bool)
   length = input_ids.shape[-1]
   allowed = jnp.tril(jnp.ones((length, length), bool))[None] & mask[:, None]
-  x = model.apply(outer, input_ids, position_ids(attention_mask), method=_embed)
+  delta = None
+  if table is not None:
+    delta = perturbed_embedding.token_rows_delta(
+      perturbation, number, table, input_ids
+    )
+  x = model.apply(
+    outer, input_ids, position_ids(attention_mask), delta, method=_embed
+  )
   layer = OPTDecoderLayer(config, model.dtype, model.param_dtype)
 
   def body(x, xs):
@@ -114,7 +137,10 @@ def perturbed_logits(
   indices = jnp.arange(config.num_hidden_layers, dtype=jnp.int32)
   x, _ = jax.lax.scan(body, x, (t_layers, f_layers, indices))
   x = gather_positions(x, logit_positions)
-  return model.apply(outer, x, method=_head)
+  if table is None:
+    return model.apply(outer, x, method=_head)
+  x = model.apply(outer, x, method=_final)
+  return perturbed_embedding.tied_logits(x, table, perturbation, number)
 
 
 class _PerturbedForward(NamedTuple):

@@ -259,7 +259,8 @@ def test_loader_rejects_bad_checkpoints(tiny_opt):
   with pytest.raises(KeyError, match=r"layers\.2\.fc2\.bias"):
     opt_params_from_hf(broken, config)
   wrong = OPTConfig.from_hf(dict(HF_CONFIG, ffn_dim=24))
-  with pytest.raises(ValueError, match="shapes do not match"):
+  # the first mismatching tensor is named: fc1 of layer 0 (32 wide, not 24)
+  with pytest.raises(ValueError, match=r"layers\.0\.fc1\.weight gives"):
     opt_params_from_hf(tensors, wrong)
   untied = dict(tensors, **{"lm_head.weight": tensors["lm_head.weight"] + 1})
   with pytest.raises(ValueError, match="untied"):

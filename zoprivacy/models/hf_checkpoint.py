@@ -166,42 +166,9 @@ def opt_params_from_hf(
   with ``config`` or an untied ``lm_head.weight``.
   """
   names = getattr(checkpoint, "names", None) or frozenset(checkpoint)
-  prefix = _decoder_prefix(names)
-  wanted = _opt_tensor_names(config, prefix)
-  flat_names = [
-    n for v in wanted.values() for n in ([v] if isinstance(v, str) else v)
-  ]
-  missing = [n for n in flat_names if n not in names]
-  if missing:
-    raise KeyError(
-      f"checkpoint lacks {len(missing)} OPT tensors, e.g. {missing[:5]}"
-    )
+  wanted = _opt_tensor_names(config, _decoder_prefix(names))
   model = OPTForCausalLM(config, param_dtype=param_dtype)
-  expected = jax.eval_shape(
-    model.init, jax.random.key(0), jnp.zeros((1, 2), jnp.int32)
-  )["params"]
-  params = {}
-  for path, source in wanted.items():
-    kernel = path[-1] == "kernel"
-    if isinstance(source, str):
-      value = np.asarray(checkpoint[source])
-      value = value.T if kernel else value
-    else:
-      value = np.stack(
-        [(t.T if kernel else t) for t in map(checkpoint.__getitem__, source)]
-      )
-    leaf = expected
-    for key in path:
-      leaf = leaf[key]
-    if value.shape != leaf.shape:
-      raise ValueError(
-        f"checkpoint shapes do not match the config: {'/'.join(path)} is "
-        f"{value.shape}, the model expects {leaf.shape}"
-      )
-    node = params
-    for key in path[:-1]:
-      node = node.setdefault(key, {})
-    node[path[-1]] = jnp.asarray(value).astype(param_dtype)
+  params = params_from_names(checkpoint, wanted, model, param_dtype, "OPT")
   if "lm_head.weight" in names:
     embed = wanted[("embed_tokens", "embedding")]
     if not np.array_equal(checkpoint["lm_head.weight"], checkpoint[embed]):
@@ -209,6 +176,52 @@ def opt_params_from_hf(
         "lm_head.weight differs from embed_tokens.weight: OPT ties them, an "
         "untied LM head is not supported"
       )
+  return params
+
+
+def params_from_names(checkpoint, wanted: dict, model, param_dtype, family):
+  """Flax params of ``model`` from the HF tensors ``wanted`` names.
+
+  ``wanted``: ``{flax path: HF name, or the per-layer names to stack}``.
+  Linear weights (paths ending in ``kernel``) are transposed; every leaf is
+  cast to ``param_dtype``. Raises ``KeyError`` naming missing tensors and
+  ``ValueError`` naming the first tensor whose shape does not match.
+  """
+  names = getattr(checkpoint, "names", None) or frozenset(checkpoint)
+  flat_names = [
+    n for v in wanted.values() for n in ([v] if isinstance(v, str) else v)
+  ]
+  missing = [n for n in flat_names if n not in names]
+  if missing:
+    raise KeyError(
+      f"checkpoint lacks {len(missing)} {family} tensors, e.g. {missing[:5]}"
+    )
+  expected = jax.eval_shape(
+    model.init, jax.random.key(0), jnp.zeros((1, 2), jnp.int32)
+  )["params"]
+  params = {}
+  for path, source in wanted.items():
+    kernel = path[-1] == "kernel"
+    leaf = expected
+    for key in path:
+      leaf = leaf[key]
+    stacked = not isinstance(source, str)
+    want = leaf.shape[1:] if stacked else leaf.shape
+    tensors = []
+    for name in source if stacked else [source]:
+      t = np.asarray(checkpoint[name])
+      t = t.T if kernel else t
+      if t.shape != want:
+        raise ValueError(
+          f"checkpoint shapes do not match the config: {name} gives "
+          f"{'/'.join(path)} of shape {t.shape}, the model expects {want}"
+        )
+      tensors.append(t)
+    value = np.stack(tensors) if stacked else tensors[0]
+    node = params
+    for key in path[:-1]:
+      node = node.setdefault(key, {})
+    node[path[-1]] = jnp.asarray(value).astype(param_dtype)
   return params
 
 

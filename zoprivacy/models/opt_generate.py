@@ -1,4 +1,5 @@
-"""Greedy decoding with a key/value cache for :mod:`zoprivacy.models.opt`.
+"""Greedy decoding with a key/value cache for :mod:`zoprivacy.models.opt`
+and :mod:`zoprivacy.models.llama` (the same ``decode`` / ``logits``).
 
 Generation tasks (SQuAD, DROP in MeZO / DP-ZO) are evaluated by greedy
 decoding; the cache keeps it one token's forward pass per step, under ``jit``
@@ -46,8 +47,10 @@ def generate(
   batch, prompt_len = prompt_ids.shape
   total = prompt_len + max_new_tokens
   check_length(total, c)
-  heads = c.num_attention_heads
-  shape = (c.num_hidden_layers, batch, total, heads, c.hidden_size // heads)
+  heads = c.num_attention_heads  # key/value heads (grouped-query: fewer)
+  kv_heads = getattr(c, "num_key_value_heads", None) or heads
+  head_dim = getattr(c, "head_dim", None) or c.hidden_size // heads
+  shape = (c.num_hidden_layers, batch, total, kv_heads, head_dim)
   cache = (jnp.zeros(shape, model.dtype), jnp.zeros(shape, model.dtype))
   apply = functools.partial(model.apply, {"params": params}, method="decode")
 

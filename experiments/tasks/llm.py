@@ -41,8 +41,9 @@ from experiments.tasks.registry import Task, register
 from zoprivacy.data import prompts
 from zoprivacy.data.loaders import MissingDataError
 from zoprivacy.data.loaders import mezo_tasks as mt
-from zoprivacy.models import opt_zo, peft
+from zoprivacy.models import llama, opt_zo, peft
 from zoprivacy.models.opt import (
+  OPTConfig,
   OPTForCausalLM,
   answer_window,
   per_example_lm_loss,
@@ -93,16 +94,26 @@ def _generation_data(data_dir: Path, task: str):
   return [read(p) for p in paths]
 
 
-def _opt(config):
-  from zoprivacy.models.hf_checkpoint import load_bpe_tokenizer, load_opt
+def _causal_lm(config):
+  """``(model class, config, params, tokenizer)`` of ``config.model_dir``:
+  a Hugging Face OPT, Llama or Mistral folder (by its ``model_type``)."""
+  from zoprivacy.models.hf_checkpoint import (
+    load_bpe_tokenizer,
+    load_opt,
+    read_hf_config,
+  )
+  from zoprivacy.models.hf_llama import load_llama
 
   model_dir = config.get("model_dir")
   if not model_dir or not (Path(model_dir) / "config.json").is_file():
     raise MissingDataError(
       "OPT", [f"{model_dir or '<config.model_dir>'}/config.json"], OPT_HOW
     )
-  cfg, params = load_opt(model_dir)
-  return cfg, params, load_bpe_tokenizer(model_dir)
+  if read_hf_config(model_dir).get("model_type") in llama.MODEL_TYPES:
+    model_class, (cfg, params) = llama.LlamaForCausalLM, load_llama(model_dir)
+  else:
+    model_class, (cfg, params) = OPTForCausalLM, load_opt(model_dir)
+  return model_class, cfg, params, load_bpe_tokenizer(model_dir)
 
 
 def _fine_tuning(config, params, model_config):
@@ -118,6 +129,8 @@ def _fine_tuning(config, params, model_config):
   if mode == "full":
     return (lambda key: (params, {})), (lambda t, f: t), model_config
   if mode == "prefix":
+    if not isinstance(model_config, OPTConfig):
+      raise ValueError("peft='prefix' is implemented for OPT models only.")
     prefix = PrefixTuning(num_tokens=int(config.get("num_prefix_tokens") or 5))
     return (
       (lambda key: (prefix.init(key, params, config=model_config), params)),
@@ -169,17 +182,23 @@ def _build(config, task: str) -> Task:
   test = mt.sample_examples(
     test, int(config.get("num_eval") or 1000), seed=seed + 1
   )
-  cfg, params, tok = _opt(config)
+  model_class, cfg, params, tok = _causal_lm(config)
   length = int(config.get("max_length") or 256)
   init, merged, model_cfg = _fine_tuning(config, params, cfg)
-  model = OPTForCausalLM(model_cfg)
+  model = model_class(model_cfg)
   loss = functools.partial(per_example_lm_loss, model=model)
-  kw = dict(max_length=length, pad_id=cfg.pad_token_id)
-
-  # The same losses with the perturbation added inside the layer scan.
-  in_scan = functools.partial(
-    opt_zo.perturbed_lm_loss, model=model, assemble=merged
+  pad_id = cfg.pad_token_id
+  kw = dict(
+    max_length=length,
+    pad_id=tok.padding["pad_id"] if pad_id is None else pad_id,
   )
+
+  # The same losses with the perturbation added inside the layer scan (OPT).
+  in_scan = None
+  if model_class is OPTForCausalLM:
+    in_scan = functools.partial(
+      opt_zo.perturbed_lm_loss, model=model, assemble=merged
+    )
 
   if generation:
     enc = [prompts.training_batch(task, d, tok, **kw) for d in (train, test)]
@@ -191,7 +210,7 @@ def _build(config, task: str) -> Task:
       1,
       init,
       lambda t, f, x: -loss(merged(t, f), x)[:, None],
-      perturbed_loss=lambda t, f, b, u: in_scan(t, f, b[0], u),
+      perturbed_loss=in_scan and (lambda t, f, b, u: in_scan(t, f, b[0], u)),
       lm_loss=lambda t, f, x: loss(merged(t, f), x),
     )
   c = len(prompts.TEMPLATES[task].verbalizer)
@@ -207,7 +226,8 @@ def _build(config, task: str) -> Task:
     np.concatenate([train_inputs["loss_mask"], test_inputs["loss_mask"]])
   )
   loss = functools.partial(loss, answer_window=window)
-  in_scan = functools.partial(in_scan, answer_window=window)
+  if in_scan is not None:
+    in_scan = functools.partial(in_scan, answer_window=window)
 
   def flatten(inputs):
     return {k: jnp.reshape(v, (-1, length)) for k, v in inputs.items()}
@@ -228,7 +248,7 @@ def _build(config, task: str) -> Task:
     c,
     init,
     apply,
-    perturbed_loss=perturbed_loss,
+    perturbed_loss=perturbed_loss if in_scan is not None else None,
   )
 
 

@@ -328,7 +328,9 @@ def test_llm_task_end_to_end(tmp_path, monkeypatch):
   params = OPTForCausalLM(cfg).init(
     jax.random.key(1), np.ones((1, 4), np.int32)
   )["params"]
-  monkeypatch.setattr(llm, "_opt", lambda config: (cfg, params, tok))
+  monkeypatch.setattr(
+    llm, "_causal_lm", lambda config: (OPTForCausalLM, cfg, params, tok)
+  )
   (tmp_path / "sst2").mkdir()
   for split, n in (("train", 12), ("validation", 5)):
     rows = [{"sentence": f"s{i}", "label": i % 2, "idx": i} for i in range(n)]

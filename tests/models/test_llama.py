@@ -131,3 +131,24 @@ def test_bad_checkpoints_and_long_sequences_are_refused(tmp_path):
   shutil.copy(FIXTURES / "tiny_llama" / "config.json", tmp_path)
   with pytest.raises(FileNotFoundError, match="model.safetensors"):
     load_llama(tmp_path)
+
+
+def test_tokenizer_without_pad_token_pads_with_unk(tmp_path):
+  """Llama / Mistral tokenizers have no pad token: padding (masked) uses
+  the unknown token, else the end token."""
+  from tokenizers import Tokenizer, models
+
+  from zoprivacy.models.hf_checkpoint import load_bpe_tokenizer
+
+  tok = Tokenizer(
+    models.WordLevel({"<unk>": 0, "</s>": 1, "a": 2}, unk_token="<unk>")
+  )
+  tok.save(str(tmp_path / "tokenizer.json"))
+  (tmp_path / "tokenizer_config.json").write_text(
+    json.dumps({"eos_token": "</s>", "unk_token": "<unk>"})
+  )
+  assert load_bpe_tokenizer(tmp_path).padding["pad_id"] == 0
+  (tmp_path / "tokenizer_config.json").write_text(
+    json.dumps({"eos_token": "</s>", "unk_token": "<none>"})
+  )
+  assert load_bpe_tokenizer(tmp_path).padding["pad_id"] == 1

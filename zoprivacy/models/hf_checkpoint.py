@@ -284,6 +284,12 @@ def load_bpe_tokenizer(model_dir, *, max_length: int | None = None):
       f"download them from the model's page, e.g. {_EXAMPLE_SOURCE}"
     )
   pad = _special_token(model_dir, "pad_token", "<pad>")
+  if tok.token_to_id(pad) is None:  # Llama / Mistral have no pad token:
+    # padding is masked, so the unknown or end token serves
+    for key, default in (("unk_token", "<unk>"), ("eos_token", "</s>")):
+      if tok.token_to_id(_special_token(model_dir, key, default)) is not None:
+        pad = _special_token(model_dir, key, default)
+        break
   pad_id = tok.token_to_id(pad)
   if pad_id is None:
     raise ValueError(f"{model_dir}: pad token {pad!r} not in the vocabulary")

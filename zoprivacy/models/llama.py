@@ -41,6 +41,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from zoprivacy.models import causal_attention
 from zoprivacy.models.hf_config import hf_config_dict
 from zoprivacy.models.opt import gather_positions, position_ids
 
@@ -170,23 +171,10 @@ class LlamaAttention(_LlamaModule):
       rotary(q, positions, c.rope_theta),
       rotary(k, positions, c.rope_theta),
     )
-    if cache is not None:
-      start = (0, write_index, 0, 0)
-      k = jax.lax.dynamic_update_slice(
-        cache[0], k.astype(cache[0].dtype), start
-      )
-      v = jax.lax.dynamic_update_slice(
-        cache[1], v.astype(cache[1].dtype), start
-      )
-      cache = (k, v)
+    k, v, cache = causal_attention.write_cache(cache, k, v, write_index)
     group = heads // kv  # query head h reads key/value head h // group
     k, v = jnp.repeat(k, group, axis=2), jnp.repeat(v, group, axis=2)
-    scores = jnp.einsum("bqhd,bkhd->bhqk", q, k.astype(self.dtype))
-    scores = scores.astype(jnp.float32) * hd**-0.5
-    scores = jnp.where(allowed[:, None], scores, jnp.finfo(jnp.float32).min)
-    weights = jax.nn.softmax(scores, axis=-1).astype(self.dtype)
-    ctx = jnp.einsum("bhqk,bkhd->bqhd", weights, v.astype(self.dtype))
-    ctx = ctx.reshape(ctx.shape[:-2] + (heads * hd,))
+    ctx = causal_attention.attend(q, k, v, allowed, self.dtype, hd**-0.5)
     return self.dense(c.hidden_size, "o_proj")(ctx), cache
 
 

@@ -55,6 +55,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from zoprivacy.models import causal_attention
 from zoprivacy.models.hf_config import hf_config_dict
 
 POSITION_OFFSET = 2  # OPTLearnedPositionalEmbedding: index = position + 2
@@ -181,15 +182,7 @@ class OPTAttention(_OPTModule):
     split = lambda y: y.reshape(y.shape[:-1] + (heads, head_dim))
     q = split(project("q_proj", x)) * jnp.asarray(head_dim**-0.5, self.dtype)
     k, v = split(project("k_proj", x)), split(project("v_proj", x))
-    if cache is not None:
-      start = (0, write_index, 0, 0)
-      k = jax.lax.dynamic_update_slice(
-        cache[0], k.astype(cache[0].dtype), start
-      )
-      v = jax.lax.dynamic_update_slice(
-        cache[1], v.astype(cache[1].dtype), start
-      )
-      cache = (k, v)
+    k, v, cache = causal_attention.write_cache(cache, k, v, write_index)
     if c.num_prefix_tokens:  # prefix tuning: keys/values every query sees
       shape = (c.num_prefix_tokens, c.hidden_size)
       init = nn.initializers.normal(0.02)
@@ -204,13 +197,7 @@ class OPTAttention(_OPTModule):
       v = jnp.concatenate([prefix_v, v], axis=1)
       seen = jnp.ones(allowed.shape[:-1] + shape[:1], bool)
       allowed = jnp.concatenate([seen, allowed], axis=-1)
-    scores = jnp.einsum("bqhd,bkhd->bhqk", q, k.astype(self.dtype))
-    scores = jnp.where(
-      allowed[:, None], scores.astype(jnp.float32), jnp.finfo(jnp.float32).min
-    )
-    weights = jax.nn.softmax(scores, axis=-1).astype(self.dtype)
-    ctx = jnp.einsum("bhqk,bkhd->bqhd", weights, v.astype(self.dtype))
-    ctx = ctx.reshape(ctx.shape[:-2] + (c.hidden_size,))
+    ctx = causal_attention.attend(q, k, v, allowed, self.dtype)
     return project("out_proj", ctx), cache
 
 

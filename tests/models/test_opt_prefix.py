@@ -85,7 +85,7 @@ def test_prefix_greedy_decoding_with_cache_equals_recompute():
   _, model, prefix, batch, params, adapters = _prefix_model()
   merged = prefix.merge(params, adapters)
   ids, mask = batch["input_ids"][:2, :6], batch["attention_mask"][:2, :6]
-  new = 4
+  new = 3
   got = generate(merged, ids, mask, new, model=model, eos_token_id=-1)
   seq, m = ids, mask
   for _ in range(new):

@@ -25,13 +25,39 @@ import refresh  # noqa: E402
 NOTEBOOKS = sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
 
 
+def _stdout(cell) -> str:
+  """A cell's standard output as one text, as a Jupyter frontend shows it.
+
+  The kernel flushes its stream on a timer, so one ``print`` may arrive as
+  several stream messages (on a loaded machine, ``"METRICS"`` and
+  ``" {json}"`` were seen apart); joining them restores the line.
+  """
+  return "".join(
+    out.get("text", "")
+    for out in cell.get("outputs", [])
+    if out.get("output_type") == "stream" and out.get("name") == "stdout"
+  )
+
+
 def _metrics(nb) -> dict:
   for cell in nb.cells:
-    for out in cell.get("outputs", []):
-      for line in out.get("text", "").splitlines():
-        if line.startswith("METRICS "):
-          return json.loads(line[len("METRICS ") :])
+    for line in _stdout(cell).splitlines():
+      if line.startswith("METRICS "):
+        return json.loads(line[len("METRICS ") :])
   raise AssertionError("no METRICS line in the notebook's outputs")
+
+
+def test_metrics_line_split_across_stream_messages_is_found():
+  stream = {"output_type": "stream", "name": "stdout"}
+  cell = {
+    "outputs": [
+      {**stream, "text": "METRICS"},
+      {"output_type": "stream", "name": "stderr", "text": "warning\n"},
+      {**stream, "text": ' {"acc": 0.5}'},
+      {**stream, "text": "\n"},
+    ]
+  }
+  assert _metrics(nbformat.from_dict({"cells": [cell]})) == {"acc": 0.5}
 
 
 def _flatten(tree, prefix=""):

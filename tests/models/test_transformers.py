@@ -4,6 +4,7 @@ prompt-based masked-LM classifier, and all-MiniLM-L6-v2 sentence similarity."""
 
 import json
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -210,6 +211,13 @@ def test_bert_safetensors_matches_numpy_reference(
     p = jax.eval_shape(m.init, rbg_key(0), ids)["params"]
     assert set(p) == {"encoder", "head"}
     assert jax.eval_shape(m.apply, {"params": p}, ids).shape == (3, 2)
+    # The fresh head is the one BertClassifier.init draws from the same key
+    # (only the layers after the encoder are initialised).
+    full = m.init(jax.random.key(4), ids)["params"]
+    loaded = classifier_params_from_encoder(
+      full["encoder"], config, 2, jax.random.key(4), pooling
+    )
+    chex.assert_trees_all_equal(loaded, dict(full))
 
 
 def test_bert_loader_rejects_bad_checkpoints(tmp_path):

@@ -176,6 +176,22 @@ class BertClassifier(nn.Module):
     return nn.Dense(self.num_classes, name="head")(pooled)
 
 
+class _ClassifierHeads(nn.Module):
+  """The layers of :class:`BertClassifier` after pooling, same names."""
+
+  config: BertConfig
+  num_classes: int
+  pooling: str = "cls"
+
+  @nn.compact
+  def __call__(self, pooled):
+    if self.pooling == "pooler":
+      pooled = jnp.tanh(
+        nn.Dense(self.config.hidden_size, name="pooler")(pooled)
+      )
+    return nn.Dense(self.num_classes, name="head")(pooled)
+
+
 # ------------------------------------------------------------------ checkpoint loading
 def read_safetensors(path) -> dict[str, np.ndarray]:
   """All tensors of a safetensors file (or of ``model.safetensors`` in a folder)."""
@@ -318,9 +334,12 @@ def classifier_params_from_encoder(
 ) -> dict:
   """Params of :class:`BertClassifier` with pretrained encoder weights and a
   freshly initialised head (and the checkpoint's pooler for ``"pooler"``)."""
-  model = BertClassifier(config, num_classes, pooling)
-  params = jax.jit(model.init)(rng, jnp.zeros((1, 2), jnp.int32))["params"]
-  params = dict(params)
+  # Only the layers after the encoder are initialised (the encoder's random
+  # initialisation would be thrown away); their keys derive from the same
+  # module paths, so the values equal ``BertClassifier.init``'s.
+  heads = _ClassifierHeads(config, num_classes, pooling)
+  pooled = jnp.zeros((1, config.hidden_size), jnp.float32)
+  params = dict(jax.jit(heads.init)(rng, pooled)["params"])
   params["encoder"] = encoder_params
   if pooling == "pooler" and tensors is not None:
     t = strip_prefix(tensors)

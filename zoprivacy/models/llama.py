@@ -41,9 +41,10 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from zoprivacy.models import causal_attention
+from zoprivacy.models import causal_attention, chunked_head
 from zoprivacy.models.hf_config import hf_config_dict
-from zoprivacy.models.opt import gather_positions, position_ids
+from zoprivacy.models.lm_loss import gather_positions
+from zoprivacy.models.opt import position_ids
 
 MODEL_TYPES = ("llama", "mistral")
 
@@ -246,7 +247,27 @@ class LlamaForCausalLM(_LlamaModule):
       return hidden @ self.embed_tokens.embedding.astype(jnp.float32).T
     return self.lm_head(hidden)
 
-  def __call__(self, input_ids, attention_mask=None, logit_positions=None):
+  def token_nll(self, hidden, targets, vocab_chunk=chunked_head.DEFAULT_CHUNK):
+    """``-log p(targets | hidden)`` from the LM head, ``vocab_chunk``
+    vocabulary rows at a time (:mod:`~zoprivacy.models.chunked_head`)."""
+    if self.config.tie_word_embeddings:
+      rows = chunked_head.table_rows(self.embed_tokens.embedding)
+    else:
+      kernel = self.lm_head.variables["params"]["kernel"]
+      rows = chunked_head.kernel_rows(kernel)
+    vocab = self.config.vocab_size
+    return chunked_head.chunked_nll(hidden, targets, rows, vocab, vocab_chunk)
+
+  def __call__(
+    self,
+    input_ids,
+    attention_mask=None,
+    logit_positions=None,
+    targets=None,
+    vocab_chunk=chunked_head.DEFAULT_CHUNK,
+  ):
+    """As :meth:`zoprivacy.models.opt.OPTForCausalLM.__call__`: logits, or
+    with ``targets`` their negative log-likelihoods by vocabulary chunks."""
     if attention_mask is None:
       attention_mask = jnp.ones_like(input_ids)
     length = input_ids.shape[-1]
@@ -255,4 +276,7 @@ class LlamaForCausalLM(_LlamaModule):
     allowed = causal[None] & attention_mask.astype(bool)[:, None, :]
     positions = jnp.maximum(position_ids(attention_mask), 0)
     hidden, _ = self.decode(input_ids, positions, allowed)
-    return self.logits(gather_positions(hidden, logit_positions))
+    hidden = gather_positions(hidden, logit_positions)
+    if targets is not None:
+      return self.token_nll(hidden, targets, vocab_chunk)
+    return self.logits(hidden)

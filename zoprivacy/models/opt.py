@@ -53,10 +53,14 @@ import functools
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from zoprivacy.models import causal_attention
+from zoprivacy.models import causal_attention, chunked_head
 from zoprivacy.models.hf_config import hf_config_dict
+from zoprivacy.models.lm_loss import (  # noqa: F401 (re-exported)
+  answer_window,
+  gather_positions,
+  per_example_lm_loss,
+)
 
 POSITION_OFFSET = 2  # OPTLearnedPositionalEmbedding: index = position + 2
 
@@ -289,10 +293,27 @@ class OPTForCausalLM(_OPTModule):
     table = self.embed_tokens.embedding.astype(jnp.float32)
     return hidden.astype(jnp.float32) @ table.T
 
-  def __call__(self, input_ids, attention_mask=None, logit_positions=None):
+  def token_nll(self, hidden, targets, vocab_chunk=chunked_head.DEFAULT_CHUNK):
+    """``-log p(targets | hidden)`` from the tied head, ``vocab_chunk``
+    vocabulary rows at a time (:mod:`~zoprivacy.models.chunked_head`)."""
+    table = self.embed_tokens.embedding
+    rows = chunked_head.table_rows(table)
+    vocab = self.config.vocab_size
+    return chunked_head.chunked_nll(hidden, targets, rows, vocab, vocab_chunk)
+
+  def __call__(
+    self,
+    input_ids,
+    attention_mask=None,
+    logit_positions=None,
+    targets=None,
+    vocab_chunk=chunked_head.DEFAULT_CHUNK,
+  ):
     """Logits ``[B, S, vocab]``; with ``logit_positions`` ``[B, W]``, only
     at those positions of each sequence, ``[B, W, vocab]`` (the LM head is
-    the largest activation)."""
+    the largest activation). With ``targets`` (shaped like the positions):
+    their negative log-likelihoods instead, by vocabulary chunks, without
+    ever forming the logits (:meth:`token_nll`)."""
     if attention_mask is None:
       attention_mask = jnp.ones_like(input_ids)
     mask = attention_mask.astype(bool)
@@ -301,76 +322,10 @@ class OPTForCausalLM(_OPTModule):
     causal = jnp.tril(jnp.ones((length, length), bool))
     allowed = causal[None] & mask[:, None, :]
     hidden, _ = self.decode(input_ids, position_ids(attention_mask), allowed)
-    return self.logits(gather_positions(hidden, logit_positions))
-
-
-def gather_positions(hidden, positions):
-  """``hidden[b, positions[b, w]]`` (all of ``hidden`` when ``None``)."""
-  if positions is None:
-    return hidden
-  return jnp.take_along_axis(hidden, positions[..., None], axis=1)
-
-
-def per_example_lm_loss(
-  params, batch, *, model: OPTForCausalLM, answer_window: int | None = None
-) -> jax.Array:
-  """Teacher-forced cross-entropy on the answer tokens, one value per example.
-
-  ``batch``: ``input_ids``, ``attention_mask`` and ``loss_mask``, each
-  ``[B, S]``; ``loss_mask[b, t] = 1`` marks token ``t`` as an answer token,
-  predicted from tokens ``< t`` (as in MeZO / DP-ZO's prompt + answer
-  fine-tuning). Reduction: for example ``b``,
-
-      loss_b = sum_t m_bt * (-log p(x_bt | x_b,<t)) / max(1, sum_t m_bt),
-
-  the mean over that example's own answer tokens (``m = loss_mask *
-  attention_mask``, ``t >= 1``); an example without answer tokens gets 0. The
-  normalizer depends on example ``b`` only, so this meets the per-example
-  contract (``functools.partial(per_example_lm_loss, model=model)`` is a
-  ``batched_loss``). Padding tokens, anywhere, change no loss.
-
-  ``answer_window=W``: every example's answer tokens lie within ``W``
-  consecutive positions (the caller guarantees it, e.g. with
-  :func:`answer_window` on its data); the LM head then runs on the ``W``
-  positions from each example's first answer token instead of all ``S``,
-  which is what keeps a step on a 50k-token vocabulary near inference
-  memory. The result is the same.
-  """
-  ids = jnp.asarray(batch["input_ids"])
-  attention = jnp.asarray(batch["attention_mask"])
-  m = jnp.asarray(batch["loss_mask"]) * attention
-  if answer_window is None:
-    logits = model.apply({"params": params}, ids, attention)[:, :-1]
-    targets, m = ids[:, 1:], m[:, 1:]
-  else:  # each example's own window: still per-example
-    length = ids.shape[1]
-    first = 1 + jnp.argmax(m[:, 1:] != 0, axis=1)  # 1 with no answer
-    window = first[:, None] + jnp.arange(answer_window)
-    inside = window < length
-    window = jnp.minimum(window, length - 1)
-    logits = model.apply({"params": params}, ids, attention, window - 1)
-    targets = jnp.take_along_axis(ids, window, axis=1)
-    m = jnp.take_along_axis(m, window, axis=1) * inside
-  log_probs = jax.nn.log_softmax(logits, axis=-1)
-  nll = -jnp.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]
-  m = m.astype(jnp.float32)
-  return jnp.sum(nll * m, axis=-1) / jnp.maximum(jnp.sum(m, axis=-1), 1.0)
-
-
-def answer_window(loss_mask, multiple: int = 8) -> int:
-  """The smallest window (a multiple of ``multiple``) that holds every
-  example's answer tokens, from its first to its last, in ``loss_mask``
-  ``[..., S]`` (NumPy, at data-preparation time), for
-  :func:`per_example_lm_loss`."""
-  mask = np.asarray(loss_mask).reshape(-1, np.shape(loss_mask)[-1]) != 0
-  mask[:, 0] = False  # the first token is never predicted
-  has = mask.any(axis=1)
-  if not has.any():
-    return 1
-  first = np.argmax(mask, axis=1)
-  last = mask.shape[1] - 1 - np.argmax(mask[:, ::-1], axis=1)
-  span = int(np.max((last - first + 1)[has]))
-  return -(-span // multiple) * multiple
+    hidden = gather_positions(hidden, logit_positions)
+    if targets is not None:
+      return self.token_nll(hidden, targets, vocab_chunk)
+    return self.logits(hidden)
 
 
 def perturb_float32(params, direction, scale):

@@ -2,7 +2,7 @@
 layer scan, for :mod:`zoprivacy.layerwise` (zeroth-order steps without
 parameter copies).
 
-:func:`perturbed_logits` is the forward pass of :class:`~zoprivacy.models.
+:func:`perturbed_forward` is the forward pass of :class:`~zoprivacy.models.
 opt.OPTForCausalLM` (the same Flax submodules) written as a ``lax.scan``
 whose body receives layer ``l``'s unperturbed parameters and ``l``, and
 adds ``scale * u_l`` (:meth:`zoprivacy.layerwise.Perturbation.apply_layer`)
@@ -37,7 +37,7 @@ import jax
 import jax.numpy as jnp
 
 from zoprivacy import layerwise
-from zoprivacy.models import peft, perturbed_embedding
+from zoprivacy.models import chunked_head, peft, perturbed_embedding
 from zoprivacy.models.opt import (
   POSITION_OFFSET,
   OPTDecoderLayer,
@@ -72,16 +72,20 @@ def _final(module: OPTForCausalLM, hidden):
   return hidden
 
 
-def _head(module: OPTForCausalLM, hidden):
-  """The end of ``decode`` and the tied LM head (float32 logits)."""
-  return module.logits(_final(module, hidden))
+def _head(module: OPTForCausalLM, hidden, targets, vocab_chunk):
+  """The end of ``decode`` and the tied LM head: float32 logits, or the
+  targets' negative log-likelihoods by vocabulary chunks."""
+  hidden = _final(module, hidden)
+  if targets is None:
+    return module.logits(hidden)
+  return module.token_nll(hidden, targets, vocab_chunk)
 
 
 def _assemble_full(trainable, frozen):
   return peft.merge_params(trainable, frozen) if frozen else trainable
 
 
-def perturbed_logits(
+def perturbed_forward(
   trainable,
   frozen,
   input_ids,
@@ -91,11 +95,14 @@ def perturbed_logits(
   perturbation: layerwise.Perturbation | None,
   assemble: Callable = _assemble_full,
   logit_positions=None,
+  targets=None,
+  vocab_chunk: int = chunked_head.DEFAULT_CHUNK,
 ):
-  """Logits ``[B, S, vocab]`` of ``model`` at ``assemble(trainable + scale
-  u, frozen)``, perturbing each layer inside the scan (module docstring);
-  ``[B, W, vocab]`` at ``logit_positions`` ``[B, W]`` only.
-  ``perturbation=None``: the unperturbed model."""
+  """``model``'s ``__call__`` at ``assemble(trainable + scale u, frozen)``,
+  perturbing each layer inside the scan (module docstring): logits
+  ``[B, S, vocab]``, ``[B, W, vocab]`` at ``logit_positions`` ``[B, W]``,
+  or with ``targets`` ``[B, W]`` their negative log-likelihoods by
+  vocabulary chunks. ``perturbation=None``: the unperturbed model."""
   config = model.config
   numbers = layerwise.leaf_numbers(trainable)
   t_outer, t_layers = layerwise.split_stacked(trainable, STACKED_KEY)
@@ -138,9 +145,15 @@ def perturbed_logits(
   x, _ = jax.lax.scan(body, x, (t_layers, f_layers, indices))
   x = gather_positions(x, logit_positions)
   if table is None:
-    return model.apply(outer, x, method=_head)
+    return model.apply(outer, x, targets, vocab_chunk, method=_head)
   x = model.apply(outer, x, method=_final)
-  return perturbed_embedding.tied_logits(x, table, perturbation, number)
+  if targets is None:
+    return perturbed_embedding.tied_logits(
+      x, table, perturbation, number, vocab_chunk
+    )
+  return perturbed_embedding.tied_nll(
+    x, targets, table, perturbation, number, vocab_chunk
+  )
 
 
 class _PerturbedForward(NamedTuple):
@@ -153,8 +166,16 @@ class _PerturbedForward(NamedTuple):
   perturbation: layerwise.Perturbation | None
   assemble: Callable
 
-  def apply(self, variables, input_ids, attention_mask, logit_positions=None):
-    return perturbed_logits(
+  def apply(
+    self,
+    variables,
+    input_ids,
+    attention_mask,
+    logit_positions=None,
+    targets=None,
+    vocab_chunk=chunked_head.DEFAULT_CHUNK,
+  ):
+    return perturbed_forward(
       variables["params"],
       self.frozen,
       input_ids,
@@ -163,6 +184,8 @@ class _PerturbedForward(NamedTuple):
       perturbation=self.perturbation,
       assemble=self.assemble,
       logit_positions=logit_positions,
+      targets=targets,
+      vocab_chunk=vocab_chunk,
     )
 
 

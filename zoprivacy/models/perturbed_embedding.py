@@ -9,7 +9,8 @@ as a leaf (``E + l u``) would hold a full copy per forward pass. Here:
   regenerated from its flat positions ``id * D ... id * D + D - 1``;
 * the head is computed in vocabulary chunks of ``C`` rows inside a
   ``lax.scan``: chunk ``c`` forms ``E_c + l u_c`` and multiplies it, so one
-  chunk is live at a time.
+  chunk is live at a time; with the targets known, the loss is reduced
+  chunk by chunk too (:func:`tied_nll`), so the logits are never whole.
 
 ``u`` is THE direction of the generic step: the same counter hash, leaf
 number and positions (:func:`zoprivacy.directions.leaf_slice`), and each
@@ -26,6 +27,7 @@ import jax
 import jax.numpy as jnp
 
 from zoprivacy import directions
+from zoprivacy.models.chunked_head import DEFAULT_CHUNK, ChunkRows, chunked_nll
 
 EMBED_KEY, TABLE_KEY = "embed_tokens", "embedding"
 
@@ -75,21 +77,44 @@ def token_rows_delta(perturbation, number: int, table, input_ids):
   return delta.reshape(*input_ids.shape, dim)
 
 
-def tied_logits(hidden, table, perturbation, number: int, chunk: int = 4096):
+def perturbed_rows(perturbation, number: int, table) -> ChunkRows:
+  """``chunk_rows(first, size)``: rows ``first ...`` of ``E + l u``, formed
+  for that chunk only (each element exactly as in the whole leaf)."""
+
+  def rows(first, size):
+    part = jax.lax.dynamic_slice_in_dim(table, first, size, axis=0)
+    shape = (size, table.shape[1])
+    u = _rows_of_u(perturbation, number, first, shape, table.dtype)
+    return part + (perturbation.scale * u).astype(part.dtype)
+
+  return rows
+
+
+def tied_nll(
+  hidden, targets, table, perturbation, number: int, chunk: int = DEFAULT_CHUNK
+):
+  """Float32 ``-log softmax(hidden @ (E + l u)^T)[targets]``, by chunks of
+  the perturbed table (:func:`~zoprivacy.models.chunked_head.chunked_nll`):
+  neither the perturbed table nor the logits exist whole."""
+  rows = perturbed_rows(perturbation, number, table)
+  return chunked_nll(hidden, targets, rows, table.shape[0], chunk)
+
+
+def tied_logits(
+  hidden, table, perturbation, number: int, chunk: int = DEFAULT_CHUNK
+):
   """Float32 ``hidden @ (E + l u)^T`` ``[..., V]``, ``C = chunk`` rows of
   the perturbed table at a time, written into the logits in place (the
   last chunk overlaps the one before and rewrites the same values)."""
-  vocab, dim = table.shape
+  vocab, _ = table.shape
   size = min(chunk, vocab)
   count = math.ceil(vocab / size)
   h = hidden.astype(jnp.float32).reshape(-1, hidden.shape[-1])
+  rows = perturbed_rows(perturbation, number, table)
 
   def one_chunk(logits, c):
     first = jnp.minimum(c * size, vocab - size)
-    rows = jax.lax.dynamic_slice_in_dim(table, first, size, axis=0)
-    u = _rows_of_u(perturbation, number, first, (size, dim), table.dtype)
-    perturbed = rows + (perturbation.scale * u).astype(rows.dtype)
-    part = h @ perturbed.astype(jnp.float32).T  # [N, C]
+    part = h @ rows(first, size).astype(jnp.float32).T  # [N, C]
     return jax.lax.dynamic_update_slice_in_dim(logits, part, first, 1), None
 
   logits = jnp.zeros((h.shape[0], vocab), jnp.float32)

@@ -1,8 +1,10 @@
-"""Compiled peak memory of a private zeroth-order training step on OPT,
-against an inference forward pass computing the same loss.
+"""Compiled peak memory of a private zeroth-order training step on OPT and
+a Mistral-shaped Llama, against an inference forward pass computing the
+same loss.
 
 Random OPT models of about 10M, 125M and 350M parameters (the real
-opt-125m and opt-350m shapes), batch 8, sequence length 256, float32.
+opt-125m and opt-350m shapes) and a 12-layer model of Mistral's shape,
+batch 8, sequence length 256, float32.
 Nothing runs and no parameter is materialized: every function is lowered
 on ``jax.ShapeDtypeStruct`` arguments and compiled, and the peak is read
 from ``compiled.memory_analysis()`` as arguments + outputs + temporaries -
@@ -21,7 +23,7 @@ logits, and the ratios divide by the lower of the two forward peaks.
 Rows, each one donated jit of the whole step (update and apply):
 
 * ``forward``: the loss alone, at the parameters (the reference);
-* ``dp_zo layer-wise``: the runner's OPT step (``config.layerwise``): DP-ZO
+* ``dp_zo layer-wise``: the runner's causal LM step (``config.layerwise``): DP-ZO
   with the perturbation added inside the layer scan and the SGD update
   written into the donated parameters (:mod:`zoprivacy.layerwise`);
 * ``dp_zo generic``: the generic estimator (counter-hash Gaussian
@@ -49,7 +51,8 @@ from timing import peak_bytes
 
 import zoprivacy
 from zoprivacy import layerwise
-from zoprivacy.models import opt_zo
+from zoprivacy.models import causal_lm_zo
+from zoprivacy.models.llama import LlamaConfig, LlamaForCausalLM
 from zoprivacy.models.opt import OPTConfig, OPTForCausalLM, per_example_lm_loss
 
 BATCH, LENGTH, WINDOW = 8, 256, 8
@@ -76,12 +79,28 @@ CONFIGS = {
     word_embed_proj_dim=512,
     do_layer_norm_before=False,
   ),
+  # Mistral's shape (grouped-query attention, SwiGLU, untied head, 32k
+  # vocabulary) scaled down to 12 layers of width 768.
+  "mistral-shape-150m": LlamaConfig(
+    vocab_size=32000,
+    hidden_size=768,
+    intermediate_size=2688,
+    num_hidden_layers=12,
+    num_attention_heads=12,
+    num_key_value_heads=4,
+    max_position_embeddings=1024,
+    tie_word_embeddings=False,
+    model_type="mistral",
+  ),
 }
 
 
-def abstract_inputs(config: OPTConfig, batch_size=BATCH, length=LENGTH):
+def abstract_inputs(config, batch_size=BATCH, length=LENGTH):
   """Parameter and batch shapes (``ShapeDtypeStruct``), nothing allocated."""
-  model = OPTForCausalLM(config)
+  if isinstance(config, OPTConfig):
+    model = OPTForCausalLM(config)
+  else:
+    model = LlamaForCausalLM(config)
   ids = jax.ShapeDtypeStruct((batch_size, length), jnp.int32)
   params = jax.eval_shape(
     lambda: model.init(
@@ -114,7 +133,9 @@ def step_functions(model, rows=None):
     return (lambda p: jax.eval_shape(tx.init, p)), step, (0, 1)
 
   zo = layerwise.layerwise_dpzero(
-    perturbed_loss=opt_zo.in_scan_lm_loss(model=model, answer_window=WINDOW),
+    perturbed_loss=causal_lm_zo.in_scan_lm_loss(
+      model=model, answer_window=WINDOW
+    ),
     learning_rate=1e-6,
     clip_target="raw_difference",
     **hyper,
@@ -219,7 +240,7 @@ def main():
     print("\n".join(table({name: results[name]})), flush=True)
   device = jax.devices()[0]
   head = [
-    "# Private zeroth-order step on OPT: compiled peak memory against "
+    "# Private zeroth-order step on causal LMs: compiled peak memory against "
     "inference",
     "",
     "Command: `python benchmarks/llm_memory.py`  ",
@@ -239,7 +260,7 @@ def main():
     "is used (its rows, then each head chunk), so what it holds beyond the "
     "forward pass is about two layers' perturbed copies. The generic step "
     "holds perturbed copies of every parameter. Ghost clipping does not "
-    "see the Dense layers inside OPT's `nn.scan`, so `dp_sgd ghost` falls "
+    "see the Dense layers inside the models' `nn.scan`, so `dp_sgd ghost` falls "
     "back to per-example gradients and lands near `explicit`.",
     "",
   ]

@@ -8,9 +8,9 @@ T = 75,000 steps, expected batch 16 of 1,000 examples, clip C = 0.05 on the
 raw loss difference, smoothing phi = 0.01, learning rate 2e-5 (searched
 over {5e-6, ..., 1e-4} in the paper: choose it on public or held-out data,
 or account for the search), LoRA rank 8, alpha 16 on the query and value
-projections. The Llama / Mistral model runs the generic step
-(``layerwise=False``): the in-scan layer-wise step exists for OPT only, and
-with LoRA the perturbed part is the adapters, which are small.
+projections. The Llama / Mistral model runs the in-scan layer-wise step
+(``layerwise=True``, as for OPT): each layer's adapters are perturbed inside
+the layer scan.
 
   python -m experiments.run --config configs/dpzo_table4_mistral.py \\
       --config.model_dir=/models/Mistral-7B-v0.1 --config.data_dir=/data
@@ -24,6 +24,5 @@ from configs import dpzo_table1_opt13b_lora
 def get_config() -> ml_collections.ConfigDict:
   config = dpzo_table1_opt13b_lora.get_config()
   config.dataset = "squad_opt"  # the prompt suite serves any causal LM
-  config.layerwise = False
   config.target_epsilon = 1.0
   return config

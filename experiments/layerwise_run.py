@@ -1,15 +1,15 @@
 """``config.layerwise``: the runner's step at inference-level memory.
 
-For a task that provides an in-scan loss (``task.perturbed_loss``, the OPT
-tasks), the runner can replace the generic two-point step plus SGD by the
-layer-wise step of :mod:`zoprivacy.layerwise`: each layer's slice of the
-direction is added inside the layer scan as the layer is used, and the
-update regenerates the direction leaf by leaf into the donated parameters.
-Nothing else changes: the estimator's hyperparameters, its privacy plan
-(checked equal to the generic estimator's), the calibration, the ledger,
-the secret noise and the exact-noise path are those of the generic run, and
-a step is the generic ``estimator + optax.sgd(learning_rate)`` step with
-counter-hash directions.
+For a task that provides an in-scan loss (``task.perturbed_loss``, the
+causal LM tasks: OPT, Llama, Mistral), the runner can replace the generic
+two-point step plus SGD by the layer-wise step of
+:mod:`zoprivacy.layerwise`: each layer's slice of the direction is added
+inside the layer scan as the layer is used, and the update regenerates the
+direction leaf by leaf into the donated parameters. Nothing else changes:
+the estimator's hyperparameters, its privacy plan (checked equal to the
+generic estimator's), the calibration, the ledger, the secret noise and the
+exact-noise path are those of the generic run, and a step is the generic
+``estimator + optax.sgd(learning_rate)`` step with counter-hash directions.
 
 Supported: ``mezo``, ``dpzero`` and ``dp_zo`` with ``optimizer='sgd'`` (no
 momentum, no schedule, no optimizer arguments: the update is plain SGD)

@@ -113,6 +113,18 @@ def leaf_slice(
   global norm.
   """
   words = counter_hash.leaf_bits(key, leaf, shape, start=start)
+  return _from_words(name, words, dtype)
+
+
+def leaf_at(
+  name: str, key: jax.Array, leaf: int, positions: jax.Array, dtype
+) -> jax.Array:
+  """The elements at flat ``positions`` (any shape; e.g. a column block of
+  a ``[D, V]`` kernel) of leaf ``leaf``, as :func:`leaf_slice` draws them."""
+  return _from_words(name, counter_hash.bits(key, leaf, positions), dtype)
+
+
+def _from_words(name: str, words: jax.Array, dtype) -> jax.Array:
   if name == "gaussian":
     return counter_hash.to_gaussian(words, dtype)
   if name == "rademacher":

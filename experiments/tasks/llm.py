@@ -41,7 +41,7 @@ from experiments.tasks.registry import Task, register
 from zoprivacy.data import prompts
 from zoprivacy.data.loaders import MissingDataError
 from zoprivacy.data.loaders import mezo_tasks as mt
-from zoprivacy.models import llama, opt_zo, peft
+from zoprivacy.models import causal_lm_zo, llama, peft
 from zoprivacy.models.opt import (
   OPTConfig,
   OPTForCausalLM,
@@ -193,12 +193,10 @@ def _build(config, task: str) -> Task:
     pad_id=tok.padding["pad_id"] if pad_id is None else pad_id,
   )
 
-  # The same losses with the perturbation added inside the layer scan (OPT).
-  in_scan = None
-  if model_class is OPTForCausalLM:
-    in_scan = functools.partial(
-      opt_zo.perturbed_lm_loss, model=model, assemble=merged
-    )
+  # The same losses with the perturbation added inside the layer scan.
+  in_scan = functools.partial(
+    causal_lm_zo.perturbed_lm_loss, model=model, assemble=merged
+  )
 
   if generation:
     enc = [prompts.training_batch(task, d, tok, **kw) for d in (train, test)]

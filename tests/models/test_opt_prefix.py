@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_opt_zo import _max_relative_difference, _opt, adapter_steps
+from test_causal_lm_zo import _max_relative_difference, _opt, adapter_steps
 
 from zoprivacy.models import peft
 from zoprivacy.models.opt import OPTForCausalLM, per_example_lm_loss

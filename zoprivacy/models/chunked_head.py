@@ -16,7 +16,7 @@ so only ``[N, C]`` logits are ever live. The result equals
 
 ``chunk_rows(first, size) -> [size, D]`` supplies rows ``first ...`` of
 ``W``; a caller perturbing the head (:mod:`zoprivacy.models.
-perturbed_embedding`) forms each chunk of ``W + l u`` there, so no full
+perturbed_head`) forms each chunk of ``W + l u`` there, so no full
 perturbed table exists either. The last chunk is aligned to end at ``V``
 and overlaps its predecessor; the overlapping columns are masked out of the
 sum and of the target, so each vocabulary entry counts once.
@@ -78,6 +78,30 @@ def chunked_nll(
     one_chunk, init, jnp.arange(count)
   )
   return (top + jnp.log(total) - target_logit).reshape(targets.shape)
+
+
+def chunked_logits(
+  hidden: jax.Array,
+  chunk_rows: ChunkRows,
+  vocab_size: int,
+  chunk: int = DEFAULT_CHUNK,
+) -> jax.Array:
+  """Float32 ``hidden @ W^T`` ``[..., V]``, ``chunk`` rows of ``W`` at a
+  time written into the logits in place (the last chunk overlaps the one
+  before and rewrites the same values): the whole logits exist, but ``W``
+  is only ever formed chunk by chunk (a perturbed head)."""
+  size = min(chunk, vocab_size)
+  count = math.ceil(vocab_size / size)
+  h = hidden.astype(jnp.float32).reshape(-1, hidden.shape[-1])
+
+  def one_chunk(logits, c):
+    first = jnp.minimum(c * size, vocab_size - size)
+    part = h @ chunk_rows(first, size).astype(jnp.float32).T  # [N, C]
+    return jax.lax.dynamic_update_slice_in_dim(logits, part, first, 1), None
+
+  logits = jnp.zeros((h.shape[0], vocab_size), jnp.float32)
+  logits, _ = jax.lax.scan(one_chunk, logits, jnp.arange(count))
+  return logits.reshape(*hidden.shape[:-1], vocab_size)
 
 
 def table_rows(table: jax.Array) -> ChunkRows:

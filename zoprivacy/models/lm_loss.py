@@ -2,7 +2,7 @@
 
 Shared by :class:`~zoprivacy.models.opt.OPTForCausalLM`,
 :class:`~zoprivacy.models.llama.LlamaForCausalLM` and the perturbed forward
-passes of :mod:`zoprivacy.models.opt_zo`. A model here is anything with
+passes of :mod:`zoprivacy.models.causal_lm_zo`. A model here is anything with
 ``model.apply({"params": p}, input_ids, attention_mask, logit_positions,
 targets=None, vocab_chunk=...)`` returning logits at ``logit_positions``,
 or, given ``targets``, their negative log-likelihoods computed by vocabulary

@@ -17,7 +17,7 @@ which ``tests/models/test_opt_prefix.py`` checks.
 
 The adapters are stacked on the layer axis under ``layers/self_attn``, like
 :class:`~zoprivacy.models.peft.StackedLoRA`'s, so the generic step and the
-layer-wise step of :mod:`zoprivacy.models.opt_zo` (which slices them per
+layer-wise step of :mod:`zoprivacy.models.causal_lm_zo` (which slices them per
 layer inside the scan) train them alike::
 
     prefix = PrefixTuning(num_tokens=5)

@@ -1,5 +1,5 @@
 """Zeroth-order steps with the perturbation inside OPT's layer scan
-(zoprivacy.layerwise + zoprivacy.models.opt_zo): the same step as the
+(zoprivacy.layerwise + zoprivacy.models.causal_lm_zo): the same step as the
 generic materialized dpzero step with counter-hash directions, at the
 memory of one layer instead of parameter copies; LoRA on stacked kernels."""
 
@@ -13,7 +13,7 @@ import pytest
 
 import zoprivacy
 from zoprivacy import layerwise
-from zoprivacy.models import opt, opt_zo, peft
+from zoprivacy.models import causal_lm_zo, chunked_head, opt, peft
 from zoprivacy.models.opt import OPTConfig, OPTForCausalLM, per_example_lm_loss
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -92,7 +92,7 @@ def adapter_steps(model, batch, params, adapters, assemble):
   estimator = zoprivacy.dpzero(direction_prng="counter", **hyper)
   tx, generic_step = _generic_step(estimator, loss)
   zo = layerwise.layerwise_dpzero(
-    perturbed_loss=opt_zo.in_scan_lm_loss(model=model, assemble=assemble),
+    perturbed_loss=causal_lm_zo.in_scan_lm_loss(model=model, assemble=assemble),
     learning_rate=LEARNING_RATE,
     **hyper,
   )
@@ -117,7 +117,9 @@ def test_unperturbed_loss_is_the_model_loss():
   expected = jax.jit(functools.partial(per_example_lm_loss, model=model))(
     params, batch
   )
-  got = jax.jit(opt_zo.in_scan_lm_loss(model=model))(params, None, batch, None)
+  got = jax.jit(causal_lm_zo.in_scan_lm_loss(model=model))(
+    params, None, batch, None
+  )
   np.testing.assert_allclose(got, expected, rtol=1e-6, atol=0)
 
 
@@ -146,7 +148,7 @@ def test_in_scan_step_equals_generic_counter_step(directions, extra):
     estimator = zoprivacy.dpzero(direction_prng="counter", **generic)
   tx, generic_step = _generic_step(estimator, loss)
   zo = layerwise.layerwise_dpzero(
-    perturbed_loss=opt_zo.in_scan_lm_loss(model=model),
+    perturbed_loss=causal_lm_zo.in_scan_lm_loss(model=model),
     learning_rate=LEARNING_RATE,
     **hyper,
   )
@@ -195,7 +197,7 @@ def test_in_scan_step_holds_no_parameter_copy():
   )
   tx, generic_step = _generic_step(estimator, loss)
   zo = layerwise.layerwise_dpzero(
-    perturbed_loss=opt_zo.in_scan_lm_loss(model=model),
+    perturbed_loss=causal_lm_zo.in_scan_lm_loss(model=model),
     learning_rate=LEARNING_RATE,
     directions="gaussian",
     **PRIVACY,
@@ -271,7 +273,7 @@ def test_in_scan_mezo_equals_generic_counter_mezo():
     return optax.apply_updates(params, updates), state
 
   zo = layerwise.layerwise_mezo(
-    perturbed_loss=opt_zo.in_scan_lm_loss(model=model),
+    perturbed_loss=causal_lm_zo.in_scan_lm_loss(model=model),
     learning_rate=LEARNING_RATE,
     **hyper,
   )
@@ -307,7 +309,9 @@ def test_answer_window_gives_the_same_losses():
   expected = np.asarray(full(params, batch))
   assert expected[3] == 0 and np.all(expected[:3] > 0)  # 3 has no answer
   np.testing.assert_allclose(windowed(params, batch), expected, rtol=1e-6)
-  in_scan = jax.jit(opt_zo.in_scan_lm_loss(model=model, answer_window=window))
+  in_scan = jax.jit(
+    causal_lm_zo.in_scan_lm_loss(model=model, answer_window=window)
+  )
   np.testing.assert_allclose(
     in_scan(params, None, batch, None), expected, rtol=1e-6
   )
@@ -317,7 +321,7 @@ def test_embedding_perturbed_where_used_equals_the_perturbed_table():
   """Token rows and the chunked tied head (chunks of 16 over 50 rows, the
   last one overlapping) against the whole perturbed table E + l u."""
   from zoprivacy import directions
-  from zoprivacy.models import perturbed_embedding as pe
+  from zoprivacy.models import perturbed_head as pe
 
   rng = np.random.default_rng(0)
   table = jnp.asarray(rng.normal(size=(50, 8)).astype(np.float32))
@@ -332,8 +336,26 @@ def test_embedding_perturbed_where_used_equals_the_perturbed_table():
   np.testing.assert_array_equal(rows, perturbed[ids])
   for chunk in (16, 50, 4096):
     np.testing.assert_allclose(
-      pe.tied_logits(hidden, table, perturbation, 2, chunk=chunk),
+      chunked_head.chunked_logits(
+        hidden, pe.perturbed_rows(perturbation, 2, table), 50, chunk
+      ),
       hidden @ perturbed.T,
       rtol=1e-6,
       atol=1e-6,
     )
+  # An untied [D, V] head kernel: its column chunks are those of W + l u.
+  kernel = table.T
+  w = directions.leaf_slice(
+    "gaussian", perturbation.key, 5, kernel.shape, kernel.dtype
+  )
+  perturbed_kernel = kernel + (0.01 * w).astype(kernel.dtype)
+  columns = pe.perturbed_columns(perturbation, 5, kernel)
+  np.testing.assert_array_equal(
+    columns(jnp.int32(34), 16), perturbed_kernel[:, 34:].T
+  )
+  np.testing.assert_allclose(
+    chunked_head.chunked_logits(hidden, columns, 50, 16),
+    hidden @ perturbed_kernel,
+    rtol=1e-6,
+    atol=1e-6,
+  )

@@ -58,7 +58,7 @@ def check(config, task) -> None:
   if getattr(task, "perturbed_loss", None) is None:
     raise ValueError(
       f"layerwise=True needs a task with an in-scan loss; {config.dataset!r} "
-      "has none (the OPT tasks do)."
+      "has none (the causal LM tasks do)."
     )
 
 

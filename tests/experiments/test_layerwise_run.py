@@ -5,7 +5,7 @@ import jax
 import numpy as np
 import pytest
 
-from configs import tiny_opt_sst2
+from configs import default, tiny_opt_sst2
 from experiments import checkpointing, tasks, train
 
 
@@ -73,3 +73,9 @@ def test_layerwise_run_refuses_what_it_cannot_run():
       _config(layerwise=True, estimator="dp_sgd", estimator_kwargs={}),
       progress=False,
     )
+
+  image = default.get_config()  # an image task: no in-scan loss
+  image.layerwise = True
+  image.estimator_kwargs.direction_prng = "counter"
+  with pytest.raises(ValueError, match="needs a task with an in-scan loss"):
+    train.train(image, progress=False)

@@ -32,6 +32,7 @@ import dataclasses
 import functools
 from pathlib import Path
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -109,11 +110,42 @@ def _causal_lm(config):
     raise MissingDataError(
       "OPT", [f"{model_dir or '<config.model_dir>'}/config.json"], OPT_HOW
     )
+  dtype = param_dtype(config)
   if read_hf_config(model_dir).get("model_type") in llama.MODEL_TYPES:
-    model_class, (cfg, params) = llama.LlamaForCausalLM, load_llama(model_dir)
+    model_class = llama.LlamaForCausalLM
+    cfg, params = load_llama(model_dir, param_dtype=dtype)
   else:
-    model_class, (cfg, params) = OPTForCausalLM, load_opt(model_dir)
+    model_class = OPTForCausalLM
+    cfg, params = load_opt(model_dir, param_dtype=dtype)
   return model_class, cfg, params, load_bpe_tokenizer(model_dir)
+
+
+PARAM_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+
+def param_dtype(config):
+  """``config.param_dtype``: the dtype the pretrained weights are stored in
+  (``'float32'``, the default, or ``'bfloat16'``)."""
+  name = config.get("param_dtype") or "float32"
+  if name not in PARAM_DTYPES:
+    raise ValueError(
+      f"param_dtype={name!r}; use one of {sorted(PARAM_DTYPES)}."
+    )
+  return PARAM_DTYPES[name]
+
+
+def _float32_trainable(init):
+  """``init`` with the trainable leaves in float32: bfloat16 weights are
+  perturbed in float32 (a perturbation of 1e-3 is below bfloat16's rounding
+  step for weights above 0.25; :mod:`zoprivacy.models.opt`, "Precision"),
+  while the frozen ones stay as stored."""
+
+  def float32_init(key):
+    trainable, frozen = init(key)
+    cast = lambda x: x.astype(jnp.float32) if x.dtype == jnp.bfloat16 else x
+    return jax.tree.map(cast, trainable), frozen
+
+  return float32_init
 
 
 def _fine_tuning(config, params, model_config):
@@ -185,6 +217,7 @@ def _build(config, task: str) -> Task:
   model_class, cfg, params, tok = _causal_lm(config)
   length = int(config.get("max_length") or 256)
   init, merged, model_cfg = _fine_tuning(config, params, cfg)
+  init = _float32_trainable(init)
   model = model_class(model_cfg)
   loss = functools.partial(per_example_lm_loss, model=model)
   pad_id = cfg.pad_token_id

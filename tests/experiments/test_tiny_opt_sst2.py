@@ -45,3 +45,34 @@ def test_full_run_beats_chance():
   assert result["epsilon"] <= config.target_epsilon
   assert result["history"][0]["test_accuracy"] < 0.6  # zero-shot
   assert result["test_accuracy"] > 0.7, result["test_accuracy"]
+
+
+def test_bfloat16_weights_train_float32_adapters():
+  """``param_dtype='bfloat16'``: the frozen weights are stored in bfloat16,
+  the trained LoRA adapters in float32 (perturbed and updated in float32);
+  the task's losses are those of the float32 model to bfloat16 rounding,
+  and the layer-wise runner trains on the mixed tree."""
+  import jax
+  import numpy as np
+
+  from experiments import tasks
+
+  losses = {}
+  for name in ("float32", "bfloat16"):
+    task = tasks.get_task(_config(param_dtype=name, num_eval=16))
+    trainable, frozen = task.init(jax.random.key(0))
+    assert {x.dtype.name for x in jax.tree.leaves(trainable)} == {"float32"}
+    assert {x.dtype.name for x in jax.tree.leaves(frozen)} == {name}
+    batch = jax.tree.map(
+      lambda a: a[:8], (task.train_inputs, task.train_labels)
+    )
+    losses[name] = np.asarray(
+      jax.jit(task.batched_loss)(trainable, frozen, batch)
+    )
+  np.testing.assert_allclose(losses["bfloat16"], losses["float32"], rtol=0.05)
+  result = train.train(
+    _config(param_dtype="bfloat16", num_steps=2, num_eval=16), progress=False
+  )
+  assert result["num_steps"] == 2 and math.isfinite(result["test_accuracy"])
+  with pytest.raises(ValueError, match="param_dtype='float16'"):
+    tasks.get_task(_config(param_dtype="float16"))

@@ -87,6 +87,11 @@ def get_config() -> ml_collections.ConfigDict:
   # iterate: composition accounting only, no final-iterate bound.
   config.trajectory_log = False
 
+  # Train and evaluate on the task's public data instead of its private
+  # data (experiments/tasks/public_proxy.py): choose hyperparameters at no
+  # privacy cost. experiments/public_selection.py sweeps a grid with it.
+  config.public_proxy = False
+
   config.eval_every = 1000
   config.checkpoint_every = 1000  # only when workdir is set
   config.workdir = ""

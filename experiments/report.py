@@ -41,7 +41,12 @@ def format_report(result: dict[str, Any]) -> str:
     )
   lines = [
     f"estimator: {result['estimator']} on {result['dataset']}",
-    f"test accuracy: {result['test_accuracy']:.4f}",
+    (
+      "public validation accuracy (public proxy, no private data): "
+      if result.get("public_proxy")
+      else "test accuracy: "
+    )
+    + f"{result['test_accuracy']:.4f}",
     f"steps: {result['num_steps']} ({result['train_seconds']:.1f} s)"
     + _mesh_note(result.get("mesh")),
     privacy,

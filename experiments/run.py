@@ -26,7 +26,7 @@ import sys
 from absl import app, logging
 from ml_collections import config_flags
 
-_CONFIG = config_flags.DEFINE_config_file(
+CONFIG = config_flags.DEFINE_config_file(
   "config", None, "Path to a configs/<name>.py file.", lock_config=True
 )
 
@@ -42,7 +42,7 @@ def _literal(text: str):
     return text
 
 
-def _split_argv(argv):
+def split_argv(argv):
   """Takes out what absl's config flags cannot parse; applied after parsing."""
   kept = []
   for arg in argv:
@@ -100,7 +100,7 @@ def main(argv):
   )
 
   try:
-    config = apply_late_overrides(_CONFIG.value, _ESTIMATOR_SWITCHED)
+    config = apply_late_overrides(CONFIG.value, _ESTIMATOR_SWITCHED)
     result = train.train(config)
   except errors.USER_ERRORS as e:
     if _OWN_FLAGS["debug"]:
@@ -114,7 +114,7 @@ if __name__ == "__main__":
   _ESTIMATOR_SWITCHED = any(
     a.startswith("--config.estimator=") for a in sys.argv
   )
-  sys.argv = _split_argv(sys.argv)
+  sys.argv = split_argv(sys.argv)
   try:
     app.run(main)
   except AttributeError as e:  # a --config.<field> that the config lacks

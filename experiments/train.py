@@ -72,11 +72,14 @@ def train(
   *,
   progress: bool = True,
   stop_after: int | None = None,
+  task: tasks.Task | None = None,
 ) -> dict[str, Any]:
   """Runs (or resumes) one experiment and returns its final metrics.
 
   ``stop_after``: stop (after checkpointing) once this many steps are done,
   as if interrupted; a later call with the same ``workdir`` resumes.
+  ``task``: the task ``config`` builds, already built (a sweep over fields
+  the task does not read builds it once); default: built here.
   """
   multihost.initialize(config)  # config.distributed: before any JAX work
   primary = multihost.is_primary()  # the one process that writes files
@@ -91,7 +94,8 @@ def train(
       write=primary,
     )
   secret = multihost.share_secret(run_secret(config))
-  task = tasks.get_task(config)  # 1
+  if task is None:
+    task = tasks.get_task(config)  # 1
   n = task.num_train
   num_public = 0 if task.public_labels is None else len(task.public_labels)
   trainable, frozen = task.init(jax.random.key(config.seed))
@@ -304,6 +308,7 @@ def train(
     "estimator": config.estimator,
     "dataset": config.dataset,
     "test_accuracy": history[-1]["test_accuracy"],
+    "public_proxy": bool(config.get("public_proxy")),
     "num_steps": done,
     "noise_multiplier": plan.noise_multiplier if plan.is_noised else None,
     "noise_multiplier_source": how,

@@ -72,9 +72,22 @@ def register(name: str):
 
 
 def get_task(config: ml_collections.ConfigDict) -> Task:
-  """Builds the task named by ``config.dataset``."""
+  """Builds the task named by ``config.dataset``; with
+  ``config.public_proxy``, its public proxy
+  (:func:`~experiments.tasks.public_proxy.public_proxy_task`: public
+  training and evaluation data, ``validation_size`` evaluation examples)."""
   if config.dataset not in TASKS:
     raise ValueError(
       f"Unknown dataset {config.dataset!r}; choose one of {sorted(TASKS)}."
     )
-  return TASKS[config.dataset](config)
+  task = TASKS[config.dataset](config)
+  if config.get("public_proxy"):
+    # Imported here: both modules import this one.
+    from experiments.tasks import common, public_proxy  # noqa: PLC0415
+
+    task = public_proxy.public_proxy_task(
+      task,
+      eval_size=int(config.get("validation_size") or 1000),
+      seed=common.data_seed(config),
+    )
+  return task

@@ -61,7 +61,14 @@ def test_documented_command_runs(command, tmp_path):
   argv = shlex.split(command)
   argv = [sys.executable if a == "python" else a for a in argv]
   if "experiments.run" in command:
-    argv = [a.replace("/tmp/run", str(tmp_path / "run")) for a in argv]
+    # Every workdir goes under tmp_path: a documented one (/ckpt/run1, say)
+    # may hold a run of an older config on this machine.
+    argv = [
+      f"--config.workdir={tmp_path / 'run'}"
+      if a.startswith("--config.workdir=")
+      else a
+      for a in argv
+    ]
     argv += SMALL
   r = subprocess.run(argv, capture_output=True, text=True, timeout=300)
   assert "Traceback" not in r.stderr, r.stderr[-2000:]

@@ -1,0 +1,77 @@
+"""A task whose private data is replaced by public data: hyperparameters
+chosen on it cost no privacy.
+
+The privacy guarantee of a run covers that run only. Choosing its step size
+(or clipping norm, or number of steps) by trying several values on private
+data and keeping the best leaks information that its epsilon does not
+count. Choosing them on a *public proxy* leaks nothing: the proxy task
+trains on public examples and evaluates on other public examples, with the
+same model, the same loss and the same privacy plan (same number of training
+examples, hence the same sampling rate, noise and epsilon). Only the task's
+public data is read; the private training and test sets are dropped.
+
+``config.public_proxy=True`` turns any task with public data
+(``config.public``) into its proxy; ``experiments/public_selection.py`` runs
+a grid on it and reports the selected values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+import jax
+import numpy as np
+
+if TYPE_CHECKING:
+  from experiments.tasks.registry import Task
+
+
+def _take(tree, idx):
+  return jax.tree.map(lambda a: np.asarray(a)[idx], tree)
+
+
+def public_proxy_task(task: Task, *, eval_size: int, seed: int) -> Task:
+  """``task`` with its training and test sets drawn from its public data.
+
+  A seeded permutation of the public examples gives, in order:
+
+  * the training set: ``task.num_train`` examples, as many as the private
+    training set, so the proxy run has the private run's sampling rate,
+    calibrated noise and epsilon;
+  * the evaluation set (``test_inputs``): the next ``eval_size`` examples;
+  * the public set (for public-data estimators such as PAZO): the remaining
+    examples, or ``None`` when none remain.
+
+  The examples are drawn uniformly, not matched to the private class counts
+  (matching them would read the private labels). Raises ``ValueError`` when
+  the task has no public data or too little of it.
+  """
+  if task.public_labels is None:
+    raise ValueError(
+      "public_proxy needs public data: set config.public (for example "
+      "'amazon+tweets' for vader_minilm)."
+    )
+  n_public = len(task.public_labels)
+  n_train = task.num_train
+  if n_train + eval_size > n_public:
+    raise ValueError(
+      f"public_proxy needs {n_train} public training examples (as many as "
+      f"the private training set) and {eval_size} evaluation examples, but "
+      f"the public set has {n_public}; lower validation_size or raise "
+      "public_size."
+    )
+  order = np.random.default_rng(seed).permutation(n_public)
+  train_idx = order[:n_train]
+  eval_idx = order[n_train : n_train + eval_size]
+  rest = order[n_train + eval_size :]
+  labels = np.asarray(task.public_labels)
+  return dataclasses.replace(
+    task,
+    train_inputs=_take(task.public_inputs, train_idx),
+    train_labels=labels[train_idx],
+    test_inputs=_take(task.public_inputs, eval_idx),
+    test_labels=labels[eval_idx],
+    public_inputs=_take(task.public_inputs, rest) if len(rest) else None,
+    public_labels=labels[rest] if len(rest) else None,
+  )

@@ -31,7 +31,26 @@ def _take(tree, idx):
   return jax.tree.map(lambda a: np.asarray(a)[idx], tree)
 
 
-def public_proxy_task(task: Task, *, eval_size: int, seed: int) -> Task:
+def _balanced(order, labels, num_classes, per_class, eval_size):
+  """Per class, in ``order``: ``per_class`` training examples, then
+  ``eval_size // num_classes`` evaluation examples."""
+  per_eval = eval_size // num_classes
+  train, evaluation = [], []
+  for c in range(num_classes):
+    rows = order[labels[order] == c]
+    if len(rows) < per_class + per_eval:
+      raise ValueError(
+        f"public_proxy needs {per_class} training and {per_eval} evaluation "
+        f"examples of class {c}, but the public set has {len(rows)}."
+      )
+    train.append(rows[:per_class])
+    evaluation.append(rows[per_class : per_class + per_eval])
+  return np.concatenate(train), np.concatenate(evaluation)
+
+
+def public_proxy_task(
+  task: Task, *, eval_size: int, seed: int, per_class: int | None = None
+) -> Task:
   """``task`` with its training and test sets drawn from its public data.
 
   A seeded permutation of the public examples gives, in order:
@@ -43,9 +62,12 @@ def public_proxy_task(task: Task, *, eval_size: int, seed: int) -> Task:
   * the public set (for public-data estimators such as PAZO): the remaining
     examples, or ``None`` when none remain.
 
-  The examples are drawn uniformly, not matched to the private class counts
-  (matching them would read the private labels). Raises ``ValueError`` when
-  the task has no public data or too little of it.
+  With ``per_class`` (the config's ``examples_per_class``: a training set
+  balanced by construction), the training set takes ``per_class`` examples
+  of each class and the evaluation set ``eval_size // num_classes`` of each
+  class. Otherwise the examples are drawn uniformly. Either way the private
+  class counts are not read. Raises ``ValueError`` when the task has no
+  public data or too little of it.
   """
   if task.public_labels is None:
     raise ValueError(
@@ -62,10 +84,22 @@ def public_proxy_task(task: Task, *, eval_size: int, seed: int) -> Task:
       "public_size."
     )
   order = np.random.default_rng(seed).permutation(n_public)
-  train_idx = order[:n_train]
-  eval_idx = order[n_train : n_train + eval_size]
-  rest = order[n_train + eval_size :]
   labels = np.asarray(task.public_labels)
+  if per_class:
+    if per_class * task.num_classes != n_train:
+      raise ValueError(
+        f"examples_per_class={per_class} but the private training set has "
+        f"{n_train} examples, not {per_class * task.num_classes}: the proxy "
+        "would not have the private run's sampling rate."
+      )
+    train_idx, eval_idx = _balanced(
+      order, labels, task.num_classes, per_class, eval_size
+    )
+    rest = np.setdiff1d(order, np.concatenate([train_idx, eval_idx]))
+  else:
+    train_idx = order[:n_train]
+    eval_idx = order[n_train : n_train + eval_size]
+    rest = order[n_train + eval_size :]
   return dataclasses.replace(
     task,
     train_inputs=_take(task.public_inputs, train_idx),

@@ -89,5 +89,6 @@ def get_task(config: ml_collections.ConfigDict) -> Task:
       task,
       eval_size=int(config.get("validation_size") or 1000),
       seed=common.data_seed(config),
+      per_class=config.get("examples_per_class") or None,
     )
   return task

@@ -75,6 +75,24 @@ def test_proxy_task_uses_only_public_rows(synthetic):
   np.testing.assert_array_equal(again.train_inputs, proxy.train_inputs)
 
 
+def test_balanced_proxy_with_examples_per_class(synthetic):
+  task = _synthetic_task(synthetic)
+  proxy = public_proxy.public_proxy_task(
+    task, eval_size=100, seed=0, per_class=60
+  )
+  np.testing.assert_array_equal(np.bincount(proxy.train_labels), [60, 60])
+  np.testing.assert_array_equal(np.bincount(proxy.test_labels), [50, 50])
+  assert len(proxy.public_labels) == N_PUBLIC - 220
+  with pytest.raises(ValueError, match="examples_per_class=50"):
+    public_proxy.public_proxy_task(task, eval_size=100, seed=0, per_class=50)
+  # 206 public examples of class 0 and 194 of class 1: 60 + 135 of each fit
+  # 120 + 270 <= 400 in all, not in class 1.
+  with pytest.raises(
+    ValueError, match="of class 1, but the public set has 194"
+  ):
+    public_proxy.public_proxy_task(task, eval_size=270, seed=0, per_class=60)
+
+
 def test_proxy_refuses_missing_or_small_public_data(synthetic):
   task = _synthetic_task(synthetic)
   no_public = tasks.Task(*[getattr(task, f) for f in ("train_inputs",

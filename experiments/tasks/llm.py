@@ -44,12 +44,11 @@ from zoprivacy.data.loaders import MissingDataError
 from zoprivacy.data.loaders import mezo_tasks as mt
 from zoprivacy.models import causal_lm_zo, llama, peft
 from zoprivacy.models.opt import (
-  OPTConfig,
   OPTForCausalLM,
   answer_window,
   per_example_lm_loss,
 )
-from zoprivacy.models.opt_prefix import PrefixTuning
+from zoprivacy.models.prefix_tuning import PrefixTuning
 
 OPT_HOW = (
   "put a Hugging Face OPT folder (config.json, model.safetensors or its "
@@ -153,7 +152,7 @@ def _fine_tuning(config, params, model_config):
   every weight; ``lora`` trains :class:`~zoprivacy.models.peft.StackedLoRA`
   adapters (rank ``lora_rank``, scale ``lora_alpha / rank``; MeZO's r = 8,
   alpha = 16 by default) on the stacked query and value projections;
-  ``prefix`` trains :class:`~zoprivacy.models.opt_prefix.PrefixTuning`'s
+  ``prefix`` trains :class:`~zoprivacy.models.prefix_tuning.PrefixTuning`'s
   ``num_prefix_tokens`` (MeZO's 5) keys and values per layer, initialized
   from the activations of random tokens drawn with the public seed. The
   pretrained weights are frozen in both."""
@@ -161,8 +160,6 @@ def _fine_tuning(config, params, model_config):
   if mode == "full":
     return (lambda key: (params, {})), (lambda t, f: t), model_config
   if mode == "prefix":
-    if not isinstance(model_config, OPTConfig):
-      raise ValueError("peft='prefix' is implemented for OPT models only.")
     prefix = PrefixTuning(num_tokens=int(config.get("num_prefix_tokens") or 5))
     return (
       (lambda key: (prefix.init(key, params, config=model_config), params)),
@@ -171,7 +168,7 @@ def _fine_tuning(config, params, model_config):
     )
   if mode != "lora":
     raise ValueError(
-      f"peft={mode!r} for an OPT task; use 'full', 'lora' or 'prefix'."
+      f"peft={mode!r} for a causal LM task; use 'full', 'lora' or 'prefix'."
     )
   lora = peft.StackedLoRA(
     rank=int(config.get("lora_rank") or 8),

@@ -7,6 +7,7 @@ import math
 import pathlib
 
 import jax
+import numpy as np
 import pytest
 
 from configs import dpzo_table4_mistral, tiny_opt_sst2
@@ -30,6 +31,26 @@ def test_dp_zo_lora_runs_on_the_tiny_mistral():
   assert result["num_steps"] == 3 and result["private"]
   assert 0 < result["epsilon"] <= config.target_epsilon
   assert math.isfinite(result["test_accuracy"])
+
+
+def test_prefix_task_on_the_tiny_mistral():
+  """peft='prefix' on a Llama-family model: the task's adapters are the
+  prefix keys and values (2 key/value heads of 16: width 32), the merged
+  model's losses are finite, and the in-scan loss equals the task's."""
+  config = tiny_opt_sst2.get_config()
+  config.model_dir = str(FIXTURES / "tiny_mistral")
+  config.peft, config.num_prefix_tokens = "prefix", 4
+  config.num_train, config.num_eval = 16, 8
+  task = tasks.get_task(config)
+  adapters, frozen = task.init(jax.random.key(0))
+  sa = adapters["layers"]["self_attn"]
+  assert set(sa) == {"prefix_keys", "prefix_values"}
+  assert sa["prefix_keys"].shape == (2, 4, 32), sa["prefix_keys"].shape
+  batch = jax.tree.map(lambda a: a[:4], (task.train_inputs, task.train_labels))
+  losses = jax.jit(task.batched_loss)(adapters, frozen, batch)
+  in_scan = jax.jit(task.perturbed_loss)(adapters, frozen, batch, None)
+  np.testing.assert_allclose(in_scan, losses, rtol=1e-5)
+  assert np.all(np.isfinite(losses))
 
 
 def test_table4_config_fails_fast_without_weights(tmp_path):

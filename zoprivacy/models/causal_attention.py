@@ -3,12 +3,15 @@
 ``write_cache`` puts a step's keys and values into the decoding cache;
 ``attend`` is ``softmax(q k^T [* scale] + mask) v`` with the scores and the
 softmax in float32 and ``allowed`` ``[B, S, T]`` marking which keys each
-query may see (causality, padding, prefixes). The projections, positions
-and head layouts stay with each model.
+query may see (causality, padding, prefixes); ``prepend_prefix`` adds the
+trainable prefix keys and values of prefix tuning
+(:mod:`zoprivacy.models.prefix_tuning`). The projections, positions and
+head layouts stay with each model.
 """
 
 from __future__ import annotations
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
@@ -37,3 +40,27 @@ def attend(q, k, v, allowed, dtype, scale=None):
   weights = jax.nn.softmax(scores, axis=-1).astype(dtype)
   ctx = jnp.einsum("bhqk,bkhd->bqhd", weights, v.astype(dtype))
   return ctx.reshape(ctx.shape[:-2] + (-1,))
+
+
+def prepend_prefix(module: nn.Module, k, v, allowed, num_tokens: int):
+  """Prefix tuning: ``num_tokens`` trainable keys and values, parameters
+  ``prefix_keys`` and ``prefix_values`` ``[P, kv_heads * head_dim]`` of
+  ``module``, put before the keys and values ``[B, T, kv_heads, head_dim]``
+  (after RoPE, so they carry no position); every query may attend to them.
+  Returns ``(k, v, allowed)`` with ``T + P`` keys."""
+  shape = (num_tokens, k.shape[-2] * k.shape[-1])
+  init = nn.initializers.normal(0.02)
+  batched = (k.shape[0], num_tokens, *k.shape[2:])
+  prefix_k, prefix_v = (
+    jnp.broadcast_to(
+      module.param(name, init, shape, module.param_dtype).reshape(batched[1:]),
+      batched,
+    ).astype(k.dtype)
+    for name in ("prefix_keys", "prefix_values")
+  )
+  seen = jnp.ones(allowed.shape[:-1] + (num_tokens,), bool)
+  return (
+    jnp.concatenate([prefix_k, k], axis=1),
+    jnp.concatenate([prefix_v, v], axis=1),
+    jnp.concatenate([seen, allowed], axis=-1),
+  )

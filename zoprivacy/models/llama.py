@@ -69,6 +69,9 @@ class LlamaConfig:
   bos_token_id: int = 1
   eos_token_id: int = 2
   pad_token_id: int | None = None
+  # Prefix tuning (zoprivacy.models.prefix_tuning): trainable keys and
+  # values prepended in every attention layer. Not a Hugging Face field.
+  num_prefix_tokens: int = 0
 
   def __post_init__(self):
     if self.num_key_value_heads is None:
@@ -173,6 +176,10 @@ class LlamaAttention(_LlamaModule):
       rotary(k, positions, c.rope_theta),
     )
     k, v, cache = causal_attention.write_cache(cache, k, v, write_index)
+    if c.num_prefix_tokens:  # prefix tuning: keys/values every query sees
+      k, v, allowed = causal_attention.prepend_prefix(
+        self, k, v, allowed, c.num_prefix_tokens
+      )
     group = heads // kv  # query head h reads key/value head h // group
     k, v = jnp.repeat(k, group, axis=2), jnp.repeat(v, group, axis=2)
     ctx = causal_attention.attend(q, k, v, allowed, self.dtype, hd**-0.5)

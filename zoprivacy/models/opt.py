@@ -91,7 +91,7 @@ class OPTConfig:
   bos_token_id: int = 2
   eos_token_id: int = 2
   layer_norm_eps: float = 1e-5  # torch.nn.LayerNorm's default, used by OPT
-  # Prefix tuning (zoprivacy.models.opt_prefix): trainable keys and values
+  # Prefix tuning (zoprivacy.models.prefix_tuning): trainable keys and values
   # prepended in every attention layer. Not a Hugging Face field.
   num_prefix_tokens: int = 0
 
@@ -188,19 +188,9 @@ class OPTAttention(_OPTModule):
     k, v = split(project("k_proj", x)), split(project("v_proj", x))
     k, v, cache = causal_attention.write_cache(cache, k, v, write_index)
     if c.num_prefix_tokens:  # prefix tuning: keys/values every query sees
-      shape = (c.num_prefix_tokens, c.hidden_size)
-      init = nn.initializers.normal(0.02)
-      prefix_k, prefix_v = (
-        jnp.broadcast_to(
-          split(self.param(name, init, shape, self.param_dtype)),
-          (k.shape[0], *shape[:1], heads, head_dim),
-        ).astype(k.dtype)
-        for name in ("prefix_keys", "prefix_values")
+      k, v, allowed = causal_attention.prepend_prefix(
+        self, k, v, allowed, c.num_prefix_tokens
       )
-      k = jnp.concatenate([prefix_k, k], axis=1)
-      v = jnp.concatenate([prefix_v, v], axis=1)
-      seen = jnp.ones(allowed.shape[:-1] + shape[:1], bool)
-      allowed = jnp.concatenate([seen, allowed], axis=-1)
     ctx = causal_attention.attend(q, k, v, allowed, self.dtype)
     return project("out_proj", ctx), cache
 

@@ -1,6 +1,7 @@
-"""Prefix tuning on OPT: exactness of the real-activation initialization,
-the per-example contract, KV-cache decoding, and the layer-wise step on the
-prefix adapters equal to the generic step."""
+"""Prefix tuning on OPT and Llama (grouped-query attention, RoPE):
+exactness of the real-activation initialization, the per-example contract,
+KV-cache decoding, and the layer-wise step on the prefix adapters equal to
+the generic step."""
 
 import dataclasses
 import functools
@@ -10,33 +11,41 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from test_causal_lm_zo import _max_relative_difference, _opt, adapter_steps
+from test_llama_in_scan import _llama
 
 from zoprivacy.models import peft
-from zoprivacy.models.opt import OPTForCausalLM, per_example_lm_loss
+from zoprivacy.models.opt import per_example_lm_loss
 from zoprivacy.models.opt_generate import generate
-from zoprivacy.models.opt_prefix import PrefixTuning
+from zoprivacy.models.prefix_tuning import PrefixTuning
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 P = 3
+FAMILIES = ["opt", "llama"]
+# Prefix width per layer: OPT hidden 16; Llama 2 key/value heads of 4.
+WIDTH = {"opt": 16, "llama": 8}
 
 
-def _prefix_model():
-  base, batch, params = _opt(2, 16, 32, 48, 4, 10)
+def _prefix_model(family="opt"):
+  if family == "opt":
+    base, batch, params = _opt(2, 16, 32, 48, 4, 10)
+  else:
+    base, batch, params = _llama(tied=False)
   prefix = PrefixTuning(num_tokens=P)
   adapters = prefix.init(jax.random.key(11), params, config=base.config)
-  model = OPTForCausalLM(prefix.model_config(base.config))
+  model = type(base)(prefix.model_config(base.config))
   return base, model, prefix, batch, params, adapters
 
 
-def test_real_activation_prefix_equals_the_tokens_before_the_input():
+@pytest.mark.parametrize("family", FAMILIES)
+def test_real_activation_prefix_equals_the_tokens_before_the_input(family):
   """With the prefix set to the keys/values of P random tokens t, the
   prefix model on x computes what the pretrained model computes on [t, x]
   (t attending causally among themselves, x to all of t and causally to
   itself, x's positions restarting at 0): logits to 1e-5."""
-  base, model, prefix, batch, params, adapters = _prefix_model()
+  base, model, prefix, batch, params, adapters = _prefix_model(family)
   sa = adapters["layers"]["self_attn"]
   assert set(sa) == {"prefix_keys", "prefix_values"}
-  assert sa["prefix_keys"].shape == (2, P, 16)
+  assert sa["prefix_keys"].shape == (2, P, WIDTH[family])
   merged = prefix.merge(params, adapters)
   ids = batch["input_ids"][1:2]  # an unpadded example
   s = ids.shape[1]
@@ -61,10 +70,11 @@ def test_real_activation_prefix_equals_the_tokens_before_the_input():
   assert np.max(np.abs(np.asarray(plain) - np.asarray(got))) > 1e-3
 
 
-def test_prefix_loss_is_per_example():
+@pytest.mark.parametrize("family", FAMILIES)
+def test_prefix_loss_is_per_example(family):
   """Changing example 1 leaves every other loss bit-for-bit unchanged; the
   loss of a batch of one equals that example's loss in the batch."""
-  _, model, prefix, batch, params, adapters = _prefix_model()
+  _, model, prefix, batch, params, adapters = _prefix_model(family)
   loss = jax.jit(
     peft.bind_frozen(
       functools.partial(per_example_lm_loss, model=model),
@@ -81,12 +91,15 @@ def test_prefix_loss_is_per_example():
   np.testing.assert_allclose(alone, out[2:3], rtol=1e-6)
 
 
-def test_prefix_greedy_decoding_with_cache_equals_recompute():
-  _, model, prefix, batch, params, adapters = _prefix_model()
+@pytest.mark.parametrize("family", FAMILIES)
+def test_prefix_greedy_decoding_with_cache_equals_recompute(family):
+  _, model, prefix, batch, params, adapters = _prefix_model(family)
   merged = prefix.merge(params, adapters)
   ids, mask = batch["input_ids"][:2, :6], batch["attention_mask"][:2, :6]
   new = 3
-  got = generate(merged, ids, mask, new, model=model, eos_token_id=-1)
+  got = generate(
+    merged, ids, mask, new, model=model, eos_token_id=-1, pad_token_id=0
+  )
   seq, m = ids, mask
   for _ in range(new):
     logits = model.apply({"params": merged}, seq, m)
@@ -96,12 +109,13 @@ def test_prefix_greedy_decoding_with_cache_equals_recompute():
   np.testing.assert_array_equal(got, seq[:, 6:])
 
 
-def test_layerwise_step_on_prefix_equals_generic_step():
+@pytest.mark.parametrize("family", FAMILIES)
+def test_layerwise_step_on_prefix_equals_generic_step(family):
   """The in-scan step slices the stacked prefix adapters per layer: after
   one step it equals the generic dpzero + sgd step on the adapters (frozen
   weights bound in the loss) to 1e-5 relative; the frozen weights are
   untouched and the prefix moved."""
-  _, model, prefix, batch, params, adapters = _prefix_model()
+  _, model, prefix, batch, params, adapters = _prefix_model(family)
   assemble = lambda trainable, frozen: prefix.merge(frozen, trainable)
   frozen_before = jax.tree.map(np.array, params)
   a_generic, a_scan, _ = adapter_steps(model, batch, params, adapters, assemble)

@@ -36,7 +36,7 @@ def _shell_blocks(text):
 
 
 def _commands():
-  found = []
+  found, seen = [], set()
   for path in ["README.md"] + sorted(glob.glob("docs/*.md")):
     text = open(path).read()
     for block in _shell_blocks(text):
@@ -52,7 +52,9 @@ def _commands():
         ):
           if "one_point" in line:  # docs/extending.md: needs its module
             continue
-          found.append(pytest.param(line, id=f"{path}:{line[10:70]}"))
+          if line not in seen:  # the same command in two places runs once
+            seen.add(line)
+            found.append(pytest.param(line, id=f"{path}:{line[10:70]}"))
   return found
 
 

@@ -35,6 +35,10 @@ import time
 from typing import Any
 
 import ml_collections
+from absl import app, flags
+from ml_collections import config_flags
+
+from experiments import run, tasks, train
 
 _ARGV: list[str] = []  # the command line, before run.split_argv
 
@@ -109,8 +113,6 @@ def select(
   their mean (the score; a diverged run scores ``-inf``), epsilon and
   training seconds. ``selected`` is the first point with the best score.
   """
-  from experiments import tasks, train  # pylint: disable=g-import-not-at-top
-
   per = per or {}
   swept = {name.split(".")[0] for name in [*grid, *per]}
   base = with_fields(config, {})
@@ -180,11 +182,6 @@ def format_selection(selection: dict, config_path: str = "<config>") -> str:
 
 
 def main(argv) -> None:
-  from absl import flags  # pylint: disable=g-import-not-at-top
-  from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
-
-  from experiments import run  # pylint: disable=g-import-not-at-top
-
   del argv
   if not flags.FLAGS.grid:
     raise SystemExit("--grid <field>=<v1>,<v2>,... is required.")
@@ -206,10 +203,6 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-  from absl import app, flags  # pylint: disable=g-import-not-at-top
-
-  from experiments import run  # pylint: disable=g-import-not-at-top
-
   flags.DEFINE_multi_string("grid", [], "<field>=<v1>,<v2>,... (repeatable)")
   flags.DEFINE_multi_string(
     "per", [], "<field>=<v1>,... : select separately for each value"

@@ -71,24 +71,11 @@ def register(name: str):
   return wrap
 
 
-def get_task(config: ml_collections.ConfigDict) -> Task:
-  """Builds the task named by ``config.dataset``; with
-  ``config.public_proxy``, its public proxy
-  (:func:`~experiments.tasks.public_proxy.public_proxy_task`: public
-  training and evaluation data, ``validation_size`` evaluation examples)."""
+def build_task(config: ml_collections.ConfigDict) -> Task:
+  """Builds the task named by ``config.dataset`` (its private data; see
+  :func:`experiments.tasks.get_task` for the public proxy)."""
   if config.dataset not in TASKS:
     raise ValueError(
       f"Unknown dataset {config.dataset!r}; choose one of {sorted(TASKS)}."
     )
-  task = TASKS[config.dataset](config)
-  if config.get("public_proxy"):
-    # Imported here: both modules import this one.
-    from experiments.tasks import common, public_proxy  # noqa: PLC0415
-
-    task = public_proxy.public_proxy_task(
-      task,
-      eval_size=int(config.get("validation_size") or 1000),
-      seed=common.data_seed(config),
-      per_class=config.get("examples_per_class") or None,
-    )
-  return task
+  return TASKS[config.dataset](config)

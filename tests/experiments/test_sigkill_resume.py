@@ -3,10 +3,6 @@
 ``python -m experiments.run`` runs in a subprocess; it is killed once its
 metrics show step ``k``; the resumed run must end with the same parameter
 digest, ledger JSON and metrics rows (timing column aside).
-
-Marked ``slow`` (three command-line runs): the default suite checks the
-same resume in process (``stop_after`` in ``test_runner.py`` and
-``test_run_cli.py``); ``python -m pytest -m slow`` runs this one.
 """
 
 import os
@@ -15,7 +11,6 @@ import subprocess
 import sys
 import time
 
-import pytest
 from run_outputs import metrics_rows, run_outputs
 
 ROOT = os.path.dirname(
@@ -45,7 +40,6 @@ def _finish(workdir):
   return run_outputs(workdir)
 
 
-@pytest.mark.slow
 def test_sigkill_then_resume_is_bit_identical(tmp_path):
   full = _finish(str(tmp_path / "full"))
   killed = str(tmp_path / "killed")

@@ -1,6 +1,6 @@
 """The attention arithmetic shared by the causal LMs (OPT, Llama/Mistral).
 
-``write_cache`` puts a step's keys and values into the decoding cache;
+``allowed_keys`` is the causal mask with padding; ``write_cache`` puts a step's keys and values into the decoding cache;
 ``attend`` is ``softmax(q k^T [* scale] + mask) v`` with the scores and the
 softmax in float32 and ``allowed`` ``[B, S, T]`` marking which keys each
 query may see (causality, padding, prefixes); ``prepend_prefix`` adds the
@@ -14,6 +14,14 @@ from __future__ import annotations
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+
+
+def allowed_keys(attention_mask):
+  """``[B, S, S]``: query ``i`` may see key ``j`` when ``j <= i`` and ``j``
+  is a real (unpadded) token."""
+  length = attention_mask.shape[-1]
+  causal = jnp.tril(jnp.ones((length, length), bool))
+  return causal[None] & attention_mask.astype(bool)[:, None, :]
 
 
 def write_cache(cache, k, v, write_index):

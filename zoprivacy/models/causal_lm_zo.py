@@ -41,7 +41,14 @@ import jax
 import jax.numpy as jnp
 
 from zoprivacy import layerwise
-from zoprivacy.models import chunked_head, llama, opt, peft, perturbed_head
+from zoprivacy.models import (
+  causal_attention,
+  chunked_head,
+  llama,
+  opt,
+  peft,
+  perturbed_head,
+)
 from zoprivacy.models.lm_loss import gather_positions, per_example_lm_loss
 
 STACKED_KEY = "layers"  # the scanned submodule of both model classes
@@ -185,8 +192,7 @@ def perturbed_forward(
 
   length = input_ids.shape[-1]
   arch.check_length(length, config)
-  mask = attention_mask.astype(bool)
-  allowed = jnp.tril(jnp.ones((length, length), bool))[None] & mask[:, None]
+  allowed = causal_attention.allowed_keys(attention_mask)
   delta = None
   if table is not None:
     delta = perturbed_head.token_rows_delta(

@@ -43,7 +43,7 @@ import jax.numpy as jnp
 
 from zoprivacy.models import causal_attention, chunked_head
 from zoprivacy.models.hf_config import hf_config_dict
-from zoprivacy.models.lm_loss import gather_positions
+from zoprivacy.models.lm_loss import causal_lm_call
 from zoprivacy.models.opt import position_ids
 
 MODEL_TYPES = ("llama", "mistral")
@@ -265,25 +265,11 @@ class LlamaForCausalLM(_LlamaModule):
     vocab = self.config.vocab_size
     return chunked_head.chunked_nll(hidden, targets, rows, vocab, vocab_chunk)
 
-  def __call__(
-    self,
-    input_ids,
-    attention_mask=None,
-    logit_positions=None,
-    targets=None,
-    vocab_chunk=chunked_head.DEFAULT_CHUNK,
-  ):
-    """As :meth:`zoprivacy.models.opt.OPTForCausalLM.__call__`: logits, or
-    with ``targets`` their negative log-likelihoods by vocabulary chunks."""
-    if attention_mask is None:
-      attention_mask = jnp.ones_like(input_ids)
-    length = input_ids.shape[-1]
+  def positions(self, attention_mask):
+    """Each token's position index (padding's is unused)."""
+    return jnp.maximum(position_ids(attention_mask), 0)
+
+  def check_sequence_length(self, length: int):
     check_length(length, self.config)
-    causal = jnp.tril(jnp.ones((length, length), bool))
-    allowed = causal[None] & attention_mask.astype(bool)[:, None, :]
-    positions = jnp.maximum(position_ids(attention_mask), 0)
-    hidden, _ = self.decode(input_ids, positions, allowed)
-    hidden = gather_positions(hidden, logit_positions)
-    if targets is not None:
-      return self.token_nll(hidden, targets, vocab_chunk)
-    return self.logits(hidden)
+
+  __call__ = causal_lm_call

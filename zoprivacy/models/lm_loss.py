@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from zoprivacy.models import causal_attention
 from zoprivacy.models.chunked_head import DEFAULT_CHUNK
 
 
@@ -25,6 +26,37 @@ def gather_positions(hidden, positions):
   if positions is None:
     return hidden
   return jnp.take_along_axis(hidden, positions[..., None], axis=1)
+
+
+def causal_lm_call(
+  model,
+  input_ids,
+  attention_mask=None,
+  logit_positions=None,
+  targets=None,
+  vocab_chunk=DEFAULT_CHUNK,
+):
+  """``__call__`` of :class:`~zoprivacy.models.opt.OPTForCausalLM` and
+  :class:`~zoprivacy.models.llama.LlamaForCausalLM`.
+
+  Logits ``[B, S, vocab]``; with ``logit_positions`` ``[B, W]``, only at
+  those positions of each sequence, ``[B, W, vocab]`` (the LM head is the
+  largest activation). With ``targets`` (shaped like the positions): their
+  negative log-likelihoods instead, by vocabulary chunks, without ever
+  forming the logits (``model.token_nll``). The model supplies
+  ``check_sequence_length``, ``positions``, ``decode``, ``logits`` and
+  ``token_nll``.
+  """
+  if attention_mask is None:
+    attention_mask = jnp.ones_like(input_ids)
+  model.check_sequence_length(input_ids.shape[-1])
+  allowed = causal_attention.allowed_keys(attention_mask)
+  positions = model.positions(attention_mask)
+  hidden, _ = model.decode(input_ids, positions, allowed)
+  hidden = gather_positions(hidden, logit_positions)
+  if targets is not None:
+    return model.token_nll(hidden, targets, vocab_chunk)
+  return model.logits(hidden)
 
 
 def per_example_lm_loss(

@@ -58,6 +58,7 @@ from zoprivacy.models import causal_attention, chunked_head
 from zoprivacy.models.hf_config import hf_config_dict
 from zoprivacy.models.lm_loss import (  # noqa: F401 (re-exported)
   answer_window,
+  causal_lm_call,
   gather_positions,
   per_example_lm_loss,
 )
@@ -291,31 +292,14 @@ class OPTForCausalLM(_OPTModule):
     vocab = self.config.vocab_size
     return chunked_head.chunked_nll(hidden, targets, rows, vocab, vocab_chunk)
 
-  def __call__(
-    self,
-    input_ids,
-    attention_mask=None,
-    logit_positions=None,
-    targets=None,
-    vocab_chunk=chunked_head.DEFAULT_CHUNK,
-  ):
-    """Logits ``[B, S, vocab]``; with ``logit_positions`` ``[B, W]``, only
-    at those positions of each sequence, ``[B, W, vocab]`` (the LM head is
-    the largest activation). With ``targets`` (shaped like the positions):
-    their negative log-likelihoods instead, by vocabulary chunks, without
-    ever forming the logits (:meth:`token_nll`)."""
-    if attention_mask is None:
-      attention_mask = jnp.ones_like(input_ids)
-    mask = attention_mask.astype(bool)
-    length = input_ids.shape[-1]
+  def positions(self, attention_mask):
+    """Each token's position index (padding's is unused)."""
+    return position_ids(attention_mask)
+
+  def check_sequence_length(self, length: int):
     check_length(length, self.config)
-    causal = jnp.tril(jnp.ones((length, length), bool))
-    allowed = causal[None] & mask[:, None, :]
-    hidden, _ = self.decode(input_ids, position_ids(attention_mask), allowed)
-    hidden = gather_positions(hidden, logit_positions)
-    if targets is not None:
-      return self.token_nll(hidden, targets, vocab_chunk)
-    return self.logits(hidden)
+
+  __call__ = causal_lm_call
 
 
 def perturb_float32(params, direction, scale):

@@ -9,7 +9,9 @@ import json
 import os
 import sys
 
-os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+os.environ["XLA_FLAGS"] = (
+  os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+)
 os.environ["JAX_PLATFORMS"] = "cpu"
 
 import jax  # pylint: disable=g-import-not-at-top

@@ -14,7 +14,10 @@ import sys
 
 process_id, num_processes, port, devices = map(int, sys.argv[1:5])
 workdir, stop_after, out = sys.argv[5], int(sys.argv[6]), sys.argv[7]
-os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+os.environ["XLA_FLAGS"] = (
+  os.environ.get("XLA_FLAGS", "")
+  + f" --xla_force_host_platform_device_count={devices}"
+)
 
 import hashlib  # noqa: E402
 

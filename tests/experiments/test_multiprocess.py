@@ -34,7 +34,9 @@ def _start(tmp_path, name, num_processes, devices, stop_after):
   env["PYTHONPATH"] = os.pathsep.join(
     [os.path.dirname(os.path.dirname(HERE)), env.get("PYTHONPATH", "")]
   )
-  env.pop("XLA_FLAGS", None)
+  env["XLA_FLAGS"] = " ".join(  # each worker sets its own device count
+    f for f in env.get("XLA_FLAGS", "").split() if "device_count" not in f
+  )
   port = str(_free_port())
   workdir = str(tmp_path / name)
   procs, outs = [], []

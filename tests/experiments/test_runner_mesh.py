@@ -25,7 +25,10 @@ ARGS = (
 
 def _run(tmp_path, name, devices, *extra):
   env = dict(os.environ)
-  env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+  env["XLA_FLAGS"] = (
+    env.get("XLA_FLAGS", "")
+    + f" --xla_force_host_platform_device_count={devices}"
+  )
   env["JAX_PLATFORMS"] = "cpu"
   if devices > 1:  # no executables shared with one-device processes
     env.pop("JAX_COMPILATION_CACHE_DIR", None)

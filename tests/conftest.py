@@ -17,6 +17,15 @@ tests from 216 s to 164 s on 2 cores. The HLO, and so what is computed, is
 the same; only the machine code is less optimized (XLA's fast-math stays
 off). ``ZOPRIVACY_TEST_FULL_OPT=1`` keeps the default level. Subprocesses
 that set a device count append it to the inherited ``XLA_FLAGS``.
+
+Most runner tests calibrate their noise for a target epsilon, and the PLD
+search behind it (seconds each) repeats across tests and subprocesses for
+the same public settings. The session shares the optional calibration cache
+(``ZOPRIVACY_CALIBRATION_CACHE_DIR``,
+:mod:`zoprivacy.accounting.calibration_cache`) in the same temporary
+directory; it stores only the search's starting point, and every plan's
+epsilon is still computed and checked against its target.
+``ZOPRIVACY_TEST_NO_CALIBRATION_CACHE=1`` turns it off.
 """
 
 import atexit
@@ -33,13 +42,32 @@ if "xla_backend_optimization_level" not in _flags and not os.environ.get(
 ):
   os.environ["XLA_FLAGS"] = f"{_flags} --xla_backend_optimization_level=0"
 
-if (
-  "PYTEST_XDIST_WORKER" not in os.environ
-  and "JAX_COMPILATION_CACHE_DIR" not in os.environ
-  and not os.environ.get("ZOPRIVACY_TEST_NO_COMPILE_CACHE")
+
+def _session_directory(variable: str, switch_off: str, prefix: str) -> bool:
+  """Points ``variable`` at a fresh temporary directory removed at exit, in
+  the controller only (workers and subprocesses inherit it), unless it is
+  already set or ``switch_off`` is."""
+  if (
+    "PYTEST_XDIST_WORKER" in os.environ
+    or variable in os.environ
+    or os.environ.get(switch_off)
+  ):
+    return False
+  directory = tempfile.mkdtemp(prefix=prefix)
+  os.environ[variable] = directory
+  atexit.register(shutil.rmtree, directory, ignore_errors=True)
+  return True
+
+
+if _session_directory(
+  "JAX_COMPILATION_CACHE_DIR",
+  "ZOPRIVACY_TEST_NO_COMPILE_CACHE",
+  "zoprivacy-test-xla-cache-",
 ):
-  _cache = tempfile.mkdtemp(prefix="zoprivacy-test-xla-cache-")
-  os.environ["JAX_COMPILATION_CACHE_DIR"] = _cache
   os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
   os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
-  atexit.register(shutil.rmtree, _cache, ignore_errors=True)
+_session_directory(
+  "ZOPRIVACY_CALIBRATION_CACHE_DIR",
+  "ZOPRIVACY_TEST_NO_CALIBRATION_CACHE",
+  "zoprivacy-test-calibrations-",
+)

@@ -10,11 +10,16 @@ compute, so a calibrated run can never report more than its target:
    epsilon is within a fraction of a percent);
 2. the plan's epsilon is evaluated at the warm start and the multiplier is
    raised by factors of ``1 + rtol`` until it meets the target.
+
+The warm start may come from the optional on-disk cache of
+:mod:`~zoprivacy.accounting.calibration_cache`; step 2 always runs, so the
+cache cannot make a plan miss its target.
 """
 
 from __future__ import annotations
 
-from zoprivacy.accounting import calibration
+from zoprivacy.accounting import calibration, calibration_cache
+from zoprivacy.accounting import events as _ev
 from zoprivacy.accounting.dp_warnings import summarize_warnings
 
 
@@ -44,16 +49,20 @@ def calibrate_plan(
   if delta is None:
     raise ValueError("Calibration needs delta.")
   continuous = "laplace" if plan.mechanism.endswith("laplace") else "gaussian"
-  start = calibration.calibrate_noise_multiplier(
-    target_epsilon=target_epsilon,
-    delta=delta,
-    sampling_probability=plan.sampling_probability,
-    num_steps=num_steps,
+  search = dict(
+    target_epsilon=float(target_epsilon),
+    delta=float(delta),
+    sampling_probability=float(plan.sampling_probability),
+    num_steps=int(num_steps),
     mechanism=continuous,
-    neighboring=plan.neighboring,
-    rtol=rtol,
+    neighboring=_ev.neighboring_name(plan.neighboring),
+    rtol=float(rtol),
   )
-  sigma = start.noise_multiplier
+  sigma = calibration_cache.cached_noise_multiplier(
+    "calibrate_noise_multiplier",
+    search,
+    lambda: calibration.calibrate_noise_multiplier(**search).noise_multiplier,
+  )
   for _ in range(max_raises):
     candidate = plan.replace(noise_multiplier=sigma, delta=float(delta))
     if candidate.epsilon(num_steps) <= target_epsilon:

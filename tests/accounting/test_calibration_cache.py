@@ -1,0 +1,144 @@
+"""The optional calibration cache: off by default, exact when on, and never
+able to make a calibrated plan miss its target."""
+
+import glob
+import json
+import os
+
+import pytest
+
+from zoprivacy.accounting import calibrate_plan, calibration_cache
+from zoprivacy.privacy import PrivacyPlan
+
+ENV = calibration_cache.ENV_VAR
+
+
+def _counting_search(value=1.25):
+  calls = []
+
+  def search():
+    calls.append(1)
+    return value
+
+  return search, calls
+
+
+def _plan():
+  return PrivacyPlan(
+    mechanism="gaussian",
+    noise_multiplier=1.0,
+    clip=1.0,
+    expected_batch_size=50,
+    dataset_size=1000,
+  )
+
+
+def test_off_by_default_reads_and_writes_nothing(monkeypatch, tmp_path):
+  monkeypatch.delenv(ENV, raising=False)
+  monkeypatch.chdir(tmp_path)
+  search, calls = _counting_search()
+  for _ in range(2):
+    assert (
+      calibration_cache.cached_noise_multiplier("s", {"a": 1}, search) == 1.25
+    )
+  assert len(calls) == 2
+  assert os.listdir(tmp_path) == []
+
+
+def test_on_stores_once_per_inputs(monkeypatch, tmp_path):
+  monkeypatch.setenv(ENV, str(tmp_path))
+  search, calls = _counting_search()
+  for _ in range(3):
+    assert (
+      calibration_cache.cached_noise_multiplier("s", {"a": 1}, search) == 1.25
+    )
+  assert len(calls) == 1
+  calibration_cache.cached_noise_multiplier("s", {"a": 2}, search)
+  calibration_cache.cached_noise_multiplier("t", {"a": 1}, search)
+  assert len(calls) == 3
+  assert len(glob.glob(str(tmp_path / "*.json"))) == 3
+  assert not glob.glob(str(tmp_path / "*.tmp"))
+
+
+@pytest.mark.parametrize(
+  "content",
+  ["{not json", '{"key": "other", "noise_multiplier": 9.0}', "[1, 2]"],
+)
+def test_corrupt_or_foreign_entries_are_recomputed(
+  monkeypatch, tmp_path, content
+):
+  monkeypatch.setenv(ENV, str(tmp_path))
+  search, calls = _counting_search()
+  calibration_cache.cached_noise_multiplier("s", {"a": 1}, search)
+  (path,) = glob.glob(str(tmp_path / "*.json"))
+  with open(path, "w") as f:
+    f.write(content)
+  assert (
+    calibration_cache.cached_noise_multiplier("s", {"a": 1}, search) == 1.25
+  )
+  assert len(calls) == 2
+
+
+@pytest.mark.parametrize("value", [0.0, -1.0, float("nan"), float("inf")])
+def test_invalid_stored_values_are_recomputed(monkeypatch, tmp_path, value):
+  monkeypatch.setenv(ENV, str(tmp_path))
+  search, calls = _counting_search()
+  calibration_cache.cached_noise_multiplier("s", {"a": 1}, search)
+  (path,) = glob.glob(str(tmp_path / "*.json"))
+  with open(path) as f:
+    record = json.load(f)
+  record["noise_multiplier"] = value
+  with open(path, "w") as f:
+    json.dump(record, f)
+  assert (
+    calibration_cache.cached_noise_multiplier("s", {"a": 1}, search) == 1.25
+  )
+  assert len(calls) == 2
+
+
+def test_cached_calibration_equals_the_uncached_one(monkeypatch, tmp_path):
+  kwargs = dict(target_epsilon=2.0, num_steps=40, delta=1e-5)
+  monkeypatch.delenv(ENV, raising=False)
+  fresh = calibrate_plan(_plan(), **kwargs)
+  monkeypatch.setenv(ENV, str(tmp_path))
+  first = calibrate_plan(_plan(), **kwargs)  # computes and stores
+  second = calibrate_plan(_plan(), **kwargs)  # reads
+  assert len(glob.glob(str(tmp_path / "*.json"))) == 1
+  assert fresh.noise_multiplier == first.noise_multiplier
+  assert second.noise_multiplier == first.noise_multiplier
+
+
+def test_a_tampered_entry_cannot_make_a_plan_miss_its_target(
+  monkeypatch, tmp_path
+):
+  """An attacker (or a stale file) writes a tiny multiplier into the cache:
+  calibration still checks the plan's own epsilon and raises the noise."""
+  monkeypatch.setenv(ENV, str(tmp_path))
+  kwargs = dict(target_epsilon=2.0, num_steps=40, delta=1e-5)
+  honest = calibrate_plan(_plan(), **kwargs)
+  (path,) = glob.glob(str(tmp_path / "*.json"))
+  with open(path) as f:
+    record = json.load(f)
+  record["noise_multiplier"] = 0.99 * honest.noise_multiplier
+  with open(path, "w") as f:
+    json.dump(record, f)
+  tampered = calibrate_plan(_plan(), **kwargs)
+  assert tampered.epsilon(40) <= 2.0
+  assert tampered.noise_multiplier >= 0.999 * honest.noise_multiplier
+
+
+def test_the_stored_start_is_used(monkeypatch, tmp_path):
+  """A larger stored multiplier already meets the target, so it is returned
+  as is: the entry is read (at a utility cost only)."""
+  monkeypatch.setenv(ENV, str(tmp_path))
+  kwargs = dict(target_epsilon=2.0, num_steps=40, delta=1e-5)
+  honest = calibrate_plan(_plan(), **kwargs)
+  (path,) = glob.glob(str(tmp_path / "*.json"))
+  with open(path) as f:
+    record = json.load(f)
+  record["noise_multiplier"] = 1.5 * honest.noise_multiplier
+  with open(path, "w") as f:
+    json.dump(record, f)
+  assert calibrate_plan(_plan(), **kwargs).noise_multiplier == pytest.approx(
+    1.5 * honest.noise_multiplier, rel=1e-12
+  )

@@ -11,6 +11,7 @@ from zoprivacy.accounting import calibrate_plan, calibration_cache
 from zoprivacy.privacy import PrivacyPlan
 
 ENV = calibration_cache.ENV_VAR
+KWARGS = dict(target_epsilon=2.0, num_steps=40, delta=1e-5)
 
 
 def _counting_search(value=1.25):
@@ -97,32 +98,37 @@ def test_invalid_stored_values_are_recomputed(monkeypatch, tmp_path, value):
 
 
 def test_cached_calibration_equals_the_uncached_one(monkeypatch, tmp_path):
-  kwargs = dict(target_epsilon=2.0, num_steps=40, delta=1e-5)
   monkeypatch.delenv(ENV, raising=False)
-  fresh = calibrate_plan(_plan(), **kwargs)
+  fresh = calibrate_plan(_plan(), **KWARGS)
   monkeypatch.setenv(ENV, str(tmp_path))
-  first = calibrate_plan(_plan(), **kwargs)  # computes and stores
-  second = calibrate_plan(_plan(), **kwargs)  # reads
+  first = calibrate_plan(_plan(), **KWARGS)  # computes and stores
+  second = calibrate_plan(_plan(), **KWARGS)  # reads
   assert len(glob.glob(str(tmp_path / "*.json"))) == 1
   assert fresh.noise_multiplier == first.noise_multiplier
   assert second.noise_multiplier == first.noise_multiplier
 
 
-def test_a_tampered_entry_cannot_make_a_plan_miss_its_target(
-  monkeypatch, tmp_path
-):
-  """An attacker (or a stale file) writes a tiny multiplier into the cache:
-  calibration still checks the plan's own epsilon and raises the noise."""
-  monkeypatch.setenv(ENV, str(tmp_path))
-  kwargs = dict(target_epsilon=2.0, num_steps=40, delta=1e-5)
-  honest = calibrate_plan(_plan(), **kwargs)
+def _calibrate_then_store(tmp_path, factor):
+  """Calibrates once (storing the search's start), then overwrites the
+  stored multiplier with ``factor`` times the calibrated one."""
+  honest = calibrate_plan(_plan(), **KWARGS)
   (path,) = glob.glob(str(tmp_path / "*.json"))
   with open(path) as f:
     record = json.load(f)
-  record["noise_multiplier"] = 0.99 * honest.noise_multiplier
+  record["noise_multiplier"] = factor * honest.noise_multiplier
   with open(path, "w") as f:
     json.dump(record, f)
-  tampered = calibrate_plan(_plan(), **kwargs)
+  return honest
+
+
+def test_a_tampered_entry_cannot_make_a_plan_miss_its_target(
+  monkeypatch, tmp_path
+):
+  """An attacker (or a stale file) writes a smaller multiplier into the
+  cache: calibration still checks the plan's own epsilon and raises it."""
+  monkeypatch.setenv(ENV, str(tmp_path))
+  honest = _calibrate_then_store(tmp_path, 0.99)
+  tampered = calibrate_plan(_plan(), **KWARGS)
   assert tampered.epsilon(40) <= 2.0
   assert tampered.noise_multiplier >= 0.999 * honest.noise_multiplier
 
@@ -131,14 +137,7 @@ def test_the_stored_start_is_used(monkeypatch, tmp_path):
   """A larger stored multiplier already meets the target, so it is returned
   as is: the entry is read (at a utility cost only)."""
   monkeypatch.setenv(ENV, str(tmp_path))
-  kwargs = dict(target_epsilon=2.0, num_steps=40, delta=1e-5)
-  honest = calibrate_plan(_plan(), **kwargs)
-  (path,) = glob.glob(str(tmp_path / "*.json"))
-  with open(path) as f:
-    record = json.load(f)
-  record["noise_multiplier"] = 1.5 * honest.noise_multiplier
-  with open(path, "w") as f:
-    json.dump(record, f)
-  assert calibrate_plan(_plan(), **kwargs).noise_multiplier == pytest.approx(
+  honest = _calibrate_then_store(tmp_path, 1.5)
+  assert calibrate_plan(_plan(), **KWARGS).noise_multiplier == pytest.approx(
     1.5 * honest.noise_multiplier, rel=1e-12
   )

@@ -99,6 +99,9 @@ def test_compare_catches_stale_values():
   assert compare({"acc": 0.80}, {"acc": 0.80, "new": 1.0}, tol)
 
 
+# Executing the notebooks takes about 80 s of CPU: kept out of the default
+# suite (under 10 minutes on 2 cores) and run by .ci/run as its own step.
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_notebook_outputs_are_fresh(name):
   path = ROOT / "notebooks" / name

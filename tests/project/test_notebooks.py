@@ -99,10 +99,16 @@ def test_compare_catches_stale_values():
   assert compare({"acc": 0.80}, {"acc": 0.80, "new": 1.0}, tol)
 
 
-# Executing the notebooks takes about 80 s of CPU: kept out of the default
-# suite (under 10 minutes on 2 cores) and run by .ci/run as its own step.
-@pytest.mark.slow
-@pytest.mark.parametrize("name", NOTEBOOKS)
+# Executing all the notebooks takes about 80 s of CPU. The quickstart runs in
+# the default suite; the others are slow (kept out of the default suite,
+# under 10 minutes on 2 cores) and .ci/run runs them as its own step.
+@pytest.mark.parametrize(
+  "name",
+  [
+    pytest.param(n, marks=() if n == "quickstart.ipynb" else pytest.mark.slow)
+    for n in NOTEBOOKS
+  ],
+)
 def test_notebook_outputs_are_fresh(name):
   path = ROOT / "notebooks" / name
   committed = nbformat.read(path, as_version=4)

@@ -22,6 +22,18 @@ import sys
 from zoprivacy.accounting.calibration import calibrate_noise_multiplier
 from zoprivacy.accounting.report import epsilon_report
 
+# The accounting setting shared by both subcommands: each option's ``dest``
+# is the keyword of :func:`epsilon_report` and
+# :func:`calibrate_noise_multiplier` that it sets.
+SETTING = (
+  "sampling_probability",
+  "num_steps",
+  "delta",
+  "mechanism",
+  "neighboring",
+  "value_discretization_interval",
+)
+
 
 def _common(p: argparse.ArgumentParser) -> None:
   p.add_argument(
@@ -32,7 +44,12 @@ def _common(p: argparse.ArgumentParser) -> None:
     help="Poisson sampling probability (expected batch / n); 1 for full batch.",
   )
   p.add_argument(
-    "--steps", "-T", type=int, required=True, help="number of steps T."
+    "--steps",
+    "-T",
+    dest="num_steps",
+    type=int,
+    required=True,
+    help="number of steps T.",
   )
   p.add_argument("--delta", type=float, default=1e-5, help="delta (1e-5).")
   p.add_argument(
@@ -45,6 +62,7 @@ def _common(p: argparse.ArgumentParser) -> None:
   )
   p.add_argument(
     "--interval",
+    dest="value_discretization_interval",
     type=float,
     default=1e-4,
     help="PLD value discretization interval (1e-4).",
@@ -89,14 +107,7 @@ def main(argv=None) -> int:
   parser = build_parser()
   args = parser.parse_args(argv)
   try:
-    common = dict(
-      sampling_probability=args.sampling_probability,
-      num_steps=args.steps,
-      delta=args.delta,
-      mechanism=args.mechanism,
-      neighboring=args.neighboring,
-      value_discretization_interval=args.interval,
-    )
+    common = {name: getattr(args, name) for name in SETTING}
     if args.command == "epsilon":
       report = epsilon_report(
         noise_multiplier=args.noise_multiplier,

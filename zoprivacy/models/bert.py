@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from zoprivacy.models.hf_config import hf_config_dict
+from zoprivacy.models import hf_config
 from zoprivacy.models.vit import SelfAttention
 
 
@@ -62,14 +62,12 @@ class BertConfig:
   @classmethod
   def from_hf(cls, config) -> BertConfig:
     """From a Hugging Face ``config.json`` (path, folder or dict)."""
-    config = hf_config_dict(config)
-    act = config.get("hidden_act", "gelu")
-    if act != "gelu":
-      raise ValueError(f"hidden_act {act!r} not supported (only exact 'gelu')")
-    if config.get("position_embedding_type", "absolute") != "absolute":
-      raise ValueError("only absolute position embeddings are supported")
-    fields = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{k: v for k, v in config.items() if k in fields})
+    config = hf_config.as_dict(config)
+    hf_config.require(config, "hidden_act", "gelu", ("gelu",))
+    hf_config.require(
+      config, "position_embedding_type", "absolute", ("absolute",)
+    )
+    return hf_config.config_from_dict(cls, config)
 
 
 def position_ids(input_ids: jnp.ndarray, config: BertConfig) -> jnp.ndarray:

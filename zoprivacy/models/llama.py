@@ -41,8 +41,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from zoprivacy.models import causal_attention, chunked_head
-from zoprivacy.models.hf_config import hf_config_dict
+from zoprivacy.models import causal_attention, chunked_head, hf_config
 from zoprivacy.models.lm_loss import causal_lm_call
 from zoprivacy.models.opt import position_ids
 
@@ -90,10 +89,8 @@ class LlamaConfig:
   @classmethod
   def from_hf(cls, config) -> LlamaConfig:
     """From a Hugging Face ``config.json`` (path, folder or dict)."""
-    config = hf_config_dict(config)
-    act = config.get("hidden_act", "silu")
-    if act != "silu":
-      raise ValueError(f"hidden_act {act!r} not supported (only 'silu')")
+    config = hf_config.as_dict(config)
+    hf_config.require(config, "hidden_act", "silu", ("silu",))
     if config.get("attention_bias") or config.get("mlp_bias"):
       raise ValueError("attention or MLP biases are not supported")
     rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
@@ -103,8 +100,7 @@ class LlamaConfig:
       config["rope_theta"] = rope["rope_theta"]
     if isinstance(config.get("eos_token_id"), list):
       config["eos_token_id"] = config["eos_token_id"][0]
-    fields = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{k: v for k, v in config.items() if k in fields})
+    return hf_config.config_from_dict(cls, config)
 
 
 def check_length(length: int, config: LlamaConfig):

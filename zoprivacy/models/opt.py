@@ -54,8 +54,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from zoprivacy.models import causal_attention, chunked_head
-from zoprivacy.models.hf_config import hf_config_dict
+from zoprivacy.models import causal_attention, chunked_head, hf_config
 from zoprivacy.models.lm_loss import (  # noqa: F401 (re-exported)
   answer_window,
   causal_lm_call,
@@ -118,16 +117,13 @@ class OPTConfig:
   @classmethod
   def from_hf(cls, config) -> OPTConfig:
     """From a Hugging Face ``config.json`` (path, folder or dict)."""
-    config = hf_config_dict(config)
-    model_type = config.get("model_type", "opt")
-    if model_type != "opt":
-      raise ValueError(f"model_type {model_type!r} is not 'opt'")
+    config = hf_config.as_dict(config)
+    hf_config.require(config, "model_type", "opt", ("opt",))
     if "d_model" in config and "hidden_size" not in config:
       config["hidden_size"] = config["d_model"]
     if "_remove_final_layer_norm" in config:
       config["remove_final_layer_norm"] = config["_remove_final_layer_norm"]
-    fields = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{k: v for k, v in config.items() if k in fields})
+    return hf_config.config_from_dict(cls, config)
 
 
 def position_ids(attention_mask: jax.Array) -> jax.Array:

@@ -266,3 +266,24 @@ def direction_key(key: jax.Array, prng_impl: str = "threefry") -> jax.Array:
   raise ValueError(
     f"Unknown PRNG implementation {prng_impl!r}; choose one of {PRNG_IMPLS}."
   )
+
+
+def key_after(key: jax.Array, *values) -> jax.Array:
+  """``key`` itself, computed after ``values``: the same direction, drawn
+  only once ``values`` exist.
+
+  A regenerated direction (the counter hash) is drawn at each use. To keep
+  the uses apart, each is given its own key expression: the key words plus
+  ``max(v) > inf``, which is false for every float value (NaN and inf
+  included) but which XLA cannot fold. The draw then depends on ``values``:
+  it cannot be hoisted before them, nor merged (CSE) with another use into
+  one materialized ``u``. (``lax.optimization_barrier`` is removed before
+  scheduling by XLA's CPU compiler, so it does not give this order there.)
+  """
+  zero = jnp.zeros((), jnp.uint32)
+  for v in jax.tree.leaves(values):
+    zero = zero + (jnp.max(v) > jnp.inf).astype(jnp.uint32)
+  if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+    data = jax.random.key_data(key)
+    return jax.random.wrap_key_data(data + zero, impl=jax.random.key_impl(key))
+  return key + zero.astype(key.dtype)

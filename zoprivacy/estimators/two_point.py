@@ -43,17 +43,21 @@ class TwoPointQuery(NamedTuple):
   privacy: base.Privatization | None
 
   def direction_fn(self, params):
-    """``k -> u``: the public direction of query key ``k``, like ``params``.
+    """``(k, after=()) -> u``: the public direction of query key ``k``,
+    like ``params``.
 
-    With the counter hash each call regenerates ``u`` where it is used (the
-    key passes an ``optimization_barrier``, so XLA cannot merge the calls
-    into one materialized ``u``): ``x + l u``, ``x - l u`` and the update
-    each fuse the draw, and no full ``u`` is ever live. Threefry's draw
-    costs several forward passes, so its ``u`` is drawn once and kept.
+    With the counter hash each call regenerates ``u`` where it is used,
+    after the values ``after`` (:func:`~zoprivacy.directions.key_after`:
+    XLA can neither hoist the draw nor merge the calls into one
+    materialized ``u``): ``x + l u``, ``x - l u`` and the update each fuse
+    the draw, and no full ``u`` is ever live. Threefry's draw costs several
+    forward passes, so its ``u`` is drawn once and kept.
     """
     if self.direction_prng == "counter":
-      return lambda k: self.sampler(jax.lax.optimization_barrier(k), params)
-    return lambda k: self.sampler(k, params)
+      return lambda k, after=(): self.sampler(
+        directions_lib.key_after(k, after), params
+      )
+    return lambda k, after=(): self.sampler(k, params)
 
 
 def make_query(
@@ -109,13 +113,12 @@ def two_point_scalars(
       )
     else:
       # MeZO's in-place walk: x + l u, then (x + l u) - 2 l u. The counter
-      # hash draws u again for each use (see direction_fn) and the barrier
-      # orders the walk, so one perturbed copy of the parameters is live
-      # and, with the parameters donated, XLA reuses its buffer.
+      # hash draws u again for each use (see direction_fn); the second draw
+      # comes after f(x + l u), so one perturbed copy of the parameters is
+      # live and XLA writes x - l u over x + l u.
       plus = queries.perturb(params, direction(k), smoothing)
       f_plus = args.loss(plus, args.batch)
-      plus, f_plus, k = jax.lax.optimization_barrier((plus, f_plus, k))
-      minus = queries.perturb(plus, direction(k), -2.0 * smoothing)
+      minus = queries.perturb(plus, direction(k, f_plus), -2.0 * smoothing)
       f_minus = args.loss(minus, args.batch)
     return clipping.two_point_scalar(f_plus, f_minus, smoothing, clip_target)
 
@@ -166,12 +169,13 @@ def average_of_directions(direction, query_keys, scalars, params):
   num_queries = query_keys.shape[0]
   if num_queries == 1:
     return jax.tree.map(
-      lambda u: scalars[0].astype(u.dtype) * u, direction(query_keys[0])
+      lambda u: scalars[0].astype(u.dtype) * u,
+      direction(query_keys[0], scalars),
     )
 
   def accumulate(acc, key_and_scalar):
     k, s = key_and_scalar
-    u = direction(k)
+    u = direction(k, s)
     return jax.tree.map(
       lambda a, x: a + (s / num_queries).astype(x.dtype) * x, acc, u
     ), None

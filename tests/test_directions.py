@@ -133,3 +133,30 @@ def test_get_sampler_stiefel_default_is_one_unit_direction():
     directions.get_sampler("stiefel", num_directions=0)
   with pytest.raises(ValueError):
     directions.get_sampler("gaussian", num_directions=2)
+
+
+@pytest.mark.parametrize(
+  "name", ["gaussian", "rademacher", "sphere", "sphere_quarter"]
+)
+def test_counter_leaf_directions_equal_the_whole_tree_draw(name):
+  params = {
+    "a": jnp.zeros((7, 5)),
+    "b": jnp.zeros((3,), jnp.bfloat16),
+    "c": jnp.zeros((2, 2, 2)),
+  }
+  key = jax.random.key(11)
+  whole = jax.tree.leaves(
+    directions.get_sampler(name, prng="counter")(key, params)
+  )
+  after = jnp.array([jnp.nan])  # key_after is the identity on the key
+
+  @jax.jit
+  def by_leaf(key):
+    leaf_u = directions.counter_leaf_directions(name, key, params)
+    return [leaf_u(i, after) for i in range(3)]
+
+  for got, want in zip(by_leaf(key), whole):
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(
+      np.asarray(got, np.float32), np.asarray(want, np.float32), rtol=1e-6
+    )

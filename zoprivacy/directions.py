@@ -43,6 +43,7 @@ SphereRadius = Literal["sqrt_dim", "quarter_power_dim"] | float
 
 # Samplers of one direction shaped like ``params``.
 DIRECTION_NAMES = ("gaussian", "sphere", "sphere_quarter", "rademacher")
+SPHERE_RADII = {"sphere": "sqrt_dim", "sphere_quarter": "quarter_power_dim"}
 # Samplers of a block of ``K`` directions (leading axis ``K``).
 BLOCK_DIRECTION_NAMES = ("stiefel",)
 
@@ -235,10 +236,8 @@ def get_sampler(
     return functools.partial(gaussian, prng=prng)
   if name == "rademacher":
     return functools.partial(rademacher, prng=prng)
-  if name == "sphere":
-    return functools.partial(sphere, radius="sqrt_dim", prng=prng)
-  if name == "sphere_quarter":
-    return functools.partial(sphere, radius="quarter_power_dim", prng=prng)
+  if name in SPHERE_RADII:
+    return functools.partial(sphere, radius=SPHERE_RADII[name], prng=prng)
   raise ValueError(
     f"Unknown direction distribution {name!r}; choose one of "
     f"{DIRECTION_NAMES + BLOCK_DIRECTION_NAMES}."
@@ -274,16 +273,62 @@ def key_after(key: jax.Array, *values) -> jax.Array:
 
   A regenerated direction (the counter hash) is drawn at each use. To keep
   the uses apart, each is given its own key expression: the key words plus
-  ``max(v) > inf``, which is false for every float value (NaN and inf
-  included) but which XLA cannot fold. The draw then depends on ``values``:
-  it cannot be hoisted before them, nor merged (CSE) with another use into
-  one materialized ``u``. (``lax.optimization_barrier`` is removed before
+  ``v[0] > inf`` for the first element of each float array ``v``, which is
+  false for every value (NaN and inf included) but which XLA cannot fold.
+  The draw then depends on ``values``: it cannot be hoisted before the
+  operations that make them, nor merged (CSE) with another use into one
+  materialized ``u``. (``lax.optimization_barrier`` is removed before
   scheduling by XLA's CPU compiler, so it does not give this order there.)
   """
   zero = jnp.zeros((), jnp.uint32)
   for v in jax.tree.leaves(values):
-    zero = zero + (jnp.max(v) > jnp.inf).astype(jnp.uint32)
+    v = jnp.ravel(v)
+    if v.size and jnp.issubdtype(v.dtype, jnp.floating):
+      zero = zero + (v[0] > jnp.inf).astype(jnp.uint32)
   if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
     data = jax.random.key_data(key)
     return jax.random.wrap_key_data(data + zero, impl=jax.random.key_impl(key))
   return key + zero.astype(key.dtype)
+
+
+def counter_leaf_directions(name: str, key: jax.Array, params: PyTree):
+  """``(i, after) -> u_i``: flattened leaf ``i`` of ``get_sampler(name,
+  prng='counter')(key, params)``, drawn alone after the values ``after``
+  (:func:`key_after`), so that it fuses into its one consumer.
+
+  Gaussian and Rademacher leaves are :func:`leaf_slice`. A sphere leaf is
+  the Gaussian leaf times the step's ``r / ||z||`` (Marsaglia, as in
+  :func:`sphere`); the norm is a reduction over the leaves' draws, one leaf
+  after another (at most one leaf's ``z`` is live), and every leaf drawn
+  afterwards follows the norm, so that no draw is merged with the
+  reduction's. The same operations as the whole-tree sampler: equal values
+  up to how XLA fuses them.
+  """
+  leaves = jax.tree.leaves(params)
+  coordinates = "gaussian" if name in SPHERE_RADII else name
+
+  def draw(i, after):
+    leaf = leaves[i]
+    return leaf_slice(
+      coordinates,
+      key_after(key, after),
+      i,
+      jnp.shape(leaf),
+      jnp.result_type(leaf),
+    )
+
+  if name not in SPHERE_RADII:
+    return draw
+  sq_norm = jnp.zeros((), jnp.float32)
+  for i in range(len(leaves)):  # leaf by leaf: one leaf's draw is live
+    z = draw(i, sq_norm).astype(jnp.float32)
+    sq_norm = sq_norm + jnp.sum(jnp.square(z))
+  scale = sphere_radius(SPHERE_RADII[name], tree_size(params)) * (
+    jax.lax.rsqrt(sq_norm)
+  )
+
+  def sphere_leaf(i, after):
+    z = draw(i, (after, scale))
+    return (z * scale).astype(z.dtype)
+
+  return sphere_leaf

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.numpy as jnp
+from jax.extend import core as jax_core
 
 PerExampleLoss = Callable[[Any, Any], jax.Array]
 BatchedLoss = Callable[[Any, Any], jax.Array]
@@ -83,6 +85,76 @@ def two_point_losses(
   f_plus = loss(perturb(params, direction, smoothing), batch)
   f_minus = loss(perturb(params, direction, -smoothing), batch)
   return f_plus, f_minus
+
+
+def loss_perturbed_at_first_use(
+  loss: BatchedLoss, params, batch, perturb_leaf: Callable, after=()
+) -> jax.Array:
+  """``loss(x + l u, batch)`` with each leaf of ``x + l u`` formed just
+  before the loss first uses it (MeZO's layer-by-layer perturbation, for
+  any loss written in JAX).
+
+  ``perturb_leaf(i, leaf, after)`` returns flattened leaf ``i`` perturbed,
+  computed after the values ``after`` (it draws its ``u`` from a key made
+  with :func:`~zoprivacy.directions.key_after`). The loss's jaxpr is
+  evaluated equation by equation; at an equation that reads parameter
+  leaves still unperturbed, those leaves are perturbed after the outputs of
+  the previous equation that read parameters. Each perturbed leaf then
+  lives from just before its first use to its last, so one layer's copy is
+  live rather than the whole perturbed tree. The values are those of
+  ``loss(perturb(params, u, l), batch)``: the same operations, which XLA
+  may fuse differently (float rounding only).
+  Leaves read first inside a nested call (a ``jax.jit`` within the loss)
+  are perturbed before that call.
+  """
+  leaves, treedef = jax.tree.flatten(params)
+  batch_leaves, batch_def = jax.tree.flatten(batch)
+
+  def flat_loss(leaf_values, batch_values):
+    return loss(
+      treedef.unflatten(leaf_values), batch_def.unflatten(batch_values)
+    )
+
+  closed, out_shape = jax.make_jaxpr(flat_loss, return_shape=True)(
+    leaves, batch_leaves
+  )
+  jaxpr = closed.jaxpr
+  env = dict(zip(jaxpr.constvars, closed.consts))
+  env.update(zip(jaxpr.invars[len(leaves) :], batch_leaves))
+  pending = dict(zip(jaxpr.invars[: len(leaves)], range(len(leaves))))
+
+  def read(v):
+    return v.val if isinstance(v, jax_core.Literal) else env[v]
+
+  def perturb_pending(variables, after):
+    for v in variables:
+      if not isinstance(v, jax_core.Literal) and v in pending:
+        i = pending.pop(v)
+        env[v] = perturb_leaf(i, leaves[i], after)
+
+  for eqn in jaxpr.eqns:
+    reads_params = any(
+      not isinstance(v, jax_core.Literal) and v in pending for v in eqn.invars
+    )
+    perturb_pending(eqn.invars, after)
+    bind_params = eqn.primitive.get_bind_params(eqn.params)
+    subfuns = []
+    if isinstance(bind_params, tuple):  # jax < 0.7: (subfuns, params)
+      subfuns, bind_params = bind_params
+    with eqn.ctx.manager:
+      outs = eqn.primitive.bind(*subfuns, *map(read, eqn.invars), **bind_params)
+    if not eqn.primitive.multiple_results:
+      outs = [outs]
+    for v, out in zip(eqn.outvars, outs):
+      if not isinstance(v, jax_core.DropVar):
+        env[v] = out
+    floats = [o for o in outs if jnp.issubdtype(o.dtype, jnp.floating)]
+    if reads_params and floats:
+      after = floats
+  perturb_pending(jaxpr.outvars, after)
+  return jax.tree.unflatten(
+    jax.tree.structure(out_shape), [read(v) for v in jaxpr.outvars]
+  )
 
 
 def per_example_gradients(args, params, batch=None):

@@ -294,7 +294,8 @@ class CountingLoss:
     return sum(1 for c in self.calls if c == (traced, size))
 
 
-def test_pazo_p_directions_lie_in_the_public_span():
+@pytest.mark.parametrize("prng", ["threefry", "counter"])
+def test_pazo_p_directions_lie_in_the_public_span(prng):
   for orthonormalize in (True, False):
     loss = CountingLoss()
     est = pa.pazo_p(
@@ -303,6 +304,7 @@ def test_pazo_p_directions_lie_in_the_public_span():
         num_public_batches=3,
         num_queries=2,
         orthonormalize=orthonormalize,
+        direction_prng=prng,
       )
     )
     with jax.disable_jit():

@@ -1,6 +1,6 @@
 """Compiled peak memory of the generic two-point step with regenerated
-(counter-hash) directions: one perturbed copy of the parameters over the
-forward pass, and no materialized direction."""
+(counter-hash) directions, over the forward pass: one perturbed leaf at a
+time, and never a materialized direction."""
 
 import jax
 import jax.numpy as jnp
@@ -23,11 +23,11 @@ def _peak(compiled) -> int:
   )
 
 
-@pytest.mark.parametrize("kind", ["gaussian", "rademacher"])
-def test_generic_step_holds_one_perturbed_copy(kind):
-  model = small.MLP(num_classes=10, hidden=(512, 256))
+@pytest.mark.parametrize("kind", ["gaussian", "rademacher", "sphere"])
+def test_generic_step_memory_over_the_forward_pass(kind):
+  model = small.MLP(num_classes=10, hidden=(256, 256, 256))
   rng = np.random.default_rng(0)
-  x = jnp.asarray(rng.normal(size=(32, 28, 28, 1)).astype(np.float32))
+  x = jnp.asarray(rng.normal(size=(32, 16, 16, 1)).astype(np.float32))
   y = jnp.asarray(rng.integers(0, 10, size=32).astype(np.int32))
   params = model.init(jax.random.key(0), x[:1])
   param_bytes = sum(v.nbytes for v in jax.tree.leaves(params))
@@ -57,11 +57,16 @@ def test_generic_step_holds_one_perturbed_copy(kind):
     jax.jit(step, donate_argnums=(0, 1)).lower(params, state, (x, y)).compile()
   )
   forward_peak = _peak(jax.jit(loss).lower(params, (x, y)).compile())
-  # The walk x + l u -> x - l u holds one perturbed copy; the update is
-  # written over the donated parameters. 1 KiB: keys and released scalars.
-  assert step_peak - forward_peak <= param_bytes + 1024, (
-    step_peak - forward_peak
-  ) / param_bytes
+  # Each leaf of x +- l u is formed where the loss reads it, so the largest
+  # leaf (with the bias read next to it) bounds the extra memory; the
+  # update is written over the donated parameters. The sphere's norm pass
+  # holds one leaf's z, and XLA's CPU reduction of it a same-shaped
+  # constant operand. 8 KiB: a perturbed bias, keys and scalars.
+  largest = max(v.nbytes for v in jax.tree.leaves(params))
+  assert largest < param_bytes / 3
+  leaves_live = 2 if kind == "sphere" else 1
+  extra = step_peak - forward_peak
+  assert extra <= leaves_live * largest + 8192, extra / param_bytes
 
 
 def test_key_after_keeps_the_key_and_the_direction():

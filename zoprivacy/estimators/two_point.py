@@ -41,23 +41,41 @@ class TwoPointQuery(NamedTuple):
   clip_target: str
   mechanism: mechanisms.Mechanism
   privacy: base.Privatization | None
+  directions: str
 
   def direction_fn(self, params):
     """``(k, after=()) -> u``: the public direction of query key ``k``,
     like ``params``.
 
-    With the counter hash each call regenerates ``u`` where it is used,
-    after the values ``after`` (:func:`~zoprivacy.directions.key_after`:
-    XLA can neither hoist the draw nor merge the calls into one
-    materialized ``u``): ``x + l u``, ``x - l u`` and the update each fuse
-    the draw, and no full ``u`` is ever live. Threefry's draw costs several
-    forward passes, so its ``u`` is drawn once and kept.
+    With the counter hash each leaf of ``u`` is drawn where it is used,
+    after the values ``after``
+    (:func:`~zoprivacy.directions.counter_leaf_directions`): ``x + l u``,
+    ``x - l u`` and the update each fuse the draw, and no full ``u`` is
+    ever live. Threefry's draw costs several forward passes, so its ``u``
+    is drawn once and kept.
     """
-    if self.direction_prng == "counter":
-      return lambda k, after=(): self.sampler(
-        directions_lib.key_after(k, after), params
+    leaf_directions = self.leaf_directions(params)
+    if leaf_directions is None:
+      return lambda k, after=(): self.sampler(k, params)
+    treedef = jax.tree.structure(params)
+
+    def regenerate(k, after=()):
+      leaf_u = leaf_directions(k)
+      return treedef.unflatten(
+        [leaf_u(i, after) for i in range(treedef.num_leaves)]
       )
-    return lambda k, after=(): self.sampler(k, params)
+
+    return regenerate
+
+  def leaf_directions(self, params):
+    """``k -> ((i, after) -> u_i)`` where ``u`` is drawn leaf by leaf (the
+    counter hash, :func:`~zoprivacy.directions.counter_leaf_directions`);
+    ``None`` where it is drawn whole."""
+    if self.direction_prng != "counter":
+      return None
+    return lambda k: directions_lib.counter_leaf_directions(
+      self.directions, k, params
+    )
 
 
 def make_query(
@@ -87,11 +105,18 @@ def make_query(
     clip_target=clip_target,
     mechanism=mechanism,
     privacy=privacy,
+    directions=directions,
   )
 
 
 def two_point_scalars(
-  args: base.LossArgs, params, direction, query_keys, noise_key, query
+  args: base.LossArgs,
+  params,
+  direction,
+  query_keys,
+  noise_key,
+  query,
+  leaf_directions=None,
 ) -> jax.Array:
   """Steps 2-4: the ``q`` released directional-derivative estimates ``s_j``.
 
@@ -102,24 +127,36 @@ def two_point_scalars(
   (DPZero Alg. 2 line 3, DP-ZO Alg. 1 lines 13/15), divided by the expected
   batch size. Non-private: the mean over real examples (MeZO). With a
   :class:`~zoprivacy.mechanisms.DiscreteMechanism`, ``args.discrete_noise``
-  holds the step's host-drawn integer noise.
+  holds the step's host-drawn integer noise. With ``leaf_directions``
+  (``query.leaf_directions(params)``) each leaf of ``u_j`` is drawn where
+  the loss reads it, instead of ``direction(k_j)`` whole.
   """
   smoothing, clip_target = query.smoothing, query.clip_target
 
   def one_query(k):
-    if query.direction_prng != "counter":
-      f_plus, f_minus = queries.two_point_losses(
-        args.loss, params, direction(k), smoothing, args.batch
+    if leaf_directions is None:
+      return clipping.two_point_scalar(
+        *queries.two_point_losses(
+          args.loss, params, direction(k), smoothing, args.batch
+        ),
+        smoothing,
+        clip_target,
       )
-    else:
-      # MeZO's in-place walk: x + l u, then (x + l u) - 2 l u. The counter
-      # hash draws u again for each use (see direction_fn); the second draw
-      # comes after f(x + l u), so one perturbed copy of the parameters is
-      # live and XLA writes x - l u over x + l u.
-      plus = queries.perturb(params, direction(k), smoothing)
-      f_plus = args.loss(plus, args.batch)
-      minus = queries.perturb(plus, direction(k, f_plus), -2.0 * smoothing)
-      f_minus = args.loss(minus, args.batch)
+    # MeZO's layer-by-layer perturbation: each leaf of x + l u is formed
+    # where the loss first reads it, and the x - l u pass starts after
+    # f(x + l u); one layer's perturbed copy is live at a time.
+    leaf_u = leaf_directions(k)
+
+    def losses_at(scale, after):
+      def perturb_leaf(i, leaf, after):
+        return leaf + (scale * leaf_u(i, after)).astype(leaf.dtype)
+
+      return queries.loss_perturbed_at_first_use(
+        args.loss, params, args.batch, perturb_leaf, after
+      )
+
+    f_plus = losses_at(smoothing, ())
+    f_minus = losses_at(-smoothing, f_plus)
     return clipping.two_point_scalar(f_plus, f_minus, smoothing, clip_target)
 
   if query_keys.shape[0] == 1:
@@ -190,7 +227,13 @@ def zo_gradient(query: TwoPointQuery, params, args, direction_key, noise_key):
   query_keys = jax.random.split(direction_key, query.num_queries)
   direction = query.direction_fn(params)
   scalars = two_point_scalars(
-    args, params, direction, query_keys, noise_key, query
+    args,
+    params,
+    direction,
+    query_keys,
+    noise_key,
+    query,
+    query.leaf_directions(params),
   )
   # The update is a function of the released float32 scalars exactly (XLA
   # may not fold their scaling into u's): what a trajectory log replays.

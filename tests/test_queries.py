@@ -1,0 +1,88 @@
+"""Loss queries at perturbed parameters: the layer-by-layer evaluation
+gives the values of the materialized perturbation."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from zoprivacy import directions, queries
+
+
+def _params():
+  rng = np.random.default_rng(0)
+  return {
+    "w1": jnp.asarray(rng.normal(size=(6, 5)), jnp.float32),
+    "b1": jnp.asarray(rng.normal(size=(5,)), jnp.float32),
+    "stack": jnp.asarray(rng.normal(size=(3, 5, 5)), jnp.float32),
+    "w2": jnp.asarray(rng.normal(size=(5, 2)), jnp.float32),
+    "unused": jnp.ones((4,), jnp.float32),
+    "scale": jnp.asarray(1.5, jnp.bfloat16),
+  }
+
+
+@jax.jit
+def _nested_head(h, w):  # a jitted call inside the loss
+  return jnp.tanh(h @ w)
+
+
+def _loss(p, batch):
+  x, y = batch
+  h = jax.nn.relu(x @ p["w1"] + p["b1"])  # custom_jvp inside
+
+  def layer(h, w):
+    return jax.nn.gelu(h @ w), None
+
+  h, _ = jax.lax.scan(layer, h, p["stack"])
+  out = _nested_head(h, p["w2"]) * p["scale"].astype(jnp.float32)
+  return jnp.sum((out - y) ** 2, axis=-1)
+
+
+@pytest.mark.parametrize("name", ["gaussian", "rademacher"])
+@pytest.mark.parametrize("scale", [1e-3, -0.5])
+def test_first_use_perturbation_equals_the_materialized_one(name, scale):
+  params = _params()
+  rng = np.random.default_rng(1)
+  batch = (
+    jnp.asarray(rng.normal(size=(4, 6)), jnp.float32),
+    jnp.asarray(rng.normal(size=(4, 2)), jnp.float32),
+  )
+  key = jax.random.key(7)
+  sampler = directions.get_sampler(name, prng="counter")
+
+  @jax.jit
+  def materialized(params, batch):
+    return _loss(queries.perturb(params, sampler(key, params), scale), batch)
+
+  @jax.jit
+  def first_use(params, batch):
+    def perturb_leaf(i, leaf, after):
+      u = directions.leaf_slice(
+        name, directions.key_after(key, after), i, leaf.shape, leaf.dtype
+      )
+      return leaf + (scale * u).astype(leaf.dtype)
+
+    return queries.loss_perturbed_at_first_use(
+      _loss, params, batch, perturb_leaf
+    )
+
+  want = materialized(params, batch)
+  got = first_use(params, batch)
+  assert got.shape == (4,)
+  # The same operations; XLA may fuse them differently (a multiply-add
+  # contracted or not), so float32 rounding only.
+  np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
+  # And the perturbation matters: not the unperturbed loss.
+  assert not np.array_equal(np.asarray(got), np.asarray(_loss(params, batch)))
+
+
+def test_a_parameter_returned_by_the_loss_is_perturbed_too():
+  params = {"w": jnp.zeros((3,))}
+
+  def perturb_leaf(i, leaf, after):
+    return leaf + 1.0
+
+  out = queries.loss_perturbed_at_first_use(
+    lambda p, b: p["w"], params, None, perturb_leaf
+  )
+  np.testing.assert_array_equal(out, np.ones(3))

@@ -145,9 +145,7 @@ def loss_perturbed_at_first_use(
       outs = eqn.primitive.bind(*subfuns, *map(read, eqn.invars), **bind_params)
     if not eqn.primitive.multiple_results:
       outs = [outs]
-    for v, out in zip(eqn.outvars, outs):
-      if not isinstance(v, jax_core.DropVar):
-        env[v] = out
+    env.update(zip(eqn.outvars, outs))  # as jax's eval_jaxpr (DropVars too)
     floats = [o for o in outs if jnp.issubdtype(o.dtype, jnp.floating)]
     if reads_params and floats:
       after = floats

@@ -259,7 +259,11 @@ def main():
     "perturbs each layer inside the scan and the tied embedding where it "
     "is used (its rows, then each head chunk), so what it holds beyond the "
     "forward pass is about two layers' perturbed copies. The generic step "
-    "holds perturbed copies of every parameter. Ghost clipping does not "
+    "perturbs leaf by leaf where the loss first reads each leaf, but a "
+    "leaf here is a whole stack of layers (the models' `nn.scan`), so it "
+    "holds about one stacked leaf's perturbed copy and its direction "
+    "beyond the forward pass (1.0-1.7x the parameters). Ghost clipping "
+    "does not "
     "see the Dense layers inside the models' `nn.scan`, so `dp_sgd ghost` falls "
     "back to per-example gradients and lands near `explicit`.",
     "",

@@ -118,8 +118,14 @@ def descend(params, direction: str, query_keys, scalars, learning_rate):
 
   def update(leaf, number):
     dtype = jnp.result_type(leaf)
+    # Each draw follows the released scalars, so that XLA cannot hoist it
+    # above the forward passes and keep a full u alive.
     draw = lambda k: directions_lib.leaf_slice(
-      direction, k, number, jnp.shape(leaf), dtype
+      direction,
+      directions_lib.key_after(k, scalars),
+      number,
+      jnp.shape(leaf),
+      dtype,
     )
     if num_queries == 1:
       grad = scalars[0].astype(dtype) * draw(query_keys[0])
@@ -202,8 +208,9 @@ def layerwise_two_point(
 
     def one_query(k):
       f_plus = losses(k, smoothing)
-      k, f_plus = jax.lax.optimization_barrier((k, f_plus))
-      f_minus = losses(k, -smoothing)
+      # The x - l u pass starts after f(x + l u) (data dependence: XLA's
+      # CPU compiler drops optimization barriers before scheduling).
+      f_minus = losses(directions_lib.key_after(k, f_plus), -smoothing)
       return clipping.two_point_scalar(f_plus, f_minus, smoothing, clip_target)
 
     if query.num_queries == 1:

@@ -69,6 +69,28 @@ def _check_delta(delta) -> float:
 # ----------------------------------------------------------------------- PLDs
 
 
+@functools.lru_cache(maxsize=8)
+def _single_pld(
+  kind: str, parameter: float, sensitivity: int, p: float, interval: float
+) -> PLD:
+  """One subsampled step: the expensive part (dp_accounting evaluates the
+  privacy loss point by point over the noise's support), cached so that a
+  run's evaluations at successive step counts only compose it."""
+  build = (
+    _pld_lib.from_discrete_gaussian_mechanism
+    if kind == "gaussian"
+    else _pld_lib.from_discrete_laplace_mechanism
+  )
+  return build(
+    parameter,
+    sensitivity=sensitivity,
+    pessimistic_estimate=True,
+    value_discretization_interval=interval,
+    sampling_prob=p,
+    use_connect_dots=True,
+  )
+
+
 @functools.lru_cache(maxsize=16)  # a composed PLD can be several MB
 def _composed_pld(
   kind: str,
@@ -78,19 +100,7 @@ def _composed_pld(
   num_steps: int,
   interval: float,
 ) -> PLD:
-  build = (
-    _pld_lib.from_discrete_gaussian_mechanism
-    if kind == "gaussian"
-    else _pld_lib.from_discrete_laplace_mechanism
-  )
-  single = build(
-    parameter,
-    sensitivity=sensitivity,
-    pessimistic_estimate=True,
-    value_discretization_interval=interval,
-    sampling_prob=p,
-    use_connect_dots=True,
-  )
+  single = _single_pld(kind, parameter, sensitivity, p, interval)
   return single if num_steps == 1 else single.self_compose(num_steps)
 
 

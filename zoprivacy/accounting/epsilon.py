@@ -86,20 +86,15 @@ def _build_pld(event, count: int, rel, interval: float) -> PLD:
     if isinstance(inner, dp_accounting.GaussianDpEvent):
       validation.noise_multiplier(inner.noise_multiplier)
       pld_size.check_pld_size(inner.noise_multiplier, count, p, interval, rel)
-      return _pld_lib.from_gaussian_mechanism(
-        standard_deviation=inner.noise_multiplier,
-        value_discretization_interval=interval,
-        sampling_prob=p,
-        neighboring_relation=rel,
+      return _subsampled_step(
+        "gaussian", inner.noise_multiplier, p, interval, rel
       ).self_compose(count)
     if isinstance(inner, dp_accounting.LaplaceDpEvent):
       _require_add_remove_for_laplace(rel)
       validation.noise_multiplier(inner.noise_multiplier)
       pld_size.check_pld_size(inner.noise_multiplier, count, p, interval, rel)
-      return _pld_lib.from_laplace_mechanism(
-        inner.noise_multiplier,
-        value_discretization_interval=interval,
-        sampling_prob=p,
+      return _subsampled_step(
+        "laplace", inner.noise_multiplier, p, interval, rel
       ).self_compose(count)
     raise ValueError(
       "dp_accounting's PLD accepts only a GaussianDpEvent or LaplaceDpEvent "
@@ -113,6 +108,26 @@ def _build_pld(event, count: int, rel, interval: float) -> PLD:
       "(fixed-size batches); use rdp_epsilon(..., neighboring='replace_one')."
     )
   raise ValueError(f"Event not supported by the PLD accountant: {event!r}.")
+
+
+@functools.lru_cache(maxsize=8)
+def _subsampled_step(kind: str, noise: float, p: float, interval, rel) -> PLD:
+  """One Poisson-subsampled Gaussian or Laplace step (dp_accounting's
+  ``from_gaussian_mechanism`` / ``from_laplace_mechanism`` with
+  ``sampling_prob``; separate add and remove PMFs). Cached: a run evaluates
+  its epsilon at many step counts of the same step, and only the
+  composition differs. PLD objects are never mutated (``self_compose``
+  returns a new one)."""
+  if kind == "gaussian":
+    return _pld_lib.from_gaussian_mechanism(
+      standard_deviation=noise,
+      value_discretization_interval=interval,
+      sampling_prob=p,
+      neighboring_relation=rel,
+    )
+  return _pld_lib.from_laplace_mechanism(
+    noise, value_discretization_interval=interval, sampling_prob=p
+  )
 
 
 def _require_add_remove_for_laplace(rel) -> None:

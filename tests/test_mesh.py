@@ -11,9 +11,14 @@ of about 1e-7 is multiplied by ``1 / (2 l) = 500`` at ``l = 1e-3``, so the
 update agrees to 2e-4 of its own size (plus 1e-6).
 """
 
+import pytest
 from simulated_devices import run_check
 
 
+# Slow (40-50 s on 2 cores): every mesh shape compiles its own step.
+# tests/test_sharding.py keeps a sharded step in the default suite; CI runs
+# this one in its slow step.
+@pytest.mark.slow
 def test_sharded_steps_equal_single_device_on_every_mesh():
   result = run_check("mesh_step_check.py")
   param_bytes = 4 * result["num_params"]

@@ -18,6 +18,8 @@ import socket
 import subprocess
 import sys
 
+import pytest
+
 HERE = os.path.dirname(__file__)
 WORKER = os.path.join(HERE, "multiprocess_worker.py")
 
@@ -68,6 +70,9 @@ def _launch(*args, **kwargs):
   return _wait(_start(*args, **kwargs))
 
 
+# Slow (about 27 s on 2 cores: three runner processes); CI runs it in its
+# slow step.
+@pytest.mark.slow
 def test_two_processes_with_resume_equal_one_process(tmp_path):
   reference = _start(tmp_path, "single", 1, 4, stop_after=100)
   first = _launch(tmp_path, "multi", 2, 2, stop_after=10)

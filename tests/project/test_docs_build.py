@@ -23,6 +23,8 @@ def _modules():
   return names
 
 
+# Slow (20-24 s on 2 cores); CI runs it in its slow step.
+@pytest.mark.slow
 def test_sphinx_build_has_no_warnings_and_renders_every_module(tmp_path):
   env = dict(os.environ, JAX_PLATFORMS="cpu")
   out = subprocess.run(

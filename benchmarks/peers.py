@@ -49,7 +49,6 @@ sys.path.insert(0, os.path.join(HERE, "peers"))
 
 import jax_steps  # noqa: E402
 from report import (  # noqa: E402
-  DPZERO,
   ORDER,
   TORCH,
   load_str,
@@ -210,6 +209,10 @@ def bench(task, torch_model, batch_size, reps, max_run_bytes, microbatch):
   return num_params, param_bytes, times, memory, not_run
 
 
+# The one-core comparison times both direction generators against torch.
+ONE_CORE_PRNGS = ("threefry", "counter")
+
+
 def one_core_worker(reps):
   """Child process pinned to one core: JAX dpzero vs the torch port."""
   import torch  # pylint: disable=g-import-not-at-top
@@ -220,24 +223,23 @@ def one_core_worker(reps):
   for label, model, shape, torch_model in settings(include_minilm=False):
     for batch_size in (64, 256):
       batched_loss, params, batch = image_task(model, shape, batch_size)
-      est = zoprivacy.dpzero(
-        clip=CLIP,
-        noise_multiplier=SIGMA,
-        smoothing=SMOOTHING,
-        expected_batch_size=batch_size,
-        directions="gaussian",
-      )
-      step, state = jax_steps.zoprivacy_step(
-        est, batched_loss, params, learning_rate=LR
-      )
+      fns = {}
+      for prng in ONE_CORE_PRNGS:
+        est = zoprivacy.dpzero(
+          clip=CLIP,
+          noise_multiplier=SIGMA,
+          smoothing=SMOOTHING,
+          expected_batch_size=batch_size,
+          directions="gaussian",
+          direction_prng=prng,
+        )
+        step, state = jax_steps.zoprivacy_step(
+          est, batched_loss, params, learning_rate=LR
+        )
+        fns[f"dpzero ({prng})"] = donated_call(step, params, state, batch)
       t_step, x, y, _ = torch_dpzero.setup(torch_model, batch_size)
-      times = min_median_round_robin(
-        {
-          DPZERO: donated_call(step, params, state, batch),
-          TORCH: lambda t_step=t_step, x=x, y=y: t_step(x, y),
-        },
-        reps,
-      )
+      fns[TORCH] = lambda t_step=t_step, x=x, y=y: t_step(x, y)
+      times = min_median_round_robin(fns, reps)
       result[f"{label}, batch {batch_size}"] = times
   print(json.dumps(result))
 
@@ -265,14 +267,20 @@ def one_core_section(reps):
     "intra-op parallelism 1, torch 1 thread); load before: "
     f"{load_str()}; min / median ms of {reps} interleaved calls.",
     "",
-    "| setting | JAX dpzero (threefry) ms | torch dpzero ms | "
-    "torch / JAX (median) |",
-    "|---|---|---|---|",
+    "| setting | "
+    + "".join(f"JAX dpzero ({p}) ms | " for p in ONE_CORE_PRNGS)
+    + "torch dpzero ms | "
+    + "".join(f"torch / JAX {p} (median) | " for p in ONE_CORE_PRNGS).rstrip(),
+    "|---|" + "---|" * (1 + 2 * len(ONE_CORE_PRNGS)),
   ]
   for setting, t in result.items():
-    jx, tc = t[DPZERO], t[TORCH]
+    tc = t[TORCH]
+    jax_times = [t[f"dpzero ({p})"] for p in ONE_CORE_PRNGS]
     lines.append(
-      f"| {setting} | {ms_str(jx)} | {ms_str(tc)} | {tc[1] / jx[1]:.2f} |"
+      f"| {setting} | "
+      + "".join(f"{ms_str(jx)} | " for jx in jax_times)
+      + f"{ms_str(tc)} | "
+      + "".join(f"{tc[1] / jx[1]:.2f} | " for jx in jax_times).rstrip()
     )
   return lines + [""]
 

@@ -10,9 +10,12 @@ Method (every epsilon below is computed by dp_accounting):
    (``value_discretization_interval``, default ``1e-4``) pessimistic PLD
    epsilon, the same quantity :func:`pld_epsilon` reports. It keeps a
    bracket ``[lo, hi]`` of evaluated multipliers with ``eps(lo) > target >=
-   eps(hi)`` and stops when ``hi / lo <= 1 + rtol``. Once the secant estimate
-   is accurate it places one point just above and one just below the root,
-   so it usually needs 3-5 fine evaluations in all.
+   eps(hi)`` and stops when ``hi / lo <= 1 + rtol``. The first secant step
+   takes the RDP curve's log-log slope at the warm start (Gaussian; -1 for
+   Laplace), later ones the slope between the two evaluated points nearest
+   the root. Once the secant estimate is accurate it places one point just
+   above and one just below the root, so it usually needs 3-4 fine
+   evaluations in all.
 3. Returns ``hi``: its epsilon is the fine pessimistic PLD epsilon (never a
    coarse or optimistic value) and is ``<= target``; the bracket certifies
    that the exact calibrated multiplier (the root of the same fine PLD
@@ -95,13 +98,17 @@ def _fine_epsilon(mechanism, sigma, p, steps, delta, neighboring, interval):
 @functools.lru_cache(maxsize=256)
 def _rdp_warm_start(
   target: float, delta: float, p: float, steps: int, neighboring: str
-) -> float:
-  """Multiplier meeting ``target`` under RDP (log-space Brent, loose tol).
+) -> tuple[float, float]:
+  """Multiplier meeting ``target`` under RDP (log-space Brent, loose tol),
+  and the RDP curve's slope ``d log eps / d log sigma`` there.
 
   Under replace-one with Poisson sampling dp_accounting's RDP has no
   analysis; the add/remove multiplier is doubled instead (a replaced record
   moves the sum by at most 2C, i.e. like add/remove at half the noise). Only
-  a starting point: the answer is decided by the fine PLD search.
+  a starting point: the answer is decided by the fine PLD search, whose
+  first secant step takes the slope (the PLD and RDP epsilons of one
+  mechanism fall with the multiplier at nearly the same log-log rate; a
+  wrong slope costs evaluations, never correctness).
   """
   rdp_neighboring = neighboring
   factor = 1.0
@@ -132,11 +139,13 @@ def _rdp_warm_start(
     lo = max(lo - math.log(4.0), lo_cap)
     g_lo = gap(lo)
   if g_hi > 0:
-    return MAX_NOISE_MULTIPLIER
+    return MAX_NOISE_MULTIPLIER, -1.0
   if g_lo <= 0:
-    return MIN_NOISE_MULTIPLIER
+    return MIN_NOISE_MULTIPLIER, -1.0
   root = optimize.brentq(gap, lo, hi, xtol=2e-3)
-  return math.exp(root) * factor
+  h = 0.02
+  slope = (gap(root + h) - gap(root - h)) / (2 * h)
+  return math.exp(root) * factor, (slope if slope < 0 else -1.0)
 
 
 @summarize_warnings
@@ -188,8 +197,9 @@ def calibrate_noise_multiplier(
     return _fine_epsilon(mechanism, sigma, p, steps, delta, rel_name, interval)
 
   # Impossible target: even the largest multiplier is not private enough.
+  slope = -1.0  # d log eps / d log sigma, for the first secant step
   if mechanism == "gaussian":
-    warm = _rdp_warm_start(target, delta, p, steps, rel_name)
+    warm, slope = _rdp_warm_start(target, delta, p, steps, rel_name)
   else:
     warm = _eps.pure_laplace_noise_multiplier(
       target_epsilon=target, sampling_probability=p, num_steps=steps
@@ -215,7 +225,6 @@ def calibrate_noise_multiplier(
   points = []  # (x, g, eps), in evaluation order
   lo = hi = None  # (x, g, eps) with g > 0 / g <= 0
   x = math.log(warm)
-  slope = -1.0
   for _ in range(80):
     e, g = g_of(x)
     points.append((x, g, e))

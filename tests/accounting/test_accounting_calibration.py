@@ -218,3 +218,45 @@ def test_calibration_on_random_settings():
     )
     assert acc.pld_epsilon(low, delta=delta) > target
     assert res.noise_multiplier <= res.lower_bound * 1.002
+
+
+@pytest.mark.parametrize(
+  "target,p,steps",
+  [(0.5, 16 / 1000, 75000), (2.0, 0.05, 300), (6.0, 0.2, 40)],
+)
+def test_first_secant_slope_is_the_pld_slope_to_within_a_quarter(
+  target, p, steps
+):
+  """The RDP slope that starts the search (``d log eps / d log sigma`` at
+  the warm start) is close to the fine PLD epsilon's own slope there, which
+  is what lets the search bracket the root in 3-4 fine evaluations."""
+  import math
+
+  from zoprivacy.accounting import calibration
+
+  delta = 1e-5
+  warm, slope = calibration._rdp_warm_start(
+    target, delta, p, steps, "add_or_remove"
+  )
+  h = 0.02
+  up, down = (
+    acc.pld_epsilon(
+      acc.poisson_gaussian_event(
+        noise_multiplier=warm * math.exp(s),
+        sampling_probability=p,
+        num_steps=steps,
+      ),
+      delta=delta,
+    )
+    for s in (h, -h)
+  )
+  pld_slope = (math.log(up) - math.log(down)) / (2 * h)
+  assert slope < 0 and pld_slope < 0
+  assert abs(slope - pld_slope) <= 0.25 * abs(pld_slope), (slope, pld_slope)
+  res = acc.calibrate_noise_multiplier(
+    target_epsilon=target,
+    delta=delta,
+    sampling_probability=p,
+    num_steps=steps,
+  )
+  assert res.epsilon <= target and res.num_pld_evaluations <= 4

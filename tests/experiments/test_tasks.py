@@ -56,11 +56,13 @@ def _config(dataset, data_dir="", **fields):
   return c
 
 
-def _run_two_steps(config):
+def _run_two_steps(config, task=None):
+  """Two runner steps; ``task``: what ``tasks.get_task(config)`` built
+  already (the runner takes it instead of loading the data again)."""
   if config.estimator == "dpzero":
     # XLA's RngBitGenerator directions compile much faster than threefry on CPU.
     config.estimator_kwargs.direction_prng = "rbg"
-  result = train.train(config, progress=False)
+  result = train.train(config, progress=False, task=task)
   assert result["num_steps"] == 2
   assert 0.0 <= result["test_accuracy"] <= 1.0
   assert np.isfinite(result["epsilon"])
@@ -361,7 +363,7 @@ def test_cifar10_nfresnet_with_imbalanced_public(tmp_path):
   assert (
     task.train_inputs.shape[1:] == (32, 32, 3) and len(task.test_labels) == 20
   )
-  _run_two_steps(c)
+  _run_two_steps(c, task)
 
 
 def test_tiny_imagenet_vit_with_stratified_public(tmp_path):
@@ -382,7 +384,7 @@ def test_tiny_imagenet_vit_with_stratified_public(tmp_path):
   task = tasks.get_task(c)
   assert task.num_classes == 3 and task.num_train == 9
   np.testing.assert_array_equal(np.bincount(task.public_labels), [1, 1, 1])
-  _run_two_steps(c)
+  _run_two_steps(c, task)
 
 
 def test_fashion_mnist_public_split(tmp_path):
@@ -406,7 +408,7 @@ def test_fashion_mnist_public_split(tmp_path):
   )
   task = tasks.get_task(c)
   assert len(task.public_labels) == 10 and task.num_train == 240
-  _run_two_steps(c)
+  _run_two_steps(c, task)
 
 
 # ------------------------------------------------------------------ text tasks
@@ -429,7 +431,7 @@ def test_imdb_lstm_vocab_from_training_text_and_amazon_public(tmp_path):
   assert np.all(
     task.public_inputs["tokens"][task.public_inputs["tokens"] > 0] >= 1
   )
-  _run_two_steps(c)
+  _run_two_steps(c, task)
 
 
 @pytest.mark.parametrize(
@@ -464,7 +466,7 @@ def test_roberta_prompt_tasks(tmp_path, dataset, extra):
   if "public" in extra:
     assert len(task.public_labels) == 3
   if dataset == "sst2":
-    _run_two_steps(c)
+    _run_two_steps(c, task)
   else:  # same model code as sst2; check the class logits only
     trainable, frozen = task.init(jax.random.key(0))
     logits = task.apply(
@@ -518,7 +520,7 @@ def test_vader_task_tokenizes_once_and_fills_public(tmp_path):
   assert task.train_inputs["input_ids"].shape == (8, 12)
   assert task.train_inputs["input_ids"].dtype == np.int32
   assert len(task.public_labels) == 4  # the zero rating is dropped
-  _run_two_steps(c)
+  _run_two_steps(c, task)
 
 
 def test_vader_validation_split_is_disjoint_from_training(tmp_path):
@@ -683,7 +685,7 @@ def test_vader_real_minilm(tmp_path):
   task = tasks.get_task(c)
   trainable, _ = task.init(jax.random.key(0))
   assert peft.num_params(trainable) == 25_728 + 770  # MiniLM biases + head
-  _run_two_steps(c)
+  _run_two_steps(c, task)
 
 
 def test_vader_missing_data_names_the_files(tmp_path):

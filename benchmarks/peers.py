@@ -101,18 +101,23 @@ def minilm_task(batch_size, length):
   return cross_entropy(apply), params, (inputs, labels)
 
 
+def dpzero_estimator(prng, batch_size):
+  """The benchmarked DPZero: Gaussian directions drawn by ``prng``."""
+  return zoprivacy.dpzero(
+    clip=CLIP,
+    noise_multiplier=SIGMA,
+    smoothing=SMOOTHING,
+    expected_batch_size=batch_size,
+    directions="gaussian",
+    direction_prng=prng,
+  )
+
+
 def jax_methods(batched_loss, params, batch_size, jax_privacy_microbatch=8):
   """``{name: (step, state)}`` for every JAX implementation (module doc)."""
   methods = {}
   for prng in ("threefry", "counter"):
-    methods[f"dpzero ({prng})"] = zoprivacy.dpzero(
-      clip=CLIP,
-      noise_multiplier=SIGMA,
-      smoothing=SMOOTHING,
-      expected_batch_size=batch_size,
-      directions="gaussian",
-      direction_prng=prng,
-    )
+    methods[f"dpzero ({prng})"] = dpzero_estimator(prng, batch_size)
   for mode in ("ghost", "explicit"):
     methods[f"dp_sgd {mode}"] = zoprivacy.dp_sgd(
       clip=CLIP,
@@ -225,16 +230,11 @@ def one_core_worker(reps):
       batched_loss, params, batch = image_task(model, shape, batch_size)
       fns = {}
       for prng in ONE_CORE_PRNGS:
-        est = zoprivacy.dpzero(
-          clip=CLIP,
-          noise_multiplier=SIGMA,
-          smoothing=SMOOTHING,
-          expected_batch_size=batch_size,
-          directions="gaussian",
-          direction_prng=prng,
-        )
         step, state = jax_steps.zoprivacy_step(
-          est, batched_loss, params, learning_rate=LR
+          dpzero_estimator(prng, batch_size),
+          batched_loss,
+          params,
+          learning_rate=LR,
         )
         fns[f"dpzero ({prng})"] = donated_call(step, params, state, batch)
       t_step, x, y, _ = torch_dpzero.setup(torch_model, batch_size)

@@ -196,14 +196,15 @@ def calibrate_noise_multiplier(
     n_evals += 1
     return _fine_epsilon(mechanism, sigma, p, steps, delta, rel_name, interval)
 
-  # Impossible target: even the largest multiplier is not private enough.
-  slope = -1.0  # d log eps / d log sigma, for the first secant step
+  # A feasible starting multiplier and d log eps / d log sigma there (the
+  # first secant step's slope).
   if mechanism == "gaussian":
     warm, slope = _rdp_warm_start(target, delta, p, steps, rel_name)
   else:
     warm = _eps.pure_laplace_noise_multiplier(
       target_epsilon=target, sampling_probability=p, num_steps=steps
     )
+    slope = -1.0
   warm = min(max(warm, MIN_NOISE_MULTIPLIER), MAX_NOISE_MULTIPLIER)
 
   x_min, x_max = (

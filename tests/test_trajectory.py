@@ -28,8 +28,9 @@ def _loss(p, batch):
   return -jax.nn.log_softmax(logits)[jnp.arange(y.shape[0]), y]
 
 
-def _estimator(name, num_queries):
+def _estimator(name, num_queries, **directions):
   kw = dict(directions="gaussian", num_queries=num_queries, direction_key=3)
+  kw.update(directions)
   if name != "mezo":
     kw.update(
       clip=1.0,
@@ -42,10 +43,11 @@ def _estimator(name, num_queries):
   return getattr(zoprivacy, name)(**kw)
 
 
-def _train(name, optimizer, num_steps, num_queries=1):
+def _train(name, optimizer, num_steps, num_queries=1, **directions):
   """A jitted training run that logs every step; returns (params, log,
-  final optimizer state)."""
-  tx = optax.chain(_estimator(name, num_queries), optimizer)
+  final optimizer state). ``directions``: ``directions=`` and
+  ``direction_prng=`` of the estimator (default Gaussian, threefry)."""
+  tx = optax.chain(_estimator(name, num_queries, **directions), optimizer)
   opt_state = tx.init(PARAMS)
 
   @jax.jit
@@ -56,7 +58,11 @@ def _train(name, optimizer, num_steps, num_queries=1):
 
   logger = trajectory.TrajectoryLogger(
     estimator=name,
-    estimator_kwargs={"directions": "gaussian", "num_queries": num_queries},
+    estimator_kwargs={
+      "directions": "gaussian",
+      "num_queries": num_queries,
+      **directions,
+    },
     params=PARAMS,
   )
   params = PARAMS
@@ -89,6 +95,18 @@ def test_sgd_replay_other_scalar_estimators(name):
   trained, log, _ = _train(name, optax.sgd(0.05), 200)
   replayed, _ = trajectory.replay(PARAMS, log, optax.sgd(0.05))
   _assert_bit_identical(trained, replayed)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("num_queries", [1, 3])
+def test_counter_sphere_replay_is_bit_identical(num_queries):
+  # Replay recomputes each query's sphere norm (direction_scales) and
+  # regenerates u leaf by leaf, as the training step did.
+  kw = dict(directions="sphere", direction_prng="counter")
+  trained, log, _ = _train("dpzero", optax.sgd(0.05), 50, num_queries, **kw)
+  replayed, _ = trajectory.replay(PARAMS, log, optax.sgd(0.05))
+  _assert_bit_identical(trained, replayed)
+  assert float(jnp.abs(trained["w"]).max()) > 1e-3
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")

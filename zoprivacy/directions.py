@@ -328,18 +328,37 @@ def _leaf_sum_of_squares(key: jax.Array, leaf: int, like) -> jax.Array:
   return total
 
 
-def counter_leaf_directions(name: str, key: jax.Array, params: PyTree):
+def counter_sphere_scale(name: str, key: jax.Array, params: PyTree):
+  """``r / ||z||`` of the counter-hash sphere direction ``name`` of ``key``
+  (Marsaglia, as in :func:`sphere`): ``z`` is the Gaussian counter draw.
+
+  The norm is a reduction over the leaves' draws, one leaf after another
+  and 2^16 elements at a time (one chunk of ``z`` is live). A step computes
+  it once per query and shares it between its two passes and its update.
+  """
+  leaves = jax.tree.leaves(params)
+  sq_norm = jnp.zeros((), jnp.float32)
+  for i in range(len(leaves)):  # leaf by leaf, chunk by chunk
+    sq_norm = sq_norm + _leaf_sum_of_squares(
+      key_after(key, sq_norm), i, leaves[i]
+    )
+  radius = sphere_radius(SPHERE_RADII[name], tree_size(params))
+  return radius * jax.lax.rsqrt(sq_norm)
+
+
+def counter_leaf_directions(
+  name: str, key: jax.Array, params: PyTree, scale=None
+):
   """``(i, after) -> u_i``: flattened leaf ``i`` of ``get_sampler(name,
   prng='counter')(key, params)``, drawn alone after the values ``after``
   (:func:`key_after`), so that it fuses into its one consumer.
 
   Gaussian and Rademacher leaves are :func:`leaf_slice`. A sphere leaf is
-  the Gaussian leaf times the step's ``r / ||z||`` (Marsaglia, as in
-  :func:`sphere`); the norm is a reduction over the leaves' draws, one leaf
-  after another and 2^16 elements at a time (one chunk of ``z`` is live),
-  and every leaf drawn afterwards follows the norm, so that no draw is
-  merged with the reduction's. The same draws as the whole-tree sampler;
-  the norm is summed in another order (float32 rounding).
+  the Gaussian leaf times the step's ``r / ||z||``: ``scale`` if given
+  (:func:`counter_sphere_scale` of the same key), else computed here; every
+  leaf is drawn after it, so that no draw is merged with the norm's. The
+  same draws as the whole-tree sampler; the norm is summed in another order
+  (float32 rounding).
   """
   leaves = jax.tree.leaves(params)
   coordinates = "gaussian" if name in SPHERE_RADII else name
@@ -356,14 +375,8 @@ def counter_leaf_directions(name: str, key: jax.Array, params: PyTree):
 
   if name not in SPHERE_RADII:
     return draw
-  sq_norm = jnp.zeros((), jnp.float32)
-  for i in range(len(leaves)):  # leaf by leaf, chunk by chunk
-    sq_norm = sq_norm + _leaf_sum_of_squares(
-      key_after(key, sq_norm), i, leaves[i]
-    )
-  scale = sphere_radius(SPHERE_RADII[name], tree_size(params)) * (
-    jax.lax.rsqrt(sq_norm)
-  )
+  if scale is None:
+    scale = counter_sphere_scale(name, key, params)
 
   def sphere_leaf(i, after):
     z = draw(i, (after, scale))

@@ -358,7 +358,11 @@ def replay_step_fn(log: TrajectoryLog, optimizer):
     step_key = jax.random.fold_in(direction_key, t)
     query_keys = jax.random.split(step_key, query.num_queries)
     grad = two_point.average_of_directions(
-      query.direction_fn(params), query_keys, scalars, params
+      query.direction_fn(params),
+      query_keys,
+      scalars,
+      params,
+      query.direction_scales(params, query_keys),
     )
     updates, opt_state = optimizer.update(grad, opt_state, params)
     return optax.apply_updates(params, updates), opt_state

@@ -77,6 +77,40 @@ def test_mezo_unbiased_on_quadratic(directions, prng):
   np.testing.assert_array_less(np.abs(mean - true), 5 * se + 1e-6)
 
 
+@pytest.mark.parametrize("num_queries", [1, 3])
+def test_counter_sphere_update_uses_the_sampled_directions(num_queries):
+  """A counter-hash sphere step draws each ``u_j`` leaf by leaf with one
+  norm pass per query, shared by its two passes and the update: the update
+  is ``(1/q) sum_j s_j u_j`` for ``u_j`` the whole-tree sampler's draw, and
+  each released ``s_j`` is the mean finite difference along that ``u_j``."""
+  tx = zoprivacy.mezo(
+    smoothing=1e-2,
+    directions="sphere",
+    direction_prng="counter",
+    num_queries=num_queries,
+    direction_key=5,
+  )
+  state = tx.init(X0)
+  g, state = jax.jit(
+    lambda s: tx.update(
+      None, s, X0, per_example_loss=quadratic_loss, batch=BATCH
+    )
+  )(state)
+  keys = jax.random.split(jax.random.fold_in(jax.random.key(5), 0), num_queries)
+  sampler = jax.jit(zoprivacy.directions.get_sampler("sphere", prng="counter"))
+  u = [_flat(sampler(k, X0)) for k in keys]
+  # Each u_j lies on the sphere of radius sqrt(d).
+  np.testing.assert_allclose([float(x @ x) for x in u], D, rtol=1e-5)
+  s = np.asarray(state.released)
+  want = sum(s_j * u_j for s_j, u_j in zip(s, u)) / num_queries
+  np.testing.assert_allclose(_flat(g), want, rtol=1e-5, atol=1e-6)
+  x = _flat(X0)
+  for s_j, u_j in zip(s, u):
+    f = jax.vmap(lambda e, v: 0.5 * jnp.sum(A_DIAG * (v - e) ** 2), (0, None))
+    fd = (f(BATCH, x + 1e-2 * u_j) - f(BATCH, x - 1e-2 * u_j)) / 2e-2
+    np.testing.assert_allclose(s_j, jnp.mean(fd), rtol=1e-4)
+
+
 def test_smoothed_gradient_of_cubic():
   """For f = sum(x - xi)^3 / 3 and Gaussian u the two-point scalar is
 

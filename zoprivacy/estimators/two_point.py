@@ -44,23 +44,24 @@ class TwoPointQuery(NamedTuple):
   directions: str
 
   def direction_fn(self, params):
-    """``(k, after=()) -> u``: the public direction of query key ``k``,
-    like ``params``.
+    """``(k, after=(), scale=None) -> u``: the public direction of query
+    key ``k``, like ``params``.
 
     With the counter hash each leaf of ``u`` is drawn where it is used,
     after the values ``after``
     (:func:`~zoprivacy.directions.counter_leaf_directions`): ``x + l u``,
     ``x - l u`` and the update each fuse the draw, and no full ``u`` is
-    ever live. Threefry's draw costs several forward passes, so its ``u``
-    is drawn once and kept.
+    ever live; ``scale`` is the key's :meth:`direction_scales` entry.
+    Threefry's draw costs several forward passes, so its ``u`` is drawn
+    once and kept.
     """
     leaf_directions = self.leaf_directions(params)
     if leaf_directions is None:
-      return lambda k, after=(): self.sampler(k, params)
+      return lambda k, after=(), scale=None: self.sampler(k, params)
     treedef = jax.tree.structure(params)
 
-    def regenerate(k, after=()):
-      leaf_u = leaf_directions(k)
+    def regenerate(k, after=(), scale=None):
+      leaf_u = leaf_directions(k, scale)
       return treedef.unflatten(
         [leaf_u(i, after) for i in range(treedef.num_leaves)]
       )
@@ -68,14 +69,32 @@ class TwoPointQuery(NamedTuple):
     return regenerate
 
   def leaf_directions(self, params):
-    """``k -> ((i, after) -> u_i)`` where ``u`` is drawn leaf by leaf (the
-    counter hash, :func:`~zoprivacy.directions.counter_leaf_directions`);
-    ``None`` where it is drawn whole."""
+    """``(k, scale=None) -> ((i, after) -> u_i)`` where ``u`` is drawn leaf
+    by leaf (the counter hash,
+    :func:`~zoprivacy.directions.counter_leaf_directions`); ``None`` where
+    it is drawn whole."""
     if self.direction_prng != "counter":
       return None
-    return lambda k: directions_lib.counter_leaf_directions(
+    return lambda k, scale=None: directions_lib.counter_leaf_directions(
+      self.directions, k, params, scale
+    )
+
+  def direction_scales(self, params, query_keys):
+    """``[q]``: each query key's ``r / ||z||`` for counter-hash sphere
+    directions (:func:`~zoprivacy.directions.counter_sphere_scale`), so that
+    the norm pass runs once per query, not once per use of ``u``; ``None``
+    for every other direction."""
+    if (
+      self.direction_prng != "counter"
+      or self.directions not in directions_lib.SPHERE_RADII
+    ):
+      return None
+    scale = lambda k: directions_lib.counter_sphere_scale(
       self.directions, k, params
     )
+    if query_keys.shape[0] == 1:
+      return scale(query_keys[0])[None]
+    return jax.lax.map(scale, query_keys)
 
 
 def make_query(
@@ -117,6 +136,7 @@ def two_point_scalars(
   noise_key,
   query,
   leaf_directions=None,
+  scales=None,
 ) -> jax.Array:
   """Steps 2-4: the ``q`` released directional-derivative estimates ``s_j``.
 
@@ -129,11 +149,12 @@ def two_point_scalars(
   :class:`~zoprivacy.mechanisms.DiscreteMechanism`, ``args.discrete_noise``
   holds the step's host-drawn integer noise. With ``leaf_directions``
   (``query.leaf_directions(params)``) each leaf of ``u_j`` is drawn where
-  the loss reads it, instead of ``direction(k_j)`` whole.
+  the loss reads it, instead of ``direction(k_j)`` whole; ``scales``
+  (``query.direction_scales``) holds each key's sphere scale.
   """
   smoothing, clip_target = query.smoothing, query.clip_target
 
-  def one_query(k):
+  def one_query(k, scale=None):
     if leaf_directions is None:
       return clipping.two_point_scalar(
         *queries.two_point_losses(
@@ -145,7 +166,7 @@ def two_point_scalars(
     # MeZO's layer-by-layer perturbation: each leaf of x + l u is formed
     # where the loss first reads it, and the x - l u pass starts after
     # f(x + l u); one layer's perturbed copy is live at a time.
-    leaf_u = leaf_directions(k)
+    leaf_u = leaf_directions(k, scale)
 
     def losses_at(scale, after):
       def perturb_leaf(i, leaf, after):
@@ -160,9 +181,12 @@ def two_point_scalars(
     return clipping.two_point_scalar(f_plus, f_minus, smoothing, clip_target)
 
   if query_keys.shape[0] == 1:
-    per_example = one_query(query_keys[0])[:, None]  # [B, 1]
+    scale = None if scales is None else scales[0]
+    per_example = one_query(query_keys[0], scale)[:, None]  # [B, 1]
   else:
-    per_example = jax.lax.map(one_query, query_keys).T  # [B, q]
+    per_example = jax.lax.map(
+      lambda k_and_scale: one_query(*k_and_scale), (query_keys, scales)
+    ).T  # [B, q]
   return release_scalars(
     per_example, args.mask, noise_key, query, args.discrete_noise
   )
@@ -197,28 +221,30 @@ def release_scalars(
   )
 
 
-def average_of_directions(direction, query_keys, scalars, params):
-  """Step 5: ``(1/q) sum_j s_j u_j``, regenerating each ``u_j`` from its key.
+def average_of_directions(direction, query_keys, scalars, params, scales=None):
+  """Step 5: ``(1/q) sum_j s_j u_j``, regenerating each ``u_j`` from its key
+  (and its sphere scale, ``scales``, if given).
 
   With ``q = 1`` this is one fused ``s u``; otherwise a ``lax.scan`` keeps
   one direction in memory at a time.
   """
   num_queries = query_keys.shape[0]
   if num_queries == 1:
+    scale = None if scales is None else scales[0]
     return jax.tree.map(
       lambda u: scalars[0].astype(u.dtype) * u,
-      direction(query_keys[0], scalars),
+      direction(query_keys[0], scalars, scale),
     )
 
-  def accumulate(acc, key_and_scalar):
-    k, s = key_and_scalar
-    u = direction(k, s)
+  def accumulate(acc, key_scalar_scale):
+    k, s, scale = key_scalar_scale
+    u = direction(k, s, scale)
     return jax.tree.map(
       lambda a, x: a + (s / num_queries).astype(x.dtype) * x, acc, u
     ), None
 
   zeros = jax.tree.map(jnp.zeros_like, params)
-  out, _ = jax.lax.scan(accumulate, zeros, (query_keys, scalars))
+  out, _ = jax.lax.scan(accumulate, zeros, (query_keys, scalars, scales))
   return out
 
 
@@ -226,6 +252,7 @@ def zo_gradient(query: TwoPointQuery, params, args, direction_key, noise_key):
   """Steps 1-5: ``((1/q) sum_j s_j u_j, s)``, the estimate and the release."""
   query_keys = jax.random.split(direction_key, query.num_queries)
   direction = query.direction_fn(params)
+  scales = query.direction_scales(params, query_keys)
   scalars = two_point_scalars(
     args,
     params,
@@ -234,11 +261,13 @@ def zo_gradient(query: TwoPointQuery, params, args, direction_key, noise_key):
     noise_key,
     query,
     query.leaf_directions(params),
+    scales,
   )
   # The update is a function of the released float32 scalars exactly (XLA
   # may not fold their scaling into u's): what a trajectory log replays.
   scalars = jax.lax.optimization_barrier(scalars)
-  return average_of_directions(direction, query_keys, scalars, params), scalars
+  update = average_of_directions(direction, query_keys, scalars, params, scales)
+  return update, scalars
 
 
 def two_point_estimator(

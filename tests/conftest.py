@@ -10,13 +10,14 @@ removed at the end of the session; ``ZOPRIVACY_TEST_NO_COMPILE_CACHE=1``
 turns it off.
 
 The suite also compiles far more than it computes: its models are small and
-its steps few. XLA's CPU backend therefore runs at LLVM optimization level 0
-(``--xla_backend_optimization_level=0``, appended to ``XLA_FLAGS`` unless
-that sets a level), which cut the compile-bound model, estimator and mesh
-tests from 216 s to 164 s on 2 cores. The HLO, and so what is computed, is
-the same; only the machine code is less optimized (XLA's fast-math stays
-off). ``ZOPRIVACY_TEST_FULL_OPT=1`` keeps the default level. Subprocesses
-that set a device count append it to the inherited ``XLA_FLAGS``.
+its steps few. XLA's backend therefore runs with most optimization off
+(``JAX_DISABLE_MOST_OPTIMIZATIONS=1``: LLVM level 0, no expensive passes;
+unless ``XLA_FLAGS`` sets a level), which cut the compile-bound model,
+estimator and mesh tests from 216 s to 164 s on 2 cores. The HLO, and so
+what is computed, is the same; only the machine code is less optimized
+(XLA's fast-math stays off). Tests marked ``compute_bound`` (long training
+runs) compile at full optimization (:mod:`xla_optimization`).
+``ZOPRIVACY_TEST_FULL_OPT=1`` keeps full optimization everywhere.
 
 Most runner tests calibrate their noise for a target epsilon, and the PLD
 search behind it (seconds each) repeats across tests and subprocesses for
@@ -33,14 +34,25 @@ import os
 import shutil
 import tempfile
 
+import pytest
+from xla_optimization import full_optimization
+
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-_flags = os.environ.get("XLA_FLAGS", "")
-if "xla_backend_optimization_level" not in _flags and not os.environ.get(
-  "ZOPRIVACY_TEST_FULL_OPT"
-):
-  os.environ["XLA_FLAGS"] = f"{_flags} --xla_backend_optimization_level=0"
+if "xla_backend_optimization_level" not in os.environ.get(
+  "XLA_FLAGS", ""
+) and not os.environ.get("ZOPRIVACY_TEST_FULL_OPT"):
+  os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
+
+
+@pytest.fixture(autouse=True)
+def _compute_bound_at_full_optimization(request):
+  if request.node.get_closest_marker("compute_bound") is None:
+    yield
+    return
+  with full_optimization():
+    yield
 
 
 def _session_directory(variable: str, switch_off: str, prefix: str) -> bool:

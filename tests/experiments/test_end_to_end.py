@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+from xla_optimization import full_optimization
 
 from configs import default
 from configs import mezo as mezo_config
@@ -18,7 +19,8 @@ CHANCE = 0.1
 
 @pytest.fixture(scope="module")
 def default_result():
-  return train.train(default.get_config(), progress=False)
+  with full_optimization():  # 4,000 steps: compute-bound
+    return train.train(default.get_config(), progress=False)
 
 
 def test_default_run_learns_at_epsilon_two(default_result):
@@ -35,6 +37,7 @@ def test_default_run_learns_at_epsilon_two(default_result):
   assert r["delta"] == 1e-5 and r["sampling"] == "poisson"
 
 
+@pytest.mark.compute_bound
 def test_mezo_does_at_least_as_well_as_dpzero(default_result):
   r = train.train(mezo_config.get_config(), progress=False)
   print("mezo:", r["test_accuracy"], "dpzero:", default_result["test_accuracy"])

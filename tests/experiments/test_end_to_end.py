@@ -1,5 +1,7 @@
 """End-to-end runs of the main job on scikit-learn's digits (offline)."""
 
+import fcntl
+import json
 import os
 import subprocess
 import sys
@@ -17,10 +19,27 @@ ROOT = os.path.dirname(
 CHANCE = 0.1
 
 
-@pytest.fixture(scope="module")
-def default_result():
-  with full_optimization():  # 4,000 steps: compute-bound
-    return train.train(default.get_config(), progress=False)
+@pytest.fixture(scope="session")
+def default_result(tmp_path_factory, worker_id):
+  """The main job's result, computed once per session: pytest-xdist workers
+  share it through a file under the session's base temporary directory (a
+  lock makes one compute while the others wait)."""
+
+  def run():
+    with full_optimization():  # 4,000 steps: compute-bound
+      return train.train(default.get_config(), progress=False)
+
+  if worker_id == "master":  # not under xdist
+    return run()
+  shared = tmp_path_factory.getbasetemp().parent
+  path = shared / "default_result.json"
+  with open(shared / "default_result.lock", "w") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    if path.is_file():
+      return json.loads(path.read_text())
+    result = run()
+    path.write_text(json.dumps(result, default=str))
+    return result
 
 
 def test_default_run_learns_at_epsilon_two(default_result):

@@ -7,17 +7,17 @@ the ``q`` scalars ``s_j`` depend on the private data. The estimator state
 holds exactly these scalars after each step (``EstimatorState.released``:
 the directional derivatives, already divided by the smoothing and the
 expected batch size, so ``g_t`` is :func:`~zoprivacy.estimators.two_point.
-average_of_directions` of them). Storing them, 4 bytes each as float32,
+released_update` of them). Storing them, 4 bytes each as float32,
 stores the run: ``4 q`` bytes per step plus a constant header.
 
 :func:`replay` rebuilds each ``g_t`` from ``(direction key, t, s_t)``
-through the same direction function as training (``TwoPointQuery.
-direction_fn`` and ``average_of_directions``) and feeds it to the optimizer
-that followed the estimator in the chain. For a chain whose state depends
-only on the gradients it receives (sgd, momentum, adam, schedules) the
-final parameters match training's (bit for bit with sgd; see
-``docs/trajectory.md``); a chain that reads anything else (private data,
-the loss) cannot be replayed from the log.
+through the same function as training (``two_point.released_update``:
+``TwoPointQuery.direction_fn`` and ``average_of_directions``) and feeds it
+to the optimizer that followed the estimator in the chain. For a chain
+whose state depends only on the gradients it receives (sgd, momentum, adam,
+schedules) the final parameters match training's (bit for bit with sgd;
+see ``docs/trajectory.md``); a chain that reads anything else (private
+data, the loss) cannot be replayed from the log.
 
 PRIVACY. The log is public post-processing of the released scalars, but
 publishing it publishes every intermediate iterate: a run whose log is
@@ -53,7 +53,7 @@ from zoprivacy.estimators import base, registry, two_point
 FORMAT_VERSION = 1
 MAGIC = b"ZOTRAJ\x00\x01"
 _DIGEST_BYTES = 32
-# The scalar estimators: their update is average_of_directions(released).
+# The scalar estimators: their update is released_update(released).
 REPLAYABLE_ESTIMATORS = ("mezo", "dpzero", "dp_zo")
 # Every header field, all public. A log with any other key is refused.
 HEADER_KEYS = frozenset(
@@ -339,9 +339,9 @@ class TrajectoryLogger:
 def replay_step_fn(log: TrajectoryLog, optimizer):
   """The jitted step ``(params, opt_state, t, s_t) -> (params, opt_state)``.
 
-  ``g_t = average_of_directions(direction_fn(params), split(fold_in(key,
-  t), q), s_t, params)``: the training step's own step-5 computation
-  (DP-ZO Alg. 1 line 17), then ``optimizer`` as it followed the estimator.
+  ``g_t = released_update(query, params, split(fold_in(key, t), q), s_t)``:
+  the training step's own step-5 computation (DP-ZO Alg. 1 line 17), then
+  ``optimizer`` as it followed the estimator.
   """
   query = two_point.make_query(
     directions=log.header["directions"],
@@ -357,13 +357,7 @@ def replay_step_fn(log: TrajectoryLog, optimizer):
   def step(params, opt_state, t, scalars):
     step_key = jax.random.fold_in(direction_key, t)
     query_keys = jax.random.split(step_key, query.num_queries)
-    grad = two_point.average_of_directions(
-      query.direction_fn(params),
-      query_keys,
-      scalars,
-      params,
-      query.direction_scales(params, query_keys),
-    )
+    grad = two_point.released_update(query, params, query_keys, scalars)
     updates, opt_state = optimizer.update(grad, opt_state, params)
     return optax.apply_updates(params, updates), opt_state
 

@@ -266,8 +266,19 @@ def zo_gradient(query: TwoPointQuery, params, args, direction_key, noise_key):
   # The update is a function of the released float32 scalars exactly (XLA
   # may not fold their scaling into u's): what a trajectory log replays.
   scalars = jax.lax.optimization_barrier(scalars)
-  update = average_of_directions(direction, query_keys, scalars, params, scales)
-  return update, scalars
+  return released_update(query, params, query_keys, scalars, scales), scalars
+
+
+def released_update(query, params, query_keys, scalars, scales=None):
+  """Step 5 from the released scalars alone: ``(1/q) sum_j s_j u_j`` with
+  each ``u_j`` regenerated from its key (DP-ZO Alg. 1 line 17). The training
+  step and trajectory replay both compute it here; ``scales`` are the keys'
+  :meth:`TwoPointQuery.direction_scales`, computed if not given."""
+  if scales is None:
+    scales = query.direction_scales(params, query_keys)
+  return average_of_directions(
+    query.direction_fn(params), query_keys, scalars, params, scales
+  )
 
 
 def two_point_estimator(

@@ -13,6 +13,8 @@ from configs import default
 from configs import mezo as mezo_config
 from experiments import train
 
+pytestmark = pytest.mark.integration  # the main job and the CLI, end to end
+
 ROOT = os.path.dirname(
   os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 )

@@ -13,6 +13,7 @@ from zoprivacy.data import loaders
 
 
 @pytest.mark.slow
+@pytest.mark.integration
 def test_fashion_mnist_dpzero_epsilon_two_within_ten_minutes(tmp_path):
   try:
     loaders.load_fashion_mnist()

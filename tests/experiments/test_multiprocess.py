@@ -73,6 +73,7 @@ def _launch(*args, **kwargs):
 # Slow (about 27 s on 2 cores: three runner processes); CI runs it in its
 # slow step.
 @pytest.mark.slow
+@pytest.mark.integration
 def test_two_processes_with_resume_equal_one_process(tmp_path):
   reference = _start(tmp_path, "single", 1, 4, stop_after=100)
   first = _launch(tmp_path, "multi", 2, 2, stop_after=10)

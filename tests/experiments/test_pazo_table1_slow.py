@@ -11,6 +11,7 @@ METHODS = ["DP-SGD", "DPZero", "PAZO-M"]
 
 
 @pytest.mark.slow
+@pytest.mark.integration
 def test_pazo_table1_fast_mode_writes_table_and_plot(tmp_path):
   try:
     loaders.load_fashion_mnist()

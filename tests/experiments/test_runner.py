@@ -22,6 +22,7 @@ def _small_config(workdir, **overrides):
   return c
 
 
+@pytest.mark.integration
 def test_resume_ends_exactly_where_an_uninterrupted_run_does(tmp_path):
   # Reproducible test noise, so that two separate runs can be compared.
   test = dict(insecure_test_noise=True)

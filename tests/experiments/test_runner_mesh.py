@@ -55,6 +55,7 @@ def _run(tmp_path, name, devices, *extra):
 
 
 @pytest.mark.slow  # three 150-step runs, two of them on 8 simulated devices
+@pytest.mark.integration
 def test_default_command_uses_every_device_and_fsdp_on_request(tmp_path):
   one, _ = _run(tmp_path, "one", 1)
   eight, report = _run(tmp_path, "eight", 8)

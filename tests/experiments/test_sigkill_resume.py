@@ -11,7 +11,10 @@ import subprocess
 import sys
 import time
 
+import pytest
 from run_outputs import metrics_rows, run_outputs
+
+pytestmark = pytest.mark.integration  # a killed run resumed, end to end
 
 ROOT = os.path.dirname(
   os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -35,6 +35,7 @@ def test_short_run_meets_the_target_epsilon():
 
 
 @pytest.mark.slow
+@pytest.mark.integration
 def test_full_run_beats_chance():
   """The config as shipped (1,000 steps, about 40 s on two cores). Chance is
   0.5 (balanced labels; zero-shot 0.515 on the 200 evaluation rows); with

@@ -260,3 +260,43 @@ def test_first_secant_slope_is_the_pld_slope_to_within_a_quarter(
     num_steps=steps,
   )
   assert res.epsilon <= target and res.num_pld_evaluations <= 4
+
+
+def test_a_multiplier_too_small_to_account_moves_the_search_up(monkeypatch):
+  """Laplace, eps 8, p 0.02, T 300: the search's second point is about 0.29.
+  Where the PLD memory guard refuses every multiplier below 0.35 (as it
+  refused 0.28 over 2,000 steps in the DP-ZO Laplace rows), calibration
+  treats the refused point as too little noise and returns a certified
+  multiplier just above the refused range, not an error."""
+  from zoprivacy.accounting import pld_size  # pylint: disable=g-import-not-at-top
+
+  check = pld_size.check_pld_size
+  refused = []
+
+  def guard(sigma, count, p, interval, rel):
+    if sigma < 0.35:
+      refused.append(sigma)
+      raise pld_size.PLDTooLargeError(f"refused {sigma}")
+    return check(sigma, count, p, interval, rel)
+
+  monkeypatch.setattr(pld_size, "check_pld_size", guard)
+  r = acc.calibrate_noise_multiplier(
+    target_epsilon=8.0,
+    delta=1e-5,
+    sampling_probability=0.02,
+    num_steps=300,
+    mechanism="laplace",
+  )
+  assert refused  # the guard was hit
+  assert 0.35 <= r.noise_multiplier <= 0.35 * 1.01
+  assert r.epsilon <= 8.0
+  monkeypatch.setattr(pld_size, "check_pld_size", check)
+  exact = acc.pld_epsilon(
+    acc.poisson_laplace_event(
+      noise_multiplier=r.noise_multiplier,
+      sampling_probability=0.02,
+      num_steps=300,
+    ),
+    delta=1e-5,
+  )
+  assert exact == r.epsilon

@@ -13,7 +13,9 @@ Method (every epsilon below is computed by dp_accounting):
    eps(hi)`` and stops when ``hi / lo <= 1 + rtol``. The first secant step
    takes the RDP curve's log-log slope at the warm start (Gaussian; -1 for
    Laplace), later ones the slope between the two evaluated points nearest
-   the root. Once the secant estimate is accurate it places one point just
+   the root. A multiplier too small to account (its PLD would not fit in
+   memory) counts as infinite epsilon, so the search moves up from it.
+   Once the secant estimate is accurate it places one point just
    above and one just below the root, so it usually needs 3-4 fine
    evaluations in all.
 3. Returns ``hi``: its epsilon is the fine pessimistic PLD epsilon (never a
@@ -37,6 +39,7 @@ from scipy import optimize
 from zoprivacy import validation
 from zoprivacy.accounting import epsilon as _eps
 from zoprivacy.accounting import events as _ev
+from zoprivacy.accounting import pld_size
 from zoprivacy.accounting.dp_warnings import summarize_warnings
 
 MIN_NOISE_MULTIPLIER = 1e-2
@@ -216,7 +219,12 @@ def calibrate_noise_multiplier(
   max_step = math.log(4.0)
 
   def g_of(x: float):
-    e = fine(math.exp(x))
+    try:
+      e = fine(math.exp(x))
+    except pld_size.PLDTooLargeError:
+      # So little noise that its PLD would not fit in memory: far above any
+      # target this search can meet, so on the too-little-noise side.
+      e = math.inf
     if e == 0.0:
       return e, -50.0
     if math.isinf(e):

@@ -3,7 +3,8 @@
 dp_accounting builds a PLD as a dense array over the privacy-loss support; a
 mechanism with too little noise needs billions of points and runs out of
 memory. :func:`check_pld_size` estimates the support before anything is
-built and raises a ``ValueError`` naming the limit instead.
+built and raises a :class:`PLDTooLargeError` (a ``ValueError``) naming the
+limit instead.
 """
 
 from __future__ import annotations
@@ -13,6 +14,10 @@ import math
 import dp_accounting
 
 MAX_PLD_POINTS = 5e7  # ~400 MB of float64 per PMF
+
+
+class PLDTooLargeError(ValueError):
+  """A PLD whose support would not fit in memory: too little noise."""
 
 
 def check_pld_size(
@@ -35,7 +40,7 @@ def check_pld_size(
     width = r * r / 2 + 10 * r + 20 * math.sqrt(count * var)
   points = width / interval
   if not points <= MAX_PLD_POINTS:
-    raise ValueError(
+    raise PLDTooLargeError(
       f"Accounting noise_multiplier={noise_multiplier:.4g} over {count} "
       f"steps at sampling probability {p:g} would need about {points:.3g} "
       f"PLD points, over the limit of {MAX_PLD_POINTS:.0e} (memory); such "

@@ -262,41 +262,55 @@ def test_first_secant_slope_is_the_pld_slope_to_within_a_quarter(
   assert res.epsilon <= target and res.num_pld_evaluations <= 4
 
 
-def test_a_multiplier_too_small_to_account_moves_the_search_up(monkeypatch):
-  """Laplace, eps 8, p 0.02, T 300: the search's second point is about 0.29.
-  Where the PLD memory guard refuses every multiplier below 0.35 (as it
-  refused 0.28 over 2,000 steps in the DP-ZO Laplace rows), calibration
-  treats the refused point as too little noise and returns a certified
-  multiplier just above the refused range, not an error."""
-  from zoprivacy.accounting import pld_size  # pylint: disable=g-import-not-at-top
+def _laplace_with_guard(monkeypatch, refuse_below):
+  """Calibrates Laplace at eps 4, p 0.02, T 300 (multiplier 0.4218; the
+  search visits 0.4026 on the way) with the PLD memory guard refusing every
+  multiplier below ``refuse_below``."""
+  from zoprivacy.accounting import (  # pylint: disable=g-import-not-at-top
+    calibration,
+    epsilon,
+    pld_size,
+  )
 
   check = pld_size.check_pld_size
   refused = []
 
   def guard(sigma, count, p, interval, rel):
-    if sigma < 0.35:
+    if sigma < refuse_below:
       refused.append(sigma)
-      raise pld_size.PLDTooLargeError(f"refused {sigma}")
+      raise pld_size.PLDTooLargeError(f"PLD points over the limit at {sigma}")
     return check(sigma, count, p, interval, rel)
 
   monkeypatch.setattr(pld_size, "check_pld_size", guard)
-  r = acc.calibrate_noise_multiplier(
-    target_epsilon=8.0,
-    delta=1e-5,
-    sampling_probability=0.02,
-    num_steps=300,
-    mechanism="laplace",
-  )
-  assert refused  # the guard was hit
-  assert 0.35 <= r.noise_multiplier <= 0.35 * 1.01
-  assert r.epsilon <= 8.0
-  monkeypatch.setattr(pld_size, "check_pld_size", check)
+  # Fresh caches: a PLD or epsilon cached by an earlier test skips the guard.
+  calibration._fine_epsilon.cache_clear()  # pylint: disable=protected-access
+  epsilon._lru_pld.cache_clear()  # pylint: disable=protected-access
+  kwargs = dict(sampling_probability=0.02, num_steps=300)
+  try:
+    r = acc.calibrate_noise_multiplier(
+      target_epsilon=4.0, delta=1e-5, mechanism="laplace", **kwargs
+    )
+  finally:
+    monkeypatch.setattr(pld_size, "check_pld_size", check)
   exact = acc.pld_epsilon(
-    acc.poisson_laplace_event(
-      noise_multiplier=r.noise_multiplier,
-      sampling_probability=0.02,
-      num_steps=300,
-    ),
+    acc.poisson_laplace_event(noise_multiplier=r.noise_multiplier, **kwargs),
     delta=1e-5,
   )
-  assert exact == r.epsilon
+  return r, refused, exact
+
+
+def test_a_refused_multiplier_below_the_root_moves_the_search_up(monkeypatch):
+  """A secant step that lands on a multiplier too small to account (as
+  0.28 over 2,000 steps did in the DP-ZO Laplace rows) counts as too little
+  noise: the search goes on and returns the calibrated multiplier."""
+  r, refused, exact = _laplace_with_guard(monkeypatch, refuse_below=0.41)
+  assert refused  # the guard was hit
+  assert 0.4210 <= r.noise_multiplier <= 0.4218 * 1.002
+  assert r.epsilon == exact <= 4.0
+
+
+def test_a_root_below_what_can_be_accounted_is_an_error(monkeypatch):
+  from zoprivacy.accounting import pld_size  # pylint: disable=g-import-not-at-top
+
+  with pytest.raises(pld_size.PLDTooLargeError, match="PLD points"):
+    _laplace_with_guard(monkeypatch, refuse_below=0.45)

@@ -14,7 +14,9 @@ Method (every epsilon below is computed by dp_accounting):
    takes the RDP curve's log-log slope at the warm start (Gaussian; -1 for
    Laplace), later ones the slope between the two evaluated points nearest
    the root. A multiplier too small to account (its PLD would not fit in
-   memory) counts as infinite epsilon, so the search moves up from it.
+   memory) raises unless a feasible multiplier is known; then it counts as
+   infinite epsilon and the search moves up from it (it raises if the
+   final bracket's lower end is such a multiplier).
    Once the secant estimate is accurate it places one point just
    above and one just below the root, so it usually needs 3-4 fine
    evaluations in all.
@@ -218,12 +220,20 @@ def calibrate_noise_multiplier(
   log_target = math.log(target)
   max_step = math.log(4.0)
 
+  refused = {}  # x -> the memory guard's error there
+
   def g_of(x: float):
     try:
       e = fine(math.exp(x))
-    except pld_size.PLDTooLargeError:
-      # So little noise that its PLD would not fit in memory: far above any
-      # target this search can meet, so on the too-little-noise side.
+    except pld_size.PLDTooLargeError as err:
+      # So little noise that its PLD would not fit in memory. Before a
+      # feasible point is known (the warm start is feasible by RDP or pure
+      # DP, so the root is below it) the target cannot be accounted: raise.
+      # After one, the search overshot below the root: on the too-little-
+      # noise side, as infinite epsilon.
+      if hi is None:
+        raise
+      refused[x] = err
       e = math.inf
     if e == 0.0:
       return e, -50.0
@@ -291,6 +301,8 @@ def calibrate_noise_multiplier(
     x = x_new
   else:  # pragma: no cover - the bracket shrinks geometrically
     raise RuntimeError("Noise calibration did not converge.")
+  if lo[0] in refused:  # the root may lie below what can be accounted
+    raise refused[lo[0]]
 
   return CalibrationResult(
     noise_multiplier=float(math.exp(hi[0])),

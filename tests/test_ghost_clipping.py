@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 
 from zoprivacy import clipping, ghost_clipping, mechanisms, queries
 from zoprivacy.estimators import base
@@ -189,6 +190,7 @@ def test_sequence_model_embedding_layer_norm_and_non_finite_examples():
   assert bool(jnp.all(jnp.isfinite(norms[jnp.array([0, 2, 3, 4, 5])])))
 
 
+@pytest.mark.slow  # ~12 s: in CI's slow step
 def test_bert_classifier_batched_loss_with_padding_tokens():
   config = bert.BertConfig(
     vocab_size=11,
@@ -235,6 +237,7 @@ def test_parameter_used_outside_its_layer_falls_back():
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.slow  # ~10 s: in CI's slow step
 def test_lstm_scan_falls_back_embedding_and_head_do_not():
   model = LSTMClassifier(vocab_size=20, embed_dim=4, hidden_size=5)
   tokens = jax.random.randint(jax.random.key(4), (5, 6), 0, 20)

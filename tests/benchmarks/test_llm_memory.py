@@ -10,6 +10,8 @@ copies of all the parameters, does not.
 import pathlib
 import sys
 
+import pytest
+
 from zoprivacy.models.opt import OPTConfig
 
 sys.path.insert(0, str(pathlib.Path(__file__).parents[2] / "benchmarks"))
@@ -38,6 +40,7 @@ def test_layerwise_step_is_near_inference_memory():
   assert rows["dp_zo generic"] >= 2.5 * forward, rows
 
 
+@pytest.mark.slow  # ~14 s: in CI's slow step
 def test_layerwise_step_on_a_head_dominated_model():
   """A 2-layer OPT of width 64 over a 32,000-token vocabulary (the
   embedding is 94% of the parameters; batch 8, answer window 8): the

@@ -38,6 +38,7 @@ def _train(config, monkeypatch):
   return result, seen[-1]
 
 
+@pytest.mark.slow  # two runs of a tiny OPT (~30 s): in CI's slow step
 def test_layerwise_run_equals_the_generic_run(monkeypatch):
   """Four DP-ZO steps of full fine-tuning (every layer, and the tied
   embedding perturbed where it is used), the same keys and test noise: the

@@ -14,7 +14,8 @@ import time
 import pytest
 from run_outputs import metrics_rows, run_outputs
 
-pytestmark = pytest.mark.integration  # a killed run resumed, end to end
+# A killed run resumed, end to end (~30 s; in CI's slow step).
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 ROOT = os.path.dirname(
   os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

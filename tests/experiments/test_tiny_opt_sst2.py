@@ -48,6 +48,7 @@ def test_full_run_beats_chance():
   assert result["test_accuracy"] > 0.7, result["test_accuracy"]
 
 
+@pytest.mark.slow  # ~25 s: in CI's slow step
 def test_bfloat16_weights_train_float32_adapters():
   """``param_dtype='bfloat16'``: the frozen weights are stored in bfloat16,
   the trained LoRA adapters in float32 (perturbed and updated in float32);

@@ -54,7 +54,13 @@ def _llama(tied: bool):
   return model, batch, params
 
 
-@pytest.mark.parametrize("tied", [False, True])
+@pytest.mark.parametrize(
+  "tied",
+  [
+    pytest.param(False, marks=pytest.mark.slow),
+    True,
+  ],  # untied: in CI's slow step
+)
 def test_llama_in_scan_step_equals_generic_counter_step(tied):
   model, batch, params = _llama(tied)
   loss = functools.partial(per_example_lm_loss, model=model)

@@ -12,6 +12,11 @@ import sys
 
 import pytest
 
+# Commands whose run a dedicated test already covers in the default suite
+# run in CI's slow step only: the tiny OPT's (test_tiny_opt_sst2.py) and the
+# default config at another target (test_end_to_end.py runs it).
+SLOW_WHEN = ("configs/tiny_opt_sst2.py", "--config.target_epsilon=4")
+
 SMALL = [
   "--config.num_steps=3",
   "--config.eval_every=0",
@@ -54,7 +59,14 @@ def _commands():
             continue
           if line not in seen:  # the same command in two places runs once
             seen.add(line)
-            found.append(pytest.param(line, id=f"{path}:{line[10:70]}"))
+            slow = any(s in line for s in SLOW_WHEN)
+            found.append(
+              pytest.param(
+                line,
+                id=f"{path}:{line[10:70]}",
+                marks=pytest.mark.slow if slow else (),
+              )
+            )
   return found
 
 

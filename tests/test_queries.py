@@ -86,3 +86,59 @@ def test_a_parameter_returned_by_the_loss_is_perturbed_too():
     lambda p, b: p["w"], params, None, perturb_leaf
   )
   np.testing.assert_array_equal(out, np.ones(3))
+
+
+def _dense_params():
+  rng = np.random.default_rng(2)
+  return {
+    "w1": jnp.asarray(rng.normal(size=(64, 48)) / 8, jnp.float32),
+    "w2": jnp.asarray(rng.normal(size=(48, 48)) / 7, jnp.float32),
+  }
+
+
+def _dense_loss(p, x):
+  h = jnp.tanh(x @ p["w1"])  # w1: read once, by x @ w1
+  h = jnp.tanh(h @ p["w2"])  # w2: read twice
+  return jnp.sum(jnp.tanh(h @ p["w2"]) ** 2, axis=-1)
+
+
+@pytest.mark.parametrize("name", ["gaussian", "rademacher"])
+def test_blockwise_perturbed_dot_equals_the_materialized_one(name, monkeypatch):
+  """A kernel read once by ``x @ W`` is perturbed block by block of rows
+  inside the product (a loop in the jaxpr); a kernel read twice is formed
+  whole. Same values as the materialized perturbation, to float32
+  rounding."""
+  params = _dense_params()
+  x = jnp.asarray(np.random.default_rng(3).normal(size=(5, 64)), jnp.float32)
+  key, scale = jax.random.key(8), 1e-2
+  sampler = directions.get_sampler(name, prng="counter")
+  want = _dense_loss(queries.perturb(params, sampler(key, params), scale), x)
+
+  def first_use(params, x):
+    def perturb_leaf(i, leaf, after, start=0):
+      u = directions.leaf_slice(
+        name,
+        directions.key_after(key, after),
+        i,
+        leaf.shape,
+        leaf.dtype,
+        start=start,
+      )
+      return leaf + (scale * u).astype(leaf.dtype)
+
+    return queries.loss_perturbed_at_first_use(
+      _dense_loss, params, x, perturb_leaf
+    )
+
+  monkeypatch.setattr(queries, "DOT_BLOCK_MIN_ELEMENTS", 2048)
+  monkeypatch.setattr(queries, "DOT_BLOCK_ELEMENTS", 16 * 48)  # 4 blocks
+  blocked = jax.make_jaxpr(first_use)(params, x)
+  loops = [e for e in blocked.eqns if e.primitive.name in ("scan", "while")]
+  assert len(loops) == 1  # w1 only: w2 is read twice
+  got = jax.jit(first_use)(params, x)
+  np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
+  assert not np.allclose(np.asarray(got), np.asarray(_dense_loss(params, x)))
+  monkeypatch.setattr(queries, "DOT_BLOCK_MIN_ELEMENTS", 2**40)
+  jax.clear_caches()  # traces are cached per function
+  whole = jax.make_jaxpr(first_use)(params, x)
+  assert not [e for e in whole.eqns if e.primitive.name in ("scan", "while")]

@@ -356,6 +356,8 @@ def counter_leaf_directions(
   """``(i, after) -> u_i``: flattened leaf ``i`` of ``get_sampler(name,
   prng='counter')(key, params)``, drawn alone after the values ``after``
   (:func:`key_after`), so that it fuses into its one consumer.
+  ``(i, after, start=s, shape=sh)`` draws only the elements of that leaf
+  from flat position ``s`` on, in shape ``sh`` (a block of rows).
 
   Gaussian and Rademacher leaves are :func:`leaf_slice`. A sphere leaf is
   the Gaussian leaf times the step's ``r / ||z||``: ``scale`` if given
@@ -367,14 +369,15 @@ def counter_leaf_directions(
   leaves = jax.tree.leaves(params)
   coordinates = "gaussian" if name in SPHERE_RADII else name
 
-  def draw(i, after):
+  def draw(i, after, *, start=0, shape=None):
     leaf = leaves[i]
     return leaf_slice(
       coordinates,
       key_after(key, after),
       i,
-      jnp.shape(leaf),
+      jnp.shape(leaf) if shape is None else shape,
       jnp.result_type(leaf),
+      start=start,
     )
 
   if name not in SPHERE_RADII:
@@ -382,8 +385,8 @@ def counter_leaf_directions(
   if scale is None:
     scale = counter_sphere_scale(name, key, params)
 
-  def sphere_leaf(i, after):
-    z = draw(i, (after, scale))
+  def sphere_leaf(i, after, *, start=0, shape=None):
+    z = draw(i, (after, scale), start=start, shape=shape)
     return (z * scale).astype(z.dtype)
 
   return sphere_leaf

@@ -87,6 +87,67 @@ def two_point_losses(
   return f_plus, f_minus
 
 
+# A dense kernel of at least DOT_BLOCK_MIN_ELEMENTS, read only by one
+# ``x @ W`` (a ``dot_general`` contracting its first axis), is perturbed
+# block by block of rows inside that product: blocks of at most
+# DOT_BLOCK_ELEMENTS (1 MiB of float32).
+DOT_BLOCK_MIN_ELEMENTS = 2**20
+DOT_BLOCK_ELEMENTS = 2**18
+_MAX_DOT_BLOCKS = 64
+
+
+def _dot_rows_per_block(eqn, leaf, uses: int):
+  """Rows per block for the blockwise ``x @ (W + l U)`` of ``eqn``, or
+  ``None`` where it does not apply: ``W`` (``leaf``) a float32 matrix, the
+  product's right operand, contracted over its first axis with no batch
+  axes, read nowhere else."""
+  if eqn.primitive.name != "dot_general" or uses != 1:
+    return None
+  (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = eqn.params[
+    "dimension_numbers"
+  ]
+  lhs = eqn.invars[0].aval
+  if (
+    leaf.ndim != 2
+    or leaf.dtype != jnp.float32
+    or lhs.dtype != jnp.float32
+    or tuple(rhs_contract) != (0,)
+    or len(lhs_contract) != 1
+    or lhs_batch
+    or rhs_batch
+    or eqn.params.get("preferred_element_type") not in (None, jnp.float32)
+    or leaf.size < DOT_BLOCK_MIN_ELEMENTS
+  ):
+    return None
+  rows, cols = leaf.shape
+  most = max(1, DOT_BLOCK_ELEMENTS // cols)
+  block = max(r for r in range(1, min(rows, most) + 1) if rows % r == 0)
+  return block if rows // block <= _MAX_DOT_BLOCKS else None
+
+
+def _blockwise_perturbed_dot(eqn, lhs, leaf, i, perturb_leaf, after, block):
+  """``dot_general(lhs, W + l U)`` as a sum over blocks of ``block`` rows of
+  ``W``: each block of ``W + l U`` (``perturb_leaf(i, rows, after,
+  start=...)``) lives only inside its product, so no perturbed copy of the
+  kernel is formed (the sum runs in another order: float rounding)."""
+  (lhs_contract,), _ = eqn.params["dimension_numbers"][0]
+  lhs = jnp.moveaxis(lhs, lhs_contract, -1)
+  cols = leaf.shape[1]
+  params = dict(eqn.params)
+  params["dimension_numbers"] = (((lhs.ndim - 1,), (0,)), ((), ()))
+
+  def add_block(j, total):
+    first = j * block
+    rows = jax.lax.dynamic_slice_in_dim(leaf, first, block, 0)
+    rows = perturb_leaf(i, rows, after, start=first * cols)
+    x = jax.lax.dynamic_slice_in_dim(lhs, first, block, lhs.ndim - 1)
+    return total + eqn.primitive.bind(x, rows, **params)
+
+  out = eqn.outvars[0].aval
+  total = jnp.zeros(out.shape, out.dtype)
+  return jax.lax.fori_loop(0, leaf.shape[0] // block, add_block, total)
+
+
 def loss_perturbed_at_first_use(
   loss: BatchedLoss, params, batch, perturb_leaf: Callable, after=()
 ) -> jax.Array:
@@ -105,7 +166,11 @@ def loss_perturbed_at_first_use(
   ``loss(perturb(params, u, l), batch)``: the same operations, which XLA
   may fuse differently (float rounding only).
   Leaves read first inside a nested call (a ``jax.jit`` within the loss)
-  are perturbed before that call.
+  are perturbed before that call. A large dense kernel read only by one
+  ``x @ W`` is perturbed block by block inside that product
+  (:data:`DOT_BLOCK_MIN_ELEMENTS`), so not even its copy is formed:
+  ``perturb_leaf(i, rows, after, start=s)`` then perturbs the rows of leaf
+  ``i`` from flat element ``s`` on.
   """
   leaves, treedef = jax.tree.flatten(params)
   batch_leaves, batch_def = jax.tree.flatten(batch)
@@ -122,6 +187,10 @@ def loss_perturbed_at_first_use(
   env = dict(zip(jaxpr.constvars, closed.consts))
   env.update(zip(jaxpr.invars[len(leaves) :], batch_leaves))
   pending = dict(zip(jaxpr.invars[: len(leaves)], range(len(leaves))))
+  uses = {v: 0 for v in pending}
+  for v in [v for eqn in jaxpr.eqns for v in eqn.invars] + list(jaxpr.outvars):
+    if not isinstance(v, jax_core.Literal) and v in uses:
+      uses[v] += 1
 
   def read(v):
     return v.val if isinstance(v, jax_core.Literal) else env[v]
@@ -136,6 +205,25 @@ def loss_perturbed_at_first_use(
     reads_params = any(
       not isinstance(v, jax_core.Literal) and v in pending for v in eqn.invars
     )
+    kernel = eqn.invars[1] if len(eqn.invars) == 2 else None
+    block = None
+    if (
+      not isinstance(kernel, jax_core.Literal)
+      and kernel in pending
+      and (
+        isinstance(eqn.invars[0], jax_core.Literal)
+        or eqn.invars[0] not in pending
+      )
+    ):
+      block = _dot_rows_per_block(eqn, leaves[pending[kernel]], uses[kernel])
+    if block is not None:
+      i = pending.pop(kernel)
+      perturb_pending(eqn.invars, after)
+      env[eqn.outvars[0]] = _blockwise_perturbed_dot(
+        eqn, read(eqn.invars[0]), leaves[i], i, perturb_leaf, after, block
+      )
+      after = [env[eqn.outvars[0]]]
+      continue
     perturb_pending(eqn.invars, after)
     bind_params = eqn.primitive.get_bind_params(eqn.params)
     subfuns = []

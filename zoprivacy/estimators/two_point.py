@@ -169,8 +169,9 @@ def two_point_scalars(
     leaf_u = leaf_directions(k, scale)
 
     def losses_at(scale, after):
-      def perturb_leaf(i, leaf, after):
-        return leaf + (scale * leaf_u(i, after)).astype(leaf.dtype)
+      def perturb_leaf(i, leaf, after, start=0):
+        u = leaf_u(i, after, start=start, shape=jnp.shape(leaf))
+        return leaf + (scale * u).astype(leaf.dtype)
 
       return queries.loss_perturbed_at_first_use(
         args.loss, params, args.batch, perturb_leaf, after

@@ -68,7 +68,13 @@ def test_generic_step_memory_over_the_forward_pass(kind):
   assert extra <= largest + 8192, extra / param_bytes
 
 
-@pytest.mark.parametrize("kind", ["gaussian", "sphere"])
+@pytest.mark.parametrize(
+  "kind",
+  [
+    "gaussian",
+    pytest.param("sphere", marks=pytest.mark.slow),
+  ],  # the same blocks
+)
 def test_a_large_dense_kernel_is_never_copied_whole(kind, monkeypatch):
   """A 1024 x 1024 kernel (4 MiB, 2^20 elements) read by one ``x @ W`` is
   perturbed in blocks of 2^18 elements inside the product: the step's

@@ -87,22 +87,37 @@ def two_point_losses(
   return f_plus, f_minus
 
 
-# A dense kernel of at least DOT_BLOCK_MIN_ELEMENTS, read only by one
-# ``x @ W`` (a ``dot_general`` contracting its first axis), is perturbed
-# block by block of rows inside that product: blocks of at most
-# DOT_BLOCK_ELEMENTS (1 MiB of float32).
+# On one device, a dense kernel of at least DOT_BLOCK_MIN_ELEMENTS, read
+# only by one ``x @ W`` (a ``dot_general`` contracting its first axis), is
+# perturbed block by block of rows inside that product: blocks of at most
+# DOT_BLOCK_ELEMENTS (1 MiB of float32). Not with several devices: there the
+# kernel may be sharded (FSDP), and XLA would gather a row block's whole
+# kernel onto every device (8 devices, wide MLP: 3.7 -> 22.4 MiB each).
 DOT_BLOCK_MIN_ELEMENTS = 2**20
 DOT_BLOCK_ELEMENTS = 2**18
 _MAX_DOT_BLOCKS = 64
 
 
-def _dot_rows_per_block(eqn, leaf, uses: int):
-  """Rows per block for the blockwise ``x @ (W + l U)`` of ``eqn``, or
-  ``None`` where it does not apply: ``W`` (``leaf``) a float32 matrix, the
-  product's right operand, contracted over its first axis with no batch
-  axes, read nowhere else."""
-  if eqn.primitive.name != "dot_general" or uses != 1:
+def _is_pending(v, pending) -> bool:
+  return not isinstance(v, jax_core.Literal) and v in pending
+
+
+def _dot_rows_per_block(eqn, pending, leaves, uses):
+  """``(i, rows per block)`` for the blockwise ``x @ (W + l U)`` of
+  ``eqn``, or ``None`` where it does not apply: ``W`` an unperturbed
+  float32 matrix leaf ``i``, the product's right operand (the left one not
+  a leaf), contracted over its first axis with no batch axes, read nowhere
+  else, on one device."""
+  if (
+    eqn.primitive.name != "dot_general"
+    or not _is_pending(eqn.invars[1], pending)
+    or _is_pending(eqn.invars[0], pending)
+    or uses[eqn.invars[1]] != 1
+    or jax.device_count() != 1
+  ):
     return None
+  i = pending[eqn.invars[1]]
+  leaf = leaves[i]
   (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = eqn.params[
     "dimension_numbers"
   ]
@@ -122,7 +137,7 @@ def _dot_rows_per_block(eqn, leaf, uses: int):
   rows, cols = leaf.shape
   most = max(1, DOT_BLOCK_ELEMENTS // cols)
   block = max(r for r in range(1, min(rows, most) + 1) if rows % r == 0)
-  return block if rows // block <= _MAX_DOT_BLOCKS else None
+  return (i, block) if rows // block <= _MAX_DOT_BLOCKS else None
 
 
 def _blockwise_perturbed_dot(eqn, lhs, leaf, i, perturb_leaf, after, block):
@@ -189,7 +204,7 @@ def loss_perturbed_at_first_use(
   pending = dict(zip(jaxpr.invars[: len(leaves)], range(len(leaves))))
   uses = {v: 0 for v in pending}
   for v in [v for eqn in jaxpr.eqns for v in eqn.invars] + list(jaxpr.outvars):
-    if not isinstance(v, jax_core.Literal) and v in uses:
+    if _is_pending(v, uses):
       uses[v] += 1
 
   def read(v):
@@ -197,32 +212,21 @@ def loss_perturbed_at_first_use(
 
   def perturb_pending(variables, after):
     for v in variables:
-      if not isinstance(v, jax_core.Literal) and v in pending:
+      if _is_pending(v, pending):
         i = pending.pop(v)
         env[v] = perturb_leaf(i, leaves[i], after)
 
   for eqn in jaxpr.eqns:
-    reads_params = any(
-      not isinstance(v, jax_core.Literal) and v in pending for v in eqn.invars
-    )
-    kernel = eqn.invars[1] if len(eqn.invars) == 2 else None
-    block = None
-    if (
-      not isinstance(kernel, jax_core.Literal)
-      and kernel in pending
-      and (
-        isinstance(eqn.invars[0], jax_core.Literal)
-        or eqn.invars[0] not in pending
-      )
-    ):
-      block = _dot_rows_per_block(eqn, leaves[pending[kernel]], uses[kernel])
-    if block is not None:
-      i = pending.pop(kernel)
-      perturb_pending(eqn.invars, after)
-      env[eqn.outvars[0]] = _blockwise_perturbed_dot(
+    reads_params = any(_is_pending(v, pending) for v in eqn.invars)
+    blocked = _dot_rows_per_block(eqn, pending, leaves, uses)
+    if blocked is not None:  # x @ W, with W perturbed in blocks inside it
+      i, block = blocked
+      del pending[eqn.invars[1]]
+      out = _blockwise_perturbed_dot(
         eqn, read(eqn.invars[0]), leaves[i], i, perturb_leaf, after, block
       )
-      after = [env[eqn.outvars[0]]]
+      env[eqn.outvars[0]] = out
+      after = [out]
       continue
     perturb_pending(eqn.invars, after)
     bind_params = eqn.primitive.get_bind_params(eqn.params)

@@ -19,6 +19,18 @@ what is computed, is the same; only the machine code is less optimized
 runs) compile at full optimization (:mod:`xla_optimization`).
 ``ZOPRIVACY_TEST_FULL_OPT=1`` keeps full optimization everywhere.
 
+Most of what remains of a compilation is XLA's CPU fusion emitters (the
+MLIR code generator for fused loops). The session turns them off
+(``--xla_cpu_use_fusion_emitters=false``, appended to ``XLA_FLAGS``), and
+XLA emits those loops with its elemental emitter instead: about 0.8x the
+suite's time on 2 cores. The flag exists in every jaxlib that setup.cfg
+allows that was checked (0.6.2 to 0.10.2); later versions keep XLA's
+default, since XLA refuses a flag it does not know. The loops compute the
+same HLO, but the generated code differs, so floating-point results can
+differ in the last bits where multiply-adds are fused differently. CI's
+slow step runs with XLA's default emitters
+(``ZOPRIVACY_TEST_FUSION_EMITTERS=1``, which keeps them on).
+
 Most runner tests calibrate their noise for a target epsilon, and the PLD
 search behind it (seconds each) repeats across tests and subprocesses for
 the same public settings. The session shares the optional calibration cache
@@ -44,6 +56,27 @@ if "xla_backend_optimization_level" not in os.environ.get(
   "XLA_FLAGS", ""
 ) and not os.environ.get("ZOPRIVACY_TEST_FULL_OPT"):
   os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
+
+
+def _without_fusion_emitters() -> bool:
+  """Whether the session turns XLA's CPU fusion emitters off."""
+  from importlib import metadata  # pylint: disable=g-import-not-at-top
+
+  if os.environ.get("ZOPRIVACY_TEST_FUSION_EMITTERS"):
+    return False
+  if "xla_cpu_use_fusion_emitters" in os.environ.get("XLA_FLAGS", ""):
+    return False
+  try:
+    major, minor = (int(x) for x in metadata.version("jaxlib").split(".")[:2])
+  except (metadata.PackageNotFoundError, ValueError):
+    return False
+  return (0, 6) <= (major, minor) <= (0, 10)
+
+
+if _without_fusion_emitters():
+  os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "") + " --xla_cpu_use_fusion_emitters=false"
+  ).strip()
 
 
 @pytest.fixture(autouse=True)

@@ -115,7 +115,9 @@ def test_counter_sphere_replay_is_bit_identical(num_queries):
   [optax.adam(1e-2), optax.sgd(0.05, momentum=0.9)],
   ids=["adam", "momentum"],
 )
-@pytest.mark.parametrize("num_queries", [2, 3])
+@pytest.mark.parametrize(
+  "num_queries", [pytest.param(2, marks=pytest.mark.slow), 3]
+)
 def test_stateful_optimizers_replay_bit_identical_with_several_queries(
   optimizer, num_queries
 ):

@@ -18,6 +18,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).parents[2] / "benchmarks"))
 import llm_memory  # noqa: E402
 
 
+@pytest.mark.slow  # compiles a 12-layer OPT step: ~25 s
 def test_layerwise_step_is_near_inference_memory():
   config = OPTConfig(
     vocab_size=1024,

@@ -294,7 +294,9 @@ class CountingLoss:
     return sum(1 for c in self.calls if c == (traced, size))
 
 
-@pytest.mark.parametrize("prng", ["threefry", "counter"])
+@pytest.mark.parametrize(
+  "prng", [pytest.param("threefry", marks=pytest.mark.slow), "counter"]
+)
 def test_pazo_p_directions_lie_in_the_public_span(prng):
   for orthonormalize in (True, False):
     loss = CountingLoss()
@@ -915,11 +917,10 @@ def test_step_event_is_one_poisson_gaussian(name, kw):
 @pytest.mark.parametrize(
   "name,opt",
   [(n, "sgd") for n in ALL]
+  + [("pazo_m", "adam")]
   + [
-    ("pazo_m", "adam"),
-    ("pazo_p", "adam"),
-    ("pazo_s", "adam"),
-    ("gep", "adam"),
+    pytest.param(n, "adam", marks=pytest.mark.slow)
+    for n in ("pazo_p", "pazo_s", "gep")
   ],
 )
 def test_jitted_chain_composes_and_descends(name, opt):

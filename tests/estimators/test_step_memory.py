@@ -62,7 +62,10 @@ def _mlp_step_extra(hidden, batch_size, kind):
   return params, extra
 
 
-@pytest.mark.parametrize("kind", ["gaussian", "rademacher", "sphere"])
+@pytest.mark.parametrize(
+  "kind",
+  ["gaussian", "rademacher", pytest.param("sphere", marks=pytest.mark.slow)],
+)
 def test_generic_step_memory_over_the_forward_pass(kind):
   params, extra = _mlp_step_extra((256, 256, 256), 32, kind)
   param_bytes = sum(v.nbytes for v in jax.tree.leaves(params))

@@ -17,6 +17,7 @@ from experiments.errors import USER_ERRORS
 FIXTURES = pathlib.Path(__file__).parents[1] / "fixtures"
 
 
+@pytest.mark.slow  # ~19 s; the prefix task below runs the tiny Mistral
 def test_dp_zo_lora_runs_on_the_tiny_mistral():
   config = tiny_opt_sst2.get_config()
   config.model_dir = str(FIXTURES / "tiny_mistral")

@@ -145,6 +145,7 @@ def test_task_trains_on_base_plus_members():
   assert canaries.canary_task(config).num_train == len(base)
 
 
+@pytest.mark.slow  # trains the target models: ~17 s
 def test_fast_smoke_run_end_to_end(tmp_path):
   out = str(tmp_path)
   result = mia.main(out, fast=True)

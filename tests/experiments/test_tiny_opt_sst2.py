@@ -20,6 +20,7 @@ def _config(**overrides):
   return config
 
 
+@pytest.mark.slow  # ~23 s; test_mezo_tasks runs an LLM task end to end
 def test_short_run_meets_the_target_epsilon():
   # secret noise (OS entropy), as the command runs it: the assertions
   # hold for every draw

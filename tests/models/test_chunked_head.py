@@ -69,7 +69,9 @@ def _batch(vocab, batch_size=3, length=10):
   return {"input_ids": ids, "attention_mask": attention, "loss_mask": loss_mask}
 
 
-@pytest.mark.parametrize("family", ["opt", "llama-untied"])
+@pytest.mark.parametrize(
+  "family", ["opt", pytest.param("llama-untied", marks=pytest.mark.slow)]
+)
 def test_lm_losses_by_chunks_equal_the_full_logits(family):
   if family == "opt":
     config = OPTConfig(

@@ -330,6 +330,8 @@ def _greedy_by_recomputation(forward, params, ids, mask, steps, eos, pad):
   return out
 
 
+# Slow: test_opt_reference.py checks the cached decoding against the reference.
+@pytest.mark.slow
 def test_greedy_decoding_with_kv_cache(tiny_opt):
   _, _, config, params = tiny_opt
   model = OPTForCausalLM(config)

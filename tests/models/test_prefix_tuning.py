@@ -21,6 +21,8 @@ from zoprivacy.models.prefix_tuning import PrefixTuning
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 P = 3
 FAMILIES = ["opt", "llama"]
+# The slower equivalence tests run Llama in CI's slow step only.
+OPT_THEN_SLOW_LLAMA = ["opt", pytest.param("llama", marks=pytest.mark.slow)]
 # Prefix width per layer: OPT hidden 16; Llama 2 key/value heads of 4.
 WIDTH = {"opt": 16, "llama": 8}
 
@@ -36,7 +38,7 @@ def _prefix_model(family="opt"):
   return base, model, prefix, batch, params, adapters
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", OPT_THEN_SLOW_LLAMA)
 def test_real_activation_prefix_equals_the_tokens_before_the_input(family):
   """With the prefix set to the keys/values of P random tokens t, the
   prefix model on x computes what the pretrained model computes on [t, x]
@@ -91,6 +93,7 @@ def test_prefix_loss_is_per_example(family):
   np.testing.assert_allclose(alone, out[2:3], rtol=1e-6)
 
 
+@pytest.mark.slow  # decoding, not training: ~10 s a family
 @pytest.mark.parametrize("family", FAMILIES)
 def test_prefix_greedy_decoding_with_cache_equals_recompute(family):
   _, model, prefix, batch, params, adapters = _prefix_model(family)
@@ -109,7 +112,7 @@ def test_prefix_greedy_decoding_with_cache_equals_recompute(family):
   np.testing.assert_array_equal(got, seq[:, 6:])
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", OPT_THEN_SLOW_LLAMA)
 def test_layerwise_step_on_prefix_equals_generic_step(family):
   """The in-scan step slices the stacked prefix adapters per layer: after
   one step it equals the generic dpzero + sgd step on the adapters (frozen

@@ -12,10 +12,21 @@ import sys
 
 import pytest
 
-# Commands whose run a dedicated test already covers in the default suite
-# run in CI's slow step only: the tiny OPT's (test_tiny_opt_sst2.py) and the
-# default config at another target (test_end_to_end.py runs it).
-SLOW_WHEN = ("configs/tiny_opt_sst2.py", "--config.target_epsilon=4")
+# Commands that run in CI's slow step only: the tiny OPT's
+# (test_tiny_opt_sst2.py), the default config at another target
+# (test_end_to_end.py runs it) and the other estimators' configs (their
+# keys are checked by test_offline_configs_are_complete, each estimator
+# trains and resumes in test_runner_privacy.py, and dp_zo_laplace runs
+# from the command line in test_end_to_end.py).
+SLOW_WHEN = (
+  "configs/tiny_opt_sst2.py",
+  "--config.target_epsilon=4",
+  "configs/mezo.py",
+  "configs/dp_zo_gaussian.py",
+  "configs/dp_zo_laplace.py",
+  "configs/dpgd_zeroth.py",
+  "configs/dp_sgd.py",
+)
 
 SMALL = [
   "--config.num_steps=3",

@@ -105,7 +105,7 @@ def test_compare_catches_stale_values():
 @pytest.mark.parametrize(
   "name",
   [
-    pytest.param(n, marks=() if n == "quickstart.ipynb" else pytest.mark.slow)
+    pytest.param(n, marks=pytest.mark.slow)  # each executes a notebook
     for n in NOTEBOOKS
   ],
 )

@@ -99,13 +99,13 @@ def test_compare_catches_stale_values():
   assert compare({"acc": 0.80}, {"acc": 0.80, "new": 1.0}, tol)
 
 
-# Executing all the notebooks takes about 80 s of CPU. The quickstart runs in
-# the default suite; the others are slow (kept out of the default suite,
-# under 10 minutes on 2 cores) and .ci/run runs them as its own step.
+# Executing all the notebooks takes about 80 s of CPU: they are slow (kept
+# out of the default suite, under 10 minutes on 2 cores) and .ci/run runs
+# them in its slow step.
 @pytest.mark.parametrize(
   "name",
   [
-    pytest.param(n, marks=pytest.mark.slow)  # each executes a notebook
+    pytest.param(n, marks=pytest.mark.slow)
     for n in NOTEBOOKS
   ],
 )

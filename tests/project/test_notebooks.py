@@ -104,10 +104,7 @@ def test_compare_catches_stale_values():
 # them in its slow step.
 @pytest.mark.parametrize(
   "name",
-  [
-    pytest.param(n, marks=pytest.mark.slow)
-    for n in NOTEBOOKS
-  ],
+  [pytest.param(n, marks=pytest.mark.slow) for n in NOTEBOOKS],
 )
 def test_notebook_outputs_are_fresh(name):
   path = ROOT / "notebooks" / name

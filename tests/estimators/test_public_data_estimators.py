@@ -124,7 +124,7 @@ same_test_noise = pytest.mark.filterwarnings(
 # ------------------------------------------------------------------ PAZO-M
 
 
-@pytest.mark.parametrize("q", [1, 3])
+@pytest.mark.parametrize("q", [pytest.param(1, marks=pytest.mark.slow), 3])
 def test_pazo_m_alpha_zero_is_dpzero_on_the_quarter_sphere(q):
   # Same public direction key and same test-noise seed: key for key.
   common = dict(

@@ -650,6 +650,7 @@ def test_vader_peft_modes_split_the_task_params(tmp_path):
   assert set(trainable) == {"head"}
 
 
+@pytest.mark.slow  # two BERT feature passes: ~10 s
 def test_vader_precomputed_features_match_the_frozen_model(tmp_path):
   _write_vader(tmp_path)
   model_dir = _tiny_hf_checkpoint(tmp_path / "bert", roberta=False)

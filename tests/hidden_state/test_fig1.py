@@ -15,6 +15,7 @@ def _run(args, out):
     return json.load(f)
 
 
+@pytest.mark.slow  # a figure reproduction, as the others: ~7 s
 def test_quick_fig1_claims_hold(tmp_path):
   result = _run(["--quick", "--no-plots"], tmp_path)
   print(result["claims"])

@@ -358,6 +358,8 @@ def test_greedy_decoding_with_kv_cache(tiny_opt):
     assert np.all(out[r, stop:] == 1)
 
 
+# Slow: test_opt_reference.py and test_llama.py check bfloat16 weights.
+@pytest.mark.slow
 def test_bf16_weights_with_float32_perturbation(tiny_opt):
   """Two-point estimates ``(f(x + l u) - f(x - l u)) / (2 l)``, l = 1e-3.
 

@@ -38,7 +38,8 @@ def _prefix_model(family="opt"):
   return base, model, prefix, batch, params, adapters
 
 
-@pytest.mark.parametrize("family", OPT_THEN_SLOW_LLAMA)
+@pytest.mark.slow  # the layer-wise prefix step's test below runs on OPT
+@pytest.mark.parametrize("family", FAMILIES)
 def test_real_activation_prefix_equals_the_tokens_before_the_input(family):
   """With the prefix set to the keys/values of P random tokens t, the
   prefix model on x computes what the pretrained model computes on [t, x]

@@ -23,9 +23,10 @@ Most of what remains of a compilation is XLA's CPU fusion emitters (the
 MLIR code generator for fused loops). The session turns them off
 (``--xla_cpu_use_fusion_emitters=false``, appended to ``XLA_FLAGS``), and
 XLA emits those loops with its elemental emitter instead: about 0.8x the
-suite's time on 2 cores. The flag exists in every jaxlib that setup.cfg
-allows that was checked (0.6.2 to 0.10.2); later versions keep XLA's
-default, since XLA refuses a flag it does not know. The loops compute the
+suite's time on 2 cores. The flag was found in jaxlib 0.6.2 (setup.cfg's
+oldest) and 0.10.2, and is set for jaxlib 0.6 to 0.10 only: a later
+version keeps XLA's default, since XLA refuses a flag it does not know. The
+loops compute the
 same HLO, but the generated code differs, so floating-point results can
 differ in the last bits where multiply-adds are fused differently. CI's
 slow step runs with XLA's default emitters

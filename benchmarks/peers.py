@@ -42,6 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from results_file import write_report
 from timing import min_median_round_robin, peak_bytes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -51,6 +52,7 @@ import jax_steps  # noqa: E402
 from report import (  # noqa: E402
   ORDER,
   TORCH,
+  TORCH_CUDA,
   load_str,
   mib_str,
   ms_str,
@@ -83,19 +85,43 @@ def image_task(model, shape, batch_size):
   return cross_entropy(model.apply), params, (x, y)
 
 
-def minilm_task(batch_size, length):
-  """all-MiniLM-L6-v2 + Dense(2) head on mean-pooled states, all trainable."""
+# all-MiniLM-L6-v2's config.json, for ``--minilm-weights random``.
+MINILM_L6_CONFIG = dict(
+  vocab_size=30522,
+  hidden_size=384,
+  num_hidden_layers=6,
+  num_attention_heads=12,
+  intermediate_size=1536,
+  max_position_embeddings=512,
+  type_vocab_size=2,
+  layer_norm_eps=1e-12,
+)
+
+
+def minilm_task(batch_size, length, weights="pretrained"):
+  """all-MiniLM-L6-v2 + Dense(2) head on mean-pooled states, all trainable.
+
+  ``weights="random"``: the same architecture randomly initialised, for a
+  machine without the checkpoint (a lent GPU); a step's cost and compiled
+  memory depend on the shapes only.
+  """
   from zoprivacy.models import bert, minilm  # pylint: disable=g-import-not-at-top
 
-  cfg, encoder = bert.load_hf_encoder(minilm.minilm_dir())
-  params = bert.classifier_params_from_encoder(
-    encoder, cfg, 2, jax.random.key(0), "mean"
-  )
-  model = bert.BertClassifier(cfg, 2, pooling="mean")
   rng = np.random.default_rng(0)
+  if weights == "pretrained":
+    cfg, encoder = bert.load_hf_encoder(minilm.minilm_dir())
+  else:
+    cfg = bert.BertConfig(**MINILM_L6_CONFIG)
   ids = rng.integers(1000, cfg.vocab_size, size=(batch_size, length))
   ids[:, 0], ids[:, -1] = 101, 102  # [CLS] ... [SEP], every token real
   inputs = (jnp.asarray(ids, jnp.int32), jnp.ones((batch_size, length), bool))
+  model = bert.BertClassifier(cfg, 2, pooling="mean")
+  if weights == "pretrained":
+    params = bert.classifier_params_from_encoder(
+      encoder, cfg, 2, jax.random.key(0), "mean"
+    )
+  else:
+    params = jax.jit(model.init)(jax.random.key(0), *inputs)["params"]
   labels = jnp.asarray(rng.integers(0, 2, size=batch_size), jnp.int32)
   apply = lambda p, x: model.apply({"params": p}, x[0], x[1])
   return cross_entropy(apply), params, (inputs, labels)
@@ -158,8 +184,21 @@ def donated_call(step, params, state, batch):
   return call
 
 
-def torch_memory(torch_model, batch_size):
-  """The torch port's parameters + batch + step growth, from a child."""
+def torch_device():
+  """Where the torch port runs: the GPU when JAX runs on one, else the CPU."""
+  import torch  # pylint: disable=g-import-not-at-top
+
+  if jax.devices()[0].platform == "gpu" and torch.cuda.is_available():
+    return "cuda"
+  return "cpu"
+
+
+def torch_memory(torch_model, batch_size, device):
+  """The torch port's parameters + batch + step growth (from a child on
+  the CPU, from torch's allocator on the GPU)."""
+  if device == "cuda":
+    m = optional("torch_dpzero").cuda_step_memory(torch_model, batch_size)
+    return m["param_bytes"] + m["batch_bytes"] + m["step_growth_bytes"]
   env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
   out = subprocess.run(
     [
@@ -203,9 +242,20 @@ def bench(task, torch_model, batch_size, reps, max_run_bytes, microbatch):
     import torch  # pylint: disable=g-import-not-at-top
 
     torch.set_num_threads(1)
-    t_step, x, y, _ = torch_dpzero.setup(torch_model, batch_size)
-    fns[TORCH] = lambda: t_step(x, y)
-    memory[TORCH] = torch_memory(torch_model, batch_size)
+    device = torch_device()
+    t_step, x, y, _ = torch_dpzero.setup(torch_model, batch_size, device=device)
+    if device == "cuda":
+
+      def cuda_call():
+        g = t_step(x, y)
+        torch.cuda.synchronize()  # the update after the released scalar
+        return g
+
+      fns[TORCH_CUDA] = cuda_call
+      memory[TORCH_CUDA] = torch_memory(torch_model, batch_size, device)
+    else:
+      fns[TORCH] = lambda: t_step(x, y)
+      memory[TORCH] = torch_memory(torch_model, batch_size, device)
   elif torch_model:
     not_run[TORCH] = "torch not installed"
   times = min_median_round_robin(fns, reps)
@@ -285,7 +335,9 @@ def one_core_section(reps):
   return lines + [""]
 
 
-def settings(include_minilm=True, minilm_length=64):
+def settings(
+  include_minilm=True, minilm_length=64, minilm_weights="pretrained"
+):
   """``(label, model, input shape, torch twin)``; MiniLM has shape None."""
   out = [
     (
@@ -303,7 +355,13 @@ def settings(include_minilm=True, minilm_length=64):
   ]
   if include_minilm:
     out.append(
-      (f"MiniLM-L6 classifier, {minilm_length} tokens", None, None, None)
+      (
+        f"MiniLM-L6 classifier, {minilm_length} tokens"
+        + (", random weights" if minilm_weights == "random" else ""),
+        None,
+        None,
+        None,
+      )
     )
   return out
 
@@ -314,6 +372,12 @@ def main():
   parser.add_argument("--reps", type=int, default=None)
   parser.add_argument("--minilm-length", type=int, default=64)
   parser.add_argument("--skip-minilm", action="store_true")
+  parser.add_argument(
+    "--minilm-weights",
+    choices=("pretrained", "random"),
+    default="pretrained",
+    help="random: the same architecture without the checkpoint",
+  )
   parser.add_argument("--max-run-gib", type=float, default=6.0)
   parser.add_argument(
     "--jax-privacy-microbatch",
@@ -334,6 +398,10 @@ def main():
     return
   device = jax.devices()[0]
   flags = " --quick" if args.quick else ""
+  if args.minilm_weights == "random":
+    flags += " --minilm-weights random"
+  if args.max_run_gib != parser.get_default("max_run_gib"):
+    flags += f" --max-run-gib {args.max_run_gib:g}"
   lines = [
     "# One private training step: zoprivacy DPZero vs first-order DP peers",
     "",
@@ -351,11 +419,11 @@ def main():
   results = {}
   max_run = args.max_run_gib * 2**30
   for label, model, shape, torch_model in settings(
-    not args.skip_minilm, args.minilm_length
+    not args.skip_minilm, args.minilm_length, args.minilm_weights
   ):
     for batch_size in (64, 256):
       if model is None:
-        task = minilm_task(batch_size, args.minilm_length)
+        task = minilm_task(batch_size, args.minilm_length, args.minilm_weights)
       else:
         task = image_task(model, shape, batch_size)
       n, pb, t, mem, not_run = bench(
@@ -371,20 +439,12 @@ def main():
       results[title] = (t, mem, model is None)
       print("\n".join(lines[-(len(ORDER) + 6) :]), flush=True)
   lines += target_lines(results)
-  if optional("torch") is not None:
-    lines += one_core_section(reps)
-  else:
+  if optional("torch") is None:
     lines += ["torch is not installed: no torch lines, no one-core table.", ""]
+  elif device.platform == "cpu":  # core for core: a CPU comparison
+    lines += one_core_section(reps)
   print("\n".join(lines[-20:]), flush=True)
-  old = open(args.out).read() if os.path.exists(args.out) else ""
-  discussion = (
-    old[old.find("## Discussion") :] if "## Discussion" in old else ""
-  )
-  os.makedirs(os.path.dirname(args.out), exist_ok=True)
-  with open(args.out, "w") as f:
-    f.write("\n".join(lines).rstrip() + "\n")
-    if discussion:
-      f.write("\n" + discussion.rstrip() + "\n")
+  write_report(args.out, lines)
   print(f"wrote {args.out}")
 
 

@@ -39,6 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from exact_noise_cost import exact_noise_section, models
+from results_file import replace_section, write_report
 from timing import min_median_round_robin, peak_bytes
 
 import zoprivacy
@@ -219,19 +220,11 @@ def main():
   ]
   if args.exact_noise:  # refresh that section of the results file only
     section = exact_noise_section(reps=60 if args.quick else 200)
-    old = open(args.out).read().split("\n") if os.path.exists(args.out) else []
-    head = "## Exact discrete noise"
-    start = next((i for i, l in enumerate(old) if l.startswith(head)), len(old))
-    end = next(
-      (i for i in range(start + 1, len(old)) if old[i].startswith("## ")),
-      len(old),
-    )
     section[2] += (
       f" Section refreshed by `python benchmarks/step_cost.py "
       f"--exact-noise{' --quick' if args.quick else ''}`."
     )
-    with open(args.out, "w") as f:
-      f.write("\n".join(old[:start] + section + old[end:]).rstrip() + "\n")
+    replace_section(args.out, section[0], section)
     print(f"updated {args.out}")
     return
   checks = []
@@ -300,11 +293,10 @@ def main():
     )
   lines.append("")
   print("\n".join(lines[-(len(checks) + 8) :]))
-  lines += sharded_section(reps)
+  if device.platform == "cpu":  # simulated CPU devices: a CPU measurement
+    lines += sharded_section(reps)
   lines += exact_noise_section(reps=60 if args.quick else 200)
-  os.makedirs(os.path.dirname(args.out), exist_ok=True)
-  with open(args.out, "w") as f:
-    f.write("\n".join(lines) + "\n")
+  write_report(args.out, lines)
   print(f"wrote {args.out}")
 
 

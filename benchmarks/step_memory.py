@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from exact_noise_cost import models
+from results_file import write_report
 from timing import peak_bytes
 
 import zoprivacy
@@ -184,13 +185,22 @@ def main():
     ),
   )
   parser.add_argument("--skip-minilm", action="store_true")
+  parser.add_argument(
+    "--minilm-weights",
+    choices=("pretrained", "random"),
+    default="pretrained",
+    help="random: the same architecture without the checkpoint",
+  )
   args = parser.parse_args()
   batch_size = 64
   device = jax.devices()[0]
   lines = [
     "# Compiled peak memory of one zeroth-order step, by structure",
     "",
-    "Command: `python benchmarks/step_memory.py`  ",
+    "Command: `python benchmarks/step_memory.py"
+    + (" --skip-minilm" if args.skip_minilm else "")
+    + (" --minilm-weights random" if args.minilm_weights == "random" else "")
+    + "`  ",
     f"Machine: {platform.machine()}, device {device.platform} "
     f"({device.device_kind}), jax {jax.__version__}.  ",
     f"Batch {batch_size}. Peak = arguments + outputs + temporaries - "
@@ -204,7 +214,11 @@ def main():
     from peers import minilm_task  # pylint: disable=g-import-not-at-top
 
     settings.append(
-      ("MiniLM-L6 classifier, 64 tokens", *minilm_task(batch_size, 64), False)
+      (
+        "MiniLM-L6 classifier, 64 tokens",
+        *minilm_task(batch_size, 64, args.minilm_weights),
+        False,
+      )
     )
   for title, loss, params, batch, hand_written in settings:
     param_bytes = sum(v.nbytes for v in jax.tree.leaves(params))
@@ -212,9 +226,7 @@ def main():
     rows["largest leaf"] = max(v.nbytes for v in jax.tree.leaves(params))
     lines += table(title, param_bytes, rows)
     print("\n".join(lines), flush=True)
-  text = "\n".join(lines) + "\n"
-  with open(args.out, "w") as f:
-    f.write(text)
+  write_report(args.out, lines)
 
 
 if __name__ == "__main__":

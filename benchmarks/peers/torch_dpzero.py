@@ -30,6 +30,9 @@ B``), as zoprivacy's ``dpzero`` default.
 ``zoprivacy.models.small.MLP`` and ``SmallCNN`` (same layers, same
 parameter count; NCHW images).
 
+:func:`setup` puts the model and batch on the CPU or, for a run on a GPU
+(``benchmarks/peers.py`` on a CUDA device), on the GPU;
+:func:`cuda_step_memory` then reads the step's peak from torch's allocator.
 ``--memory`` reports the resident-set growth over one step (``VmHWM``
 after ``/proc/self/clear_refs`` 5) in a process run with glibc's
 ``MALLOC_MMAP_THRESHOLD_`` fixed, so freed tensors leave the resident set
@@ -119,7 +122,7 @@ class DPZeroStep:
     """``x += scale u`` with ``u ~ N(0, I)`` regenerated from ``seed``."""
     torch.manual_seed(seed)
     for p in self.params:
-      u = torch.normal(0.0, 1.0, size=p.shape, dtype=p.dtype)
+      u = torch.normal(0.0, 1.0, size=p.shape, dtype=p.dtype, device=p.device)
       p.data.add_(u, alpha=scale)
 
   def _losses(self, x, y):
@@ -145,8 +148,9 @@ class DPZeroStep:
     return g
 
 
-def setup(model_name: str, batch_size: int, *, seed: int = 0):
-  """``(step, x, y, num_params)`` for 'mlp' (28x28x1) or 'cnn' (8x8x1)."""
+def setup(model_name: str, batch_size: int, *, seed: int = 0, device="cpu"):
+  """``(step, x, y, num_params)`` for 'mlp' (28x28x1) or 'cnn' (8x8x1),
+  model and batch on ``device`` ("cpu" or "cuda")."""
   torch.manual_seed(seed)
   if model_name == "mlp":
     shape = (1, 28, 28)
@@ -156,11 +160,14 @@ def setup(model_name: str, batch_size: int, *, seed: int = 0):
     model = build_cnn(in_shape=shape)
   else:
     raise ValueError(f"model_name={model_name!r}; use 'mlp' or 'cnn'")
+  model = model.to(device)
   rng = np.random.default_rng(seed)
   x = torch.from_numpy(
     rng.normal(size=(batch_size,) + shape).astype(np.float32)
-  )
-  y = torch.from_numpy(rng.integers(0, 10, size=batch_size).astype(np.int64))
+  ).to(device)
+  y = torch.from_numpy(
+    rng.integers(0, 10, size=batch_size).astype(np.int64)
+  ).to(device)
   step = DPZeroStep(
     model,
     learning_rate=1e-3,
@@ -181,6 +188,33 @@ def _status_kib(field: str) -> int:
   raise KeyError(field)
 
 
+def _tensor_bytes(step, x, y) -> tuple[int, int]:
+  params = sum(p.numel() * p.element_size() for p in step.params)
+  return params, x.numel() * x.element_size() + y.numel() * y.element_size()
+
+
+def cuda_step_memory(model_name: str, batch_size: int) -> dict:
+  """On the GPU: parameters + batch, and the step's peak allocation over
+  them (``torch.cuda.max_memory_allocated``, the caching allocator's own
+  count of live tensors)."""
+  step, x, y, num_params = setup(model_name, batch_size, device="cuda")
+  for _ in range(2):
+    step(x, y)
+  torch.cuda.synchronize()
+  before = torch.cuda.memory_allocated()
+  torch.cuda.reset_peak_memory_stats()
+  step(x, y)
+  torch.cuda.synchronize()
+  growth = torch.cuda.max_memory_allocated() - before
+  param_bytes, batch_bytes = _tensor_bytes(step, x, y)
+  return {
+    "num_params": num_params,
+    "param_bytes": param_bytes,
+    "batch_bytes": batch_bytes,
+    "step_growth_bytes": growth,
+  }
+
+
 def step_memory(model_name: str, batch_size: int) -> dict:
   """Resident bytes of parameters + batch, and the step's growth over them."""
   step, x, y, num_params = setup(model_name, batch_size)
@@ -191,11 +225,11 @@ def step_memory(model_name: str, batch_size: int) -> dict:
     f.write("5")  # resets VmHWM to the current VmRSS
   step(x, y)
   growth = max(0, _status_kib("VmHWM") - before) * 1024
-  param_bytes = sum(p.numel() * p.element_size() for p in step.params)
+  param_bytes, batch_bytes = _tensor_bytes(step, x, y)
   return {
     "num_params": num_params,
     "param_bytes": param_bytes,
-    "batch_bytes": x.numel() * x.element_size() + y.numel() * y.element_size(),
+    "batch_bytes": batch_bytes,
     "step_growth_bytes": growth,
   }
 

@@ -438,6 +438,7 @@ def main():
       lines += setting_lines(title, n, pb, t, mem, not_run)
       results[title] = (t, mem, model is None)
       print("\n".join(lines[-(len(ORDER) + 6) :]), flush=True)
+      write_report(args.out, lines)  # what a stopped run has measured
   lines += target_lines(results)
   if optional("torch") is None:
     lines += ["torch is not installed: no torch lines, no one-core table.", ""]

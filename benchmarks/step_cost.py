@@ -12,7 +12,8 @@ median, machine load printed):
 * ``draw``: generating ``u`` alone, for each direction variant (it is part of
   a step's cost, not of the floor);
 * ``mezo`` / ``dpzero`` steps (estimator + SGD update, jitted);
-* ``dp_sgd`` step (per-example gradients, clipping, noise, SGD update);
+* ``dp_sgd`` step (per-example gradients, clipping, noise, SGD update;
+  ``--dp-sgd-clipping ghost``: ghost clipping);
 
 and reports dpzero against two forward passes (2 x forward) and against the
 floor, dpzero / mezo, draw / floor and the compiled
@@ -59,7 +60,7 @@ def _ms(min_median) -> str:
   return f"{min_median[0] * 1e3:.2f} / {min_median[1] * 1e3:.2f}"
 
 
-def bench(model_name, model, shape, batch_size, reps):
+def bench(model_name, model, shape, batch_size, reps, dp_sgd_clipping):
   rng = np.random.default_rng(0)
   x = jnp.asarray(rng.normal(size=(batch_size,) + shape).astype(np.float32))
   y = jnp.asarray(rng.integers(0, 10, size=batch_size).astype(np.int32))
@@ -136,7 +137,10 @@ def bench(model_name, model, shape, batch_size, reps):
       )
   sgd_step, sgd_state = make_step(
     zoprivacy.dp_sgd(
-      clip=1.0, noise_multiplier=1.0, expected_batch_size=batch_size
+      clip=1.0,
+      noise_multiplier=1.0,
+      expected_batch_size=batch_size,
+      per_example_clipping=dp_sgd_clipping,
     )
   )
   fns["dp_sgd"] = lambda: sgd_step(params, sgd_state, batch, mask)
@@ -193,17 +197,43 @@ def main():
     help="only the exact vs float noise section",
   )
   parser.add_argument(
+    "--models",
+    default=",".join(models()),
+    help="comma-separated subset of: " + ", ".join(models()),
+  )
+  parser.add_argument("--batch-sizes", default="64,256")
+  parser.add_argument(
+    "--dp-sgd-clipping",
+    choices=("explicit", "ghost"),
+    default="explicit",
+    help="the DP-SGD line's per-example clipping (ghost compiles in "
+    "seconds on a GPU, where explicit per-example gradients of the wide "
+    "MLP take minutes)",
+  )
+  parser.add_argument(
+    "--skip-exact-noise", action="store_true", help="no exact noise section"
+  )
+  parser.add_argument(
     "--out",
     default=os.path.join(os.path.dirname(__file__), "results", "step_cost.md"),
   )
   args = parser.parse_args()
+  flags = "".join(
+    f" --{name.replace('_', '-')} {value!r}"
+    if isinstance(value, str)
+    else f" --{name.replace('_', '-')}"
+    for name, value in vars(args).items()
+    if name not in ("out", "quick", "exact_noise")
+    and value != parser.get_default(name)
+  )
   reps = 5 if args.quick else 21
   device = jax.devices()[0]
 
   lines = [
     "# Step cost: private ZO step vs two forward passes, MeZO and DP-SGD",
     "",
-    f"Command: `python benchmarks/step_cost.py{' --quick' if args.quick else ''}`  ",
+    f"Command: `python benchmarks/step_cost.py{' --quick' if args.quick else ''}"
+    f"{flags}`  ",
     f"Machine: {platform.machine()}, {os.cpu_count()} CPU cores, "
     f"device {device.platform} ({device.device_kind}), jax "
     f"{jax.__version__}; load average before the run (1/5/15 min): "
@@ -228,16 +258,22 @@ def main():
     print(f"updated {args.out}")
     return
   checks = []
+  chosen = args.models.split(",")
   for model_name, (model, shape) in models().items():
-    for batch_size in (64, 256):
-      n, param_bytes, t, mem = bench(model_name, model, shape, batch_size, reps)
+    if model_name not in chosen:
+      continue
+    for batch_size in map(int, args.batch_sizes.split(",")):
+      n, param_bytes, t, mem = bench(
+        model_name, model, shape, batch_size, reps, args.dp_sgd_clipping
+      )
       two = t["two_forward"][1]
       lines += [
         f"## {model_name} ({n:,} parameters, {param_bytes / 2**20:.1f} MiB), "
         f"batch {batch_size}",
         "",
         f"forward {_ms(t['forward'])} ms; two_forward (floor) "
-        f"{_ms(t['two_forward'])} ms; dp_sgd step {_ms(t['dp_sgd'])} ms "
+        f"{_ms(t['two_forward'])} ms; dp_sgd step ({args.dp_sgd_clipping} "
+        f"clipping) {_ms(t['dp_sgd'])} ms "
         "(min / median).",
         "",
         "| directions | draw ms | mezo ms | dpzero ms | draw / floor | "
@@ -272,6 +308,7 @@ def main():
         "",
       ]
       print("\n".join(lines[-(len(VARIANTS) + 9) :]), flush=True)
+      write_report(args.out, lines)  # what a stopped run has measured
   lines += [
     "## Targets (medians)",
     "",
@@ -295,7 +332,8 @@ def main():
   print("\n".join(lines[-(len(checks) + 8) :]))
   if device.platform == "cpu":  # simulated CPU devices: a CPU measurement
     lines += sharded_section(reps)
-  lines += exact_noise_section(reps=60 if args.quick else 200)
+  if not args.skip_exact_noise:
+    lines += exact_noise_section(reps=60 if args.quick else 200)
   write_report(args.out, lines)
   print(f"wrote {args.out}")
 

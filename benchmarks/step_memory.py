@@ -226,7 +226,7 @@ def main():
     rows["largest leaf"] = max(v.nbytes for v in jax.tree.leaves(params))
     lines += table(title, param_bytes, rows)
     print("\n".join(lines), flush=True)
-  write_report(args.out, lines)
+    write_report(args.out, lines)  # what a stopped run has measured
 
 
 if __name__ == "__main__":

@@ -21,7 +21,9 @@ def optional(name):
 
 
 def ms_str(min_median) -> str:
-  return f"{min_median[0] * 1e3:.1f} / {min_median[1] * 1e3:.1f}"
+  """Milliseconds, two decimals under 10 ms (a GPU's steps) and one above."""
+  digits = 2 if min_median[1] < 1e-2 else 1
+  return f"{min_median[0] * 1e3:.{digits}f} / {min_median[1] * 1e3:.{digits}f}"
 
 
 def mib_str(n) -> str:

@@ -151,16 +151,20 @@ def _blockwise_perturbed_dot(eqn, lhs, leaf, i, perturb_leaf, after, block):
   params = dict(eqn.params)
   params["dimension_numbers"] = (((lhs.ndim - 1,), (0,)), ((), ()))
 
-  def add_block(j, total):
+  def product(j):
     first = j * block
     rows = jax.lax.dynamic_slice_in_dim(leaf, first, block, 0)
     rows = perturb_leaf(i, rows, after, start=first * cols)
     x = jax.lax.dynamic_slice_in_dim(lhs, first, block, lhs.ndim - 1)
-    return total + eqn.primitive.bind(x, rows, **params)
+    return eqn.primitive.bind(x, rows, **params)
 
-  out = eqn.outvars[0].aval
-  total = jnp.zeros(out.shape, out.dtype)
-  return jax.lax.fori_loop(0, leaf.shape[0] // block, add_block, total)
+  # The first block's product starts the sum: a buffer of its own that the
+  # loop adds into in place. A zeros start would be one constant shared by
+  # the loops of both passes, and each loop would copy it first (wide MLP,
+  # batch 256: a compiled peak of 24.6 MiB against 28.5).
+  return jax.lax.fori_loop(
+    1, leaf.shape[0] // block, lambda j, total: total + product(j), product(0)
+  )
 
 
 def loss_perturbed_at_first_use(

@@ -188,9 +188,13 @@ def _status_kib(field: str) -> int:
   raise KeyError(field)
 
 
-def _tensor_bytes(step, x, y) -> tuple[int, int]:
-  params = sum(p.numel() * p.element_size() for p in step.params)
-  return params, x.numel() * x.element_size() + y.numel() * y.element_size()
+def _memory_report(step, x, y, num_params, growth) -> dict:
+  return {
+    "num_params": num_params,
+    "param_bytes": sum(p.numel() * p.element_size() for p in step.params),
+    "batch_bytes": x.numel() * x.element_size() + y.numel() * y.element_size(),
+    "step_growth_bytes": growth,
+  }
 
 
 def cuda_step_memory(model_name: str, batch_size: int) -> dict:
@@ -206,13 +210,7 @@ def cuda_step_memory(model_name: str, batch_size: int) -> dict:
   step(x, y)
   torch.cuda.synchronize()
   growth = torch.cuda.max_memory_allocated() - before
-  param_bytes, batch_bytes = _tensor_bytes(step, x, y)
-  return {
-    "num_params": num_params,
-    "param_bytes": param_bytes,
-    "batch_bytes": batch_bytes,
-    "step_growth_bytes": growth,
-  }
+  return _memory_report(step, x, y, num_params, growth)
 
 
 def step_memory(model_name: str, batch_size: int) -> dict:
@@ -225,13 +223,7 @@ def step_memory(model_name: str, batch_size: int) -> dict:
     f.write("5")  # resets VmHWM to the current VmRSS
   step(x, y)
   growth = max(0, _status_kib("VmHWM") - before) * 1024
-  param_bytes, batch_bytes = _tensor_bytes(step, x, y)
-  return {
-    "num_params": num_params,
-    "param_bytes": param_bytes,
-    "batch_bytes": batch_bytes,
-    "step_growth_bytes": growth,
-  }
+  return _memory_report(step, x, y, num_params, growth)
 
 
 def main():

@@ -244,18 +244,16 @@ def bench(task, torch_model, batch_size, reps, max_run_bytes, microbatch):
     torch.set_num_threads(1)
     device = torch_device()
     t_step, x, y, _ = torch_dpzero.setup(torch_model, batch_size, device=device)
-    if device == "cuda":
+    name = TORCH_CUDA if device == "cuda" else TORCH
 
-      def cuda_call():
-        g = t_step(x, y)
+    def torch_call():
+      g = t_step(x, y)
+      if device == "cuda":
         torch.cuda.synchronize()  # the update after the released scalar
-        return g
+      return g
 
-      fns[TORCH_CUDA] = cuda_call
-      memory[TORCH_CUDA] = torch_memory(torch_model, batch_size, device)
-    else:
-      fns[TORCH] = lambda: t_step(x, y)
-      memory[TORCH] = torch_memory(torch_model, batch_size, device)
+    fns[name] = torch_call
+    memory[name] = torch_memory(torch_model, batch_size, device)
   elif torch_model:
     not_run[TORCH] = "torch not installed"
   times = min_median_round_robin(fns, reps)

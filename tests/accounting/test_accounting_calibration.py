@@ -187,18 +187,31 @@ def test_calibration_errors():
     )
 
 
-def test_calibration_on_random_settings():
-  """Seeded settings (T capped at 2000 for run time): certified bracket."""
+def _random_calibration_settings(n=6):
+  """``n`` seeded ``(target, p, steps, delta)`` (T capped at 2000)."""
   import math
 
   import numpy as np
 
   rng = np.random.default_rng(7)
-  for _ in range(6):
+  out = []
+  for _ in range(n):
     target = float(np.exp(rng.uniform(math.log(0.3), math.log(8.0))))
     p = float(np.exp(rng.uniform(math.log(1e-3), math.log(0.3))))
     steps = int(np.exp(rng.uniform(math.log(10), math.log(2000))))
     delta = float(np.exp(rng.uniform(math.log(1e-8), math.log(1e-4))))
+    out.append((target, p, steps, delta))
+  return out
+
+
+@pytest.mark.parametrize(
+  "half", [0, pytest.param(1, marks=pytest.mark.slow)]
+)  # the default suite checks three settings; the slow step the other three
+def test_calibration_on_random_settings(half):
+  """Seeded settings (T capped at 2000 for run time): certified bracket."""
+  for target, p, steps, delta in _random_calibration_settings()[
+    3 * half : 3 * half + 3
+  ]:
     res = acc.calibrate_noise_multiplier(
       target_epsilon=target,
       delta=delta,

@@ -3,8 +3,6 @@
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -210,27 +208,6 @@ def test_every_estimator_resumes_exactly_and_reports_one_epsilon(
   )
   assert f"{r['epsilon']:.4f}" in report.format_report(r)
   assert 0 < r["epsilon"] < 10
-
-
-def test_main_command_prints_accuracy_and_epsilon(tmp_path):
-  out = subprocess.run(
-    [
-      sys.executable,
-      "-m",
-      "experiments.run",
-      "--config",
-      "configs/default.py",
-      "--config.num_steps=50",
-      "--config.eval_every=0",
-    ],
-    capture_output=True,
-    text=True,
-    check=True,
-    timeout=300,
-  )
-  assert "test accuracy:" in out.stdout
-  assert "(epsilon, delta) = (" in out.stdout
-  assert "exact integer noise" in out.stdout
 
 
 def test_runner_refuses_a_loss_that_mixes_examples(monkeypatch):

@@ -28,6 +28,9 @@ SLOW_WHEN = (
   "configs/dp_sgd.py",
 )
 
+# The README's first set-up command ends with the main job.
+MAIN_COMMAND = "python -m experiments.run --config configs/default.py"
+
 SMALL = [
   "--config.num_steps=3",
   "--config.eval_every=0",
@@ -102,9 +105,13 @@ def test_documented_command_runs(command, tmp_path):
   assert r.returncode == 0, r.stderr[-2000:]
   if "experiments.run" in command:
     assert "test accuracy:" in r.stdout
+    if command == MAIN_COMMAND:  # what the README says it prints
+      assert "(epsilon, delta) = (" in r.stdout
+      assert "exact integer noise" in r.stdout
   else:
     assert "epsilon" in r.stdout.lower() or "sigma" in r.stdout.lower()
 
 
 def test_the_docs_have_commands():
   assert len(_commands()) >= 10
+  assert MAIN_COMMAND in [p.values[0] for p in _commands()]

@@ -16,9 +16,10 @@ peak memory (arguments + outputs + temporaries - aliased) for:
 * ``optax dpsgd``: ``optax.contrib.dpsgd`` on ``vmap(grad)``;
 * ``jax_privacy``: jax_privacy 2.x ``clipped_grad`` + Gaussian privatizer;
 * ``torch dpzero``: the PyTorch port of the reference DPZero step at one
-  thread (``benchmarks/peers/torch_dpzero.py``), MLP and CNN only, timed
-  in the same round-robin; its memory is parameters + batch + the resident
-  growth over one step, measured in a child process.
+  thread (``benchmarks/peers/torch_dpzero.py``; the MiniLM classifier's
+  twin is ``torch_bert.py``, the same logits), timed in the same
+  round-robin; its memory is parameters + batch + the resident growth over
+  one step, measured in a child process.
 
 A JAX step whose compiled peak exceeds ``--max-run-gib`` is compiled (its
 peak is reported) but not run. A second table pins a child process to one
@@ -49,6 +50,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "peers"))
 
 import jax_steps  # noqa: E402
+from minilm_config import MINILM_L6_CONFIG  # noqa: E402
 from report import (  # noqa: E402
   ORDER,
   TORCH,
@@ -83,19 +85,6 @@ def image_task(model, shape, batch_size):
   y = jnp.asarray(rng.integers(0, 10, size=batch_size).astype(np.int32))
   params = model.init(jax.random.key(0), x[:1])
   return cross_entropy(model.apply), params, (x, y)
-
-
-# all-MiniLM-L6-v2's config.json, for ``--minilm-weights random``.
-MINILM_L6_CONFIG = dict(
-  vocab_size=30522,
-  hidden_size=384,
-  num_hidden_layers=6,
-  num_attention_heads=12,
-  intermediate_size=1536,
-  max_position_embeddings=512,
-  type_vocab_size=2,
-  layer_norm_eps=1e-12,
-)
 
 
 def minilm_task(batch_size, length, weights="pretrained"):
@@ -193,11 +182,12 @@ def torch_device():
   return "cpu"
 
 
-def torch_memory(torch_model, batch_size, device):
+def torch_memory(torch_twin, batch_size, device):
   """The torch port's parameters + batch + step growth (from a child on
   the CPU, from torch's allocator on the GPU)."""
+  name, kwargs = torch_twin
   if device == "cuda":
-    m = optional("torch_dpzero").cuda_step_memory(torch_model, batch_size)
+    m = optional("torch_dpzero").cuda_step_memory(name, batch_size, **kwargs)
     return m["param_bytes"] + m["batch_bytes"] + m["step_growth_bytes"]
   env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
   out = subprocess.run(
@@ -205,11 +195,12 @@ def torch_memory(torch_model, batch_size, device):
       sys.executable,
       os.path.join(HERE, "peers", "torch_dpzero.py"),
       "--model",
-      torch_model,
+      name,
       "--batch",
       str(batch_size),
       "--memory",
-    ],
+    ]
+    + [f"--{k}={v}" for k, v in kwargs.items()],
     env=env,
     capture_output=True,
     text=True,
@@ -219,7 +210,7 @@ def torch_memory(torch_model, batch_size, device):
   return m["param_bytes"] + m["batch_bytes"] + m["step_growth_bytes"]
 
 
-def bench(task, torch_model, batch_size, reps, max_run_bytes, microbatch):
+def bench(task, torch_twin, batch_size, reps, max_run_bytes, microbatch):
   """``(num_params, param_bytes, times, memory, not_run)`` for one setting."""
   batched_loss, params, batch = task
   steps = jax_methods(batched_loss, params, batch_size, microbatch)
@@ -238,12 +229,14 @@ def bench(task, torch_model, batch_size, reps, max_run_bytes, microbatch):
     else:
       fns[name] = donated_call(step, params, state, batch)
   torch_dpzero = optional("torch_dpzero") if optional("torch") else None
-  if torch_model and torch_dpzero is not None:
+  if torch_twin and torch_dpzero is not None:
     import torch  # pylint: disable=g-import-not-at-top
 
     torch.set_num_threads(1)
     device = torch_device()
-    t_step, x, y, _ = torch_dpzero.setup(torch_model, batch_size, device=device)
+    t_step, x, y, _ = torch_dpzero.setup(
+      torch_twin[0], batch_size, device=device, **torch_twin[1]
+    )
     name = TORCH_CUDA if device == "cuda" else TORCH
 
     def torch_call():
@@ -253,8 +246,8 @@ def bench(task, torch_model, batch_size, reps, max_run_bytes, microbatch):
       return g
 
     fns[name] = torch_call
-    memory[name] = torch_memory(torch_model, batch_size, device)
-  elif torch_model:
+    memory[name] = torch_memory(torch_twin, batch_size, device)
+  elif torch_twin:
     not_run[TORCH] = "torch not installed"
   times = min_median_round_robin(fns, reps)
   num_params = sum(v.size for v in jax.tree.leaves(params))
@@ -273,7 +266,7 @@ def one_core_worker(reps):
 
   torch.set_num_threads(1)
   result = {}
-  for label, model, shape, torch_model in settings(include_minilm=False):
+  for label, model, shape, (torch_model, _) in settings(include_minilm=False):
     for batch_size in (64, 256):
       batched_loss, params, batch = image_task(model, shape, batch_size)
       fns = {}
@@ -336,19 +329,21 @@ def one_core_section(reps):
 def settings(
   include_minilm=True, minilm_length=64, minilm_weights="pretrained"
 ):
-  """``(label, model, input shape, torch twin)``; MiniLM has shape None."""
+  """``(label, model, input shape, torch twin)``: MiniLM has model and
+  shape None; the twin is ``torch_dpzero.setup``'s model name and keyword
+  arguments."""
   out = [
     (
       "digits CNN",
       small.SmallCNN(num_classes=10, features=(8, 16)),
       (8, 8, 1),
-      "cnn",
+      ("cnn", {}),
     ),
     (
       "wide MLP",
       small.MLP(num_classes=10, hidden=(2304, 1024)),
       (28, 28, 1),
-      "mlp",
+      ("mlp", {}),
     ),
   ]
   if include_minilm:
@@ -358,7 +353,7 @@ def settings(
         + (", random weights" if minilm_weights == "random" else ""),
         None,
         None,
-        None,
+        ("minilm", dict(length=minilm_length, weights=minilm_weights)),
       )
     )
   return out
@@ -416,7 +411,7 @@ def main():
   ]
   results = {}
   max_run = args.max_run_gib * 2**30
-  for label, model, shape, torch_model in settings(
+  for label, model, shape, torch_twin in settings(
     not args.skip_minilm, args.minilm_length, args.minilm_weights
   ):
     for batch_size in (64, 256):
@@ -426,7 +421,7 @@ def main():
         task = image_task(model, shape, batch_size)
       n, pb, t, mem, not_run = bench(
         task,
-        torch_model,
+        torch_twin,
         batch_size,
         reps,
         max_run,

@@ -1,6 +1,8 @@
 r"""PyTorch port of the reference DPZero step, for timing against JAX.
 
     python benchmarks/peers/torch_dpzero.py --model mlp --batch 64 --memory
+    python benchmarks/peers/torch_dpzero.py --model minilm --length 64
+    python benchmarks/peers/torch_dpzero.py --model cnn --batch 256 --forward
 
 The step of the official DPZero code (Zhang et al. 2024, Alg. 2, its
 RoBERTa trainer's memory-efficient path, itself MeZO's, Malladi et al.
@@ -28,7 +30,8 @@ B``), as zoprivacy's ``dpzero`` default.
 
 :func:`build_mlp` and :func:`build_cnn` are the torch twins of
 ``zoprivacy.models.small.MLP`` and ``SmallCNN`` (same layers, same
-parameter count; NCHW images).
+parameter count; NCHW images); ``torch_bert.minilm`` is the twin of the
+all-MiniLM-L6-v2 classifier (``BertClassifier``, mean pooling).
 
 :func:`setup` puts the model and batch on the CPU or, for a run on a GPU
 (``benchmarks/peers.py`` on a CUDA device), on the GPU;
@@ -148,25 +151,41 @@ class DPZeroStep:
     return g
 
 
-def setup(model_name: str, batch_size: int, *, seed: int = 0, device="cpu"):
-  """``(step, x, y, num_params)`` for 'mlp' (28x28x1) or 'cnn' (8x8x1),
-  model and batch on ``device`` ("cpu" or "cuda")."""
+def setup(
+  model_name: str,
+  batch_size: int,
+  *,
+  seed: int = 0,
+  device="cpu",
+  length: int = 64,
+  weights: str = "pretrained",
+):
+  """``(step, x, y, num_params)`` for 'mlp' (28x28x1), 'cnn' (8x8x1) or
+  'minilm' (``length`` tokens, every one real; ``weights`` "pretrained" or
+  "random", ``torch_bert.minilm``), model and batch on ``device`` ("cpu"
+  or "cuda")."""
   torch.manual_seed(seed)
-  if model_name == "mlp":
-    shape = (1, 28, 28)
-    model = build_mlp(in_shape=shape)
-  elif model_name == "cnn":
-    shape = (1, 8, 8)
-    model = build_cnn(in_shape=shape)
-  else:
-    raise ValueError(f"model_name={model_name!r}; use 'mlp' or 'cnn'")
-  model = model.to(device)
   rng = np.random.default_rng(seed)
-  x = torch.from_numpy(
-    rng.normal(size=(batch_size,) + shape).astype(np.float32)
-  ).to(device)
+  if model_name == "minilm":
+    import torch_bert  # pylint: disable=g-import-not-at-top
+
+    model, num_classes = torch_bert.minilm(weights=weights), 2
+    ids = rng.integers(1000, model.vocab_size, size=(batch_size, length))
+    ids[:, 0], ids[:, -1] = 101, 102  # [CLS] ... [SEP]
+    x = torch.from_numpy(ids)
+  elif model_name in ("mlp", "cnn"):
+    shape = (1, 28, 28) if model_name == "mlp" else (1, 8, 8)
+    build = build_mlp if model_name == "mlp" else build_cnn
+    model, num_classes = build(in_shape=shape), 10
+    x = torch.from_numpy(
+      rng.normal(size=(batch_size,) + shape).astype(np.float32)
+    )
+  else:
+    raise ValueError(f"model_name={model_name!r}; use 'mlp', 'cnn', 'minilm'")
+  model = model.to(device)
+  x = x.to(device)
   y = torch.from_numpy(
-    rng.integers(0, 10, size=batch_size).astype(np.int64)
+    rng.integers(0, num_classes, size=batch_size).astype(np.int64)
   ).to(device)
   step = DPZeroStep(
     model,
@@ -197,11 +216,13 @@ def _memory_report(step, x, y, num_params, growth) -> dict:
   }
 
 
-def cuda_step_memory(model_name: str, batch_size: int) -> dict:
+def cuda_step_memory(model_name: str, batch_size: int, **setup_kwargs) -> dict:
   """On the GPU: parameters + batch, and the step's peak allocation over
   them (``torch.cuda.max_memory_allocated``, the caching allocator's own
   count of live tensors)."""
-  step, x, y, num_params = setup(model_name, batch_size, device="cuda")
+  step, x, y, num_params = setup(
+    model_name, batch_size, device="cuda", **setup_kwargs
+  )
   for _ in range(2):
     step(x, y)
   torch.cuda.synchronize()
@@ -213,9 +234,9 @@ def cuda_step_memory(model_name: str, batch_size: int) -> dict:
   return _memory_report(step, x, y, num_params, growth)
 
 
-def step_memory(model_name: str, batch_size: int) -> dict:
+def step_memory(model_name: str, batch_size: int, **setup_kwargs) -> dict:
   """Resident bytes of parameters + batch, and the step's growth over them."""
-  step, x, y, num_params = setup(model_name, batch_size)
+  step, x, y, num_params = setup(model_name, batch_size, **setup_kwargs)
   for _ in range(2):
     step(x, y)
   before = _status_kib("VmRSS")
@@ -228,24 +249,43 @@ def step_memory(model_name: str, batch_size: int) -> dict:
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--model", choices=("mlp", "cnn"), default="mlp")
+  parser.add_argument(
+    "--model", choices=("mlp", "cnn", "minilm"), default="mlp"
+  )
   parser.add_argument("--batch", type=int, default=64)
+  parser.add_argument("--length", type=int, default=64, help="minilm tokens")
+  parser.add_argument(
+    "--weights", choices=("pretrained", "random"), default="pretrained"
+  )
   parser.add_argument("--reps", type=int, default=20)
   parser.add_argument(
     "--memory", action="store_true", help="print the step's memory as JSON"
   )
+  parser.add_argument(
+    "--forward",
+    action="store_true",
+    help="time one forward pass (no grad) instead of the step",
+  )
   args = parser.parse_args()
   torch.set_num_threads(1)
+  minilm_args = dict(length=args.length, weights=args.weights)
   if args.memory:
-    print(json.dumps(step_memory(args.model, args.batch)))
+    print(json.dumps(step_memory(args.model, args.batch, **minilm_args)))
     return
-  step, x, y, _ = setup(args.model, args.batch)
+  step, x, y, _ = setup(args.model, args.batch, **minilm_args)
+  call = step
+  if args.forward:
+
+    def call(x, y):
+      with torch.no_grad():
+        return step.model(x)
+
   for _ in range(2):
-    step(x, y)
+    call(x, y)
   times = []
   for _ in range(args.reps):
     t0 = time.perf_counter()
-    step(x, y)
+    call(x, y)
     times.append(time.perf_counter() - t0)
   print(
     json.dumps(

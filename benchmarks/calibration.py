@@ -10,7 +10,10 @@ targets eps in {0.5, 1, 4}. Measured side by side in one run:
   ``PLDAccountant(value_discretization_interval=1e-4)``, its default bracket
   search from [0, 1] and default tolerance (the slow, tight baseline);
 * for reference, dp_accounting calibration at a coarse 1e-3 interval (fast
-  but biased upward).
+  but biased upward);
+* end to end: the wall time of ``python -m zoprivacy.accounting calibrate``
+  in a fresh process per target, beside the cost of starting Python and of
+  importing ``zoprivacy.accounting`` and ``dp_accounting`` alone.
 
 Usage::
 
@@ -24,6 +27,7 @@ import os
 import pathlib
 import platform
 import statistics
+import subprocess
 import sys
 import time
 
@@ -35,6 +39,7 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from zoprivacy.accounting import calibration as zcal  # noqa: E402
+from zoprivacy.accounting import calibration_cache as zcache  # noqa: E402
 from zoprivacy.accounting import epsilon as zeps  # noqa: E402
 from zoprivacy.accounting import events as zev  # noqa: E402
 
@@ -87,6 +92,64 @@ def baseline(target: float, interval: float):
     DELTA,
   )
   return time.perf_counter() - t0, sigma
+
+
+def wall_seconds(argv: list[str], repeats: int) -> list[float]:
+  """Wall seconds of ``repeats`` fresh processes running ``argv`` (the
+  calibration cache variable removed: every run searches anew)."""
+  env = {k: v for k, v in os.environ.items() if k != zcache.ENV_VAR}
+  times = []
+  for _ in range(repeats):
+    t0 = time.perf_counter()
+    subprocess.run(argv, env=env, check=True, capture_output=True)
+    times.append(time.perf_counter() - t0)
+  return times
+
+
+def end_to_end_lines(repeats: int) -> list[str]:
+  """The CLI's wall time per target, beside what importing costs alone."""
+  py = sys.executable
+  floors = {
+    "`python -c pass`": [py, "-c", "pass"],
+    "`import zoprivacy.accounting`": [py, "-c", "import zoprivacy.accounting"],
+    "`import dp_accounting`": [py, "-c", "import dp_accounting"],
+  }
+  lines = [
+    "## End to end: the command line, from a fresh process",
+    "",
+    f"Wall seconds, median (min) of {repeats} processes each; target: the "
+    "CLI calibration <= 1.5 s for each setting. Load average before: "
+    f"{tuple(round(x, 2) for x in os.getloadavg())}.",
+    "",
+    "| command | wall s | target |",
+    "|---|---|---|",
+  ]
+  medians = {}
+  for label, argv in floors.items():
+    t = wall_seconds(argv, repeats)
+    medians[label] = statistics.median(t)
+    lines.append(f"| {label} | {medians[label]:.2f} ({min(t):.2f}) | |")
+  for target in TARGETS:
+    argv = [py, "-m", "zoprivacy.accounting", "calibrate", "--epsilon"]
+    argv += [str(target), "--delta", str(DELTA), "--sampling-probability"]
+    argv += [str(P), "--steps", str(T)]
+    t = wall_seconds(argv, repeats)
+    met = "met" if statistics.median(t) <= 1.5 else "MISSED"
+    lines.append(
+      f"| `python -m zoprivacy.accounting calibrate --epsilon {target:g} "
+      f"--delta 1e-5 --sampling-probability 0.016 --steps {T}` | "
+      f"{statistics.median(t):.2f} ({min(t):.2f}) | {met} |"
+    )
+    print(lines[-1], flush=True)
+  imports = medians["`import dp_accounting`"]
+  return lines + [
+    "",
+    f"Importing dp_accounting (with the SciPy modules it loads: signal, "
+    f"stats, optimize) takes {imports:.2f} s of each command here; the rest "
+    "is the search (table above) and the report (the PLD epsilon by "
+    "direction and the RDP epsilon).",
+    "",
+  ]
 
 
 def machine_note() -> str:
@@ -196,8 +259,8 @@ def main(argv=None) -> int:
     "The 1e-3 columns show why a coarse interval is not a shortcut: its "
     "multiplier is biased upward (too much noise).",
     "",
-    "Note: an earlier measurement on this kind of machine gave 12-28 s per target for the "
-    "dp_accounting 1e-4 baseline on this kind of machine; that was not "
+    "Note: an earlier measurement gave 12-28 s per target for the "
+    "dp_accounting 1e-4 baseline on a machine of this kind; that was not "
     "reproduced in this run (times above; the machine was shared with "
     "other jobs, see the load average). Most of the baseline's time goes "
     "to its bracket search from [0, 1], where small multipliers give large "
@@ -205,6 +268,7 @@ def main(argv=None) -> int:
     "multiplier instead and needs about 4 fine PLD evaluations.",
     "",
   ]
+  lines += end_to_end_lines(args.repeats)
   out = pathlib.Path(args.out)
   out.parent.mkdir(parents=True, exist_ok=True)
   out.write_text("\n".join(lines))

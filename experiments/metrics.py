@@ -1,7 +1,10 @@
-"""Metrics of a run: test accuracy, the metrics files and the report plot.
+"""Metrics of a run: the task's test metrics, the metrics files and the plot.
 
-Only test-set metrics and the privacy spent are written: a training loss on
-private batches is itself private and is never written out.
+A task names its metrics (``Task.metric_names``; the first is the headline):
+``test_accuracy`` for a classifier, ``test_f1`` and ``test_exact_match`` for
+a generation task (SQuAD, DROP). Only test-set metrics and the privacy spent
+are written: a training loss on private batches is itself private and is
+never written out.
 """
 
 from __future__ import annotations
@@ -30,14 +33,54 @@ def evaluate(
   return correct / len(labels)
 
 
+def evaluate_task(task, predict, params, frozen) -> dict[str, float]:
+  """The task's test metrics, ``{name: value}`` in ``task.metric_names``'
+  order (the first is the headline metric).
+
+  A classifier (``task.evaluate is None``): ``{"test_accuracy": ...}``, the
+  accuracy of the argmax of ``predict(params, frozen, inputs)`` over the
+  candidates. A task with its own ``evaluate`` (greedy decoding scored by
+  F1 / exact match for SQuAD and DROP): what it returns, checked against
+  its declared names; such a task never reports an accuracy.
+  """
+  names = tuple(task.metric_names)
+  if task.evaluate is None:
+    if names != ("test_accuracy",):
+      raise ValueError(
+        f"The task declares the metrics {names} but no evaluate function; "
+        "only a classifier is scored by the accuracy of its argmax."
+      )
+    return {
+      "test_accuracy": evaluate(
+        predict, params, frozen, task.test_inputs, task.test_labels
+      )
+    }
+  scores = {k: float(v) for k, v in task.evaluate(params, frozen).items()}
+  if tuple(scores) != names:
+    raise ValueError(
+      f"The task's evaluate returned {tuple(scores)}, not its declared "
+      f"metrics {names}."
+    )
+  return scores
+
+
+def metric_label(name: str) -> str:
+  """``test_f1`` -> ``test F1``: a metric's name as reports print it."""
+  words = name.replace("_", " ")
+  return words.replace(" f1", " F1") if words != "f1" else "F1"
+
+
 class MetricsWriter:
   """Appends metric rows to ``metrics.csv`` and ``metrics.jsonl`` (and
-  TensorBoard when ``tensorboardX`` is installed)."""
+  TensorBoard when ``tensorboardX`` is installed): the step, the task's
+  ``metric_names``, the epsilon spent and the seconds."""
 
-  FIELDS = ("step", "test_accuracy", "epsilon", "seconds")
-
-  def __init__(self, workdir: str | None):
+  def __init__(
+    self, workdir: str | None, metric_names=("test_accuracy",)
+  ) -> None:
     self.workdir = workdir
+    self.metric_names = tuple(metric_names)
+    self.fields = ("step", *self.metric_names, "epsilon", "seconds")
     self._tb = None
     if workdir:
       os.makedirs(workdir, exist_ok=True)
@@ -68,20 +111,25 @@ class MetricsWriter:
     path = os.path.join(self.workdir, "metrics.csv")
     new = not os.path.exists(path)
     with open(path, "a", newline="") as f:
-      w = csv.DictWriter(f, fieldnames=self.FIELDS)
+      w = csv.DictWriter(f, fieldnames=self.fields)
       if new:
         w.writeheader()
-      w.writerow({k: row.get(k) for k in self.FIELDS})
+      w.writerow({k: row.get(k) for k in self.fields})
     with open(os.path.join(self.workdir, "metrics.jsonl"), "a") as f:
       f.write(json.dumps(row) + "\n")
     if self._tb is not None:
-      for k in ("test_accuracy", "epsilon"):
+      for k in (*self.metric_names, "epsilon"):
         if row.get(k) is not None:
           self._tb.add_scalar(k, row[k], row["step"])
 
 
-def plot_report(history: list[dict], path: str, title: str) -> str | None:
-  """PNG of test accuracy against step and against epsilon."""
+def plot_report(
+  history: list[dict],
+  path: str,
+  title: str,
+  metric_names=("test_accuracy",),
+) -> str | None:
+  """PNG of the task's test metrics against step and against epsilon."""
   try:
     import matplotlib  # pylint: disable=g-import-not-at-top
 
@@ -90,7 +138,6 @@ def plot_report(history: list[dict], path: str, title: str) -> str | None:
   except ImportError:
     return None
   steps = [h["step"] for h in history]
-  acc = [h["test_accuracy"] for h in history]
   eps = [h.get("epsilon") for h in history]
   private = all(e is not None and np.isfinite(e) for e in eps)
   fig, axes = plt.subplots(
@@ -100,15 +147,21 @@ def plot_report(history: list[dict], path: str, title: str) -> str | None:
     squeeze=False,
   )
   axes = axes[0]
-  axes[0].plot(steps, acc, marker="o")
+  ylabel = ", ".join(metric_label(m) for m in metric_names)
+  for name in metric_names:
+    values = [h.get(name) for h in history]
+    axes[0].plot(steps, values, marker="o", label=metric_label(name))
+    if private:
+      axes[1].plot(eps, values, marker="o", label=metric_label(name))
   axes[0].set(
     xlabel="step",
-    ylabel="test accuracy",
+    ylabel=ylabel,
     title=title if private else f"{title} (non-private)",
   )
   if private:
-    axes[1].plot(eps, acc, marker="o")
-    axes[1].set(xlabel="epsilon spent", ylabel="test accuracy")
+    axes[1].set(xlabel="epsilon spent", ylabel=ylabel)
+  if len(metric_names) > 1:
+    axes[0].legend()
   fig.tight_layout()
   fig.savefig(path, dpi=100)
   plt.close(fig)

@@ -1,4 +1,4 @@
-"""The one-paragraph report of a finished run (accuracy, plan, epsilon)."""
+"""The one-paragraph report of a finished run (metrics, plan, epsilon)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from experiments import hidden_state_run
+from experiments.metrics import metric_label
 
 
 def _mesh_note(mesh) -> str:
@@ -16,7 +17,8 @@ def _mesh_note(mesh) -> str:
 
 
 def format_report(result: dict[str, Any]) -> str:
-  """The closing lines of a run: accuracy, steps and privacy spent."""
+  """The closing lines of a run: the task's metrics (accuracy, or F1 and
+  exact match), steps and privacy spent."""
   if result["delta"] is None:
     privacy = "privacy: none (non-private baseline, epsilon = inf)"
   else:
@@ -41,12 +43,15 @@ def format_report(result: dict[str, Any]) -> str:
     )
   lines = [
     f"estimator: {result['estimator']} on {result['dataset']}",
-    (
-      "public validation accuracy (public proxy, no private data): "
-      if result.get("public_proxy")
-      else "test accuracy: "
-    )
-    + f"{result['test_accuracy']:.4f}",
+    *(
+      (
+        "public validation accuracy (public proxy, no private data): "
+        if result.get("public_proxy") and name == "test_accuracy"
+        else f"{metric_label(name)}: "
+      )
+      + f"{result[name]:.4f}"
+      for name in result.get("metric_names", ("test_accuracy",))
+    ),
     f"steps: {result['num_steps']} ({result['train_seconds']:.1f} s)"
     + _mesh_note(result.get("mesh")),
     privacy,

@@ -16,7 +16,7 @@ One run, top to bottom:
    *before* it runs), draw a secret Poisson batch (padded, masked) and, for
    exact noise, the step's integer noise; apply one jitted step; evaluate
    and checkpoint every so often;
-6. report accuracy with the ``(epsilon, delta)`` of the plan and ledger.
+6. report the task's metrics (accuracy, or F1 and exact match) with the ``(epsilon, delta)`` of the plan and ledger.
 
 An estimator declared ``takes_setting`` (Noisy-ZOGD) gets its setting from
 :mod:`experiments.hidden_state_run`, which also checks it before any data is
@@ -187,7 +187,10 @@ def train(
   def predict(params, frozen, inputs):
     return multihost.fetch(apply(params, frozen, placement.replicated(inputs)))
 
-  metrics = metrics_lib.MetricsWriter(workdir if primary else None)
+  metric_names = tuple(task.metric_names)  # the first is the headline
+  metrics = metrics_lib.MetricsWriter(
+    workdir if primary else None, metric_names
+  )
   history = metrics.resume(int(state["step"]))
 
   def spent(num_steps=None):
@@ -196,13 +199,7 @@ def train(
   def log_eval(t, seconds):
     row = {
       "step": t,
-      "test_accuracy": metrics_lib.evaluate(
-        predict,
-        state["params"],
-        frozen,
-        task.test_inputs,
-        task.test_labels,
-      ),
+      **metrics_lib.evaluate_task(task, predict, state["params"], frozen),
       "epsilon": spent(),
       "seconds": seconds,
     }
@@ -281,7 +278,7 @@ def train(
     ):
       row = log_eval(done, time.time() - start)
       bar.set_postfix(
-        test_acc=f"{row['test_accuracy']:.3f}",
+        **{m.removeprefix("test_"): f"{row[m]:.3f}" for m in metric_names},
         eps=f"{row['epsilon']:.3f}",
       )
     if (
@@ -307,7 +304,8 @@ def train(
   result = {
     "estimator": config.estimator,
     "dataset": config.dataset,
-    "test_accuracy": history[-1]["test_accuracy"],
+    **{m: history[-1][m] for m in metric_names},
+    "metric_names": list(metric_names),
     "public_proxy": bool(config.get("public_proxy")),
     "num_steps": done,
     "noise_multiplier": plan.noise_multiplier if plan.is_noised else None,
@@ -337,6 +335,7 @@ def train(
       history,
       os.path.join(workdir, "report.png"),
       f"{config.estimator} on {config.dataset}",
+      metric_names,
     )
   if spec.takes_setting and hidden_state_run.wants_report(config):
     result["final_iterate"] = hidden_state_run.final_iterate(

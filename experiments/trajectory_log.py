@@ -108,9 +108,7 @@ def replay_run(config, log: trajectory.TrajectoryLog) -> dict:
   params, _ = trajectory.replay(trainable, log, make_optimizer(config))
   return {
     "num_steps": int(log.header["num_steps"]),
-    "test_accuracy": metrics_lib.evaluate(
-      jax.jit(task.apply), params, frozen, task.test_inputs, task.test_labels
-    ),
+    **metrics_lib.evaluate_task(task, jax.jit(task.apply), params, frozen),
     "params_sha256": checkpointing.tree_digest(params),
     "log_sha256": log.digest(),
     "bytes_per_step": log.bytes_per_step,

@@ -10,12 +10,15 @@ argmax of the logits is MeZO's prediction (``candidate_scoring``).
 
 Generation (``squad_opt``, ``drop_opt``): inputs are prompt + first gold
 answer, ``batched_loss`` is the teacher-forced answer loss
-(``per_example_lm_loss``); the labels are placeholders. Evaluate with
-``opt_generate.generate`` and ``zoprivacy.metrics.qa.squad_scores``.
+(``per_example_lm_loss``); the labels are placeholders. The task evaluates
+itself (``Task.evaluate``): greedy decoding with the key/value cache,
+scored by MeZO's SQuAD F1 and exact match (``test_f1``,
+``test_exact_match``; never an accuracy).
 
 Config: ``model_dir`` (Hugging Face OPT folder), ``data_dir``, ``num_train``
 (MeZO: 1000) or ``examples_per_class`` (k-shot), ``num_eval`` (1000),
-``max_length`` (256), ``data_seed``; ``peft`` (``full``, ``lora`` with
+``max_length`` (256), ``data_seed``; for generation ``max_new_tokens``
+(50) and ``eval_batch_size`` (8); ``peft`` (``full``, ``lora`` with
 ``lora_rank``, ``lora_alpha``, ``lora_targets``, or ``prefix`` with
 ``num_prefix_tokens``).
 
@@ -37,9 +40,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from experiments.tasks import llm_files
 from experiments.tasks.common import data_seed
 from experiments.tasks.registry import Task, register
-from zoprivacy.data import prompts
+from zoprivacy.data import prompts, qa_evaluation
 from zoprivacy.data.loaders import MissingDataError
 from zoprivacy.data.loaders import mezo_tasks as mt
 from zoprivacy.models import causal_lm_zo, llama, peft
@@ -50,11 +54,6 @@ from zoprivacy.models.opt import (
 )
 from zoprivacy.models.prefix_tuning import PrefixTuning
 
-OPT_HOW = (
-  "put a Hugging Face OPT folder (config.json, model.safetensors or its "
-  "sharded index, tokenizer.json or vocab.json + merges.txt), e.g. "
-  "facebook/opt-1.3b, at config.model_dir"
-)
 DATA_HOW = (
   "export the Hugging Face dataset splits (to_json / to_parquet; glue/sst2, "
   "SetFit/sst5, super_glue/rte, glue/qnli, glue/mnli (validation_matched), "
@@ -71,52 +70,71 @@ def _find(root: Path, stem: str) -> Path | None:
   return None
 
 
-def _classification_data(data_dir: Path, task: str):
-  root = data_dir / task
-  files = [_find(root, s) for s in ("train", "validation")]
-  if None in files:
+GENERATION_FILES = {
+  "squad": ("squad/train-v1.1.json", "squad/dev-v1.1.json"),
+  "drop": ("drop/drop_dataset_train.json", "drop/drop_dataset_dev.json"),
+}
+
+
+def _data_files(data_dir: Path, task: str) -> tuple[list, list]:
+  """``(files, missing)``: the task's train and evaluation files."""
+  if task in GENERATION_FILES:
+    files = [data_dir / n for n in GENERATION_FILES[task]]
+    return files, [p for p in files if not p.is_file()]
+  stems = ("train", "validation")
+  files = [_find(data_dir / task, s) for s in stems]
+  missing = [
+    data_dir / task / f"{s}.jsonl" for s, f in zip(stems, files) if f is None
+  ]
+  return files, missing
+
+
+def check_files(config, task: str) -> list:
+  """The data files of ``task``, after checking that they and every file
+  of the checkpoint folder exist (:mod:`experiments.tasks.llm_files`):
+  else one :class:`MissingDataError` naming all that is missing, before
+  anything is read."""
+  data_dir = Path(config.get("data_dir") or ".").expanduser()
+  files, missing_data = _data_files(data_dir, task)
+  what, missing_model, how = llm_files.missing_model_files(config)
+  if missing_model and missing_data:
     raise MissingDataError(
-      task, [root / f"{s}.jsonl" for s in ("train", "validation")], DATA_HOW
+      f"{what} and the {task} data",
+      missing_model + missing_data,
+      f"{how} For the data: {DATA_HOW}.",
     )
+  if missing_model:
+    raise MissingDataError(what, missing_model, how)
+  if missing_data:
+    raise MissingDataError(task, missing_data, DATA_HOW)
+  return files
+
+
+def _read_data(files, task: str):
+  if task in GENERATION_FILES:
+    read = mt.load_squad_json if task == "squad" else mt.load_drop_json
+    return [read(p) for p in files]
   return [mt.normalize_classification(task, mt.read_records(f)) for f in files]
-
-
-def _generation_data(data_dir: Path, task: str):
-  names = {
-    "squad": ("squad/train-v1.1.json", "squad/dev-v1.1.json"),
-    "drop": ("drop/drop_dataset_train.json", "drop/drop_dataset_dev.json"),
-  }[task]
-  paths = [data_dir / n for n in names]
-  missing = [p for p in paths if not p.is_file()]
-  if missing:
-    raise MissingDataError(task, missing, DATA_HOW)
-  read = mt.load_squad_json if task == "squad" else mt.load_drop_json
-  return [read(p) for p in paths]
 
 
 def _causal_lm(config):
   """``(model class, config, params, tokenizer)`` of ``config.model_dir``:
-  a Hugging Face OPT, Llama or Mistral folder (by its ``model_type``)."""
-  from zoprivacy.models.hf_checkpoint import (
-    load_bpe_tokenizer,
-    load_opt,
-    read_hf_config,
-  )
+  a Hugging Face OPT, Llama or Mistral folder (by its ``model_type``),
+  whose files :func:`check_files` found. The tokenizer is read first: a
+  broken one fails before any weight is loaded."""
+  from zoprivacy.models.hf_checkpoint import load_bpe_tokenizer, load_opt
   from zoprivacy.models.hf_llama import load_llama
 
-  model_dir = config.get("model_dir")
-  if not model_dir or not (Path(model_dir) / "config.json").is_file():
-    raise MissingDataError(
-      "OPT", [f"{model_dir or '<config.model_dir>'}/config.json"], OPT_HOW
-    )
+  model_dir = config.model_dir
+  tokenizer = load_bpe_tokenizer(model_dir)
   dtype = param_dtype(config)
-  if read_hf_config(model_dir).get("model_type") in llama.MODEL_TYPES:
+  if llm_files.model_family(config) in llama.MODEL_TYPES:
     model_class = llama.LlamaForCausalLM
     cfg, params = load_llama(model_dir, param_dtype=dtype)
   else:
     model_class = OPTForCausalLM
     cfg, params = load_opt(model_dir, param_dtype=dtype)
-  return model_class, cfg, params, load_bpe_tokenizer(model_dir)
+  return model_class, cfg, params, tokenizer
 
 
 PARAM_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
@@ -193,13 +211,42 @@ class LMTask(Task):
     return self.lm_loss(trainable, frozen, inputs)
 
 
+def _qa_evaluate(config, task, examples, tokenizer, model, merged, kw):
+  """``(trainable, frozen) -> {test_f1, test_exact_match}``: MeZO's
+  evaluation of SQuAD / DROP (:mod:`zoprivacy.data.qa_evaluation`): greedy
+  decoding with the key/value cache of at most ``max_new_tokens`` (50)
+  tokens after the prompt (left-truncated to ``max_length`` and to the
+  positions the model has), scored with SQuAD's normalized F1 and exact
+  match, the maximum over the gold answers."""
+  new_tokens = int(config.get("max_new_tokens") or 50)
+  positions = model.config.max_position_embeddings - new_tokens
+  if positions < 8:
+    raise ValueError(
+      f"max_new_tokens={new_tokens} leaves {positions} of the model's "
+      f"{model.config.max_position_embeddings} positions for the prompt."
+    )
+  merge = jax.jit(merged)
+
+  def evaluate(trainable, frozen):
+    scores = qa_evaluation.evaluate_generation(
+      merge(trainable, frozen),
+      task,
+      examples,
+      tokenizer,
+      model=model,
+      prompt_length=min(kw["max_length"], positions),
+      max_new_tokens=new_tokens,
+      batch_size=int(config.get("eval_batch_size") or 8),
+      pad_id=kw["pad_id"],
+    )
+    return {"test_f1": scores["f1"], "test_exact_match": scores["exact_match"]}
+
+  return evaluate
+
+
 def _build(config, task: str) -> Task:
-  data_dir = Path(config.get("data_dir") or ".").expanduser()
   generation = task in prompts.GENERATION_TASKS
-  if generation:
-    train, test = _generation_data(data_dir, task)
-  else:
-    train, test = _classification_data(data_dir, task)
+  train, test = _read_data(check_files(config, task), task)
   seed = data_seed(config)
   k = int(config.get("examples_per_class") or 0)
   if k and not generation:
@@ -239,6 +286,8 @@ def _build(config, task: str) -> Task:
       init,
       lambda t, f, x: -loss(merged(t, f), x)[:, None],
       perturbed_loss=in_scan and (lambda t, f, b, u: in_scan(t, f, b[0], u)),
+      evaluate=_qa_evaluate(config, task, test, tok, model, merged, kw),
+      metric_names=("test_f1", "test_exact_match"),
       lm_loss=lambda t, f, x: loss(merged(t, f), x),
     )
   c = len(prompts.TEMPLATES[task].verbalizer)

@@ -43,6 +43,13 @@ class Task:
   # perturbed parameters, perturbing each layer inside the model's scan
   # (zoprivacy.layerwise); tasks that have one can run config.layerwise.
   perturbed_loss: Callable | None = None
+  # The task's own test-set evaluation, ``(trainable, frozen) -> {name:
+  # value}`` with the keys of ``metric_names`` in order (the first is the
+  # headline): greedy decoding scored by F1 and exact match for the
+  # generation tasks. None: a classifier, scored by the accuracy of the
+  # argmax of ``apply`` (``experiments.metrics.evaluate_task``).
+  evaluate: Callable[[Any, Any], dict[str, float]] | None = None
+  metric_names: tuple[str, ...] = ("test_accuracy",)
 
   @property
   def num_train(self) -> int:

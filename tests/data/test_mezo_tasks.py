@@ -331,6 +331,9 @@ def test_llm_task_end_to_end(tmp_path, monkeypatch):
   monkeypatch.setattr(
     llm, "_causal_lm", lambda config: (OPTForCausalLM, cfg, params, tok)
   )
+  monkeypatch.setattr(  # the model above is built here, not read from files
+    llm.llm_files, "missing_model_files", lambda config: ("", [], "")
+  )
   (tmp_path / "sst2").mkdir()
   for split, n in (("train", 12), ("validation", 5)):
     rows = [{"sentence": f"s{i}", "label": i % 2, "idx": i} for i in range(n)]

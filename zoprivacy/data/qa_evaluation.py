@@ -45,21 +45,32 @@ def evaluate_generation(
   prompt_length: int,
   max_new_tokens: int = 50,
   batch_size: int = 8,
+  pad_id: int | None = None,
 ) -> dict:
-  """Mean EM and F1 (in [0, 1]) of greedy answers, plus the predictions."""
-  c = model.config
+  """Mean EM and F1 (in [0, 1]) of greedy answers, plus the predictions.
+
+  ``pad_id``: the padding token (default: the model config's; Llama and
+  Mistral have none, so pass the tokenizer's). Every batch has
+  ``batch_size`` rows (the last one is filled with copies of its first
+  prompt, whose answers are dropped): one compilation of the decoder.
+  """
+  pad_id = model.config.pad_token_id if pad_id is None else pad_id
   batch = prompt_batch(
-    task, examples, tokenizer, max_length=prompt_length, pad_id=c.pad_token_id
+    task, examples, tokenizer, max_length=prompt_length, pad_id=pad_id
   )
   preds = []
   for s in range(0, len(examples), batch_size):
+    rows = np.arange(s, s + batch_size)
+    rows = np.where(rows < len(examples), rows, s)
     out = generate(
       params,
-      batch["input_ids"][s : s + batch_size],
-      batch["attention_mask"][s : s + batch_size],
+      batch["input_ids"][rows],
+      batch["attention_mask"][rows],
       max_new_tokens,
       model=model,
+      pad_token_id=pad_id,
     )
-    preds += [answer_text(tokenizer, row) for row in np.asarray(out)]
+    real = min(batch_size, len(examples) - s)
+    preds += [answer_text(tokenizer, row) for row in np.asarray(out)[:real]]
   scores = qa.squad_scores(preds, [e["answers"] for e in examples])
   return {**scores, "predictions": preds}

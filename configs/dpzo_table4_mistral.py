@@ -24,5 +24,8 @@ from configs import dpzo_table1_opt13b_lora
 def get_config() -> ml_collections.ConfigDict:
   config = dpzo_table1_opt13b_lora.get_config()
   config.dataset = "squad_opt"  # the prompt suite serves any causal LM
+  # Names the family in the message about a missing or empty model_dir
+  # (a folder's config.json, once there, says it).
+  config.model_family = "mistral"
   config.target_epsilon = 1.0
   return config

@@ -22,6 +22,10 @@ def get_config() -> ml_collections.ConfigDict:
   config = default.get_config()
   config.dataset = "squad_opt"
   config.model_dir = ""  # e.g. a download of facebook/opt-13b
+  # "opt", "llama" or "mistral": read from model_dir's config.json; this
+  # field (default: guessed from the folder's name, else OPT) only names
+  # the family when the folder has no config.json yet.
+  config.model_family = ""
   config.data_dir = ""
   config.num_train = 1000
   config.num_eval = 1000

@@ -96,6 +96,8 @@ def check_files(config, task: str) -> list:
   anything is read."""
   data_dir = Path(config.get("data_dir") or ".").expanduser()
   files, missing_data = _data_files(data_dir, task)
+  if not config.get("data_dir"):
+    missing_data = [f"<config.data_dir>/{p}" for p in missing_data]
   what, missing_model, how = llm_files.missing_model_files(config)
   if missing_model and missing_data:
     raise MissingDataError(

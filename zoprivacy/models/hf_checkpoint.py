@@ -37,7 +37,23 @@ from zoprivacy.models.opt import OPTConfig, OPTForCausalLM
 
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
-_EXAMPLE_SOURCE = "https://huggingface.co/facebook/opt-1.3b"
+# an example checkpoint page per model_type (default: OPT's)
+_EXAMPLE_SOURCES = {
+  "opt": "https://huggingface.co/facebook/opt-1.3b",
+  "llama": "https://huggingface.co/meta-llama/Llama-2-7b-hf",
+  "mistral": "https://huggingface.co/mistralai/Mistral-7B-v0.1",
+}
+
+
+def _example_source(model_dir: Path) -> str:
+  """The example page of the folder's model_type (config.json), else OPT's."""
+  try:
+    model_type = json.loads((model_dir / "config.json").read_text())[
+      "model_type"
+    ]
+  except (OSError, ValueError, KeyError, TypeError):
+    model_type = "opt"
+  return _EXAMPLE_SOURCES.get(model_type, _EXAMPLE_SOURCES["opt"])
 
 
 def _missing_files_error(model_dir: Path, missing: list[str]) -> str:
@@ -48,7 +64,7 @@ def _missing_files_error(model_dir: Path, missing: list[str]) -> str:
     f"{model_dir}: missing {', '.join(missing)}. A Hugging Face checkpoint "
     f"folder needs config.json and {SINGLE_FILE} (or {INDEX_FILE} with every "
     f"shard it names); download them from the model's page, e.g. "
-    f"{_EXAMPLE_SOURCE} (files config.json, {SINGLE_FILE}, and for the "
+    f"{_example_source(model_dir)} (files config.json, {SINGLE_FILE}, and for the "
     f"tokenizer tokenizer.json or vocab.json + merges.txt). "
     f"Present: {present or 'nothing'}."
     + (
@@ -281,7 +297,7 @@ def load_bpe_tokenizer(model_dir, *, max_length: int | None = None):
   else:
     raise FileNotFoundError(
       f"{model_dir}: no tokenizer.json and no vocab.json + merges.txt; "
-      f"download them from the model's page, e.g. {_EXAMPLE_SOURCE}"
+      f"download them from the model's page, e.g. {_example_source(model_dir)}"
     )
   pad = _special_token(model_dir, "pad_token", "<pad>")
   if tok.token_to_id(pad) is None:  # Llama / Mistral have no pad token:

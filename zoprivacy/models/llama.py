@@ -23,7 +23,9 @@ The computation is that of Hugging Face ``LlamaForCausalLM`` and
 
 Mistral's ``sliding_window`` limits attention to the last ``W`` keys; a
 sequence no longer than ``W`` attends causally to everything, which is all
-this module computes, so longer sequences are refused.
+this module's forward pass computes, so it refuses longer sequences.
+Greedy generation (:mod:`zoprivacy.models.opt_generate`) applies the window
+in its key/value-cache masks and decodes past it.
 
 The layers are one ``nn.scan`` over stacked parameters, as in
 :mod:`zoprivacy.models.opt`; ``param_dtype`` may be bfloat16 with float32

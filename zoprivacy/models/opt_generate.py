@@ -4,6 +4,13 @@ and :mod:`zoprivacy.models.llama` (the same ``decode`` / ``logits``).
 Generation tasks (SQuAD, DROP in MeZO / DP-ZO) are evaluated by greedy
 decoding; the cache keeps it one token's forward pass per step, under ``jit``
 with fixed shapes.
+
+Mistral's ``sliding_window`` ``W`` is enforced here as ``transformers``
+does: the token in cache slot ``i`` attends to the slots ``j`` with ``i - W
+< j <= i`` (slots, not token positions: left padding counts, as in
+``transformers``' masks), so prompt and continuation may be longer than the
+window (the full forward pass refuses such sequences; the cache here keeps
+every slot, which is memory, not a change of result).
 """
 
 from __future__ import annotations
@@ -46,7 +53,8 @@ def generate(
   prompt_mask = jnp.asarray(prompt_mask, jnp.int32)
   batch, prompt_len = prompt_ids.shape
   total = prompt_len + max_new_tokens
-  check_length(total, c)
+  check_length(total, c)  # the positions (the window is applied below)
+  window = getattr(c, "sliding_window", None)
   heads = c.num_attention_heads  # key/value heads (grouped-query: fewer)
   kv_heads = getattr(c, "num_key_value_heads", None) or heads
   head_dim = getattr(c, "head_dim", None) or c.hidden_size // heads
@@ -61,9 +69,13 @@ def generate(
     .set(prompt_mask.astype(bool))
   )
   slots = jnp.arange(total)
-  allowed = kv_mask[:, None, :] & (
-    slots[None, :] <= jnp.arange(prompt_len)[:, None]
-  )
+
+  def visible(query_slots):  # [Q] -> [Q, total]: causal, within the window
+    keys, queries = slots[None, :], query_slots[:, None]
+    seen = keys <= queries
+    return seen & (keys > queries - window) if window else seen
+
+  allowed = kv_mask[:, None, :] & visible(jnp.arange(prompt_len))
   hidden, cache = apply(prompt_ids, position_ids(prompt_mask), allowed, cache)
   last = jnp.maximum(
     prompt_len - 1 - jnp.argmax(prompt_mask[:, ::-1], axis=-1), 0
@@ -86,7 +98,7 @@ def generate(
     done = done | (token == eos)
     slot = prompt_len + k
     kv_mask = kv_mask.at[:, slot].set(True)
-    allowed = (kv_mask & (slots <= slot))[:, None, :]
+    allowed = (kv_mask & visible(slot[None]))[:, None, :]
     hidden, cache = apply(
       token[:, None], (num_real + k)[:, None], allowed, cache, slot
     )

@@ -33,6 +33,7 @@ What each process does differently, and what stays the same:
 from __future__ import annotations
 
 import math
+import operator
 import warnings
 
 import jax
@@ -66,9 +67,44 @@ def initialize(config) -> None:
     kwargs["num_processes"] = int(d.num_processes)
   if d.get("process_id") is not None and int(d.process_id) >= 0:
     kwargs["process_id"] = int(d.process_id)
-  if d.get("local_device_ids"):
-    kwargs["local_device_ids"] = [int(i) for i in d.local_device_ids]
+  local_device_ids = parse_local_device_ids(d.get("local_device_ids"))
+  if local_device_ids is not None:
+    kwargs["local_device_ids"] = local_device_ids
   jax.distributed.initialize(**kwargs)
+
+
+def parse_local_device_ids(value) -> list[int] | None:
+  """``config.distributed.local_device_ids`` as a list of device ids, or
+  None (empty: JAX's default, which under SLURM is ``[SLURM_LOCALID]``).
+
+  Accepts what a config file or the command line gives: ``"0,1"`` (or
+  ``"0, 1"``, ``"[0, 1]"``), a list or tuple of ints, or one int.
+  """
+  if isinstance(value, bool):
+    raise ValueError(f"local_device_ids={value!r}; give device ids.")
+  if value is None:
+    return None
+  if isinstance(value, int):
+    items = [value]
+  elif isinstance(value, str):
+    text = value.strip().strip("[]()")
+    items = [t.strip() for t in text.split(",") if t.strip()]
+  else:
+    items = list(value)
+  if not items:
+    return None
+  try:
+    ids = [int(i) if isinstance(i, str) else operator.index(i) for i in items]
+  except (TypeError, ValueError) as e:
+    raise ValueError(
+      f"local_device_ids={value!r}; give comma-separated device ids, "
+      "e.g. '0,1,2,3,4,5,6,7'."
+    ) from e
+  if min(ids) < 0 or len(set(ids)) != len(ids):
+    raise ValueError(
+      f"local_device_ids={value!r}: device ids are distinct and >= 0."
+    )
+  return ids
 
 
 def is_primary() -> bool:

@@ -16,7 +16,8 @@ One run, top to bottom:
    *before* it runs), draw a secret Poisson batch (padded, masked) and, for
    exact noise, the step's integer noise; apply one jitted step; evaluate
    and checkpoint every so often;
-6. report the task's metrics (accuracy, or F1 and exact match) with the ``(epsilon, delta)`` of the plan and ledger.
+6. report the task's metrics (accuracy, or F1 and exact match) with the
+   ``(epsilon, delta)`` of the plan and ledger.
 
 An estimator declared ``takes_setting`` (Noisy-ZOGD) gets its setting from
 :mod:`experiments.hidden_state_run`, which also checks it before any data is

@@ -41,6 +41,7 @@ import argparse
 import functools
 import os
 import platform
+import re
 import time
 
 import jax
@@ -95,12 +96,14 @@ CONFIGS = {
 }
 
 
-def abstract_inputs(config, batch_size=BATCH, length=LENGTH):
+def abstract_inputs(
+  config, batch_size=BATCH, length=LENGTH, param_dtype=jnp.float32
+):
   """Parameter and batch shapes (``ShapeDtypeStruct``), nothing allocated."""
   if isinstance(config, OPTConfig):
-    model = OPTForCausalLM(config)
+    model = OPTForCausalLM(config, param_dtype=param_dtype)
   else:
-    model = LlamaForCausalLM(config)
+    model = LlamaForCausalLM(config, param_dtype=param_dtype)
   ids = jax.ShapeDtypeStruct((batch_size, length), jnp.int32)
   params = jax.eval_shape(
     lambda: model.init(
@@ -193,6 +196,99 @@ def measure(
       peaks[name] = f"{type(e).__name__}: {str(e).splitlines()[0][:90]}"
     seconds[name] = time.perf_counter() - start
   return {"param_bytes": param_bytes, "rows": peaks, "compile_s": seconds}
+
+
+LAYERWISE = "dp_zo layer-wise (the runner's)"
+PRECISION_ROWS = (
+  "forward (the model's nn.scan)",
+  "forward (in-scan)",
+  LAYERWISE,
+)
+
+
+def float32_stacks(compiled, layers: int) -> int:
+  """Instructions of the entry computation whose value is, or holds, a
+  whole float32 layer stack ``f32[layers, ...]`` (parameters excluded):
+  the evidence of a stack converted outside the layer loop."""
+  text = compiled.as_text()
+  entry = text[text.index("\nENTRY") :].splitlines()[1:]
+  stack = re.compile(rf"^  %\S+ = [^=]*?f32\[{layers},")
+  return sum(
+    1 for line in entry if stack.match(line) and " parameter(" not in line
+  )
+
+
+def compiled_peak(compiled) -> int:
+  """Arguments + outputs + temporaries - aliased, as ``timing.peak_bytes``."""
+  m = compiled.memory_analysis()
+  return int(
+    m.argument_size_in_bytes
+    + m.output_size_in_bytes
+    + m.temp_size_in_bytes
+    - m.alias_size_in_bytes
+  )
+
+
+def _unperturbed(perturbed_loss):
+  return lambda params, batch: perturbed_loss(params, None, batch, None)
+
+
+def measure_precision(
+  config, batch_size=BATCH, length=LENGTH, rows=PRECISION_ROWS
+) -> dict:
+  """``{dtype: {row: (peak bytes, float32 stacks)}}`` for float32 and
+  bfloat16 stored weights (all trainable): the model's forward pass, the
+  in-scan forward (``perturbation=None``) and the layer-wise step (those
+  of ``rows``)."""
+  out = {}
+  for dtype in (jnp.float32, jnp.bfloat16):
+    model, params, batch, mask = abstract_inputs(
+      config, batch_size, length, dtype
+    )
+    loss = functools.partial(
+      per_example_lm_loss, model=model, answer_window=WINDOW
+    )
+    in_scan = causal_lm_zo.in_scan_lm_loss(model=model, answer_window=WINDOW)
+    make_state, step, donate = step_functions(model, (LAYERWISE,))[LAYERWISE]
+    calls = {
+      PRECISION_ROWS[0]: (jax.jit(loss), (params, batch)),
+      PRECISION_ROWS[1]: (
+        jax.jit(_unperturbed(in_scan)),
+        (params, batch),
+      ),
+      LAYERWISE: (
+        jax.jit(step, donate_argnums=donate),
+        (params, make_state(params), batch, mask),
+      ),
+    }
+    peaks = {}
+    for name in rows:
+      jitted, args = calls[name]
+      compiled = jitted.lower(*args).compile()
+      peaks[name] = (
+        compiled_peak(compiled),
+        float32_stacks(compiled, config.num_hidden_layers),
+      )
+    out[jnp.dtype(dtype).name] = peaks
+  return out
+
+
+def precision_table(name: str, result: dict) -> list[str]:
+  """The float32 / bfloat16 table of :func:`measure_precision`."""
+  f32, bf16 = result["float32"], result["bfloat16"]
+  lines = [
+    f"## {name}: bfloat16 against float32 stored weights",
+    "",
+    "| pass | float32 MiB | bfloat16 MiB | bfloat16 / float32 | "
+    "bfloat16: f32[L,...] values outside the loop |",
+    "|---|---|---|---|---|",
+  ]
+  for row in f32:
+    (a, _), (b, stacks) = f32[row], bf16[row]
+    lines.append(
+      f"| {row} | {a / 2**20:.1f} | {b / 2**20:.1f} | {b / a:.3f} | {stacks} |"
+    )
+  return lines + [""]
 
 
 def table(results: dict) -> list[str]:

@@ -7,7 +7,9 @@ and :class:`~zoprivacy.models.llama.LlamaForCausalLM` (Llama, Mistral).
 submodules) written as a ``lax.scan`` whose body receives layer ``l``'s
 unperturbed parameters and ``l``, and adds ``scale * u_l``
 (:meth:`zoprivacy.layerwise.Perturbation.apply_layer`) just before using
-them: only one perturbed layer is ever live. The small leaves outside the
+them: only one perturbed layer is ever live (a bfloat16 stack is sliced as
+its bits, :mod:`~zoprivacy.models.narrow_slices`, so XLA:CPU does not
+convert it whole to float32). The small leaves outside the
 scan (final norm, projections) are perturbed whole, leaf by leaf, with the
 same direction function; the token embedding and an untied LM head are
 perturbed where they are used (:mod:`zoprivacy.models.perturbed_head`).

@@ -20,8 +20,10 @@ as leaves (``E + l u``) would hold a full copy per forward pass. Here:
 number and positions (:func:`zoprivacy.directions.leaf_slice`,
 :func:`~zoprivacy.directions.leaf_at`), and each element is formed as
 ``E + (l u).astype(E.dtype)`` like :meth:`zoprivacy.layerwise.Perturbation.
-apply`. Used by :mod:`zoprivacy.models.causal_lm_zo` when the embedding or
-the head is trainable.
+apply` (for a bfloat16 table, ``float32(E) + l u`` with ``u`` drawn in
+float32, the table sliced by :mod:`~zoprivacy.models.narrow_slices`). Used
+by :mod:`zoprivacy.models.causal_lm_zo` when the embedding or the head is
+trainable.
 """
 
 from __future__ import annotations

@@ -52,6 +52,19 @@ def test_no_accelerator_statement_goes_once_a_device_section_exists(tmp_path):
   assert "No accelerator has been available yet" not in text
 
 
+def test_a_device_run_drops_the_note(tmp_path):
+  out = tmp_path / "accelerator.md"
+  out.write_text(
+    "\n".join(accelerator.report("tiny", {}, 1.0, str(out)))
+    + "\n## On NVIDIA H100 80GB HBM3 (gpu)\n"
+  )
+  assert accelerator.NO_ACCELERATOR in out.read_text()
+  accelerator.drop_no_accelerator_note(str(out))
+  text = out.read_text()
+  assert accelerator.NO_ACCELERATOR not in text
+  assert "## On NVIDIA H100" in text and "Table 5" in text
+
+
 @pytest.mark.slow  # compiles three layer-wise steps and DP-SGD: 30-60 s
 def test_tiny_run_on_the_cpu(tmp_path):
   out = tmp_path / "accelerator.md"

@@ -107,9 +107,10 @@ def chunked_logits(
 
 
 def table_rows(table: jax.Array) -> ChunkRows:
-  """``chunk_rows`` of a ``[V, D]`` table (a tied embedding); a bfloat16
-  table is sliced without a whole float32 copy (:mod:`~zoprivacy.models.
-  narrow_slices`)."""
+  """``chunk_rows`` of a ``[V, D]`` table (a tied embedding).
+
+  A bfloat16 table is sliced without a whole float32 copy
+  (:mod:`~zoprivacy.models.narrow_slices`)."""
   return lambda first, size: narrow_slices.dynamic_slice_in_dim(
     table, first, size, axis=0
   )

@@ -73,8 +73,3 @@ def take_rows(table, ids):
   """``table[ids]`` (rows of a ``[V, D]`` table), gathered as bits."""
   table, ids = _pinned(table, ids)
   return _unbits(jnp.take(_bits(table), ids, axis=0), table.dtype)
-
-
-def to_float32(x):
-  """``x`` in float32 when it is a 16-bit float (exact), else ``x``."""
-  return x.astype(jnp.float32) if is_narrow(x) else x

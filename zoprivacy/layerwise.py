@@ -14,9 +14,10 @@ compiled on CPU (jax 0.10.2) for a 16-layer OPT (hidden 256, float32), the
 step's temporaries are 0.13x the parameters (2.1 layers, the same 2.1 with
 8 layers; an inference pass alone holds 1.1) and its peak 1.13x, against
 1.81x and 2.81x for the generic counter-hash dpzero step
-(``tests/models/test_causal_lm_zo.py``). 16-bit float leaves are sliced,
-perturbed and updated in float32 one layer at a time (``docs/llm.md``,
-bfloat16 in the layer-wise step).
+(``tests/models/test_causal_lm_zo.py``). 16-bit float leaves are sliced
+and perturbed in float32 one layer at a time, and updated in float32
+within each leaf's one elementwise expression (``docs/llm.md``, bfloat16
+in the layer-wise step).
 
 The direction is THE direction of the generic step: leaf ``i`` is numbered
 in the ``jax.tree.leaves`` order of the whole trainable tree and its

@@ -1,6 +1,6 @@
 """Slices of bfloat16 (or float16) arrays that XLA:CPU does not upcast whole.
 
-XLA's CPU compiler has no bfloat16 ``dynamic-slice`` or ``gather``: its
+XLA's CPU compiler has no bfloat16 ``dynamic-slice``: its
 ``float-normalization-bf16`` pass rewrites ``dynamic-slice(w)`` on a
 ``bf16[L, ...]`` stack as ``convert(dynamic-slice(convert_f32(w)))``, and
 ``while-loop-invariant-code-motion`` then hoists ``convert_f32(w)`` out of

@@ -24,6 +24,10 @@ has it). A second child per model runs ghost-clipping DP-SGD (first order,
 the whole model trainable); running out of memory is a result, printed as
 OOM, and larger models are then not tried.
 
+First, compiled only, the opt-1.3b shape's in-scan forward and layer-wise
+DP-ZO step with bfloat16 against float32 stored weights (the device's
+figure beside the CPU's in ``llm_memory_bf16.md``).
+
 The whole run stops starting children after ``--budget-s`` seconds (default
 450: with the start of the machine, under 8 minutes on one H100). Writes
 ``benchmarks/results/accelerator.md`` (the CPU run rewrites the file and
@@ -239,7 +243,44 @@ def child_dp_sgd(config, batch_size, length, reps) -> dict:
   }
 
 
-CHILDREN = {"zo": child_zo, "dp_sgd": child_dp_sgd}
+def child_precision(config, batch_size, length, reps) -> dict:
+  """Compiled peaks with bfloat16 against float32 stored weights
+  (``llm_memory.measure_precision``): the in-scan forward and the
+  layer-wise DP-ZO step at the CPU figure's batch (8 x 256) on the device;
+  the forward alone at the tiny shape."""
+  del reps
+  import llm_memory  # pylint: disable=g-import-not-at-top
+
+  rows = llm_memory.PRECISION_ROWS[1:]
+  if config in TINY.values():
+    rows = rows[:1]
+  else:
+    batch_size, length = llm_memory.BATCH, llm_memory.LENGTH
+  result = llm_memory.measure_precision(config, batch_size, length, rows)
+  return {"precision": result, "batch": [batch_size, length]}
+
+
+def precision_lines(name, result) -> list[str]:
+  """The bfloat16 / float32 table of :func:`child_precision`."""
+  import llm_memory  # pylint: disable=g-import-not-at-top
+
+  if "precision" not in result:
+    return [f"bfloat16 against float32 ({name}): {result}", ""]
+  batch, length = result["batch"]
+  return [
+    f"Compile only, batch {batch} x {length}, every leaf trainable "
+    "(`llm_memory.measure_precision`; the CPU figure is in "
+    "`llm_memory_bf16.md`):",
+    "",
+    *llm_memory.precision_table(name, result["precision"]),
+  ]
+
+
+CHILDREN = {
+  "zo": child_zo,
+  "dp_sgd": child_dp_sgd,
+  "precision": child_precision,
+}
 
 
 def run_child(kind, name, size, timeout) -> dict:
@@ -318,7 +359,7 @@ def drop_no_accelerator_note(path: str) -> None:
     f.write("\n".join(kept) + "\n")
 
 
-def report(size, results, seconds, out) -> list[str]:
+def report(size, results, seconds, out, precision=None) -> list[str]:
   batch, length, reps = SIZES[size]
   device = jax.devices()[0]
   title = "# Layer-wise private zeroth-order steps on OPT shapes"
@@ -360,7 +401,10 @@ def report(size, results, seconds, out) -> list[str]:
   ]
   for name, (zo, dp_sgd) in results.items():
     lines += rows(name, zo, dp_sgd)
-  return lines + [""]
+  lines.append("")
+  for name, result in (precision or {}).items():
+    lines += precision_lines(name, result)
+  return lines
 
 
 def main(argv=None):
@@ -384,6 +428,9 @@ def main(argv=None):
   size = "tiny" if args.tiny else "full"
   start = time.perf_counter()
   results, dp_sgd_oom = {}, False
+  first = next(iter(TINY if args.tiny else MODELS))
+  precision = {first: run_child("precision", first, size, args.budget_s)}
+  print(first, json.dumps(precision[first]), flush=True)
   for name in TINY if args.tiny else MODELS:
     left = args.budget_s - (time.perf_counter() - start)
     if left <= 0:
@@ -399,7 +446,8 @@ def main(argv=None):
       dp_sgd_oom = "oom" in dp_sgd
     results[name] = (zo, dp_sgd)
     print(name, json.dumps(zo), json.dumps(dp_sgd), flush=True)
-  lines = report(size, results, time.perf_counter() - start, args.out)
+  seconds = time.perf_counter() - start
+  lines = report(size, results, seconds, args.out, precision)
   print("\n".join(lines))
   write_report(args.out, lines)
   if jax.devices()[0].platform != "cpu":

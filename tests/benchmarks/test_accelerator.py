@@ -45,6 +45,20 @@ def test_report_rows_ratios_and_oom(tmp_path):
   assert "Table 5" in text and "Table 3" in text
 
 
+def test_precision_table_from_a_child_result(tmp_path):
+  row = "forward (in-scan)"
+  result = {
+    "precision": {"float32": {row: [2000, 2]}, "bfloat16": {row: [1000, 0]}},
+    "batch": [8, 256],
+  }
+  precision = {"opt-1.3b": result, "opt-2.7b": {"error": "killed"}}
+  text = "\n".join(
+    accelerator.report("full", {}, 1.0, str(tmp_path / "a.md"), precision)
+  )
+  assert "| forward (in-scan) | 0.0 | 0.0 | 0.500 | 0 |" in text
+  assert "batch 8 x 256" in text and "killed" in text
+
+
 def test_no_accelerator_statement_goes_once_a_device_section_exists(tmp_path):
   out = tmp_path / "accelerator.md"
   out.write_text("# old\n\n## On NVIDIA H100 80GB HBM3 (gpu)\n\n| row |\n")
@@ -74,3 +88,4 @@ def test_tiny_run_on_the_cpu(tmp_path):
   row = next(l for l in text.splitlines() if l.startswith("| opt-tiny"))
   assert "OOM" not in row and "error" not in row, row
   assert row.count("x)") == 3  # each step against two forward passes
+  assert "| forward (in-scan) |" in text  # the bfloat16 / float32 table

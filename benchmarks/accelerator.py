@@ -79,7 +79,9 @@ MODELS = {
   "opt-6.7b": _opt(4096, 32, 32),
   "opt-13b": _opt(5120, 40, 40),
 }
-TINY = {"opt-tiny": _opt(32, 2, 4, vocab=256, positions=32)}
+TINY = {
+  "opt-tiny": _opt(32, 3, 4, vocab=256, positions=32)
+}  # 3 layers: not the batch size
 SIZES = {"full": (16, 256, 5), "tiny": (2, 16, 2)}  # batch, tokens, reps
 STEPS = ("dpzero", "dp_zo", "mezo")
 ANCHORS = [

@@ -184,9 +184,10 @@ def _peak_and_temp(step, *args):
 def test_in_scan_step_holds_no_parameter_copy():
   """Compiled memory (CPU, float32, 16 layers, hidden 256, ffn 1024, vocab
   512, batch 4 x 32; 12.6M parameters, 50.4 MB; one layer is 6.2% of them).
-  Measured: generic counter dpzero step peak 4.07x params, temporaries
-  3.07x (4.14x / 3.14x with 8 layers); in-scan step peak 1.15x,
-  temporaries 0.15x = 2.4 layers, constant in depth (0.30x with 8 layers).
+  Measured (jax 0.10.2): generic counter dpzero step peak 2.81x params,
+  temporaries 1.81x (2.86x / 1.86x with 8 layers); in-scan step peak
+  1.13x, temporaries 0.13x = 2.08 layers, constant in depth (0.25x = 2.08
+  layers with 8 layers).
   A plain inference forward pass already holds 1.1 layers of temporaries
   (each layer's sliced weights), so the step adds about one layer over
   inference. Both steps donate the parameters."""

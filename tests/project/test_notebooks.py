@@ -99,7 +99,8 @@ def test_compare_catches_stale_values():
   assert compare({"acc": 0.80}, {"acc": 0.80, "new": 1.0}, tol)
 
 
-# Executing all the notebooks takes about 80 s of CPU: they are slow (kept
+# Executing all the notebooks takes about 200 s of CPU (llm_finetuning about
+# 70 s and auditing about 50 s of it, mostly compilation): they are slow (kept
 # out of the default suite, under 10 minutes on 2 cores) and .ci/run runs
 # them in its slow step.
 @pytest.mark.parametrize(

@@ -7,7 +7,9 @@ and :class:`~zoprivacy.models.llama.LlamaForCausalLM` (Llama, Mistral).
 submodules) written as a ``lax.scan`` whose body receives layer ``l``'s
 unperturbed parameters and ``l``, and adds ``scale * u_l``
 (:meth:`zoprivacy.layerwise.Perturbation.apply_layer`) just before using
-them: only one perturbed layer is ever live. The small leaves outside the
+them: only one perturbed layer is ever live (a bfloat16 stack is sliced as
+its bits, :mod:`~zoprivacy.models.narrow_slices`, so XLA:CPU does not
+convert it whole to float32). The small leaves outside the
 scan (final norm, projections) are perturbed whole, leaf by leaf, with the
 same direction function; the token embedding and an untied LM head are
 perturbed where they are used (:mod:`zoprivacy.models.perturbed_head`).
@@ -45,6 +47,7 @@ from zoprivacy.models import (
   causal_attention,
   chunked_head,
   llama,
+  narrow_slices,
   opt,
   peft,
   perturbed_head,
@@ -74,15 +77,22 @@ class Architecture(NamedTuple):
   check_length: Callable
 
 
+def _lookup(embed: nn.Embed, ids):
+  """``embed(ids)`` without converting a 16-bit table whole (flax's
+  ``nn.Embed`` casts the table to the compute dtype, then gathers)."""
+  rows = narrow_slices.take_rows(embed.embedding, ids)
+  return rows if embed.dtype is None else rows.astype(embed.dtype)
+
+
 def _opt_embed(module, input_ids, attention_mask, token_delta):
   """The start of ``OPTForCausalLM.decode``."""
-  x = module.embed_tokens(input_ids)
+  x = _lookup(module.embed_tokens, input_ids)
   if token_delta is not None:
     x = x + token_delta
   if module.config.has_projections:
     x = module.project_in(x)
   positions = opt.position_ids(attention_mask) + opt.POSITION_OFFSET
-  return x + module.embed_positions(positions)
+  return x + _lookup(module.embed_positions, positions)
 
 
 def _opt_final(module, hidden):
@@ -96,7 +106,7 @@ def _opt_final(module, hidden):
 
 def _llama_embed(module, input_ids, attention_mask, token_delta):
   del attention_mask
-  x = module.embed_tokens(input_ids)
+  x = _lookup(module.embed_tokens, input_ids)
   return x if token_delta is None else x + token_delta
 
 
@@ -202,8 +212,10 @@ def perturbed_forward(
   layer = arch.layer(model)
   extra = arch.layer_args(attention_mask)
 
-  def body(x, xs):
-    t_layer, f_layer, index = xs
+  def body(x, index):
+    # One layer's slices, taken in the body so that a 16-bit stack is
+    # never converted whole (narrow_slices); float32 from here on.
+    t_layer, f_layer = narrow_slices.index_layer((t_layers, f_layers), index)
     if perturbation is not None:
       t_layer = perturbation.apply_layer(t_layer, n_layers, index)
     params = {"params": assemble(t_layer, f_layer)}
@@ -211,7 +223,7 @@ def perturbed_forward(
     return x, None
 
   indices = jnp.arange(config.num_hidden_layers, dtype=jnp.int32)
-  x, _ = jax.lax.scan(body, x, (t_layers, f_layers, indices))
+  x, _ = jax.lax.scan(body, x, indices)
   x = model.apply(
     outer, gather_positions(x, logit_positions), method=arch.final
   )

@@ -30,6 +30,8 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
+from zoprivacy.models import narrow_slices
+
 DEFAULT_CHUNK = 4096
 
 ChunkRows = Callable[[jax.Array, int], jax.Array]
@@ -105,8 +107,11 @@ def chunked_logits(
 
 
 def table_rows(table: jax.Array) -> ChunkRows:
-  """``chunk_rows`` of a ``[V, D]`` table (a tied embedding)."""
-  return lambda first, size: jax.lax.dynamic_slice_in_dim(
+  """``chunk_rows`` of a ``[V, D]`` table (a tied embedding).
+
+  A bfloat16 table is sliced without a whole float32 copy
+  (:mod:`~zoprivacy.models.narrow_slices`)."""
+  return lambda first, size: narrow_slices.dynamic_slice_in_dim(
     table, first, size, axis=0
   )
 
@@ -114,5 +119,5 @@ def table_rows(table: jax.Array) -> ChunkRows:
 def kernel_rows(kernel: jax.Array) -> ChunkRows:
   """``chunk_rows`` of a ``[D, V]`` Dense kernel (an untied LM head)."""
   return lambda first, size: (
-    jax.lax.dynamic_slice_in_dim(kernel, first, size, axis=1).T
+    narrow_slices.dynamic_slice_in_dim(kernel, first, size, axis=1).T
   )

@@ -20,8 +20,10 @@ as leaves (``E + l u``) would hold a full copy per forward pass. Here:
 number and positions (:func:`zoprivacy.directions.leaf_slice`,
 :func:`~zoprivacy.directions.leaf_at`), and each element is formed as
 ``E + (l u).astype(E.dtype)`` like :meth:`zoprivacy.layerwise.Perturbation.
-apply`. Used by :mod:`zoprivacy.models.causal_lm_zo` when the embedding or
-the head is trainable.
+apply` (for a bfloat16 table, ``float32(E) + l u`` with ``u`` drawn in
+float32, the table sliced by :mod:`~zoprivacy.models.narrow_slices`). Used
+by :mod:`zoprivacy.models.causal_lm_zo` when the embedding or the head is
+trainable.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import jax
 import jax.numpy as jnp
 
 from zoprivacy import directions
+from zoprivacy.models import narrow_slices
 from zoprivacy.models.chunked_head import ChunkRows
 
 EMBED_KEY, TABLE_KEY = "embed_tokens", "embedding"
@@ -68,15 +71,30 @@ def _rows_of_u(perturbation, number, first_row, shape, dtype):
   )
 
 
+def _u_dtype(leaf):
+  """float32 for a 16-bit table (perturbed in float32, as
+  :meth:`zoprivacy.layerwise.Perturbation.apply`), else its own dtype."""
+  return jnp.float32 if narrow_slices.is_narrow(leaf) else leaf.dtype
+
+
+def _plus(part, scale_u):
+  """``part + l u`` as the whole leaf forms it."""
+  if narrow_slices.is_narrow(part):
+    return part.astype(jnp.float32) + scale_u
+  return part + scale_u.astype(part.dtype)
+
+
 def token_rows_delta(perturbation, number: int, table, input_ids):
-  """``(l u[ids]).astype(E.dtype)`` ``[..., D]``: added to ``E[ids]`` it
-  gives the rows of the perturbed table, element for element."""
+  """``(l u[ids]).astype(E.dtype)`` ``[..., D]`` (float32 for a 16-bit
+  table): added to ``E[ids]`` it gives the rows of the perturbed table,
+  element for element."""
   dim = table.shape[-1]
   flat = input_ids.reshape(-1)
-  rows = jax.vmap(
-    lambda i: _rows_of_u(perturbation, number, i, (dim,), table.dtype)
-  )(flat)
-  delta = (perturbation.scale * rows).astype(table.dtype)
+  dtype = _u_dtype(table)
+  rows = jax.vmap(lambda i: _rows_of_u(perturbation, number, i, (dim,), dtype))(
+    flat
+  )
+  delta = (perturbation.scale * rows).astype(dtype)
   return delta.reshape(*input_ids.shape, dim)
 
 
@@ -86,10 +104,10 @@ def perturbed_rows(perturbation, number: int, table) -> ChunkRows:
   the whole leaf)."""
 
   def rows(first, size):
-    part = jax.lax.dynamic_slice_in_dim(table, first, size, axis=0)
+    part = narrow_slices.dynamic_slice_in_dim(table, first, size, axis=0)
     shape = (size, table.shape[1])
-    u = _rows_of_u(perturbation, number, first, shape, table.dtype)
-    return part + (perturbation.scale * u).astype(part.dtype)
+    u = _rows_of_u(perturbation, number, first, shape, _u_dtype(table))
+    return _plus(part, perturbation.scale * u)
 
   return rows
 
@@ -101,15 +119,19 @@ def perturbed_columns(perturbation, number: int, kernel) -> ChunkRows:
   dim, vocab = kernel.shape
 
   def rows(first, size):
-    part = jax.lax.dynamic_slice_in_dim(kernel, first, size, axis=1)
+    part = narrow_slices.dynamic_slice_in_dim(kernel, first, size, axis=1)
     columns = jnp.asarray(first, jnp.uint32) + jnp.arange(
       size, dtype=jnp.uint32
     )
     rows_start = jnp.arange(dim, dtype=jnp.uint32) * jnp.uint32(vocab)
     positions = rows_start[:, None] + columns[None, :]
     u = directions.leaf_at(
-      perturbation.direction, perturbation.key, number, positions, kernel.dtype
+      perturbation.direction,
+      perturbation.key,
+      number,
+      positions,
+      _u_dtype(kernel),
     )
-    return (part + (perturbation.scale * u).astype(part.dtype)).T
+    return _plus(part, perturbation.scale * u).T
 
   return rows

@@ -1,0 +1,130 @@
+"""End-to-end tunings on digits: the released files do not depend on the
+secret trial count, the total epsilon is dp_accounting's, and a restarted
+tuning reruns nothing."""
+
+import json
+import math
+import os
+
+import dp_accounting
+import pytest
+from dp_accounting.rdp import rdp_privacy_accountant
+
+from configs import default
+from experiments import train, tune
+from experiments.tuning import budget, search, store
+
+pytestmark = pytest.mark.slow
+
+
+def _config(workdir):
+  config = default.get_config()
+  config.model = "mlp"
+  config.model_kwargs = {"hidden": (16,)}
+  config.num_steps = 30
+  config.eval_every = 0
+  config.checkpoint_every = 0
+  config.workdir = str(workdir)
+  return config
+
+
+def _released(workdir):
+  out = {}
+  for root, dirs, files in os.walk(workdir):
+    dirs[:] = [d for d in dirs if d != store.SECRET_DIR]
+    for name in files:
+      path = os.path.join(root, name)
+      out[os.path.relpath(path, workdir)] = open(path, "rb").read()
+  return out
+
+
+def _independent_total(result):
+  plan = result["per_trial_plan"]
+  p = plan["expected_batch_size"] / plan["dataset_size"]
+  trial = dp_accounting.ComposedDpEvent(
+    [
+      dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(
+          p, dp_accounting.GaussianDpEvent(plan["noise_multiplier"])
+        ),
+        result["per_trial_num_steps"],
+      ),
+      dp_accounting.GaussianDpEvent(result["score_noise"]),
+    ]
+  )
+  accountant = rdp_privacy_accountant.RdpAccountant()
+  accountant.compose(
+    dp_accounting.dp_event.RepeatAndSelectDpEvent(trial, 3.0, math.inf)
+  )
+  return accountant.get_epsilon(result["delta"])
+
+
+def test_released_files_do_not_depend_on_the_trial_count(tmp_path, monkeypatch):
+  space = search.from_flags({"learning_rate": "0.01,0.02,0.05"})
+  count = budget.trial_count("poisson", 3.0)
+  runs = {}
+  for k in (1, 4):
+    monkeypatch.setattr(budget, "draw_trial_count", lambda s, c, k=k: k)
+    workdir = tmp_path / f"k{k}"
+    result = tune.tune(_config(workdir), space, count)
+    runs[k] = (result, _released(workdir))
+    secret_dir = workdir / store.SECRET_DIR
+    assert os.stat(secret_dir).st_mode & 0o777 == 0o700
+    assert len(os.listdir(secret_dir / "trials")) == k  # K lives only here
+  (r1, files1), (r4, files4) = runs[1], runs[4]
+  assert (
+    sorted(files1)
+    == sorted(files4)
+    == [
+      "config.json",
+      "model.msgpack",
+      "result.json",
+    ]
+  )
+  assert files1["config.json"] == files4["config.json"]
+  on_disk = json.loads(files4["result.json"])
+  for result in (r1, r4, on_disk):
+    assert set(result) == set(r1)
+    assert result["trial_count"] == "secret (never released)"
+    assert set(result["released"]) == {
+      "hyperparameters",
+      "noisy_validation_correct",
+      "noisy_validation_accuracy",
+      "test_accuracy",
+      "model",
+    }
+  drop = lambda r: {k: v for k, v in r.items() if k != "released"}
+  assert drop(r1) == drop(r4)  # all but the selected trial: K-free
+  # The total is dp_accounting's RDP epsilon of RepeatAndSelectDpEvent.
+  assert on_disk["total_epsilon"] == pytest.approx(
+    _independent_total(on_disk), rel=1e-12
+  )
+  assert on_disk["total_epsilon"] <= 2.0
+  assert on_disk["per_trial_epsilon"] < on_disk["total_epsilon"]
+
+  # A restarted tuning reruns no trial and releases the same result.
+  def no_training(*args, **kwargs):
+    raise AssertionError("a finished trial was run again")
+
+  monkeypatch.setattr(train, "train", no_training)
+  again = tune.tune(_config(tmp_path / "k4"), space, count)
+  assert again == r4
+
+
+def test_bad_input_is_refused_before_any_trial(tmp_path, monkeypatch):
+  def no_training(*args, **kwargs):
+    raise AssertionError("a trial ran")
+
+  monkeypatch.setattr(train, "train", no_training)
+  config = _config(tmp_path / "w")
+  count = budget.trial_count("poisson", 3.0)
+  two = search.from_flags({"learning_rate": "0.01,0.02"})
+  with pytest.raises(ValueError, match="single point"):
+    tune.tune(config, search.from_flags({"learning_rate": "0.01"}), count)
+  # A per-trial target whose total (mean 3) exceeds the total of 2.
+  with pytest.raises(ValueError, match="over the budget"):
+    tune.tune(config, two, count, trial_epsilon=1.5)
+  config.epsilon_budget = 1.0  # the budget caps the total below the target
+  with pytest.raises(ValueError, match="over the budget"):
+    tune.tune(config, two, count, trial_epsilon=0.9)
+  assert not os.path.exists(tmp_path / "w" / store.SECRET_DIR)

@@ -163,16 +163,22 @@ def calibrate_trial_noise(
       event, count, delta=plan.delta, neighboring=plan.neighboring
     )
 
-  lo, hi = 1e-2, 1e4
-  if total(hi) > target_epsilon:
+  cap = 1e4
+  if total(cap) > target_epsilon:
     raise ValueError(
       f"No per-trial noise meets total epsilon {target_epsilon:g}: even a "
-      f"noise multiplier of {hi:g} gives {total(hi):.4g} (the score noise "
+      f"noise multiplier of {cap:g} gives {total(cap):.4g} (the score noise "
       f"{score_noise:g} and the {count.describe()} trial count cost that "
-      "much). Raise the target, the score noise, or lower the mean."
+      "much). Raise the target or the score noise, or lower the mean."
     )
-  if total(lo) <= target_epsilon:
-    return lo
+  hi = 1.0
+  while total(hi) > target_epsilon:  # bracket: double from 1
+    hi *= 2.0
+  lo = hi / 2.0
+  if hi == 1.0:  # already met at 1: search below it
+    lo = 1e-2
+    if total(lo) <= target_epsilon:
+      return lo
   for _ in range(iterations):
     mid = math.sqrt(lo * hi)
     if total(mid) > target_epsilon:

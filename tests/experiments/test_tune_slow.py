@@ -13,8 +13,18 @@ from dp_accounting.rdp import rdp_privacy_accountant
 from configs import default
 from experiments import train, tune
 from experiments.tuning import budget, search, store
+from zoprivacy.privacy import PrivacyPlan
 
 pytestmark = pytest.mark.slow
+
+PLAN = PrivacyPlan(
+  mechanism="gaussian",
+  noise_multiplier=1.0,
+  clip=1.0,
+  expected_batch_size=64,
+  dataset_size=1150,
+  delta=1e-5,
+)
 
 
 def _config(workdir):
@@ -128,3 +138,45 @@ def test_bad_input_is_refused_before_any_trial(tmp_path, monkeypatch):
   with pytest.raises(ValueError, match="over the budget"):
     tune.tune(config, two, count, trial_epsilon=0.9)
   assert not os.path.exists(tmp_path / "w" / store.SECRET_DIR)
+
+
+def _event_total(sigma, p, steps, score_noise, mean, shape, delta):
+  trial = dp_accounting.ComposedDpEvent(
+    [
+      dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(
+          p, dp_accounting.GaussianDpEvent(sigma)
+        ),
+        steps,
+      ),
+      dp_accounting.GaussianDpEvent(score_noise),
+    ]
+  )
+  accountant = rdp_privacy_accountant.RdpAccountant()
+  accountant.compose(
+    dp_accounting.dp_event.RepeatAndSelectDpEvent(trial, mean, shape)
+  )
+  return accountant.get_epsilon(delta)
+
+
+def test_calibrated_total_meets_the_target_and_no_more():
+  count = budget.trial_count("poisson", 3.0)
+  sigma = budget.calibrate_trial_noise(
+    PLAN, num_steps=400, score_noise=5.0, count=count, target_epsilon=2.0
+  )
+  ours = budget.total_epsilon(
+    budget.trial_event(
+      PLAN.with_noise_multiplier(sigma).step_event(), 400, 5.0
+    ),
+    count,
+    delta=1e-5,
+  )
+  theirs = _event_total(sigma, 64 / 1150, 400, 5.0, 3.0, math.inf, 1e-5)
+  assert ours == pytest.approx(theirs, rel=1e-12)
+  assert 2.0 * (1 - 1e-4) < theirs <= 2.0
+  # Just below the calibrated multiplier, the total is over the target.
+  assert (
+    _event_total(sigma * 0.999, 64 / 1150, 400, 5.0, 3.0, math.inf, 1e-5) > 2.0
+  )
+  # Tuning costs more than one run at the same noise.
+  assert PLAN.with_noise_multiplier(sigma).epsilon(400) < 0.75 * theirs

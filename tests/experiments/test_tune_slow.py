@@ -180,3 +180,47 @@ def test_calibrated_total_meets_the_target_and_no_more():
   )
   # Tuning costs more than one run at the same noise.
   assert PLAN.with_noise_multiplier(sigma).epsilon(400) < 0.75 * theirs
+
+
+class _Crash(Exception):
+  pass
+
+
+def test_an_interrupted_tuning_resumes_with_the_same_trials(
+  tmp_path, monkeypatch
+):
+  monkeypatch.setattr(budget, "draw_trial_count", lambda s, c: 3)
+  space = search.from_flags({"learning_rate": "0.01,0.02,0.05"})
+  count = budget.trial_count("poisson", 3.0)
+  real, calls, crash = train.train, [], [True]
+
+  def crash_at_the_second_trial(config, **kwargs):
+    calls.append((config.workdir, config.learning_rate))
+    if crash[0] and len(calls) == 2:
+      raise _Crash
+    return real(config, **kwargs)
+
+  monkeypatch.setattr(train, "train", crash_at_the_second_trial)
+  with pytest.raises(_Crash):
+    tune.tune(_config(tmp_path / "w"), space, count)
+  secret = (tmp_path / "w" / store.SECRET_DIR / "tuning_secret").read_bytes()
+  first = list(calls)
+  calls.clear()
+  crash[0] = False
+  result = tune.tune(_config(tmp_path / "w"), space, count)
+  # The same secret; trial 0 is not run again; trial 1 reruns at its point.
+  assert (
+    tmp_path / "w" / store.SECRET_DIR / "tuning_secret"
+  ).read_bytes() == secret
+  workdir = str(tmp_path / "w")
+  assert [w for w, _ in first] == [
+    store.trial_workdir(workdir, 0),
+    store.trial_workdir(workdir, 1),
+  ]
+  assert [w for w, _ in calls] == [
+    store.trial_workdir(workdir, 1),
+    store.trial_workdir(workdir, 2),
+  ]
+  assert calls[0][1] == first[1][1]  # trial 1 at the same point
+  assert len(store.load_state(str(tmp_path / "w"))["trials"]) == 3
+  assert result["released"] is not None

@@ -92,3 +92,34 @@ def curve(
     print(name, " ".join(f"{s}:{a:.3f}" for s, a in curves[name]), flush=True)
   report.write_curve(out, curves, budget, CURVE_EPSILON)
   return curves
+
+
+def mezo_plateau(
+  workdir: str, lr: float = 1e-3, steps: int = 6000, every: int = 250
+) -> list[tuple[int, float]]:
+  """Non-private MeZO on public-train past the table's 600 steps, evaluated
+  on public-validation every ``every`` steps (the curve's setting, seed 0).
+  ``workdir`` holds its metrics and checkpoints: a rerun resumes."""
+  from experiments import train  # pylint: disable=g-import-not-at-top
+
+  c = _config("MeZO", lr, 0, BUDGETS["full"], True, steps)
+  c.eval_every, c.checkpoint_every, c.workdir = every, 1000, workdir
+  r = train.train(c, progress=False)
+  return [(h["step"], h["test_accuracy"]) for h in r["history"]]
+
+
+if __name__ == "__main__":
+  import argparse  # pylint: disable=g-import-not-at-top
+
+  parser = argparse.ArgumentParser(
+    description="MeZO's learning curve on public data, to its plateau."
+  )
+  parser.add_argument("--workdir", default="results/pazo_table1/mezo_plateau")
+  parser.add_argument("--lr", type=float, default=1e-3)
+  parser.add_argument("--steps", type=int, default=6000)
+  parser.add_argument("--every", type=int, default=250)
+  args = parser.parse_args()
+  for step, accuracy in mezo_plateau(
+    args.workdir, args.lr, args.steps, args.every
+  ):
+    print(f"{step}\t{100 * accuracy:.1f}")

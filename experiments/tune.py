@@ -1,0 +1,312 @@
+r"""Private hyperparameter tuning whose cost is accounted: repeat and select.
+
+  python -m experiments.tune --config configs/default.py \
+      --search.learning_rate=0.01,0.02,0.05 --mean_trials=3 \
+      --config.workdir=/tmp/tune
+  python -m experiments.tune --config configs/default.py \
+      --search=configs/default_search.py --distribution=geometric \
+      --mean_trials=4 --config.workdir=/tmp/tune
+
+Papernot and Steinke (2022): the number of trials ``K`` is drawn in secret
+from a Poisson (``--distribution=poisson``, the default), geometric,
+logarithmic or truncated negative binomial (``--shape``) distribution of
+mean ``--mean_trials``. Each trial is a whole private run
+(:func:`experiments.train.train`, its own workdir) at hyperparameters drawn
+at random from the search space, trained on the private training set less a
+private validation split; its selection score is the number of correct
+validation predictions plus exact discrete Gaussian noise
+(``--score_noise``, in examples), so the score is part of the accounted
+mechanism. Only the best trial's model and noisy score are released.
+
+The total epsilon is dp_accounting's RDP epsilon of
+``RepeatAndSelectDpEvent(trial_event, mean, shape)``, ``trial_event`` being
+one trial's ``num_steps`` Poisson-subsampled Gaussian steps composed with
+its score. The per-trial noise multiplier is the smallest whose total meets
+``config.target_epsilon`` (or ``--trial_epsilon`` sets the per-trial
+target, refused when the total would exceed ``target_epsilon`` or
+``epsilon_budget``). Trials use floating-point Gaussian noise: no RDP event
+covers the subsampled discrete Gaussian (the report says so).
+
+``K`` is never written to a released file nor printed: ``result.json``
+holds the per-trial and total epsilon, delta and the distribution. The
+secret, the trials and their scores live in ``<workdir>/secret/`` (0700),
+secret material like a checkpoint. A restarted tuning reads its secret back
+and continues with the same ``K``, the same points and the same trials.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+
+from absl import app, flags
+
+from experiments import run, tasks, train
+from experiments import workdir as workdir_lib
+from experiments.tuning import budget, search, store, trials
+
+_SEARCH: dict[str, str] = {}
+
+
+def _plan_and_noise(config, trial_task, count, score_noise, trial_epsilon):
+  """The trials' plan at the per-trial noise multiplier, and the total."""
+  from zoprivacy import accounting  # pylint: disable=g-import-not-at-top
+
+  base = trials.trial_base(config)
+  plan = trials.trial_plan(base, trial_task)
+  trials.check_plan(plan)
+  target = config.get("target_epsilon")
+  cap = config.get("epsilon_budget")
+  limit = min(x for x in (target, cap, math.inf) if x is not None)
+  if not math.isfinite(limit):
+    raise ValueError("Set target_epsilon (the total over all trials).")
+  steps = config.num_steps
+  if trial_epsilon is not None:
+    sigma = accounting.calibrate_plan(
+      plan, target_epsilon=trial_epsilon, num_steps=steps
+    ).noise_multiplier
+  else:
+    sigma = budget.calibrate_trial_noise(
+      plan,
+      num_steps=steps,
+      score_noise=score_noise,
+      count=count,
+      target_epsilon=limit,
+    )
+  plan = plan.with_noise_multiplier(sigma)
+  event = budget.trial_event(plan.step_event(), steps, score_noise)
+  total = budget.total_epsilon(
+    event, count, delta=plan.delta, neighboring=plan.neighboring
+  )
+  if total > limit:
+    raise ValueError(
+      f"A per-trial epsilon of {trial_epsilon:g} makes the tuning's total "
+      f"{total:.4g} ({count.describe()}), over the budget {limit:g}; lower "
+      "--trial_epsilon or the mean number of trials."
+    )
+  return plan, total
+
+
+def _run_trials(config, space, count, trial_task, plan, score_noise, secret):
+  """Runs (or resumes) the ``K`` trials; returns the state with scores."""
+  workdir = config.workdir
+  state = store.load_state(workdir)
+  num_trials = budget.draw_trial_count(secret, count)
+  size = len(trial_task.test_labels)
+  for i in range(num_trials):
+    if str(i) in state["trials"]:
+      continue
+    point = space.point(secret, i)
+    trial_config = trials.with_fields(
+      trials.trial_base(config),
+      {
+        **point,
+        "noise_multiplier": plan.noise_multiplier,
+        "workdir": store.trial_workdir(workdir, i),
+      },
+    )
+    if trials.trial_plan(trial_config, trial_task) != plan:
+      raise ValueError(f"The point {point} changes the trial's privacy plan.")
+    result = train.train(trial_config, progress=False, task=trial_task)
+    state["trials"][str(i)] = {
+      "point": point,
+      "score": trials.noisy_score(
+        result["test_accuracy"], size, secret, i, score_noise
+      ),
+      "params_sha256": result["params_sha256"],
+    }
+    store.save_state(workdir, state)
+  return state
+
+
+def _release(config, task, trial_task, plan, state):
+  """The best trial's point, noisy score, model and test accuracy."""
+  done = state["trials"]
+  if not done:  # K = 0 is a possible draw: nothing to release
+    return None
+  best = max(sorted(done, key=int), key=lambda i: done[i]["score"])
+  entry = done[best]
+  trial_config = trials.with_fields(
+    trials.trial_base(config),
+    {
+      **entry["point"],
+      "noise_multiplier": plan.noise_multiplier,
+      "workdir": store.trial_workdir(config.workdir, int(best)),
+    },
+  )
+  params, frozen = trials.final_params(
+    trial_config, trial_task, entry["params_sha256"]
+  )
+  from flax import serialization  # pylint: disable=g-import-not-at-top
+
+  with open(os.path.join(config.workdir, "model.msgpack"), "wb") as f:
+    f.write(serialization.to_bytes(params))
+  size = len(trial_task.test_labels)
+  return {
+    "hyperparameters": entry["point"],
+    "noisy_validation_correct": entry["score"],
+    "noisy_validation_accuracy": entry["score"] / size,
+    "test_accuracy": trials.test_accuracy(task, params, frozen),
+    "model": "model.msgpack",
+  }
+
+
+def tune(
+  config,
+  space: search.SearchSpace,
+  count: budget.TrialCount,
+  *,
+  score_noise: float = 5.0,
+  trial_epsilon: float | None = None,
+  task=None,
+) -> dict:
+  """Runs (or resumes) a repeat-and-select tuning; returns what it releases.
+
+  Everything is checked before any trial runs: the space has two points or
+  more, the mean is at least one trial, the total meets the budget.
+  """
+  space.check()
+  if not config.get("workdir"):
+    raise ValueError("A tuning needs config.workdir (its secret lives there).")
+  if not score_noise > 0:
+    raise ValueError(f"score_noise must be > 0, got {score_noise!r}.")
+  if task is None:
+    task = tasks.get_task(config)
+  size = trials.default_validation_size(config, task.num_train)
+  trial_task = trials.validation_split(task, size, config.seed)
+  plan, total = _plan_and_noise(
+    config, trial_task, count, score_noise, trial_epsilon
+  )
+  workdir_lib.claim(
+    config.workdir,
+    {
+      **config.to_dict(),
+      "tuning": {
+        "search": space.describe(),
+        "trial_count": [count.distribution, count.mean, str(count.shape)],
+        "score_noise": score_noise,
+        "trial_epsilon": trial_epsilon,
+      },
+    },
+    config.get("resume", ""),
+  )
+  insecure = config.get("insecure_test_noise") and config.get("test_run")
+  secret = store.load_or_create_secret(
+    config.workdir, config.seed if insecure else None
+  )
+  state = _run_trials(
+    config, space, count, trial_task, plan, score_noise, secret
+  )
+  result = {
+    "method": "repeat and select (Papernot and Steinke 2022)",
+    "trial_count_distribution": {
+      "distribution": count.distribution,
+      "mean": count.mean,
+      "shape": count.shape if math.isfinite(count.shape) else "inf",
+    },
+    "trial_count": "secret (never released)",
+    "search": space.describe(),
+    "per_trial_noise_multiplier": plan.noise_multiplier,
+    "per_trial_epsilon": plan.epsilon(config.num_steps),
+    "per_trial_privacy": plan.describe(),
+    "per_trial_plan": plan.to_dict(),
+    "per_trial_num_steps": config.num_steps,
+    "score_noise": score_noise,
+    "validation_size": size,
+    "total_epsilon": total,
+    "delta": plan.delta,
+    "accountant": "dp_accounting RDP of RepeatAndSelectDpEvent",
+    "private": plan.is_private and not insecure,
+    "released": _release(config, task, trial_task, plan, state),
+  }
+  with open(os.path.join(config.workdir, "result.json"), "w") as f:
+    json.dump(result, f, indent=2, default=str)
+  return result
+
+
+def format_report(result: dict) -> str:
+  dist = result["trial_count_distribution"]
+  count = budget.trial_count(
+    dist["distribution"], dist["mean"], float(dist["shape"])
+  )
+  lines = [
+    f"tuning: {result['method']}",
+    f"  trials: {count.describe()} (the number drawn is secret)",
+    f"  per trial: epsilon {result['per_trial_epsilon']:.4f} "
+    f"[{result['per_trial_privacy']}], score noise "
+    f"{result['score_noise']:g} examples of {result['validation_size']}",
+    f"  total: epsilon {result['total_epsilon']:.4f}, delta "
+    f"{result['delta']:g} ({result['accountant']})",
+  ]
+  released = result["released"]
+  if released is None:
+    lines.append("  released: nothing (the draw gave no trial)")
+  else:
+    lines.append(
+      f"  released: {released['hyperparameters']}, noisy validation "
+      f"accuracy {released['noisy_validation_accuracy']:.4f}, test "
+      f"accuracy {released['test_accuracy']:.4f}"
+    )
+  if not result["private"]:
+    lines.append("  NOT PRIVATE: insecure test noise")
+  return "\n".join(lines)
+
+
+def split_search(argv: list[str]) -> list[str]:
+  """Takes ``--search.<field>=<spec>`` out of ``argv`` (absl cannot)."""
+  kept = []
+  for arg in argv:
+    if arg.startswith("--search."):
+      name, _, value = arg[len("--search.") :].partition("=")
+      _SEARCH[name] = value
+    else:
+      kept.append(arg)
+  return kept
+
+
+def main(argv) -> None:
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  from absl import logging  # pylint: disable=g-import-not-at-top
+
+  from experiments import errors  # pylint: disable=g-import-not-at-top
+
+  logging.set_verbosity(logging.WARNING)  # no per-trial log lines
+
+  f = flags.FLAGS
+  try:
+    config = run.apply_late_overrides(run.CONFIG.value, False)
+    space = (
+      search.from_file(f.search) if f.search else search.from_flags(_SEARCH)
+    )
+    if f.search and _SEARCH:
+      space = search.SearchSpace(space.axes + search.from_flags(_SEARCH).axes)
+    count = budget.trial_count(f.distribution, f.mean_trials, f.shape)
+    result = tune(
+      config,
+      space,
+      count,
+      score_noise=f.score_noise,
+      trial_epsilon=f.trial_epsilon,
+    )
+  except (ValueError, *errors.USER_ERRORS) as e:
+    if run._OWN_FLAGS["debug"]:  # pylint: disable=protected-access
+      raise
+    print(errors.one_paragraph(e), file=sys.stderr)
+    sys.exit(2)
+  print(format_report(result))
+
+
+if __name__ == "__main__":
+  flags.DEFINE_string("search", "", "a file whose get_search() is the space")
+  flags.DEFINE_float("mean_trials", 3.0, "mean number of trials (>= 1)")
+  flags.DEFINE_enum(
+    "distribution", "poisson", sorted(budget.DISTRIBUTIONS), "trial count"
+  )
+  flags.DEFINE_float("shape", None, "negative_binomial's shape in (0, inf)")
+  flags.DEFINE_float("score_noise", 5.0, "score noise std, in examples")
+  flags.DEFINE_float("trial_epsilon", None, "set the per-trial epsilon")
+  sys.argv = run.split_argv(split_search(sys.argv))
+  app.run(main)

@@ -1,0 +1,1 @@
+"""Private hyperparameter tuning (repeat and select) for ``experiments.tune``."""

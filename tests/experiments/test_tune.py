@@ -1,0 +1,196 @@
+"""Repeat-and-select tuning: its accounting, its secret trial count and its
+refusals (the end-to-end runs are in test_tune_slow.py)."""
+
+import math
+import os
+
+import dp_accounting
+import numpy as np
+import pytest
+from dp_accounting.rdp import rdp_privacy_accountant
+
+from experiments import tune
+from experiments.tuning import budget, search, store
+from zoprivacy.privacy import PrivacyPlan, randomness
+
+PLAN = PrivacyPlan(
+  mechanism="gaussian",
+  noise_multiplier=1.0,
+  clip=1.0,
+  expected_batch_size=64,
+  dataset_size=1150,
+  delta=1e-5,
+)
+
+
+def _independent_total(sigma, p, steps, score_noise, mean, shape, delta):
+  """dp_accounting's RDP epsilon of the tuning, written out here."""
+  trial = dp_accounting.ComposedDpEvent(
+    [
+      dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(
+          p, dp_accounting.GaussianDpEvent(sigma)
+        ),
+        steps,
+      ),
+      dp_accounting.GaussianDpEvent(score_noise),
+    ]
+  )
+  accountant = rdp_privacy_accountant.RdpAccountant()
+  accountant.compose(
+    dp_accounting.dp_event.RepeatAndSelectDpEvent(trial, mean, shape)
+  )
+  return accountant.get_epsilon(delta)
+
+
+def test_total_equals_dp_accounting_repeat_and_select():
+  """A search of 3 values, Poisson with mean 3: the tuner's total is
+  dp_accounting's RDP epsilon of RepeatAndSelectDpEvent, built here."""
+  count = budget.trial_count("poisson", 3.0)
+  ours = budget.total_epsilon(
+    budget.trial_event(PLAN.with_noise_multiplier(4.0).step_event(), 400, 5.0),
+    count,
+    delta=1e-5,
+  )
+  theirs = _independent_total(4.0, 64 / 1150, 400, 5.0, 3.0, math.inf, 1e-5)
+  assert ours == pytest.approx(theirs, rel=1e-12)
+  # Repeat-and-select costs more than one trial.
+  assert PLAN.with_noise_multiplier(4.0).epsilon(400) < 0.75 * theirs
+
+
+def test_the_trial_count_is_a_function_of_the_secret():
+  count = budget.trial_count("poisson", 3.0)
+  secret = randomness.new_secret()
+  assert budget.draw_trial_count(secret, count) == budget.draw_trial_count(
+    secret, count
+  )
+
+
+def test_two_tunings_draw_different_trial_counts(tmp_path):
+  """Two workdirs of the same config get two OS-entropy secrets, and K
+  varies with the secret. Over 200 fresh secrets, Poisson(3) gives a single
+  value with probability at most max_k P(K=k)^199 = 0.224^199 < 1e-129:
+  the false-failure rate of the second assertion."""
+  a = store.load_or_create_secret(str(tmp_path / "a"), None)
+  b = store.load_or_create_secret(str(tmp_path / "b"), None)
+  assert a != b
+  assert store.load_or_create_secret(str(tmp_path / "a"), None) == a
+  count = budget.trial_count("poisson", 3.0)
+  draws = {
+    budget.draw_trial_count(randomness.new_secret(), count) for _ in range(200)
+  }
+  assert len(draws) >= 2
+
+
+def _tnb_pmf(shape, mean, kmax):
+  gamma = rdp_privacy_accountant._gamma_truncated_negative_binomial(shape, mean)
+  k = np.arange(1, kmax + 1, dtype=np.float64)
+  if shape == 0:
+    w = (1 - gamma) ** k / k
+  else:
+    w = np.exp(
+      np.array([math.lgamma(x + shape) - math.lgamma(x + 1) for x in k])
+      - math.lgamma(shape)
+      + k * math.log(1 - gamma)
+    )
+  return w / w.sum()
+
+
+@pytest.mark.parametrize(
+  "name,shape",
+  [("geometric", None), ("logarithmic", None), ("negative_binomial", 0.5)],
+)
+def test_negative_binomial_draws_have_the_accounted_mean(name, shape):
+  """The empirical mean of 4000 draws lies within 6 standard errors of the
+  mean dp_accounting accounts for (false-failure rate < 2e-9, by the
+  normal approximation of the mean of 4000 draws)."""
+  count = budget.trial_count(name, 3.0, shape)
+  pmf = _tnb_pmf(count.shape, 3.0, 2000)
+  k = np.arange(1, 2001)
+  mean, var = (pmf * k).sum(), (pmf * k**2).sum() - (pmf * k).sum() ** 2
+  assert mean == pytest.approx(3.0, rel=1e-6)
+  draws = np.array(
+    [
+      budget.draw_trial_count(randomness.new_secret(), count)
+      for _ in range(4000)
+    ]
+  )
+  assert draws.min() >= 1
+  assert abs(draws.mean() - mean) < 6 * math.sqrt(var / 4000)
+
+
+def test_poisson_draws_have_the_accounted_mean():
+  """4000 Poisson(3) draws: mean within 6 standard errors (sqrt(3/4000)),
+  false-failure rate < 2e-9."""
+  count = budget.trial_count("poisson", 3.0)
+  draws = [
+    budget.draw_trial_count(randomness.new_secret(), count) for _ in range(4000)
+  ]
+  assert abs(np.mean(draws) - 3.0) < 6 * math.sqrt(3.0 / 4000)
+
+
+def test_a_mean_of_zero_trials_is_refused():
+  for mean in (0.0, 0.5, math.nan):
+    with pytest.raises(ValueError, match="at least 1"):
+      budget.trial_count("poisson", mean)
+  with pytest.raises(ValueError, match="shape"):
+    budget.trial_count("negative_binomial", 3.0)
+
+
+def test_search_spaces():
+  space = search.from_flags(
+    {
+      "learning_rate": "0.01,0.02,0.05",
+      "estimator_kwargs.clip": "loguniform(0.1,10)",
+    }
+  )
+  space.check()
+  secret = randomness.new_secret()
+  point = space.point(secret, 3)
+  assert point == space.point(secret, 3)
+  assert point["learning_rate"] in (0.01, 0.02, 0.05)
+  assert 0.1 <= point["estimator_kwargs.clip"] <= 10
+  with pytest.raises(ValueError, match="single point"):
+    search.from_flags({"learning_rate": "0.01"}).check()
+  with pytest.raises(ValueError, match="single point"):
+    search.from_flags({"learning_rate": "0.01,0.01", "momentum": "0.9"}).check()
+  with pytest.raises(ValueError, match="cannot be searched"):
+    search.from_flags({"num_steps": "10,20"})
+  with pytest.raises(ValueError, match="cannot be searched"):
+    search.from_flags({"estimator_kwargs.num_queries": "1,2"})
+
+
+def test_search_file(tmp_path):
+  path = tmp_path / "s.py"
+  path.write_text(
+    "def get_search():\n  return {'learning_rate': [0.01, 0.1], "
+    "'momentum': 'uniform(0, 0.9)'}\n"
+  )
+  space = search.from_file(str(path))
+  assert [a.kind for a in space.axes] == ["choice", "uniform"]
+  assert tune.split_search(["x", "--search.momentum=0,0.9", "--a=1"]) == [
+    "x",
+    "--a=1",
+  ]
+  assert tune._SEARCH == {"momentum": "0,0.9"}
+
+
+def test_secret_material_is_private(tmp_path):
+  store.load_or_create_secret(str(tmp_path), None)
+  store.save_state(str(tmp_path), {"trials": {}})
+  secret_dir = tmp_path / store.SECRET_DIR
+  assert os.stat(secret_dir).st_mode & 0o777 == 0o700
+  for name in ("tuning_secret", "state.json"):
+    assert os.stat(secret_dir / name).st_mode & 0o777 == 0o600
+
+
+def test_an_unreachable_total_is_refused():
+  """The score's own noise (0.2 examples) costs more than epsilon 1."""
+  with pytest.raises(ValueError, match="No per-trial noise"):
+    budget.calibrate_trial_noise(
+      PLAN,
+      num_steps=10,
+      score_noise=0.2,
+      count=budget.trial_count("poisson", 3.0),
+      target_epsilon=1.0,
+    )

@@ -125,7 +125,7 @@ def step_keys(state: EstimatorState):
 def with_exact_noise(state: EstimatorState, args: LossArgs) -> LossArgs:
   """``args`` with the step's exact integer noise: the caller's
   ``discrete_noise=`` if given, else drawn on the host by an
-  ``io_callback`` keyed by the state's secret noise key, plan and step."""
+  host callback keyed by the state's secret noise key, plan and step."""
   plan = state.privacy_plan
   if plan.noise_kind != "discrete" or args.discrete_noise is not None:
     return args

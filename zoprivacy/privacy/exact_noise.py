@@ -4,7 +4,7 @@ The noise of a step does not depend on the data. Two routes reach the same
 draws:
 
 * by default, the jitted update of an exact-noise estimator calls this
-  sampler through a ``jax.experimental.io_callback``
+  sampler through a host callback (``jax.pure_callback``)
   (:func:`zoprivacy.privacy.host_noise.draw_in_jit`) with the estimator's
   secret noise key and the step: the user passes no extra argument;
 * a runner may draw the noise itself, ahead of the step, and pass it as the
@@ -30,6 +30,7 @@ step's noise.
 
 from __future__ import annotations
 
+import functools
 import threading
 
 import numpy as np
@@ -39,6 +40,12 @@ from zoprivacy.privacy import randomness
 
 PURPOSE = "discrete_noise"
 _LIMIT = 2**30  # |noise| <= 2**30 keeps the integer release in int32 range
+
+
+@functools.lru_cache(maxsize=64)
+def _fingerprint_counter(plan: plan_lib.PrivacyPlan) -> int:
+  """The first 63 bits of the plan's fingerprint: a stream counter."""
+  return int.from_bytes(plan.fingerprint()[:8], "little") >> 1
 
 
 class ExactNoiseSource:
@@ -79,7 +86,7 @@ class ExactNoiseSource:
         secret = randomness.new_secret()
     self.secret = randomness.check_secret(secret)
     self.plan = plan
-    self._fingerprint = int.from_bytes(plan.fingerprint()[:8], "little") >> 1
+    self._fingerprint = _fingerprint_counter(plan)
     self.block_size = int(block_size)
     self._blocks: dict[int, np.ndarray] = {}
     self._pending: dict[int, threading.Thread] = {}

@@ -1,16 +1,20 @@
-"""Exact noise inside a jitted update: an ``io_callback`` to the host sampler.
+"""Exact noise inside a jitted update: a host callback to the host sampler.
 
 An exact-noise estimator's ``update`` needs the step's integer noise. When
 the caller passes none (the plain ``tx.update(...)`` call), the update asks
-the host for it with :func:`draw_in_jit`: a ``jax.experimental.io_callback``
-that hands the estimator's secret noise key and the step to
+the host for it with :func:`draw_in_jit`: a host callback
+(``jax.pure_callback``: the draw is a pure function of its operands) that
+hands the estimator's secret noise key and the step to
 :class:`~zoprivacy.privacy.ExactNoiseSource` (exact samplers on SHAKE-256
 streams keyed by ``(key, plan fingerprint, step)``) and returns
 ``int32[num_queries]``.
 
 * Under ``jit``: the callback runs at every execution (it is not constant
-  folded: its operands are traced), unordered, since the draw is a pure
-  function of its operands (a re-run step gets the same noise).
+  folded: its operands are traced). It is declared pure: the draw is a
+  deterministic function of ``(key, plan, step)``, so XLA may run it again
+  or drop an unused one without changing any release (a re-run step gets
+  the same noise). Under ``vmap`` (an audit's one key per trial) it is
+  called once with the whole batch of keys.
 * On a mesh: the operands are replicated and the callback runs once, on
   one device; XLA broadcasts its result, so every device adds the same
   noise after the cross-device sum.
@@ -30,7 +34,6 @@ import threading
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.experimental import io_callback
 
 from zoprivacy.privacy import randomness
 from zoprivacy.privacy.exact_noise import ExactNoiseSource
@@ -60,9 +63,28 @@ def draw_in_jit(plan, noise_key, step) -> jax.Array:
   (the estimator's base key, not a per-step key) under ``plan``."""
   from zoprivacy.privacy import noise_binding  # pylint: disable=g-import-not-at-top
 
-  def host(words, t):
-    return source_for(plan, np.asarray(words)).draw(int(t))
+  q = plan.num_queries
 
-  shape = jax.ShapeDtypeStruct((plan.num_queries,), jnp.int32)
+  def host(words, t):
+    words, t = np.asarray(words), np.asarray(t)
+    batch = np.broadcast_shapes(words.shape[:-1], t.shape)
+    words = np.broadcast_to(words, batch + words.shape[-1:]).reshape(
+      -1, words.shape[-1]
+    )
+    t = np.broadcast_to(t, batch).reshape(-1)
+    if len(t) == 1:  # a training step: the cached, prefetching source
+      out = [source_for(plan, words[0]).draw(int(t[0]))]
+    else:  # one key per trial (an audit): each step drawn on demand
+      out = [
+        ExactNoiseSource(
+          plan, randomness.secret_from_key_data(w), block_size=0
+        ).draw_now(int(s))
+        for w, s in zip(words, t)
+      ]
+    return np.stack(out).reshape(batch + (q,)).astype(np.int32)
+
+  shape = jax.ShapeDtypeStruct((q,), jnp.int32)
   words = noise_binding.key_words(noise_key)
-  return io_callback(host, shape, words, jnp.asarray(step, jnp.int32))
+  return jax.pure_callback(
+    host, shape, words, jnp.asarray(step, jnp.int32), vmap_method="expand_dims"
+  )

@@ -147,7 +147,7 @@ def calibrated(
   )
   if estimator.privacy_plan.epsilon(1, delta=delta) > target_epsilon:
     raise AssertionError("Calibration did not meet the target epsilon.")
-  name = label.partition("/")[0]
+  name = label.partition("@")[0].partition("/")[0]
   statistic = "released" if name in SCALAR_RELEASE else "gradient"
   spec = registry.get(name)
   # DPMD's weight on the private gradient is 0 at step 0 and 1 from

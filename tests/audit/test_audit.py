@@ -178,7 +178,10 @@ def test_halved_noise_is_caught(monkeypatch):
   assert result.epsilon_lower_bound > 1.1, result.audit
 
 
-@pytest.mark.parametrize("label", ["dp_zo@float", "dp_zo"])
+@pytest.mark.parametrize(
+  "label",  # the exact path draws 80,000 host samples: 8-23 s on 2 cores
+  ["dp_zo@float", pytest.param("dp_zo", marks=pytest.mark.slow)],
+)
 def test_noise_divided_by_the_batch_size_twice_is_caught(monkeypatch, label):
   target = calibrated.calibrated(
     label, target_epsilon=1.0, delta=DELTA, batch_size=BATCH

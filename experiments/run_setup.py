@@ -68,8 +68,8 @@ def estimator_kwargs(config, noise_multiplier, dataset_size) -> dict:
       )
     if config.get("insecure_test_noise"):
       kwargs["insecure_test_noise_seed"] = config.seed
-  if spec.exact_noise:
-    kwargs.setdefault("exact_noise", bool(config.get("exact_noise", True)))
+  if spec.exact_noise and "noise" not in kwargs:
+    kwargs["noise"] = "exact" if config.get("exact_noise", True) else "float"
   if spec.needs_num_steps:
     kwargs.setdefault("num_steps", config.num_steps)
   if spec.needs_learning_rate:

@@ -65,7 +65,7 @@ from experiments.run_setup import (
 from zoprivacy import accounting
 from zoprivacy.data import sampling
 from zoprivacy.estimators import registry
-from zoprivacy.privacy import ExactNoiseSource, randomness
+from zoprivacy.privacy import ExactNoiseSource, bind_noise_secret, randomness
 
 
 def train(
@@ -108,6 +108,7 @@ def train(
     sigma = plan.noise_multiplier if plan.is_noised else None
     layerwise = layerwise_run.make(config, sigma, n, task)
     opt_state = layerwise.init(trainable)
+  opt_state = bind_noise_secret(opt_state, secret)  # same noise on every host
   opt_state = placement.params(opt_state)  # restores land on the mesh too
   sampler = make_sampler(config, n, secret, task.sampling_schemes)
   ledger = None

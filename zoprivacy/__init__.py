@@ -122,6 +122,7 @@ PRIVACY_HYPERPARAMETERS = (
   "embedding_noise_multiplier",
   "residual_noise_multiplier",
   "insecure_test_noise_seed",
+  "noise",
   "exact_noise",
 )
 

@@ -128,15 +128,22 @@ class _SumMechanism:
 @dataclasses.dataclass(frozen=True)
 class _IidNoiseMechanism(_SumMechanism):
   """I.i.d. noise of scale ``noise_multiplier * contribution_bound`` per
-  coordinate of the sum; subclasses fix the norm of the bound and the law."""
+  coordinate of the sum; subclasses fix the norm of the bound and the law.
+
+  ``float_defence`` names how the floating-point noise is hardened:
+  'none' (plain, exposed to floating-point attacks, Mironov 2012) or
+  'secure_mode' (Gaussian only: Opacus' defence, Holohan & Braghin 2021).
+  """
 
   clip: float
   noise_multiplier: float
   num_queries: int = 1
   neighboring: Neighboring = "add_or_remove"
+  float_defence: str = "none"
 
   def __post_init__(self):
     validation.one_of("neighboring", self.neighboring, NEIGHBORING_RELATIONS)
+    validation.one_of("float_defence", self.float_defence, FLOAT_DEFENCES)
 
   @property
   def noise_scale(self) -> float:
@@ -164,7 +171,16 @@ class GaussianMechanism(_IidNoiseMechanism):
   """
 
   name = "gaussian"
-  _sample = staticmethod(jax.random.normal)
+
+  def _sample(self, key, shape, dtype):
+    """A standard normal; under 'secure_mode' the sum of
+    ``SECURE_MODE_DRAWS`` = 4 independent normals divided by 2 (same law),
+    as Opacus' ``secure_mode`` draws it: the low-order bits of a sum no
+    longer reveal one draw (Holohan & Braghin 2021, Sec. 4)."""
+    if self.float_defence != "secure_mode":
+      return jax.random.normal(key, shape, dtype)
+    draws = jax.random.normal(key, (SECURE_MODE_DRAWS,) + tuple(shape), dtype)
+    return jnp.sum(draws, axis=0) / math.sqrt(SECURE_MODE_DRAWS)
 
   @property
   def contribution_bound(self) -> float:
@@ -199,10 +215,14 @@ class LaplaceMechanism(_IidNoiseMechanism):
   """
 
   name = "laplace"
-  _sample = staticmethod(jax.random.laplace)
+
+  def _sample(self, key, shape, dtype):
+    return jax.random.laplace(key, shape, dtype)
 
   def __post_init__(self):
     super().__post_init__()
+    if self.float_defence != "none":
+      raise ValueError("secure_mode covers Gaussian noise only.")
     if self.neighboring != "add_or_remove":
       raise ValueError(
         "The Laplace mechanism supports only add_or_remove neighbouring "
@@ -246,6 +266,8 @@ class NoNoise(_SumMechanism):
 
 
 _INT32_MAX = 2**31 - 1
+FLOAT_DEFENCES = ("none", "secure_mode")
+SECURE_MODE_DRAWS = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,22 +275,39 @@ class DiscreteMechanism:
   """Exact integer noise on a quantized sum of clipped scalars.
 
   Each clipped per-example value ``v`` (``|v| <= clip``) is quantized to the
-  integer ``k = round(v * grid_points / clip)``, so ``|k| <= grid_points``;
-  the integers are summed exactly and integer noise drawn on the host by an
-  exact sampler (Canonne, Kamath, Steinke 2020) is added. The release is an
-  integer times ``clip / grid_points``: it carries no floating-point
-  artefact that depends on the data (Mironov 2012). Quantizing each value
-  (not the sum) keeps the sensitivity at ``grid_points``, not one grid step
-  more.
+  integer ``k = round(v * grid_points / clip)``, so ``|k| <= m`` with
+  ``m = grid_points``; the integers are summed exactly and integer noise
+  drawn on the host by an exact sampler (Canonne, Kamath, Steinke 2020) is
+  added. The release is an integer times ``clip / grid_points``: it carries
+  no floating-point artefact that depends on the data (Mironov 2012).
+  Quantizing each value (not the sum) keeps the sensitivity at ``m``, not
+  one grid step more. dp_accounting has no ``DpEvent`` for these noises:
+  the plan is accounted by its discrete PLDs
+  (:mod:`zoprivacy.accounting.discrete_pld`, connect-the-dots).
 
-  Sensitivity (add/remove, one query): ``grid_points`` integer units, i.e.
-  ``clip``. Noise: discrete Gaussian with ``sigma = noise_multiplier *
-  grid_points`` (``kind='gaussian'``) or discrete Laplace with scale
-  ``noise_multiplier * grid_points`` (``kind='laplace'``), integer units.
-  ``dp_accounting`` has no ``DpEvent`` for them: the plan is accounted with
-  ``from_discrete_gaussian_mechanism`` / ``from_discrete_laplace_mechanism``
-  (sensitivity ``grid_points``, connect-the-dots), see
-  :mod:`zoprivacy.accounting.discrete_pld`. One query, add/remove only.
+  Discrete Gaussian (``kind='gaussian'``), ``q = num_queries`` scalars from
+  one Poisson batch. One example moves each integer sum by at most ``m``
+  (integer sensitivity ``m`` per query, ``m * 1`` the worst shift of the
+  ``q``-vector); each sum gets an independent discrete Gaussian with
+  ``s = noise_multiplier * m * sqrt(q)`` (the continuous ``sqrt(q) sigma
+  C``). Under the shift ``m * 1`` the likelihood ratio depends on the noise
+  only through its sum ``S``, and ``S``, a sum of ``q`` discrete Gaussians,
+  is the discrete Gaussian of parameter ``s sqrt(q)`` up to a relative
+  error below ``1e-300`` for ``s >= 10`` (Poisson summation over the
+  ``A_{q-1}`` lattice, :mod:`zoprivacy.accounting.discrete_pld`). So the
+  ``q`` releases are composed *before* subsampling into one discrete
+  Gaussian with sigma ``noise_multiplier * m * q`` and integer sensitivity
+  ``q m``; every other shift in ``[-m, m]^q`` is dominated (the discrete
+  Gaussian's shifts are ordered by monotone likelihood ratio, and trade-off
+  functions compose monotonically). PLD: ``from_discrete_gaussian_mechanism
+  (sigma, sensitivity=q m, sampling_prob=p)``, add/remove; replace-one: the
+  same noise with dp_accounting's REPLACE pair (shifts ``-q m`` and ``+q m``).
+
+  Discrete Laplace (``kind='laplace'``), add/remove: each query's scale is
+  ``noise_multiplier * m * q`` (the continuous ``sigma q C``, L1). One
+  query: PLD ``from_discrete_laplace_mechanism``; ``q`` queries: the
+  ``q`` releases composed before subsampling through a sufficient
+  statistic, :mod:`zoprivacy.accounting.discrete_laplace_queries`.
   """
 
   clip: float
@@ -279,13 +318,15 @@ class DiscreteMechanism:
   neighboring: Neighboring = "add_or_remove"
 
   def __post_init__(self):
-    if self.num_queries != 1 or self.neighboring != "add_or_remove":
-      raise ValueError(
-        "Exact discrete noise covers one query under "
-        "add/remove neighbouring only."
-      )
     if self.kind not in ("gaussian", "laplace"):
       raise ValueError(f"Unknown discrete noise kind {self.kind!r}.")
+    validation.one_of("neighboring", self.neighboring, NEIGHBORING_RELATIONS)
+    if self.kind == "laplace" and self.neighboring != "add_or_remove":
+      raise ValueError(
+        "Exact discrete Laplace noise covers add/remove neighbouring only "
+        "(as the floating-point Laplace: dp_accounting has no replace-one "
+        "Laplace PLD); use mechanism='gaussian'."
+      )
     if (
       isinstance(self.grid_points, bool)
       or int(self.grid_points) != self.grid_points
@@ -294,6 +335,11 @@ class DiscreteMechanism:
       raise ValueError(
         "grid_points must be an integer in [1, 2**20], got "
         f"{self.grid_points!r}."
+      )
+    if self.num_queries > 1 and self.integer_noise_scale < 10:
+      raise ValueError(
+        "With several queries the discrete Gaussian's sigma in grid units "
+        f"({self.integer_noise_scale:g}) must be >= 10: raise grid_points."
       )
 
   @property
@@ -306,27 +352,37 @@ class DiscreteMechanism:
 
   @property
   def integer_noise_scale(self) -> float:
-    """Discrete Gaussian sigma, or discrete Laplace scale, in grid units."""
-    return self.noise_multiplier * self.grid_points
+    """Each query's discrete Gaussian sigma (``noise_multiplier * m *
+    sqrt(q)``), or discrete Laplace scale, in grid units."""
+    return integer_noise_scale(
+      self.kind, self.noise_multiplier, self.grid_points, self.num_queries
+    )
 
   @property
   def noise_std(self) -> float:
-    """Noise std in the units of the clipped values (approximately)."""
+    """Noise std of each query in the units of the clipped values
+    (approximately)."""
     factor = 1.0 if self.kind == "gaussian" else math.sqrt(2.0)
-    return factor * self.noise_multiplier * self.clip
+    return factor * self.integer_noise_scale * self.clip / self.grid_points
 
   def quantize(self, clipped: jax.Array) -> jax.Array:
     k = jnp.round(clipped.astype(jnp.float32) * (self.grid_points / self.clip))
     return jnp.clip(k, -self.grid_points, self.grid_points).astype(jnp.int32)
 
   def privatize_sum(self, noise_key, clipped, mask, discrete_noise=None):
-    """Quantize, sum integers, add the host-drawn integer noise."""
+    """Quantize, sum integers, add the step's exact integer noise.
+
+    ``discrete_noise`` is the step's ``int32[q]`` noise, which the
+    estimator's update fetches from the host sampler by itself
+    (:mod:`zoprivacy.privacy.host_noise`) unless the caller passed it.
+    """
     del noise_key
     if discrete_noise is None:
       raise ValueError(
-        "This estimator uses exact discrete noise: pass the step's integer "
-        "noise as the extra argument discrete_noise= (draw it with "
-        "zoprivacy.privacy.ExactNoiseSource)."
+        "This estimator uses exact discrete noise and received none: call "
+        "it through its update (which draws the noise itself), or pass the "
+        "step's integer noise as the extra argument discrete_noise= (drawn "
+        "by zoprivacy.privacy.ExactNoiseSource)."
       )
     if clipped.shape[0] * self.grid_points > _INT32_MAX:
       raise ValueError(
@@ -334,7 +390,36 @@ class DiscreteMechanism:
       )
     ints = masked_sum(self.quantize(clipped), mask)
     noise = jnp.asarray(discrete_noise).astype(jnp.int32).reshape(ints.shape)
-    return (ints + noise).astype(jnp.float32) * (self.clip / self.grid_points)
+    return exact_release(ints, noise) * (self.clip / self.grid_points)
+
+
+def exact_release(ints: jax.Array, noise: jax.Array) -> jax.Array:
+  """``float32(ints + noise)``, computed without int32 wrap-around.
+
+  ``|ints| <= 2**31 - 1`` (the batch check above) and ``|noise| <= 2**30``
+  (the host sampler refuses larger draws), so the exact sum may exceed the
+  int32 range (2047 rows at a grid of ``2**20`` plus noise near ``2**30``).
+  Each operand is split into 16-bit halves, ``x = 2**16 h + l`` with
+  ``0 <= l < 2**16``; the halves are added with a carry, exactly, and the
+  float32 result is one correctly rounded addition of the two exact float32
+  parts ``2**16 h`` and ``l`` (``|h| < 2**17``): a function of the exact
+  integer sum only, never of how it splits into data and noise.
+  """
+  lo = (ints & 0xFFFF) + (noise & 0xFFFF)  # in [0, 2**17)
+  hi = (ints >> 16) + (noise >> 16) + (lo >> 16)  # arithmetic shifts
+  lo = lo & 0xFFFF
+  return hi.astype(jnp.float32) * 65536.0 + lo.astype(jnp.float32)
+
+
+def integer_noise_scale(
+  kind: str, noise_multiplier: float, grid_points: int, num_queries: int
+) -> float:
+  """Per-query discrete Gaussian sigma or discrete Laplace scale (grid
+  units) of a discrete mechanism; the sampler and the plan both read it."""
+  scale = float(noise_multiplier) * int(grid_points)
+  if kind == "gaussian":
+    return scale * math.sqrt(num_queries)
+  return scale * num_queries
 
 
 def make_mechanism(
@@ -344,33 +429,32 @@ def make_mechanism(
   noise_multiplier: float,
   num_queries: int = 1,
   neighboring: Neighboring = "add_or_remove",
-  exact_noise: bool = False,
+  noise: str = "exact",
   grid_points: int = 1024,
 ) -> tuple[Mechanism, tuple[str, ...]]:
   """The mechanism called ``name`` ('gaussian' or 'laplace'), and notes.
 
-  With ``exact_noise``, a :class:`DiscreteMechanism` where the discrete PLDs
-  cover the release (one query, add/remove); otherwise floating-point noise,
-  with a note saying why, which every report prints.
+  ``noise='exact'`` (the default): a :class:`DiscreteMechanism`, accounted
+  by dp_accounting's discrete PLDs. ``'secure_mode'``: floating-point
+  Gaussian noise hardened by Opacus' defence. ``'float'``: plain
+  floating-point noise, exposed to floating-point attacks (Mironov 2012),
+  which the plan and every report say.
   """
   if name not in ("gaussian", "laplace"):
     raise ValueError(
       f"Unknown noise mechanism {name!r}; use 'gaussian' or 'laplace'."
     )
-  if exact_noise:
-    if num_queries == 1 and neighboring == "add_or_remove":
-      return DiscreteMechanism(clip, noise_multiplier, grid_points, name), ()
-    reason = (
-      "replace-one neighbouring"
-      if neighboring != "add_or_remove"
-      else f"{num_queries} queries on one batch"
+  validation.one_of("noise", noise, ("exact", "secure_mode", "float"))
+  if noise == "exact":
+    mech = DiscreteMechanism(
+      clip,
+      noise_multiplier,
+      grid_points,
+      name,
+      num_queries=num_queries,
+      neighboring=neighboring,
     )
-    note = (
-      f"exact noise requested, but the discrete PLDs do not cover "
-      f"{reason}: floating-point {name} noise used"
-    )
-    notes = (note,)
-  else:
-    notes = ()
+    return mech, ()
   cls = GaussianMechanism if name == "gaussian" else LaplaceMechanism
-  return cls(clip, noise_multiplier, num_queries, neighboring), notes
+  defence = "secure_mode" if noise == "secure_mode" else "none"
+  return cls(clip, noise_multiplier, num_queries, neighboring, defence), ()

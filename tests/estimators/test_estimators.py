@@ -511,7 +511,9 @@ def test_bad_mechanism_and_laplace_replace_one():
 def test_privacy_spec_rejects_bad_delta_and_needs_dataset_size():
   plan = _private("dpzero", clip=1.0).privacy_plan
   with pytest.raises(ValueError, match="dataset_size"):
-    plan.step_event()
+    _ = plan.sampling_probability
+  with pytest.raises(ValueError, match="dataset_size"):
+    _private("dpzero", clip=1.0, noise="float").privacy_plan.step_event()
   with pytest.raises(ValueError, match="delta"):
     plan.replace(dataset_size=100).epsilon(num_steps=10, delta=1.5)
 

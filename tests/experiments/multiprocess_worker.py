@@ -6,6 +6,11 @@ STOP_AFTER OUT``: trains the default config's digits CNN with DPZero on a
 checkpoint if there is one, stopping after ``STOP_AFTER`` steps), and writes
 the result and the final parameters (gathered from every host) to ``OUT``
 as JSON. ``NUM_PROCESSES=1`` is the single-process reference.
+
+``... OUT every_estimator``: instead, runs every registered estimator for 3
+steps with secret noise (OS entropy, no test seed) on the same mesh, and
+writes each one's final parameter digest: every process must hold the same
+parameters (the same noise on every host).
 """
 
 import json
@@ -14,6 +19,7 @@ import sys
 
 process_id, num_processes, port, devices = map(int, sys.argv[1:5])
 workdir, stop_after, out = sys.argv[5], int(sys.argv[6]), sys.argv[7]
+every_estimator = sys.argv[8:] == ["every_estimator"]
 os.environ["XLA_FLAGS"] = (
   os.environ.get("XLA_FLAGS", "")
   + f" --xla_force_host_platform_device_count={devices}"
@@ -25,6 +31,50 @@ import jax  # noqa: E402
 
 from configs import default  # noqa: E402
 from experiments import multihost, placement, train  # noqa: E402
+from zoprivacy.estimators import registry  # noqa: E402
+
+
+def _distributed(config):
+  if num_processes > 1:
+    config.distributed.enabled = True
+    config.distributed.coordinator_address = f"localhost:{port}"
+    config.distributed.num_processes = num_processes
+    config.distributed.process_id = process_id
+    config.distributed.cpu_collectives = "gloo"
+
+
+def _estimator_config(name):
+  """Every estimator's short run (as the runner-privacy test builds it),
+  with secret noise: no insecure test seed."""
+  c = default.get_config()
+  c.update(num_steps=3, eval_every=0, checkpoint_every=0, workdir="")
+  c.update(dataset="digits_public", public="stratified4", public_batch_size=16)
+  c.update(check_per_example=False, target_epsilon=None)
+  c.estimator = name
+  c.estimator_kwargs = dict(registry.get(name).defaults)
+  for key, value in registry.get(name).run_settings:
+    setattr(c, key, value)
+  if name in ("pazo_p", "pazo_s"):
+    c.estimator_kwargs["num_public_batches"] = 2
+  if name == "gep":
+    c.estimator_kwargs["num_bases"] = 2
+  private = registry.get(name).private
+  c.noise_multiplier = (
+    (3.0 if c.sampling == "poisson" else 10.0) if private else None
+  )
+  c.mesh.data, c.mesh.fsdp = 2, 2
+  _distributed(c)
+  return c
+
+
+if every_estimator:
+  digests = {}
+  for name in sorted(registry.names()):
+    result = train.train(_estimator_config(name), progress=False)
+    digests[name] = result.get("params_sha256")
+  with open(out, "w") as f:
+    json.dump({"process_index": jax.process_index(), "digests": digests}, f)
+  sys.exit(0)
 
 config = default.get_config()
 config.num_steps = 20
@@ -35,12 +85,7 @@ config.target_epsilon = None
 config.noise_multiplier = 1.0
 config.insecure_test_noise = True  # the same noise in every launch
 config.mesh.data, config.mesh.fsdp = 2, 2
-if num_processes > 1:
-  config.distributed.enabled = True
-  config.distributed.coordinator_address = f"localhost:{port}"
-  config.distributed.num_processes = num_processes
-  config.distributed.process_id = process_id
-  config.distributed.cpu_collectives = "gloo"
+_distributed(config)
 
 # Record, per batch, the rows each process gathers and how many training
 # examples it can see.

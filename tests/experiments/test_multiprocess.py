@@ -30,7 +30,7 @@ def _free_port() -> int:
     return s.getsockname()[1]
 
 
-def _start(tmp_path, name, num_processes, devices, stop_after):
+def _start(tmp_path, name, num_processes, devices, stop_after, mode=()):
   """Starts the processes of one launch; :func:`_wait` collects them."""
   env = dict(os.environ)
   env["PYTHONPATH"] = os.pathsep.join(
@@ -48,7 +48,7 @@ def _start(tmp_path, name, num_processes, devices, stop_after):
     procs.append(
       subprocess.Popen(
         [sys.executable, WORKER, str(pid), str(num_processes), port]
-        + [str(devices), workdir, str(stop_after), str(out)],
+        + [str(devices), workdir, str(stop_after), str(out), *mode],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -101,3 +101,22 @@ def test_two_processes_with_resume_equal_one_process(tmp_path):
   # its own and received process 0's).
   assert len({r["shared_secret_sha256"] for r in first + final}) == 2
   assert first[0]["shared_secret_sha256"] == first[1]["shared_secret_sha256"]
+
+
+# Slow (two processes, every registered estimator for 3 steps).
+@pytest.mark.slow
+@pytest.mark.integration
+def test_every_estimator_adds_the_same_secret_noise_on_both_processes(
+  tmp_path,
+):
+  """OS-entropy secrets (no test seed): each process draws its own keys at
+  init, the runner binds them to the broadcast run secret, so both
+  processes add the same noise and end with identical parameters."""
+  results = _launch(
+    tmp_path, "every", 2, 2, stop_after=100, mode=("every_estimator",)
+  )
+  first, second = (r["digests"] for r in results)
+  assert sorted(first) == sorted(second) and len(first) >= 10
+  for name in first:
+    assert first[name] is not None, name
+    assert first[name] == second[name], name

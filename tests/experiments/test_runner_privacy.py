@@ -115,9 +115,9 @@ def test_replace_one_target_is_met_and_named(tmp_path):
   assert r["epsilon"] <= 2.0
   assert r["privacy_plan"]["neighboring"] == "replace_one"
   assert "replace-one" in report.format_report(r)
-  # Exact noise does not cover replace-one: the fallback is reported.
-  assert r["privacy_plan"]["mechanism"] == "gaussian"
-  assert "floating-point" in r["privacy"]
+  # Exact noise covers replace-one (no floating-point fallback).
+  assert r["privacy_plan"]["mechanism"] == "discrete_gaussian"
+  assert "floating-point" not in r["privacy"]
 
 
 def test_noise_multiplier_override_wins_over_the_target():

@@ -428,11 +428,6 @@ _G = dict(sigma=100.0, sensitivity=10, sampling_probability=0.1, num_steps=5)
 @pytest.mark.parametrize(
   "overrides,match",
   [
-    (dict(neighboring="replace_one"), "add_or_remove only"),
-    (
-      dict(neighboring=dp_accounting.NeighboringRelation.REPLACE_ONE),
-      "add_or_remove only",
-    ),
     (dict(neighboring="swap"), "Unknown neighboring"),
     (dict(sigma=0.0), "sigma must be"),
     (dict(sigma=math.inf), "sigma must be"),

@@ -272,17 +272,19 @@ def test_exact_noise_releases_lie_on_the_grid(name, kw):
     smoothing=lam,
     expected_batch_size=b,
     dataset_size=1000,
-    exact_noise=True,
     grid_points=m,
     **kw,
-  )
+  )  # no noise argument: exact noise is the default
   plan = est.privacy_plan
   assert plan.noise_kind == "discrete" and plan.grid_points == m
-  source = zoprivacy.ExactNoiseSource(plan)
   w = jnp.zeros(D)
   state = est.init(w)
+  source = zoprivacy.ExactNoiseSource.for_state(state)
   scale = b / (clip / m) * (2 * lam if name == "dp_zo" else 1.0)
-  step = jax.jit(
+  plain = jax.jit(
+    lambda s: est.update(jnp.zeros(D), s, w, batched_loss=_loss, batch=_batch())
+  )
+  given = jax.jit(
     lambda s, z: est.update(
       jnp.zeros(D),
       s,
@@ -293,23 +295,66 @@ def test_exact_noise_releases_lie_on_the_grid(name, kw):
     )
   )
   for t in range(50):
-    _, state = step(state, source.draw(t))
+    # The plain call draws its noise on the host by itself; the runner's
+    # route (the noise passed in) gives the same release for the same step.
+    _, after = plain(state)
+    _, same = given(state, source.draw(t))
+    np.testing.assert_array_equal(after.released, same.released)
+    state = after
     units = float(state.released[0]) * scale
     assert abs(units - round(units)) < 1e-3 * max(1.0, abs(units) * 1e-4)
-  with pytest.raises(ValueError, match="discrete_noise"):
-    est.update(jnp.zeros(D), state, w, batched_loss=_loss, batch=_batch())
 
 
-def test_exact_noise_falls_back_to_float_where_discrete_pld_does_not_cover():
-  est = _dpzero(exact_noise=True, num_queries=4)
-  assert est.privacy_plan.mechanism == "gaussian"
-  assert "4 queries" in est.privacy_plan.describe()
-  est = _dpzero(exact_noise=True, neighboring="replace_one")
-  assert "replace-one" in est.privacy_plan.notes[0]
+def test_exact_noise_covers_several_queries_and_replace_one():
+  """No fallback to floating point: q queries on one batch and replace-one
+  are exact discrete Gaussians, accounted like their continuous twins."""
+  for kw in (dict(num_queries=4), dict(neighboring="replace_one")):
+    est, floating = _dpzero(**kw), _dpzero(noise="float", **kw)
+    plan = est.privacy_plan
+    assert plan.mechanism == "discrete_gaussian" and not plan.notes
+    assert (
+      "exposed to floating-point attacks" in floating.privacy_plan.describe()
+    )
+    eps = plan.epsilon(50, 1e-5)
+    assert eps == pytest.approx(floating.privacy_plan.epsilon(50, 1e-5), 1e-3)
+  kw = dict(clip=1.0, smoothing=1e-3, expected_batch_size=8, dataset_size=100)
+  lap = zoprivacy.dp_zo(
+    noise_multiplier=2.0, mechanism="laplace", num_queries=3, **kw
+  )
+  assert lap.privacy_plan.mechanism == "discrete_laplace"
+  flo = zoprivacy.dp_zo(
+    noise_multiplier=2.0,
+    mechanism="laplace",
+    num_queries=3,
+    noise="float",
+    **kw,
+  )
+  # q Laplace queries of scale sigma q C: at most the L1 bound's epsilon.
+  assert lap.privacy_plan.epsilon(20, 1e-5) <= flo.privacy_plan.epsilon(
+    20, 1e-5
+  )
+
+
+def test_laplace_queries_pld_matches_dp_accounting_for_one_query():
+  """The sufficient-statistic construction with q = 1 reproduces
+  dp_accounting's discrete Laplace PLD (buckets: at most 2% above)."""
+  from zoprivacy.accounting import discrete_laplace_queries as dlq
+  from zoprivacy.accounting import discrete_pld as dpld
+
+  kw = dict(sensitivity=1024, sampling_probability=0.08, num_steps=50)
+  mine = dlq.discrete_laplace_queries_pld(scale=2048.0, num_queries=1, **kw)
+  ref = dpld.discrete_noise_pld(scale=2048.0, **kw)
+  eps, eps_ref = (dpld.discrete_epsilon(x, 1e-5) for x in (mine, ref))
+  assert eps_ref - 1e-6 <= eps <= 1.02 * eps_ref
+
+
+def test_the_deprecated_exact_noise_flag_still_works():
+  with pytest.warns(DeprecationWarning, match="noise='float'"):
+    assert _dpzero(exact_noise=False).privacy_plan.mechanism == "gaussian"
 
 
 def test_a_test_seed_cannot_feed_exact_noise_of_a_plan_that_promises_secrecy():
-  plan = _dpzero(exact_noise=True).privacy_plan
+  plan = _dpzero().privacy_plan
   with pytest.raises(ValueError, match="NOT PRIVATE"):
     zoprivacy.ExactNoiseSource(plan, insecure_test_noise_seed=0)
   assert "p unknown" in _dpzero(dataset_size=None).privacy_plan.describe()

@@ -17,11 +17,27 @@ PLDs are built directly (:func:`discrete_noise_pld`) with ``from_discrete_gaussi
   T = 75000, delta = 1e-5, m = 10, sigma = 309 it gives epsilon 4.25 where
   connect-the-dots gives 0.50038, the continuous Gaussian's value.
 
-Neighbouring relation: add/remove-one only. The library builds separate
-remove and add PMFs (the subsampled mechanism is asymmetric);
-:func:`discrete_epsilon` returns the maximum of both directions. It has no
-replace-one PLD for these mechanisms, so ``neighboring='replace_one'`` is
-refused with a ``ValueError``.
+Neighbouring relation: add/remove-one builds separate remove and add PMFs
+(the subsampled mechanism is asymmetric); :func:`discrete_epsilon` returns
+the maximum of both directions. Replace-one (discrete Gaussian only):
+dp_accounting's REPLACE pair for additive noise, ``q mu(x + m) + (1-q)
+mu(x)`` against ``q mu(x - m) + (1-q) mu(x)`` (the one example's value moves
+from ``-m`` to ``+m``), built by :class:`_DiscreteGaussianReplaceLoss`,
+which adds the inverse privacy loss dp_accounting's discrete Gaussian lacks
+for that pair. The discrete Laplace has no replace-one PLD here
+(``ValueError``).
+
+Several queries (:class:`zoprivacy.mechanisms.DiscreteMechanism`): ``q``
+independent discrete Gaussians of parameter ``s`` under the worst shift
+``m 1`` have a likelihood ratio that is a function of their sum ``S``; ``S``
+has pmf ``P[S = x] = theta(x mod q) exp(-x^2 / (2 q s^2)) / Z^q`` where
+``theta`` is a theta series over a coset of the ``A_{q-1}`` lattice. By
+Poisson summation ``theta`` is constant up to a relative error of at most
+about ``exp(-pi^2 s^2)`` (the dual lattice's minimum norm is ``(q-1)/q >=
+1/2``), below ``1e-300`` for ``s >= 10``. So ``S`` is the discrete Gaussian
+of parameter ``s sqrt(q)`` and the ``q`` releases are accounted as one
+discrete Gaussian with sensitivity ``q m``, before subsampling (tested
+against the direct convolution in ``tests/accounting``).
 
 Truncation: ``dp_accounting`` models the discrete Gaussian truncated to
 ``[-ceil(11.6 sigma), ceil(11.6 sigma)]``, which is within total variation
@@ -36,6 +52,7 @@ import math
 
 import dp_accounting
 from dp_accounting.pld import privacy_loss_distribution as _pld_lib
+from dp_accounting.pld import privacy_loss_mechanism
 
 from zoprivacy import validation
 from zoprivacy.accounting.epsilon import (
@@ -44,6 +61,7 @@ from zoprivacy.accounting.epsilon import (
 )
 
 PLD = _pld_lib.PrivacyLossDistribution
+AdjacencyType = privacy_loss_mechanism.AdjacencyType
 NeighboringLike = str | dp_accounting.NeighboringRelation
 
 # dp_accounting stores the discrete Gaussian pmf on about 23.2 * sigma
@@ -51,12 +69,50 @@ NeighboringLike = str | dp_accounting.NeighboringRelation
 _MAX_GAUSSIAN_SIGMA = 1e7
 
 
-def _check_neighboring(neighboring: NeighboringLike) -> None:
-  if validation.neighboring(neighboring) == "replace_one":
+def _check_neighboring(neighboring: NeighboringLike, kind: str) -> str:
+  name = validation.neighboring(neighboring)
+  if name == "replace_one" and kind != "gaussian":
     raise ValueError(
-      "The discrete Gaussian/Laplace PLDs are add_or_remove only: "
-      "dp_accounting has no replace_one PLD for these mechanisms."
+      "The discrete Laplace PLD is add_or_remove only: dp_accounting has "
+      "no replace_one PLD for it."
     )
+  return name
+
+
+class _DiscreteGaussianReplaceLoss(
+  privacy_loss_mechanism.DiscreteGaussianPrivacyLoss
+):
+  """dp_accounting's discrete Gaussian privacy loss, plus the REPLACE pair.
+
+  With ``c = exp(-m^2 / (2 sigma^2))`` and ``u = exp(-m x / sigma^2)`` the
+  REPLACE loss is ``log((q c u + 1 - q) / (q c / u + 1 - q))``, decreasing
+  in ``x``; its inverse solves ``q c u^2 + (1-q)(1-e^l) u - e^l q c = 0``.
+  """
+
+  def privacy_loss_tail(self):
+    if self.adjacency_type != AdjacencyType.REPLACE:
+      return super().privacy_loss_tail()
+    bound, m = self._truncation_bound, self.sensitivity
+    lower, upper = (
+      (-bound, bound) if self.sampling_prob < 1 else (m - bound, bound - m)
+    )
+    return privacy_loss_mechanism.TailPrivacyLossDistribution(
+      lower, upper, {math.inf: self.mu_upper_cdf(lower - 1)}
+    )
+
+  def _inverse_privacy_loss_replace(self, privacy_loss: float) -> float:
+    bound, m, sigma2 = self._truncation_bound, self.sensitivity, self._sigma**2
+    if privacy_loss == -math.inf:
+      return bound
+    if privacy_loss == math.inf:
+      return -bound - 1
+    q = self.sampling_prob
+    c = math.exp(-(m * m) / (2 * sigma2))
+    e = math.exp(min(privacy_loss, 700.0))
+    b = (1 - q) * (1 - e)
+    u = (-b + math.sqrt(b * b + 4 * q * q * c * c * e)) / (2 * q * c)
+    x = -sigma2 / m * math.log(u)
+    return math.floor(min(max(x, -bound - 1), bound))
 
 
 def _check_delta(delta) -> float:
@@ -71,11 +127,31 @@ def _check_delta(delta) -> float:
 
 @functools.lru_cache(maxsize=8)
 def _single_pld(
-  kind: str, parameter: float, sensitivity: int, p: float, interval: float
+  kind: str,
+  parameter: float,
+  sensitivity: int,
+  p: float,
+  interval: float,
+  neighboring: str = "add_or_remove",
 ) -> PLD:
   """One subsampled step: the expensive part (dp_accounting evaluates the
   privacy loss point by point over the noise's support), cached so that a
   run's evaluations at successive step counts only compose it."""
+  if neighboring == "replace_one":
+    loss = _DiscreteGaussianReplaceLoss(
+      parameter,
+      sensitivity=sensitivity,
+      sampling_prob=p,
+      adjacency_type=AdjacencyType.REPLACE,
+    )
+    return PLD(
+      _pld_lib._create_pld_pmf_from_monotone_privacy_loss(  # pylint: disable=protected-access
+        loss,
+        pessimistic_estimate=True,
+        value_discretization_interval=interval,
+        use_connect_dots=True,
+      )
+    )
   build = (
     _pld_lib.from_discrete_gaussian_mechanism
     if kind == "gaussian"
@@ -99,8 +175,9 @@ def _composed_pld(
   p: float,
   num_steps: int,
   interval: float,
+  neighboring: str = "add_or_remove",
 ) -> PLD:
-  single = _single_pld(kind, parameter, sensitivity, p, interval)
+  single = _single_pld(kind, parameter, sensitivity, p, interval, neighboring)
   return single if num_steps == 1 else single.self_compose(num_steps)
 
 
@@ -141,8 +218,9 @@ def discrete_noise_pld(
     sampling_probability: Poisson sampling probability in ``(0, 1]``.
     num_steps: number of composed steps, ``>= 1``.
     value_discretization_interval: PLD grid of privacy-loss values.
-    neighboring: only ``'add_or_remove'`` (or the matching
-      ``dp_accounting.NeighboringRelation``); replace-one is not covered.
+    neighboring: ``'add_or_remove'`` (or the matching
+      ``dp_accounting.NeighboringRelation``), or ``'replace_one'`` for the
+      discrete Gaussian (dp_accounting's REPLACE pair, one PMF).
 
   Returns:
     A ``dp_accounting`` ``PrivacyLossDistribution`` with separate remove and
@@ -151,12 +229,14 @@ def discrete_noise_pld(
   Raises:
     ValueError: for invalid arguments or ``neighboring='replace_one'``.
   """
-  _check_neighboring(neighboring)
   if (sigma is None) == (scale is None):
     raise ValueError(
       "Give exactly one of sigma (discrete Gaussian) and scale (discrete "
       f"Laplace), got sigma={sigma!r}, scale={scale!r}."
     )
+  neighboring = _check_neighboring(
+    neighboring, "gaussian" if sigma is not None else "laplace"
+  )
   m = validation.num_steps(sensitivity, "sensitivity")
   if sigma is not None:
     kind, parameter = "gaussian", _gaussian_parameter(sigma, m)
@@ -172,6 +252,7 @@ def discrete_noise_pld(
     validation.sampling_probability(sampling_probability),
     validation.num_steps(num_steps, "num_steps"),
     validation.discretization_interval(value_discretization_interval),
+    neighboring,
   )
 
 

@@ -11,6 +11,7 @@ PLD constructors with connect-the-dots discretization
 from __future__ import annotations
 
 import functools
+import math
 
 from zoprivacy.accounting import epsilon as _eps
 
@@ -27,15 +28,35 @@ def pld(plan, num_steps: int):
   if plan.mechanism.startswith("discrete_"):
     from zoprivacy.accounting import discrete_pld  # pylint: disable=g-import-not-at-top
 
-    scale = {"discrete_gaussian": "sigma", "discrete_laplace": "scale"}[
-      plan.mechanism
-    ]
+    m, q = plan.grid_points, plan.num_queries
+    if plan.mechanism == "discrete_gaussian":
+      # q queries on one batch: one discrete Gaussian of parameter s sqrt(q)
+      # (s each query's), sensitivity q m (DiscreteMechanism); the float
+      # product is nudged down, so the accounted noise is never larger.
+      sigma = plan.integer_noise_scale
+      if q > 1:
+        sigma = sigma * math.sqrt(q) * (1 - 1e-12)
+      kwargs = {"sigma": sigma}
+    elif q > 1:
+      from zoprivacy.accounting import discrete_laplace_queries as dlq  # pylint: disable=g-import-not-at-top
+
+      return dlq.discrete_laplace_queries_pld(
+        scale=plan.integer_noise_scale,
+        sensitivity=m,
+        num_queries=q,
+        sampling_probability=p,
+        num_steps=num_steps,
+        value_discretization_interval=VALUE_DISCRETIZATION_INTERVAL,
+      )
+    else:
+      kwargs = {"scale": plan.integer_noise_scale}
     return discrete_pld.discrete_noise_pld(
-      **{scale: plan.noise_multiplier * plan.grid_points},
-      sensitivity=plan.grid_points,
+      **kwargs,
+      sensitivity=q * m,
       sampling_probability=p,
       num_steps=num_steps,
       value_discretization_interval=VALUE_DISCRETIZATION_INTERVAL,
+      neighboring=plan.neighboring,
     )
   import dp_accounting  # pylint: disable=g-import-not-at-top
 

@@ -3,7 +3,9 @@
     python -m zoprivacy.audit --estimator dpzero --epsilon 1 \\
         --trials 20000 --out /tmp/audit
 
-Each named estimator (``dp_zo/laplace`` picks a mechanism) is calibrated so
+Each named estimator (``dp_zo/laplace`` picks a mechanism, ``dpzero@float``
+the floating-point opt-in; the default paths are exact noise for the scalar
+estimators and secure_mode for the vector ones) is calibrated so
 that one full-batch step has the target epsilon (its accountant's, at
 ``--delta``), then plays the distinguishing game with a worst-case canary
 (:mod:`zoprivacy.audit.distinguishing_game`). Writes ``audit.md`` (a table:
@@ -23,9 +25,12 @@ import time
 
 DEFAULT_ESTIMATORS = (
   "dpzero",
+  "dpzero@float",
   "dp_zo",
   "dp_zo/laplace",
+  "dp_zo/laplace@float",
   "dp_sgd",
+  "dp_sgd@float",
   "dpgd_zeroth",
   "pazo_m",
   "pazo_p",

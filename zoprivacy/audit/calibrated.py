@@ -1,7 +1,10 @@
 """Registered estimators, calibrated for one full-batch step, ready to audit.
 
 An estimator is named as in the registry, optionally with its noise
-mechanism after a slash (``dp_zo/laplace``). It is built from its
+mechanism after a slash (``dp_zo/laplace``) and its noise kind after an at
+sign (``dpzero@float``, ``dp_sgd@float``: the floating-point opt-in; without
+it, the default: exact for the scalar estimators, secure_mode for the
+vector ones). It is built from its
 registered defaults with ``clip = 1``, ``expected_batch_size ==
 dataset_size`` (sampling probability 1: the distinguishing game does not
 subsample) and the noise multiplier that
@@ -65,8 +68,12 @@ def build(
   clip: float = 1.0,
   **overrides,
 ) -> base.PrivateEstimator:
-  """The estimator ``label`` ('name' or 'name/mechanism'), full batch."""
+  """The estimator ``label`` ('name', 'name/mechanism', either with
+  '@noise'), full batch."""
+  label, _, noise = label.partition("@")
   name, _, mechanism = label.partition("/")
+  if noise:
+    overrides = {**overrides, "noise": noise}
   spec = registry.get(name)
   reason = _auditable(spec)
   if reason is not None:
@@ -86,6 +93,8 @@ def build(
     kwargs.setdefault(key, value)
   kwargs.update(overrides)
   taken = base.forward_kwargs(spec.factory, kwargs)
+  if noise and "noise" not in taken:
+    raise ValueError(f"{name!r} takes no noise kind (asked for {noise!r}).")
   if mechanism and "mechanism" not in taken:
     raise ValueError(f"{name!r} takes no mechanism (asked for {mechanism!r}).")
   return spec.factory(**taken)
@@ -138,7 +147,7 @@ def calibrated(
   )
   if estimator.privacy_plan.epsilon(1, delta=delta) > target_epsilon:
     raise AssertionError("Calibration did not meet the target epsilon.")
-  name = label.partition("/")[0]
+  name = label.partition("@")[0].partition("/")[0]
   statistic = "released" if name in SCALAR_RELEASE else "gradient"
   spec = registry.get(name)
   # DPMD's weight on the private gradient is 0 at step 0 and 1 from

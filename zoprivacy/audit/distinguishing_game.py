@@ -12,7 +12,11 @@ per-example vector has norm ``C``).
 
 One step is run ``num_trials`` times per world, vmapped over independent
 noise keys (each trial replaces the state's noise key; the public direction
-key stays fixed, as it is public). The released quantity is projected on the
+key stays fixed, as it is public). The game plays whatever path the
+estimator's plan declares: for an exact-noise estimator the trial's key
+feeds the host's exact sampler through the update's own host callback
+(the default path, integer noise), for a float one the float sampler
+(secure_mode or the plain ``noise='float'`` opt-in). The released quantity is projected on the
 canary's direction ``c``, which the auditor knows exactly: ``c`` is the
 difference between the two worlds' releases under one and the same noise
 key (the noise is additive, so it cancels). For the scalar estimators the

@@ -22,13 +22,28 @@ estimator's sensitivity bound; check it with
 
 Secret noise: a private estimator's noise key comes from OS entropy at
 ``init`` (never from ``direction_key``, which is public) unless the factory's
-``insecure_test_noise_seed`` is set, which makes the run NOT private.
+``insecure_test_noise_seed`` is set, which makes the run NOT private. Every
+noise draw of step ``t`` is keyed by ``(noise_key, plan fingerprint, t)``.
+
+Noise kinds (the ``noise=`` argument of the factories):
+
+* ``'exact'`` (the default of every scalar estimator): each clipped scalar
+  is quantized to an integer grid and exact discrete Gaussian / Laplace
+  noise is added to the integer sum; the update fetches the noise from the
+  host sampler by itself (:mod:`zoprivacy.privacy.host_noise`), or takes it
+  as the extra argument ``discrete_noise=``;
+* ``'secure_mode'`` (the default of every vector estimator): floating-point
+  Gaussian noise, each draw the scaled sum of 4 independent Gaussians
+  (Opacus' defence, Holohan & Braghin 2021);
+* ``'float'``: plain floating-point noise, an explicit opt-in exposed to
+  floating-point attacks (Mironov 2012); the plan and every report say so.
 """
 
 from __future__ import annotations
 
 import difflib
 import inspect
+import warnings
 from typing import Any, NamedTuple
 
 import jax
@@ -91,11 +106,33 @@ def init_state(
 
 
 def step_keys(state: EstimatorState):
-  """``(direction_key, noise_key)`` of the current step, by ``fold_in``."""
+  """``(direction_key, noise_key)`` of the current step, by ``fold_in``.
+
+  The noise key of step ``t`` is bound to the plan: ``noise_key`` folded
+  with the plan's fingerprint, then with ``t``; a run resumed under a
+  changed plan draws independent noise.
+  """
+  noise_key = state.noise_key
+  if state.privacy_plan.is_noised:
+    for word in state.privacy_plan.fingerprint_words():
+      noise_key = jax.random.fold_in(noise_key, word)
   return (
     jax.random.fold_in(state.direction_key, state.step),
-    jax.random.fold_in(state.noise_key, state.step),
+    jax.random.fold_in(noise_key, state.step),
   )
+
+
+def with_exact_noise(state: EstimatorState, args: LossArgs) -> LossArgs:
+  """``args`` with the step's exact integer noise: the caller's
+  ``discrete_noise=`` if given, else drawn on the host by an
+  host callback keyed by the state's secret noise key, plan and step."""
+  plan = state.privacy_plan
+  if plan.noise_kind != "discrete" or args.discrete_noise is not None:
+    return args
+  from zoprivacy.privacy import host_noise  # pylint: disable=g-import-not-at-top
+
+  noise = host_noise.draw_in_jit(plan, state.noise_key, state.step)
+  return args._replace(extra={**args.extra, "discrete_noise": noise})
 
 
 # Extra arguments the estimators read; anything close to one of these but not
@@ -185,7 +222,8 @@ def privacy_spec(
   num_queries: int = 1,
   neighboring: str = "add_or_remove",
   mechanism: str = "gaussian",
-  exact_noise: bool = False,
+  noise: str = "exact",
+  exact_noise: bool | None = None,
   grid_points: int = 1024,
   insecure_test_noise_seed: int | None = None,
 ) -> Privatization:
@@ -195,7 +233,11 @@ def privacy_spec(
   contributions clipped at ``clip`` under Poisson sampling. Runs at
   construction, before any data is seen. Privacy hyperparameters must be
   static Python numbers: they fix the plan that the accountant reads.
+  ``noise`` is 'exact', 'secure_mode' or 'float' (module docstring);
+  ``exact_noise`` is its deprecated boolean predecessor (``True`` is
+  'exact', ``False`` is 'float').
   """
+  noise = noise_kind(noise, exact_noise)
   clip = validation.static_positive("clip", clip)
   noise_multiplier = validation.static_positive(
     "noise_multiplier", noise_multiplier
@@ -215,7 +257,7 @@ def privacy_spec(
     noise_multiplier=noise_multiplier,
     num_queries=num_queries,
     neighboring=neighboring,
-    exact_noise=exact_noise,
+    noise=noise,
     grid_points=grid_points,
   )
   return Privatization(
@@ -240,11 +282,29 @@ _PRIVACY_ARGS = frozenset(
     "num_queries",
     "neighboring",
     "mechanism",
+    "noise",
     "exact_noise",
     "grid_points",
     "insecure_test_noise_seed",
   )
 )
+
+
+NOISE_KINDS = ("exact", "secure_mode", "float")
+
+
+def noise_kind(noise: str, exact_noise: bool | None = None) -> str:
+  """Checks ``noise``; maps the deprecated ``exact_noise`` flag onto it."""
+  if exact_noise is not None:
+    warnings.warn(
+      "exact_noise= is deprecated: exact noise is the default; pass "
+      "noise='float' to opt in to floating-point noise.",
+      DeprecationWarning,
+      stacklevel=4,
+    )
+    noise = "exact" if exact_noise else "float"
+  validation.one_of("noise", noise, NOISE_KINDS)
+  return noise
 
 
 def privacy_from(hyperparameters, **overrides) -> Privatization:
@@ -288,6 +348,7 @@ def make_plan(
       "os_entropy" if insecure_test_noise_seed is None else "insecure_test_seed"
     ),
     notes=tuple(notes),
+    float_defence=getattr(mechanism, "float_defence", None),
   )
 
 
@@ -351,7 +412,7 @@ def build_estimator(
     if params is None:
       raise ValueError("Estimators need params in update().")
     _reject_masked_params(params)
-    args = parse_extra_args(extra_args)
+    args = with_exact_noise(state, parse_extra_args(extra_args))
     dir_key, noise_key = step_keys(state)
     grad, released = compute(params, args, dir_key, noise_key)
     released = jnp.asarray(released, jnp.float32).reshape([-1])

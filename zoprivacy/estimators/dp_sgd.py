@@ -28,6 +28,7 @@ def dp_sgd(
   direction_key=0,
   insecure_test_noise_seed: int | None = None,
   per_example_clipping: str = "explicit",
+  noise: str = "secure_mode",
 ) -> base.PrivateEstimator:
   """DP-SGD's privatized gradient (Abadi et al. 2016, Alg. 1 lines 5-8).
 
@@ -44,11 +45,17 @@ def dp_sgd(
   about 1e-6 at a fraction of its memory. The default, ``'explicit'``,
   materializes ``vmap(grad)``.
 
+  ``noise='secure_mode'`` (the default) draws each coordinate's Gaussian as
+  the scaled sum of 4 independent draws (Opacus' ``secure_mode``, Holohan &
+  Braghin 2021); ``noise='float'`` opts in to plain floating-point noise,
+  exposed to floating-point attacks (Mironov 2012). The plan names which.
+
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
   validation.one_of(
     "per_example_clipping", per_example_clipping, PER_EXAMPLE_CLIPPING
   )
+  validation.one_of("noise", noise, ("secure_mode", "float"))
   privacy = base.privacy_from(locals())
 
   def gradient(params, args, direction_key, noise_key):

@@ -48,6 +48,9 @@ class GEPMechanism:
   embedding_noise_multiplier: float
   residual_noise_multiplier: float
   neighboring: mechanisms.Neighboring = "add_or_remove"
+  # Opacus' secure_mode defence on both parts' Gaussians (Holohan & Braghin
+  # 2021); the plan names it.
+  float_defence: str = "secure_mode"
 
   def __post_init__(self):
     validation.one_of(
@@ -64,7 +67,7 @@ class GEPMechanism:
 
   def _part(self, clip, noise_multiplier) -> mechanisms.GaussianMechanism:
     return mechanisms.GaussianMechanism(
-      clip, noise_multiplier, 1, self.neighboring
+      clip, noise_multiplier, 1, self.neighboring, self.float_defence
     )
 
   @property

@@ -59,12 +59,14 @@ def _mechanisms(setting: setting_lib.NoisyZOGDSetting, beta):
     noise_multiplier=scale * jnp.sqrt(beta),
     num_queries=k,
     neighboring="replace_one",
+    float_defence="secure_mode",
   )
   isotropic = mechanisms.GaussianMechanism(
     clip=setting.clip,
     noise_multiplier=scale * jnp.sqrt(k * (1.0 - beta) / d),
     num_queries=k,
     neighboring="replace_one",
+    float_defence="secure_mode",
   )
   return directional, isotropic
 

@@ -77,8 +77,9 @@ def dpzero(
   neighboring: str = "add_or_remove",
   direction_key=0,
   direction_prng: str = "threefry",
-  exact_noise: bool = False,
+  noise: str = "exact",
   grid_points: int = 1024,
+  exact_noise: bool | None = None,
   insecure_test_noise_seed: int | None = None,
 ) -> base.PrivateEstimator:
   """DPZero (Zhang et al. 2024, Alg. 2): scalar Gaussian noise.
@@ -107,12 +108,16 @@ def dpzero(
     direction_key: PUBLIC PRNG key or integer seed of the directions.
     direction_prng: 'threefry' (default), 'counter' (fast, see
       :mod:`zoprivacy.counter_hash`), 'rbg' or 'unsafe_rbg'.
-    exact_noise: add exact discrete noise to a sum quantized on a grid of
-      ``grid_points`` steps per clip (one query, add/remove only; otherwise
-      floating-point noise and the plan notes why). Each update then needs
-      the extra argument ``discrete_noise=`` drawn by
-      :class:`zoprivacy.privacy.ExactNoiseSource`.
+    noise: 'exact' (the default): exact discrete noise on the sum of the
+      scalars quantized on a grid of ``grid_points`` steps per clip; the
+      update draws it on the host by itself (or takes the extra argument
+      ``discrete_noise=``, e.g. from
+      :meth:`zoprivacy.privacy.ExactNoiseSource.for_state`).
+      'float': floating-point noise, an explicit opt-in exposed to
+      floating-point attacks (Mironov 2012), which the plan says;
+      'secure_mode': floating-point Gaussian with Opacus' defence.
     grid_points: integer sensitivity of the quantized release.
+    exact_noise: deprecated; ``False`` means ``noise='float'``.
     insecure_test_noise_seed: REPRODUCIBLE noise for tests and debugging;
       the run is then NOT private and its plan says so. By default the noise
       key comes from OS entropy at ``init``.
@@ -161,7 +166,7 @@ def dp_zo(
     directions: 'gaussian' (the paper's) or another sampler name.
     clip_target: 'raw_difference' (the paper's) or 'finite_difference'.
 
-  ``direction_key``, ``direction_prng``, ``exact_noise``, ``grid_points`` and
+  ``direction_key``, ``direction_prng``, ``noise``, ``grid_points`` and
   ``insecure_test_noise_seed`` are as in :func:`dpzero`. The loss must satisfy
   the per-example contract (:mod:`zoprivacy.per_example_check`).
   """

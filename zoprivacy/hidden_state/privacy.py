@@ -76,6 +76,7 @@ def composition_plan(
       "os_entropy" if insecure_test_noise_seed is None else "insecure_test_seed"
     ),
     notes=tuple(notes),
+    float_defence="secure_mode",  # the estimator's Gaussians (Opacus' defence)
   )
 
 

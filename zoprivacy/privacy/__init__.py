@@ -7,10 +7,16 @@
 * :mod:`~zoprivacy.privacy.discrete_noise`: exact discrete Gaussian and
   Laplace samplers;
 * :mod:`~zoprivacy.privacy.exact_noise`: :class:`ExactNoiseSource`, the
-  host-side draw passed into a jitted step.
+  host-side draw of each step's exact noise (prefetched off the step's
+  timing path);
+* :mod:`~zoprivacy.privacy.host_noise`: the host callback (``jax.pure_callback``) through which
+  a jitted update draws that noise by itself;
+* :mod:`~zoprivacy.privacy.noise_binding`: :func:`bind_noise_secret`, the
+  same noise keys on every process of a run.
 """
 
 from zoprivacy.privacy.exact_noise import ExactNoiseSource
+from zoprivacy.privacy.noise_binding import bind_noise_secret
 from zoprivacy.privacy.plan import PlanError, PrivacyPlan, find_plan
 from zoprivacy.privacy.randomness import InsecureTestNoiseWarning
 
@@ -19,5 +25,6 @@ __all__ = [
   "InsecureTestNoiseWarning",
   "PlanError",
   "PrivacyPlan",
+  "bind_noise_secret",
   "find_plan",
 ]

@@ -30,6 +30,7 @@ the timing when run with ``-s``).
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from collections.abc import Callable
@@ -80,8 +81,10 @@ def _randbelow_of(rng) -> Callable[[int], int]:
   return randbelow
 
 
+@functools.lru_cache(maxsize=64)
 def _exact_ratio(x, name: str) -> tuple[int, int]:
-  """``(num, den)`` with ``num / den == x`` exactly, for a finite ``x > 0``."""
+  """``(num, den)`` with ``num / den == x`` exactly, for a finite ``x > 0``
+  (cached: a run draws every step with the same parameter)."""
   if isinstance(x, bool) or not isinstance(x, numbers.Real):
     raise ValueError(f"{name} must be a real number, got {x!r}.")
   if isinstance(x, numbers.Rational):

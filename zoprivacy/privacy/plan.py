@@ -48,6 +48,16 @@ MECHANISMS = (
 NEIGHBORING = ("add_or_remove", "replace_one")
 SAMPLING = ("poisson", "full_batch")
 NOISE_SOURCES = ("os_entropy", "insecure_test_seed")
+# How floating-point noise is hardened (continuous mechanisms only).
+FLOAT_DEFENCES = ("none", "secure_mode")
+FLOAT_NOISE_WARNING = (
+  "floating-point noise: exposed to floating-point attacks (Mironov 2012)"
+)
+SECURE_MODE_NOTE = (
+  "floating-point noise hardened by Opacus' secure_mode defence (each "
+  "Gaussian is the scaled sum of 4 independent draws, Holohan & Braghin "
+  "2021); not exact"
+)
 ACCOUNTANTS = ("pld",)
 
 
@@ -80,8 +90,10 @@ class PrivacyPlan:
       private: anyone with the seed can regenerate the noise).
     delta: the run's delta, set by whoever runs it.
     accountant: 'pld'.
-    notes: human-readable remarks (e.g. why exact noise fell back to
-      floating point), printed in every report.
+    notes: human-readable remarks, printed in every report.
+    float_defence: continuous mechanisms only: 'none' (plain floating-point
+      noise, exposed to Mironov's attacks) or 'secure_mode' (Opacus'
+      defence, Holohan & Braghin 2021); ``None`` for the other mechanisms.
   """
 
   mechanism: str
@@ -97,6 +109,7 @@ class PrivacyPlan:
   delta: float | None = None
   accountant: str = "pld"
   notes: tuple[str, ...] = ()
+  float_defence: str | None = None
 
   def __post_init__(self):
     _one_of("mechanism", self.mechanism, MECHANISMS)
@@ -105,16 +118,22 @@ class PrivacyPlan:
     _one_of("noise_source", self.noise_source, NOISE_SOURCES)
     _one_of("accountant", self.accountant, ACCOUNTANTS)
     object.__setattr__(self, "notes", tuple(self.notes))
+    if self.mechanism in ("gaussian", "laplace"):
+      if self.float_defence is None:
+        object.__setattr__(self, "float_defence", "none")
+      _one_of("float_defence", self.float_defence, FLOAT_DEFENCES)
+    elif self.float_defence is not None:
+      raise PlanError(f"{self.mechanism!r} takes no float_defence.")
     if self.mechanism != "none" and not self.noise_multiplier > 0:
       raise PlanError(f"noise_multiplier must be > 0 for {self.mechanism!r}.")
     if self.mechanism.startswith("discrete_"):
       if not isinstance(self.grid_points, int) or self.grid_points < 1:
         raise PlanError("Discrete mechanisms need an integer grid_points.")
-      if self.num_queries != 1 or self.neighboring != "add_or_remove":
-        raise PlanError(
-          "The discrete PLDs cover one query under add/remove only; use "
-          "continuous noise for several queries or replace-one."
-        )
+      if (
+        self.mechanism == "discrete_laplace"
+        and self.neighboring != "add_or_remove"
+      ):
+        raise PlanError("The discrete Laplace PLD covers add/remove only.")
     if self.mechanism == "laplace" and self.neighboring != "add_or_remove":
       raise PlanError("Laplace noise is accounted under add/remove only.")
 
@@ -135,6 +154,17 @@ class PrivacyPlan:
     return (
       "discrete" if self.mechanism.startswith("discrete_") else "continuous"
     )
+
+  @property
+  def integer_noise_scale(self) -> float:
+    """Discrete plans: each query's discrete Gaussian sigma
+    (``noise_multiplier * grid_points * sqrt(num_queries)``) or discrete
+    Laplace scale (``noise_multiplier * grid_points * num_queries``), in
+    grid units (see :class:`zoprivacy.mechanisms.DiscreteMechanism`)."""
+    scale = self.noise_multiplier * self.grid_points
+    if self.mechanism == "discrete_gaussian":
+      return scale * math.sqrt(self.num_queries)
+    return scale * self.num_queries
 
   @property
   def sampling_probability(self) -> float:
@@ -201,6 +231,30 @@ class PrivacyPlan:
       return plan_pld.full_batch_gaussian_epsilon(self, num_steps, delta)
     return float(self.pld(num_steps).get_epsilon_for_delta(delta))
 
+  def fingerprint(self) -> bytes:
+    """SHA-256 of the plan's canonical JSON, ``delta`` left out.
+
+    Every noise stream is keyed by it (with the secret and the step), so a
+    run resumed under a changed plan (another multiplier, clip, grid, ...)
+    draws noise independent of the first plan's. ``delta`` does not change
+    the noise and is set by whoever runs the plan, so it is left out.
+    """
+    import hashlib  # pylint: disable=g-import-not-at-top
+    import json  # pylint: disable=g-import-not-at-top
+
+    data = self.to_dict()
+    data.pop("delta")
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).digest()
+
+  def fingerprint_words(self) -> tuple[int, int]:
+    """The first 64 bits of :meth:`fingerprint` as two ``uint32`` words."""
+    digest = self.fingerprint()
+    return (
+      int.from_bytes(digest[:4], "little"),
+      int.from_bytes(digest[4:8], "little"),
+    )
+
   # -------------------------------------------------------------- reports
   def describe(self) -> str:
     """One line naming everything the epsilon depends on."""
@@ -212,8 +266,10 @@ class PrivacyPlan:
       parts.append(
         f"exact integer noise on a grid of {self.grid_points} steps per clip"
       )
-    elif self.mechanism == "gaussian":
-      parts.append("floating-point noise")
+    elif self.float_defence == "secure_mode":
+      parts.append(SECURE_MODE_NOTE)
+    elif self.mechanism in ("gaussian", "laplace"):
+      parts.append(FLOAT_NOISE_WARNING)
     if self.num_queries > 1:
       parts.append(f"{self.num_queries} queries per step")
     rel = (

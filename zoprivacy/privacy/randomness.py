@@ -124,30 +124,32 @@ def fresh_noise_key() -> jax.Array:
 
 
 class KeyedStream:
-  """A deterministic CSPRNG: SHAKE-256 of ``(secret, purpose, counter)``.
+  """A deterministic CSPRNG: SHAKE-256 of ``(secret, purpose, *counters)``.
 
   ``randbelow(n)`` returns an exactly uniform integer in ``[0, n)`` by
   rejection sampling on fresh stream bits; the exact discrete samplers of
   :mod:`zoprivacy.privacy.discrete_noise` need nothing else.
+
+  Linear cost: hashlib's ``shake_256`` can only return a digest from its
+  start, so the stream is read in blocks that double in size (the digest
+  of ``2L`` bytes extends the one of ``L``): ``N`` bytes read cost
+  ``O(N)`` hashing in all, not ``O(N^2)``.
   """
 
   _CHUNK = 512
 
-  def __init__(self, secret: bytes, purpose: str, counter: int):
+  def __init__(self, secret: bytes, purpose: str, *counters: int):
     self._xof = hashlib.shake_256(
-      derive(secret, purpose, counter, num_bytes=32)
+      derive(secret, purpose, *counters, num_bytes=32)
     )
-    self._offset = 0
     self._buffer = b""
     self._pos = 0
 
   def _read(self, num_bytes: int) -> bytes:
     if self._pos + num_bytes > len(self._buffer):
-      self._offset += len(self._buffer)
-      size = max(self._CHUNK, num_bytes)
       # shake_256 is an XOF: a longer digest extends the shorter one.
-      self._buffer = self._xof.digest(self._offset + size)[self._offset :]
-      self._pos = 0
+      size = max(2 * len(self._buffer), self._CHUNK, self._pos + num_bytes)
+      self._buffer = self._xof.digest(size)
     out = self._buffer[self._pos : self._pos + num_bytes]
     self._pos += num_bytes
     return out
@@ -166,6 +168,29 @@ class KeyedStream:
       r = self.randbits(k)
       if r < n:
         return r
+
+
+def secret_from_key_data(words) -> bytes:
+  """The 32-byte secret of an estimator's 128-bit noise key.
+
+  An estimator's state holds one secret, its ``noise_key`` (an ``rbg`` key,
+  ``uint32[4]``). Its exact integer noise reads SHAKE-256 streams keyed by
+  this expansion of the key's bits (BLAKE2b, a PRF, domain-separated from
+  every other use of the key), so the host sampler and a jitted callback
+  derive the same streams from the same state.
+  """
+  data = np.asarray(words, np.uint32).astype("<u4").tobytes()
+  if not data:
+    raise ValueError("A noise key has no bits.")
+  return hashlib.blake2b(
+    b"zoprivacy estimator exact noise", key=data, digest_size=SECRET_BYTES
+  ).digest()
+
+
+def key_from_secret(secret: bytes, *counters: int) -> jax.Array:
+  """A 128-bit ``rbg`` noise key derived from ``(secret, *counters)``."""
+  words = np.frombuffer(derive(secret, "noise key", *counters), np.uint32)
+  return jax.random.wrap_key_data(jnp.asarray(words), impl="rbg")
 
 
 def numpy_generator(

@@ -2,33 +2,72 @@
 
 from __future__ import annotations
 
+import errno
 import textwrap
 
-from experiments import checkpointing, workdir
+from experiments import checkpointing, run_ledger, workdir
 from zoprivacy.accounting import PrivacyBudgetExceededError
 from zoprivacy.data.loaders import MissingDataError
 from zoprivacy.per_example_check import CrossExampleDependenceError
 from zoprivacy.privacy import PlanError
+
+
+class RunInterrupted(RuntimeError):
+  """Ctrl-C during the steps: the ledger is durable, the run resumable."""
+
+  def __init__(self, step: int):
+    super().__init__(
+      f"interrupted at step {step}; rerun the same command to resume."
+    )
+    self.step = step
+
 
 USER_ERRORS = (
   ValueError,
   KeyError,
   TypeError,
   AttributeError,
+  OSError,
   MissingDataError,
   PrivacyBudgetExceededError,
   checkpointing.CorruptCheckpointError,
   workdir.ConfigMismatchError,
+  run_ledger.LedgerStateError,
   CrossExampleDependenceError,
   PlanError,
+  RunInterrupted,
 )
+
+
+def _os_message(error: OSError) -> str:
+  where = f" ({error.filename})" if error.filename else ""
+  if error.errno == errno.ENOSPC:
+    return (
+      f"disk full{where}: free some space and rerun the same command to "
+      "resume (the privacy ledger already counts every step that ran)."
+    )
+  if isinstance(error, PermissionError):
+    return f"permission denied{where}: choose a workdir you can write to."
+  if isinstance(error, (NotADirectoryError, FileExistsError)):
+    return (
+      f"{error.strerror or error}{where}: the workdir (or a folder on its "
+      "path) is a file; choose another workdir."
+    )
+  if isinstance(error, FileNotFoundError):
+    return f"no such file or folder{where}."
+  return str(error)
 
 
 def one_paragraph(error: BaseException) -> str:
   """``error: <type>: <message>`` wrapped, and how to see the traceback."""
-  message = (
-    str(error).strip("'\"") if isinstance(error, KeyError) else str(error)
-  )
+  if isinstance(error, RunInterrupted):
+    return str(error)
+  if isinstance(error, OSError) and type(error).__module__ == "builtins":
+    message = _os_message(error)
+  elif isinstance(error, KeyError):
+    message = str(error).strip("'\"")
+  else:
+    message = str(error)
   lines = message.splitlines() or [""]
   head = textwrap.fill(f"error ({type(error).__name__}): {lines[0]}", 79)
   rest = "\n".join(lines[1:])

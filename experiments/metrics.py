@@ -1,4 +1,4 @@
-"""Metrics of a run: test accuracy, the metrics files and the report plot.
+"""Metrics of a run: test metrics, the metrics files and the report plot.
 
 Only test-set metrics and the privacy spent are written: a training loss on
 private batches is itself private and is never written out.
@@ -7,6 +7,7 @@ private batches is itself private and is never written out.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 
@@ -30,11 +31,39 @@ def evaluate(
   return correct / len(labels)
 
 
+def evaluate_task(task, predict, params, frozen) -> dict[str, float]:
+  """The task's test metrics, the headline first (classification: accuracy).
+
+  Every writer (progress bar, metrics files, ``result.json``, report, plot)
+  uses the names this returns, so a task with other metrics (F1, exact
+  match) plugs in by returning them here."""
+  return {
+    "test_accuracy": evaluate(
+      predict, params, frozen, task.test_inputs, task.test_labels
+    )
+  }
+
+
+def metric_names(row: dict) -> list[str]:
+  """The metric names of a history row (what is neither step, epsilon nor
+  seconds), headline first."""
+  return [k for k in row if k not in ("step", "epsilon", "seconds")]
+
+
+def _replace(path: str, text: str) -> None:
+  """Writes ``text`` to ``path`` atomically (temp file, fsync, rename)."""
+  tmp = path + ".tmp"
+  with open(tmp, "w", newline="") as f:
+    f.write(text)
+    f.flush()
+    os.fsync(f.fileno())
+  os.replace(tmp, path)
+
+
 class MetricsWriter:
   """Appends metric rows to ``metrics.csv`` and ``metrics.jsonl`` (and
-  TensorBoard when ``tensorboardX`` is installed)."""
-
-  FIELDS = ("step", "test_accuracy", "epsilon", "seconds")
+  TensorBoard when ``tensorboardX`` is installed). The columns are
+  ``step``, the task's metrics, ``epsilon`` and ``seconds``."""
 
   def __init__(self, workdir: str | None):
     self.workdir = workdir
@@ -49,39 +78,49 @@ class MetricsWriter:
         self._tb = None
 
   def resume(self, step: int) -> list[dict]:
-    """Rows up to ``step`` from an earlier (interrupted) run; later rows are
-    dropped, since the resumed run logs them again."""
+    """Rows up to ``step`` from an earlier (interrupted) run. Later rows
+    are dropped (the resumed run logs them again), both files rewritten
+    atomically and consistently; a note says how many rows were dropped."""
     path = os.path.join(self.workdir or "", "metrics.jsonl")
     if not self.workdir or not os.path.exists(path):
       return []
     with open(path) as f:
-      history = [r for r in map(json.loads, f) if r["step"] <= step]
-    for name in ("metrics.jsonl", "metrics.csv"):
-      os.remove(os.path.join(self.workdir, name))
-    for row in history:
-      self.write(row)
+      rows = [json.loads(line) for line in f if line.strip()]
+    history = [r for r in rows if r["step"] <= step]
+    if len(history) < len(rows):
+      print(
+        f"note: metrics: {len(rows) - len(history)} row(s) after step "
+        f"{step} dropped; the resumed run logs those steps again."
+      )
+    _replace(path, "".join(json.dumps(r) + "\n" for r in history))
+    buf = io.StringIO()
+    if history:
+      w = csv.DictWriter(buf, fieldnames=list(history[0]))
+      w.writeheader()
+      w.writerows(history)
+    _replace(os.path.join(self.workdir, "metrics.csv"), buf.getvalue())
     return history
 
   def write(self, row: dict) -> None:
     if not self.workdir:
       return
     path = os.path.join(self.workdir, "metrics.csv")
-    new = not os.path.exists(path)
+    new = not os.path.exists(path) or os.path.getsize(path) == 0
     with open(path, "a", newline="") as f:
-      w = csv.DictWriter(f, fieldnames=self.FIELDS)
+      w = csv.DictWriter(f, fieldnames=list(row))
       if new:
         w.writeheader()
-      w.writerow({k: row.get(k) for k in self.FIELDS})
+      w.writerow(row)
     with open(os.path.join(self.workdir, "metrics.jsonl"), "a") as f:
       f.write(json.dumps(row) + "\n")
     if self._tb is not None:
-      for k in ("test_accuracy", "epsilon"):
+      for k in [*metric_names(row), "epsilon"]:
         if row.get(k) is not None:
           self._tb.add_scalar(k, row[k], row["step"])
 
 
 def plot_report(history: list[dict], path: str, title: str) -> str | None:
-  """PNG of test accuracy against step and against epsilon."""
+  """PNG of the headline metric against step and against epsilon."""
   try:
     import matplotlib  # pylint: disable=g-import-not-at-top
 
@@ -90,7 +129,9 @@ def plot_report(history: list[dict], path: str, title: str) -> str | None:
   except ImportError:
     return None
   steps = [h["step"] for h in history]
-  acc = [h["test_accuracy"] for h in history]
+  name = metric_names(history[0])[0]
+  label = name.replace("_", " ")
+  acc = [h[name] for h in history]
   eps = [h.get("epsilon") for h in history]
   private = all(e is not None and np.isfinite(e) for e in eps)
   fig, axes = plt.subplots(
@@ -103,12 +144,12 @@ def plot_report(history: list[dict], path: str, title: str) -> str | None:
   axes[0].plot(steps, acc, marker="o")
   axes[0].set(
     xlabel="step",
-    ylabel="test accuracy",
+    ylabel=label,
     title=title if private else f"{title} (non-private)",
   )
   if private:
     axes[1].plot(eps, acc, marker="o")
-    axes[1].set(xlabel="epsilon spent", ylabel="test accuracy")
+    axes[1].set(xlabel="epsilon spent", ylabel=label)
   fig.tight_layout()
   fig.savefig(path, dpi=100)
   plt.close(fig)

@@ -1,4 +1,4 @@
-"""The one-paragraph report of a finished run (accuracy, plan, epsilon)."""
+"""The one-paragraph report of a finished run (metrics, plan, epsilon)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,11 @@ def format_report(result: dict[str, Any]) -> str:
       f"{result['delta']:g}) [{result['privacy']}; noise multiplier "
       f"{result['noise_multiplier_source']}]"
     )
+    if result.get("target_epsilon") is not None:
+      privacy += (
+        f"\nplanned target epsilon {result['target_epsilon']:g}; actual "
+        f"epsilon {result['epsilon']:.4f}"
+      )
     if not result["private"]:
       privacy += (
         "\nWARNING: insecure test noise: the noise and batches are "
@@ -39,18 +44,23 @@ def format_report(result: dict[str, Any]) -> str:
     privacy += "\n" + hidden_state_run.format_final_iterate(
       result["final_iterate"]
     )
+  name = result.get("headline_metric", "test_accuracy")
+  label = name.replace("_", " ")
+  if result.get("public_proxy"):
+    label = (
+      "public validation "
+      + label.removeprefix("test ")
+      + (" (public proxy, no private data)")
+    )
   lines = [
     f"estimator: {result['estimator']} on {result['dataset']}",
-    (
-      "public validation accuracy (public proxy, no private data): "
-      if result.get("public_proxy")
-      else "test accuracy: "
-    )
-    + f"{result['test_accuracy']:.4f}",
+    f"{label}: {result[name]:.4f}",
     f"steps: {result['num_steps']} ({result['train_seconds']:.1f} s)"
     + _mesh_note(result.get("mesh")),
     privacy,
   ]
+  if result.get("warning"):
+    lines.append(f"WARNING: {result['warning']}")
   if result.get("plot"):
     lines.append(f"plot: {result['plot']}")
   return "\n".join(lines)

@@ -1,15 +1,16 @@
-"""User errors: reported as one paragraph, without a traceback."""
+"""User errors: reported as one paragraph, without a traceback.
+
+Importing this module imports nothing heavy (no JAX), so a command line can
+report an error in its config before the numerical libraries load;
+:data:`USER_ERRORS` (the error types that are the user's to fix) is built
+on first use.
+"""
 
 from __future__ import annotations
 
 import errno
+import functools
 import textwrap
-
-from experiments import checkpointing, run_ledger, workdir
-from zoprivacy.accounting import PrivacyBudgetExceededError
-from zoprivacy.data.loaders import MissingDataError
-from zoprivacy.per_example_check import CrossExampleDependenceError
-from zoprivacy.privacy import PlanError
 
 
 class RunInterrupted(RuntimeError):
@@ -22,21 +23,36 @@ class RunInterrupted(RuntimeError):
     self.step = step
 
 
-USER_ERRORS = (
-  ValueError,
-  KeyError,
-  TypeError,
-  AttributeError,
-  OSError,
-  MissingDataError,
-  PrivacyBudgetExceededError,
-  checkpointing.CorruptCheckpointError,
-  workdir.ConfigMismatchError,
-  run_ledger.LedgerStateError,
-  CrossExampleDependenceError,
-  PlanError,
-  RunInterrupted,
-)
+@functools.cache
+def user_errors() -> tuple[type[BaseException], ...]:
+  """The error types reported as one paragraph (imports the runner)."""
+  from experiments import checkpointing, run_ledger, workdir  # pylint: disable=g-import-not-at-top
+  from zoprivacy.accounting import PrivacyBudgetExceededError  # pylint: disable=g-import-not-at-top
+  from zoprivacy.data.loaders import MissingDataError  # pylint: disable=g-import-not-at-top
+  from zoprivacy.per_example_check import CrossExampleDependenceError  # pylint: disable=g-import-not-at-top
+  from zoprivacy.privacy import PlanError  # pylint: disable=g-import-not-at-top
+
+  return (
+    ValueError,
+    KeyError,
+    TypeError,
+    AttributeError,
+    OSError,
+    MissingDataError,
+    PrivacyBudgetExceededError,
+    checkpointing.CorruptCheckpointError,
+    workdir.ConfigMismatchError,
+    run_ledger.LedgerStateError,
+    CrossExampleDependenceError,
+    PlanError,
+    RunInterrupted,
+  )
+
+
+def __getattr__(name: str):
+  if name == "USER_ERRORS":
+    return user_errors()
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _os_message(error: OSError) -> str:

@@ -9,6 +9,8 @@ optimizer, an optimizer wrapper that changes what a step is
 (``optax.MultiSteps``), a sampling scheme the estimator's accounting does
 not cover, and a Noisy-ZOGD setting that breaks its theorem's conditions.
 
+:func:`check_numbers` (step counts, epsilon, delta, batch size, learning
+rate) imports nothing heavy: a command line runs it before JAX loads.
 Checks that need the dataset size (a batch larger than the training set, a
 budget too small for the planned steps) run as soon as the data is loaded,
 before the model is built.
@@ -17,11 +19,6 @@ before the model is built.
 from __future__ import annotations
 
 import math
-
-from experiments import hidden_state_run
-from experiments.optimizers import make_optimizer
-from experiments.run_setup import estimator_kwargs
-from zoprivacy.estimators import registry
 
 # The accountant composes up to this many steps in a few seconds (a PLD of
 # 10^6 Poisson-subsampled Gaussian steps: ~3 s on one core; 10^7: ~30 s).
@@ -62,14 +59,39 @@ def _check_steps(config) -> None:
       raise ValueError(f"{name} must be an integer >= 0, got {value!r}.")
 
 
-def _check_privacy(config, spec) -> None:
-  if not spec.private:
-    return
+def check_numbers(config) -> None:
+  """The numeric fields every run has (no estimator needed, no JAX)."""
+  _check_steps(config)
   delta = config.get("delta")
-  if not isinstance(delta, (int, float)) or not 0.0 < delta < 1.0:
+  if delta is not None and (
+    not isinstance(delta, (int, float)) or not 0.0 < delta < 1.0
+  ):
     raise ValueError(f"delta must lie in (0, 1), got {delta!r}.")
   for name in ("target_epsilon", "noise_multiplier", "epsilon_budget"):
     _positive(config, name)
+  batch = config.get("expected_batch_size")
+  if config.get("sampling") != "full_batch" and not (
+    isinstance(batch, (int, float)) and batch >= 1
+  ):
+    raise ValueError(f"expected_batch_size must be >= 1, got {batch!r}.")
+  _positive(config, "learning_rate")
+  kwargs = dict(config.get("estimator_kwargs") or {})
+  for name in ("clip", "smoothing"):
+    value = kwargs.get(name)
+    if value is None or isinstance(value, (list, tuple)):
+      continue  # unset, or per-layer values: the estimator checks each
+    if not isinstance(value, (int, float)) or not value > 0:
+      raise ValueError(
+        f"estimator_kwargs.{name} must be > 0, got {value!r} "
+        f"({config.get('estimator')})."
+      )
+
+
+def _check_privacy(config, spec) -> None:
+  if not spec.private:
+    return
+  if not 0.0 < (config.get("delta") or 0.0) < 1.0:
+    raise ValueError(f"delta must lie in (0, 1), got {config.get('delta')!r}.")
   if (
     not spec.takes_setting
     and config.get("target_epsilon") is None
@@ -90,23 +112,16 @@ def _check_privacy(config, spec) -> None:
 
 
 def _check_estimator_kwargs(config, spec) -> None:
-  kwargs = dict(spec.defaults, **config.estimator_kwargs)
-  for name in ("clip", "smoothing"):
-    if name in kwargs and kwargs[name] is not None:
-      value = kwargs[name]
-      if isinstance(value, (list, tuple)):
-        continue  # per-layer values: the estimator checks each
-      if not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(
-          f"estimator_kwargs.{name} must be > 0, got {value!r} "
-          f"({config.estimator})."
-        )
+  from experiments.run_setup import estimator_kwargs  # pylint: disable=g-import-not-at-top
+
   if not spec.takes_setting:  # a setting is checked by its preflight
     stand_in = max(1, int(config.get("expected_batch_size") or 1))
     estimator_kwargs(config, 1.0, stand_in, spec=spec)  # unknown names
 
 
 def _check_optimizer(config, spec) -> None:
+  from experiments.optimizers import make_optimizer  # pylint: disable=g-import-not-at-top
+
   if config.get("optimizer") in STEP_WRAPPERS:
     raise ValueError(
       f"optimizer={config.optimizer!r} would run the estimator on only some "
@@ -121,15 +136,12 @@ def _check_optimizer(config, spec) -> None:
 def validate(config):
   """The run's :class:`~zoprivacy.estimators.registry.EstimatorSpec`, after
   every check that needs no data."""
+  from experiments import hidden_state_run  # pylint: disable=g-import-not-at-top
+  from zoprivacy.estimators import registry  # pylint: disable=g-import-not-at-top
+
+  check_numbers(config)
   spec = registry.get(config.estimator)  # a typo lists the choices
-  _check_steps(config)
   _check_privacy(config, spec)
-  batch = config.get("expected_batch_size")
-  if config.sampling != "full_batch" and not (
-    isinstance(batch, (int, float)) and batch >= 1
-  ):
-    raise ValueError(f"expected_batch_size must be >= 1, got {batch!r}.")
-  _positive(config, "learning_rate")
   _check_estimator_kwargs(config, spec)
   _check_optimizer(config, spec)
   if spec.takes_setting:

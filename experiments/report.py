@@ -59,6 +59,11 @@ def format_report(result: dict[str, Any]) -> str:
     + _mesh_note(result.get("mesh")),
     privacy,
   ]
+  if result.get("estimator_kwargs_carried_over"):
+    lines.append(
+      "note: estimator_kwargs carried over from the config's estimator: "
+      + ", ".join(result["estimator_kwargs_carried_over"])
+    )
   if result.get("warning"):
     lines.append(f"WARNING: {result['warning']}")
   if result.get("plot"):

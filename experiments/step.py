@@ -38,8 +38,11 @@ def generic_step_fn(spec, task, tx, placement):
 
 def make_step(run):
   """The one jitted step of ``run``; the parameters and the optimizer state
-  are donated (updated in place: the caller must not reuse them)."""
-  return jax.jit(run.step_body, donate_argnums=(0, 2))
+  are donated (updated in place: the caller must not reuse them). With
+  ``trajectory_log``, the log keeps each step's estimator state until it is
+  written, so the optimizer state is not donated."""
+  keeps_state = bool(run.config.get("trajectory_log"))
+  return jax.jit(run.step_body, donate_argnums=(0,) if keeps_state else (0, 2))
 
 
 def step_inputs(run, t: int):

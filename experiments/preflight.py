@@ -9,8 +9,9 @@ optimizer, an optimizer wrapper that changes what a step is
 (``optax.MultiSteps``), a sampling scheme the estimator's accounting does
 not cover, and a Noisy-ZOGD setting that breaks its theorem's conditions.
 
-:func:`check_numbers` (step counts, epsilon, delta, batch size, learning
-rate) imports nothing heavy: a command line runs it before JAX loads.
+:func:`check_before_jax` (step counts, epsilon, delta, batch size, clip,
+smoothing, learning rate, step wrappers, the workdir) imports nothing heavy:
+a command line runs it before JAX loads.
 Checks that need the dataset size (a batch larger than the training set, a
 budget too small for the planned steps) run as soon as the data is loaded,
 before the model is built.
@@ -18,7 +19,9 @@ before the model is built.
 
 from __future__ import annotations
 
+import errno
 import math
+import os
 
 # The accountant composes up to this many steps in a few seconds (a PLD of
 # 10^6 Poisson-subsampled Gaussian steps: ~3 s on one core; 10^7: ~30 s).
@@ -59,9 +62,21 @@ def _check_steps(config) -> None:
       raise ValueError(f"{name} must be an integer >= 0, got {value!r}.")
 
 
+def _check_step_wrapper(config) -> None:
+  if config.get("optimizer") in STEP_WRAPPERS:
+    raise ValueError(
+      f"optimizer={config.optimizer!r} would run the estimator on only some "
+      "calls, so a step of the privacy plan would not be one call. To "
+      "average over more examples per step, use a larger "
+      "expected_batch_size (its privacy is accounted)."
+    )
+
+
 def check_numbers(config) -> None:
-  """The numeric fields every run has (no estimator needed, no JAX)."""
+  """The numeric fields every run has, and step wrappers (no estimator
+  needed, no JAX)."""
   _check_steps(config)
+  _check_step_wrapper(config)
   delta = config.get("delta")
   if delta is not None and (
     not isinstance(delta, (int, float)) or not 0.0 < delta < 1.0
@@ -122,13 +137,6 @@ def _check_estimator_kwargs(config, spec) -> None:
 def _check_optimizer(config, spec) -> None:
   from experiments.optimizers import make_optimizer  # pylint: disable=g-import-not-at-top
 
-  if config.get("optimizer") in STEP_WRAPPERS:
-    raise ValueError(
-      f"optimizer={config.optimizer!r} would run the estimator on only some "
-      "calls, so a step of the privacy plan would not be one call. To "
-      "average over more examples per step, use a larger "
-      "expected_batch_size (its privacy is accounted)."
-    )
   if not spec.takes_setting:
     make_optimizer(config)  # an unknown optimizer or schedule name
 
@@ -147,6 +155,29 @@ def validate(config):
   if spec.takes_setting:
     hidden_state_run.preflight(config, spec=spec)
   return spec
+
+
+def check_workdir(config) -> None:
+  """The workdir is (or can be made) a writable folder (no JAX needed)."""
+  workdir = config.get("workdir")
+  if not workdir:
+    return
+  if os.path.exists(workdir) and not os.path.isdir(workdir):
+    raise ValueError(
+      f"workdir {workdir!r} is a file, not a folder; choose another workdir."
+    )
+  os.makedirs(workdir, exist_ok=True)  # OSError: a file on its path, ...
+  if not os.access(workdir, os.W_OK | os.X_OK):
+    raise PermissionError(
+      errno.EACCES, f"cannot write to the workdir {workdir!r}", workdir
+    )
+
+
+def check_before_jax(config) -> None:
+  """What a command line checks before JAX loads: the numbers, step
+  wrappers and the workdir."""
+  check_numbers(config)
+  check_workdir(config)
 
 
 def check_dataset_size(config, num_train: int) -> None:

@@ -183,8 +183,8 @@ def main(argv=None) -> int:
   from experiments import errors, preflight  # pylint: disable=g-import-not-at-top
 
   try:  # the numbers first, before JAX loads
-    preflight.check_numbers(_apply_taken_out(CONFIG.value))
-  except ValueError as e:
+    preflight.check_before_jax(_apply_taken_out(CONFIG.value))
+  except (ValueError, OSError) as e:
     return _fail(errors.one_paragraph(e), DEBUG.value, e)
   from experiments import report, train  # pylint: disable=g-import-not-at-top
 

@@ -90,6 +90,8 @@ def _secret_and_ledger(config, spec, primary):
   workdir = config.get("workdir") or None
   if workdir:
     _check_workdir(workdir)
+    if primary:  # one process per workdir at a time
+      run_ledger.lock_workdir(workdir)
     workdir_lib.claim(
       workdir, config.to_dict(), config.get("resume", ""), write=primary
     )

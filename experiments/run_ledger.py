@@ -28,6 +28,7 @@ A checkpoint whose embedded ledger counts more steps than the ledger file
 
 from __future__ import annotations
 
+import fcntl
 import os
 import tempfile
 
@@ -102,6 +103,29 @@ def stored_secret(workdir: str, draw) -> bytes:
   private_dir(os.path.join(workdir, PRIVATE_DIR))
   write_private(path, secret)
   return secret
+
+
+_LOCKS: dict[str, int] = {}  # workdir -> open lock file, for the process
+
+
+def lock_workdir(workdir: str) -> None:
+  """Takes the workdir's lock for the life of this process: a second
+  process that opens the same workdir while this one runs is refused (two
+  runs would interleave their ledger and checkpoints)."""
+  key = os.path.realpath(workdir)
+  if key in _LOCKS:
+    return
+  folder = private_dir(os.path.join(workdir, PRIVATE_DIR))
+  fd = os.open(os.path.join(folder, "lock"), os.O_RDWR | os.O_CREAT, 0o600)
+  try:
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+  except BlockingIOError:
+    os.close(fd)
+    raise LedgerStateError(
+      f"Another process is running in {workdir}; wait for it to end (or "
+      "stop it) before resuming, or use another workdir."
+    ) from None
+  _LOCKS[key] = fd
 
 
 class WriteAheadLedger:

@@ -154,8 +154,6 @@ def finish(run: Run, loop: Loop) -> dict[str, Any]:
     "history": history,
     "params_sha256": checkpointing.tree_digest(loop.state["params"]),
   }
-  if "warning" in result:
-    print(f"WARNING: {result['warning']}")
   if run.spec.takes_setting and hidden_state_run.wants_report(config):
     setting = hidden_state_run.run_setting(
       config, run.task.num_train, run.plan.noise_multiplier, spec=run.spec

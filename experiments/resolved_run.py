@@ -120,16 +120,19 @@ def _check_workdir(workdir: str) -> None:
 
 
 def _check_budget(config, plan, ledger) -> None:
-  """Step 4: the planned steps fit ``epsilon_budget`` (with those spent)."""
+  """Step 4: the steps still to run fit ``epsilon_budget`` with those the
+  ledger already counts (a lower bound on a resume, whose replays the loop
+  charges and checks step block by step block)."""
   if ledger is None or not plan.is_noised:
     return
-  left = config.num_steps
+  left = max(0, config.num_steps - ledger.num_steps)
   fits = ledger.ledger.steps_within_budget(plan, left)
   if fits < left:
     raise accounting.PrivacyBudgetExceededError(
-      f"The run plans {config.num_steps} steps but only {fits} fit "
-      f"epsilon_budget {config.epsilon_budget:g} at delta "
-      f"{config.delta:g} [{plan.describe()}].",
+      f"The run plans {config.num_steps} steps but only "
+      f"{ledger.num_steps + fits} fit epsilon_budget "
+      f"{config.epsilon_budget:g} at delta {config.delta:g} "
+      f"[{plan.describe()}].",
       projected_epsilon=ledger.ledger.projected_epsilon(plan, left),
       epsilon_budget=config.epsilon_budget,
       steps_remaining=fits,

@@ -193,3 +193,17 @@ def test_checkpoints_are_owner_only_under_umask_022(tmp_path):
   assert len(paths) > 3
   for p in paths:
     assert _mode(p) == (0o700 if os.path.isdir(p) else 0o600), p
+
+
+@pytest.mark.slow  # three short trainings
+def test_a_budget_that_fits_the_run_also_fits_its_resume(tmp_path):
+  c = _config(
+    tmp_path / "full", num_steps=20, eval_every=0, target_epsilon=None
+  )
+  c.noise_multiplier = 2.0
+  spent = train.train(c, progress=False)["epsilon"]
+  c.workdir = str(tmp_path / "resumed")
+  c.epsilon_budget = spent * (1 + 1e-9)
+  train.train(c, progress=False, stop_after=10)
+  result = train.train(c, progress=False)  # 10 spent + 10 left: fits
+  assert result["num_steps"] == 20 and result["epsilon"] <= c.epsilon_budget

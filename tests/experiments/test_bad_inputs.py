@@ -153,3 +153,19 @@ def test_ctrl_c_says_where_to_resume_and_the_rerun_does(tmp_path):
   restored = int(line.split(" ")[0])
   assert restored == step or (restored % 50 == 0 and restored <= step)
   assert line.split(" ", 1)[1].startswith("(epsilon so far")
+
+
+def test_a_full_disk_and_ctrl_c_read_as_one_paragraph():
+  import errno  # pylint: disable=g-import-not-at-top
+
+  from experiments import errors  # pylint: disable=g-import-not-at-top
+
+  full = errors.one_paragraph(
+    OSError(errno.ENOSPC, "No space left on device", "/run/metrics.csv")
+  )
+  assert full.startswith("error (OSError): disk full (/run/metrics.csv)")
+  assert "rerun the same command to resume" in " ".join(full.split())
+  assert errors.one_paragraph(errors.RunInterrupted(1234)) == (
+    "interrupted at step 1234; rerun the same command to resume."
+  )
+  assert isinstance(errors.RunInterrupted(1), errors.user_errors())

@@ -10,6 +10,8 @@ ledger write that already counts them.
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 
 import jax
@@ -49,6 +51,7 @@ class Loop:
       apply(params, frozen, replicated(inputs))
     )
     self.train_seconds = 0.0
+    self.stop_requested = False  # Ctrl-C: stop after the current step
 
   # ------------------------------------------------------------- hooks
   def persist_ledger(self) -> None:
@@ -111,18 +114,31 @@ class Loop:
 
   # -------------------------------------------------------------- loop
   def run_steps(self, last: int) -> None:
-    """Steps from the restored one up to ``last`` (Ctrl-C: checkpointed,
-    then :class:`~experiments.errors.RunInterrupted`)."""
+    """Steps from the restored one up to ``last``. Ctrl-C stops at the end
+    of the current step: checkpointed, then
+    :class:`~experiments.errors.RunInterrupted` (a second Ctrl-C stops at
+    once)."""
     step = make_step(self.run)
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+      previous = signal.signal(signal.SIGINT, self._on_ctrl_c)
     try:
       self._steps(step, int(self.state["step"]), last)
-    except KeyboardInterrupt:
-      done = int(self.state["step"])
-      try:
+    finally:
+      if previous is not None:
+        signal.signal(signal.SIGINT, previous)
+
+  def _on_ctrl_c(self, signum, frame) -> None:
+    del signum, frame
+    if self.stop_requested:
+      raise KeyboardInterrupt
+    self.stop_requested = True
+
+  def _stop_if_asked(self, done: int) -> None:
+    if self.stop_requested:
+      if self.run.config.checkpoint_every:
         self.checkpoint(done)
-      except Exception:  # pylint: disable=broad-except
-        pass  # the ledger is already durable; a rerun replays
-      raise RunInterrupted(done) from None
+      raise RunInterrupted(done)
 
   def _steps(self, step, first: int, last: int) -> None:
     run, bar, start = self.run, None, None
@@ -155,6 +171,7 @@ class Loop:
       else:
         bar.update(1)
       self.after_step(t + 1, time.time() - start, bar)
+      self._stop_if_asked(t + 1)
     if start is not None:
       self.train_seconds = time.time() - start
       bar.close()

@@ -17,17 +17,23 @@ from zoprivacy.privacy import randomness
 
 
 def make_sampler(
-  config, dataset_size: int, secret: bytes, supported=("poisson", "shuffle")
+  config,
+  dataset_size: int,
+  secret: bytes,
+  supported=("poisson", "shuffle"),
+  *,
+  spec=None,
 ):
   """The batch sampler; its randomness is the run's SECRET (except the
-  non-private baseline's shuffling, which is seeded)."""
+  non-private baseline's shuffling, which is seeded). ``spec``: the run's
+  estimator declaration (looked up when omitted)."""
   if config.sampling not in supported:
     raise ValueError(
       f"config.sampling={config.sampling!r}, but the {config.dataset!r} loader "
       f"can only provide {supported}: it cannot draw the batches whose privacy "
       "the accountant would report."
     )
-  spec = registry.get(config.estimator)
+  spec = spec or registry.get(config.estimator)
   if spec.private and config.sampling not in spec.sampling:
     schemes = " or ".join(
       "Poisson" if name == "poisson" else repr(name) for name in spec.sampling
@@ -58,7 +64,7 @@ def make_sampler(
 
 
 def public_batch_indices(
-  config, num_public: int, step: int
+  config, num_public: int, step: int, *, spec=None
 ) -> np.ndarray | None:
   """Public examples for ``step``: uniform without replacement, seeded.
 
@@ -66,7 +72,7 @@ def public_batch_indices(
   ``[k, b']`` indices for methods that take ``k`` public batches, ``[b']``
   otherwise.
   """
-  spec = registry.get(config.estimator)
+  spec = spec or registry.get(config.estimator)
   if spec.public_data is None:
     return None
   if not num_public:

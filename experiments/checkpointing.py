@@ -11,8 +11,11 @@ A checkpoint holds everything the next step depends on:
 * the privacy ledger, as JSON, so epsilon keeps counting across restarts.
 
 A checkpoint is therefore secret material: whoever reads it can regenerate
-the noise. Never publish or share it; publish ``result.json``, the metrics
-and the ledger, which hold no secret.
+the noise. Its folders are created 0700 and its files made 0600 after each
+save, whatever the umask (the checkpoint folder is 0700 before orbax writes
+anything in it, so nothing in it is readable by others at any time). Never
+publish or share it; publish ``result.json``, the metrics and the ledger,
+which hold no secret.
 
 Arrays are written with orbax. A manifest stores a SHA-256 digest of every
 array and of the ledger; a restore that does not reproduce the digests raises
@@ -79,11 +82,25 @@ def tree_digest(tree) -> str:
   return h.hexdigest()
 
 
+def restrict_permissions(directory: str) -> None:
+  """Folders 0700 and files 0600 under ``directory``, whatever the umask."""
+  os.chmod(directory, 0o700)
+  for root, dirs, files in os.walk(directory):
+    for name in dirs:
+      os.chmod(os.path.join(root, name), 0o700)
+    for name in files:
+      path = os.path.join(root, name)
+      if not os.path.islink(path):
+        os.chmod(path, 0o600)
+
+
 class Checkpointer:
   """Saves and restores ``(train_state, ledger_dict)`` under ``directory``."""
 
   def __init__(self, directory: str, *, max_to_keep: int = 2):
     self.directory = os.path.abspath(directory)
+    os.makedirs(self.directory, mode=0o700, exist_ok=True)
+    os.chmod(self.directory, 0o700)  # secret material: owner only
     self._manager = ocp.CheckpointManager(
       self.directory,
       options=ocp.CheckpointManagerOptions(
@@ -112,6 +129,7 @@ class Checkpointer:
       ),
     )
     self._manager.wait_until_finished()
+    restrict_permissions(self.directory)
 
   def restore(self, step: int, template: Any) -> tuple[Any, dict | None]:
     """Restores step ``step`` into the structure of ``template``."""

@@ -44,8 +44,8 @@ SETTING_FIELDS = (
 )
 
 
-def _kwargs(config) -> dict[str, Any]:
-  kw = dict(registry.get(config.estimator).defaults)
+def _kwargs(config, spec=None) -> dict[str, Any]:
+  kw = dict((spec or registry.get(config.estimator)).defaults)
   kw.update(config.estimator_kwargs)
   return kw
 
@@ -54,7 +54,7 @@ def _hidden(config):
   return config.get("hidden_state") or {}
 
 
-def _assumptions(config) -> setting_lib.LossAssumptions:
+def _assumptions(config, spec=None) -> setting_lib.LossAssumptions:
   if config.dataset not in ("digits_logreg", "fashion_mnist_logreg"):
     raise ValueError(
       f"Noisy-ZOGD's final-iterate epsilon needs declared loss assumptions; "
@@ -62,7 +62,7 @@ def _assumptions(config) -> setting_lib.LossAssumptions:
       "fashion_mnist_logreg, or set hidden_state.report=False."
     )
   return logreg.assumptions(
-    config.l2, config.radius, _kwargs(config)["smoothing"]
+    config.l2, config.radius, _kwargs(config, spec)["smoothing"]
   )
 
 
@@ -70,13 +70,15 @@ def _dataset(config) -> str:
   return config.dataset.removesuffix("_logreg")
 
 
-def make_setting(config, dataset_size: int) -> setting_lib.NoisyZOGDSetting:
-  kw = _kwargs(config)
+def make_setting(
+  config, dataset_size: int, *, spec=None
+) -> setting_lib.NoisyZOGDSetting:
+  kw = _kwargs(config, spec)
   fraction = kw.pop("directional_fraction", 0.5)
   if isinstance(fraction, list):
     fraction = tuple(fraction)
   report = _hidden(config).get("report", True)
-  assumptions = _assumptions(config) if report else None
+  assumptions = _assumptions(config, spec) if report else None
   k = kw["num_directions"]
   eta = config.get("learning_rate")
   if eta is None:
@@ -105,27 +107,28 @@ def make_setting(config, dataset_size: int) -> setting_lib.NoisyZOGDSetting:
   )
 
 
-def preflight(config) -> None:
+def preflight(config, *, spec=None) -> None:
   """Every check that needs no data (a stand-in dataset size is used)."""
   stand_in = (
     1 if config.sampling == "full_batch" else int(config.expected_batch_size)
   )
-  make_setting(config, stand_in)
+  make_setting(config, stand_in, spec=spec)
 
 
-def factory_kwargs(config, dataset_size: int) -> dict[str, Any]:
+def factory_kwargs(config, dataset_size: int, *, spec=None) -> dict[str, Any]:
   """The factory's ``setting=`` and the non-setting ``estimator_kwargs``."""
-  extra = {k: v for k, v in _kwargs(config).items() if k not in SETTING_FIELDS}
-  return dict(extra, setting=make_setting(config, dataset_size))
+  kw = _kwargs(config, spec)
+  extra = {k: v for k, v in kw.items() if k not in SETTING_FIELDS}
+  return dict(extra, setting=make_setting(config, dataset_size, spec=spec))
 
 
 def run_setting(
-  config, dataset_size: int, noise_multiplier: float
+  config, dataset_size: int, noise_multiplier: float, *, spec=None
 ) -> setting_lib.NoisyZOGDSetting:
   """The setting the run used: its ``sigma`` gives the plan's multiplier
   (set, calibrated or from ``noise_std``)."""
   return privacy_lib.with_plan_multiplier(
-    make_setting(config, dataset_size), noise_multiplier
+    make_setting(config, dataset_size, spec=spec), noise_multiplier
   )
 
 

@@ -62,20 +62,35 @@ def check(config, task) -> None:
     )
 
 
-def make(config, noise_multiplier, dataset_size, task):
+def make(config, noise_multiplier, dataset_size, task, *, spec=None):
   """The :class:`zoprivacy.layerwise.LayerwiseZO` of the run; its plan is
   checked equal to the generic estimator's."""
   check(config, task)
-  kwargs = estimator_kwargs(config, noise_multiplier, dataset_size)
+  kwargs = estimator_kwargs(config, noise_multiplier, dataset_size, spec=spec)
   kwargs.pop("direction_prng", None)
   zo = STEPS[config.estimator](
     perturbed_loss=task.perturbed_loss,
     learning_rate=config.learning_rate,
     **kwargs,
   )
-  generic = build_estimator(config, noise_multiplier, dataset_size)
+  generic = build_estimator(config, noise_multiplier, dataset_size, spec=spec)
   if generic.privacy_plan != zo.privacy_plan:
     raise AssertionError(
       "The layer-wise step's privacy plan differs from the estimator's."
     )
   return zo
+
+
+def step_fn(zo, placement):
+  """The layer-wise step under the runner's one step contract:
+  ``(params, frozen, opt_state, batch, public, noise) -> (params,
+  opt_state)``."""
+
+  def step(params, frozen, opt_state, batch, public, noise):
+    del public  # the layer-wise estimators take no public data
+    params, opt_state = zo.step(
+      params, opt_state, batch, frozen=frozen, discrete_noise=noise
+    )
+    return placement.constrain(params), opt_state
+
+  return step

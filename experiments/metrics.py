@@ -2,14 +2,14 @@
 
 A task names its metrics (``Task.metric_names``; the first is the headline):
 ``test_accuracy`` for a classifier, ``test_f1`` and ``test_exact_match`` for
-a generation task (SQuAD, DROP). Only test-set metrics and the privacy spent
-are written: a training loss on private batches is itself private and is
-never written out.
+a generation task (SQuAD, DROP). Only test-set metrics and the privacy spent are written: a training loss on
+private batches is itself private and is never written out.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 
@@ -37,11 +37,13 @@ def evaluate_task(task, predict, params, frozen) -> dict[str, float]:
   """The task's test metrics, ``{name: value}`` in ``task.metric_names``'
   order (the first is the headline metric).
 
-  A classifier (``task.evaluate is None``): ``{"test_accuracy": ...}``, the
-  accuracy of the argmax of ``predict(params, frozen, inputs)`` over the
-  candidates. A task with its own ``evaluate`` (greedy decoding scored by
-  F1 / exact match for SQuAD and DROP): what it returns, checked against
-  its declared names; such a task never reports an accuracy.
+  Every writer (progress bar, metrics files, ``result.json``, report, plot)
+  uses the names this returns. A classifier (``task.evaluate is None``):
+  ``{"test_accuracy": ...}``, the accuracy of the argmax of
+  ``predict(params, frozen, inputs)`` over the candidates. A task with its
+  own ``evaluate`` (greedy decoding scored by F1 / exact match for SQuAD and
+  DROP): what it returns, checked against its declared names; such a task
+  never reports an accuracy.
   """
   names = tuple(task.metric_names)
   if task.evaluate is None:
@@ -70,17 +72,29 @@ def metric_label(name: str) -> str:
   return words.replace(" f1", " F1") if words != "f1" else "F1"
 
 
+def metric_names(row: dict) -> list[str]:
+  """The metric names of a history row (what is neither step, epsilon nor
+  seconds), headline first."""
+  return [k for k in row if k not in ("step", "epsilon", "seconds")]
+
+
+def _replace(path: str, text: str) -> None:
+  """Writes ``text`` to ``path`` atomically (temp file, fsync, rename)."""
+  tmp = path + ".tmp"
+  with open(tmp, "w", newline="") as f:
+    f.write(text)
+    f.flush()
+    os.fsync(f.fileno())
+  os.replace(tmp, path)
+
+
 class MetricsWriter:
   """Appends metric rows to ``metrics.csv`` and ``metrics.jsonl`` (and
-  TensorBoard when ``tensorboardX`` is installed): the step, the task's
-  ``metric_names``, the epsilon spent and the seconds."""
+  TensorBoard when ``tensorboardX`` is installed). The columns are
+  ``step``, the task's metrics, ``epsilon`` and ``seconds``."""
 
-  def __init__(
-    self, workdir: str | None, metric_names=("test_accuracy",)
-  ) -> None:
+  def __init__(self, workdir: str | None):
     self.workdir = workdir
-    self.metric_names = tuple(metric_names)
-    self.fields = ("step", *self.metric_names, "epsilon", "seconds")
     self._tb = None
     if workdir:
       os.makedirs(workdir, exist_ok=True)
@@ -92,43 +106,48 @@ class MetricsWriter:
         self._tb = None
 
   def resume(self, step: int) -> list[dict]:
-    """Rows up to ``step`` from an earlier (interrupted) run; later rows are
-    dropped, since the resumed run logs them again."""
+    """Rows up to ``step`` from an earlier (interrupted) run. Later rows
+    are dropped (the resumed run logs them again), both files rewritten
+    atomically and consistently; a note says how many rows were dropped."""
     path = os.path.join(self.workdir or "", "metrics.jsonl")
     if not self.workdir or not os.path.exists(path):
       return []
     with open(path) as f:
-      history = [r for r in map(json.loads, f) if r["step"] <= step]
-    for name in ("metrics.jsonl", "metrics.csv"):
-      os.remove(os.path.join(self.workdir, name))
-    for row in history:
-      self.write(row)
+      rows = [json.loads(line) for line in f if line.strip()]
+    history = [r for r in rows if r["step"] <= step]
+    if len(history) < len(rows):
+      print(
+        f"note: metrics: {len(rows) - len(history)} row(s) after step "
+        f"{step} dropped; the resumed run logs those steps again."
+      )
+    _replace(path, "".join(json.dumps(r) + "\n" for r in history))
+    buf = io.StringIO()
+    if history:
+      w = csv.DictWriter(buf, fieldnames=list(history[0]))
+      w.writeheader()
+      w.writerows(history)
+    _replace(os.path.join(self.workdir, "metrics.csv"), buf.getvalue())
     return history
 
   def write(self, row: dict) -> None:
     if not self.workdir:
       return
     path = os.path.join(self.workdir, "metrics.csv")
-    new = not os.path.exists(path)
+    new = not os.path.exists(path) or os.path.getsize(path) == 0
     with open(path, "a", newline="") as f:
-      w = csv.DictWriter(f, fieldnames=self.fields)
+      w = csv.DictWriter(f, fieldnames=list(row))
       if new:
         w.writeheader()
-      w.writerow({k: row.get(k) for k in self.fields})
+      w.writerow(row)
     with open(os.path.join(self.workdir, "metrics.jsonl"), "a") as f:
       f.write(json.dumps(row) + "\n")
     if self._tb is not None:
-      for k in (*self.metric_names, "epsilon"):
+      for k in [*metric_names(row), "epsilon"]:
         if row.get(k) is not None:
           self._tb.add_scalar(k, row[k], row["step"])
 
 
-def plot_report(
-  history: list[dict],
-  path: str,
-  title: str,
-  metric_names=("test_accuracy",),
-) -> str | None:
+def plot_report(history: list[dict], path: str, title: str) -> str | None:
   """PNG of the task's test metrics against step and against epsilon."""
   try:
     import matplotlib  # pylint: disable=g-import-not-at-top
@@ -138,6 +157,7 @@ def plot_report(
   except ImportError:
     return None
   steps = [h["step"] for h in history]
+  names = metric_names(history[0])
   eps = [h.get("epsilon") for h in history]
   private = all(e is not None and np.isfinite(e) for e in eps)
   fig, axes = plt.subplots(
@@ -147,8 +167,8 @@ def plot_report(
     squeeze=False,
   )
   axes = axes[0]
-  ylabel = ", ".join(metric_label(m) for m in metric_names)
-  for name in metric_names:
+  ylabel = ", ".join(metric_label(m) for m in names)
+  for name in names:
     values = [h.get(name) for h in history]
     axes[0].plot(steps, values, marker="o", label=metric_label(name))
     if private:
@@ -160,7 +180,7 @@ def plot_report(
   )
   if private:
     axes[1].set(xlabel="epsilon spent", ylabel=ylabel)
-  if len(metric_names) > 1:
+  if len(names) > 1:
     axes[0].legend()
   fig.tight_layout()
   fig.savefig(path, dpi=100)

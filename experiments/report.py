@@ -27,6 +27,11 @@ def format_report(result: dict[str, Any]) -> str:
       f"{result['delta']:g}) [{result['privacy']}; noise multiplier "
       f"{result['noise_multiplier_source']}]"
     )
+    if result.get("target_epsilon") is not None:
+      privacy += (
+        f"\nplanned target epsilon {result['target_epsilon']:g}; actual "
+        f"epsilon {result['epsilon']:.4f}"
+      )
     if not result["private"]:
       privacy += (
         "\nWARNING: insecure test noise: the noise and batches are "
@@ -41,21 +46,30 @@ def format_report(result: dict[str, Any]) -> str:
     privacy += "\n" + hidden_state_run.format_final_iterate(
       result["final_iterate"]
     )
+  names = result.get("metric_names") or [
+    result.get("headline_metric", "test_accuracy")
+  ]
+  labels = [metric_label(name) for name in names]
+  if result.get("public_proxy"):
+    labels[0] = (
+      "public validation "
+      + labels[0].removeprefix("test ")
+      + " (public proxy, no private data)"
+    )
   lines = [
     f"estimator: {result['estimator']} on {result['dataset']}",
-    *(
-      (
-        "public validation accuracy (public proxy, no private data): "
-        if result.get("public_proxy") and name == "test_accuracy"
-        else f"{metric_label(name)}: "
-      )
-      + f"{result[name]:.4f}"
-      for name in result.get("metric_names", ("test_accuracy",))
-    ),
+    *(f"{lab}: {result[n]:.4f}" for lab, n in zip(labels, names)),
     f"steps: {result['num_steps']} ({result['train_seconds']:.1f} s)"
     + _mesh_note(result.get("mesh")),
     privacy,
   ]
+  if result.get("estimator_kwargs_carried_over"):
+    lines.append(
+      "note: estimator_kwargs carried over from the config's estimator: "
+      + ", ".join(result["estimator_kwargs_carried_over"])
+    )
+  if result.get("warning"):
+    lines.append(f"WARNING: {result['warning']}")
   if result.get("plot"):
     lines.append(f"plot: {result['plot']}")
   return "\n".join(lines)

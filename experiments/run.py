@@ -11,28 +11,43 @@ Override any field with ``--config.<field>=<value>``, e.g.
   python -m experiments.run --config configs/fashion_mnist_pazo_public4.py \
       --config.estimator=pazo_m --config.estimator_kwargs.alpha=0.5
 
-``--config.<field>=None`` unsets a field. ``--config.estimator_kwargs.<k>``
-may name any hyperparameter of the estimator; switching ``--config.estimator``
-drops the previous estimator's hyperparameters that the new one does not
-take (and says so) and fills in the new one's registered defaults.
-``--resume=force`` resumes a workdir written by a different config.
-User errors print one paragraph; ``--debug`` shows the traceback.
+Flags are parsed by absl (``--config`` and its ``--config.<field>``
+overrides by ml_collections' ``config_flags``; ``--resume``, ``--debug``).
+Two forms that ``config_flags`` cannot parse are taken out first and
+applied after parsing: ``--config.<field>=None`` (unsets a field; its typed
+parser would reject ``None``) and ``--config.estimator_kwargs.<k>=<v>``
+(the keys an estimator takes depend on the estimator, which the same command
+line may switch).
+
+Switching ``--config.estimator`` resets ``estimator_kwargs`` to the new
+estimator's registered defaults, except the ``--config.estimator_kwargs.*``
+given on the command line; the config's values for hyperparameters the new
+estimator takes but has no default for are carried over, and the note and
+the report name them. ``--resume=force`` resumes a workdir written by a
+different config. User errors print one paragraph, no traceback
+(``--debug`` shows it); Ctrl-C says at which step to resume.
 """
 
 import ast
 import inspect
 import sys
 
-from absl import app, logging
+from absl import flags, logging
 from ml_collections import config_flags
 
 CONFIG = config_flags.DEFINE_config_file(
   "config", None, "Path to a configs/<name>.py file.", lock_config=True
 )
+DEBUG = flags.DEFINE_bool("debug", False, "Show the traceback of user errors.")
+RESUME = flags.DEFINE_string(
+  "resume", "", "'force': resume a workdir written by a different config."
+)
 
-_OWN_FLAGS = {"debug": False, "resume": ""}
-_ESTIMATOR_SWITCHED = False
-_LATE = {"none": [], "estimator_kwargs": {}}
+_LATE = {"none": [], "estimator_kwargs": {}, "switched": False}
+USAGE = (
+  "usage: python -m experiments.run --config configs/<name>.py "
+  "[--config.<field>=<value> ...] [--resume=force] [--debug]"
+)
 
 
 def _literal(text: str):
@@ -43,15 +58,14 @@ def _literal(text: str):
 
 
 def split_argv(argv):
-  """Takes out what absl's config flags cannot parse; applied after parsing."""
+  """Takes out the overrides ``config_flags`` cannot parse (see above);
+  :func:`apply_late_overrides` applies them after parsing."""
   kept = []
   for arg in argv:
     name, _, value = arg.partition("=")
-    if name == "--debug":
-      _OWN_FLAGS["debug"] = True
-    elif name == "--resume":
-      _OWN_FLAGS["resume"] = value
-    elif name.startswith("--config.estimator_kwargs."):
+    if name == "--config.estimator":
+      _LATE["switched"] = True
+    if name.startswith("--config.estimator_kwargs."):
       _LATE["estimator_kwargs"][name.split(".", 2)[2]] = _literal(value)
     elif name.startswith("--config.") and value == "None":
       _LATE["none"].append(name[len("--config.") :])
@@ -60,69 +74,133 @@ def split_argv(argv):
   return kept
 
 
-def apply_late_overrides(config, argv_had_estimator: bool):
-  from zoprivacy.estimators import registry  # pylint: disable=g-import-not-at-top
+def switch_estimator_kwargs(config, spec, given: dict) -> dict:
+  """``estimator_kwargs`` for a switched estimator: its registered defaults,
+  the config's values it takes but has no default for (carried over), and
+  ``given`` (the command line's) on top. Returns what was carried, reset
+  and dropped."""
+  accepted = inspect.signature(spec.factory).parameters
+  old, defaults = dict(config.estimator_kwargs), dict(spec.defaults)
+  carried = [k for k in old if k in accepted and k not in defaults]
+  changes = {
+    "carried over": carried,
+    "reset to the registered default": [
+      k for k in old if k in defaults and old[k] != defaults[k]
+    ],
+    "dropped (not taken)": [k for k in old if k not in accepted],
+  }
+  new = dict(defaults, **{k: old[k] for k in carried}, **given)
+  with config.unlocked():
+    config.estimator_kwargs = new
+  return {k: [n for n in v if n not in given] for k, v in changes.items()}
 
+
+def _apply_taken_out(config):
+  """``--config.<field>=None``, ``--config.estimator_kwargs.<k>=<v>`` and
+  ``--resume``: no estimator lookup (no JAX) needed."""
   for field in _LATE["none"]:
     if field not in config:
       raise ValueError(f"Unknown config field {field!r}.")
     with config.unlocked():
       setattr(config, field, None)
-  spec = registry.get(config.estimator)
-  accepted = inspect.signature(spec.factory).parameters
-  with config.unlocked():
-    if argv_had_estimator:
-      dropped = [k for k in config.estimator_kwargs if k not in accepted]
-      with config.estimator_kwargs.unlocked():
-        for k in dropped:
-          del config.estimator_kwargs[k]
-      if dropped:
-        print(
-          f"note: {config.estimator} does not take {', '.join(dropped)} "
-          "from the config's previous estimator; dropped."
-        )
-    with config.estimator_kwargs.unlocked():
-      for k, v in _LATE["estimator_kwargs"].items():
-        config.estimator_kwargs[k] = v
-    if _OWN_FLAGS["resume"]:
-      config.resume = _OWN_FLAGS["resume"]
+  with config.unlocked(), config.estimator_kwargs.unlocked():
+    config.estimator_kwargs.update(_LATE["estimator_kwargs"])
+    if RESUME.value:
+      config.resume = RESUME.value
   return config
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-  logging.set_verbosity(logging.WARNING)
-  from experiments import (
-    errors,  # pylint: disable=g-import-not-at-top
-    report,  # pylint: disable=g-import-not-at-top
-    train,  # pylint: disable=g-import-not-at-top
+def apply_late_overrides(config, argv_had_estimator: bool | None = None):
+  """Applies the taken-out overrides and the estimator switch; returns the
+  config. The carried-over names are in :data:`CARRIED`."""
+  from zoprivacy.estimators import registry  # pylint: disable=g-import-not-at-top
+
+  switched = (
+    _LATE["switched"] if argv_had_estimator is None else argv_had_estimator
   )
+  _apply_taken_out(config)
+  if switched:
+    spec = registry.get(config.estimator)
+    given = dict(_LATE["estimator_kwargs"])
+    changes = switch_estimator_kwargs(config, spec, given)
+    CARRIED[:] = changes["carried over"]
+    notes = [f"{k}: {', '.join(v)}" for k, v in changes.items() if v]
+    if notes:
+      print(
+        f"note: estimator_kwargs for {config.estimator}: " + "; ".join(notes)
+      )
+  return config
+
+
+CARRIED: list[str] = []
+
+
+def _fail(message: str, debug: bool, error=None) -> int:
+  if debug and error is not None:
+    raise error
+  hint = "(run with --debug for the traceback)"
+  if error is not None and hint not in message:
+    message += "\n" + hint
+  print(message, file=sys.stderr)
+  return 2
+
+
+def parse(argv) -> int | None:
+  """Parses ``argv`` with absl; a usage error is one paragraph (returns 2)."""
+  debug = "--debug" in argv
+  if any(a in ("-h", "--help", "--helpshort") for a in argv[1:]):
+    print(__doc__)
+    return 0
+  try:
+    rest = flags.FLAGS(argv)
+    if CONFIG.value is None:  # reading it loads the file
+      return _fail(f"error: no --config given.\n{USAGE}", debug)
+    if len(rest) > 1:
+      return _fail(f"error: unexpected arguments {rest[1:]}.\n{USAGE}", debug)
+    CONFIG.value.keys()  # a file that failed to load raises here
+  except AttributeError as e:  # a --config.<field> that the config lacks
+    text = str(e).replace("\\n", " ").replace("\\'", "").strip("\"' ")
+    return _fail(
+      f"error: unknown config field in the overrides: {text}", debug, e
+    )
+  except Exception as e:  # pylint: disable=broad-except
+    lines = [x.strip() for x in str(e).splitlines() if x.strip()]
+    first = lines[-1] if "Errno" in str(e) else (lines or [""])[0]
+    what = type(e).__name__
+    return _fail(
+      f"error ({what}): cannot read the config: {first}\n{USAGE}", debug, e
+    )
+  return None
+
+
+def main(argv=None) -> int:
+  argv = split_argv(list(sys.argv if argv is None else argv))
+  sys.argv = argv  # config_flags finds its overrides in sys.argv
+  code = parse(argv)
+  if code is not None:
+    return code
+  logging.set_verbosity(logging.WARNING)
+  from experiments import errors, preflight  # pylint: disable=g-import-not-at-top
+
+  try:  # the numbers first, before JAX loads
+    preflight.check_before_jax(_apply_taken_out(CONFIG.value))
+  except (ValueError, OSError) as e:
+    return _fail(errors.one_paragraph(e), DEBUG.value, e)
+  from experiments import report, train  # pylint: disable=g-import-not-at-top
 
   try:
-    config = apply_late_overrides(CONFIG.value, _ESTIMATOR_SWITCHED)
+    config = apply_late_overrides(CONFIG.value)
     result = train.train(config)
-  except errors.USER_ERRORS as e:
-    if _OWN_FLAGS["debug"]:
-      raise
-    print(errors.one_paragraph(e), file=sys.stderr)
-    sys.exit(2)
+  except errors.user_errors() as e:
+    return _fail(errors.one_paragraph(e), DEBUG.value, e)
+  except KeyboardInterrupt as e:
+    message = "interrupted before the first step; rerun the same command."
+    return _fail(message, DEBUG.value, e)
+  if CARRIED:
+    result["estimator_kwargs_carried_over"] = list(CARRIED)
   print(report.format_report(result))
+  return 0
 
 
 if __name__ == "__main__":
-  _ESTIMATOR_SWITCHED = any(
-    a.startswith("--config.estimator=") for a in sys.argv
-  )
-  sys.argv = split_argv(sys.argv)
-  try:
-    app.run(main)
-  except AttributeError as e:  # a --config.<field> that the config lacks
-    if _OWN_FLAGS["debug"]:
-      raise
-    print(
-      f"error: unknown config field in the overrides: {e}\n(run with "
-      "--debug for the traceback)",
-      file=sys.stderr,
-    )
-    sys.exit(2)
+  sys.exit(main())

@@ -19,7 +19,7 @@ from experiments.optimizers import make_optimizer
 from zoprivacy import accounting, per_example_check
 from zoprivacy.data import sampling
 from zoprivacy.estimators import registry
-from zoprivacy.privacy import find_plan, randomness
+from zoprivacy.privacy import bind_noise_secret, find_plan, randomness
 
 
 def run_secret(config) -> bytes:
@@ -35,19 +35,22 @@ def run_secret(config) -> bytes:
   return randomness.new_secret()
 
 
-def build_estimator(config, noise_multiplier, dataset_size):
-  """The estimator named by ``config.estimator``, from its declaration."""
-  spec = registry.get(config.estimator)
+def build_estimator(config, noise_multiplier, dataset_size, *, spec=None):
+  """The estimator named by ``config.estimator``, from its declaration
+  (``spec``: the run's resolved declaration; looked up when omitted)."""
+  spec = spec or registry.get(config.estimator)
   return spec.factory(
-    **estimator_kwargs(config, noise_multiplier, dataset_size)
+    **estimator_kwargs(config, noise_multiplier, dataset_size, spec=spec)
   )
 
 
-def estimator_kwargs(config, noise_multiplier, dataset_size) -> dict:
+def estimator_kwargs(
+  config, noise_multiplier, dataset_size, *, spec=None
+) -> dict:
   """The keyword arguments :func:`build_estimator` passes to the factory."""
-  spec = registry.get(config.estimator)
+  spec = spec or registry.get(config.estimator)
   if spec.takes_setting:  # the setting holds the hyperparameters
-    kwargs = hidden_state_run.factory_kwargs(config, dataset_size)
+    kwargs = hidden_state_run.factory_kwargs(config, dataset_size, spec=spec)
   else:
     kwargs = dict(spec.defaults)
     kwargs.update(config.estimator_kwargs)
@@ -77,50 +80,70 @@ def estimator_kwargs(config, noise_multiplier, dataset_size) -> dict:
   return kwargs
 
 
-def resolve_plan(config, trainable, dataset_size):
-  """Step 2: the optimizer and its state, with the plan they hold.
+def noise_multiplier_of(config, spec, dataset_size, trainable):
+  """``(sigma, how)``: the set multiplier, or the one calibrated on the
+  plan's own epsilon for ``target_epsilon``. The plan template comes from
+  the estimator object (no optimizer state is initialized for it)."""
+  if not spec.private:
+    return None, "non-private"
+  if config.get("noise_multiplier") is not None:
+    return float(config.noise_multiplier), "set by noise_multiplier"
+  if config.get("target_epsilon") is not None:
+    estimator = build_estimator(config, 1.0, dataset_size, spec=spec)
+    template = getattr(estimator, "privacy_plan", None)
+    if template is None:  # an estimator without the attribute: read its state
+      template = find_plan(estimator.init(trainable))
+    plan = accounting.calibrate_plan(
+      template.replace(delta=config.delta),
+      target_epsilon=config.target_epsilon,
+      num_steps=config.num_steps,
+    )
+    how = f"calibrated for target epsilon {config.target_epsilon:g}"
+    return plan.noise_multiplier, how
+  if spec.takes_setting:
+    return None, "set by the setting's noise_std"
+  raise ValueError("Set target_epsilon or noise_multiplier for a private run.")
+
+
+def resolve_tx(config, trainable, dataset_size, *, spec=None):
+  """``(tx, plan, how)``: the optimizer and the plan its state will hold,
+  without initializing any state; ``how`` says where the multiplier came
+  from."""
+  spec = spec or registry.get(config.estimator)
+  sigma, how = noise_multiplier_of(config, spec, dataset_size, trainable)
+  estimator = build_estimator(config, sigma, dataset_size, spec=spec)
+  tx = (
+    estimator  # a setting's update holds its step size and projection
+    if spec.takes_setting
+    else optax.chain(estimator, make_optimizer(config))
+  )
+  plan = getattr(estimator, "privacy_plan", None)
+  return tx, plan, how
+
+
+def init_optimizer_state(init, trainable, secret: bytes):
+  """THE place where a run's optimizer state is created: ``init`` (the
+  chain's, or the layer-wise step's) on the trainable parameters, for the
+  run whose secret is ``secret``. Anything that binds the secret to the
+  state's noise belongs here, and only here."""
+  # Every noise key from the broadcast run secret: all hosts add the same
+  # noise, bound to the plan (zoprivacy.privacy.noise_binding).
+  return bind_noise_secret(init(trainable), secret)
+
+
+def resolve_plan(config, trainable, dataset_size, *, spec=None):
+  """The optimizer and its state, with the plan they hold.
 
   The plan is read from the initialized state; calibration searches the
   noise multiplier on that plan's own epsilon. Returns ``(tx, opt_state,
   plan, how)`` where ``how`` says where the multiplier came from.
   """
-  spec = registry.get(config.estimator)
-  sigma, how = None, "non-private"
-  if spec.private:
-    if config.get("noise_multiplier") is not None:
-      sigma, how = (
-        float(config.noise_multiplier),
-        "set by noise_multiplier",
-      )
-    elif config.get("target_epsilon") is not None:
-      template = _chain(config, 1.0, dataset_size).init(trainable)
-      plan = find_plan(template).replace(delta=config.delta)
-      plan = accounting.calibrate_plan(
-        plan,
-        target_epsilon=config.target_epsilon,
-        num_steps=config.num_steps,
-      )
-      sigma = plan.noise_multiplier
-      how = f"calibrated for target epsilon {config.target_epsilon:g}"
-    elif spec.takes_setting:
-      how = "set by the setting's noise_std"
-    else:
-      raise ValueError(
-        "Set target_epsilon or noise_multiplier for a private run."
-      )
-  tx = _chain(config, sigma, dataset_size)
+  tx, _, how = resolve_tx(config, trainable, dataset_size, spec=spec)
   opt_state = tx.init(trainable)
   plan = find_plan(opt_state)
   if plan.is_noised:
     plan = plan.replace(delta=config.delta)
   return tx, opt_state, plan, how
-
-
-def _chain(config, sigma, dataset_size):
-  estimator = build_estimator(config, sigma, dataset_size)
-  if registry.get(config.estimator).takes_setting:  # eta, projection inside
-    return estimator
-  return optax.chain(estimator, make_optimizer(config))
 
 
 def check_loss_is_per_example(

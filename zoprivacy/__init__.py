@@ -13,6 +13,7 @@ Estimators are optax transformations that go first in a chain::
 """
 
 import importlib
+import importlib.util
 import inspect
 from typing import TYPE_CHECKING
 
@@ -56,8 +57,16 @@ __all__ = sorted(
 )
 
 
+def _is_submodule(name: str) -> bool:
+  return not name.startswith("_") and (
+    importlib.util.find_spec(f"zoprivacy.{name}") is not None
+  )
+
+
 def __getattr__(name: str):
-  if name in _SUBMODULES:
+  """The exports above, and any submodule (``zoprivacy.per_example_check``,
+  ``zoprivacy.nnx_support``, ...), imported on first access."""
+  if name in _SUBMODULES or (name not in _EXPORTS and _is_submodule(name)):
     value = importlib.import_module(f"zoprivacy.{name}")
   elif name in _EXPORTS:
     value = getattr(importlib.import_module(_EXPORTS[name]), name)

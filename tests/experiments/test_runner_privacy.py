@@ -46,7 +46,9 @@ def test_two_runs_of_one_config_draw_different_noise_and_batches(tmp_path):
   assert a["epsilon"] == b["epsilon"]
 
 
-def test_nothing_written_besides_the_checkpoint_holds_the_secrets(tmp_path):
+def test_nothing_but_the_checkpoint_and_private_folder_holds_the_secrets(
+  tmp_path,
+):
   train.train(_config(tmp_path), progress=False)
   stored = _checkpoint_secret(str(tmp_path), 60)
   leaves = [np.asarray(v) for v in stored.values()]
@@ -61,8 +63,12 @@ def test_nothing_written_besides_the_checkpoint_holds_the_secrets(tmp_path):
       str(int(w)).encode() for w in arr.view(np.uint32) if int(w) > 10**6
     ]
     needles.append(json.dumps(arr.tolist()).encode())
+  private = tmp_path / "private"  # the run's secret, owner-only
+  assert (private / "run_secret").read_bytes() == secret[0].tobytes()
+  assert (private.stat().st_mode & 0o777) == 0o700
+  assert ((private / "run_secret").stat().st_mode & 0o777) == 0o600
   for root, _, files in os.walk(tmp_path):
-    if "checkpoints" in root.split(os.sep):
+    if {"checkpoints", "private"} & set(root.split(os.sep)):
       continue
     for name in files:
       data = open(os.path.join(root, name), "rb").read()

@@ -25,3 +25,28 @@ def test_unknown_attribute_is_an_attribute_error():
     assert "dpzer0" in str(e)
   else:
     raise AssertionError("expected AttributeError")
+
+
+def test_every_name_the_docs_use_after_import_zoprivacy_resolves():
+  """Each ``zoprivacy.<name>`` in README.md and docs/*.md resolves after a
+  plain ``import zoprivacy`` (a fresh interpreter: nothing imported before),
+  as an export or a lazily imported submodule."""
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+
+  root = DOC.parents[1]
+  texts = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+  names = set()
+  for path in texts:
+    names |= set(re.findall(r"\bzoprivacy\.([A-Za-z_]\w*)", path.read_text()))
+  names.discard("__all__")
+  assert {"per_example_check", "nnx_support", "dpzero"} <= names
+  code = (
+    "import sys, zoprivacy\n"
+    f"missing = [n for n in {sorted(names)!r} if not hasattr(zoprivacy, n)]\n"
+    "print(missing); sys.exit(1 if missing else 0)\n"
+  )
+  out = subprocess.run(
+    [sys.executable, "-c", code], capture_output=True, text=True, check=False
+  )
+  assert out.returncode == 0, out.stdout + out.stderr

@@ -1,0 +1,177 @@
+"""The training loop of a resolved :class:`~experiments.resolved_run.Run`.
+
+One step contract, no branch on the estimator: before each block of steps
+the write-ahead ledger records them (:mod:`experiments.run_ledger`), then
+each step draws its inputs and calls the one jitted step; hooks evaluate,
+checkpoint and extend the trajectory log. Every file derived from the steps
+(a metrics row, a checkpoint, ``result.json``) is written after a durable
+ledger write that already counts them.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+import jax
+import numpy as np
+import tqdm
+
+from experiments import metrics as metrics_lib
+from experiments import multihost, run_ledger, trajectory_log
+from experiments.errors import RunInterrupted
+from experiments.step import make_step, step_inputs
+
+
+def _next_boundary(t: int, every: int | None) -> float:
+  return (t // every + 1) * every if every else float("inf")
+
+
+class Loop:
+  """The state of a run between steps, and the loop's hooks."""
+
+  def __init__(self, run, *, progress: bool = True):
+    self.run = run
+    self.progress = progress
+    self.state = run.initial_state
+    first = run.restored_step
+    self.metrics = metrics_lib.MetricsWriter(
+      run.workdir if run.primary else None
+    )
+    self.history = self.metrics.resume(first)
+    self.seconds_offset = self.history[-1]["seconds"] if self.history else 0.0
+    self.trajectory = trajectory_log.for_run(
+      run.config, self.state["params"], first
+    )
+    self.reserved = first  # the ledger already counts steps before this
+    apply = jax.jit(run.task.apply)
+    replicated = run.placement.replicated
+    self.predict = lambda params, frozen, inputs: multihost.fetch(
+      apply(params, frozen, replicated(inputs))
+    )
+    self.train_seconds = 0.0
+    self.stop_requested = False  # Ctrl-C: stop after the current step
+
+  # ------------------------------------------------------------- hooks
+  def persist_ledger(self) -> None:
+    if self.run.ledger is not None:
+      self.run.ledger.save()
+
+  def reserve(self, t: int, last: int) -> None:
+    """Ledger hook: records steps ``t..`` durably before they run."""
+    if self.run.ledger is None or t < self.reserved:
+      return
+    config = self.run.config
+    end = min(
+      t + run_ledger.BLOCK,
+      last,
+      _next_boundary(t, config.eval_every),
+      _next_boundary(t, config.checkpoint_every),
+    )
+    self.reserved = t + self.run.ledger.reserve(self.run.plan, int(end - t))
+
+  def evaluate(self, done: int, seconds: float) -> dict:
+    """Evaluation hook: one metrics row (after the ledger reaches disk)."""
+    row = {
+      "step": done,
+      **metrics_lib.evaluate_task(
+        self.run.task, self.predict, self.state["params"], self.run.frozen
+      ),
+      "epsilon": self.run.epsilon(),
+      "seconds": self.seconds_offset + seconds,
+    }
+    self.history.append(row)
+    self.persist_ledger()
+    self.metrics.write(row)
+    return row
+
+  def checkpoint(self, done: int) -> None:
+    """Checkpoint hook (the ledger first); the trajectory log with it."""
+    ckpt = self.run.checkpointer
+    if ckpt is None:
+      return
+    self.persist_ledger()
+    ledger = self.run.ledger
+    ckpt.save(
+      done, self.state, None if ledger is None else ledger.ledger.to_dict()
+    )
+    if self.run.primary:
+      self.trajectory.save()
+
+  def after_step(self, done: int, seconds: float, bar) -> None:
+    config = self.run.config
+    if config.eval_every and done % config.eval_every == 0:
+      if done < config.num_steps:
+        row = self.evaluate(done, seconds)
+        name = metrics_lib.metric_names(row)[0]
+        bar.set_postfix(
+          {name.removeprefix("test_"): f"{row[name]:.3f}"},
+          eps=f"{row['epsilon']:.3f}",
+        )
+    if config.checkpoint_every and done % config.checkpoint_every == 0:
+      self.checkpoint(done)
+
+  # -------------------------------------------------------------- loop
+  def run_steps(self, last: int) -> None:
+    """Steps from the restored one up to ``last``. Ctrl-C stops at the end
+    of the current step: checkpointed, then
+    :class:`~experiments.errors.RunInterrupted` (a second Ctrl-C stops at
+    once)."""
+    step = make_step(self.run)
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+      previous = signal.signal(signal.SIGINT, self._on_ctrl_c)
+    try:
+      self._steps(step, int(self.state["step"]), last)
+    finally:
+      if previous is not None:
+        signal.signal(signal.SIGINT, previous)
+
+  def _on_ctrl_c(self, signum, frame) -> None:
+    del signum, frame
+    if self.stop_requested:
+      raise KeyboardInterrupt
+    self.stop_requested = True
+
+  def _stop_if_asked(self, done: int) -> None:
+    if self.stop_requested:
+      if self.run.config.checkpoint_every:
+        self.checkpoint(done)
+      raise RunInterrupted(done)
+
+  def _steps(self, step, first: int, last: int) -> None:
+    run, bar, start = self.run, None, None
+    for t in range(first, last):
+      self.reserve(t, last)
+      batch, public, noise = step_inputs(run, t)
+      params, opt_state = step(
+        self.state["params"], run.frozen, self.state["opt_state"],
+        batch, public, noise,
+      )  # fmt: skip
+      if run.placement.serialize_steps:
+        jax.block_until_ready(params)
+      self.state = dict(
+        self.state,
+        params=params,
+        opt_state=opt_state,
+        step=np.array(t + 1, np.int64),
+      )
+      self.trajectory.record(opt_state)
+      if start is None:  # the first step compiles: not timed
+        jax.block_until_ready(params)
+        start = time.time()
+        bar = tqdm.tqdm(
+          initial=t + 1,
+          total=run.config.num_steps,
+          disable=not self.progress,
+          desc=run.config.estimator,
+          mininterval=1.0,
+        )
+      else:
+        bar.update(1)
+      self.after_step(t + 1, time.time() - start, bar)
+      self._stop_if_asked(t + 1)
+    if start is not None:
+      self.train_seconds = time.time() - start
+      bar.close()

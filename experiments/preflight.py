@@ -1,0 +1,189 @@
+"""Every check of a run config that needs no data, before anything is built.
+
+:func:`validate` resolves the estimator's registry declaration (the only
+registry lookup of a run: everything after it receives the declaration) and
+refuses, with one message each: an unknown estimator, a non-positive or
+non-finite epsilon, a delta outside (0, 1), an absurd step count, a bad
+batch size, clip or smoothing, unknown estimator arguments, an unknown
+optimizer, an optimizer wrapper that changes what a step is
+(``optax.MultiSteps``), a sampling scheme the estimator's accounting does
+not cover, and a Noisy-ZOGD setting that breaks its theorem's conditions.
+
+:func:`check_before_jax` (step counts, epsilon, delta, batch size, clip,
+smoothing, learning rate, step wrappers, the workdir) imports nothing heavy:
+a command line runs it before JAX loads.
+Checks that need the dataset size (a batch larger than the training set, a
+budget too small for the planned steps) run as soon as the data is loaded,
+before the model is built.
+"""
+
+from __future__ import annotations
+
+import errno
+import math
+import os
+
+# The accountant composes up to this many steps in a few seconds (a PLD of
+# 10^6 Poisson-subsampled Gaussian steps: ~3 s on one core; 10^7: ~30 s).
+MAX_STEPS = 1_000_000
+# Wrappers that run the estimator on only some calls (or merge calls): a
+# step of the plan would no longer be one call, so the runner refuses them.
+STEP_WRAPPERS = ("MultiSteps", "apply_every")
+
+
+def _positive(config, name: str, *, allow_none: bool = True) -> None:
+  value = config.get(name)
+  if value is None and allow_none:
+    return
+  if (
+    isinstance(value, bool)
+    or not isinstance(value, (int, float))
+    or not math.isfinite(value)
+    or value <= 0
+  ):
+    raise ValueError(f"{name} must be a finite number > 0, got {value!r}.")
+
+
+def _check_steps(config) -> None:
+  n = config.get("num_steps")
+  if isinstance(n, float) and n.is_integer():
+    n = int(n)
+  if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+    raise ValueError(f"num_steps must be an integer >= 1, got {n!r}.")
+  if n > MAX_STEPS:
+    raise ValueError(
+      f"num_steps={n:,} is more than the {MAX_STEPS:,} steps whose privacy "
+      "the accountant composes in bounded time; run fewer steps (with a "
+      "larger expected_batch_size) or split the experiment."
+    )
+  for name in ("eval_every", "checkpoint_every"):
+    value = config.get(name) or 0
+    if not isinstance(value, int) or value < 0:
+      raise ValueError(f"{name} must be an integer >= 0, got {value!r}.")
+
+
+def _check_step_wrapper(config) -> None:
+  if config.get("optimizer") in STEP_WRAPPERS:
+    raise ValueError(
+      f"optimizer={config.optimizer!r} would run the estimator on only some "
+      "calls, so a step of the privacy plan would not be one call. To "
+      "average over more examples per step, use a larger "
+      "expected_batch_size (its privacy is accounted)."
+    )
+
+
+def check_numbers(config) -> None:
+  """The numeric fields every run has, and step wrappers (no estimator
+  needed, no JAX)."""
+  _check_steps(config)
+  _check_step_wrapper(config)
+  delta = config.get("delta")
+  if delta is not None and (
+    not isinstance(delta, (int, float)) or not 0.0 < delta < 1.0
+  ):
+    raise ValueError(f"delta must lie in (0, 1), got {delta!r}.")
+  for name in ("target_epsilon", "noise_multiplier", "epsilon_budget"):
+    _positive(config, name)
+  batch = config.get("expected_batch_size")
+  if config.get("sampling") != "full_batch" and not (
+    isinstance(batch, (int, float)) and batch >= 1
+  ):
+    raise ValueError(f"expected_batch_size must be >= 1, got {batch!r}.")
+  _positive(config, "learning_rate")
+  kwargs = dict(config.get("estimator_kwargs") or {})
+  for name in ("clip", "smoothing"):
+    value = kwargs.get(name)
+    if value is None or isinstance(value, (list, tuple)):
+      continue  # unset, or per-layer values: the estimator checks each
+    if not isinstance(value, (int, float)) or not value > 0:
+      raise ValueError(
+        f"estimator_kwargs.{name} must be > 0, got {value!r} "
+        f"({config.get('estimator')})."
+      )
+
+
+def _check_privacy(config, spec) -> None:
+  if not spec.private:
+    return
+  if not 0.0 < (config.get("delta") or 0.0) < 1.0:
+    raise ValueError(f"delta must lie in (0, 1), got {config.get('delta')!r}.")
+  if (
+    not spec.takes_setting
+    and config.get("target_epsilon") is None
+    and config.get("noise_multiplier") is None
+  ):
+    raise ValueError(
+      "Set target_epsilon or noise_multiplier for a private run."
+    )
+  if spec.private and config.sampling not in spec.sampling:
+    schemes = " or ".join(
+      "Poisson" if s == "poisson" else repr(s) for s in spec.sampling
+    )
+    raise ValueError(
+      f"{config.estimator}'s privacy is accounted under {schemes} "
+      f"sampling, not {config.sampling!r} ('shuffle' is only for the "
+      "non-private baseline)."
+    )
+
+
+def _check_estimator_kwargs(config, spec) -> None:
+  from experiments.run_setup import estimator_kwargs  # pylint: disable=g-import-not-at-top
+
+  if not spec.takes_setting:  # a setting is checked by its preflight
+    stand_in = max(1, int(config.get("expected_batch_size") or 1))
+    estimator_kwargs(config, 1.0, stand_in, spec=spec)  # unknown names
+
+
+def _check_optimizer(config, spec) -> None:
+  from experiments.optimizers import make_optimizer  # pylint: disable=g-import-not-at-top
+
+  if not spec.takes_setting:
+    make_optimizer(config)  # an unknown optimizer or schedule name
+
+
+def validate(config):
+  """The run's :class:`~zoprivacy.estimators.registry.EstimatorSpec`, after
+  every check that needs no data."""
+  from experiments import hidden_state_run  # pylint: disable=g-import-not-at-top
+  from zoprivacy.estimators import registry  # pylint: disable=g-import-not-at-top
+
+  check_numbers(config)
+  spec = registry.get(config.estimator)  # a typo lists the choices
+  _check_privacy(config, spec)
+  _check_estimator_kwargs(config, spec)
+  _check_optimizer(config, spec)
+  if spec.takes_setting:
+    hidden_state_run.preflight(config, spec=spec)
+  return spec
+
+
+def check_workdir(config) -> None:
+  """The workdir is (or can be made) a writable folder (no JAX needed)."""
+  workdir = config.get("workdir")
+  if not workdir:
+    return
+  if os.path.exists(workdir) and not os.path.isdir(workdir):
+    raise ValueError(
+      f"workdir {workdir!r} is a file, not a folder; choose another workdir."
+    )
+  os.makedirs(workdir, exist_ok=True)  # OSError: a file on its path, ...
+  if not os.access(workdir, os.W_OK | os.X_OK):
+    raise PermissionError(
+      errno.EACCES, f"cannot write to the workdir {workdir!r}", workdir
+    )
+
+
+def check_before_jax(config) -> None:
+  """What a command line checks before JAX loads: the numbers, step
+  wrappers and the workdir."""
+  check_numbers(config)
+  check_workdir(config)
+
+
+def check_dataset_size(config, num_train: int) -> None:
+  """A batch larger than the training set (checked as soon as it is known)."""
+  if config.sampling != "full_batch" and config.expected_batch_size > num_train:
+    raise ValueError(
+      f"expected_batch_size={config.expected_batch_size} is larger than the "
+      f"{num_train} training examples of {config.dataset!r}."
+    )

@@ -1,0 +1,64 @@
+"""The run's one step: ``(params, frozen, opt_state, batch, public, noise)
+-> (params, opt_state)``, jitted once, parameters and state donated.
+
+:func:`generic_step_fn` is that contract for any estimator in an optax chain
+(Noisy-ZOGD's ``takes_setting`` update included: its tx is the whole
+update); :func:`experiments.layerwise_run.step_fn` is the same contract for
+the layer-wise step. :func:`step_inputs` draws step ``t``'s secret batch,
+public batch and exact noise.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from experiments.batches import public_batch_indices
+from zoprivacy.data import sampling
+
+
+def generic_step_fn(spec, task, tx, placement):
+  """The step of an optax chain around a zoprivacy estimator."""
+  public_arg = spec.public_arg
+
+  def step(params, frozen, opt_state, batch, public, discrete_noise):
+    loss = lambda p, b: task.batched_loss(p, frozen, b)
+    zeros = jax.tree.map(jnp.zeros_like, params)
+    extra = {} if public is None else {public_arg: public}
+    if discrete_noise is not None:
+      extra["discrete_noise"] = discrete_noise
+    updates, opt_state = tx.update(
+      zeros, opt_state, params, batched_loss=loss, batch=batch, **extra
+    )
+    return placement.constrain(optax.apply_updates(params, updates)), opt_state
+
+  return step
+
+
+def make_step(run):
+  """The one jitted step of ``run``; the parameters and the optimizer state
+  are donated (updated in place: the caller must not reuse them). With
+  ``trajectory_log``, the log keeps each step's estimator state until it is
+  written, so the optimizer state is not donated."""
+  keeps_state = bool(run.config.get("trajectory_log"))
+  return jax.jit(run.step_body, donate_argnums=(0,) if keeps_state else (0, 2))
+
+
+def step_inputs(run, t: int):
+  """``(batch, public, noise)`` of step ``t``, placed on the mesh."""
+  task, placement = run.task, run.placement
+  batch = placement.gather_batch(
+    run.train_data, run.sampler.batch_indices(t), run.host_shard
+  )
+  num_public = 0 if task.public_labels is None else len(task.public_labels)
+  pub_idx = public_batch_indices(run.config, num_public, t, spec=run.spec)
+  public = placement.replicated(
+    None
+    if pub_idx is None
+    else sampling.gather((task.public_inputs, task.public_labels), pub_idx)
+  )
+  noise = placement.replicated(
+    None if run.noise_source is None else run.noise_source.draw(t)
+  )
+  return batch, public, noise

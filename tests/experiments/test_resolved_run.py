@@ -1,0 +1,147 @@
+"""Resolve once, then run: setup's order, the registry consulted once, short
+functions, and step wrappers refused."""
+
+import ast
+import dataclasses
+import importlib
+import pathlib
+
+import optax
+import pytest
+
+from configs import default
+from experiments import preflight, resolved_run, tasks, train
+from zoprivacy.estimators import registry
+
+ROOT = pathlib.Path(__file__).parents[2]
+# The runner's modules (each function under 60 lines).
+RUNNER = (
+  "train.py",
+  "run.py",
+  "run_setup.py",
+  "resolved_run.py",
+  "preflight.py",
+  "step.py",
+  "loop.py",
+  "run_ledger.py",
+  "checkpointing.py",
+  "workdir.py",
+  "errors.py",
+  "batches.py",
+  "placement.py",
+  "metrics.py",
+  "report.py",
+  "layerwise_run.py",
+  "hidden_state_run.py",
+  "trajectory_log.py",
+)
+
+
+def _config(**overrides):
+  c = default.get_config()
+  c.num_steps, c.eval_every, c.checkpoint_every = 6, 3, 3
+  c.target_epsilon, c.noise_multiplier = None, 2.0
+  for k, v in overrides.items():
+    setattr(c, k, v)
+  return c
+
+
+def test_every_runner_function_is_under_60_lines():
+  long = []
+  for name in RUNNER:
+    tree = ast.parse((ROOT / "experiments" / name).read_text())
+    for node in ast.walk(tree):
+      if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        length = node.end_lineno - node.lineno + 1
+        if length > 60:
+          long.append(f"{name}:{node.name} ({length} lines)")
+  assert not long, long
+
+
+@pytest.mark.slow  # six short trainings, 30-50 s on 2 cores
+@pytest.mark.parametrize(
+  "name", ["default", "mezo", "hidden_state_digits_logreg"]
+)
+def test_the_registry_is_consulted_once_per_run(tmp_path, monkeypatch, name):
+  calls = []
+  real = registry.get
+
+  def counting(estimator):
+    calls.append(estimator)
+    return real(estimator)
+
+  monkeypatch.setattr(registry, "get", counting)
+  c = importlib.import_module(f"configs.{name}").get_config()
+  c.num_steps, c.eval_every, c.checkpoint_every = 6, 3, 3
+  if c.get("target_epsilon") is not None:  # no calibration for 6 steps
+    c.target_epsilon, c.noise_multiplier = None, 2.0
+  c.workdir = str(tmp_path)
+  train.train(c, progress=False, stop_after=3)
+  train.train(c, progress=False)  # resumed: set up again, once
+  assert calls == [c.estimator, c.estimator], calls
+
+
+@pytest.mark.parametrize(
+  "field,value,needle",
+  [
+    ("target_epsilon", -1.0, "target_epsilon must be"),
+    ("delta", 1.0, "delta must lie"),
+    ("num_steps", 10**12, "bounded time"),
+    ("expected_batch_size", 0, "expected_batch_size must be"),
+    ("optimizer", "MultiSteps", "larger expected_batch_size"),
+    ("estimator", "dpzer0", "(?i)did you mean 'dpzero'"),
+  ],
+)
+def test_checks_that_need_no_data_run_before_any_data(
+  monkeypatch, field, value, needle
+):
+  def no_data(config):
+    raise AssertionError("data loaded before the config was checked")
+
+  monkeypatch.setattr(tasks, "get_task", no_data)
+  with pytest.raises((ValueError, KeyError), match=needle):
+    resolved_run.setup(_config(**{field: value}))
+
+
+def test_clip_and_smoothing_are_checked_before_any_data(monkeypatch):
+  monkeypatch.setattr(tasks, "get_task", lambda c: 1 / 0)
+  c = _config()
+  c.estimator_kwargs.clip = 0.0
+  with pytest.raises(ValueError, match="clip must be > 0"):
+    resolved_run.setup(c)
+  c = _config()
+  c.estimator_kwargs.smoothing = -1e-3
+  with pytest.raises(ValueError, match="smoothing must be > 0"):
+    resolved_run.setup(c)
+
+
+def test_a_batch_larger_than_the_data_is_refused_before_the_model(
+  monkeypatch,
+):
+  task = tasks.get_task(_config())
+
+  def no_model(key):
+    raise AssertionError("the model was built before the batch was checked")
+
+  monkeypatch.setattr(task, "init", no_model)
+  with pytest.raises(ValueError, match="larger than the 1438"):
+    resolved_run.setup(_config(expected_batch_size=5000), task=task)
+
+
+def test_the_run_is_frozen_and_inspectable():
+  run = resolved_run.setup(_config(check_per_example=False))
+  assert run.spec.name == "dpzero" and run.plan.is_noised
+  assert run.restored_step == 0 and run.workdir is None
+  text = repr(run)
+  assert "dpzero" in text and len(text) < 5000  # no arrays in the repr
+  with pytest.raises(dataclasses.FrozenInstanceError):
+    run.plan = None  # type: ignore[misc]
+
+
+def test_multisteps_around_an_estimator_is_refused_with_the_supported_way():
+  """``optax.MultiSteps`` would run the estimator on one call in k with that
+  call's batch alone; the runner refuses it by name and says what to use."""
+  assert hasattr(optax, "MultiSteps")
+  for name in preflight.STEP_WRAPPERS:
+    with pytest.raises(ValueError, match="larger expected_batch_size"):
+      preflight.validate(_config(optimizer=name))

@@ -21,7 +21,7 @@ def mezo(
   num_queries: int = 1,
   directions: str = "gaussian",
   direction_key=0,
-  direction_prng: str = "threefry",
+  direction_prng: str = "auto",
 ) -> base.PrivateEstimator:
   """MeZO (Malladi et al. 2023): non-private two-point SPSA, the baseline.
 
@@ -34,7 +34,9 @@ def mezo(
     num_queries: directions per step ``q``.
     directions: a name from :data:`zoprivacy.directions.DIRECTION_NAMES`.
     direction_key: public PRNG key or integer seed of the directions.
-    direction_prng: 'threefry', 'counter', 'rbg' or 'unsafe_rbg' (directions).
+    direction_prng: 'auto' (default: the counter hash, step structure chosen
+      from the parameters, see :func:`zoprivacy.directions.perturbs_leafwise`),
+      'counter', 'threefry', 'rbg' or 'unsafe_rbg' (directions).
 
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
@@ -76,7 +78,7 @@ def dpzero(
   directions: str = "sphere",
   neighboring: str = "add_or_remove",
   direction_key=0,
-  direction_prng: str = "threefry",
+  direction_prng: str = "auto",
   exact_noise: bool = False,
   grid_points: int = 1024,
   insecure_test_noise_seed: int | None = None,
@@ -105,8 +107,11 @@ def dpzero(
     directions: a name from :data:`zoprivacy.directions.DIRECTION_NAMES`.
     neighboring: 'add_or_remove' (default) or 'replace_one'.
     direction_key: PUBLIC PRNG key or integer seed of the directions.
-    direction_prng: 'threefry' (default), 'counter' (fast, see
-      :mod:`zoprivacy.counter_hash`), 'rbg' or 'unsafe_rbg'.
+    direction_prng: 'auto' (default: the counter hash of
+      :mod:`zoprivacy.counter_hash`, the whole tree perturbed at once on a
+      small model or several devices, leaf by leaf otherwise; see
+      ``docs/directions.md``), 'counter' (always leaf by leaf), 'threefry'
+      (the papers' generator), 'rbg' or 'unsafe_rbg'.
     exact_noise: add exact discrete noise to a sum quantized on a grid of
       ``grid_points`` steps per clip (one query, add/remove only; otherwise
       floating-point noise and the plan notes why). Each update then needs

@@ -53,7 +53,9 @@ class TwoPointQuery(NamedTuple):
     ``x - l u`` and the update each fuse the draw, and no full ``u`` is
     ever live; ``scale`` is the key's :meth:`direction_scales` entry.
     Threefry's draw costs several forward passes, so its ``u`` is drawn
-    once and kept.
+    once and kept. The same function for both step structures
+    (:meth:`first_use_directions`), so the update, and its replay, do not
+    depend on the structure.
     """
     leaf_directions = self.leaf_directions(params)
     if leaf_directions is None:
@@ -73,11 +75,21 @@ class TwoPointQuery(NamedTuple):
     by leaf (the counter hash,
     :func:`~zoprivacy.directions.counter_leaf_directions`); ``None`` where
     it is drawn whole."""
-    if self.direction_prng != "counter":
+    if directions_lib.generator(self.direction_prng) != "counter":
       return None
     return lambda k, scale=None: directions_lib.counter_leaf_directions(
       self.directions, k, params, scale
     )
+
+  def first_use_directions(self, params):
+    """:meth:`leaf_directions` where the two passes perturb each leaf at
+    its first use (:func:`~zoprivacy.directions.perturbs_leafwise`: the
+    counter hash, and with ``'auto'`` a model of at least
+    ``LEAFWISE_MIN_PARAMETERS`` on one device); ``None`` where they perturb
+    the whole tree at once."""
+    if not directions_lib.perturbs_leafwise(self.direction_prng, params):
+      return None
+    return self.leaf_directions(params)
 
   def direction_scales(self, params, query_keys):
     """``[q]``: each query key's ``r / ||z||`` for counter-hash sphere
@@ -85,7 +97,7 @@ class TwoPointQuery(NamedTuple):
     the norm pass runs once per query, not once per use of ``u``; ``None``
     for every other direction."""
     if (
-      self.direction_prng != "counter"
+      directions_lib.generator(self.direction_prng) != "counter"
       or self.directions not in directions_lib.SPHERE_RADII
     ):
       return None
@@ -156,10 +168,9 @@ def two_point_scalars(
 
   def one_query(k, scale=None):
     if leaf_directions is None:
+      u = direction(k) if scale is None else direction(k, (), scale)
       return clipping.two_point_scalar(
-        *queries.two_point_losses(
-          args.loss, params, direction(k), smoothing, args.batch
-        ),
+        *queries.two_point_losses(args.loss, params, u, smoothing, args.batch),
         smoothing,
         clip_target,
       )
@@ -261,7 +272,7 @@ def zo_gradient(query: TwoPointQuery, params, args, direction_key, noise_key):
     query_keys,
     noise_key,
     query,
-    query.leaf_directions(params),
+    query.first_use_directions(params),
     scales,
   )
   # The update is a function of the released float32 scalars exactly (XLA

@@ -69,14 +69,17 @@ def _mlp_step_extra(hidden, batch_size, kind):
 def test_generic_step_memory_over_the_forward_pass(kind):
   params, extra = _mlp_step_extra((256, 256, 256), 32, kind)
   param_bytes = sum(v.nbytes for v in jax.tree.leaves(params))
-  # Each leaf of x +- l u is formed where the loss reads it, so the largest
-  # leaf (with the bias read next to it) bounds the extra memory; the
-  # update is written over the donated parameters. The sphere's norm pass
-  # draws a quarter of a leaf at a time (XLA's CPU reduction keeps three
-  # chunk-sized buffers). 8 KiB: a perturbed bias, keys and scalars.
+  # Each leaf of x +- l u is formed where the loss reads it (the x - l u
+  # copy after the x + l u product), so the largest leaf (with the bias
+  # read next to it) bounds the extra memory; the update is written over
+  # the donated parameters. The two passes run side by side, so one
+  # layer's activations of the other pass are live too ([32, 256] float32,
+  # 32 KiB). The sphere's norm pass draws a quarter of a leaf at a time
+  # (XLA's CPU reduction keeps three chunk-sized buffers). 8 KiB: a
+  # perturbed bias, keys and scalars.
   largest = max(v.nbytes for v in jax.tree.leaves(params))
   assert largest < param_bytes / 3
-  assert extra() <= largest + 8192
+  assert extra() <= largest + 32 * 256 * 4 + 8192
 
 
 @pytest.mark.parametrize(
@@ -86,15 +89,17 @@ def test_generic_step_memory_over_the_forward_pass(kind):
 def test_a_large_dense_kernel_is_never_copied_whole(kind, monkeypatch):
   """A 1024 x 1024 kernel (4 MiB, 2^20 elements) read by one ``x @ W`` is
   perturbed in blocks of 2^18 elements inside the product: the step's
-  compiled peak over the forward pass is then about half that kernel (two
-  1 MiB blocks and small buffers), against more than the whole kernel when
-  the perturbed leaf is formed whole. (The sphere, slow: the same blocks.)"""
+  compiled peak over the forward pass is then under the kernel (each
+  block drawn once and perturbed for both passes side by side: the two
+  perturbed 1 MiB blocks and small buffers; 3.2 MiB measured), against
+  more than the whole kernel when the perturbed leaf is formed whole. (The
+  sphere, slow: the same blocks.)"""
   from zoprivacy import queries  # pylint: disable=g-import-not-at-top
 
   params, extra = _mlp_step_extra((1024, 1024), 16, kind)
   largest = max(v.nbytes for v in jax.tree.leaves(params))
   assert largest == 4 * 2**20
-  assert extra() <= 0.6 * largest  # 2.08 MiB measured (gaussian)
+  assert extra() <= 0.85 * largest  # 3.22 MiB measured (gaussian)
   monkeypatch.setattr(queries, "DOT_BLOCK_MIN_ELEMENTS", 2**40)
   jax.clear_caches()  # traces are cached per function
   assert extra() >= largest
@@ -118,10 +123,11 @@ def test_key_after_keeps_the_key_and_the_direction():
 
 def test_the_blockwise_sum_is_not_started_from_a_copied_zeros():
   """At batch 256 the blockwise product's output, ``[256, 1024]``, is as
-  large as a block (1 MiB). The sum starts from the first block's product
-  and is added into in place: a perturbed block, the next block's product
-  and the running sum, 3 MiB over the forward pass (3.25 measured). Started
-  from zeros, XLA copies the zeros (one constant shared by both passes'
-  loops) into each loop first: 4.25 MiB."""
+  large as a block (1 MiB). Each sum starts from the first block's product
+  and is added into in place: per pass a perturbed block, the next block's
+  product and the running sum, 6 MiB over the forward pass for the two
+  passes side by side (6.5 measured). Started from zeros, XLA copies the
+  zeros (one constant shared by the loops) into each loop first (1 MiB
+  more, measured when the passes ran one after the other)."""
   _, extra = _mlp_step_extra((1024, 1024), 256, "gaussian")
-  assert extra() <= 3.5 * 2**20
+  assert extra() <= 7 * 2**20

@@ -174,22 +174,20 @@ def two_point_scalars(
         smoothing,
         clip_target,
       )
-    # MeZO's layer-by-layer perturbation: each leaf of x + l u is formed
-    # where the loss first reads it, and the x - l u pass starts after
-    # f(x + l u); one layer's perturbed copy is live at a time.
+    # MeZO's layer-by-layer perturbation, both points side by side: each
+    # leaf of x + l u and x - l u is formed where the loss first reads it,
+    # from one draw of u (a large kernel's row blocks inside its products);
+    # one layer's perturbed copies are live at a time.
     leaf_u = leaf_directions(k, scale)
 
-    def losses_at(scale, after):
-      def perturb_leaf(i, leaf, after, start=0):
-        u = leaf_u(i, after, start=start, shape=jnp.shape(leaf))
-        return leaf + (scale * u).astype(leaf.dtype)
+    def perturb_both(i, leaf, after, lanes, start=0):
+      u = leaf_u(i, after, start=start, shape=jnp.shape(leaf))
+      signs = (smoothing, -smoothing)
+      return tuple(leaf + (signs[k] * u).astype(leaf.dtype) for k in lanes)
 
-      return queries.loss_perturbed_at_first_use(
-        args.loss, params, args.batch, perturb_leaf, after
-      )
-
-    f_plus = losses_at(smoothing, ())
-    f_minus = losses_at(-smoothing, f_plus)
+    f_plus, f_minus = queries.losses_perturbed_at_first_use(
+      args.loss, params, args.batch, perturb_both
+    )
     return clipping.two_point_scalar(f_plus, f_minus, smoothing, clip_target)
 
   if query_keys.shape[0] == 1:

@@ -90,7 +90,9 @@ def two_point_losses(
 # On one device, a dense kernel of at least DOT_BLOCK_MIN_ELEMENTS, read
 # only by one ``x @ W`` (a ``dot_general`` contracting its first axis), is
 # perturbed block by block of rows inside that product: blocks of at most
-# DOT_BLOCK_ELEMENTS (1 MiB of float32). Not with several devices: there the
+# DOT_BLOCK_ELEMENTS (1 MiB of float32) per pass evaluated side by side (a
+# block is drawn once and perturbed for each pass, so two passes take
+# blocks of half that and hold what one pass held). Not with several devices: there the
 # kernel may be sharded (FSDP), and XLA would gather a row block's whole
 # kernel onto every device (8 devices, wide MLP: 3.7 -> 22.4 MiB each).
 DOT_BLOCK_MIN_ELEMENTS = 2**20
@@ -102,7 +104,7 @@ def _is_pending(v, pending) -> bool:
   return not isinstance(v, jax_core.Literal) and v in pending
 
 
-def _dot_rows_per_block(eqn, pending, leaves, uses):
+def _dot_rows_per_block(eqn, pending, leaves, uses, passes):
   """``(i, rows per block)`` for the blockwise ``x @ (W + l U)`` of
   ``eqn``, or ``None`` where it does not apply: ``W`` an unperturbed
   float32 matrix leaf ``i``, the product's right operand (the left one not
@@ -135,7 +137,7 @@ def _dot_rows_per_block(eqn, pending, leaves, uses):
   ):
     return None
   rows, cols = leaf.shape
-  most = max(1, DOT_BLOCK_ELEMENTS // cols)
+  most = max(1, DOT_BLOCK_ELEMENTS // passes // cols)
   block = max(r for r in range(1, min(rows, most) + 1) if rows % r == 0)
   return (i, block) if rows // block <= _MAX_DOT_BLOCKS else None
 
@@ -278,7 +280,7 @@ def losses_perturbed_at_first_use(
         env[v] = _Lanes(perturb_lanes(i, leaves[i], after, range(passes)))
 
   for eqn in jaxpr.eqns:
-    blocked = _dot_rows_per_block(eqn, pending, leaves, uses)
+    blocked = _dot_rows_per_block(eqn, pending, leaves, uses, passes)
     if blocked is not None:  # x @ W, with W perturbed in blocks inside it
       i, block = blocked
       del pending[eqn.invars[1]]

@@ -180,8 +180,15 @@ def test_auto_structure_rule():
   large = {"w": jax.ShapeDtypeStruct((64, 1024), jnp.float32)}
   assert directions.LEAFWISE_MIN_PARAMETERS == 64 * 1024
   assert not directions.perturbs_leafwise("auto", small)
-  assert directions.perturbs_leafwise("auto", large)  # one device here
+  assert directions.perturbs_leafwise("auto", large)  # one CPU device here
   # Explicit overrides keep their structure at every size.
   assert directions.perturbs_leafwise("counter", small)
   assert not directions.perturbs_leafwise("threefry", large)
   assert not directions.perturbs_leafwise("rbg", large)
+
+
+def test_auto_perturbs_the_whole_tree_on_an_accelerator(monkeypatch):
+  large = {"w": jax.ShapeDtypeStruct((64, 1024), jnp.float32)}
+  monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+  assert not directions.perturbs_leafwise("auto", large)
+  assert directions.perturbs_leafwise("counter", large)

@@ -9,12 +9,18 @@ and optimizer state donated; min and median of interleaved calls after two
 warm-up calls; calls over 1 s are sampled 3 times) and reads its compiled
 peak memory (arguments + outputs + temporaries - aliased) for:
 
-* ``dpzero``: zoprivacy's DPZero (Zhang et al. 2024, Alg. 2), Gaussian
-  directions with the threefry PRNG (default) and with ``counter``;
+* ``dpzero (default)``: zoprivacy's DPZero (Zhang et al. 2024, Alg. 2) as
+  a user gets it with no direction option (sphere directions,
+  ``direction_prng='auto'``), first, the base of every ratio; then
+  Gaussian directions with the threefry PRNG and with ``counter``;
 * ``dp_sgd ghost`` / ``dp_sgd explicit``: zoprivacy's DP-SGD with ghost
   clipping and with materialized per-example gradients;
 * ``optax dpsgd``: ``optax.contrib.dpsgd`` on ``vmap(grad)``;
 * ``jax_privacy``: jax_privacy 2.x ``clipped_grad`` + Gaussian privatizer;
+* ``opacus ghost``: Opacus' ghost clipping (``grad_sample_mode="ghost"``,
+  ``peers/opacus_ghost.py``) on the torch twin of the CNN or MLP, torch
+  CPU with as many threads as this machine has cores (what XLA uses), the
+  best first-order peer; optional (``pip install opacus``);
 * ``torch dpzero``: the PyTorch port of the reference DPZero step at one
   thread (``benchmarks/peers/torch_dpzero.py``; the MiniLM classifier's
   twin is ``torch_bert.py``, the same logits), timed in the same
@@ -52,6 +58,8 @@ sys.path.insert(0, os.path.join(HERE, "peers"))
 import jax_steps  # noqa: E402
 from minilm_config import MINILM_L6_CONFIG  # noqa: E402
 from report import (  # noqa: E402
+  DEFAULT,
+  OPACUS,
   ORDER,
   TORCH,
   TORCH_CUDA,
@@ -130,7 +138,14 @@ def dpzero_estimator(prng, batch_size):
 
 def jax_methods(batched_loss, params, batch_size, jax_privacy_microbatch=8):
   """``{name: (step, state)}`` for every JAX implementation (module doc)."""
-  methods = {}
+  methods = {
+    DEFAULT: zoprivacy.dpzero(
+      clip=CLIP,
+      noise_multiplier=SIGMA,
+      smoothing=SMOOTHING,
+      expected_batch_size=batch_size,
+    )
+  }
   for prng in ("threefry", "counter"):
     methods[f"dpzero ({prng})"] = dpzero_estimator(prng, batch_size)
   for mode in ("ghost", "explicit"):
@@ -249,10 +264,26 @@ def bench(task, torch_twin, batch_size, reps, max_run_bytes, microbatch):
     memory[name] = torch_memory(torch_twin, batch_size, device)
   elif torch_twin:
     not_run[TORCH] = "torch not installed"
+  if torch_twin and torch_twin[0] in ("mlp", "cnn"):
+    opacus_call = opacus_ghost_call(torch_twin[0], batch_size)
+    if opacus_call is None:
+      not_run[OPACUS] = "opacus not installed"
+    else:
+      fns[f"{OPACUS} ({os.cpu_count()} threads)"] = opacus_call
   times = min_median_round_robin(fns, reps)
   num_params = sum(v.size for v in jax.tree.leaves(params))
   param_bytes = sum(v.nbytes for v in jax.tree.leaves(params))
   return num_params, param_bytes, times, memory, not_run
+
+
+def opacus_ghost_call(model_name, batch_size):
+  """Opacus' ghost-clipping step at ``os.cpu_count()`` threads, or None
+  without torch or opacus."""
+  if optional("torch") is None or optional("opacus") is None:
+    return None
+  import opacus_ghost  # pylint: disable=g-import-not-at-top
+
+  return opacus_ghost.threaded_call(model_name, batch_size, os.cpu_count())
 
 
 # The one-core comparison times both direction generators against torch.
@@ -366,6 +397,15 @@ def main():
   parser.add_argument("--minilm-length", type=int, default=64)
   parser.add_argument("--skip-minilm", action="store_true")
   parser.add_argument(
+    "--models",
+    default="digits CNN,wide MLP",
+    help="comma-separated image models (digits CNN, wide MLP)",
+  )
+  parser.add_argument("--batch-sizes", default="64,256")
+  parser.add_argument(
+    "--skip-one-core", action="store_true", help="no one-core table"
+  )
+  parser.add_argument(
     "--minilm-weights",
     choices=("pretrained", "random"),
     default="pretrained",
@@ -395,6 +435,12 @@ def main():
     flags += " --minilm-weights random"
   if args.max_run_gib != parser.get_default("max_run_gib"):
     flags += f" --max-run-gib {args.max_run_gib:g}"
+  for name in ("models", "batch_sizes"):
+    if getattr(args, name) != parser.get_default(name):
+      flags += f" --{name.replace('_', '-')} '{getattr(args, name)}'"
+  for name in ("skip_minilm", "skip_one_core"):
+    if getattr(args, name):
+      flags += f" --{name.replace('_', '-')}"
   lines = [
     "# One private training step: zoprivacy DPZero vs first-order DP peers",
     "",
@@ -406,15 +452,20 @@ def main():
     "warm-up calls (calls over 1 s: 3 calls); parameters and optimizer "
     "state donated. Peak: compiled arguments + outputs + temporaries - "
     "aliased (JAX); parameters + batch + resident growth over one step "
-    "(torch). Clip 1, noise multiplier 1, SGD lr 1e-3, Gaussian directions.",
+    "(torch). Clip 1, noise multiplier 1, SGD lr 1e-3; the default row is "
+    "dpzero with no direction option (sphere, 'auto'), the other dpzero "
+    "rows Gaussian directions.",
     "",
   ]
   results = {}
   max_run = args.max_run_gib * 2**30
+  chosen = args.models.split(",")
   for label, model, shape, torch_twin in settings(
     not args.skip_minilm, args.minilm_length, args.minilm_weights
   ):
-    for batch_size in (64, 256):
+    if model is not None and label not in chosen:
+      continue
+    for batch_size in map(int, args.batch_sizes.split(",")):
       if model is None:
         task = minilm_task(batch_size, args.minilm_length, args.minilm_weights)
       else:
@@ -435,7 +486,7 @@ def main():
   lines += target_lines(results)
   if optional("torch") is None:
     lines += ["torch is not installed: no torch lines, no one-core table.", ""]
-  elif device.platform == "cpu":  # core for core: a CPU comparison
+  elif device.platform == "cpu" and not args.skip_one_core:  # core for core
     lines += one_core_section(reps)
   print("\n".join(lines[-20:]), flush=True)
   write_report(args.out, lines)

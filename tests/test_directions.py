@@ -160,3 +160,35 @@ def test_counter_leaf_directions_equal_the_whole_tree_draw(name):
     np.testing.assert_allclose(
       np.asarray(got, np.float32), np.asarray(want, np.float32), rtol=1e-6
     )
+
+
+@pytest.mark.parametrize("name", ["gaussian", "sphere", "sphere_quarter"])
+def test_auto_draws_are_the_counter_draws(name):
+  # The default generator is a choice of step structure only: its draws
+  # are the counter hash's, bit for bit, at every size.
+  key = jax.random.key(5)
+  auto = jax.jit(directions.get_sampler(name, prng="auto"))(key, PARAMS)
+  counter = jax.jit(directions.get_sampler(name, prng="counter"))(key, PARAMS)
+  for a, c in zip(jax.tree.leaves(auto), jax.tree.leaves(counter)):
+    assert np.asarray(a).tobytes() == np.asarray(c).tobytes()
+  assert directions.generator("auto") == "counter"
+  assert directions.generator("threefry") == "threefry"
+
+
+def test_auto_structure_rule():
+  small = {"w": jax.ShapeDtypeStruct((64, 1023), jnp.float32)}
+  large = {"w": jax.ShapeDtypeStruct((64, 1024), jnp.float32)}
+  assert directions.LEAFWISE_MIN_PARAMETERS == 64 * 1024
+  assert not directions.perturbs_leafwise("auto", small)
+  assert directions.perturbs_leafwise("auto", large)  # one CPU device here
+  # Explicit overrides keep their structure at every size.
+  assert directions.perturbs_leafwise("counter", small)
+  assert not directions.perturbs_leafwise("threefry", large)
+  assert not directions.perturbs_leafwise("rbg", large)
+
+
+def test_auto_perturbs_the_whole_tree_on_an_accelerator(monkeypatch):
+  large = {"w": jax.ShapeDtypeStruct((64, 1024), jnp.float32)}
+  monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+  assert not directions.perturbs_leafwise("auto", large)
+  assert directions.perturbs_leafwise("counter", large)

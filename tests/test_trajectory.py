@@ -13,6 +13,7 @@ import pytest
 import zoprivacy
 from configs import default
 from experiments import train, trajectory_log
+from zoprivacy import directions as directions_lib
 from zoprivacy import trajectory
 from zoprivacy.privacy import randomness
 
@@ -46,7 +47,7 @@ def _estimator(name, num_queries, **directions):
 def _train(name, optimizer, num_steps, num_queries=1, **directions):
   """A jitted training run that logs every step; returns (params, log,
   final optimizer state). ``directions``: ``directions=`` and
-  ``direction_prng=`` of the estimator (default Gaussian, threefry)."""
+  ``direction_prng=`` of the estimator (default Gaussian, 'auto')."""
   tx = optax.chain(_estimator(name, num_queries, **directions), optimizer)
   opt_state = tx.init(PARAMS)
 
@@ -107,6 +108,62 @@ def test_counter_sphere_replay_is_bit_identical(num_queries):
   replayed, _ = trajectory.replay(PARAMS, log, optax.sgd(0.05))
   _assert_bit_identical(trained, replayed)
   assert float(jnp.abs(trained["w"]).max()) > 1e-3
+
+
+def _default_run(params, features, num_steps):
+  """``num_steps`` of dpzero with no direction option (its defaults: sphere
+  directions, ``direction_prng='auto'``), logged; returns (params, log)."""
+  rng = np.random.default_rng(1)
+  x = jnp.asarray(rng.normal(size=(64, features)), jnp.float32)
+  kw = dict(
+    clip=1.0,
+    noise_multiplier=1.0,
+    smoothing=1e-3,
+    expected_batch_size=32,
+    dataset_size=64,
+    insecure_test_noise_seed=1,
+  )
+  tx = optax.chain(zoprivacy.dpzero(**kw), optax.sgd(0.05))
+  opt_state = tx.init(params)
+
+  @jax.jit
+  def step(p, s):
+    zeros = jax.tree.map(jnp.zeros_like, p)
+    u, s = tx.update(zeros, s, p, batched_loss=_loss, batch=(x, Y))
+    return optax.apply_updates(p, u), s
+
+  logger = trajectory.TrajectoryLogger(
+    estimator="dpzero", estimator_kwargs=kw, params=params
+  )
+  for _ in range(num_steps):
+    params, opt_state = step(params, opt_state)
+    logger.append(opt_state)
+  return params, logger.log()
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize(
+  "features, width, leafwise",
+  [(10, 3, False), (64, 1024, True)],  # 33 and 66,560 parameters
+  ids=["whole-tree", "leaf-by-leaf"],
+)
+def test_default_run_is_deterministic_recorded_and_replays_bit_identically(
+  features, width, leafwise
+):
+  params = {"w": jnp.zeros((features, width)), "b": jnp.zeros(width)}
+  # The default's choice is a function of the shapes (and device count).
+  assert directions_lib.perturbs_leafwise("auto", params) is leafwise
+  trained, log = _default_run(params, features, 30)
+  again, log_again = _default_run(params, features, 30)
+  assert log.to_bytes() == log_again.to_bytes()  # deterministic
+  _assert_bit_identical(trained, again)
+  # The log records the generator that was chosen, not 'auto'.
+  assert log.header["direction_prng"] == "counter"
+  assert log.header["directions"] == "sphere"
+  loaded = trajectory.TrajectoryLog.from_bytes(log.to_bytes())
+  replayed, _ = trajectory.replay(params, loaded, optax.sgd(0.05))
+  _assert_bit_identical(trained, replayed)
+  assert float(jnp.abs(trained["w"]).max()) > 1e-4
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")

@@ -50,6 +50,7 @@ _EXPORTS = {
   "ExactNoiseSource": "zoprivacy.privacy",
   "PrivacyPlan": "zoprivacy.privacy",
   "find_plan": "zoprivacy.privacy",
+  "make_step": "zoprivacy.training_step",
 }
 
 __all__ = sorted(

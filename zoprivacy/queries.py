@@ -90,7 +90,9 @@ def two_point_losses(
 # On one device, a dense kernel of at least DOT_BLOCK_MIN_ELEMENTS, read
 # only by one ``x @ W`` (a ``dot_general`` contracting its first axis), is
 # perturbed block by block of rows inside that product: blocks of at most
-# DOT_BLOCK_ELEMENTS (1 MiB of float32). Not with several devices: there the
+# DOT_BLOCK_ELEMENTS (1 MiB of float32) per pass evaluated side by side (a
+# block is drawn once and perturbed for each pass, so two passes take
+# blocks of half that and hold what one pass held). Not with several devices: there the
 # kernel may be sharded (FSDP), and XLA would gather a row block's whole
 # kernel onto every device (8 devices, wide MLP: 3.7 -> 22.4 MiB each).
 DOT_BLOCK_MIN_ELEMENTS = 2**20
@@ -102,7 +104,7 @@ def _is_pending(v, pending) -> bool:
   return not isinstance(v, jax_core.Literal) and v in pending
 
 
-def _dot_rows_per_block(eqn, pending, leaves, uses):
+def _dot_rows_per_block(eqn, pending, leaves, uses, passes):
   """``(i, rows per block)`` for the blockwise ``x @ (W + l U)`` of
   ``eqn``, or ``None`` where it does not apply: ``W`` an unperturbed
   float32 matrix leaf ``i``, the product's right operand (the left one not
@@ -135,35 +137,59 @@ def _dot_rows_per_block(eqn, pending, leaves, uses):
   ):
     return None
   rows, cols = leaf.shape
-  most = max(1, DOT_BLOCK_ELEMENTS // cols)
+  most = max(1, DOT_BLOCK_ELEMENTS // passes // cols)
   block = max(r for r in range(1, min(rows, most) + 1) if rows % r == 0)
   return (i, block) if rows // block <= _MAX_DOT_BLOCKS else None
 
 
-def _blockwise_perturbed_dot(eqn, lhs, leaf, i, perturb_leaf, after, block):
-  """``dot_general(lhs, W + l U)`` as a sum over blocks of ``block`` rows of
-  ``W``: each block of ``W + l U`` (``perturb_leaf(i, rows, after,
-  start=...)``) lives only inside its product, so no perturbed copy of the
+class _Lanes(tuple):
+  """One value per pass (``x + l u`` and ``x - l u``) of a value that
+  depends on the perturbed parameters; any other value is shared."""
+
+
+def _lane(value, k):
+  return value[k] if isinstance(value, _Lanes) else value
+
+
+def _blockwise_perturbed_dot(
+  eqn, lhs, leaf, i, perturb_lanes, after, block, passes
+):
+  """``dot_general(lhs, W + l U)`` for each pass as a sum over blocks of
+  ``block`` rows of ``W``: each block of every pass's ``W + l U``
+  (``perturb_lanes(i, rows, after, start=...)``, one draw of ``U`` for all
+  passes) lives only inside its products, so no perturbed copy of the
   kernel is formed (the sum runs in another order: float rounding)."""
   (lhs_contract,), _ = eqn.params["dimension_numbers"][0]
-  lhs = jnp.moveaxis(lhs, lhs_contract, -1)
+  ndim = jnp.ndim(_lane(lhs, 0))
+  moved = [jnp.moveaxis(_lane(lhs, k), lhs_contract, -1) for k in range(passes)]
   cols = leaf.shape[1]
   params = dict(eqn.params)
-  params["dimension_numbers"] = (((lhs.ndim - 1,), (0,)), ((), ()))
+  params["dimension_numbers"] = (((ndim - 1,), (0,)), ((), ()))
 
-  def product(j):
+  def products(j):
     first = j * block
     rows = jax.lax.dynamic_slice_in_dim(leaf, first, block, 0)
-    rows = perturb_leaf(i, rows, after, start=first * cols)
-    x = jax.lax.dynamic_slice_in_dim(lhs, first, block, lhs.ndim - 1)
-    return eqn.primitive.bind(x, rows, **params)
+    lanes = perturb_lanes(i, rows, after, range(passes), start=first * cols)
+    return tuple(
+      eqn.primitive.bind(
+        jax.lax.dynamic_slice_in_dim(moved[k], first, block, ndim - 1),
+        rows_k,
+        **params,
+      )
+      for k, rows_k in enumerate(lanes)
+    )
 
-  # The first block's product starts the sum: a buffer of its own that the
-  # loop adds into in place. A zeros start would be one constant shared by
-  # the loops of both passes, and each loop would copy it first (wide MLP,
-  # batch 256: a compiled peak of 24.6 MiB against 28.5).
-  return jax.lax.fori_loop(
-    1, leaf.shape[0] // block, lambda j, total: total + product(j), product(0)
+  # The first block's products start the sums: buffers of their own that
+  # the loop adds into in place. A zeros start would be one constant shared
+  # by the loops, and each loop would copy it first (wide MLP, batch 256: a
+  # compiled peak of 24.6 MiB against 28.5).
+  return _Lanes(
+    jax.lax.fori_loop(
+      1,
+      leaf.shape[0] // block,
+      lambda j, totals: tuple(t + p for t, p in zip(totals, products(j))),
+      products(0),
+    )
   )
 
 
@@ -171,25 +197,58 @@ def loss_perturbed_at_first_use(
   loss: BatchedLoss, params, batch, perturb_leaf: Callable, after=()
 ) -> jax.Array:
   """``loss(x + l u, batch)`` with each leaf of ``x + l u`` formed just
-  before the loss first uses it (MeZO's layer-by-layer perturbation, for
-  any loss written in JAX).
+  before the loss first uses it: :func:`losses_perturbed_at_first_use`
+  with one pass, ``perturb_leaf(i, leaf, after, start=0)`` returning flat
+  leaf ``i`` (or its rows from flat element ``start`` on) perturbed."""
+  return losses_perturbed_at_first_use(
+    loss,
+    params,
+    batch,
+    lambda i, leaf, after, lanes, **start: (
+      perturb_leaf(i, leaf, after, **start),
+    ),
+    after,
+    passes=1,
+  )[0]
 
-  ``perturb_leaf(i, leaf, after)`` returns flattened leaf ``i`` perturbed,
-  computed after the values ``after`` (it draws its ``u`` from a key made
-  with :func:`~zoprivacy.directions.key_after`). The loss's jaxpr is
-  evaluated equation by equation; at an equation that reads parameter
-  leaves still unperturbed, those leaves are perturbed after the outputs of
-  the previous equation that read parameters. Each perturbed leaf then
-  lives from just before its first use to its last, so one layer's copy is
-  live rather than the whole perturbed tree. The values are those of
-  ``loss(perturb(params, u, l), batch)``: the same operations, which XLA
-  may fuse differently (float rounding only).
+
+def losses_perturbed_at_first_use(
+  loss: BatchedLoss,
+  params,
+  batch,
+  perturb_lanes: Callable,
+  after=(),
+  *,
+  passes: int = 2,
+) -> tuple[jax.Array, ...]:
+  """``loss`` at ``passes`` perturbations of the parameters (the two
+  points ``x + l u`` and ``x - l u``), evaluated side by side, each leaf of
+  each perturbation formed just before the loss first uses it (MeZO's
+  layer-by-layer perturbation, for any loss written in JAX).
+
+  ``perturb_lanes(i, leaf, after, lanes, start=0)`` returns a perturbed
+  copy of flattened leaf ``i`` for each pass in ``lanes``, computed after
+  the values ``after`` (it draws its ``u`` once, from a key made with
+  :func:`~zoprivacy.directions.key_after`, for all of them). A leaf is
+  formed for each pass just before that pass's first use, after the
+  previous pass's outputs of the same equation (one copy live where that
+  equation is its last use).
+  The loss's jaxpr is evaluated equation by equation: an equation that
+  reads no perturbed value (the batch's own preprocessing) runs once and is
+  shared; one that does runs once per pass. At an equation that reads
+  parameter leaves still unperturbed, those leaves are perturbed after the
+  outputs of the previous equation that read parameters, so each
+  perturbed leaf lives from just before its first use to its last and one
+  layer's copies are live rather than whole perturbed trees. The values
+  are those of ``loss(perturb(params, u, +-l), batch)``: the same
+  operations, which XLA may fuse differently (float rounding only).
   Leaves read first inside a nested call (a ``jax.jit`` within the loss)
   are perturbed before that call. A large dense kernel read only by one
   ``x @ W`` is perturbed block by block inside that product
-  (:data:`DOT_BLOCK_MIN_ELEMENTS`), so not even its copy is formed:
-  ``perturb_leaf(i, rows, after, start=s)`` then perturbs the rows of leaf
-  ``i`` from flat element ``s`` on.
+  (:data:`DOT_BLOCK_MIN_ELEMENTS`), one draw of each block for all
+  passes, so not even its copies are formed: ``perturb_lanes(i, rows,
+  after, lanes, start=s)`` then perturbs the rows of leaf ``i`` from flat element
+  ``s`` on.
   """
   leaves, treedef = jax.tree.flatten(params)
   batch_leaves, batch_def = jax.tree.flatten(batch)
@@ -218,37 +277,81 @@ def loss_perturbed_at_first_use(
     for v in variables:
       if _is_pending(v, pending):
         i = pending.pop(v)
-        env[v] = perturb_leaf(i, leaves[i], after)
+        env[v] = _Lanes(perturb_lanes(i, leaves[i], after, range(passes)))
 
   for eqn in jaxpr.eqns:
-    reads_params = any(_is_pending(v, pending) for v in eqn.invars)
-    blocked = _dot_rows_per_block(eqn, pending, leaves, uses)
+    blocked = _dot_rows_per_block(eqn, pending, leaves, uses, passes)
     if blocked is not None:  # x @ W, with W perturbed in blocks inside it
       i, block = blocked
       del pending[eqn.invars[1]]
       out = _blockwise_perturbed_dot(
-        eqn, read(eqn.invars[0]), leaves[i], i, perturb_leaf, after, block
+        eqn,
+        read(eqn.invars[0]),
+        leaves[i],
+        i,
+        perturb_lanes,
+        after,
+        block,
+        passes,
       )
       env[eqn.outvars[0]] = out
-      after = [out]
+      after = list(out)
       continue
-    perturb_pending(eqn.invars, after)
-    bind_params = eqn.primitive.get_bind_params(eqn.params)
-    subfuns = []
-    if isinstance(bind_params, tuple):  # jax < 0.7: (subfuns, params)
-      subfuns, bind_params = bind_params
-    with eqn.ctx.manager:
-      outs = eqn.primitive.bind(*subfuns, *map(read, eqn.invars), **bind_params)
-    if not eqn.primitive.multiple_results:
-      outs = [outs]
-    env.update(zip(eqn.outvars, outs))  # as jax's eval_jaxpr (DropVars too)
-    floats = [o for o in outs if jnp.issubdtype(o.dtype, jnp.floating)]
-    if reads_params and floats:
-      after = floats
+    fresh = []
+    for v in eqn.invars:
+      if _is_pending(v, pending) and v not in fresh:
+        fresh.append(v)
+    if not fresh:
+      outs = _bind_per_pass(eqn, [read(v) for v in eqn.invars], passes)
+      env.update(zip(eqn.outvars, outs))  # as eval_jaxpr (DropVars too)
+      continue
+    # The pass-k copy of each fresh leaf is formed after pass k-1's
+    # outputs of this equation, so one copy is live where the equation is
+    # its last use.
+    copies = {v: [] for v in fresh}
+    per_pass = []
+    for k in range(passes):
+      for v in fresh:
+        i = pending[v]
+        copies[v] += perturb_lanes(i, leaves[i], after, (k,))
+      values = [
+        copies[v][k] if v in copies else _lane(read(v), k) for v in eqn.invars
+      ]
+      per_pass.append(_bind(eqn, values))
+      floats = [
+        o for o in per_pass[-1] if jnp.issubdtype(o.dtype, jnp.floating)
+      ]
+      after = floats or after
+    for v in fresh:
+      del pending[v]
+      env[v] = _Lanes(copies[v])
+    env.update(zip(eqn.outvars, [_Lanes(o) for o in zip(*per_pass)]))
   perturb_pending(jaxpr.outvars, after)
-  return jax.tree.unflatten(
-    jax.tree.structure(out_shape), [read(v) for v in jaxpr.outvars]
+  out_tree = jax.tree.structure(out_shape)
+  return tuple(
+    jax.tree.unflatten(out_tree, [_lane(read(v), k) for v in jaxpr.outvars])
+    for k in range(passes)
   )
+
+
+def _bind(eqn, values):
+  """The outputs (a list) of ``eqn`` on ``values``."""
+  bind_params = eqn.primitive.get_bind_params(eqn.params)
+  subfuns = []
+  if isinstance(bind_params, tuple):  # jax < 0.7: (subfuns, params)
+    subfuns, bind_params = bind_params
+  with eqn.ctx.manager:
+    outs = eqn.primitive.bind(*subfuns, *values, **bind_params)
+  return outs if eqn.primitive.multiple_results else [outs]
+
+
+def _bind_per_pass(eqn, values, passes):
+  """``eqn`` on ``values``: once if none is per pass, else once per pass
+  (outputs per pass)."""
+  if not any(isinstance(x, _Lanes) for x in values):
+    return _bind(eqn, values)
+  per_pass = [_bind(eqn, [_lane(x, k) for x in values]) for k in range(passes)]
+  return [_Lanes(outs) for outs in zip(*per_pass)]
 
 
 def per_example_gradients(args, params, batch=None):

@@ -48,6 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from zoprivacy import directions as directions_lib
 from zoprivacy.estimators import base, registry, two_point
 
 FORMAT_VERSION = 1
@@ -106,7 +107,10 @@ def public_direction_hyperparameters(
   values.update(dict(estimator_kwargs or {}))
   return {
     "directions": str(values["directions"]),
-    "direction_prng": str(values["direction_prng"]),
+    # What draws u: 'auto' is recorded as the generator it chose (the
+    # counter hash), so that a replay regenerates the same u whatever a
+    # later version's default is.
+    "direction_prng": directions_lib.generator(str(values["direction_prng"])),
     "num_queries": int(values["num_queries"]),
   }
 

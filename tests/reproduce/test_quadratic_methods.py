@@ -57,7 +57,10 @@ def test_dpzero_matches_estimator(clip):
     direction_key=7,
   )
   grad, dir_key, noise_key = _estimator_grad(est, x, loss, data)
-  u = directions.sphere(jax.random.split(dir_key, 1)[0], x, "sqrt_dim")
+  # dpzero draws with its default generator ('auto': the counter hash).
+  u = directions.sphere(
+    jax.random.split(dir_key, 1)[0], x, "sqrt_dim", prng="auto"
+  )
   proj = problem.centred @ (problem.a * u)
   r = (x - problem.train_mean)[None]
   ours = quadratic_grid.zeroth_order_grads(

@@ -21,7 +21,7 @@ def mezo(
   num_queries: int = 1,
   directions: str = "gaussian",
   direction_key=0,
-  direction_prng: str = "threefry",
+  direction_prng: str = "auto",
 ) -> base.PrivateEstimator:
   """MeZO (Malladi et al. 2023): non-private two-point SPSA, the baseline.
 
@@ -34,7 +34,9 @@ def mezo(
     num_queries: directions per step ``q``.
     directions: a name from :data:`zoprivacy.directions.DIRECTION_NAMES`.
     direction_key: public PRNG key or integer seed of the directions.
-    direction_prng: 'threefry', 'counter', 'rbg' or 'unsafe_rbg' (directions).
+    direction_prng: 'auto' (default: the counter hash, step structure chosen
+      from the parameters, see :func:`zoprivacy.directions.perturbs_leafwise`),
+      'counter', 'threefry', 'rbg' or 'unsafe_rbg' (directions).
 
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
@@ -76,7 +78,7 @@ def dpzero(
   directions: str = "sphere",
   neighboring: str = "add_or_remove",
   direction_key=0,
-  direction_prng: str = "threefry",
+  direction_prng: str = "auto",
   noise: str = "exact",
   grid_points: int = 1024,
   exact_noise: bool | None = None,
@@ -106,8 +108,11 @@ def dpzero(
     directions: a name from :data:`zoprivacy.directions.DIRECTION_NAMES`.
     neighboring: 'add_or_remove' (default) or 'replace_one'.
     direction_key: PUBLIC PRNG key or integer seed of the directions.
-    direction_prng: 'threefry' (default), 'counter' (fast, see
-      :mod:`zoprivacy.counter_hash`), 'rbg' or 'unsafe_rbg'.
+    direction_prng: 'auto' (default: the counter hash of
+      :mod:`zoprivacy.counter_hash`, the whole tree perturbed at once on a
+      small model or several devices, leaf by leaf otherwise; see
+      ``docs/directions.md``), 'counter' (always leaf by leaf), 'threefry'
+      (the papers' generator), 'rbg' or 'unsafe_rbg'.
     noise: 'exact' (the default): exact discrete noise on the sum of the
       scalars quantized on a grid of ``grid_points`` steps per clip; the
       update draws it on the host by itself (or takes the extra argument

@@ -53,7 +53,9 @@ class TwoPointQuery(NamedTuple):
     ``x - l u`` and the update each fuse the draw, and no full ``u`` is
     ever live; ``scale`` is the key's :meth:`direction_scales` entry.
     Threefry's draw costs several forward passes, so its ``u`` is drawn
-    once and kept.
+    once and kept. The same function for both step structures
+    (:meth:`first_use_directions`), so the update, and its replay, do not
+    depend on the structure.
     """
     leaf_directions = self.leaf_directions(params)
     if leaf_directions is None:
@@ -73,11 +75,21 @@ class TwoPointQuery(NamedTuple):
     by leaf (the counter hash,
     :func:`~zoprivacy.directions.counter_leaf_directions`); ``None`` where
     it is drawn whole."""
-    if self.direction_prng != "counter":
+    if directions_lib.generator(self.direction_prng) != "counter":
       return None
     return lambda k, scale=None: directions_lib.counter_leaf_directions(
       self.directions, k, params, scale
     )
+
+  def first_use_directions(self, params):
+    """:meth:`leaf_directions` where the two passes perturb each leaf at
+    its first use (:func:`~zoprivacy.directions.perturbs_leafwise`: the
+    counter hash, and with ``'auto'`` a model of at least
+    ``LEAFWISE_MIN_PARAMETERS`` on one device); ``None`` where they perturb
+    the whole tree at once."""
+    if not directions_lib.perturbs_leafwise(self.direction_prng, params):
+      return None
+    return self.leaf_directions(params)
 
   def direction_scales(self, params, query_keys):
     """``[q]``: each query key's ``r / ||z||`` for counter-hash sphere
@@ -85,7 +97,7 @@ class TwoPointQuery(NamedTuple):
     the norm pass runs once per query, not once per use of ``u``; ``None``
     for every other direction."""
     if (
-      self.direction_prng != "counter"
+      directions_lib.generator(self.direction_prng) != "counter"
       or self.directions not in directions_lib.SPHERE_RADII
     ):
       return None
@@ -156,29 +168,26 @@ def two_point_scalars(
 
   def one_query(k, scale=None):
     if leaf_directions is None:
+      u = direction(k) if scale is None else direction(k, (), scale)
       return clipping.two_point_scalar(
-        *queries.two_point_losses(
-          args.loss, params, direction(k), smoothing, args.batch
-        ),
+        *queries.two_point_losses(args.loss, params, u, smoothing, args.batch),
         smoothing,
         clip_target,
       )
-    # MeZO's layer-by-layer perturbation: each leaf of x + l u is formed
-    # where the loss first reads it, and the x - l u pass starts after
-    # f(x + l u); one layer's perturbed copy is live at a time.
+    # MeZO's layer-by-layer perturbation, both points side by side: each
+    # leaf of x + l u and x - l u is formed where the loss first reads it,
+    # from one draw of u (a large kernel's row blocks inside its products);
+    # one layer's perturbed copies are live at a time.
     leaf_u = leaf_directions(k, scale)
 
-    def losses_at(scale, after):
-      def perturb_leaf(i, leaf, after, start=0):
-        u = leaf_u(i, after, start=start, shape=jnp.shape(leaf))
-        return leaf + (scale * u).astype(leaf.dtype)
+    def perturb_both(i, leaf, after, lanes, start=0):
+      u = leaf_u(i, after, start=start, shape=jnp.shape(leaf))
+      signs = (smoothing, -smoothing)
+      return tuple(leaf + (signs[k] * u).astype(leaf.dtype) for k in lanes)
 
-      return queries.loss_perturbed_at_first_use(
-        args.loss, params, args.batch, perturb_leaf, after
-      )
-
-    f_plus = losses_at(smoothing, ())
-    f_minus = losses_at(-smoothing, f_plus)
+    f_plus, f_minus = queries.losses_perturbed_at_first_use(
+      args.loss, params, args.batch, perturb_both
+    )
     return clipping.two_point_scalar(f_plus, f_minus, smoothing, clip_target)
 
   if query_keys.shape[0] == 1:
@@ -261,7 +270,7 @@ def zo_gradient(query: TwoPointQuery, params, args, direction_key, noise_key):
     query_keys,
     noise_key,
     query,
-    query.leaf_directions(params),
+    query.first_use_directions(params),
     scales,
   )
   # The update is a function of the released float32 scalars exactly (XLA

@@ -31,7 +31,9 @@ MAX_STEPS = 1_000_000
 STEP_WRAPPERS = ("MultiSteps", "apply_every")
 
 
-def _positive(config, name: str, *, allow_none: bool = True) -> None:
+def _positive(
+  config, name: str, *, allow_none: bool = True, allow_zero: bool = False
+) -> None:
   value = config.get(name)
   if value is None and allow_none:
     return
@@ -39,9 +41,11 @@ def _positive(config, name: str, *, allow_none: bool = True) -> None:
     isinstance(value, bool)
     or not isinstance(value, (int, float))
     or not math.isfinite(value)
-    or value <= 0
+    or value < 0
+    or (value == 0 and not allow_zero)
   ):
-    raise ValueError(f"{name} must be a finite number > 0, got {value!r}.")
+    bound = ">= 0" if allow_zero else "> 0"
+    raise ValueError(f"{name} must be a finite number {bound}, got {value!r}.")
 
 
 def _check_steps(config) -> None:
@@ -89,7 +93,8 @@ def check_numbers(config) -> None:
     isinstance(batch, (int, float)) and batch >= 1
   ):
     raise ValueError(f"expected_batch_size must be >= 1, got {batch!r}.")
-  _positive(config, "learning_rate")
+  # 0 is a legitimate control (public selection compares it).
+  _positive(config, "learning_rate", allow_zero=True)
   kwargs = dict(config.get("estimator_kwargs") or {})
   for name in ("clip", "smoothing"):
     value = kwargs.get(name)

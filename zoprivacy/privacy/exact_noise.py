@@ -184,9 +184,12 @@ class ExactNoiseSource:
       self._pending.pop(block, None)
       if block in self._errors:
         raise self._errors.pop(block)
+      values = self._blocks.get(block)
       for old in [b for b in self._blocks if b < block - 1 or b > block + 1]:
         del self._blocks[old]
-      return self._blocks[block][step - block * self.block_size].copy()
+    if values is None:  # dropped by a concurrent caller far from this step
+      return self.draw_now(step)
+    return values[step - block * self.block_size].copy()
 
   def prefetch(self, step: int) -> None:
     """Starts drawing the block of ``step`` now, in the background."""

@@ -114,6 +114,14 @@ def _public(name):
 
 ALL = ["pazo_m", "pazo_p", "pazo_p_prime", "pazo_s", "dpmd", "dope_sgd", "gep"]
 
+# Near-noiseless exact noise (the default) for checks of what an estimator
+# computes: exact noise rounds each clipped value to the grid of step
+# clip / grid_points, so the clip must bound the values without dwarfing them
+# (clip=1e6 with the default 1024 points rounds every value here to 0), and
+# with several queries sigma must be >= 10 grid units: sigma = 1e-5 * 2**20
+# = 10.5. The noise std is then 1e-5 * clip * sqrt(q) / b.
+FINE_GRID = dict(grid_points=2**20, noise_multiplier=1e-5)
+
 # Tests that build two estimators with the same insecure test-noise seed, so
 # that both add the same (reproducible, NOT private) noise.
 same_test_noise = pytest.mark.filterwarnings(
@@ -213,8 +221,8 @@ def test_pazo_m_quarter_sphere_aligns_norms():
   w = jnp.array([1.0, -2.0, 0.5, 3.0, 0.0, 1.5])
   linear = lambda p, e: jnp.sum(w * _flat(p)) + 0.0 * e[0]
   est = pa.pazo_m(
-    clip=1e6,
-    noise_multiplier=1e-9,
+    clip=10.0,  # |w . u| r <= 6.4: never clipped
+    **FINE_GRID,
     smoothing=1e-2,
     expected_batch_size=B,
     alpha=0.0,
@@ -341,8 +349,8 @@ def test_pazo_p_directions_lie_in_the_public_span(prng):
 def test_pazo_p_estimates_the_projected_gradient():
   """E[g] = Proj_G(grad f) without clipping (and negligible noise)."""
   est = pa.pazo_p(
-    clip=1e6,
-    noise_multiplier=1e-9,
+    clip=1e3,  # the per-example directional derivatives stay far below
+    **FINE_GRID,
     smoothing=1e-3,
     expected_batch_size=B,
     num_public_batches=2,
@@ -401,8 +409,8 @@ def test_pazo_s_candidates_are_distinct_public_gradients():
     # The private loss is smallest at x - eta g_j: PAZO-S must pick g_j.
     target = _flat(X0) - eta * grads[j]
     est = pa.pazo_s(
-      clip=1e3,
-      noise_multiplier=1e-9,
+      clip=1.0,  # the losses are <= 0.13 (score gaps >= 0.02): never clipped
+      **FINE_GRID,
       learning_rate=eta,
       expected_batch_size=B,
       num_public_batches=3,
@@ -434,8 +442,8 @@ def test_pazo_s_extra_candidate_is_taken_only_when_it_scores_best():
   w = jnp.array([0.3, -0.2, 0.1, 0.4, -0.3, 0.2])
   target = _flat(X0) - eta * (grads[0] + w)
   est = pa.pazo_s(
-    clip=1e3,
-    noise_multiplier=1e-9,
+    clip=1.0,  # the candidates' losses are <= 0.15: never clipped
+    **FINE_GRID,
     learning_rate=eta,
     expected_batch_size=B,
     num_public_batches=3,
@@ -572,9 +580,14 @@ def _zero_loss(params, example):
     ("pazo_s", dict(extra_candidate=False), 0.8 * 1.5 * math.sqrt(3) / 8),
   ],
 )
-def test_noise_std_per_query(name, kw, expected_std):
-  """Zero loss: each released value is pure noise / b, std sqrt(q) sigma C / b."""
-  est = _make(name, clip=0.8, noise_multiplier=1.5, **kw)
+@pytest.mark.parametrize("noise", ["exact", "float"])
+def test_noise_std_per_query(name, kw, expected_std, noise):
+  """Zero loss: each released value is pure noise / b, std sqrt(q) sigma C / b.
+
+  Exact noise (the default): a discrete Gaussian of sigma ``z m sqrt(q)``
+  grid units of ``C / m``, the same std as the float Gaussian's.
+  """
+  est = _make(name, clip=0.8, noise_multiplier=1.5, noise=noise, **kw)
   extra = _public(name)
   if name == "pazo_s":
     extra["public_loss"] = lambda p, b: jnp.mean(batched_quadratic(p, b))
@@ -595,12 +608,24 @@ def test_noise_std_per_query(name, kw, expected_std):
   )
   # The plan's per-query Gaussian std: sigma C sqrt(q) (q = k + 1 for PAZO-S).
   plan = est.privacy_plan
-  assert plan.mechanism == "gaussian"
+  exact = noise == "exact"
+  assert plan.mechanism == ("discrete_gaussian" if exact else "gaussian")
   plan_std = plan.noise_multiplier * plan.clip * math.sqrt(plan.num_queries)
   assert plan_std / B == pytest.approx(expected_std)
-  assert zoprivacy.mechanisms.GaussianMechanism(
-    plan.clip, plan.noise_multiplier, plan.num_queries
-  ).noise_std / B == pytest.approx(expected_std)
+  mechanism, _ = zoprivacy.mechanisms.make_mechanism(
+    "gaussian",
+    clip=plan.clip,
+    noise_multiplier=plan.noise_multiplier,
+    num_queries=plan.num_queries,
+    noise=noise,
+  )
+  assert mechanism.noise_std / B == pytest.approx(expected_std)
+  if exact:  # every release is an integer number of grid steps C / (m b)
+    assert plan.integer_noise_scale == pytest.approx(
+      1.5 * 1024 * math.sqrt(plan.num_queries)
+    )
+    units = released * B * plan.grid_points / plan.clip
+    np.testing.assert_allclose(units, np.round(units), rtol=1e-6, atol=1e-3)
   # Sample std over >= 2000 draws: relative s.e. < 1.6%; 10% is > 6 s.e.
   assert float(np.std(released)) == pytest.approx(expected_std, rel=0.10)
   assert abs(float(np.mean(released))) <= 5 * expected_std / math.sqrt(
@@ -621,24 +646,22 @@ PUBLIC_QUADRATIC = lambda p, b: jnp.mean(batched_quadratic(p, b))
     ("pazo_p", dict(num_queries=2)),
     ("pazo_p_prime", dict()),
     ("pazo_s", dict()),
-    ("pazo_m", dict(exact_noise=True)),  # the runner's default noise
-    ("pazo_p", dict(exact_noise=True)),
+    ("pazo_m", dict(noise="float")),  # the floating-point opt-in
+    ("pazo_p", dict(noise="float")),
   ],
 )
 def test_removing_one_example_moves_released_values_by_at_most_clip_over_b(
   name, kw
 ):
+  """The default (exact noise, drawn by the update's own host callback) and
+  the float opt-in: the same state draws the same noise whatever the mask."""
   clip = 0.7
   est = _make(name, clip=clip, noise_multiplier=2.0, **kw)
   state = est.init(X0)
   full = jnp.ones(8, bool)
   plan = est.privacy_plan
-  assert plan.noise_kind == (
-    "discrete" if kw.get("exact_noise") else "continuous"
-  )
-  exact = {}
-  if plan.noise_kind == "discrete":  # one host draw, the same for every mask
-    exact["discrete_noise"] = zoprivacy.ExactNoiseSource(plan).draw(0)
+  exact = kw.get("noise", "exact") == "exact"
+  assert plan.noise_kind == ("discrete" if exact else "continuous")
 
   @jax.jit
   def release(mask):
@@ -651,7 +674,6 @@ def test_removing_one_example_moves_released_values_by_at_most_clip_over_b(
       mask=mask,
       public_loss=PUBLIC_QUADRATIC,
       **_public(name),
-      **exact,
     )
     return _flat(g), s.released
 
@@ -903,11 +925,44 @@ def test_gep_noise_variance():
   ],
 )
 def test_step_event_is_one_poisson_gaussian(name, kw):
+  """The floating-point opt-in (PAZO) and the vector estimators' default."""
+  if name.startswith("pazo"):
+    kw = dict(kw, noise="float")
   est = _make(name, noise_multiplier=1.3, dataset_size=400, **kw)
   plan = zoprivacy.find_plan(optax.chain(est, optax.sgd(0.1)).init(X0))
   assert plan == est.privacy_plan and plan.is_private
   assert plan.step_event() == dp_accounting.PoissonSampledDpEvent(
     B / 400, dp_accounting.GaussianDpEvent(pytest.approx(1.3))
+  )
+
+
+@pytest.mark.parametrize(
+  "name,kw",
+  [
+    ("pazo_m", dict(num_queries=1)),
+    ("pazo_m", dict(num_queries=5)),
+    ("pazo_p", dict(num_queries=3)),
+    ("pazo_s", dict()),
+    ("pazo_s", dict(extra_candidate=False)),
+  ],
+)
+def test_exact_default_step_is_one_poisson_discrete_gaussian(name, kw):
+  """PAZO's default: the q queries are one Poisson-sampled discrete Gaussian
+  (no dp_accounting event; accounted by its PLD), whose epsilon equals the
+  continuous q-query Gaussian's (to ~1e-9, docs/exact_noise.md)."""
+  est = _make(name, noise_multiplier=1.3, dataset_size=400, **kw)
+  plan = zoprivacy.find_plan(optax.chain(est, optax.sgd(0.1)).init(X0))
+  assert plan == est.privacy_plan and plan.is_private
+  assert plan.mechanism == "discrete_gaussian" and plan.step_event() is None
+  assert plan.sampling_probability == pytest.approx(B / 400)
+  q = plan.num_queries
+  assert q == kw.get("num_queries", 3 + kw.get("extra_candidate", True))
+  assert plan.integer_noise_scale == pytest.approx(1.3 * 1024 * math.sqrt(q))
+  float_plan = _make(
+    name, noise_multiplier=1.3, dataset_size=400, noise="float", **kw
+  ).privacy_plan
+  assert plan.epsilon(100, 1e-5) == pytest.approx(
+    float_plan.epsilon(100, 1e-5), rel=1e-6
   )
 
 

@@ -5,6 +5,10 @@ Each test drives the optax estimator (``zoprivacy.dpzero``, ``dpgd_zeroth``,
 direction and noise key with the estimator's key schedule, and checks that
 the specialized grid implementation in ``experiments.reproductions.quadratic``
 produces the same privatized gradient (same clipping, same noise draws).
+The grid implementation draws plain float32 Gaussian noise, so the
+estimators are built with ``noise="float"`` (the floating-point opt-in; their
+defaults are exact discrete noise for dpzero and ``"secure_mode"`` for the
+vector estimators, which the grid simulation does not reproduce).
 """
 
 import jax
@@ -16,6 +20,7 @@ import pytest
 import zoprivacy
 from experiments.reproductions import quadratic, quadratic_grid
 from zoprivacy import directions
+from zoprivacy.estimators import base
 
 N, D = 64, 12
 CLIPS = (0.05, 0.5, 5.0, 50.0)  # from "all clipped" to "none clipped"
@@ -39,9 +44,9 @@ def _estimator_grad(est, x, loss, data):
   grad, _ = est.update(
     jnp.zeros_like(x), state, x, per_example_loss=loss, batch=data
   )
-  # The estimator's key schedule: step t folds t into each key.
-  dir_key = jax.random.fold_in(state.direction_key, state.step)
-  noise_key = jax.random.fold_in(state.noise_key, state.step)
+  # The estimator's key schedule: step t folds t into the direction key, and
+  # the plan's fingerprint, then t, into the noise key.
+  dir_key, noise_key = base.step_keys(state)
   return grad, dir_key, noise_key
 
 
@@ -55,6 +60,7 @@ def test_dpzero_matches_estimator(clip):
     expected_batch_size=N,
     dataset_size=N,
     direction_key=7,
+    noise="float",
   )
   grad, dir_key, noise_key = _estimator_grad(est, x, loss, data)
   # dpzero draws with its default generator ('auto': the counter hash).
@@ -87,6 +93,7 @@ def test_dpgd_zeroth_matches_estimator(clip):
     expected_batch_size=N,
     dataset_size=N,
     direction_key=11,
+    noise="float",
   )
   grad, dir_key, noise_key = _estimator_grad(est, x, loss, data)
   u = directions.sphere(dir_key, x, "sqrt_dim")
@@ -117,6 +124,7 @@ def test_dp_gd_matches_dp_sgd_estimator(mode):
       expected_batch_size=N,
       dataset_size=N,
       direction_key=5,
+      noise="float",
     )
     grad, _, noise_key = _estimator_grad(est, x, loss, data)
     ours = quadratic_grid.dp_gd_grads(

@@ -4,8 +4,9 @@ Gong & Li (PAZO) Alg. 3: ``k`` public gradients (and, optionally, the
 current point) are candidate steps; the private batch's loss at each
 candidate is clipped and noised, and the best noisy candidate is taken
 (``g_{j*}``, line 15; an ``sgd(eta)`` follows in the chain). The ``k(+1)``
-clipped losses on one Poisson batch share one Gaussian
-(``PoissonSampled(p, Gaussian(sigma))`` per step, as for PAZO-M/P).
+clipped losses on one Poisson batch are one mechanism per step, as for
+PAZO-M/P: one discrete Gaussian with ``k(+1)`` queries under exact noise
+(the default), ``PoissonSampled(p, Gaussian(sigma))`` under float noise.
 """
 
 from __future__ import annotations

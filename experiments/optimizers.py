@@ -8,6 +8,8 @@ import inspect
 import ml_collections
 import optax
 
+from experiments import preflight
+
 
 def make_optimizer(
   config: ml_collections.ConfigDict,
@@ -21,28 +23,7 @@ def make_optimizer(
   name = config.optimizer
   factory = getattr(optax, name, None)
   if not callable(factory) or name.endswith("_schedule"):
-    choices = [
-      n
-      for n in (
-        "sgd",
-        "adam",
-        "adamw",
-        "lion",
-        "adafactor",
-        "rmsprop",
-        "lamb",
-        "adagrad",
-        "radam",
-        "nadam",
-      )
-    ]
-    close = difflib.get_close_matches(str(name), dir(optax), n=3)
-    raise ValueError(
-      f"Unknown optimizer {name!r}; any optax optimizer works, "
-      f"e.g. {', '.join(choices)}"
-      + (f" (did you mean {', '.join(close)}?)" if close else "")
-      + "."
-    )
+    raise preflight.unknown_optimizer(name, dir(optax))
   learning_rate = config.learning_rate
   if config.get("schedule"):
     schedule = getattr(optax, config.schedule, None)

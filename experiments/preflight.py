@@ -19,6 +19,7 @@ before the model is built.
 
 from __future__ import annotations
 
+import difflib
 import errno
 import math
 import os
@@ -129,6 +130,61 @@ def _check_privacy(config, spec) -> None:
       f"sampling, not {config.sampling!r} ('shuffle' is only for the "
       "non-private baseline)."
     )
+
+
+def check_kwarg_names(estimator: str, kwargs, accepted) -> None:
+  """Refuses keyword names the estimator's factory does not take."""
+  unknown = [k for k in kwargs if k not in accepted]
+  if unknown:
+    raise ValueError(
+      f"{estimator} does not take {', '.join(map(repr, unknown))}; "
+      f"it takes {', '.join(sorted(accepted))}."
+    )
+
+
+# Named in the message for an unknown optimizer.
+OPTIMIZER_EXAMPLES = (
+  "sgd",
+  "adam",
+  "adamw",
+  "lion",
+  "adafactor",
+  "rmsprop",
+  "lamb",
+  "adagrad",
+  "radam",
+  "nadam",
+)
+
+
+def unknown_optimizer(name, optax_names) -> ValueError:
+  """The error for an optimizer that optax does not have."""
+  close = difflib.get_close_matches(str(name), list(optax_names), n=3)
+  return ValueError(
+    f"Unknown optimizer {name!r}; any optax optimizer works, "
+    f"e.g. {', '.join(OPTIMIZER_EXAMPLES)}"
+    + (f" (did you mean {', '.join(close)}?)" if close else "")
+    + "."
+  )
+
+
+def check_declared(config, declaration, kwargs) -> None:
+  """:func:`validate`'s checks of the estimator's declaration, run on its
+  JAX-free :class:`~zoprivacy.estimator_manifest.Declaration` before JAX
+  loads: privacy settings and sampling, keyword names (``kwargs``: the
+  ``estimator_kwargs`` the run will have) and the optimizer's name (when
+  the installed optax is the one the manifest lists). A setting-taking
+  estimator's own checks run later, in :func:`validate`."""
+  from zoprivacy import estimator_manifest  # pylint: disable=g-import-not-at-top
+
+  _check_privacy(config, declaration)
+  if declaration.takes_setting:
+    return
+  merged = {**dict(declaration.defaults), **kwargs}
+  check_kwarg_names(config.estimator, merged, declaration.parameters)
+  names = estimator_manifest.optax_names()
+  if names is not None and config.get("optimizer") not in names[1]:
+    raise unknown_optimizer(config.get("optimizer"), names[0])
 
 
 def _check_estimator_kwargs(config, spec) -> None:

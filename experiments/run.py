@@ -74,14 +74,13 @@ def split_argv(argv):
   return kept
 
 
-def switch_estimator_kwargs(config, spec, given: dict) -> dict:
-  """``estimator_kwargs`` for a switched estimator: its registered defaults,
-  the config's values it takes but has no default for (carried over), and
-  ``given`` (the command line's) on top. Returns what was carried, reset
-  and dropped."""
-  accepted = inspect.signature(spec.factory).parameters
-  old, defaults = dict(config.estimator_kwargs), dict(spec.defaults)
-  carried = [k for k in old if k in accepted and k not in defaults]
+def switched_kwargs(old: dict, accepted, defaults: dict, given: dict):
+  """``(new estimator_kwargs, what was carried, reset and dropped)`` when a
+  command line switches to an estimator that takes ``accepted`` and
+  registers ``defaults`` (see :func:`switch_estimator_kwargs`)."""
+  carried = [
+    k for k in old if k in accepted and k not in defaults and k not in given
+  ]
   changes = {
     "carried over": carried,
     "reset to the registered default": [
@@ -90,9 +89,45 @@ def switch_estimator_kwargs(config, spec, given: dict) -> dict:
     "dropped (not taken)": [k for k in old if k not in accepted],
   }
   new = dict(defaults, **{k: old[k] for k in carried}, **given)
+  return new, {k: [n for n in v if n not in given] for k, v in changes.items()}
+
+
+def switch_estimator_kwargs(config, spec, given: dict) -> dict:
+  """``estimator_kwargs`` for a switched estimator: its registered defaults,
+  the config's values it takes but has no default for (carried over), and
+  ``given`` (the command line's) on top. Returns what was carried, reset
+  and dropped."""
+  new, changes = switched_kwargs(
+    dict(config.estimator_kwargs),
+    inspect.signature(spec.factory).parameters,
+    dict(spec.defaults),
+    given,
+  )
   with config.unlocked():
     config.estimator_kwargs = new
-  return {k: [n for n in v if n not in given] for k, v in changes.items()}
+  return changes
+
+
+def check_declared(config) -> None:
+  """The checks that need the estimator's declaration, on the JAX-free
+  manifest, with the ``estimator_kwargs`` a switch will give. Skipped when
+  the registry is already loaded (a config imported a module registering
+  its own estimator): the live checks of the run then decide."""
+  if "zoprivacy.estimators.registry" in sys.modules:
+    return
+  from experiments import preflight  # pylint: disable=g-import-not-at-top
+  from zoprivacy import estimator_manifest  # pylint: disable=g-import-not-at-top
+
+  declaration = estimator_manifest.get(config.estimator)
+  kwargs = dict(config.estimator_kwargs)
+  if _LATE["switched"]:
+    kwargs, _ = switched_kwargs(
+      kwargs,
+      declaration.parameters,
+      dict(declaration.defaults),
+      dict(_LATE["estimator_kwargs"]),
+    )
+  preflight.check_declared(config, declaration, kwargs)
 
 
 def _apply_taken_out(config):
@@ -182,9 +217,10 @@ def main(argv=None) -> int:
   logging.set_verbosity(logging.WARNING)
   from experiments import errors, preflight  # pylint: disable=g-import-not-at-top
 
-  try:  # the numbers first, before JAX loads
+  try:  # the numbers, then the declaration's checks, before JAX loads
     preflight.check_before_jax(_apply_taken_out(CONFIG.value))
-  except (ValueError, OSError) as e:
+    check_declared(CONFIG.value)
+  except (ValueError, KeyError, OSError) as e:
     return _fail(errors.one_paragraph(e), DEBUG.value, e)
   from experiments import report, train  # pylint: disable=g-import-not-at-top
 

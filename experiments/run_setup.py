@@ -14,7 +14,7 @@ import jax
 import numpy as np
 import optax
 
-from experiments import hidden_state_run
+from experiments import hidden_state_run, preflight
 from experiments.optimizers import make_optimizer
 from zoprivacy import accounting, per_example_check
 from zoprivacy.data import sampling
@@ -55,12 +55,7 @@ def estimator_kwargs(
     kwargs = dict(spec.defaults)
     kwargs.update(config.estimator_kwargs)
   accepted = inspect.signature(spec.factory).parameters
-  unknown = [k for k in kwargs if k not in accepted]
-  if unknown:
-    raise ValueError(
-      f"{config.estimator} does not take {', '.join(map(repr, unknown))}; "
-      f"it takes {', '.join(sorted(accepted))}."
-    )
+  preflight.check_kwarg_names(config.estimator, kwargs, accepted)
   kwargs["direction_key"] = config.seed
   if spec.private:
     kwargs["noise_multiplier"] = noise_multiplier

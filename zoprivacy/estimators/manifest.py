@@ -11,6 +11,7 @@ import importlib.metadata
 import inspect
 import json
 import sys
+import warnings
 from typing import Any
 
 import optax
@@ -22,9 +23,9 @@ from zoprivacy.estimators import registry
 PACKAGE = "zoprivacy.estimators."
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
   if isinstance(value, (tuple, list)):
-    return [_jsonable(v) for v in value]
+    return [jsonable(v) for v in value]
   if value is None or isinstance(value, (bool, int, float, str)):
     return value
   raise TypeError(f"a registered default {value!r} is not JSON-representable")
@@ -37,7 +38,7 @@ def _declaration(spec: registry.EstimatorSpec) -> dict[str, Any]:
     "takes_setting": spec.takes_setting,
     "sampling": list(spec.sampling),
     "parameters": list(inspect.signature(spec.factory).parameters),
-    "defaults": [[k, _jsonable(v)] for k, v in spec.defaults],
+    "defaults": [[k, jsonable(v)] for k, v in spec.defaults],
   }
 
 
@@ -54,7 +55,9 @@ def _optax_names() -> dict[str, Any]:
   accepted = []
   for name in sorted(set(names) | set(deprecated)):
     try:
-      value = getattr(optax, name, None)
+      with warnings.catch_warnings():  # a deprecated alias warns
+        warnings.simplefilter("ignore")
+        value = getattr(optax, name, None)
     except Exception:  # pylint: disable=broad-except
       value = None  # a removed alias raises its own message
     if callable(value) and not name.endswith("_schedule"):

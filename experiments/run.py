@@ -32,6 +32,7 @@ import ast
 import inspect
 import sys
 
+import ml_collections
 from absl import flags, logging
 from ml_collections import config_flags
 
@@ -110,11 +111,7 @@ def switch_estimator_kwargs(config, spec, given: dict) -> dict:
 
 def check_declared(config) -> None:
   """The checks that need the estimator's declaration, on the JAX-free
-  manifest, with the ``estimator_kwargs`` a switch will give. Skipped when
-  the registry is already loaded (a config imported a module registering
-  its own estimator): the live checks of the run then decide."""
-  if "zoprivacy.estimators.registry" in sys.modules:
-    return
+  manifest, with the ``estimator_kwargs`` a switch will give."""
   from experiments import preflight  # pylint: disable=g-import-not-at-top
   from zoprivacy import estimator_manifest  # pylint: disable=g-import-not-at-top
 
@@ -127,6 +124,8 @@ def check_declared(config) -> None:
       dict(declaration.defaults),
       dict(_LATE["estimator_kwargs"]),
     )
+    # As the run will hold them: in a ConfigDict (which orders its keys).
+    kwargs = dict(ml_collections.ConfigDict(kwargs))
   preflight.check_declared(config, declaration, kwargs)
 
 
@@ -219,7 +218,10 @@ def main(argv=None) -> int:
 
   try:  # the numbers, then the declaration's checks, before JAX loads
     preflight.check_before_jax(_apply_taken_out(CONFIG.value))
-    check_declared(CONFIG.value)
+    if "zoprivacy.estimators.registry" not in sys.modules:
+      # Not when a config imported a module registering its own estimator
+      # (not in the manifest): the run's live checks decide then.
+      check_declared(CONFIG.value)
   except (ValueError, KeyError, OSError) as e:
     return _fail(errors.one_paragraph(e), DEBUG.value, e)
   from experiments import report, train  # pylint: disable=g-import-not-at-top

@@ -8,6 +8,7 @@ import pytest
 
 from configs import default
 from experiments import train, workdir
+from zoprivacy.estimators import registry
 
 
 def _run(*args, check=False):
@@ -89,3 +90,51 @@ def test_a_changed_config_is_refused_on_resume_and_the_ledger_is_untouched(
   assert recorded["config"]["learning_rate"] == 0.02
   c.resume = "force"
   assert train.train(c, progress=False)["num_steps"] == 40
+
+
+def _error(check, *args):
+  try:
+    check(*args)
+  except (KeyError, ValueError) as e:
+    return f"{type(e).__name__}: {e}"
+  return None
+
+
+@pytest.mark.parametrize(
+  "fields,kwargs,switched",
+  [
+    ({"estimator": "dpzer0"}, {}, True),
+    ({"target_epsilon": None}, {}, False),
+    ({}, {"clipp": 1}, False),
+    ({"optimizer": "adamm"}, {}, False),
+    ({"sampling": "shuffle"}, {}, False),
+    ({"estimator": "mezo"}, {"clipp": 1, "clip": 1.0}, True),
+    ({"estimator": "dp_sgd", "optimizer": "adamm"}, {}, True),
+    ({"estimator": "pazo_s", "sampling": "shuffle"}, {}, True),
+    ({"estimator": "dp_zo", "target_epsilon": None}, {"smoothing": 1}, True),
+    ({}, {"zz": 1, "aa": 2}, False),
+    ({"estimator": "noisy_zogd", "sampling": "shuffle"}, {}, True),
+  ],
+)
+def test_the_manifest_checks_give_the_live_checks_message(
+  fields, kwargs, switched, monkeypatch
+):
+  """What the command line refuses before JAX loads (from the manifest), the
+  run's checks (from the registry) refuse with the same message."""
+  from experiments import preflight, run  # pylint: disable=g-import-not-at-top
+
+  monkeypatch.setitem(run._LATE, "estimator_kwargs", kwargs)  # pylint: disable=protected-access
+  monkeypatch.setitem(run._LATE, "switched", switched)  # pylint: disable=protected-access
+  config = default.get_config()
+  with config.unlocked():
+    config.update(fields)
+    config.estimator_kwargs.update(kwargs)
+  fast = _error(run.check_declared, config)
+  assert fast is not None  # each case is refused before JAX loads
+
+  def live_checks(c):  # what run.apply_late_overrides, then the run, do
+    if switched:
+      run.switch_estimator_kwargs(c, registry.get(c.estimator), kwargs)
+    preflight.validate(c)
+
+  assert fast == _error(live_checks, config)

@@ -63,7 +63,16 @@ FAST_CPU_S = 2.0
 FAST_S = 60.0  # wall clock: catches a hang (huge accounting) at any load
 
 
-def _run(args, tmp_path):
+# Runs the command line and, at exit, says on stdout whether JAX was loaded.
+WATCH_JAX = (
+  "import atexit, runpy, sys; "
+  "atexit.register(lambda: print('jax loaded:', 'jax' in sys.modules)); "
+  "sys.argv[0] = 'run.py'; "
+  "runpy.run_module('experiments.run', run_name='__main__', alter_sys=True)"
+)
+
+
+def _run(args, tmp_path, *, watch_jax=False):
   bad = tmp_path / "bad_config.py"
   bad.write_text("def get_config(:\n")
   a_file = tmp_path / "a_file"
@@ -71,7 +80,9 @@ def _run(args, tmp_path):
   args = [a.format(bad_config=bad, a_file=a_file) for a in args]
   start, before = time.time(), _children_cpu()
   out = subprocess.run(
-    [sys.executable, "-m", "experiments.run", *args],
+    [sys.executable, *(["-c", WATCH_JAX] if watch_jax else ["-m"])]
+    + (["experiments.run"] if not watch_jax else [])
+    + args,
     cwd=ROOT,
     capture_output=True,
     text=True,
@@ -100,8 +111,9 @@ def _check(out, seconds, cpu, needs_data):
 @pytest.mark.parametrize("index", [0, 1, 2, 3, 4, 5, 7, 9, 13, 17, 18, 20])
 def test_errors_found_before_jax_loads_are_one_paragraph(index, tmp_path):
   what, args, needs_data = BAD_INPUTS[index]
-  out, seconds, cpu = _run(args, tmp_path)
+  out, seconds, cpu = _run(args, tmp_path, watch_jax=True)
   _check(out, seconds, cpu, needs_data)
+  assert "jax loaded: False" in out.stdout, out.stdout
 
 
 @pytest.mark.slow  # 25 command lines, ~3 min on 2 cores under load

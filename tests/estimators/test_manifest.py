@@ -25,6 +25,12 @@ def test_the_manifest_is_what_the_live_registry_and_optax_give():
   ], f"estimators added or removed; {REGENERATE}"
   for entry, expected in zip(written["estimators"], live["estimators"]):
     assert entry == expected, f"{entry['name']} changed; {REGENERATE}"
+  if written["optax"]["version"] != live["optax"]["version"]:
+    # Another installed optax (e.g. the oldest supported): its names are
+    # not the manifest's, so the command line leaves the optimizer's name
+    # to the live check.
+    assert estimator_manifest.optax_names() is None
+    return
   assert written["optax"] == live["optax"], f"optax changed; {REGENERATE}"
   with open(estimator_manifest.PATH, encoding="utf-8") as f:
     assert f.read() == manifest.dumps(live), REGENERATE
@@ -57,7 +63,7 @@ def test_an_unknown_name_raises_the_registry_message(name):
 def test_reading_the_manifest_loads_no_jax():
   code = (
     "import sys; from zoprivacy import estimator_manifest as m; "
-    "m.get('dpzero'); assert m.optax_names() is not None; "
+    "m.get('dpzero'); m.optax_names(); "
     "assert not {'jax', 'optax'} & set(sys.modules), sorted(sys.modules)"
   )
   subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)

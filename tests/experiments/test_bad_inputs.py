@@ -17,6 +17,8 @@ import time
 
 import pytest
 
+from zoprivacy import estimator_manifest
+
 ROOT = os.path.dirname(
   os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 )
@@ -111,6 +113,8 @@ def _check(out, seconds, cpu, needs_data):
 @pytest.mark.parametrize("index", [0, 1, 2, 3, 4, 5, 7, 9, 13, 17, 18, 20])
 def test_errors_found_before_jax_loads_are_one_paragraph(index, tmp_path):
   what, args, needs_data = BAD_INPUTS[index]
+  if what == "unknown optimizer" and estimator_manifest.optax_names() is None:
+    pytest.skip("the manifest lists another optax version's names")
   out, seconds, cpu = _run(args, tmp_path, watch_jax=True)
   _check(out, seconds, cpu, needs_data)
   assert "jax loaded: False" in out.stdout, out.stdout

@@ -8,6 +8,7 @@ import pytest
 
 from configs import default
 from experiments import train, workdir
+from zoprivacy import estimator_manifest
 from zoprivacy.estimators import registry
 
 
@@ -129,6 +130,8 @@ def test_the_manifest_checks_give_the_live_checks_message(
   with config.unlocked():
     config.update(fields)
     config.estimator_kwargs.update(kwargs)
+  if fields.get("optimizer") and estimator_manifest.optax_names() is None:
+    pytest.skip("the manifest lists another optax version's names")
   fast = _error(run.check_declared, config)
   assert fast is not None  # each case is refused before JAX loads
 

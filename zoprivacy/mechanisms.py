@@ -176,7 +176,9 @@ class GaussianMechanism(_IidNoiseMechanism):
     """A standard normal; under 'secure_mode' the sum of
     ``SECURE_MODE_DRAWS`` = 4 independent normals divided by 2 (same law),
     as Opacus' ``secure_mode`` draws it: the low-order bits of a sum no
-    longer reveal one draw (Holohan & Braghin 2021, Sec. 4)."""
+    longer reveal one draw (Holohan & Braghin 2021, Sec. 4). Not exact: the
+    float addition to the sum still leaves releases impossible in one world
+    (docs/exact_noise.md, "Vector noise")."""
     if self.float_defence != "secure_mode":
       return jax.random.normal(key, shape, dtype)
     draws = jax.random.normal(key, (SECURE_MODE_DRAWS,) + tuple(shape), dtype)

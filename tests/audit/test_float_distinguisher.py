@@ -18,7 +18,8 @@ cannot produce identifies the other with certainty.
 
 The vector estimators' default (secure_mode: each Gaussian a sum of 4
 float32 draws, 92 random bits) cannot be enumerated this way; it is a
-mitigation, not an exact release (docs/exact_noise.md).
+mitigation, not an exact release, and a precision test still reaches
+certain decisions on it (test_vector_float_distinguisher.py).
 """
 
 import jax

@@ -56,7 +56,8 @@ FLOAT_NOISE_WARNING = (
 SECURE_MODE_NOTE = (
   "floating-point noise hardened by Opacus' secure_mode defence (each "
   "Gaussian is the scaled sum of 4 independent draws, Holohan & Braghin "
-  "2021); not exact"
+  "2021); not exact: a floating-point precision test still identifies "
+  "some releases (docs/exact_noise.md)"
 )
 ACCOUNTANTS = ("pld",)
 

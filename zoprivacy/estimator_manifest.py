@@ -64,12 +64,17 @@ def get(name: str) -> Declaration:
   try:
     return known[name]
   except KeyError:
-    close = difflib.get_close_matches(str(name), known, n=1)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
-    raise KeyError(
-      f"Unknown estimator {name!r}.{hint} Registered: "
-      f"{', '.join(sorted(known))}."
-    ) from None
+    raise unknown_estimator(name, known) from None
+
+
+def unknown_estimator(name, known) -> KeyError:
+  """The error for an estimator name not in ``known`` (the live registry
+  raises the same one), with the closest registered name."""
+  close = difflib.get_close_matches(str(name), known, n=1)
+  hint = f" Did you mean {close[0]!r}?" if close else ""
+  return KeyError(
+    f"Unknown estimator {name!r}.{hint} Registered: {', '.join(sorted(known))}."
+  )
 
 
 def optax_names() -> tuple[tuple[str, ...], tuple[str, ...]] | None:

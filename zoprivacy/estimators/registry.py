@@ -9,9 +9,10 @@ means writing its module and one :func:`register` call in it; see
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from collections.abc import Callable
 from typing import Any
+
+from zoprivacy import estimator_manifest
 
 PUBLIC_DATA = (None, "batch", "batches")
 
@@ -105,12 +106,7 @@ def get(name: str) -> EstimatorSpec:
   try:
     return _REGISTRY[name]
   except KeyError:
-    close = difflib.get_close_matches(str(name), _REGISTRY, n=1)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
-    raise KeyError(
-      f"Unknown estimator {name!r}.{hint} Registered: "
-      f"{', '.join(sorted(_REGISTRY))}."
-    ) from None
+    raise estimator_manifest.unknown_estimator(name, _REGISTRY) from None
 
 
 def names() -> tuple[str, ...]:

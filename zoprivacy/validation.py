@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import Literal
 
 
 def _finite_number(name: str, value) -> float:
@@ -105,6 +106,7 @@ def positive_or_traced(name: str, value):
 # ------------------------------------------------- accounting inputs (strict)
 
 NEIGHBORING_RELATIONS = ("add_or_remove", "replace_one")
+Neighboring = Literal["add_or_remove", "replace_one"]
 _NEIGHBORING_ALIASES = {
   "add_or_remove": "add_or_remove",
   "add_or_remove_one": "add_or_remove",

@@ -24,7 +24,7 @@ from exact_noise_cost import models
 from timing import min_median_round_robin
 
 import zoprivacy
-from zoprivacy import directions, queries
+from zoprivacy import counter_directions, directions, queries
 from zoprivacy.estimators import two_point
 
 
@@ -70,7 +70,9 @@ def parts(batch_size, name):
     lambda p, s: two_point.released_update(query, p, keys, s, scales)
   )
   draw = jax.jit(lambda p: directions.get_sampler(name, prng="counter")(key, p))
-  norm = jax.jit(lambda p: directions.counter_sphere_scale(name, key, p))
+  norm = jax.jit(
+    lambda p: counter_directions.counter_sphere_scale(name, key, p)
+  )
   tx = optax.chain(
     zoprivacy.dpzero(
       clip=1.0,

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from zoprivacy import directions
+from zoprivacy import counter_directions, directions
 
 PARAMS = {"w": jnp.zeros((2, 3)), "b": jnp.zeros((4,))}  # d = 10
 D = 10
@@ -152,7 +152,7 @@ def test_counter_leaf_directions_equal_the_whole_tree_draw(name):
 
   @jax.jit
   def by_leaf(key):
-    leaf_u = directions.counter_leaf_directions(name, key, params)
+    leaf_u = counter_directions.counter_leaf_directions(name, key, params)
     return [leaf_u(i, after) for i in range(3)]
 
   for got, want in zip(by_leaf(key), whole):

@@ -26,7 +26,13 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from zoprivacy import clipping, mechanisms, queries, validation
+from zoprivacy import (
+  clipping,
+  counter_directions,
+  mechanisms,
+  queries,
+  validation,
+)
 from zoprivacy import directions as directions_lib
 from zoprivacy.estimators import base
 
@@ -49,7 +55,7 @@ class TwoPointQuery(NamedTuple):
 
     With the counter hash each leaf of ``u`` is drawn where it is used,
     after the values ``after``
-    (:func:`~zoprivacy.directions.counter_leaf_directions`): ``x + l u``,
+    (:func:`~zoprivacy.counter_directions.counter_leaf_directions`): ``x + l u``,
     ``x - l u`` and the update each fuse the draw, and no full ``u`` is
     ever live; ``scale`` is the key's :meth:`direction_scales` entry.
     Threefry's draw costs several forward passes, so its ``u`` is drawn
@@ -73,11 +79,11 @@ class TwoPointQuery(NamedTuple):
   def leaf_directions(self, params):
     """``(k, scale=None) -> ((i, after) -> u_i)`` where ``u`` is drawn leaf
     by leaf (the counter hash,
-    :func:`~zoprivacy.directions.counter_leaf_directions`); ``None`` where
+    :func:`~zoprivacy.counter_directions.counter_leaf_directions`); ``None`` where
     it is drawn whole."""
     if directions_lib.generator(self.direction_prng) != "counter":
       return None
-    return lambda k, scale=None: directions_lib.counter_leaf_directions(
+    return lambda k, scale=None: counter_directions.counter_leaf_directions(
       self.directions, k, params, scale
     )
 
@@ -93,7 +99,7 @@ class TwoPointQuery(NamedTuple):
 
   def direction_scales(self, params, query_keys):
     """``[q]``: each query key's ``r / ||z||`` for counter-hash sphere
-    directions (:func:`~zoprivacy.directions.counter_sphere_scale`), so that
+    directions (:func:`~zoprivacy.counter_directions.counter_sphere_scale`), so that
     the norm pass runs once per query, not once per use of ``u``; ``None``
     for every other direction."""
     if (
@@ -101,7 +107,7 @@ class TwoPointQuery(NamedTuple):
       or self.directions not in directions_lib.SPHERE_RADII
     ):
       return None
-    scale = lambda k: directions_lib.counter_sphere_scale(
+    scale = lambda k: counter_directions.counter_sphere_scale(
       self.directions, k, params
     )
     if query_keys.shape[0] == 1:

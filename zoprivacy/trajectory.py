@@ -7,24 +7,22 @@ the ``q`` scalars ``s_j`` depend on the private data. The estimator state
 holds exactly these scalars after each step (``EstimatorState.released``:
 the directional derivatives, already divided by the smoothing and the
 expected batch size, so ``g_t`` is :func:`~zoprivacy.estimators.two_point.
-released_update` of them). Storing them, 4 bytes each as float32,
-stores the run: ``4 q`` bytes per step plus a constant header.
+released_update` of them): ``4 q`` bytes per step (float32) plus a
+constant header store the run.
 
 :func:`replay` rebuilds each ``g_t`` from ``(direction key, t, s_t)``
-through the same function as training (``two_point.released_update``:
-``TwoPointQuery.direction_fn`` and ``average_of_directions``) and feeds it
-to the optimizer that followed the estimator in the chain. For a chain
-whose state depends only on the gradients it receives (sgd, momentum, adam,
-schedules) the final parameters match training's (bit for bit with sgd;
-see ``docs/trajectory.md``); a chain that reads anything else (private
-data, the loss) cannot be replayed from the log.
+through training's own function (``two_point.released_update``) and feeds
+it to the optimizer that followed the estimator. For a chain whose state
+depends only on the gradients it receives (sgd, momentum, adam, schedules)
+the final parameters match training's (bit for bit with sgd;
+``docs/trajectory.md``); one that reads private data or the loss cannot.
 
 PRIVACY. The log is public post-processing of the released scalars, but
 publishing it publishes every intermediate iterate: a run whose log is
 published gets composition accounting only (the ledger's epsilon), never
-the hidden-state final-iterate bound. The log
-holds no secret: no noise key, no batch-sampler secret, no parameters
-(only their shapes and dtypes), no data. File format (little-endian), version 1::
+the hidden-state final-iterate bound. The log holds no secret: no noise
+key, no batch-sampler secret, no parameters (only their shapes and
+dtypes), no data. File format (little-endian), version 1::
 
   magic     8 bytes   b"ZOTRAJ\\x00\\x01"
   length    4 bytes   uint32, byte length of the header

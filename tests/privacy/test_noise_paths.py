@@ -252,3 +252,36 @@ def test_the_step_makes_no_sampler_call_once_blocks_are_prefetched(
       assert gap > 1.0, gap
     else:
       assert per_step.max() == 0
+
+
+def test_the_quadratic_reproduction_draws_its_noise_from_the_test_seed_option():
+  """The reproduction's reproducible noise is the library's documented
+  test-noise option (the key ``insecure_test_noise_seed`` gives an
+  estimator; it warns), and every noise key its runner passes comes from
+  it: no third seeded-noise path."""
+  import ast  # pylint: disable=g-import-not-at-top
+  import importlib  # pylint: disable=g-import-not-at-top
+  import inspect  # pylint: disable=g-import-not-at-top
+
+  run = importlib.import_module(
+    "experiments.reproductions.dpzero_quadratic.run"
+  )
+
+  with pytest.warns(randomness.InsecureTestNoiseWarning):
+    key = run._test_noise_key(11)  # pylint: disable=protected-access
+  with pytest.warns(randomness.InsecureTestNoiseWarning):
+    state = _dpzero(insecure_test_noise_seed=11).init(jnp.zeros(D))
+  (est,) = noise_binding.estimator_states(state)
+  np.testing.assert_array_equal(
+    jax.random.key_data(key), jax.random.key_data(est.noise_key)
+  )
+  calls = [
+    node
+    for node in ast.walk(ast.parse(inspect.getsource(run)))
+    if isinstance(node, ast.keyword) and node.arg == "noise_key"
+  ]
+  assert len(calls) >= 2  # the grid runner and the runtime estimate
+  for keyword in calls:
+    value = keyword.value
+    assert isinstance(value, ast.Call), ast.dump(value)
+    assert ast.unparse(value.func) == "_test_noise_key", ast.unparse(value)

@@ -68,12 +68,25 @@ def _estimator_config(name):
 
 
 if every_estimator:
-  digests = {}
+  digests, private, sources = {}, {}, {}
   for name in sorted(registry.names()):
     result = train.train(_estimator_config(name), progress=False)
     digests[name] = result.get("params_sha256")
+    private[name] = result.get("private")
+    sources[name] = result["privacy_plan"].get("noise_source")
+  # The same run again: a fresh OS-entropy secret, so other noise.
+  again = train.train(_estimator_config("dpzero"), progress=False)
   with open(out, "w") as f:
-    json.dump({"process_index": jax.process_index(), "digests": digests}, f)
+    json.dump(
+      {
+        "process_index": jax.process_index(),
+        "digests": digests,
+        "private": private,
+        "noise_sources": sources,
+        "dpzero_again": again.get("params_sha256"),
+      },
+      f,
+    )
   sys.exit(0)
 
 config = default.get_config()

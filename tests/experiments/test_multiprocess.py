@@ -112,11 +112,21 @@ def test_every_estimator_adds_the_same_secret_noise_on_both_processes(
   """OS-entropy secrets (no test seed): each process draws its own keys at
   init, the runner binds them to the broadcast run secret, so both
   processes add the same noise and end with identical parameters."""
+  from zoprivacy.estimators import registry  # pylint: disable=g-import-not-at-top
+
   results = _launch(
     tmp_path, "every", 2, 2, stop_after=100, mode=("every_estimator",)
   )
   first, second = (r["digests"] for r in results)
-  assert sorted(first) == sorted(second) and len(first) >= 10
+  assert sorted(first) == sorted(second) == sorted(registry.names())
   for name in first:
     assert first[name] is not None, name
     assert first[name] == second[name], name
+    for r in results:  # secret noise, not the insecure test seed
+      assert r["private"][name] == registry.get(name).private, name
+      if registry.get(name).private:
+        assert r["noise_sources"][name] == "os_entropy", r["noise_sources"]
+  # A second run draws a fresh secret (process 0's, broadcast): other
+  # noise, still the same on both processes.
+  again = [r["dpzero_again"] for r in results]
+  assert again[0] == again[1] and again[0] != first["dpzero"]

@@ -66,6 +66,24 @@ def test_exact_release_does_not_wrap_around_int32():
   assert float(neg[0]) == -float(out[0])
 
 
+def test_the_int32_bounds_refuse_instead_of_wrapping():
+  """The two bounds the wrap-free release relies on: a batch whose integer
+  sum could pass 2**31 - 1 is refused, and so is a noise draw above
+  2**30 (sigma = 1e5 * 2**20: a draw stays below 2**30 with probability
+  about 0.008, so five in a row with about 3e-11)."""
+  m = 2**20
+  mech = mechanisms.DiscreteMechanism(1.0, 1.0, grid_points=m)
+  noise = jnp.zeros([1], jnp.int32)
+  with pytest.raises(ValueError, match="Batch too large"):
+    mech.privatize_sum(None, jnp.ones([2048, 1]), None, noise)
+  mech.privatize_sum(None, jnp.ones([2047, 1]), None, noise)  # the limit
+  plan = _dpzero(noise_multiplier=1e5, grid_points=m).privacy_plan
+  source = zoprivacy.ExactNoiseSource(plan, bytes(range(32)), block_size=0)
+  with pytest.raises(OverflowError, match="int32"):
+    for t in range(5):
+      source.draw_now(t)
+
+
 def test_exact_release_is_a_function_of_the_integer_sum_only():
   ints = jnp.asarray([2**31 - 1, -(2**31) + 1, 12345, -7, 0], jnp.int32)
   noise = jnp.asarray([2**30, -(2**30), -12345, 7, -1], jnp.int32)

@@ -9,7 +9,8 @@
 * :mod:`~zoprivacy.privacy.exact_noise`: :class:`ExactNoiseSource`, the
   host-side draw of each step's exact noise (prefetched off the step's
   timing path);
-* :mod:`~zoprivacy.privacy.host_noise`: the host callback (``jax.pure_callback``) through which
+* :mod:`~zoprivacy.privacy.host_noise`: the host callback (a ``buffer_callback`` on the CPU,
+  ``jax.pure_callback`` elsewhere) through which
   a jitted update draws that noise by itself;
 * :mod:`~zoprivacy.privacy.noise_binding`: :func:`bind_noise_secret`, the
   same noise keys on every process of a run.

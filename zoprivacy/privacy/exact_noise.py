@@ -4,7 +4,7 @@ The noise of a step does not depend on the data. Two routes reach the same
 draws:
 
 * by default, the jitted update of an exact-noise estimator calls this
-  sampler through a host callback (``jax.pure_callback``)
+  sampler through a host callback
   (:func:`zoprivacy.privacy.host_noise.draw_in_jit`) with the estimator's
   secret noise key and the step: the user passes no extra argument;
 * a runner may draw the noise itself, ahead of the step, and pass it as the

@@ -2,22 +2,26 @@
 
 An exact-noise estimator's ``update`` needs the step's integer noise. When
 the caller passes none (the plain ``tx.update(...)`` call), the update asks
-the host for it with :func:`draw_in_jit`: a host callback
-(``jax.pure_callback``: the draw is a pure function of its operands) that
-hands the estimator's secret noise key and the step to
+the host for it with :func:`draw_in_jit`: a host callback that hands the
+estimator's secret noise key and the step to
 :class:`~zoprivacy.privacy.ExactNoiseSource` (exact samplers on SHAKE-256
 streams keyed by ``(key, plan fingerprint, step)``) and returns
-``int32[num_queries]``.
+``int32[num_queries]``. Lowered for the CPU it is
+``jax.experimental.buffer_callback``, which reads the operands and writes
+the noise in place; lowered for another platform it is
+``jax.pure_callback``.
 
 * Under ``jit``: the callback runs at every execution (it is not constant
-  folded: its operands are traced). It is declared pure: the draw is a
-  deterministic function of ``(key, plan, step)``, so XLA may run it again
-  or drop an unused one without changing any release (a re-run step gets
-  the same noise). Under ``vmap`` (an audit's one key per trial) it is
-  called once with the whole batch of keys.
-* On a mesh: the operands are replicated and the callback runs once, on
-  one device; XLA broadcasts its result, so every device adds the same
-  noise after the cross-device sum.
+  folded: its operands are traced). It is declared pure (no side effect):
+  the draw is a deterministic function of ``(key, plan, step)``, so XLA may
+  run it again or drop an unused one without changing any release (a
+  re-run step gets the same noise). Under ``vmap`` (an audit's one key per
+  trial) it is called once with the whole batch of keys.
+* On a mesh: the operands are replicated. ``pure_callback`` runs once, on
+  one device, and XLA broadcasts its result; the CPU's
+  ``buffer_callback`` runs on every device, each drawing the same
+  deterministic noise from the same cached source. Either way every
+  device adds the same noise after the cross-device sum.
 * On several processes: each process runs the callback itself. They add
   the same noise when their estimators' keys are the same, which
   :func:`zoprivacy.privacy.bind_noise_secret` ensures.

@@ -71,18 +71,29 @@ def test_default_run_learns_at_epsilon_two(default_result):
   assert r["delta"] == 1e-5 and r["sampling"] == "poisson"
 
 
+# How far below the DPZero run's accuracy the MeZO run of the same seed may
+# fall. The difference (MeZO minus DPZero, same seed) over seeds 0-49
+# (tests/experiments/mezo_dpzero_seeds.py, docs/experiments.md): mean
+# +0.036, standard deviation 0.024, minimum -0.022 (seed 4); 0.02 failed
+# 1 seed in 50. With the pessimistic 95% bounds from those 50 seeds (mean
+# +0.030, sd 0.029) a normal difference is below -0.08 with probability
+# 8e-5: a change that only reshuffles the random stream fails the test
+# with probability below 1e-4.
+MEZO_MARGIN = 0.08
+
+
 @pytest.mark.compute_bound
 def test_mezo_does_at_least_as_well_as_dpzero(default_result):
-  """Both runs seeded (:func:`_seeded`): the comparison is deterministic, so
-  it cannot flake (with OS-entropy noise it failed from a fresh clone:
-  MeZO 0.8635 against DPZero 0.8858 - 0.02)."""
+  """MeZO (non-private) is not worse than DPZero at epsilon 2, up to the
+  seed-to-seed spread of the difference (:data:`MEZO_MARGIN`). Both runs
+  are seeded (:func:`_seeded`), so the comparison is deterministic and
+  cannot flake on a rerun (with OS-entropy noise it failed from a fresh
+  clone: MeZO 0.8635 against DPZero 0.8858 - 0.02)."""
   with full_optimization():
     r = train.train(_seeded(mezo_config.get_config()), progress=False)
   print("mezo:", r["test_accuracy"], "dpzero:", default_result["test_accuracy"])
   assert r["epsilon"] == float("inf") and r["delta"] is None
-  # "At least as well" up to the test set's sampling error: with 360 test
-  # examples the standard error of an accuracy near 0.85 is 0.019.
-  assert r["test_accuracy"] >= default_result["test_accuracy"] - 0.02
+  assert r["test_accuracy"] >= default_result["test_accuracy"] - MEZO_MARGIN
 
 
 def test_command_line_entry_point_with_overrides(tmp_path):

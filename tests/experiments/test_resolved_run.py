@@ -5,12 +5,16 @@ tests/project/test_function_length.py)."""
 import dataclasses
 import importlib
 
+import jax
+import jax.numpy as jnp
 import optax
 import pytest
 
+import zoprivacy
 from configs import default
 from experiments import preflight, resolved_run, tasks, train
 from zoprivacy.estimators import registry
+from zoprivacy.estimators.base import EstimatorState
 
 
 def _config(**overrides):
@@ -109,3 +113,42 @@ def test_multisteps_around_an_estimator_is_refused_with_the_supported_way():
   for name in preflight.STEP_WRAPPERS:
     with pytest.raises(ValueError, match="larger expected_batch_size"):
       preflight.validate(_config(optimizer=name))
+
+
+@pytest.mark.slow  # eight eager updates: about 6 s on 2 cores under load
+def test_multisteps_in_library_code_runs_the_estimator_once_per_k_calls():
+  """What the refusal prevents, as docs/experiments.md says: around an
+  estimator's chain, ``optax.MultiSteps(tx, k)`` runs the estimator on one
+  call in k (8 calls, k = 4: two estimator steps), with that call's batch
+  alone. Library code is told not to wrap an estimator so."""
+  est = zoprivacy.dpzero(
+    clip=1.0,
+    noise_multiplier=1.0,
+    smoothing=1e-3,
+    expected_batch_size=4,
+    dataset_size=16,
+    insecure_test_noise_seed=0,
+  )
+  tx = optax.MultiSteps(optax.chain(est, optax.sgd(0.1)), every_k_schedule=4)
+  params = {"w": jnp.ones(3)}
+  state = tx.init(params)
+  loss = lambda p, batch: jnp.sum((batch - p["w"]) ** 2, axis=-1)
+  for t in range(8):
+    batch = jnp.full((4, 3), float(t))
+    updates, state = tx.update(
+      jax.tree.map(jnp.zeros_like, params),
+      state,
+      params,
+      batched_loss=loss,
+      batch=batch,
+      mask=jnp.ones(4, bool),
+    )
+    params = optax.apply_updates(params, updates)
+  steps = [
+    int(s.step)
+    for s in jax.tree.leaves(
+      state, is_leaf=lambda x: isinstance(x, EstimatorState)
+    )
+    if isinstance(s, EstimatorState)
+  ]
+  assert steps == [2]

@@ -38,6 +38,14 @@ def build_parser() -> argparse.ArgumentParser:
     description="Reproduce tables and figures of the zoprivacy papers.",
   )
   parser.add_argument("name", choices=COMMANDS)
+  _add_common_options(parser)
+  _add_quadratic_options(parser)
+  _add_pazo_options(parser)
+  return parser
+
+
+def _add_common_options(parser: argparse.ArgumentParser) -> None:
+  """The options several commands share: output, grid size, plots."""
   parser.add_argument(
     "--out",
     default=None,
@@ -60,6 +68,25 @@ def build_parser() -> argparse.ArgumentParser:
     "verdicts)",
   )
   parser.add_argument(
+    "--methods",
+    default=None,
+    help="dpzero_quadratic: comma-separated subset of "
+    "dpzero,dpgd_zeroth,dp_gd; pazo_table1: of its "
+    "method names (DP-SGD,DPZero,PAZO-M,...)",
+  )
+  parser.add_argument(
+    "--estimate",
+    action="store_true",
+    help="dpzero_quadratic, pazo_table1: time short "
+    "probes and predict the grid's runtime instead of "
+    "running it",
+  )
+  parser.add_argument("--no-plots", action="store_true")
+
+
+def _add_quadratic_options(parser: argparse.ArgumentParser) -> None:
+  """dpzero_quadratic's grid slices and dpzero_rates' source."""
+  parser.add_argument(
     "--directions",
     choices=("sphere", "gaussian"),
     default="sphere",
@@ -78,12 +105,24 @@ def build_parser() -> argparse.ArgumentParser:
     "rank_d,rank_sqrt_d,rank_log_d",
   )
   parser.add_argument(
-    "--methods",
+    "--max-iterations",
+    type=int,
     default=None,
-    help="dpzero_quadratic: comma-separated subset of "
-    "dpzero,dpgd_zeroth,dp_gd; pazo_table1: of its "
-    "method names (DP-SGD,DPZero,PAZO-M,...)",
+    help="dpzero_quadratic: drop iteration counts above "
+    "this (a partial run; the cache is shared with the "
+    "full grid)",
   )
+  parser.add_argument(
+    "--source",
+    default=None,
+    help="dpzero_rates: results directory of "
+    "dpzero_quadratic (default results/dpzero_quadratic"
+    "[_quick]/)",
+  )
+
+
+def _add_pazo_options(parser: argparse.ArgumentParser) -> None:
+  """pazo_table1's slices, time limit and step-budget curve."""
   parser.add_argument(
     "--epsilons",
     default=None,
@@ -103,30 +142,6 @@ def build_parser() -> argparse.ArgumentParser:
     help="pazo_table1: the non-private learning curves on "
     "public data that set the step budget",
   )
-  parser.add_argument(
-    "--max-iterations",
-    type=int,
-    default=None,
-    help="dpzero_quadratic: drop iteration counts above "
-    "this (a partial run; the cache is shared with the "
-    "full grid)",
-  )
-  parser.add_argument(
-    "--estimate",
-    action="store_true",
-    help="dpzero_quadratic, pazo_table1: time short "
-    "probes and predict the grid's runtime instead of "
-    "running it",
-  )
-  parser.add_argument("--no-plots", action="store_true")
-  parser.add_argument(
-    "--source",
-    default=None,
-    help="dpzero_rates: results directory of "
-    "dpzero_quadratic (default results/dpzero_quadratic"
-    "[_quick]/)",
-  )
-  return parser
 
 
 def _grid(args):
@@ -160,88 +175,102 @@ def _default_out(name: str, args) -> str:
   return os.path.join("results", name + suffix)
 
 
+def _out(args) -> str:
+  """``--out``, or the command's default results directory, created."""
+  out = args.out or _default_out(args.name, args)
+  os.makedirs(out, exist_ok=True)
+  return out
+
+
+def _dpzero_quadratic(args) -> None:
+  # pylint: disable-next=g-import-not-at-top
+  from experiments.reproductions import dpzero_quadratic
+
+  if args.estimate:
+    dpzero_quadratic.estimate_runtime(_grid(args))
+    return
+  dpzero_quadratic.main(_grid(args), _out(args), make_plots=not args.no_plots)
+
+
+def _dpzero_rates(args) -> None:
+  if args.fast:
+    raise SystemExit(
+      "dpzero_rates has no --fast mode: the fast dpzero_quadratic grid has "
+      "one dimension, and a slope needs at least two. Use --quick (the "
+      "reduced grid) or the full grid."
+    )
+  # pylint: disable-next=g-import-not-at-top
+  from experiments.reproductions import dpzero_rates
+
+  source = args.source or _default_out("dpzero_quadratic", args)
+  dpzero_rates.main(source, _out(args))
+
+
+def _dpzo_accounting(args) -> None:
+  # pylint: disable-next=g-import-not-at-top
+  from experiments.reproductions import dpzo_accounting
+
+  out = args.out or os.path.join("results", args.name)
+  os.makedirs(out, exist_ok=True)
+  dpzo_accounting.main(out, quick=args.quick)
+
+
+def _pazo_table1(args) -> None:
+  # pylint: disable-next=g-import-not-at-top
+  from experiments.reproductions import pazo_table1, pazo_table1_budget
+
+  if args.quick:
+    raise SystemExit(
+      "pazo_table1 has no --quick mode: use --fast (smoke) "
+      "or --epsilons/--max-minutes to run a slice."
+    )
+  mode = "fast" if args.fast else "full"
+  methods = args.methods.split(",") if args.methods else None
+  if args.estimate:
+    pazo_table1_budget.estimate(mode, methods)
+    return
+  out = _out(args)
+  if args.curve:
+    pazo_table1_budget.curve(out, mode)
+    return
+  epsilons = (
+    [float(e) for e in args.epsilons.split(",")] if args.epsilons else None
+  )
+  pazo_table1.main(out, mode, methods, epsilons, args.max_minutes)
+
+
+def _hidden_state(args) -> None:
+  """hidden_state_fig1 and hidden_state_sweep: the same interface."""
+  import importlib  # pylint: disable=g-import-not-at-top
+
+  module = importlib.import_module(f"experiments.reproductions.{args.name}")
+  module.main(
+    _out(args),
+    module.QUICK if args.quick else module.FULL,
+    make_plot=not args.no_plots,
+  )
+
+
+def _mia(args) -> None:  # DP-ZO Table 6 analog: membership inference
+  from experiments.reproductions import mia  # pylint: disable=g-import-not-at-top
+
+  mia.main(args.out or _default_out(args.name, args), fast=args.fast)
+
+
+_RUNNERS = {
+  "dpzero_quadratic": _dpzero_quadratic,
+  "dpzero_rates": _dpzero_rates,
+  "dpzo_accounting": _dpzo_accounting,
+  "pazo_table1": _pazo_table1,
+  "hidden_state_fig1": _hidden_state,
+  "hidden_state_sweep": _hidden_state,
+  "mia": _mia,
+}
+
+
 def main(argv=None) -> int:
   args = build_parser().parse_args(argv)
-  if args.name == "dpzero_quadratic":
-    # pylint: disable-next=g-import-not-at-top
-    from experiments.reproductions import dpzero_quadratic
-
-    if args.estimate:
-      dpzero_quadratic.estimate_runtime(_grid(args))
-      return 0
-    out = args.out or _default_out(args.name, args)
-    os.makedirs(out, exist_ok=True)
-    dpzero_quadratic.main(_grid(args), out, make_plots=not args.no_plots)
-  elif args.name == "dpzero_rates":
-    if args.fast:
-      raise SystemExit(
-        "dpzero_rates has no --fast mode: the fast dpzero_quadratic grid has "
-        "one dimension, and a slope needs at least two. Use --quick (the "
-        "reduced grid) or the full grid."
-      )
-    # pylint: disable-next=g-import-not-at-top
-    from experiments.reproductions import dpzero_rates
-
-    source = args.source or _default_out("dpzero_quadratic", args)
-    out = args.out or _default_out(args.name, args)
-    os.makedirs(out, exist_ok=True)
-    dpzero_rates.main(source, out)
-  elif args.name == "dpzo_accounting":
-    # pylint: disable-next=g-import-not-at-top
-    from experiments.reproductions import dpzo_accounting
-
-    out = args.out or os.path.join("results", args.name)
-    os.makedirs(out, exist_ok=True)
-    dpzo_accounting.main(out, quick=args.quick)
-  elif args.name == "pazo_table1":
-    # pylint: disable-next=g-import-not-at-top
-    from experiments.reproductions import pazo_table1, pazo_table1_budget
-
-    if args.quick:
-      raise SystemExit(
-        "pazo_table1 has no --quick mode: use --fast (smoke) "
-        "or --epsilons/--max-minutes to run a slice."
-      )
-    mode = "fast" if args.fast else "full"
-    methods = args.methods.split(",") if args.methods else None
-    if args.estimate:
-      pazo_table1_budget.estimate(mode, methods)
-      return 0
-    out = args.out or _default_out(args.name, args)
-    os.makedirs(out, exist_ok=True)
-    if args.curve:
-      pazo_table1_budget.curve(out, mode)
-      return 0
-    epsilons = (
-      [float(e) for e in args.epsilons.split(",")] if args.epsilons else None
-    )
-    pazo_table1.main(out, mode, methods, epsilons, args.max_minutes)
-  elif args.name == "hidden_state_fig1":
-    # pylint: disable-next=g-import-not-at-top
-    from experiments.reproductions import hidden_state_fig1
-
-    out = args.out or _default_out(args.name, args)
-    os.makedirs(out, exist_ok=True)
-    hidden_state_fig1.main(
-      out,
-      hidden_state_fig1.QUICK if args.quick else hidden_state_fig1.FULL,
-      make_plot=not args.no_plots,
-    )
-  elif args.name == "hidden_state_sweep":
-    # pylint: disable-next=g-import-not-at-top
-    from experiments.reproductions import hidden_state_sweep
-
-    out = args.out or _default_out(args.name, args)
-    os.makedirs(out, exist_ok=True)
-    hidden_state_sweep.main(
-      out,
-      hidden_state_sweep.QUICK if args.quick else hidden_state_sweep.FULL,
-      make_plot=not args.no_plots,
-    )
-  elif args.name == "mia":  # DP-ZO Table 6 analog: membership inference
-    from experiments.reproductions import mia  # pylint: disable=g-import-not-at-top
-
-    mia.main(args.out or _default_out(args.name, args), fast=args.fast)
+  _RUNNERS[args.name](args)
   return 0
 
 

@@ -179,19 +179,7 @@ def tune(
   plan, total = _plan_and_noise(
     config, trial_task, count, score_noise, trial_epsilon
   )
-  workdir_lib.claim(
-    config.workdir,
-    {
-      **config.to_dict(),
-      "tuning": {
-        "search": space.describe(),
-        "trial_count": [count.distribution, count.mean, str(count.shape)],
-        "score_noise": score_noise,
-        "trial_epsilon": trial_epsilon,
-      },
-    },
-    config.get("resume", ""),
-  )
+  _claim_workdir(config, space, count, score_noise, trial_epsilon)
   insecure = config.get("insecure_test_noise") and config.get("test_run")
   secret = store.load_or_create_secret(
     config.workdir, config.seed if insecure else None
@@ -208,11 +196,7 @@ def tune(
     },
     "trial_count": "secret (never released)",
     "search": space.describe(),
-    "per_trial_noise_multiplier": plan.noise_multiplier,
-    "per_trial_epsilon": plan.epsilon(config.num_steps),
-    "per_trial_privacy": plan.describe(),
-    "per_trial_plan": plan.to_dict(),
-    "per_trial_num_steps": config.num_steps,
+    **_per_trial(config, plan),
     "score_noise": score_noise,
     "validation_size": size,
     "total_epsilon": total,
@@ -224,6 +208,35 @@ def tune(
   with open(os.path.join(config.workdir, "result.json"), "w") as f:
     json.dump(result, f, indent=2, default=str)
   return result
+
+
+def _claim_workdir(config, space, count, score_noise, trial_epsilon) -> None:
+  """Claims the workdir for this tuning (config, search and trial count):
+  a rerun of the same tuning resumes, another is refused."""
+  workdir_lib.claim(
+    config.workdir,
+    {
+      **config.to_dict(),
+      "tuning": {
+        "search": space.describe(),
+        "trial_count": [count.distribution, count.mean, str(count.shape)],
+        "score_noise": score_noise,
+        "trial_epsilon": trial_epsilon,
+      },
+    },
+    config.get("resume", ""),
+  )
+
+
+def _per_trial(config, plan) -> dict:
+  """The result's per-trial privacy: one trial's plan and its epsilon."""
+  return {
+    "per_trial_noise_multiplier": plan.noise_multiplier,
+    "per_trial_epsilon": plan.epsilon(config.num_steps),
+    "per_trial_privacy": plan.describe(),
+    "per_trial_plan": plan.to_dict(),
+    "per_trial_num_steps": config.num_steps,
+  }
 
 
 def format_report(result: dict) -> str:

@@ -170,7 +170,15 @@ def plot(cfg: Config, rows, output, path: str) -> None:
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 
   fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
-  ax = axes[0]
+  _panel_a(axes[0], cfg, rows, output)
+  _panel_b(axes[1], cfg, rows)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+
+
+def _panel_a(ax, cfg: Config, rows, output) -> None:
+  """Panel (a): each K's hidden-state bound against composition."""
   base = [
     r for r in rows if r["K"] == cfg.directions[0] and r["clip"] == cfg.clip
   ]
@@ -217,7 +225,10 @@ def plot(cfg: Config, rows, output, path: str) -> None:
     f"sigma={cfg.noise_std}, delta={cfg.delta:g}",
   )
   ax.legend(fontsize=7)
-  ax = axes[1]
+
+
+def _panel_b(ax, cfg: Config, rows) -> None:
+  """Panel (b): hidden state against composition for each clip."""
   k = cfg.panel_b_directions
   for i, clip in enumerate(cfg.panel_b_clips):
     mine = [r for r in rows if r["K"] == k and r["clip"] == clip]
@@ -244,9 +255,6 @@ def plot(cfg: Config, rows, output, path: str) -> None:
     title=f"(b) K = {k}: hidden state vs composition",
   )
   ax.legend(fontsize=7)
-  fig.tight_layout()
-  fig.savefig(path, dpi=110)
-  plt.close(fig)
 
 
 def table(rows) -> str:
@@ -306,13 +314,23 @@ def main(
     json.dump(result, f, indent=1, default=str)
   if make_plot:
     plot(cfg, rows, output, os.path.join(out, "fig1.png"))
+  text = _summary(cfg, result)
+  with open(os.path.join(out, "summary.md"), "w") as f:
+    f.write(text)
+  log(text)
+  return result
+
+
+def _summary(cfg: Config, result: dict) -> str:
+  """summary.md: the setting, Cor. 3.3's minimum K, the claims, the table."""
+  output, k_min = result["output_perturbation"], result["minimum_K"]
   summary = [
     "# Chien, Chen & Li, Fig. 1: final-iterate epsilon against T",
     "",
     f"d = {cfg.dimension}, n = {cfg.dataset_size}, sigma = "
     f"{cfg.noise_std}, delta = {cfg.delta:g}, R = {cfg.radius}, M = "
     f"{cfg.smoothness}, m = {cfg.strong_convexity}, eta = K/M; "
-    f"{seconds:.0f} s.",
+    f"{result['seconds']:.0f} s.",
     "",
     "Cor. 3.3's minimum K (eq. (32) / main text): "
     + ", ".join(f"{a:.0f} / {b:.0f}" for a, b in list(k_min.values())[:1]),
@@ -326,11 +344,7 @@ def main(
   ]
   summary += [
     f"* {name}: {'holds' if ok else 'DOES NOT HOLD'}"
-    for name, ok in checks.items()
+    for name, ok in result["claims"].items()
   ]
-  summary += ["", table(rows), ""]
-  text = "\n".join(summary)
-  with open(os.path.join(out, "summary.md"), "w") as f:
-    f.write(text)
-  log(text)
-  return result
+  summary += ["", table(result["rows"]), ""]
+  return "\n".join(summary)

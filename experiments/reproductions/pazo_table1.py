@@ -306,7 +306,27 @@ def main(
   seconds = time.time() - run.start
   expected = len(methods) * len(epsilons) * len(budget.seeds)
   done = sum(len(v) for v in results.values())
-  info = report.Info(
+  info = _info(mode, budget, methods, epsilons, seconds, done, expected)
+  report.write(out, info, chosen, results)
+  acc = {
+    m: {e: [r["accuracy"] for r in results[m, e]] for e in epsilons}
+    for m in methods
+  }
+  step = {
+    m: {e: chosen[m, e][0] for e in epsilons if (m, e) in chosen}
+    for m in methods
+  }
+  return {
+    "accuracy": acc,
+    "step_size": step,
+    "complete": done == expected,
+    "seconds": seconds,
+  }
+
+
+def _info(mode, budget, methods, epsilons, seconds, done, expected):
+  """What the report states about the run besides its results."""
+  return report.Info(
     mode=mode,
     smoke=mode in SMOKE_MODES,
     budget=budget,
@@ -323,21 +343,6 @@ def main(
     expected=expected,
     command=command(mode, methods, epsilons),
   )
-  report.write(out, info, chosen, results)
-  acc = {
-    m: {e: [r["accuracy"] for r in results[m, e]] for e in epsilons}
-    for m in methods
-  }
-  step = {
-    m: {e: chosen[m, e][0] for e in epsilons if (m, e) in chosen}
-    for m in methods
-  }
-  return {
-    "accuracy": acc,
-    "step_size": step,
-    "complete": done == expected,
-    "seconds": seconds,
-  }
 
 
 def command(mode, methods, epsilons) -> str:

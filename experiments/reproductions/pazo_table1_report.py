@@ -118,19 +118,9 @@ def write(out: str, info: Info, chosen: dict, results: dict) -> None:
   acc = {k: [r["accuracy"] for r in v] for k, v in results.items()}
   for m in info.methods:
     lines.append(f"| {m} | " + " | ".join(_cell(acc[m, e]) for e in eps) + " |")
-  ratios = [r["epsilon"] / e for (_, e), v in results.items() for r in v]
-  sig = []
-  for e in eps:
-    vals = [v for (_, e2), v in info.sigma.items() if e2 == e]
-    lo, hi = min(vals), max(vals)
-    sig.append(f"{e:g}: {lo:.3f}" + ("" if hi - lo < 5e-4 else f"-{hi:.3f}"))
   lines += [
     "",
-    "Noise multipliers (the runner's calibration of each "
-    f"method's privacy plan; range over methods): {', '.join(sig)}. "
-    "Largest ratio of "
-    "ledger epsilon to target over the final runs: "
-    + (f"{max(ratios):.4f}." if ratios else "n/a."),
+    _noise_line(info, results),
     "",
     "Paper's claims, on the seed means:",
     "",
@@ -154,6 +144,24 @@ def write(out: str, info: Info, chosen: dict, results: dict) -> None:
   _write_selection(out, info, chosen)
   plot(acc, info, os.path.join(out, "table.png"))
   print("\n".join(lines), flush=True)
+
+
+def _noise_line(info: Info, results: dict) -> str:
+  """The calibrated noise multipliers per epsilon (a range over methods)
+  and the largest ratio of ledger epsilon to target."""
+  ratios = [r["epsilon"] / e for (_, e), v in results.items() for r in v]
+  sig = []
+  for e in info.epsilons:
+    vals = [v for (_, e2), v in info.sigma.items() if e2 == e]
+    lo, hi = min(vals), max(vals)
+    sig.append(f"{e:g}: {lo:.3f}" + ("" if hi - lo < 5e-4 else f"-{hi:.3f}"))
+  return (
+    "Noise multipliers (the runner's calibration of each "
+    f"method's privacy plan; range over methods): {', '.join(sig)}. "
+    "Largest ratio of "
+    "ledger epsilon to target over the final runs: "
+    + (f"{max(ratios):.4f}." if ratios else "n/a.")
+  )
 
 
 def _write_selection(out: str, info: Info, chosen: dict) -> None:

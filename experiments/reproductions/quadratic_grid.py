@@ -215,6 +215,22 @@ def prepare_directions(
   return Directions(dirs, jnp.concatenate(chunks, axis=0))
 
 
+def _method_inputs(method: str, problem: Problem, num_steps: int, dirs):
+  """The arrays ``method``'s runner takes between the noise multiplier and
+  the noise key: the centred data for DP-GD, the directions for the
+  zeroth-order methods (each with the Hessian ``problem.a``)."""
+  if method == "dp_gd":
+    return problem.centred, problem.sq_norms, problem.a
+  if method in ("dpzero", "dpgd_zeroth"):
+    if dirs is None or dirs.dirs.shape[0] < num_steps:
+      raise ValueError(
+        "Zeroth-order runs need prepare_directions() output "
+        f"covering {num_steps} steps."
+      )
+    return dirs.dirs, dirs.proj, problem.a
+  raise ValueError(f"Unknown method {method!r}; choose one of {METHODS}.")
+
+
 def run_grid(
   method: str,
   problem: Problem,
@@ -242,37 +258,8 @@ def run_grid(
     initial_point(dim) - problem.train_mean, (ss.shape[0], dim)
   )
   sigma = jnp.float32(noise_multiplier)
-  if method == "dp_gd":
-    r = _RUNNERS[method](
-      r0,
-      ss,
-      cc,
-      sigma,
-      problem.centred,
-      problem.sq_norms,
-      problem.a,
-      noise_key,
-      num_steps,
-    )
-  elif method in ("dpzero", "dpgd_zeroth"):
-    if dirs is None or dirs.dirs.shape[0] < num_steps:
-      raise ValueError(
-        "Zeroth-order runs need prepare_directions() output "
-        f"covering {num_steps} steps."
-      )
-    r = _RUNNERS[method](
-      r0,
-      ss,
-      cc,
-      sigma,
-      dirs.dirs,
-      dirs.proj,
-      problem.a,
-      noise_key,
-      num_steps,
-    )
-  else:
-    raise ValueError(f"Unknown method {method!r}; choose one of {METHODS}.")
+  data = _method_inputs(method, problem, num_steps, dirs)
+  r = _RUNNERS[method](r0, ss, cc, sigma, *data, noise_key, num_steps)
   shape = (stepsizes.size, clips.size)
   metrics = [
     np.asarray(m, np.float64).reshape(shape) for m in _metrics(problem, r)

@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -246,8 +248,54 @@ def _qa_evaluate(config, task, examples, tokenizer, model, merged, kw):
   return evaluate
 
 
+class _LM(NamedTuple):
+  """What both task kinds take from the model: the trainable/frozen split
+  and its merge, the module, the tokenizer, the per-example loss and its
+  in-scan variant (None where the model has none), the batch encoding's
+  keywords and the sequence length."""
+
+  init: Any
+  merged: Callable
+  model: Any
+  tok: Any
+  loss: Callable
+  in_scan: Callable | None
+  kw: dict
+  length: int
+
+
 def _build(config, task: str) -> Task:
   generation = task in prompts.GENERATION_TASKS
+  train, test = _sample(config, task, generation)
+  model_class, cfg, params, tok = _causal_lm(config)
+  length = int(config.get("max_length") or 256)
+  init, merged, model_cfg = _fine_tuning(config, params, cfg)
+  model = model_class(model_cfg)
+  pad_id = cfg.pad_token_id
+  lm = _LM(
+    init=_float32_trainable(init),
+    merged=merged,
+    model=model,
+    tok=tok,
+    loss=functools.partial(per_example_lm_loss, model=model),
+    # The same losses with the perturbation added inside the layer scan.
+    in_scan=functools.partial(
+      causal_lm_zo.perturbed_lm_loss, model=model, assemble=merged
+    ),
+    kw=dict(
+      max_length=length,
+      pad_id=tok.padding["pad_id"] if pad_id is None else pad_id,
+    ),
+    length=length,
+  )
+  if generation:
+    return _generation_task(config, task, train, test, lm)
+  return _classification_task(task, train, test, lm)
+
+
+def _sample(config, task: str, generation: bool):
+  """The task's train and test examples: ``examples_per_class`` per class
+  (classification) or ``num_train``; ``num_eval`` test examples."""
   train, test = _read_data(check_files(config, task), task)
   seed = data_seed(config)
   k = int(config.get("examples_per_class") or 0)
@@ -260,42 +308,42 @@ def _build(config, task: str) -> Task:
   test = mt.sample_examples(
     test, int(config.get("num_eval") or 1000), seed=seed + 1
   )
-  model_class, cfg, params, tok = _causal_lm(config)
-  length = int(config.get("max_length") or 256)
-  init, merged, model_cfg = _fine_tuning(config, params, cfg)
-  init = _float32_trainable(init)
-  model = model_class(model_cfg)
-  loss = functools.partial(per_example_lm_loss, model=model)
-  pad_id = cfg.pad_token_id
-  kw = dict(
-    max_length=length,
-    pad_id=tok.padding["pad_id"] if pad_id is None else pad_id,
+  return train, test
+
+
+def _generation_task(config, task: str, train, test, lm: _LM) -> LMTask:
+  """A question-answering task: trained on the answer's tokens, evaluated
+  by generation (F1 and exact match)."""
+  enc = [
+    prompts.training_batch(task, d, lm.tok, **lm.kw) for d in (train, test)
+  ]
+  loss, merged, in_scan = lm.loss, lm.merged, lm.in_scan
+  return LMTask(
+    enc[0],
+    np.zeros(len(train), np.int32),
+    enc[1],
+    np.zeros(len(test), np.int32),
+    1,
+    lm.init,
+    lambda t, f, x: -loss(merged(t, f), x)[:, None],
+    perturbed_loss=in_scan and (lambda t, f, b, u: in_scan(t, f, b[0], u)),
+    evaluate=_qa_evaluate(config, task, test, lm.tok, lm.model, merged, lm.kw),
+    metric_names=("test_f1", "test_exact_match"),
+    lm_loss=lambda t, f, x: loss(merged(t, f), x),
   )
 
-  # The same losses with the perturbation added inside the layer scan.
-  in_scan = functools.partial(
-    causal_lm_zo.perturbed_lm_loss, model=model, assemble=merged
-  )
 
-  if generation:
-    enc = [prompts.training_batch(task, d, tok, **kw) for d in (train, test)]
-    return LMTask(
-      enc[0],
-      np.zeros(len(train), np.int32),
-      enc[1],
-      np.zeros(len(test), np.int32),
-      1,
-      init,
-      lambda t, f, x: -loss(merged(t, f), x)[:, None],
-      perturbed_loss=in_scan and (lambda t, f, b, u: in_scan(t, f, b[0], u)),
-      evaluate=_qa_evaluate(config, task, test, tok, model, merged, kw),
-      metric_names=("test_f1", "test_exact_match"),
-      lm_loss=lambda t, f, x: loss(merged(t, f), x),
-    )
-  c = len(prompts.TEMPLATES[task].verbalizer)
+def _classification_task(task: str, train, test, lm: _LM) -> Task:
+  """A prompt classification task: each example's logits are minus the
+  loss of its candidate completions, one per verbalizer."""
+  c, length, merged = (
+    len(prompts.TEMPLATES[task].verbalizer),
+    lm.length,
+    lm.merged,
+  )
 
   def encode(d):
-    b = prompts.candidate_batch(task, d, tok, **kw)
+    b = prompts.candidate_batch(task, d, lm.tok, **lm.kw)
     return {k: v.reshape(len(d), c, length) for k, v in b.items()}
 
   train_inputs, test_inputs = encode(train), encode(test)
@@ -304,7 +352,8 @@ def _build(config, task: str) -> Task:
   window = answer_window(
     np.concatenate([train_inputs["loss_mask"], test_inputs["loss_mask"]])
   )
-  loss = functools.partial(loss, answer_window=window)
+  loss = functools.partial(lm.loss, answer_window=window)
+  in_scan = lm.in_scan
   if in_scan is not None:
     in_scan = functools.partial(in_scan, answer_window=window)
 
@@ -325,7 +374,7 @@ def _build(config, task: str) -> Task:
     test_inputs,
     np.array([e["label"] for e in test], np.int32),
     c,
-    init,
+    lm.init,
     apply,
     perturbed_loss=perturbed_loss if in_scan is not None else None,
   )

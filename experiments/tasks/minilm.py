@@ -96,43 +96,11 @@ def vader_minilm_task(config) -> Task:
     vader.PRIVATE_CORPUS, cache_dir, seed=data_seed(config)
   )
   train, test = train_eval_split(config, data.train, data.test)
-  public = None
-  if config.get("public"):
-    if config.public not in VADER_PUBLIC:
-      raise ValueError(
-        f"public={config.public!r} for vader_minilm; use one of "
-        f"{sorted(VADER_PUBLIC)} or ''"
-      )
-    parts = [
-      vader.load_vader_corpus(c, cache_dir) for c in VADER_PUBLIC[config.public]
-    ]
-    pool = Dataset(
-      np.concatenate([p.inputs for p in parts]),
-      np.concatenate([p.labels for p in parts]),
-      2,
-      f"vader/{config.public}",
-    )
-    size = config.get("public_size")
-    public = splits_lib.sample_ood_public(
-      pool,
-      data.train,
-      num_samples=int(size) if size else None,
-      seed=data_seed(config),
-      on_overlap="drop",
-    )
+  public = _vader_public(config, data.train, cache_dir)
 
   model_dir = _minilm_dir(config)
   bcfg, encoder_params = bert.load_hf_encoder(model_dir)
-  length = int(config.get("max_length") or 32)
-  tokenizer = load_tokenizer(model_dir, max_length=length)
-  tokenizer.no_padding()
-
-  def tokenize(ds):
-    enc = tokenizer.encode_batch([str(s) for s in ds.inputs])
-    ids, mask = pad_to([e.ids for e in enc], length, bcfg.pad_token_id)
-    return {"input_ids": ids, "attention_mask": mask}
-
-  model = bert.BertClassifier(bcfg, 2, pooling="mean")
+  tokenize = _tokenize_fn(model_dir, bcfg, int(config.get("max_length") or 32))
   seed = data_seed(config)
   params = bert.classifier_params_from_encoder(
     encoder_params, bcfg, 2, jax.random.key(seed + 5), "mean"
@@ -140,40 +108,45 @@ def vader_minilm_task(config) -> Task:
   mode = config.get("peft") or "full"
   x_train, x_test = tokenize(train), tokenize(test)
   x_public = None if public is None else tokenize(public)
-
+  labels = dict(
+    public_labels=None if public is None else public.labels,
+    train_labels=train.labels,
+    test_labels=test.labels,
+  )
   if config.get("precompute_features"):
     if mode != "head":
       raise ValueError(
         "precompute_features needs peft='head' (a frozen encoder)"
       )
-    head = {"head": params["head"]}
     f = lambda x: (
       None if x is None else encoder_features(encoder_params, bcfg, x)
     )
-    x_train, x_test, x_public = f(x_train), f(x_test), f(x_public)
-    import flax.linen as nn
-
-    dense = nn.Dense(2)
-
-    def apply_features(t, frozen, inputs):
-      del frozen
-      return dense.apply({"params": t["head"]}, inputs)
-
-    return Task(
-      x_train,
-      train.labels,
-      x_test,
-      test.labels,
-      2,
-      lambda key: (head, {}),
-      apply_features,
-      public_inputs=x_public,
-      public_labels=None if public is None else public.labels,
+    return _head_on_features(
+      params["head"], f(x_train), f(x_test), f(x_public), **labels
     )
-
   trainable, frozen, merge = peft_split(
     params, mode, jax.random.key(seed + 3), **peft_args(config)
   )
+  return _encoder_task(
+    bcfg, (trainable, frozen), merge, x_train, x_test, x_public, **labels
+  )
+
+
+def _encoder_task(
+  bcfg,
+  split,
+  merge,
+  x_train,
+  x_test,
+  x_public,
+  *,
+  train_labels,
+  test_labels,
+  public_labels,
+) -> Task:
+  """The mean-pooled encoder and its head on tokenized inputs, trained on
+  ``split`` = (trainable, frozen) as ``merge`` recombines them."""
+  model = bert.BertClassifier(bcfg, 2, pooling="mean")
 
   def apply(t, f, inputs):
     return model.apply(
@@ -184,12 +157,86 @@ def vader_minilm_task(config) -> Task:
 
   return Task(
     x_train,
-    train.labels,
+    train_labels,
     x_test,
-    test.labels,
+    test_labels,
     2,
-    lambda key: (trainable, frozen),
+    lambda key: split,
     apply,
     public_inputs=x_public,
-    public_labels=None if public is None else public.labels,
+    public_labels=public_labels,
+  )
+
+
+def _vader_public(config, private_train: Dataset, cache_dir) -> Dataset | None:
+  """``config.public``'s out-of-distribution corpora, sampled without any
+  sentence of the private training set (None without ``public``)."""
+  if not config.get("public"):
+    return None
+  if config.public not in VADER_PUBLIC:
+    raise ValueError(
+      f"public={config.public!r} for vader_minilm; use one of "
+      f"{sorted(VADER_PUBLIC)} or ''"
+    )
+  parts = [
+    vader.load_vader_corpus(c, cache_dir) for c in VADER_PUBLIC[config.public]
+  ]
+  pool = Dataset(
+    np.concatenate([p.inputs for p in parts]),
+    np.concatenate([p.labels for p in parts]),
+    2,
+    f"vader/{config.public}",
+  )
+  size = config.get("public_size")
+  return splits_lib.sample_ood_public(
+    pool,
+    private_train,
+    num_samples=int(size) if size else None,
+    seed=data_seed(config),
+    on_overlap="drop",
+  )
+
+
+def _tokenize_fn(model_dir, bcfg, length: int):
+  """Encodes a dataset's sentences to ``length`` padded token ids and mask."""
+  tokenizer = load_tokenizer(model_dir, max_length=length)
+  tokenizer.no_padding()
+
+  def tokenize(ds):
+    enc = tokenizer.encode_batch([str(s) for s in ds.inputs])
+    ids, mask = pad_to([e.ids for e in enc], length, bcfg.pad_token_id)
+    return {"input_ids": ids, "attention_mask": mask}
+
+  return tokenize
+
+
+def _head_on_features(
+  head_params,
+  x_train,
+  x_test,
+  x_public,
+  *,
+  train_labels,
+  test_labels,
+  public_labels,
+) -> Task:
+  """The linear head alone, on the frozen encoder's precomputed features."""
+  import flax.linen as nn  # pylint: disable=g-import-not-at-top
+
+  dense = nn.Dense(2)
+
+  def apply_features(t, frozen, inputs):
+    del frozen
+    return dense.apply({"params": t["head"]}, inputs)
+
+  return Task(
+    x_train,
+    train_labels,
+    x_test,
+    test_labels,
+    2,
+    lambda key: ({"head": head_params}, {}),
+    apply_features,
+    public_inputs=x_public,
+    public_labels=public_labels,
   )

@@ -69,20 +69,8 @@ def public_proxy_task(
   class counts are not read. Raises ``ValueError`` when the task has no
   public data or too little of it.
   """
-  if task.public_labels is None:
-    raise ValueError(
-      "public_proxy needs public data: set config.public (for example "
-      "'amazon+tweets' for vader_minilm)."
-    )
-  n_public = len(task.public_labels)
-  n_train = task.num_train
-  if n_train + eval_size > n_public:
-    raise ValueError(
-      f"public_proxy needs {n_train} public training examples (as many as "
-      f"the private training set) and {eval_size} evaluation examples, but "
-      f"the public set has {n_public}; lower validation_size or raise "
-      "public_size."
-    )
+  _check_public_size(task, eval_size)
+  n_public, n_train = len(task.public_labels), task.num_train
   order = np.random.default_rng(seed).permutation(n_public)
   labels = np.asarray(task.public_labels)
   if per_class:
@@ -109,3 +97,20 @@ def public_proxy_task(
     public_inputs=_take(task.public_inputs, rest) if len(rest) else None,
     public_labels=labels[rest] if len(rest) else None,
   )
+
+
+def _check_public_size(task: Task, eval_size: int) -> None:
+  """Refuses a task without public data or with too little of it."""
+  if task.public_labels is None:
+    raise ValueError(
+      "public_proxy needs public data: set config.public (for example "
+      "'amazon+tweets' for vader_minilm)."
+    )
+  n_public, n_train = len(task.public_labels), task.num_train
+  if n_train + eval_size > n_public:
+    raise ValueError(
+      f"public_proxy needs {n_train} public training examples (as many as "
+      f"the private training set) and {eval_size} evaluation examples, but "
+      f"the public set has {n_public}; lower validation_size or raise "
+      "public_size."
+    )

@@ -24,6 +24,9 @@ ROBERTA_HOW = (
 )
 
 
+MASK_TOKEN = "<mask>"
+
+
 def _roberta_prompt_task(
   config, name: str, data, public_pool: Dataset | None
 ) -> Task:
@@ -38,24 +41,17 @@ def _roberta_prompt_task(
       seed=data_seed(config),
       on_overlap="drop",
     )
-  tokenizer = tokenize.load_tokenizer(model_dir)
-  tokenizer.no_truncation()
-  tokenizer.no_padding()
-  mask_token = "<mask>"
-  mask_id = tokenizer.token_to_id(mask_token)
-  if mask_id is None:
-    raise ValueError(f"{model_dir}/tokenizer.json has no {mask_token} token")
+  tokenizer, mask_id = _prompt_tokenizer(model_dir)
   rcfg, params = prompt_mlm.load_roberta_mlm(model_dir)
   length = int(config.get("max_length") or 128)
   if length > rcfg.max_position_embeddings - rcfg.pad_token_id - 1:
     raise ValueError(f"max_length={length} exceeds the model's positions")
-  words = loaders.LABEL_WORDS[name]
   model = prompt_mlm.prompt_classifier(
-    rcfg, label_word_ids(tokenizer, words), mask_id
+    rcfg, label_word_ids(tokenizer, loaders.LABEL_WORDS[name]), mask_id
   )
 
   def encode(ds):
-    prompts = loaders.prompts_for(name, ds.inputs, mask_token)
+    prompts = loaders.prompts_for(name, ds.inputs, MASK_TOKEN)
     rows = [
       fit_around_mask(e.ids, length, mask_id)
       for e in tokenizer.encode_batch(prompts)
@@ -63,13 +59,41 @@ def _roberta_prompt_task(
     ids, mask = pad_to(rows, length, rcfg.pad_token_id)
     return {"input_ids": ids, "attention_mask": mask}
 
+  init, apply = _prompt_model(config, model, params)
+  return Task(
+    encode(train),
+    train.labels,
+    encode(test),
+    test.labels,
+    train.num_classes,
+    init,
+    apply,
+    public_inputs=None if public is None else encode(public),
+    public_labels=None if public is None else public.labels,
+  )
+
+
+def _prompt_tokenizer(model_dir):
+  """The model's tokenizer (no truncation or padding) and its mask id."""
+  tokenizer = tokenize.load_tokenizer(model_dir)
+  tokenizer.no_truncation()
+  tokenizer.no_padding()
+  mask_id = tokenizer.token_to_id(MASK_TOKEN)
+  if mask_id is None:
+    raise ValueError(f"{model_dir}/tokenizer.json has no {MASK_TOKEN} token")
+  return tokenizer, mask_id
+
+
+def _prompt_model(config, model, params):
+  """The task's ``init`` and ``apply`` for ``config.peft``'s split of the
+  encoder and RoBERTa's own pretrained LM head (the prompt classifier's
+  "head")."""
   params = {
     "encoder": params["encoder"],
     "lm_head": params["lm_head"],
     "lm_bias": params["lm_bias"],
   }
   mode = config.get("peft") or "full"
-  # The prompt classifier's "head" is RoBERTa's own pretrained LM head.
   trainable, frozen, merge = peft_split(
     params,
     mode,
@@ -89,17 +113,7 @@ def _roberta_prompt_task(
       inputs["attention_mask"],
     )
 
-  return Task(
-    encode(train),
-    train.labels,
-    encode(test),
-    test.labels,
-    train.num_classes,
-    init,
-    apply,
-    public_inputs=None if public is None else encode(public),
-    public_labels=None if public is None else public.labels,
-  )
+  return init, apply
 
 
 @register("sst2")

@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 from xla_optimization import full_optimization
@@ -70,18 +71,29 @@ def test_default_run_learns_at_epsilon_two(default_result):
   assert r["delta"] == 1e-5 and r["sampling"] == "poisson"
 
 
+# How far below the DPZero run's accuracy the MeZO run of the same seed may
+# fall. The difference (MeZO minus DPZero, same seed) over seeds 0-49
+# (tests/experiments/mezo_dpzero_seeds.py, docs/experiments.md): mean
+# +0.036, standard deviation 0.024, minimum -0.022 (seed 4); 0.02 failed
+# 1 seed in 50. With the pessimistic 95% bounds from those 50 seeds (mean
+# +0.030, sd 0.029) a normal difference is below -0.08 with probability
+# 8e-5: a change that only reshuffles the random stream fails the test
+# with probability below 1e-4.
+MEZO_MARGIN = 0.08
+
+
 @pytest.mark.compute_bound
 def test_mezo_does_at_least_as_well_as_dpzero(default_result):
-  """Both runs seeded (:func:`_seeded`): the comparison is deterministic, so
-  it cannot flake (with OS-entropy noise it failed from a fresh clone:
-  MeZO 0.8635 against DPZero 0.8858 - 0.02)."""
+  """MeZO (non-private) is not worse than DPZero at epsilon 2, up to the
+  seed-to-seed spread of the difference (:data:`MEZO_MARGIN`). Both runs
+  are seeded (:func:`_seeded`), so the comparison is deterministic and
+  cannot flake on a rerun (with OS-entropy noise it failed from a fresh
+  clone: MeZO 0.8635 against DPZero 0.8858 - 0.02)."""
   with full_optimization():
     r = train.train(_seeded(mezo_config.get_config()), progress=False)
   print("mezo:", r["test_accuracy"], "dpzero:", default_result["test_accuracy"])
   assert r["epsilon"] == float("inf") and r["delta"] is None
-  # "At least as well" up to the test set's sampling error: with 360 test
-  # examples the standard error of an accuracy near 0.85 is 0.019.
-  assert r["test_accuracy"] >= default_result["test_accuracy"] - 0.02
+  assert r["test_accuracy"] >= default_result["test_accuracy"] - MEZO_MARGIN
 
 
 def test_command_line_entry_point_with_overrides(tmp_path):
@@ -108,3 +120,55 @@ def test_command_line_entry_point_with_overrides(tmp_path):
   assert "steps: 300" in out.stdout
   assert "(epsilon, delta) = (" in out.stdout and "pure epsilon" in out.stdout
   assert (tmp_path / "result.json").exists()
+
+
+@pytest.mark.slow  # the README's first command in full: ~50 s on 2 cores
+def test_readme_first_command_prints_accuracy_and_epsilon():
+  """``python -m experiments.run --config configs/default.py`` exactly as the
+  README gives it (4,000 steps, secret OS-entropy noise, no workdir: it
+  writes no file). Seeded runs of this config scored 0.80-0.87 over seeds
+  0-10 (tests/experiments/mezo_dpzero_seeds.py); chance is 0.10. The README
+  says it finishes in well under two minutes on 2 cores: wall time depends
+  on the machine's load, so the test bounds the process's own CPU time by
+  what two cores give in two minutes (measured: 19.6 s of CPU in 47.8 s
+  wall at load average 7-9 on 2 cores)."""
+  import resource  # pylint: disable=g-import-not-at-top
+
+  # As a user runs it: none of the session's compilation or calibration
+  # caches and XLA's default optimization (tests/conftest.py sets these).
+  env = {
+    k: v
+    for k, v in os.environ.items()
+    if k
+    not in (
+      "JAX_DISABLE_MOST_OPTIMIZATIONS",
+      "JAX_COMPILATION_CACHE_DIR",
+      "ZOPRIVACY_CALIBRATION_CACHE_DIR",
+    )
+  }
+  env["XLA_FLAGS"] = env.get("XLA_FLAGS", "").replace(
+    "--xla_cpu_use_fusion_emitters=false", ""
+  )
+  env["PYTHONPATH"] = ROOT
+  before = resource.getrusage(resource.RUSAGE_CHILDREN)
+  start = time.perf_counter()
+  out = subprocess.run(
+    [sys.executable, "-m", "experiments.run", "--config", "configs/default.py"],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=600,
+    env=env,
+  )
+  wall = time.perf_counter() - start
+  after = resource.getrusage(resource.RUSAGE_CHILDREN)
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert "Traceback" not in out.stderr
+  accuracy = float(out.stdout.split("test accuracy:")[1].split()[0])
+  assert accuracy > 0.6  # chance is 0.10
+  assert "steps: 4000" in out.stdout
+  assert "(epsilon, delta) = (1.9" in out.stdout
+  assert "secret noise from OS entropy" in out.stdout
+  cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+  print(f"README's first command: {wall:.1f} s wall, {cpu:.1f} s CPU")
+  assert cpu < 2 * 120, cpu

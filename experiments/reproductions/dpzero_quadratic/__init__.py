@@ -92,52 +92,7 @@ def main(
   table = markdown_table(best, cfg)
   paths = plot(best, cfg, out_dir) if make_plots else []
   wall = time.perf_counter() - start
-  sigma_rows = [
-    "| T | calibrated sigma (PLD, replace-one) | its epsilon | "
-    "Alg. 2 advanced composition sigma |",
-    "|---:|---:|---:|---:|",
-  ]
-  for t, s in sorted(result["sigmas"].items()):
-    sigma_rows.append(
-      f"| {t} | {s['noise_multiplier']:.4g} | "
-      f"{s['epsilon']:.4f} | "
-      f"{s['alg2_advanced_composition']:.4g} |"
-    )
-  cached_seconds = sum(r["seconds"] for r in result["records"])
-  summary = "\n".join(
-    [
-      f"# dpzero_quadratic, {cfg.name} grid",
-      "",
-      f"Wall time of this invocation: {wall:.1f} s (grid compute run now "
-      f"{result['compute_seconds']:.1f} s; compute summed over all slices "
-      f"incl. cached: {cached_seconds:.1f} s; noise calibration "
-      f"{result['calibration_seconds']:.1f} s).",
-      f"Directions: {cfg.directions}; n = {cfg.num_train} train / "
-      f"{cfg.num_test} test; seed {cfg.seed}.",
-      "",
-      "## Noise multipliers (std of the noise on the clipped sum / C), "
-      f"(eps, delta) = ({EPSILON:g}, {DELTA:g}), full batch",
-      "",
-      *sigma_rows,
-      "",
-      "## Best final-iterate test gradient norm over the grid",
-      table,
-      "",
-      "## Claims (DPZero Sec. 5 / App. B.1)",
-      "",
-      *(
-        [f"- {SMOKE}"]
-        if smoke
-        else [
-          f"- {'HELD' if c['held'] else 'NOT HELD'}: {c['claim']} -- "
-          f"{c['detail']}"
-          for c in claims
-        ]
-      ),
-      "",
-      *[f"Figure: {os.path.basename(p)}" for p in paths],
-    ]
-  )
+  summary = _summary(cfg, result, table, claims, smoke, paths, wall)
   with open(os.path.join(out_dir, "summary.md"), "w") as f:
     f.write(summary + "\n")
   _write_json(
@@ -154,3 +109,58 @@ def main(
     "sigmas": result["sigmas"],
     "records": result["records"],
   }
+
+
+def _sigma_rows(sigmas: dict) -> list[str]:
+  """The calibrated noise multiplier of each iteration count, a table."""
+  rows = [
+    "| T | calibrated sigma (PLD, replace-one) | its epsilon | "
+    "Alg. 2 advanced composition sigma |",
+    "|---:|---:|---:|---:|",
+  ]
+  for t, s in sorted(sigmas.items()):
+    rows.append(
+      f"| {t} | {s['noise_multiplier']:.4g} | "
+      f"{s['epsilon']:.4f} | "
+      f"{s['alg2_advanced_composition']:.4g} |"
+    )
+  return rows
+
+
+def _summary(cfg, result, table, claims, smoke, paths, wall) -> str:
+  """summary.md: timings, noise multipliers, the best values, the claims."""
+  cached_seconds = sum(r["seconds"] for r in result["records"])
+  claim_lines = (
+    [f"- {SMOKE}"]
+    if smoke
+    else [
+      f"- {'HELD' if c['held'] else 'NOT HELD'}: {c['claim']} -- {c['detail']}"
+      for c in claims
+    ]
+  )
+  return "\n".join(
+    [
+      f"# dpzero_quadratic, {cfg.name} grid",
+      "",
+      f"Wall time of this invocation: {wall:.1f} s (grid compute run now "
+      f"{result['compute_seconds']:.1f} s; compute summed over all slices "
+      f"incl. cached: {cached_seconds:.1f} s; noise calibration "
+      f"{result['calibration_seconds']:.1f} s).",
+      f"Directions: {cfg.directions}; n = {cfg.num_train} train / "
+      f"{cfg.num_test} test; seed {cfg.seed}.",
+      "",
+      "## Noise multipliers (std of the noise on the clipped sum / C), "
+      f"(eps, delta) = ({EPSILON:g}, {DELTA:g}), full batch",
+      "",
+      *_sigma_rows(result["sigmas"]),
+      "",
+      "## Best final-iterate test gradient norm over the grid",
+      table,
+      "",
+      "## Claims (DPZero Sec. 5 / App. B.1)",
+      "",
+      *claim_lines,
+      "",
+      *[f"Figure: {os.path.basename(p)}" for p in paths],
+    ]
+  )

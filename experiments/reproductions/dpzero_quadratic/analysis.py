@@ -73,68 +73,72 @@ def check_claims(best: dict, cfg: GridConfig) -> list[dict]:
   3. With effective rank d, "every method scales with the dimension": every
      slope is at least 0.15 (all of Table 1's rank-d rates exceed 0.25).
   """
-  claims = []
   methods = [m for m in quadratic.METHODS if m in cfg.methods]
   dims = sorted(cfg.dims)
-
-  def val(method, mode, dim):
-    return best[(method, mode, dim)]["test_grad_norm"][0]
-
+  claims = []
   if "dpgd_zeroth" in methods and len(methods) > 1:
-    cases = [(mode, d) for mode in cfg.modes for d in dims]
-    held = [
-      (mode, d)
-      for mode, d in cases
-      if all(
-        val("dpgd_zeroth", mode, d) > val(m, mode, d)
-        for m in methods
-        if m != "dpgd_zeroth"
-      )
-    ]
-    claims.append(
-      {
-        "claim": "DPGD-0th is worst (best test gradient norm above the "
-        "other methods')",
-        "held": len(held) == len(cases),
-        "detail": f"{len(held)}/{len(cases)} (mode, d) cases",
-        "failed_cases": [c for c in cases if c not in held],
-      }
-    )
-  if len(dims) >= 2:
-    if "rank_log_d" in cfg.modes:
-      slopes = {
-        m: loglog_slope(dims, [val(m, "rank_log_d", d) for d in dims])
-        for m in methods
-        if m in ("dpzero", "dp_gd")
-      }
-      if slopes:
-        claims.append(
-          {
-            "claim": "rank O(log d): DPZero and DP-GD nearly dimension-"
-            "independent (log-log slope <= 0.15)",
-            "held": all(s <= 0.15 for s in slopes.values()),
-            "detail": ", ".join(
-              f"{quadratic.METHOD_LABELS[m]} slope {s:.3f}"
-              for m, s in slopes.items()
-            ),
-          }
-        )
-    if "rank_d" in cfg.modes:
-      slopes = {
-        m: loglog_slope(dims, [val(m, "rank_d", d) for d in dims])
-        for m in methods
-      }
+    claims.append(_zeroth_is_worst(best, cfg.modes, methods, dims))
+  if len(dims) >= 2 and "rank_log_d" in cfg.modes:
+    flat = [m for m in methods if m in ("dpzero", "dp_gd")]
+    if flat:
+      slopes = _slopes(best, "rank_log_d", flat, dims)
       claims.append(
         {
-          "claim": "rank d: every method grows with d (log-log slope >= 0.15)",
-          "held": all(s >= 0.15 for s in slopes.values()),
-          "detail": ", ".join(
-            f"{quadratic.METHOD_LABELS[m]} slope {s:.3f}"
-            for m, s in slopes.items()
-          ),
+          "claim": "rank O(log d): DPZero and DP-GD nearly dimension-"
+          "independent (log-log slope <= 0.15)",
+          "held": all(s <= 0.15 for s in slopes.values()),
+          "detail": _slopes_detail(slopes),
         }
       )
+  if len(dims) >= 2 and "rank_d" in cfg.modes:
+    slopes = _slopes(best, "rank_d", methods, dims)
+    claims.append(
+      {
+        "claim": "rank d: every method grows with d (log-log slope >= 0.15)",
+        "held": all(s >= 0.15 for s in slopes.values()),
+        "detail": _slopes_detail(slopes),
+      }
+    )
   return claims
+
+
+def _value(best: dict, method: str, mode: str, dim: int) -> float:
+  return best[(method, mode, dim)]["test_grad_norm"][0]
+
+
+def _zeroth_is_worst(best: dict, modes, methods, dims) -> dict:
+  """Claim 1: DPGD-0th's best value is above every other method's."""
+  cases = [(mode, d) for mode in modes for d in dims]
+  held = [
+    (mode, d)
+    for mode, d in cases
+    if all(
+      _value(best, "dpgd_zeroth", mode, d) > _value(best, m, mode, d)
+      for m in methods
+      if m != "dpgd_zeroth"
+    )
+  ]
+  return {
+    "claim": "DPGD-0th is worst (best test gradient norm above the "
+    "other methods')",
+    "held": len(held) == len(cases),
+    "detail": f"{len(held)}/{len(cases)} (mode, d) cases",
+    "failed_cases": [c for c in cases if c not in held],
+  }
+
+
+def _slopes(best: dict, mode: str, methods, dims) -> dict:
+  """Each method's log-log slope of its best value against d."""
+  return {
+    m: loglog_slope(dims, [_value(best, m, mode, d) for d in dims])
+    for m in methods
+  }
+
+
+def _slopes_detail(slopes: dict) -> str:
+  return ", ".join(
+    f"{quadratic.METHOD_LABELS[m]} slope {s:.3f}" for m, s in slopes.items()
+  )
 
 
 def markdown_table(best: dict, cfg: GridConfig, metric="test_grad_norm"):

@@ -111,8 +111,7 @@ def run(cfg: GridConfig, out_dir: str, *, log=print) -> dict:
   compute_seconds = 0.0
   for mode in cfg.modes:
     for dim in cfg.dims:
-      problem = None
-      dirs = None
+      inputs = {}  # the problem and directions, built on first need
       for method in cfg.methods:
         for steps in cfg.iterations[method]:
           sigma = sigmas[steps]["noise_multiplier"]
@@ -122,68 +121,75 @@ def run(cfg: GridConfig, out_dir: str, *, log=print) -> dict:
             with open(path) as f:
               records.append(json.load(f))
             continue
-          start = time.perf_counter()
-          cpu_start = time.process_time()
-          if problem is None:
-            problem = quadratic.make_problem(
-              mode,
-              dim,
-              num_train=cfg.num_train,
-              num_test=cfg.num_test,
-              seed=cfg.seed,
-            )
-          if method != "dp_gd" and dirs is None:
-            max_steps = max(
-              max(cfg.iterations[m]) for m in cfg.methods if m != "dp_gd"
-            )
-            dirs = quadratic_grid.prepare_directions(
-              problem,
-              max_steps,
-              jax.random.key(cfg.seed * 1000 + 1),
-              cfg.directions,
-            )
-          res = quadratic_grid.run_grid(
-            method,
-            problem,
-            num_steps=steps,
-            stepsizes=cfg.stepsizes[method],
-            clips=cfg.clips[method],
-            noise_multiplier=sigma,
-            noise_key=_test_noise_key(cfg.seed * 1000 + 2),
-            dirs=dirs,
-          )
-          seconds = time.perf_counter() - start
-          cpu_seconds = time.process_time() - cpu_start
-          compute_seconds += seconds
-          rec = {
-            "method": method,
-            "mode": mode,
-            "dim": dim,
-            "iterations": steps,
-            "noise_multiplier": sigma,
-            "stepsizes": list(cfg.stepsizes[method]),
-            "clips": list(cfg.clips[method]),
-            "seconds": seconds,
-            "cpu_seconds": cpu_seconds,
-            **{
-              k: np.asarray(v).tolist()
-              for k, v in dataclasses.asdict(res).items()
-            },
-          }
-          _write_json(path, _json_safe(rec))
-          records.append(_json_safe(rec))
+          res, rec = _run_slice(cfg, inputs, method, mode, dim, steps, sigma)
+          compute_seconds += rec["seconds"]
+          _write_json(path, rec)
+          records.append(rec)
           log(
             f"  {method:11s} {mode:11s} d={dim:5d} T={steps:5d}: "
             f"best test grad norm {np.min(res.test_grad_norm):.4g} "
-            f"({seconds:.1f} s wall, {cpu_seconds:.1f} s CPU)"
+            f"({rec['seconds']:.1f} s wall, {rec['cpu_seconds']:.1f} s CPU)"
           )
-      del problem, dirs
+      del inputs
   return {
     "records": records,
     "sigmas": sigmas,
     "calibration_seconds": calibration_seconds,
     "compute_seconds": compute_seconds,
   }
+
+
+def _slice_inputs(cfg: GridConfig, inputs: dict, method, mode, dim):
+  """The (mode, dim) problem and, for a zeroth-order method, its directions
+  (enough for the longest zeroth-order run), built once into ``inputs``."""
+  if "problem" not in inputs:
+    inputs["problem"] = quadratic.make_problem(
+      mode,
+      dim,
+      num_train=cfg.num_train,
+      num_test=cfg.num_test,
+      seed=cfg.seed,
+    )
+  if method != "dp_gd" and "dirs" not in inputs:
+    max_steps = max(max(cfg.iterations[m]) for m in cfg.methods if m != "dp_gd")
+    inputs["dirs"] = quadratic_grid.prepare_directions(
+      inputs["problem"],
+      max_steps,
+      jax.random.key(cfg.seed * 1000 + 1),
+      cfg.directions,
+    )
+  return inputs["problem"], inputs.get("dirs")
+
+
+def _run_slice(cfg: GridConfig, inputs, method, mode, dim, steps, sigma):
+  """One slice's grid over stepsizes and clips: its result and that result
+  as a JSON-safe record."""
+  start = time.perf_counter()
+  cpu_start = time.process_time()
+  problem, dirs = _slice_inputs(cfg, inputs, method, mode, dim)
+  res = quadratic_grid.run_grid(
+    method,
+    problem,
+    num_steps=steps,
+    stepsizes=cfg.stepsizes[method],
+    clips=cfg.clips[method],
+    noise_multiplier=sigma,
+    noise_key=_test_noise_key(cfg.seed * 1000 + 2),
+    dirs=dirs,
+  )
+  rec = {
+    "method": method,
+    "mode": mode,
+    "dim": dim,
+    "iterations": steps,
+    "noise_multiplier": sigma,
+    "stepsizes": list(cfg.stepsizes[method]),
+    "clips": list(cfg.clips[method]),
+    "seconds": time.perf_counter() - start,
+    "cpu_seconds": time.process_time() - cpu_start,
+    **{k: np.asarray(v).tolist() for k, v in dataclasses.asdict(res).items()},
+  }
+  return res, _json_safe(rec)
 
 
 def estimate_runtime(
@@ -198,7 +204,6 @@ def estimate_runtime(
   these over every slice of ``cfg``. Compilation (a few seconds per method
   and d) is included once per (method, d, mode).
   """
-  lo, hi = probe_steps
   total = 0.0
   rows = []
   for dim in cfg.dims:
@@ -209,57 +214,68 @@ def estimate_runtime(
       num_test=cfg.num_test,
       seed=cfg.seed,
     )
-    zo = [m for m in cfg.methods if m != "dp_gd"]
-    prep = 0.0
-    dirs = None
-    if zo:
-      max_steps = max(max(cfg.iterations[m]) for m in zo)
-      t0 = time.perf_counter()
-      dirs = quadratic_grid.prepare_directions(
-        problem, max_steps, jax.random.key(1), cfg.directions
-      )
-      jax.block_until_ready(dirs.proj)
-      prep = time.perf_counter() - t0
+    dirs, prep = _timed_directions(cfg, problem)
     total += prep * len(cfg.modes)
     for method in cfg.methods:
-      kw = dict(
-        stepsizes=cfg.stepsizes[method],
-        clips=cfg.clips[method],
-        noise_multiplier=100.0,
-        noise_key=_test_noise_key(2),
-        dirs=dirs,
-      )
-      t0 = time.perf_counter()
-      quadratic_grid.run_grid(method, problem, num_steps=lo, **kw)
-      compile_s = time.perf_counter() - t0
-      times = []
-      for steps in (lo, hi):
-        t0 = time.perf_counter()
-        quadratic_grid.run_grid(method, problem, num_steps=steps, **kw)
-        times.append(time.perf_counter() - t0)
-      per_step = max(times[1] - times[0], 0.0) / (hi - lo)
-      overhead = max(times[0] - lo * per_step, 0.0)
-      slices = cfg.iterations[method]
-      predicted = len(cfg.modes) * (
-        compile_s + sum(overhead + t * per_step for t in slices)
-      )
-      total += predicted
-      rows.append(
-        {
-          "method": method,
-          "dim": dim,
-          "per_step_ms": 1e3 * per_step,
-          "overhead_s": overhead,
-          "compile_s": compile_s,
-          "predicted_s": predicted,
-        }
-      )
+      row = _probe(cfg, method, problem, dirs, probe_steps)
+      row["dim"] = dim
+      total += row["predicted_s"]
+      rows.append(row)
       log(
-        f"  {method:11s} d={dim:5d}: {1e3 * per_step:8.3f} ms/step, "
-        f"predicted {predicted:7.1f} s over {len(cfg.modes)} modes"
+        f"  {method:11s} d={dim:5d}: {row['per_step_ms']:8.3f} ms/step, "
+        f"predicted {row['predicted_s']:7.1f} s over {len(cfg.modes)} modes"
       )
   log(
     f"Predicted wall time of the {cfg.name} grid: {total:.0f} s "
     f"({total / 60:.1f} min) at the machine's current load."
   )
   return {"predicted_seconds": total, "rows": rows}
+
+
+def _timed_directions(cfg: GridConfig, problem):
+  """The zeroth-order methods' directions (None without one) and the
+  seconds their precomputation took."""
+  zo = [m for m in cfg.methods if m != "dp_gd"]
+  if not zo:
+    return None, 0.0
+  max_steps = max(max(cfg.iterations[m]) for m in zo)
+  t0 = time.perf_counter()
+  dirs = quadratic_grid.prepare_directions(
+    problem, max_steps, jax.random.key(1), cfg.directions
+  )
+  jax.block_until_ready(dirs.proj)
+  return dirs, time.perf_counter() - t0
+
+
+def _probe(cfg: GridConfig, method, problem, dirs, probe_steps) -> dict:
+  """Times ``method``'s grid at the probe step counts (after compiling it)
+  and predicts its slices' seconds over every mode."""
+  lo, hi = probe_steps
+  kw = dict(
+    stepsizes=cfg.stepsizes[method],
+    clips=cfg.clips[method],
+    noise_multiplier=100.0,
+    noise_key=_test_noise_key(2),
+    dirs=dirs,
+  )
+  t0 = time.perf_counter()
+  quadratic_grid.run_grid(method, problem, num_steps=lo, **kw)
+  compile_s = time.perf_counter() - t0
+  times = []
+  for steps in (lo, hi):
+    t0 = time.perf_counter()
+    quadratic_grid.run_grid(method, problem, num_steps=steps, **kw)
+    times.append(time.perf_counter() - t0)
+  per_step = max(times[1] - times[0], 0.0) / (hi - lo)
+  overhead = max(times[0] - lo * per_step, 0.0)
+  slices = cfg.iterations[method]
+  predicted = len(cfg.modes) * (
+    compile_s + sum(overhead + t * per_step for t in slices)
+  )
+  return {
+    "method": method,
+    "per_step_ms": 1e3 * per_step,
+    "overhead_s": overhead,
+    "compile_s": compile_s,
+    "predicted_s": predicted,
+  }

@@ -234,16 +234,23 @@ class VectorDiscreteGaussianMechanism:
       jnp.nan_to_num(scalars.astype(jnp.float32) * (m / self.clip))
     )
     kappa = jnp.clip(kappa, -m, m).astype(jnp.int32)
-    total = masked_sum(kappa, mask)
-    norm = jnp.sqrt(jnp.sum(jnp.square(flat)))
-    e = jnp.round(jnp.nan_to_num(flat * (2.0**19 / norm)))
-    e = jnp.clip(e, -COORD_LIMIT, COORD_LIMIT).astype(jnp.int32)
-    sq = certified_sq_norms(e[None])[0]
-    beta = jnp.where(sq > 0, _MARGIN / jnp.sqrt(sq), 0.0)
-    v = jnp.round(total.astype(jnp.float32) * beta * e.astype(jnp.float32))
+    v = direction_lattice(masked_sum(kappa, mask), flat)
     noise = draw_noise(noise_key, self.integer_sigma(grid), d)
-    out = exact_release(v.astype(jnp.int32), noise) * jnp.float32(self.clip / m)
+    out = exact_release(v, noise) * jnp.float32(self.clip / m)
     return jax.tree.unflatten(treedef, _split_like(out, leaves, batched=False))
+
+
+def direction_lattice(total: jax.Array, direction: jax.Array) -> jax.Array:
+  """``int32[d]``: ``round(total beta e)``, ``e`` the quantized unit
+  ``direction`` and ``beta ||e|| <= 1`` (certified); the integers of
+  :meth:`VectorDiscreteGaussianMechanism.privatize_direction`."""
+  norm = jnp.sqrt(jnp.sum(jnp.square(direction)))
+  e = jnp.round(jnp.nan_to_num(direction * (2.0**19 / norm)))
+  e = jnp.clip(e, -COORD_LIMIT, COORD_LIMIT).astype(jnp.int32)
+  sq = certified_sq_norms(e[None])[0]
+  beta = jnp.where(sq > 0, _MARGIN / jnp.sqrt(sq), 0.0)
+  v = jnp.round(total.astype(jnp.float32) * beta * e.astype(jnp.float32))
+  return v.astype(jnp.int32)
 
 
 def _split_like(flat, leaves, *, batched: bool):

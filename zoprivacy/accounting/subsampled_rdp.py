@@ -3,76 +3,43 @@
 dp_accounting has no event for the exact vector mechanism
 (:mod:`zoprivacy.vector_discrete_mechanism`): i.i.d. discrete Gaussian
 noise of integer sigma ``s`` on an integer vector whose L2 sensitivity is
-at most ``M``, with ``s >= noise_multiplier * M``. Its epsilon is bounded
-in three proven steps, each an upper bound:
+at most ``M``, with ``s >= sigma M`` (``sigma = noise_multiplier``). Its
+epsilon is bounded in four steps, at integer orders ``alpha`` only:
 
-1. Base mechanism: for integer shifts ``k`` with ``||k||_2 <= M``, the Renyi
-   divergence of order ``alpha`` between the product discrete Gaussians
-   is at most ``alpha ||k||^2 / (2 s^2) <= alpha / (2 sigma^2)`` with
-   ``sigma = noise_multiplier`` (Canonne, Kamath & Steinke 2020, Prop. 5
-   per coordinate, summed over coordinates: Renyi divergence is additive
-   over independent coordinates), in both directions.
-2. Poisson subsampling at probability ``p``, add/remove neighbours: the
-   general upper bound of Zhu & Wang 2019 (Poisson Subsampled Renyi
-   Differential Privacy, ICML, Thm. 6), for integer ``alpha >= 2``::
+1. Base pair: ``Q = N_Z(0, s^2 I)``, ``R = N_Z(k, s^2 I)`` for an integer
+   shift ``||k||_2 <= M``. For every order ``l >= 1``, ``D_l(R||Q) =
+   D_l(Q||R) <= l ||k||^2 / (2 s^2) <= l / (2 sigma^2)`` (Canonne, Kamath &
+   Steinke 2020, Prop. 5, one coordinate; Renyi divergence adds over the
+   independent coordinates).
+2. Add direction (Poisson subsampling at ``p``, ``P = (1-p) Q + p R``): for
+   integer ``alpha`` the binomial expansion is exact and every term is
+   nonnegative, so ``E_Q[(P/Q)^alpha] = sum_l C(alpha,l) (1-p)^(alpha-l) p^l
+   e^{(l-1) D_l(R||Q)} <= sum_l C(alpha,l) (1-p)^(alpha-l) p^l e^{l(l-1) /
+   (2 sigma^2)}``: the sampled Gaussian's expression at integer orders
+   (Mironov, Talwar & Zhang 2019, Sec. 3.3), which dp_accounting's
+   ``RdpAccountant`` evaluates for ``PoissonSampled(p, Gaussian(sigma))``.
+3. Remove direction, ``E_P[(Q/P)^alpha] <= E_Q[(P/Q)^alpha]``: the
+   involution ``x -> k - x`` swaps ``Q`` and ``R`` (the discrete Gaussian is
+   symmetric), so pairing ``x`` with ``k - x`` (as Mironov, Talwar & Zhang
+   pair ``z`` with ``1 - z`` for the continuous Gaussian) reduces the claim
+   to the pointwise inequality, for ``t = R(x)/Q(x) > 0``,
+   ``(1-p+pt)^a + t^(1-a) ((1-p)t+p)^a >= (1-p+pt)^(1-a) + t^a ((1-p)t+p)^(1-a)``,
+   which involves neither the noise nor the dimension. It is checked on a
+   grid (``tests/privacy/test_vector_exact_noise.py``), not proven here.
+4. ``T`` steps compose additively in RDP; dp_accounting converts to
+   ``(epsilon, delta)``.
 
-     eps'(alpha) <= log( (1-p)^(alpha-1) (alpha p - p + 1)
-                   + C(alpha,2) p^2 (1-p)^(alpha-2) e^{eps(2)}
-                   + 3 sum_{l=3}^{alpha} C(alpha,l) (1-p)^(alpha-l) p^l
-                       e^{(l-1) eps(l)} ) / (alpha - 1),
-
-   which holds for any mechanism with RDP ``eps(.)``; ``p = 1`` (full
-   batch) is the base mechanism itself.
-3. ``T`` steps compose additively in RDP; the conversion to ``(epsilon,
-   delta)`` is dp_accounting's (``rdp_privacy_accountant.compute_epsilon``).
-
-The bound is not tight: at the same multiplier it reports a larger epsilon
-than the continuous Gaussian's PLD, so a calibrated run needs a larger
-multiplier (docs/exact_noise.md gives the ratio). Replace-one neighbours
-are not covered (the mechanism refuses them).
+So the exact vector mechanism is accounted exactly as the continuous
+sampled Gaussian's RDP at integer orders: a little above its PLD epsilon
+(docs/exact_noise.md gives the ratio of calibrated multipliers).
+Replace-one neighbours are not covered (the mechanism refuses them).
 """
 
 from __future__ import annotations
 
-import functools
-import math
-
-import numpy as np
-from dp_accounting.rdp import rdp_privacy_accountant
-from scipy import special
+import dp_accounting
 
 ORDERS = tuple(range(2, 129)) + (160, 192, 256, 384, 512, 768, 1024)
-
-
-def base_rdp(orders, noise_multiplier: float) -> np.ndarray:
-  """``alpha / (2 sigma^2)``: the discrete Gaussian's RDP bound (step 1)."""
-  return np.asarray(orders, np.float64) / (2.0 * noise_multiplier**2)
-
-
-@functools.lru_cache(maxsize=256)
-def subsampled_rdp(noise_multiplier: float, sampling_probability: float):
-  """Zhu & Wang's Thm. 6 bound at each of :data:`ORDERS` (step 2)."""
-  p = float(sampling_probability)
-  if not 0.0 < p <= 1.0:
-    raise ValueError(f"sampling probability must be in (0, 1], got {p}.")
-  if p == 1.0:
-    return base_rdp(ORDERS, noise_multiplier)
-  out = []
-  log_p, log_q = math.log(p), math.log1p(-p)
-  for alpha in ORDERS:
-    ls = np.arange(2, alpha + 1, dtype=np.float64)
-    log_binom = (
-      special.gammaln(alpha + 1)
-      - special.gammaln(ls + 1)
-      - special.gammaln(alpha - ls + 1)
-    )
-    cgf = (ls - 1) * base_rdp(ls, noise_multiplier)  # (l - 1) eps(l)
-    terms = log_binom + (alpha - ls) * log_q + ls * log_p + cgf
-    terms[1:] += math.log(3.0)  # l >= 3
-    first = (alpha - 1) * log_q + math.log(alpha * p - p + 1)
-    log_total = special.logsumexp(np.concatenate([[first], terms]))
-    out.append(max(log_total, 0.0) / (alpha - 1))
-  return np.asarray(out)
 
 
 def epsilon(
@@ -82,14 +49,18 @@ def epsilon(
   num_steps: int,
   delta: float,
 ) -> float:
-  """Epsilon after ``num_steps`` subsampled steps at ``delta`` (step 3)."""
+  """Epsilon after ``num_steps`` Poisson-subsampled steps at ``delta``."""
   if num_steps == 0:
     return 0.0
-  rdp = subsampled_rdp(float(noise_multiplier), float(sampling_probability))
-  eps, _ = rdp_privacy_accountant.compute_epsilon(
-    ORDERS, rdp * int(num_steps), float(delta)
-  )
-  return float(eps)
+  p = float(sampling_probability)
+  if not 0.0 < p <= 1.0:
+    raise ValueError(f"sampling probability must be in (0, 1], got {p}.")
+  event = dp_accounting.GaussianDpEvent(float(noise_multiplier))
+  if p < 1.0:
+    event = dp_accounting.PoissonSampledDpEvent(p, event)
+  acc = dp_accounting.rdp.RdpAccountant(orders=list(ORDERS))
+  acc.compose(event, int(num_steps))
+  return float(acc.get_epsilon(float(delta)))
 
 
 def plan_epsilon(plan, num_steps: int, delta: float) -> float:

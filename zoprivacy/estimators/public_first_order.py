@@ -19,7 +19,7 @@ import jax.numpy as jnp
 
 from zoprivacy import validation
 from zoprivacy.estimators import arguments, base, public_data, registry
-from zoprivacy.estimators.dp_sgd import dp_sgd, private_gradient
+from zoprivacy.estimators.dp_sgd import dp_sgd, private_gradient, privatization
 
 # --------------------------------------------------------------------- DPMD
 
@@ -82,12 +82,13 @@ def dope_sgd(**dp_sgd_arguments) -> base.PrivateEstimator:
 
   Privacy: sensitivity ``C`` of the residual sum (add/remove; ``2C``
   replace-one), noise std ``sigma C``, ``GaussianDpEvent(sigma)``
-  Poisson-sampled at ``p = b/n``. Cost (Table 6): ``b`` private
-  forward+backward (vmapped), one public forward+backward.
+  Poisson-sampled at ``p = b/n``; by default (``noise='exact'``) exact
+  vector noise on an integer lattice, as DP-SGD's. Cost (Table 6): ``b``
+  private forward+backward (vmapped), one public forward+backward.
 
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
-  privacy = base.privacy_from(dp_sgd_arguments)
+  privacy = privatization(dp_sgd_arguments)
 
   def gradient(params, args, dir_key, noise_key):
     del dir_key

@@ -105,8 +105,9 @@ class VectorDiscreteGaussianMechanism:
 
   Accounting: Renyi DP ``alpha M^2 / (2 s^2) <= alpha / (2
   noise_multiplier^2)`` per step (Canonne, Kamath & Steinke 2020), Poisson
-  subsampled by Zhu & Wang 2019's Thm. 6
-  (:mod:`zoprivacy.accounting.subsampled_rdp`); add/remove only.
+  subsampled at integer orders as the sampled Gaussian
+  (:mod:`zoprivacy.accounting.subsampled_rdp` states the argument);
+  add/remove only.
   """
 
   clip: float

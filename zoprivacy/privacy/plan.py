@@ -65,8 +65,8 @@ SECURE_MODE_NOTE = (
 ACCOUNTANTS = ("pld", "subsampled_rdp")
 VECTOR_EXACT_NOTE = (
   "exact vector discrete Gaussian noise on an integer lattice (i.i.d. per "
-  "coordinate, Canonne, Kamath & Steinke 2020), Poisson-subsampled RDP "
-  "upper bound (Zhu & Wang 2019, Thm. 6)"
+  "coordinate, Canonne, Kamath & Steinke 2020), accounted by the sampled "
+  "Gaussian's integer-order RDP bound (Mironov, Talwar & Zhang 2019)"
 )
 
 

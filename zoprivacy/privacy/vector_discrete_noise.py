@@ -36,7 +36,9 @@ same on every host that holds the key.
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
+import os
 
 import numpy as np
 
@@ -218,20 +220,37 @@ def check_sigma(sigma) -> int:
   return int(sigma)
 
 
+CHUNK = 2**18  # coordinates per independent sub-stream (one thread each)
+
+
 def draw(key_words, sigma: int, size: int, step_tag: int = 0) -> np.ndarray:
   """``int32[size]`` exact discrete Gaussian noise for one step key.
 
   ``key_words``: the step's noise key data (``uint32[4]``, or
-  ``uint32[N, 4]`` for ``N`` vmapped keys, then ``int32[N, size]``).
-  Refuses (``RuntimeError``) a draw beyond ``2**30``, the bound of the
-  overflow-free integer release (:func:`zoprivacy.discrete_mechanism.
-  exact_release`), which has probability below ``exp(-2**11)`` for
-  ``sigma <= 2**24``.
+  ``uint32[N, 4]`` for ``N`` vmapped keys, then ``int32[N, size]``). The
+  coordinates are cut into chunks of :data:`CHUNK`, each drawn from its own
+  word source (keyed by the chunk's index) on a thread pool: the result
+  does not depend on the number of threads. Refuses (``RuntimeError``) a
+  draw beyond ``2**30``, the bound of the overflow-free integer release
+  (:func:`zoprivacy.discrete_mechanism.exact_release`), which has
+  probability below ``exp(-2**11)`` for ``sigma <= 2**24``.
   """
   key_words = np.asarray(key_words, np.uint32)
   rows = int(np.prod(key_words.shape[:-1], dtype=np.int64))
-  src = words_for_keys(key_words, sigma, size, step_tag)
-  noise = discrete_gaussian(src, sigma, rows * int(size))
+  total = rows * int(size)
+  starts = range(0, total, CHUNK)
+
+  def chunk(start):
+    src = words_for_keys(key_words, sigma, size, step_tag, start // CHUNK)
+    return discrete_gaussian(src, sigma, min(CHUNK, total - start))
+
+  if len(starts) > 1:
+    workers = min(len(starts), os.cpu_count() or 1)
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+      parts = list(pool.map(chunk, starts))
+  else:
+    parts = [chunk(0)] if total else [np.zeros(0, np.int64)]
+  noise = np.concatenate(parts)
   if np.any(np.abs(noise) > 2**30):
     raise RuntimeError("Discrete Gaussian draw beyond 2**30; refusing.")
   return noise.astype(np.int32).reshape(key_words.shape[:-1] + (int(size),))

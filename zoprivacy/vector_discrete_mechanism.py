@@ -254,6 +254,42 @@ def direction_lattice(total: jax.Array, direction: jax.Array) -> jax.Array:
   return v.astype(jnp.int32)
 
 
+def snap_step(noise_std: float, dimension: int, bound: float) -> float:
+  """The lattice step of :func:`snap_to_lattice`: the power of two at or
+  below ``max(noise_std / (256 sqrt(dimension)), (bound + 64 noise_std) /
+  2**29)``: fine against the noise per coordinate, coarse enough that
+  values up to ``bound`` plus 64 noise stds fit the ``+-2**30`` steps."""
+  fine = float(noise_std) / math.sqrt(max(int(dimension), 1)) / 256.0
+  wide = (float(bound) + 64.0 * float(noise_std)) / 2.0**29
+  return 2.0 ** math.floor(math.log2(max(fine, wide)))
+
+
+def snap_to_lattice(noise_key, tree, step: float):
+  """``step (round(x / step) + D)`` per coordinate: a float release snapped
+  to the lattice ``step Z`` plus exact discrete Gaussian noise ``D`` (sigma
+  1, full support on the integers, ``|D| <= 2**30``).
+
+  The defence of the floating-point releases that stay (Noisy-ZOGD): every
+  output lies in ``step Z``, and any lattice point ``r`` is reached from any
+  float value ``x`` by ``D = r / step - round(x / step)``, so each output
+  is possible in both neighbouring worlds, whatever the float noise did
+  (a precision test can make no certain decision; it is no accounting).
+  ``step`` is a power of two, so the divisions and products are exact;
+  ``round(x / step)`` is held to ``+-2**30``.
+  """
+  leaves, treedef = jax.tree.flatten(tree)
+  flat = jnp.concatenate([x.reshape(-1).astype(jnp.float32) for x in leaves])
+  out = snap_with_noise(flat, step, draw_noise(noise_key, 1, flat.shape[0]))
+  return jax.tree.unflatten(treedef, _split_like(out, leaves, batched=False))
+
+
+def snap_with_noise(flat: jax.Array, step: float, noise: jax.Array):
+  """``step (round(flat / step) + noise)``, exactly (int32 noise)."""
+  ints = jnp.round(jnp.nan_to_num(flat / step))
+  ints = jnp.clip(ints, -(2**30), 2**30).astype(jnp.int32)
+  return exact_release(ints, noise) * jnp.float32(step)
+
+
 def _split_like(flat, leaves, *, batched: bool):
   """``flat`` cut into the shapes (without a leading batch axis if
   ``batched``) and dtypes of ``leaves``."""

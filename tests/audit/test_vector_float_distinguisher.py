@@ -386,3 +386,43 @@ def test_every_registered_vector_default_is_exact_or_named():
   )
   assert zogd.privacy_plan.float_defence == "secure_mode"
   assert "secure_mode" in zogd.privacy_plan.describe()
+
+
+@pytest.mark.slow  # 20,000 float releases per world of a 4-parameter game
+def test_noisy_zogd_snapped_release_is_possible_in_both_worlds(monkeypatch):
+  """Noisy-ZOGD keeps float noise (its accountant assumes continuous
+  Gaussians) and snaps ``g`` to ``step Z`` plus exact integer noise ``D``.
+  Constructive check on its 4-parameter game: for each of 20,000 releases
+  of world ``v`` (real float noise, ``D`` from the exact sampler), world
+  ``1 - v`` with its own float noise reproduces it bit-exactly with ``D' =
+  r / step - round(x / step)``, an integer inside the sampler's range: no
+  release is impossible in either world."""
+  est = calibrated.build("noisy_zogd", noise_multiplier=SIGMA, batch_size=BATCH)
+  assert est.privacy_plan.float_defence == "secure_mode"
+  snapped = []
+  monkeypatch.setattr(
+    vdm, "snap_to_lattice", lambda key, tree, step: snapped.append(step) or tree
+  )
+  game = distinguishing_game.worst_case_canary_game(
+    num_examples=BATCH, num_params=4
+  )
+  release = distinguishing_game._release_fn(est, game, "gradient", {}, 0)  # pylint: disable=protected-access
+  keys = jax.random.split(jax.random.key(5), TRIALS)
+  floats = [
+    np.asarray(jax.jit(jax.vmap(lambda k, w=w: release(k, w)))(keys))
+    for w in (False, True)
+  ]
+  step = snapped[0]
+  assert step == 2.0 ** np.floor(np.log2(step))  # a power of two
+  src = vdn.words_for_keys(np.arange(4, dtype=np.uint32), 11)
+  snap = jax.jit(jax.vmap(lambda x, n: vdm.snap_with_noise(x, step, n)))
+  for v in (0, 1):
+    d = vdn.discrete_gaussian(src, 1, TRIALS * 4).reshape(TRIALS, 4)
+    r = np.asarray(snap(floats[v], d.astype(np.int32)))
+    base_other = np.clip(np.round(floats[1 - v] / step), -(2**30), 2**30)
+    d_other = r / step - base_other
+    assert np.all(d_other == np.round(d_other))
+    assert np.all(np.abs(d_other) <= 2**30)
+    again = np.asarray(snap(floats[1 - v], d_other.astype(np.int32)))
+    assert np.array_equal(again, r)  # possible in the other world
+    assert np.any(floats[0] != floats[1])  # the worlds do differ

@@ -372,8 +372,8 @@ def test_exact_default_reaches_no_certain_decision(label, monkeypatch):
 def test_every_registered_vector_default_is_exact_or_named():
   """Every registered private estimator with d-dimensional noise defaults to
   exact vector noise, except Noisy-ZOGD (float, secure_mode: its
-  hidden-state accountant assumes continuous Gaussians), which its plan
-  names."""
+  hidden-state accountant assumes continuous Gaussians; snapped, see the
+  test below), which its plan names."""
   scalar = {"dpzero", "dp_zo", "pazo_m", "pazo_p", "pazo_s", "mezo"}
   vector = set(registry.names()) - scalar
   assert vector == set(EXACT_DEFAULTS) | {"noisy_zogd"}

@@ -18,7 +18,7 @@ from zoprivacy.estimators import base, registry
 PER_EXAMPLE_CLIPPING = ("explicit", "ghost")
 
 
-@registry.estimator("dp_sgd", defaults=(("clip", 1.0),))
+@registry.estimator("dp_sgd", exact_noise=True, defaults=(("clip", 1.0),))
 def dp_sgd(
   *,
   clip: float,

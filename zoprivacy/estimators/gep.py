@@ -134,6 +134,7 @@ def anchor_subspace(
 @registry.estimator(
   "gep",
   public_data="batch",
+  exact_noise=True,
   defaults=(("embedding_clip", 1.0), ("residual_clip", 0.5)),
 )
 def gep(

@@ -31,7 +31,11 @@ def dpmd_public_weight(step, num_steps: int):
 
 
 @registry.estimator(
-  "dpmd", public_data="batch", needs_num_steps=True, defaults=(("clip", 1.0),)
+  "dpmd",
+  public_data="batch",
+  needs_num_steps=True,
+  exact_noise=True,
+  defaults=(("clip", 1.0),),
 )
 @arguments.extends(dp_sgd)
 def dpmd(*, num_steps: int, **dp_sgd_arguments) -> base.PrivateEstimator:
@@ -66,7 +70,9 @@ def dpmd(*, num_steps: int, **dp_sgd_arguments) -> base.PrivateEstimator:
 # ----------------------------------------------------------------- DOPE-SGD
 
 
-@registry.estimator("dope_sgd", public_data="batch", defaults=(("clip", 1.0),))
+@registry.estimator(
+  "dope_sgd", public_data="batch", exact_noise=True, defaults=(("clip", 1.0),)
+)
 @arguments.extends(dp_sgd, without=("per_example_clipping",))
 def dope_sgd(**dp_sgd_arguments) -> base.PrivateEstimator:
   """DOPE-SGD's gradient (Nasr et al. 2023): clip around the public gradient.

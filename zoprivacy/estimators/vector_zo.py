@@ -18,7 +18,9 @@ from zoprivacy.estimators.dp_sgd import dp_sgd, privatization
 
 
 @registry.estimator(
-  "dpgd_zeroth", defaults=(("clip", 1.0), ("smoothing", 1e-3))
+  "dpgd_zeroth",
+  exact_noise=True,
+  defaults=(("clip", 1.0), ("smoothing", 1e-3)),
 )
 @arguments.extends(dp_sgd, without=("per_example_clipping",))
 def dpgd_zeroth(

@@ -205,6 +205,7 @@ def child_dp_sgd(config, batch_size, length, reps) -> dict:
   tx = optax.chain(
     zoprivacy.dp_sgd(
       per_example_clipping="ghost",
+      noise="secure_mode",  # ghost has no exact path
       clip=1.0,
       noise_multiplier=1.0,
       expected_batch_size=batch_size,

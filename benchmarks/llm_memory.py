@@ -157,7 +157,9 @@ def step_functions(model, rows=None):
       zoprivacy.dp_zo(direction_prng="counter", **hyper)
     ),
     "dp_sgd ghost": chain_step(
-      zoprivacy.dp_sgd(per_example_clipping="ghost", **PRIVACY)
+      zoprivacy.dp_sgd(
+        per_example_clipping="ghost", noise="secure_mode", **PRIVACY
+      )
     ),
     "dp_sgd explicit": chain_step(zoprivacy.dp_sgd(**PRIVACY)),
   }

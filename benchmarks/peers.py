@@ -154,6 +154,7 @@ def jax_methods(batched_loss, params, batch_size, jax_privacy_microbatch=8):
       noise_multiplier=SIGMA,
       expected_batch_size=batch_size,
       per_example_clipping=mode,
+      noise="secure_mode",  # ghost has no exact path: same noise for both
     )
   steps = {
     k: jax_steps.zoprivacy_step(est, batched_loss, params, learning_rate=LR)

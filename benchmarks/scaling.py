@@ -55,7 +55,9 @@ def setting(hidden, batch_size):
   common = dict(clip=1.0, noise_multiplier=1.0, expected_batch_size=batch_size)
   estimators = {
     "dpzero": zoprivacy.dpzero(smoothing=1e-3, **common),
-    "ghost dp_sgd": zoprivacy.dp_sgd(per_example_clipping="ghost", **common),
+    "ghost dp_sgd": zoprivacy.dp_sgd(
+      per_example_clipping="ghost", noise="secure_mode", **common
+    ),
   }
   steps = {"forward": (jax.jit(loss), (params, (x, y)))}
   for name, est in estimators.items():

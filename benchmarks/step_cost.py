@@ -146,6 +146,7 @@ def bench(model_name, model, shape, batch_size, reps, dp_sgd_clipping):
       noise_multiplier=1.0,
       expected_batch_size=batch_size,
       per_example_clipping=dp_sgd_clipping,
+      noise="secure_mode" if dp_sgd_clipping == "ghost" else "exact",
     )
   )
   fns["dp_sgd"] = lambda: sgd_step(params, sgd_state, batch, mask)

@@ -59,6 +59,7 @@ def _first_order_steps(batched_loss, params):
       expected_batch_size=BATCH,
       per_example_clipping=mode,
       insecure_test_noise_seed=1,
+      noise="secure_mode",  # ghost has no exact path: same noise for both
     )
     steps[mode] = jax_steps.zoprivacy_step(
       est, batched_loss, params, learning_rate=LR

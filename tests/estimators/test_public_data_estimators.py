@@ -785,7 +785,8 @@ def test_dpmd_schedule_and_endpoints():
 
 @pytest.mark.parametrize("name", ["dope_sgd", "gep"])
 def test_first_order_baselines_recover_the_private_gradient(name):
-  """Huge clips and negligible noise: the private batch gradient comes back."""
+  """Huge clips and negligible noise: the private batch gradient comes back
+  (float noise: the exact lattice's step, clip / 2**19, would not vanish)."""
   if name == "gep":
     est = pa.gep(
       embedding_clip=1e4,
@@ -793,9 +794,12 @@ def test_first_order_baselines_recover_the_private_gradient(name):
       noise_multiplier=1e-9,
       expected_batch_size=B,
       num_bases=3,
+      noise="float",
     )
   else:
-    est = pa.dope_sgd(clip=1e4, noise_multiplier=1e-9, expected_batch_size=B)
+    est = pa.dope_sgd(
+      clip=1e4, noise_multiplier=1e-9, expected_batch_size=B, noise="float"
+    )
   g, _ = est.update(
     None,
     est.init(X0),
@@ -866,6 +870,7 @@ def test_gep_mechanism_accounting():
     expected_batch_size=B,
     num_bases=2,
     dataset_size=100,
+    noise="secure_mode",
   )
   plan = zoprivacy.find_plan(est.init(X0))
   assert plan is est.privacy_plan
@@ -925,9 +930,8 @@ def test_gep_noise_variance():
   ],
 )
 def test_step_event_is_one_poisson_gaussian(name, kw):
-  """The floating-point opt-in (PAZO) and the vector estimators' default."""
-  if name.startswith("pazo"):
-    kw = dict(kw, noise="float")
+  """The floating-point opt-in (PAZO and the vector estimators)."""
+  kw = dict(kw, noise="float")
   est = _make(name, noise_multiplier=1.3, dataset_size=400, **kw)
   plan = zoprivacy.find_plan(optax.chain(est, optax.sgd(0.1)).init(X0))
   assert plan == est.privacy_plan and plan.is_private

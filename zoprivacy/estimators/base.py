@@ -27,12 +27,14 @@ noise draw of step ``t`` is keyed by ``(noise_key, plan fingerprint, t)``.
 
 Noise kinds (the ``noise=`` argument of the factories):
 
-* ``'exact'`` (the default of every scalar estimator): each clipped scalar
-  is quantized to an integer grid and exact discrete Gaussian / Laplace
-  noise is added to the integer sum; the update fetches the noise from the
-  host sampler by itself (:mod:`zoprivacy.privacy.host_noise`), or takes it
-  as the extra argument ``discrete_noise=``;
-* ``'secure_mode'`` (the default of every vector estimator): floating-point
+* ``'exact'`` (the default): each clipped scalar is quantized to an
+  integer grid and exact discrete Gaussian / Laplace noise is added to the
+  integer sum; the update fetches the noise from the host sampler by itself
+  (:mod:`zoprivacy.privacy.host_noise`), or takes it as the extra argument
+  ``discrete_noise=``. The vector estimators put each example's clipped
+  vector on an integer lattice and add exact vector discrete Gaussian noise
+  (:mod:`zoprivacy.vector_discrete_mechanism`);
+* ``'secure_mode'`` (Noisy-ZOGD's, an opt-in elsewhere): floating-point
   Gaussian noise, each draw the scaled sum of 4 independent Gaussians
   (Opacus' defence, Holohan & Braghin 2021);
 * ``'float'``: plain floating-point noise, an explicit opt-in exposed to

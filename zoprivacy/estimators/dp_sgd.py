@@ -12,12 +12,13 @@ import jax
 import jax.numpy as jnp
 
 from zoprivacy import clipping, ghost_clipping, mechanisms, queries, validation
+from zoprivacy import vector_discrete_mechanism as vector_exact
 from zoprivacy.estimators import base, registry
 
 PER_EXAMPLE_CLIPPING = ("explicit", "ghost")
 
 
-@registry.estimator("dp_sgd", defaults=(("clip", 1.0),))
+@registry.estimator("dp_sgd", exact_noise=True, defaults=(("clip", 1.0),))
 def dp_sgd(
   *,
   clip: float,
@@ -28,7 +29,7 @@ def dp_sgd(
   direction_key=0,
   insecure_test_noise_seed: int | None = None,
   per_example_clipping: str = "explicit",
-  noise: str = "secure_mode",
+  noise: str = "exact",
 ) -> base.PrivateEstimator:
   """DP-SGD's privatized gradient (Abadi et al. 2016, Alg. 1 lines 5-8).
 
@@ -45,18 +46,31 @@ def dp_sgd(
   about 1e-6 at a fraction of its memory. The default, ``'explicit'``,
   materializes ``vmap(grad)``.
 
-  ``noise='secure_mode'`` (the default) draws each coordinate's Gaussian as
+  ``noise='exact'`` (the default): each clipped per-example gradient is
+  quantized to an integer lattice of proven L2 sensitivity and the integer
+  sum gets exact discrete Gaussian noise
+  (:class:`~zoprivacy.vector_discrete_mechanism.VectorDiscreteGaussianMechanism`,
+  accounted by a subsampled RDP bound; add/remove only, explicit clipping
+  only). ``noise='secure_mode'`` draws each coordinate's float Gaussian as
   the scaled sum of 4 independent draws (Opacus' ``secure_mode``, Holohan &
-  Braghin 2021); ``noise='float'`` opts in to plain floating-point noise,
-  exposed to floating-point attacks (Mironov 2012). The plan names which.
+  Braghin 2021); ``noise='float'`` opts in to plain floating-point noise;
+  both are exposed to floating-point attacks (Mironov 2012). The plan names
+  which.
 
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
   validation.one_of(
     "per_example_clipping", per_example_clipping, PER_EXAMPLE_CLIPPING
   )
-  validation.one_of("noise", noise, ("secure_mode", "float"))
-  privacy = base.privacy_from(locals())
+  validation.one_of("noise", noise, base.NOISE_KINDS)
+  if noise == "exact" and per_example_clipping == "ghost":
+    raise ValueError(
+      "Ghost clipping computes only the clipped sum, which exact vector "
+      "noise cannot quantize with a proven sensitivity: use "
+      "per_example_clipping='explicit', or pass noise='secure_mode' "
+      "(floating point, exposed to precision attacks) explicitly."
+    )
+  privacy = privatization(locals())
 
   def gradient(params, args, direction_key, noise_key):
     del direction_key
@@ -70,6 +84,27 @@ def dp_sgd(
   return base.build_vector_estimator(
     gradient, direction_key=direction_key, privacy=privacy
   )
+
+
+def privatization(hyperparameters) -> base.Privatization:
+  """The vector estimators' mechanism and plan: exact vector noise for
+  ``noise='exact'``, else the floating-point Gaussian (``privacy_from``)."""
+  if hyperparameters.get("noise", "exact") != "exact":
+    return base.privacy_from(hyperparameters)
+  mech, plan = vector_exact.vector_privacy(hyperparameters, base.make_plan)
+  seed = hyperparameters.get("insecure_test_noise_seed")
+  return base.Privatization(mech, plan, seed)
+
+
+def noisy_tree_mean(privacy, noise_key, clipped, mask):
+  """``(sum_i clipped_i + noise) / B`` of per-example leaves: exact vector
+  noise on their lattice, or the float mechanism on their masked sum."""
+  mech = privacy.mechanism
+  if isinstance(mech, vector_exact.VectorDiscreteGaussianMechanism):
+    noisy = mech.privatize_tree(noise_key, clipped, mask)
+    return jax.tree.map(lambda x: x / privacy.expected_batch_size, noisy)
+  clipped_sum = mechanisms.masked_tree_sum(clipped, mask)
+  return base.noisy_mean(privacy, noise_key, clipped_sum)
 
 
 def private_gradient(privacy, params, args, noise_key, *, origin=None):
@@ -86,8 +121,7 @@ def private_gradient(privacy, params, args, noise_key, *, origin=None):
   clipped, _ = clipping.clip_tree_per_example(
     per_example, privacy.mechanism.clip
   )
-  clipped_sum = mechanisms.masked_tree_sum(clipped, args.mask)
-  noisy_mean = base.noisy_mean(privacy, noise_key, clipped_sum)
+  noisy_mean = noisy_tree_mean(privacy, noise_key, clipped, args.mask)
   if origin is None:
     return noisy_mean
   return jax.tree.map(jnp.add, origin, noisy_mean)

@@ -18,6 +18,7 @@ import jax.flatten_util
 import jax.numpy as jnp
 
 from zoprivacy import clipping, linalg, mechanisms, queries, validation
+from zoprivacy import vector_discrete_mechanism as vector_exact
 from zoprivacy.estimators import base, public_data, registry
 
 # ---------------------------------------------------------------------- GEP
@@ -133,6 +134,7 @@ def anchor_subspace(
 @registry.estimator(
   "gep",
   public_data="batch",
+  exact_noise=True,
   defaults=(("embedding_clip", 1.0), ("residual_clip", 0.5)),
 )
 def gep(
@@ -149,6 +151,7 @@ def gep(
   neighboring: str = "add_or_remove",
   direction_key=0,
   insecure_test_noise_seed: int | None = None,
+  noise: str = "exact",
 ) -> base.PrivateEstimator:
   """GEP (Yu et al. 2021, gradient embedding perturbation), first order.
 
@@ -162,7 +165,13 @@ def gep(
   get ``sqrt(2) sigma``, the equal split of GEP's code) or both
   ``embedding_noise_multiplier`` and ``residual_noise_multiplier``.
   Privacy: :class:`GEPMechanism`, one Gaussian with ``sigma_eff``
-  Poisson-sampled at ``p = b/n``. Cost (Table 6): ``b`` private and ``b'``
+  Poisson-sampled at ``p = b/n``. ``noise='exact'`` (the default): each
+  part on its own integer lattice with exact discrete Gaussian noise
+  (:class:`~zoprivacy.vector_discrete_mechanism.VectorDiscreteGaussianMechanism`),
+  the pair accounted as one exact vector mechanism with ``sigma_eff`` (Renyi
+  divergences add: ``alpha / (2 sigma_0^2) + alpha / (2 sigma_1^2)``);
+  ``'secure_mode'`` / ``'float'``: floating-point Gaussians, exposed to
+  floating-point attacks. Cost (Table 6): ``b`` private and ``b'``
   public forward+backward (both vmapped); memory ``O((b + b') d)``.
 
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
@@ -190,13 +199,26 @@ def gep(
       "GEP needs noise_multiplier, or both embedding_noise_multiplier and "
       "residual_noise_multiplier."
     )
+  validation.one_of("noise", noise, base.NOISE_KINDS)
   mechanism = GEPMechanism(
     embedding_clip,
     residual_clip,
     validation.positive("embedding_noise_multiplier", split[0]),
     validation.positive("residual_noise_multiplier", split[1]),
     neighboring,
+    "secure_mode" if noise == "secure_mode" else "none",
   )
+  parts = None
+  if noise == "exact":
+    parts = (
+      vector_exact.VectorDiscreteGaussianMechanism(
+        embedding_clip, split[0], neighboring
+      ),
+      vector_exact.VectorDiscreteGaussianMechanism(residual_clip, split[1]),
+    )
+    mechanism = vector_exact.VectorDiscreteGaussianMechanism(
+      embedding_clip, mechanism.noise_multiplier, neighboring
+    )
   privacy = base.Privatization(
     mechanism,
     base.make_plan(
@@ -229,13 +251,22 @@ def gep(
     clipped_residual, _ = clipping.clip_tree_per_example(
       residual, residual_clip
     )
-    noisy_embedding, noisy_residual = mechanism.add_noise(
-      noise_key,
-      (
-        mechanisms.masked_sum(clipped_embedding, args.mask),
-        mechanisms.masked_sum(clipped_residual, args.mask),
-      ),
-    )
+    if parts is not None:  # exact: each part on its lattice
+      key_0, key_1 = jax.random.split(noise_key)
+      noisy_embedding = parts[0].privatize_rows(
+        key_0, clipped_embedding, args.mask
+      )
+      noisy_residual = parts[1].privatize_rows(
+        key_1, clipped_residual, args.mask
+      )
+    else:
+      noisy_embedding, noisy_residual = mechanism.add_noise(
+        noise_key,
+        (
+          mechanisms.masked_sum(clipped_embedding, args.mask),
+          mechanisms.masked_sum(clipped_residual, args.mask),
+        ),
+      )
     flat = (v @ noisy_embedding + noisy_residual) / expected_batch_size
     dtype = jax.tree.leaves(params)[0].dtype
     return jax.tree.map(

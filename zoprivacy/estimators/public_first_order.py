@@ -19,7 +19,7 @@ import jax.numpy as jnp
 
 from zoprivacy import validation
 from zoprivacy.estimators import arguments, base, public_data, registry
-from zoprivacy.estimators.dp_sgd import dp_sgd, private_gradient
+from zoprivacy.estimators.dp_sgd import dp_sgd, private_gradient, privatization
 
 # --------------------------------------------------------------------- DPMD
 
@@ -31,7 +31,11 @@ def dpmd_public_weight(step, num_steps: int):
 
 
 @registry.estimator(
-  "dpmd", public_data="batch", needs_num_steps=True, defaults=(("clip", 1.0),)
+  "dpmd",
+  public_data="batch",
+  needs_num_steps=True,
+  exact_noise=True,
+  defaults=(("clip", 1.0),),
 )
 @arguments.extends(dp_sgd)
 def dpmd(*, num_steps: int, **dp_sgd_arguments) -> base.PrivateEstimator:
@@ -66,7 +70,9 @@ def dpmd(*, num_steps: int, **dp_sgd_arguments) -> base.PrivateEstimator:
 # ----------------------------------------------------------------- DOPE-SGD
 
 
-@registry.estimator("dope_sgd", public_data="batch", defaults=(("clip", 1.0),))
+@registry.estimator(
+  "dope_sgd", public_data="batch", exact_noise=True, defaults=(("clip", 1.0),)
+)
 @arguments.extends(dp_sgd, without=("per_example_clipping",))
 def dope_sgd(**dp_sgd_arguments) -> base.PrivateEstimator:
   """DOPE-SGD's gradient (Nasr et al. 2023): clip around the public gradient.
@@ -82,12 +88,13 @@ def dope_sgd(**dp_sgd_arguments) -> base.PrivateEstimator:
 
   Privacy: sensitivity ``C`` of the residual sum (add/remove; ``2C``
   replace-one), noise std ``sigma C``, ``GaussianDpEvent(sigma)``
-  Poisson-sampled at ``p = b/n``. Cost (Table 6): ``b`` private
-  forward+backward (vmapped), one public forward+backward.
+  Poisson-sampled at ``p = b/n``; by default (``noise='exact'``) exact
+  vector noise on an integer lattice, as DP-SGD's. Cost (Table 6): ``b``
+  private forward+backward (vmapped), one public forward+backward.
 
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
-  privacy = base.privacy_from(dp_sgd_arguments)
+  privacy = privatization(dp_sgd_arguments)
 
   def gradient(params, args, dir_key, noise_key):
     del dir_key

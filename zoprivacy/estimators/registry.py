@@ -30,8 +30,9 @@ class EstimatorSpec:
       'batches' (``public_batches=``, ``num_public_batches`` stacked).
     needs_num_steps: the factory takes ``num_steps`` (a schedule over the run).
     needs_learning_rate: the factory takes ``learning_rate``.
-    exact_noise: the factory takes ``noise`` / ``grid_points`` (a runner
-      passes ``noise='exact'``, or ``'float'`` when its config opts out).
+    exact_noise: the factory takes ``noise`` (the scalar ones also
+      ``grid_points``): a runner passes ``noise='exact'``, or ``'float'``
+      when its config opts out.
     defaults: hyperparameters a runner fills in when a config names this
       estimator without them (overridden by the config's own values).
     sampling: the batch schemes its privacy plan accounts for (a runner

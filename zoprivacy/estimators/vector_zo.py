@@ -14,11 +14,13 @@ import jax.numpy as jnp
 from zoprivacy import clipping, mechanisms, queries, validation
 from zoprivacy import directions as directions_lib
 from zoprivacy.estimators import arguments, base, registry
-from zoprivacy.estimators.dp_sgd import dp_sgd
+from zoprivacy.estimators.dp_sgd import dp_sgd, privatization
 
 
 @registry.estimator(
-  "dpgd_zeroth", defaults=(("clip", 1.0), ("smoothing", 1e-3))
+  "dpgd_zeroth",
+  exact_noise=True,
+  defaults=(("clip", 1.0), ("smoothing", 1e-3)),
 )
 @arguments.extends(dp_sgd, without=("per_example_clipping",))
 def dpgd_zeroth(
@@ -37,7 +39,10 @@ def dpgd_zeroth(
   the clip of the scalar ``fd_i`` at ``C / ||u||``: ``clip_C(fd_i u) =
   clip_scalar(fd_i, C/||u||) u``. This computes the same vectors without
   materializing ``B`` of them. The noise is isotropic in all ``d``
-  coordinates, which is what makes this baseline dimension dependent.
+  coordinates, which is what makes this baseline dimension dependent. By
+  default (``noise='exact'``) it is exact vector noise: the per-example
+  scalars and the direction are put on an integer lattice
+  (:meth:`~zoprivacy.vector_discrete_mechanism.VectorDiscreteGaussianMechanism.privatize_direction`).
 
   Privacy: sensitivity ``C`` (L2, add/remove; ``2C`` replace-one), noise std
   ``sigma C`` per coordinate, event ``GaussianDpEvent(sigma)`` Poisson-sampled
@@ -48,7 +53,8 @@ def dpgd_zeroth(
   smoothing = validation.positive("smoothing", smoothing)
   validation.one_of("directions", directions, directions_lib.DIRECTION_NAMES)
   validation.one_of("direction_prng", direction_prng, directions_lib.PRNG_IMPLS)
-  privacy = base.privacy_from(dp_sgd_arguments)
+  privacy = privatization(dp_sgd_arguments)
+  exact = privacy.plan.noise_kind == "discrete_vector"
   sampler = directions_lib.get_sampler(directions, prng=direction_prng)
 
   def gradient(params, args, direction_key, noise_key):
@@ -65,6 +71,11 @@ def dpgd_zeroth(
       )
     )
     clipped = clipping.clip_scalars(fd, privacy.mechanism.clip / u_norm)
+    if exact:  # the lattice: integer sensitivity proven per example
+      noisy = privacy.mechanism.privatize_direction(
+        noise_key, clipped * u_norm, args.mask, u
+      )
+      return jax.tree.map(lambda x: x / privacy.expected_batch_size, noisy)
     scalar_sum = mechanisms.masked_sum(clipped, args.mask)
     vector_sum = jax.tree.map(lambda x: scalar_sum.astype(x.dtype) * x, u)
     return base.noisy_mean(privacy, noise_key, vector_sum)

@@ -23,6 +23,8 @@ Mechanisms and their accounting (see :mod:`zoprivacy.mechanisms`):
 ``discrete_gaussian`` discrete Gaussian PLD, sigma ``noise_multiplier *
                       grid_points`` and integer sensitivity ``grid_points``
 ``discrete_laplace``  discrete Laplace PLD, likewise
+``vector_discrete_``  exact vector noise: subsampled RDP upper bound
+``gaussian``          (:mod:`zoprivacy.accounting.subsampled_rdp`)
 ``none``              non-private (epsilon is infinite)
 ===================== ==================================================
 
@@ -43,6 +45,7 @@ MECHANISMS = (
   "laplace",
   "discrete_gaussian",
   "discrete_laplace",
+  "vector_discrete_gaussian",
   "none",
 )
 NEIGHBORING = ("add_or_remove", "replace_one")
@@ -59,7 +62,12 @@ SECURE_MODE_NOTE = (
   "2021); not exact: a floating-point precision test still identifies "
   "some releases (docs/exact_noise.md)"
 )
-ACCOUNTANTS = ("pld",)
+ACCOUNTANTS = ("pld", "subsampled_rdp")
+VECTOR_EXACT_NOTE = (
+  "exact vector discrete Gaussian noise on an integer lattice (i.i.d. per "
+  "coordinate, Canonne, Kamath & Steinke 2020), accounted by the sampled "
+  "Gaussian's integer-order RDP bound (Mironov, Talwar & Zhang 2019)"
+)
 
 
 class PlanError(ValueError):
@@ -119,6 +127,10 @@ class PrivacyPlan:
     _one_of("noise_source", self.noise_source, NOISE_SOURCES)
     _one_of("accountant", self.accountant, ACCOUNTANTS)
     object.__setattr__(self, "notes", tuple(self.notes))
+    if self.mechanism == "vector_discrete_gaussian":
+      object.__setattr__(self, "accountant", "subsampled_rdp")
+      if self.neighboring != "add_or_remove":
+        raise PlanError("Exact vector noise is accounted under add/remove.")
     if self.mechanism in ("gaussian", "laplace"):
       if self.float_defence is None:
         object.__setattr__(self, "float_defence", "none")
@@ -152,6 +164,8 @@ class PrivacyPlan:
   def noise_kind(self) -> str:
     if not self.is_noised:
       return "none"
+    if self.mechanism == "vector_discrete_gaussian":
+      return "discrete_vector"
     return (
       "discrete" if self.mechanism.startswith("discrete_") else "continuous"
     )
@@ -211,6 +225,11 @@ class PrivacyPlan:
 
   def pld(self, num_steps: int):
     """The privacy loss distribution of ``num_steps`` steps (float64)."""
+    if self.accountant == "subsampled_rdp":
+      raise PlanError(
+        "Exact vector noise has no PLD; its epsilon is an RDP bound "
+        "(plan.epsilon)."
+      )
     from zoprivacy.accounting import plan_pld  # pylint: disable=g-import-not-at-top
 
     return plan_pld.pld(self, num_steps)
@@ -226,6 +245,10 @@ class PrivacyPlan:
       raise PlanError("epsilon needs delta (set plan.delta or pass delta=).")
     if not 0.0 < float(delta) < 1.0:
       raise PlanError(f"delta must lie in (0, 1), got {delta!r}.")
+    if self.accountant == "subsampled_rdp":
+      from zoprivacy.accounting import subsampled_rdp  # pylint: disable=g-import-not-at-top
+
+      return subsampled_rdp.plan_epsilon(self, num_steps, float(delta))
     if self.mechanism == "gaussian" and self.sampling == "full_batch":
       from zoprivacy.accounting import plan_pld  # pylint: disable=g-import-not-at-top
 
@@ -263,7 +286,9 @@ class PrivacyPlan:
       return "non-private (no noise): epsilon = inf"
     kind = self.mechanism.replace("_", " ")
     parts = [f"{kind} noise, multiplier {self.noise_multiplier:.4g}"]
-    if self.grid_points:
+    if self.mechanism == "vector_discrete_gaussian":
+      parts.append(VECTOR_EXACT_NOTE)
+    elif self.grid_points:
       parts.append(
         f"exact integer noise on a grid of {self.grid_points} steps per clip"
       )
@@ -285,11 +310,14 @@ class PrivacyPlan:
       parts.append(f"Poisson sampling p={self.sampling_probability:.5g}")
     else:
       parts.append("full batch")
-    parts.append(
-      "exact Gaussian accountant"
-      if self.mechanism == "gaussian" and self.sampling == "full_batch"
-      else "PLD accountant"
-    )
+    if self.accountant == "subsampled_rdp":
+      parts.append("RDP accountant")
+    else:
+      parts.append(
+        "exact Gaussian accountant"
+        if self.mechanism == "gaussian" and self.sampling == "full_batch"
+        else "PLD accountant"
+      )
     parts.append(
       "secret noise from OS entropy"
       if self.noise_source == "os_entropy"

@@ -22,10 +22,19 @@ epsilon is bounded in four steps, at integer orders ``alpha`` only:
    involution ``x -> k - x`` swaps ``Q`` and ``R`` (the discrete Gaussian is
    symmetric), so pairing ``x`` with ``k - x`` (as Mironov, Talwar & Zhang
    pair ``z`` with ``1 - z`` for the continuous Gaussian) reduces the claim
-   to the pointwise inequality, for ``t = R(x)/Q(x) > 0``,
-   ``(1-p+pt)^a + t^(1-a) ((1-p)t+p)^a >= (1-p+pt)^(1-a) + t^a ((1-p)t+p)^(1-a)``,
-   which involves neither the noise nor the dimension. It is checked on a
-   grid (``tests/privacy/test_vector_exact_noise.py``), not proven here.
+   to a pointwise inequality in ``t = R(x)/Q(x) > 0`` that involves neither
+   the noise nor the dimension. With ``g(s) = s^a - s^(1-a)`` it reads
+   ``f(t) = g(1 + p(t-1)) + t g(1 + p(1/t - 1)) >= 0``. Proof, for real
+   ``a >= 1`` and ``p`` in ``[0, 1]``: ``f(1/t) = f(t)/t``, so take ``t >=
+   1``. Put ``y = p(t-1)/t``, ``s = 1/(1-y)``; ``p <= 1`` is ``t >= s``. As a
+   function of ``t`` (``y`` fixed), ``H(t) = g(1 + ty) - t c`` with ``c =
+   s^(a-1) - s^(-a)`` has ``H(s) = 0`` (the case ``p = 1``), and ``H'`` is
+   increasing because ``g`` is convex on ``[1, inf)`` (``g'' = a(a-1)(s^(a-2)
+   - s^(-a-1)) >= 0``). ``s^(a+1) H'(s) = K(s) = (a-1) s^(2a) - a s^(2a-1) +
+   a s - (a-1)`` has ``K(1) = K'(1) = 0`` and ``K''(s) = 2a(a-1)(2a-1)
+   s^(2a-3) (s-1) >= 0``, so ``H'(s) >= 0``, hence ``H >= 0`` on ``[s,
+   inf)``. The test file also checks ``f >= 0`` on a grid
+   (``tests/privacy/test_vector_exact_noise.py``).
 4. ``T`` steps compose additively in RDP; dp_accounting converts to
    ``(epsilon, delta)``.
 

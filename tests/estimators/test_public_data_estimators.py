@@ -609,7 +609,7 @@ def test_noise_std_per_query(name, kw, expected_std, noise):
   # The plan's per-query Gaussian std: sigma C sqrt(q) (q = k + 1 for PAZO-S).
   plan = est.privacy_plan
   exact = noise == "exact"
-  assert plan.mechanism == ("discrete_gaussian" if exact else "gaussian")
+  assert plan.mechanism.name == ("discrete_gaussian" if exact else "gaussian")
   plan_std = plan.noise_multiplier * plan.clip * math.sqrt(plan.num_queries)
   assert plan_std / B == pytest.approx(expected_std)
   mechanism, _ = zoprivacy.mechanisms.make_mechanism(
@@ -869,7 +869,7 @@ def test_gep_mechanism_accounting():
   )
   plan = zoprivacy.find_plan(est.init(X0))
   assert plan is est.privacy_plan
-  assert plan.mechanism == "gaussian"
+  assert plan.mechanism.name == "gaussian"
   assert plan.noise_multiplier == pytest.approx(1.7)  # the effective sigma
   assert plan.step_event() == dp_accounting.PoissonSampledDpEvent(
     0.08, dp_accounting.GaussianDpEvent(pytest.approx(1.7))
@@ -953,7 +953,9 @@ def test_exact_default_step_is_one_poisson_discrete_gaussian(name, kw):
   est = _make(name, noise_multiplier=1.3, dataset_size=400, **kw)
   plan = zoprivacy.find_plan(optax.chain(est, optax.sgd(0.1)).init(X0))
   assert plan == est.privacy_plan and plan.is_private
-  assert plan.mechanism == "discrete_gaussian" and plan.step_event() is None
+  assert (
+    plan.mechanism.name == "discrete_gaussian" and plan.step_event() is None
+  )
   assert plan.sampling_probability == pytest.approx(B / 400)
   q = plan.num_queries
   assert q == kw.get("num_queries", 3 + kw.get("extra_candidate", True))

@@ -288,7 +288,11 @@ def test_plan_in_state_is_the_composition_view():
   form is charged as full batch, and the plan says so."""
   setting = make_setting()
   plan = zoprivacy.find_plan(zoprivacy.noisy_zogd_chain(setting).init(PARAMS))
-  assert (plan.mechanism, plan.neighboring, plan.sampling) == (
+  assert (
+    plan.mechanism.name,
+    plan.to_dict()["neighboring"],
+    plan.sampling.name,
+  ) == (
     "gaussian",
     "replace_one",
     "full_batch",
@@ -299,7 +303,7 @@ def test_plan_in_state_is_the_composition_view():
   )
   assert plan.is_private and plan.noise_kind == "continuous"
   mini = zoprivacy.noisy_zogd(make_setting(batch_size=4)).privacy_plan
-  assert mini.sampling == "full_batch" and mini.expected_batch_size == 4
+  assert mini.sampling.name == "full_batch" and mini.expected_batch_size == 4
   assert any("charged as full-batch" in note for note in mini.notes)
   assert "charged as full-batch" in mini.describe()
   # The plan's epsilon is the PLD of T replace-one Gaussians: it equals the

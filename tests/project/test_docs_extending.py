@@ -59,7 +59,7 @@ def test_extending_example_registers_and_trains(noise):
   state = tx.init(w)
   plan = find_plan(state)
   exact = noise is None
-  assert plan.mechanism == ("discrete_gaussian" if exact else "gaussian")
+  assert plan.mechanism.name == ("discrete_gaussian" if exact else "gaussian")
   assert not plan.is_private  # the test's insecure noise seed
   if exact:
     assert plan.integer_noise_scale == 0.5 * 1024

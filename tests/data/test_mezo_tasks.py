@@ -392,10 +392,10 @@ def test_llm_task_end_to_end(tmp_path, monkeypatch):
 
 
 def test_generation_evaluation_on_tiny_opt(tmp_path):
-  from zoprivacy.data import qa_evaluation
+  from zoprivacy.metrics import qa_generation
 
   tok, vocab_size = _char_tokenizer(tmp_path)
-  assert qa_evaluation.answer_text(tok, tok.encode(" Ab\nC").ids) == "Ab"
+  assert qa_generation.answer_text(tok, tok.encode(" Ab\nC").ids) == "Ab"
   cfg = _tiny_opt_config(vocab_size, layers=1, positions=56)
   model = OPTForCausalLM(cfg)
   params = model.init(jax.random.key(2), np.ones((1, 4), np.int32))["params"]
@@ -403,11 +403,11 @@ def test_generation_evaluation_on_tiny_opt(tmp_path):
     {"title": "T", "context": "C", "question": "Q", "answers": ["x"]},
     {"title": "T", "context": "D", "question": "R", "answers": ["y"]},
   ]
-  b = qa_evaluation.prompt_batch("squad", ex, tok, max_length=48, pad_id=1)
+  b = qa_generation.prompt_batch("squad", ex, tok, max_length=48, pad_id=1)
   assert b["attention_mask"][0, -1] == 1 and b["attention_mask"][0, 0] == 0
   real = b["input_ids"][0][b["attention_mask"][0] == 1].tolist()
   assert tok.decode(real) == "Title: T\nContext: C\nQuestion: Q\nAnswer:"
-  res = qa_evaluation.evaluate_generation(
+  res = qa_generation.evaluate_generation(
     params, "squad", ex, tok, model=model, prompt_length=48, max_new_tokens=4
   )
   golds = [e["answers"] for e in ex]

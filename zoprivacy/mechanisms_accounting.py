@@ -307,7 +307,7 @@ class DiscreteLaplace(_DiscreteMechanism):
     return math.nextafter(1.0 / self.integer_noise_scale, math.inf)
 
   def dp_event(self, sampling):
-    if sampling.probability < 1.0 or self.num_queries > 1:
+    if sampling.subsampled or self.num_queries > 1:
       return None
     return dp_accounting.dp_event.DiscreteLaplaceDpEvent(
       self._parameter(), self.grid_points

@@ -52,8 +52,8 @@ def _edges():
   for path in sorted(ROOT.rglob("*.py")):
     parts = path.relative_to(ROOT.parent).with_suffix("").parts
     src = _unit(".".join(p for p in parts if p != "__init__"))
-    if src is None:  # zoprivacy/__init__.py, the public facade, is on top
-      continue
+    if src is None or path.stem == "__main__":
+      continue  # the zoprivacy facade and the command lines are on top
     for name in _imports(path):
       dst = _unit(name)
       if dst is not None and dst != src:

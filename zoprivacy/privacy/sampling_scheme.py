@@ -20,6 +20,8 @@ class SamplingError(ValueError):
 @dataclasses.dataclass(frozen=True)
 class _Sampling:
   name: ClassVar[str]
+  # Whether ``wrap`` puts a sampling event around the mechanism's event.
+  subsampled: ClassVar[bool] = True
   expected_batch_size: float | None = None
   dataset_size: int | None = None
 
@@ -66,6 +68,7 @@ class PoissonSampling(_Sampling):
 @dataclasses.dataclass(frozen=True)
 class FullBatch(_Sampling):
   name: ClassVar[str] = "full_batch"
+  subsampled: ClassVar[bool] = False
 
   @property
   def probability(self) -> float:
@@ -98,6 +101,16 @@ class WithoutReplacement(_Sampling):
       "dp_accounting's PLD does not account sampling without replacement; "
       "use Poisson sampling."
     )
+
+
+def with_probability(p: float) -> _Sampling:
+  """Poisson sampling at probability ``p`` (a dataset of size 1 with an
+  expected batch of ``p``), or the full batch at ``p = 1``: the sampling of
+  a setting given by its probability alone (the accounting CLI)."""
+  from zoprivacy import validation  # pylint: disable=g-import-not-at-top
+
+  p = validation.sampling_probability(p, "sampling_probability")
+  return FullBatch() if p >= 1.0 else PoissonSampling(p, 1)
 
 
 SAMPLINGS = {

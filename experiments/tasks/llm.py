@@ -6,7 +6,7 @@ inputs are its ``C`` candidate sequences (``prompts.candidate_batch``,
 ``[N, C, S]``); ``apply`` returns the logits ``-loss_c`` with ``loss_c`` the
 mean negative log-likelihood of candidate ``c``'s verbalizer tokens, so the
 task's cross-entropy is MeZO's ``train_as_classification`` objective and
-argmax of the logits is MeZO's prediction (``candidate_scoring``).
+argmax of the logits is MeZO's prediction.
 
 Generation (``squad_opt``, ``drop_opt``): inputs are prompt + first gold
 answer, ``batched_loss`` is the teacher-forced answer loss

@@ -1,15 +1,14 @@
 """MeZO causal-LM task suite: upstream file formats, few-shot sampling,
-template strings, verbalizer/answer loss masks, SQuAD EM/F1 and candidate
-scoring on a tiny random OPT."""
+template strings, verbalizer/answer loss masks, SQuAD EM/F1 and greedy
+generation on a tiny random OPT."""
 
-import functools
 import json
 
 import jax
 import numpy as np
 import pytest
 
-from zoprivacy.data import candidate_scoring, prompts
+from zoprivacy.data import prompts
 from zoprivacy.data.loaders import mezo_tasks
 from zoprivacy.metrics import qa
 from zoprivacy.models.opt import OPTConfig, OPTForCausalLM, per_example_lm_loss
@@ -260,35 +259,6 @@ def test_squad_metrics():
   # example 1: EM 1, F1 1; example 2: EM 0, F1 2*(1*0.5)/1.5 = 2/3
   assert s["exact_match"] == pytest.approx(0.5)
   assert s["f1"] == pytest.approx((1 + 2 / 3) / 2)
-
-
-def test_candidate_scoring_on_tiny_opt(tmp_path):
-  tok, vocab_size = _char_tokenizer(tmp_path)
-  cfg = _tiny_opt_config(vocab_size, layers=2, positions=48)
-  model = OPTForCausalLM(cfg)
-  params = model.init(jax.random.key(0), np.ones((1, 4), np.int32))["params"]
-  loss_fn = functools.partial(per_example_lm_loss, model=model)
-  ex = [
-    {"premise": "A dog.", "hypothesis": "An animal.", "label": 0},
-    {"premise": "Cats.", "hypothesis": "Dogs.", "label": 2},
-    {"premise": "Hi.", "hypothesis": "Yo.", "label": 1},
-  ]
-  b = prompts.candidate_batch("snli", ex, tok, max_length=48, pad_id=1)
-  losses = candidate_scoring.candidate_losses(loss_fn, params, b, batch_size=9)
-  assert losses.shape == (9,) and np.all(losses > 0)
-  # a candidate alone, unpadded: padding and batching change no loss
-  for r in (4,):
-    n = int(b["attention_mask"][r].sum())
-    one = {k: v[r : r + 1, :n] for k, v in b.items()}
-    np.testing.assert_allclose(loss_fn(params, one)[0], losses[r], rtol=1e-5)
-  pred = candidate_scoring.predict_from_losses(losses, 3)
-  np.testing.assert_array_equal(pred, losses.reshape(3, 3).argmin(-1))
-  acc = candidate_scoring.candidate_accuracy
-  assert acc(losses, pred, num_candidates=3) == 1.0
-  assert acc(losses, (pred + 1) % 3, num_candidates=3) == 0.0
-  labels = [e["label"] for e in ex]
-  expected = np.mean(pred == np.array(labels))
-  assert acc(losses, labels, num_candidates=3) == pytest.approx(expected)
 
 
 def test_llm_tasks_registered_and_fail_fast(tmp_path):

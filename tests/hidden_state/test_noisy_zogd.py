@@ -312,3 +312,19 @@ def test_plan_in_state_is_the_composition_view():
   pld_eps = plan.epsilon(20, 1e-5)
   print(f"plan (PLD) {pld_eps:.4f} vs RDP {rdp_eps:.4f}")
   assert 0 < pld_eps <= rdp_eps * (1 + 1e-6)
+
+
+def test_masked_parameters_are_rejected_like_every_estimator():
+  """optax.masked hides leaves the perturbed loss needs (docs/freezing.md)."""
+  params = {**PARAMS, "frozen": jnp.zeros(3)}  # d = 20 unmasked
+  mask = {"w": True, "b": True, "frozen": False}
+  tx = optax.masked(zoprivacy.noisy_zogd(make_setting()), mask)
+  state = tx.init(params)
+  with pytest.raises(ValueError, match="docs/freezing.md"):
+    tx.update(
+      jax.tree.map(jnp.zeros_like, params),
+      state,
+      params,
+      per_example_loss=lambda p, x: jnp.zeros(()),
+      batch=DATA,
+    )

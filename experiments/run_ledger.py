@@ -32,7 +32,7 @@ import fcntl
 import os
 import tempfile
 
-from zoprivacy.accounting import PrivacyBudgetExceededError, PrivacyLedger
+from zoprivacy.privacy.ledger import PrivacyBudgetExceededError, PrivacyLedger
 
 PRIVATE_DIR = "private"
 SECRET_FILE = "run_secret"

@@ -41,7 +41,6 @@ from experiments import checkpointing, hidden_state_run, tasks
 from experiments import metrics as metrics_lib
 from experiments.loop import Loop
 from experiments.resolved_run import Run, setup
-from zoprivacy import accounting
 
 # A resumed run may end this far above its calibrated target (calibration
 # tolerance) before the report warns.
@@ -125,13 +124,9 @@ def _privacy_fields(run: Run, done: int) -> dict[str, Any]:
       f"(the ledger counts {run.ledger.num_steps} steps, the plan "
       f"{config.num_steps})."
     )
-  if plan.mechanism.endswith("laplace"):
-    # DP-ZO Thm 3.1: the pure epsilon of the subsampled Laplace mechanism.
-    out["pure_epsilon"] = accounting.pure_epsilon_poisson_laplace(
-      noise_multiplier=plan.noise_multiplier,
-      sampling_probability=plan.sampling_probability,
-      num_steps=done,
-    )
+  pure = plan.mechanism.pure_epsilon(plan.sampling_probability, done)
+  if pure is not None:  # DP-ZO Thm 3.1 for the subsampled Laplace
+    out["pure_epsilon"] = pure
   return out
 
 

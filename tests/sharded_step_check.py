@@ -97,7 +97,7 @@ def main():
       "max_abs_update": moved,
       "collectives": collectives,
       "collective_sizes": sizes,
-      "mechanism": plan.mechanism,
+      "mechanism": plan.mechanism.name,
       "sharding": str(p8["params"]["Dense_0"]["kernel"].sharding),
     }
 

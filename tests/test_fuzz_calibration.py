@@ -34,7 +34,7 @@ _SETTINGS = settings(
 def test_calibrated_epsilon_never_exceeds_the_target(
   batch, num_steps, log10_delta, epsilon, neighboring
 ):
-  plan = PrivacyPlan(
+  plan = PrivacyPlan.build(
     mechanism="gaussian",
     noise_multiplier=1.0,
     clip=1.0,

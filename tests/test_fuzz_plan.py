@@ -20,7 +20,7 @@ _SETTINGS = settings(
 )
 def test_a_nonpositive_noise_multiplier_is_rejected(sigma, mechanism):
   with pytest.raises(PlanError, match="noise_multiplier must be > 0"):
-    PrivacyPlan(mechanism=mechanism, noise_multiplier=sigma, clip=1.0)
+    PrivacyPlan.build(mechanism=mechanism, noise_multiplier=sigma, clip=1.0)
 
 
 @_SETTINGS
@@ -40,13 +40,13 @@ def test_a_nonpositive_noise_multiplier_is_rejected(sigma, mechanism):
 def test_an_unknown_choice_is_rejected_and_named(field, value):
   kwargs = {"mechanism": "gaussian", "noise_multiplier": 1.0, field: value}
   with pytest.raises(PlanError, match=field):
-    PrivacyPlan(**kwargs)
+    PrivacyPlan.build(**kwargs)
 
 
 @_SETTINGS
 @given(sigma=st.floats(min_value=1e-3, max_value=1e3))
 def test_laplace_under_replace_one_is_rejected(sigma):
   with pytest.raises(PlanError, match="add/remove only"):
-    PrivacyPlan(
+    PrivacyPlan.build(
       mechanism="laplace", noise_multiplier=sigma, neighboring="replace_one"
     )

@@ -6,7 +6,7 @@ inputs are its ``C`` candidate sequences (``prompts.candidate_batch``,
 ``[N, C, S]``); ``apply`` returns the logits ``-loss_c`` with ``loss_c`` the
 mean negative log-likelihood of candidate ``c``'s verbalizer tokens, so the
 task's cross-entropy is MeZO's ``train_as_classification`` objective and
-argmax of the logits is MeZO's prediction (``candidate_scoring``).
+argmax of the logits is MeZO's prediction.
 
 Generation (``squad_opt``, ``drop_opt``): inputs are prompt + first gold
 answer, ``batched_loss`` is the teacher-forced answer loss
@@ -45,9 +45,10 @@ import optax
 from experiments.tasks import llm_files
 from experiments.tasks.common import data_seed
 from experiments.tasks.registry import Task, register
-from zoprivacy.data import prompts, qa_evaluation
+from zoprivacy.data import prompts
 from zoprivacy.data.loaders import MissingDataError
 from zoprivacy.data.loaders import mezo_tasks as mt
+from zoprivacy.metrics import qa_generation
 from zoprivacy.models import causal_lm_zo, llama, peft
 from zoprivacy.models.opt import (
   OPTForCausalLM,
@@ -217,7 +218,7 @@ class LMTask(Task):
 
 def _qa_evaluate(config, task, examples, tokenizer, model, merged, kw):
   """``(trainable, frozen) -> {test_f1, test_exact_match}``: MeZO's
-  evaluation of SQuAD / DROP (:mod:`zoprivacy.data.qa_evaluation`): greedy
+  evaluation of SQuAD / DROP (:mod:`zoprivacy.metrics.qa_generation`): greedy
   decoding with the key/value cache of at most ``max_new_tokens`` (50)
   tokens after the prompt (left-truncated to ``max_length`` and to the
   positions the model has), scored with SQuAD's normalized F1 and exact
@@ -232,7 +233,7 @@ def _qa_evaluate(config, task, examples, tokenizer, model, merged, kw):
   merge = jax.jit(merged)
 
   def evaluate(trainable, frozen):
-    scores = qa_evaluation.evaluate_generation(
+    scores = qa_generation.evaluate_generation(
       merge(trainable, frozen),
       task,
       examples,

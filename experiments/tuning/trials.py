@@ -12,6 +12,7 @@ import numpy as np
 from experiments import checkpointing
 from experiments import metrics as metrics_lib
 from experiments.run_setup import resolve_plan
+from zoprivacy import mechanisms_accounting
 from zoprivacy.privacy import randomness
 from zoprivacy.privacy.discrete_noise import discrete_gaussian_sample
 
@@ -78,7 +79,7 @@ def trial_plan(trial_config, task):
 
 
 def check_plan(plan) -> None:
-  if plan.mechanism != "gaussian" or plan.step_event() is None:
+  if not isinstance(plan.mechanism, mechanisms_accounting.Gaussian):
     raise ValueError(
       f"Tuning accounts a trial with dp_accounting's RDP accountant, which "
       f"has an event for Poisson-subsampled Gaussian noise only; this "

@@ -9,10 +9,20 @@ from dp_accounting.pld import pld_privacy_accountant
 from dp_accounting.rdp import rdp_privacy_accountant
 
 from zoprivacy import accounting as acc
+from zoprivacy.privacy import PrivacyPlan, sampling_scheme
 
 P_TABLE16 = 16 / 1000
 T_TABLE16 = 75000
 DELTA = 1e-5
+
+
+def _plan(*, sampling_probability, mechanism="gaussian", **kwargs):
+  """The plan of a setting given by its sampling probability (as the CLI)."""
+  return PrivacyPlan.build(
+    mechanism=mechanism,
+    sampling=sampling_scheme.with_probability(sampling_probability),
+    **kwargs,
+  )
 
 
 @pytest.mark.parametrize(
@@ -141,11 +151,9 @@ def test_subsampled_laplace_pld_is_far_below_pure_eps():
   eps = acc.pld_epsilon(event, delta=1e-5)
   assert 0.27 < eps < 0.29
   report = acc.epsilon_report(
-    noise_multiplier=b,
-    sampling_probability=0.02,
+    _plan(mechanism="laplace", noise_multiplier=b, sampling_probability=0.02),
     num_steps=2000,
     delta=1e-5,
-    mechanism="laplace",
   )
   assert report.pure_epsilon == pytest.approx(4.0)
   assert report.pld_epsilon == eps
@@ -307,8 +315,7 @@ def test_dpzero_advanced_composition_reference():
 
 def test_epsilon_report_side_by_side():
   rep = acc.epsilon_report(
-    noise_multiplier=16.4,
-    sampling_probability=P_TABLE16,
+    _plan(noise_multiplier=16.4, sampling_probability=P_TABLE16),
     num_steps=T_TABLE16,
     delta=DELTA,
   )
@@ -318,11 +325,9 @@ def test_epsilon_report_side_by_side():
   text = rep.format()
   assert "PLD epsilon" in text and "RDP epsilon" in text
   rep2 = acc.epsilon_report(
-    noise_multiplier=3.0,
-    sampling_probability=0.04,
+    _plan(noise_multiplier=3.0, sampling_probability=0.04, num_queries=4),
     num_steps=400,
     delta=DELTA,
-    num_queries=4,
   )
   single = acc.poisson_gaussian_event(
     noise_multiplier=3.0, sampling_probability=0.04, num_steps=400

@@ -7,14 +7,14 @@ import pytest
 from dp_accounting.pld import pld_privacy_accountant
 
 from zoprivacy import accounting as acc
-from zoprivacy.accounting import PrivacyBudgetExceededError, PrivacyLedger
 from zoprivacy.privacy import PrivacyPlan
+from zoprivacy.privacy.ledger import PrivacyBudgetExceededError, PrivacyLedger
 
 DELTA = 1e-5
 
 
 def _plan(sigma, p, mechanism="gaussian", **kw):
-  return PrivacyPlan(
+  return PrivacyPlan.build(
     mechanism=mechanism,
     noise_multiplier=sigma,
     clip=1.0,
@@ -47,7 +47,7 @@ def _reference(run):
   for n, plan in run:
     inner = (
       dp_accounting.LaplaceDpEvent(plan.noise_multiplier)
-      if plan.mechanism == "laplace"
+      if plan.mechanism.name == "laplace"
       else dp_accounting.GaussianDpEvent(plan.noise_multiplier)
     )
     ref.compose(
@@ -182,7 +182,7 @@ def test_ledger_input_errors():
 def test_full_batch_gaussian_epsilon_is_exact_and_below_the_pld(neighboring):
   """The analytic full-batch epsilon sits just below dp_accounting's
   pessimistic PLD (which upper-bounds the same exact quantity)."""
-  plan = PrivacyPlan(
+  plan = PrivacyPlan.build(
     mechanism="gaussian",
     noise_multiplier=20.0,
     clip=1.0,
@@ -194,7 +194,7 @@ def test_full_batch_gaussian_epsilon_is_exact_and_below_the_pld(neighboring):
   pld = acc.pld_epsilon(event, delta=DELTA, neighboring=neighboring)
   assert exact <= pld <= exact * 1.01 + 1e-3
   assert (
-    PrivacyPlan(
+    PrivacyPlan.build(
       mechanism="gaussian", noise_multiplier=0.01, sampling="full_batch"
     ).epsilon(200, DELTA)
     > 1e4

@@ -25,7 +25,7 @@ def _counting_search(value=1.25):
 
 
 def _plan():
-  return PrivacyPlan(
+  return PrivacyPlan.build(
     mechanism="gaussian",
     noise_multiplier=1.0,
     clip=1.0,

@@ -379,7 +379,7 @@ def test_every_registered_vector_default_is_exact_or_named():
   assert vector == set(EXACT_DEFAULTS) | {"noisy_zogd"}
   for name in EXACT_DEFAULTS:
     plan = _target(name).estimator.privacy_plan
-    assert plan.mechanism == "vector_discrete_gaussian"
+    assert plan.mechanism.name == "vector_discrete_gaussian"
     assert "exact vector discrete Gaussian" in plan.describe()
   zogd = calibrated.build(
     "noisy_zogd", noise_multiplier=SIGMA, batch_size=BATCH

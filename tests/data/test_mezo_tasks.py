@@ -1,15 +1,14 @@
 """MeZO causal-LM task suite: upstream file formats, few-shot sampling,
-template strings, verbalizer/answer loss masks, SQuAD EM/F1 and candidate
-scoring on a tiny random OPT."""
+template strings, verbalizer/answer loss masks, SQuAD EM/F1 and greedy
+generation on a tiny random OPT."""
 
-import functools
 import json
 
 import jax
 import numpy as np
 import pytest
 
-from zoprivacy.data import candidate_scoring, prompts
+from zoprivacy.data import prompts
 from zoprivacy.data.loaders import mezo_tasks
 from zoprivacy.metrics import qa
 from zoprivacy.models.opt import OPTConfig, OPTForCausalLM, per_example_lm_loss
@@ -262,35 +261,6 @@ def test_squad_metrics():
   assert s["f1"] == pytest.approx((1 + 2 / 3) / 2)
 
 
-def test_candidate_scoring_on_tiny_opt(tmp_path):
-  tok, vocab_size = _char_tokenizer(tmp_path)
-  cfg = _tiny_opt_config(vocab_size, layers=2, positions=48)
-  model = OPTForCausalLM(cfg)
-  params = model.init(jax.random.key(0), np.ones((1, 4), np.int32))["params"]
-  loss_fn = functools.partial(per_example_lm_loss, model=model)
-  ex = [
-    {"premise": "A dog.", "hypothesis": "An animal.", "label": 0},
-    {"premise": "Cats.", "hypothesis": "Dogs.", "label": 2},
-    {"premise": "Hi.", "hypothesis": "Yo.", "label": 1},
-  ]
-  b = prompts.candidate_batch("snli", ex, tok, max_length=48, pad_id=1)
-  losses = candidate_scoring.candidate_losses(loss_fn, params, b, batch_size=9)
-  assert losses.shape == (9,) and np.all(losses > 0)
-  # a candidate alone, unpadded: padding and batching change no loss
-  for r in (4,):
-    n = int(b["attention_mask"][r].sum())
-    one = {k: v[r : r + 1, :n] for k, v in b.items()}
-    np.testing.assert_allclose(loss_fn(params, one)[0], losses[r], rtol=1e-5)
-  pred = candidate_scoring.predict_from_losses(losses, 3)
-  np.testing.assert_array_equal(pred, losses.reshape(3, 3).argmin(-1))
-  acc = candidate_scoring.candidate_accuracy
-  assert acc(losses, pred, num_candidates=3) == 1.0
-  assert acc(losses, (pred + 1) % 3, num_candidates=3) == 0.0
-  labels = [e["label"] for e in ex]
-  expected = np.mean(pred == np.array(labels))
-  assert acc(losses, labels, num_candidates=3) == pytest.approx(expected)
-
-
 def test_llm_tasks_registered_and_fail_fast(tmp_path):
   import ml_collections
 
@@ -392,10 +362,10 @@ def test_llm_task_end_to_end(tmp_path, monkeypatch):
 
 
 def test_generation_evaluation_on_tiny_opt(tmp_path):
-  from zoprivacy.data import qa_evaluation
+  from zoprivacy.metrics import qa_generation
 
   tok, vocab_size = _char_tokenizer(tmp_path)
-  assert qa_evaluation.answer_text(tok, tok.encode(" Ab\nC").ids) == "Ab"
+  assert qa_generation.answer_text(tok, tok.encode(" Ab\nC").ids) == "Ab"
   cfg = _tiny_opt_config(vocab_size, layers=1, positions=56)
   model = OPTForCausalLM(cfg)
   params = model.init(jax.random.key(2), np.ones((1, 4), np.int32))["params"]
@@ -403,11 +373,11 @@ def test_generation_evaluation_on_tiny_opt(tmp_path):
     {"title": "T", "context": "C", "question": "Q", "answers": ["x"]},
     {"title": "T", "context": "D", "question": "R", "answers": ["y"]},
   ]
-  b = qa_evaluation.prompt_batch("squad", ex, tok, max_length=48, pad_id=1)
+  b = qa_generation.prompt_batch("squad", ex, tok, max_length=48, pad_id=1)
   assert b["attention_mask"][0, -1] == 1 and b["attention_mask"][0, 0] == 0
   real = b["input_ids"][0][b["attention_mask"][0] == 1].tolist()
   assert tok.decode(real) == "Title: T\nContext: C\nQuestion: Q\nAnswer:"
-  res = qa_evaluation.evaluate_generation(
+  res = qa_generation.evaluate_generation(
     params, "squad", ex, tok, model=model, prompt_length=48, max_new_tokens=4
   )
   golds = [e["answers"] for e in ex]

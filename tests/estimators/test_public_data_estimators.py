@@ -22,9 +22,10 @@ from keys import with_keys
 
 import zoprivacy
 from zoprivacy import accounting
-from zoprivacy.estimators import (
-  public_assisted as pa,  # all public-data estimators
-)
+from zoprivacy.estimators import pazo as pazo_mod
+from zoprivacy.estimators import public_data, public_first_order
+from zoprivacy.estimators.gep import GEPMechanism, gep
+from zoprivacy.estimators.pazo_s import pazo_s
 from zoprivacy.privacy import InsecureTestNoiseWarning
 
 D = 6
@@ -69,18 +70,18 @@ def _kw(**kw):
 
 
 DEFAULTS = {
-  "pazo_m": (pa.pazo_m, dict(smoothing=1e-3, alpha=0.5)),
-  "pazo_p": (pa.pazo_p, dict(smoothing=1e-3, num_public_batches=3)),
+  "pazo_m": (pazo_mod.pazo_m, dict(smoothing=1e-3, alpha=0.5)),
+  "pazo_p": (pazo_mod.pazo_p, dict(smoothing=1e-3, num_public_batches=3)),
   "pazo_p_prime": (
-    pa.pazo_p,
+    pazo_mod.pazo_p,
     dict(smoothing=1e-3, num_public_batches=3, orthonormalize=False),
   ),
   "pazo_s": (
-    pa.pazo_s,
+    pazo_s,
     dict(learning_rate=0.1, num_public_batches=3, candidate_noise_scale=0.01),
   ),
-  "dpmd": (pa.dpmd, dict(num_steps=100)),
-  "dope_sgd": (pa.dope_sgd, dict()),
+  "dpmd": (public_first_order.dpmd, dict(num_steps=100)),
+  "dope_sgd": (public_first_order.dope_sgd, dict()),
 }
 
 
@@ -97,7 +98,7 @@ def _make(name, **kw):
     if "noise_multiplier" in kw or "embedding_noise_multiplier" in kw:
       args.pop("noise_multiplier")
     args.update(kw)
-    return pa.gep(**args)
+    return gep(**args)
   factory, defaults = DEFAULTS[name]
   args = _kw(**defaults)
   args.update(kw)
@@ -144,7 +145,7 @@ def test_pazo_m_alpha_zero_is_dpzero_on_the_quarter_sphere(q):
     direction_key=7,
     insecure_test_noise_seed=7,
   )
-  pazo = pa.pazo_m(alpha=0.0, **common)
+  pazo = pazo_mod.pazo_m(alpha=0.0, **common)
   dpz = zoprivacy.dpzero(directions="sphere_quarter", **common)
   with pytest.warns(InsecureTestNoiseWarning):
     s_pazo = pazo.init(X0)
@@ -200,7 +201,7 @@ def test_pazo_m_mixes_public_gradient_and_dpzero():
     )()[0]
   )
   for alpha in (1.0, 0.25):
-    est = pa.pazo_m(alpha=alpha, **common)
+    est = pazo_mod.pazo_m(alpha=alpha, **common)
     g, _ = jax.jit(
       lambda: est.update(
         None,
@@ -220,7 +221,7 @@ def test_pazo_m_quarter_sphere_aligns_norms():
   """App. A.1: with r = d^{1/4}, E||g_zo||^2 = ||grad f||^2 (linear f: exact)."""
   w = jnp.array([1.0, -2.0, 0.5, 3.0, 0.0, 1.5])
   linear = lambda p, e: jnp.sum(w * _flat(p)) + 0.0 * e[0]
-  est = pa.pazo_m(
+  est = pazo_mod.pazo_m(
     clip=10.0,  # |w . u| r <= 6.4: never clipped
     **FINE_GRID,
     smoothing=1e-2,
@@ -249,12 +250,14 @@ def test_pazo_m_quarter_sphere_aligns_norms():
 
 
 def test_public_subspace_orthonormal_and_normalized():
-  grads = pa.public_gradients(
+  grads = public_data.public_gradients(
     lambda p, b: jnp.mean(batched_quadratic(p, b)), X0, PUBS
   )
   raw = jax.vmap(_flat)(grads)  # [k, d]
   assert raw.shape == (3, D)
-  g_ortho = jax.vmap(_flat)(pa.public_subspace(grads, orthonormalize=True))
+  g_ortho = jax.vmap(_flat)(
+    public_data.public_subspace(grads, orthonormalize=True)
+  )
   np.testing.assert_allclose(g_ortho @ g_ortho.T, np.eye(3), atol=1e-5)
   # Same span as the raw gradients; sign fix: first row is g_1 / ||g_1||.
   proj = g_ortho.T @ (g_ortho @ raw.T)
@@ -262,7 +265,9 @@ def test_public_subspace_orthonormal_and_normalized():
   np.testing.assert_allclose(
     g_ortho[0], raw[0] / jnp.linalg.norm(raw[0]), atol=1e-6
   )
-  g_norm = jax.vmap(_flat)(pa.public_subspace(grads, orthonormalize=False))
+  g_norm = jax.vmap(_flat)(
+    public_data.public_subspace(grads, orthonormalize=False)
+  )
   np.testing.assert_allclose(jnp.linalg.norm(g_norm, axis=1), 1.0, atol=1e-6)
   np.testing.assert_allclose(
     g_norm, raw / jnp.linalg.norm(raw, axis=1, keepdims=True), rtol=1e-6
@@ -308,7 +313,7 @@ class CountingLoss:
 def test_pazo_p_directions_lie_in_the_public_span(prng):
   for orthonormalize in (True, False):
     loss = CountingLoss()
-    est = pa.pazo_p(
+    est = pazo_mod.pazo_p(
       **_kw(
         smoothing=1e-2,
         num_public_batches=3,
@@ -327,7 +332,7 @@ def test_pazo_p_directions_lie_in_the_public_span(prng):
         public_batches=PUBS,
       )
     raw = jax.vmap(_flat)(
-      pa.public_gradients(
+      public_data.public_gradients(
         lambda p, b: jnp.mean(batched_quadratic(p, b)), X0, PUBS
       )
     )
@@ -348,7 +353,7 @@ def test_pazo_p_directions_lie_in_the_public_span(prng):
 
 def test_pazo_p_estimates_the_projected_gradient():
   """E[g] = Proj_G(grad f) without clipping (and negligible noise)."""
-  est = pa.pazo_p(
+  est = pazo_mod.pazo_p(
     clip=1e3,  # the per-example directional derivatives stay far below
     **FINE_GRID,
     smoothing=1e-3,
@@ -370,8 +375,8 @@ def test_pazo_p_estimates_the_projected_gradient():
 
   g = jax.jit(jax.vmap(one))(jax.random.split(jax.random.key(1), 4000))
   basis = jax.vmap(_flat)(
-    pa.public_subspace(
-      pa.public_gradients(
+    public_data.public_subspace(
+      public_data.public_gradients(
         lambda p, b: jnp.mean(batched_quadratic(p, b)), X0, pubs
       )
     )
@@ -391,7 +396,7 @@ def _targeted_loss(target):
 def test_pazo_s_candidates_are_distinct_public_gradients():
   eta = 0.1
   grads = jax.vmap(_flat)(
-    pa.public_gradients(
+    public_data.public_gradients(
       lambda p, b: jnp.mean(batched_quadratic(p, b)), X0, PUBS
     )
   )
@@ -408,7 +413,7 @@ def test_pazo_s_candidates_are_distinct_public_gradients():
   for j in range(3):
     # The private loss is smallest at x - eta g_j: PAZO-S must pick g_j.
     target = _flat(X0) - eta * grads[j]
-    est = pa.pazo_s(
+    est = pazo_s(
       clip=1.0,  # the losses are <= 0.13 (score gaps >= 0.02): never clipped
       **FINE_GRID,
       learning_rate=eta,
@@ -435,13 +440,13 @@ def test_pazo_s_candidates_are_distinct_public_gradients():
 def test_pazo_s_extra_candidate_is_taken_only_when_it_scores_best():
   eta = 0.1
   grads = jax.vmap(_flat)(
-    pa.public_gradients(
+    public_data.public_gradients(
       lambda p, b: jnp.mean(batched_quadratic(p, b)), X0, PUBS
     )
   )
   w = jnp.array([0.3, -0.2, 0.1, 0.4, -0.3, 0.2])
   target = _flat(X0) - eta * (grads[0] + w)
-  est = pa.pazo_s(
+  est = pazo_s(
     clip=1.0,  # the candidates' losses are <= 0.15: never clipped
     **FINE_GRID,
     learning_rate=eta,
@@ -609,7 +614,7 @@ def test_noise_std_per_query(name, kw, expected_std, noise):
   # The plan's per-query Gaussian std: sigma C sqrt(q) (q = k + 1 for PAZO-S).
   plan = est.privacy_plan
   exact = noise == "exact"
-  assert plan.mechanism == ("discrete_gaussian" if exact else "gaussian")
+  assert plan.mechanism.name == ("discrete_gaussian" if exact else "gaussian")
   plan_std = plan.noise_multiplier * plan.clip * math.sqrt(plan.num_queries)
   assert plan_std / B == pytest.approx(expected_std)
   mechanism, _ = zoprivacy.mechanisms.make_mechanism(
@@ -717,7 +722,7 @@ def _adversarial_grad_loss(params, example):
 )
 def test_first_order_sensitivity(name, bound):
   if name == "gep":
-    est = pa.gep(
+    est = gep(
       embedding_clip=0.7,
       residual_clip=0.4,
       noise_multiplier=2.0,
@@ -729,7 +734,7 @@ def test_first_order_sensitivity(name, bound):
   state = est.init(X0)
   if name == "dpmd":  # mid-schedule: the private part has weight 1 - alpha_t
     state = state._replace(step=jnp.asarray(50, jnp.int32))
-    bound *= 1.0 - float(pa.dpmd_public_weight(50, 100))
+    bound *= 1.0 - float(public_first_order.dpmd_public_weight(50, 100))
   public = jnp.stack([jnp.linspace(1.0, 2.0, 5), jnp.zeros(5)], 1)
 
   @jax.jit
@@ -759,12 +764,18 @@ def test_first_order_sensitivity(name, bound):
 @same_test_noise
 def test_dpmd_schedule_and_endpoints():
   T = 100
-  assert float(pa.dpmd_public_weight(0, T)) == pytest.approx(1.0)
-  assert float(pa.dpmd_public_weight(T // 2, T)) == pytest.approx(
-    math.cos(math.pi / 4), abs=1e-6
+  assert float(public_first_order.dpmd_public_weight(0, T)) == pytest.approx(
+    1.0
   )
-  assert float(pa.dpmd_public_weight(T, T)) == pytest.approx(0.0, abs=1e-6)
-  assert float(pa.dpmd_public_weight(3 * T, T)) == pytest.approx(0.0, abs=1e-6)
+  assert float(
+    public_first_order.dpmd_public_weight(T // 2, T)
+  ) == pytest.approx(math.cos(math.pi / 4), abs=1e-6)
+  assert float(public_first_order.dpmd_public_weight(T, T)) == pytest.approx(
+    0.0, abs=1e-6
+  )
+  assert float(
+    public_first_order.dpmd_public_weight(3 * T, T)
+  ) == pytest.approx(0.0, abs=1e-6)
   # Same direction key and test-noise seed: DPMD's private part at step T is
   # DP-SGD's step T, key for key.
   seeds = dict(direction_key=4, insecure_test_noise_seed=4)
@@ -788,7 +799,7 @@ def test_first_order_baselines_recover_the_private_gradient(name):
   """Huge clips and negligible noise: the private batch gradient comes back
   (float noise: the exact lattice's step, clip / 2**19, would not vanish)."""
   if name == "gep":
-    est = pa.gep(
+    est = gep(
       embedding_clip=1e4,
       residual_clip=1e4,
       noise_multiplier=1e-9,
@@ -797,7 +808,7 @@ def test_first_order_baselines_recover_the_private_gradient(name):
       noise="float",
     )
   else:
-    est = pa.dope_sgd(
+    est = public_first_order.dope_sgd(
       clip=1e4, noise_multiplier=1e-9, expected_batch_size=B, noise="float"
     )
   g, _ = est.update(
@@ -817,7 +828,9 @@ def test_dope_clips_around_the_public_gradient():
   """Every private gradient equal to g_pub: nothing is clipped, output g_pub."""
   same = jnp.tile(PUB.mean(0, keepdims=True), (8, 1))
   pub_same = jnp.tile(PUB.mean(0, keepdims=True), (5, 1))
-  est = pa.dope_sgd(clip=1e-6, noise_multiplier=1e-9, expected_batch_size=B)
+  est = public_first_order.dope_sgd(
+    clip=1e-6, noise_multiplier=1e-9, expected_batch_size=B
+  )
   g, _ = est.update(
     None,
     est.init(X0),
@@ -832,7 +845,7 @@ def test_dope_clips_around_the_public_gradient():
 
 
 def test_gep_mechanism_accounting():
-  mech = pa.GEPMechanism(
+  mech = GEPMechanism(
     embedding_clip=2.0,
     residual_clip=0.5,
     embedding_noise_multiplier=3.0,
@@ -863,7 +876,7 @@ def test_gep_mechanism_accounting():
   eps_composed = accounting.pld_epsilon(mech.composed_dp_event(), delta=1e-5)
   eps_single = accounting.pld_epsilon(mech.dp_event(), delta=1e-5)
   assert eps_composed == pytest.approx(eps_single, rel=1e-2)
-  est = pa.gep(
+  est = gep(
     embedding_clip=1.0,
     residual_clip=1.0,
     noise_multiplier=1.7,
@@ -874,7 +887,7 @@ def test_gep_mechanism_accounting():
   )
   plan = zoprivacy.find_plan(est.init(X0))
   assert plan is est.privacy_plan
-  assert plan.mechanism == "gaussian"
+  assert plan.mechanism.name == "gaussian"
   assert plan.noise_multiplier == pytest.approx(1.7)  # the effective sigma
   assert plan.step_event() == dp_accounting.PoissonSampledDpEvent(
     0.08, dp_accounting.GaussianDpEvent(pytest.approx(1.7))
@@ -886,7 +899,7 @@ def test_gep_noise_variance():
   loss = lambda p, e: e[0] * quadratic_loss(p, e[1:])
   private = jnp.concatenate([jnp.zeros((8, 1)), BATCH], 1)
   public = jnp.concatenate([jnp.ones((5, 1)), PUB], 1)
-  est = pa.gep(
+  est = gep(
     embedding_clip=2.0,
     residual_clip=0.5,
     expected_batch_size=B,
@@ -957,7 +970,9 @@ def test_exact_default_step_is_one_poisson_discrete_gaussian(name, kw):
   est = _make(name, noise_multiplier=1.3, dataset_size=400, **kw)
   plan = zoprivacy.find_plan(optax.chain(est, optax.sgd(0.1)).init(X0))
   assert plan == est.privacy_plan and plan.is_private
-  assert plan.mechanism == "discrete_gaussian" and plan.step_event() is None
+  assert (
+    plan.mechanism.name == "discrete_gaussian" and plan.step_event() is None
+  )
   assert plan.sampling_probability == pytest.approx(B / 400)
   q = plan.num_queries
   assert q == kw.get("num_queries", 3 + kw.get("extra_candidate", True))

@@ -13,8 +13,8 @@ import jax.numpy as jnp
 import pytest
 
 from experiments import checkpointing
-from zoprivacy.accounting import CorruptLedgerError, PrivacyLedger
 from zoprivacy.privacy import PrivacyPlan
+from zoprivacy.privacy.ledger import CorruptLedgerError, PrivacyLedger
 
 DELTA = 1e-5
 
@@ -22,7 +22,7 @@ DELTA = 1e-5
 def _ledger(num_steps):
   ledger = PrivacyLedger(delta=DELTA)
   ledger.record(
-    PrivacyPlan(
+    PrivacyPlan.build(
       mechanism="gaussian",
       noise_multiplier=2.0,
       clip=1.0,

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from run_outputs import metrics_rows, run_outputs
 
-from zoprivacy.accounting import PrivacyLedger
+from zoprivacy.privacy.ledger import PrivacyLedger
 
 # Killed runs resumed, end to end (~30 s each; in CI's slow step).
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

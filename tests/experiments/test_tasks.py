@@ -597,7 +597,7 @@ def test_peft_modes_perturb_only_their_parameters(tmp_path, mode):
   tx = optax.chain(est, optax.sgd(0.1))
   state = tx.init(trainable)
   plan = zoprivacy.find_plan(state)
-  assert plan.mechanism == "discrete_gaussian" and not plan.is_private
+  assert plan.mechanism.name == "discrete_gaussian" and not plan.is_private
   noise = zoprivacy.ExactNoiseSource(
     plan, insecure_test_noise_seed=c.seed
   ).draw(0)

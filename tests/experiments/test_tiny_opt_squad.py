@@ -16,8 +16,9 @@ import pytest
 from configs import tiny_opt_squad
 from experiments import metrics as metrics_lib
 from experiments import report, tasks, train
-from zoprivacy.data import prompts, qa_evaluation
+from zoprivacy.data import prompts
 from zoprivacy.data.loaders.mezo_tasks import load_squad_json
+from zoprivacy.metrics import qa_generation
 from zoprivacy.models.hf_checkpoint import load_bpe_tokenizer
 
 pytest.importorskip("tokenizers")
@@ -102,7 +103,7 @@ def test_hand_made_answers_score_as_mezo_computes(tmp_path, monkeypatch):
       out[row, : len(new)] = new
     return out
 
-  monkeypatch.setattr(qa_evaluation, "generate", fake_generate)
+  monkeypatch.setattr(qa_generation, "generate", fake_generate)
   trainable, frozen = task.init(jax.random.key(0))
   scores = metrics_lib.evaluate_task(task, None, trainable, frozen)
   assert list(scores) == ["test_f1", "test_exact_match"]

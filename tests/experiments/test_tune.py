@@ -13,7 +13,7 @@ from experiments import tune
 from experiments.tuning import budget, search, store
 from zoprivacy.privacy import PrivacyPlan, randomness
 
-PLAN = PrivacyPlan(
+PLAN = PrivacyPlan.build(
   mechanism="gaussian",
   noise_multiplier=1.0,
   clip=1.0,

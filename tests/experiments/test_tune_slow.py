@@ -17,7 +17,7 @@ from zoprivacy.privacy import PrivacyPlan
 
 pytestmark = pytest.mark.slow
 
-PLAN = PrivacyPlan(
+PLAN = PrivacyPlan.build(
   mechanism="gaussian",
   noise_multiplier=1.0,
   clip=1.0,

@@ -20,7 +20,7 @@ import pytest
 
 from configs import default
 from experiments import checkpointing, loop, report, run_ledger, train
-from zoprivacy.accounting import PrivacyLedger
+from zoprivacy.privacy.ledger import PrivacyLedger
 
 
 def _config(workdir, **overrides):

@@ -290,7 +290,11 @@ def test_plan_in_state_is_the_composition_view():
   form is charged as full batch, and the plan says so."""
   setting = make_setting()
   plan = zoprivacy.find_plan(zoprivacy.noisy_zogd_chain(setting).init(PARAMS))
-  assert (plan.mechanism, plan.neighboring, plan.sampling) == (
+  assert (
+    plan.mechanism.name,
+    plan.to_dict()["neighboring"],
+    plan.sampling.name,
+  ) == (
     "gaussian",
     "replace_one",
     "full_batch",
@@ -301,7 +305,7 @@ def test_plan_in_state_is_the_composition_view():
   )
   assert plan.is_private and plan.noise_kind == "continuous"
   mini = zoprivacy.noisy_zogd(make_setting(batch_size=4)).privacy_plan
-  assert mini.sampling == "full_batch" and mini.expected_batch_size == 4
+  assert mini.sampling.name == "full_batch" and mini.expected_batch_size == 4
   assert any("charged as full-batch" in note for note in mini.notes)
   assert "charged as full-batch" in mini.describe()
   # The plan's epsilon is the PLD of T replace-one Gaussians: it equals the
@@ -310,3 +314,19 @@ def test_plan_in_state_is_the_composition_view():
   pld_eps = plan.epsilon(20, 1e-5)
   print(f"plan (PLD) {pld_eps:.4f} vs RDP {rdp_eps:.4f}")
   assert 0 < pld_eps <= rdp_eps * (1 + 1e-6)
+
+
+def test_masked_parameters_are_rejected_like_every_estimator():
+  """optax.masked hides leaves the perturbed loss needs (docs/freezing.md)."""
+  params = {**PARAMS, "frozen": jnp.zeros(3)}  # d = 20 unmasked
+  mask = {"w": True, "b": True, "frozen": False}
+  tx = optax.masked(zoprivacy.noisy_zogd(make_setting()), mask)
+  state = tx.init(params)
+  with pytest.raises(ValueError, match="docs/freezing.md"):
+    tx.update(
+      jax.tree.map(jnp.zeros_like, params),
+      state,
+      params,
+      per_example_loss=lambda p, x: jnp.zeros(()),
+      batch=DATA,
+    )

@@ -200,7 +200,7 @@ def test_bind_noise_secret_gives_equal_keys_and_noise_on_every_process():
 def test_vector_estimators_default_to_exact_and_float_is_labelled():
   kw = dict(clip=1.0, noise_multiplier=1.0, expected_batch_size=8)
   plan = zoprivacy.dp_sgd(dataset_size=100, **kw).privacy_plan
-  assert plan.mechanism == "vector_discrete_gaussian"
+  assert plan.mechanism.name == "vector_discrete_gaussian"
   assert plan.noise_kind == "discrete_vector"
   assert "exact vector discrete Gaussian" in plan.describe()
   secure = zoprivacy.dp_sgd(dataset_size=100, noise="secure_mode", **kw)

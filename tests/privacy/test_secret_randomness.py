@@ -311,7 +311,7 @@ def test_exact_noise_covers_several_queries_and_replace_one():
   for kw in (dict(num_queries=4), dict(neighboring="replace_one")):
     est, floating = _dpzero(**kw), _dpzero(noise="float", **kw)
     plan = est.privacy_plan
-    assert plan.mechanism == "discrete_gaussian" and not plan.notes
+    assert plan.mechanism.name == "discrete_gaussian" and not plan.notes
     assert (
       "exposed to floating-point attacks" in floating.privacy_plan.describe()
     )
@@ -321,7 +321,7 @@ def test_exact_noise_covers_several_queries_and_replace_one():
   lap = zoprivacy.dp_zo(
     noise_multiplier=2.0, mechanism="laplace", num_queries=3, **kw
   )
-  assert lap.privacy_plan.mechanism == "discrete_laplace"
+  assert lap.privacy_plan.mechanism.name == "discrete_laplace"
   flo = zoprivacy.dp_zo(
     noise_multiplier=2.0,
     mechanism="laplace",
@@ -350,7 +350,7 @@ def test_laplace_queries_pld_matches_dp_accounting_for_one_query():
 
 def test_the_deprecated_exact_noise_flag_still_works():
   with pytest.warns(DeprecationWarning, match="noise='float'"):
-    assert _dpzero(exact_noise=False).privacy_plan.mechanism == "gaussian"
+    assert _dpzero(exact_noise=False).privacy_plan.mechanism.name == "gaussian"
 
 
 def test_a_test_seed_cannot_feed_exact_noise_of_a_plan_that_promises_secrecy():

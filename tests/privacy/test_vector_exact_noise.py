@@ -205,4 +205,39 @@ def test_calibration_meets_the_target_with_exact_vector_noise():
   )
   assert calibrated.epsilon(300) <= 2.0
   assert calibrated.epsilon(300) >= 2.0 * 0.98
-  assert calibrated.mechanism == "vector_discrete_gaussian"
+  assert calibrated.mechanism.name == "vector_discrete_gaussian"
+
+
+def test_a_ledger_of_several_vector_plans_composes_their_rdp():
+  """A forced resume that changes the multiplier leaves two segments: the
+  ledger composes them in RDP (no PLD exists), equal to the direct RDP
+  composition and above either segment alone; mixing with a PLD plan is
+  refused rather than accounted wrongly."""
+  from zoprivacy.privacy.ledger import PrivacyLedger
+  from zoprivacy.privacy.plan import PrivacyPlan
+
+  def plan(sigma, mechanism="vector_discrete_gaussian"):
+    return PrivacyPlan.build(
+      mechanism=mechanism,
+      noise_multiplier=sigma,
+      clip=1.0,
+      expected_batch_size=64,
+      dataset_size=1437,
+    )
+
+  a, b = plan(6.0), plan(5.0)
+  ledger = PrivacyLedger(delta=1e-5)
+  ledger.record(a, 300)
+  ledger.record(b, 200)
+  direct = subsampled_rdp.composed_epsilon(
+    [
+      (subsampled_rdp.step_event(6.0, 64 / 1437), 300),
+      (subsampled_rdp.step_event(5.0, 64 / 1437), 200),
+    ],
+    1e-5,
+  )
+  assert ledger.epsilon() == pytest.approx(direct, rel=1e-12)
+  assert ledger.epsilon() > max(a.epsilon(300, 1e-5), b.epsilon(200, 1e-5))
+  ledger.record(plan(6.0, "gaussian"), 10)
+  with pytest.raises(ValueError, match="RDP-accounted"):
+    ledger.epsilon()

@@ -19,9 +19,11 @@ _EXPORTS = {
   "DirectionalEpsilon": "zoprivacy.accounting.epsilon",
   "EpsilonReport": "zoprivacy.accounting.report",
   "epsilon_report": "zoprivacy.accounting.report",
-  "CorruptLedgerError": "zoprivacy.accounting.ledger",
-  "PrivacyBudgetExceededError": "zoprivacy.accounting.ledger",
-  "PrivacyLedger": "zoprivacy.accounting.ledger",
+  # The ledger composes plans, so it lives beside them in zoprivacy.privacy;
+  # these three names stay here as aliases for existing callers.
+  "CorruptLedgerError": "zoprivacy.privacy.ledger",
+  "PrivacyBudgetExceededError": "zoprivacy.privacy.ledger",
+  "PrivacyLedger": "zoprivacy.privacy.ledger",
   "build_pld": "zoprivacy.accounting.epsilon",
   "calibrate_noise_multiplier": "zoprivacy.accounting.calibration",
   "calibrate_plan": "zoprivacy.accounting.plan_calibration",

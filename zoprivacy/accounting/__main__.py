@@ -103,17 +103,33 @@ def build_parser() -> argparse.ArgumentParser:
   return parser
 
 
+def _report(args, noise_multiplier: float, num_queries: int):
+  """The epsilon report of the plan the arguments describe."""
+  from zoprivacy.privacy import plan as plan_lib  # pylint: disable=g-import-not-at-top
+  from zoprivacy.privacy import sampling_scheme  # pylint: disable=g-import-not-at-top
+
+  plan = plan_lib.PrivacyPlan.build(
+    mechanism=args.mechanism,
+    noise_multiplier=noise_multiplier,
+    num_queries=num_queries,
+    neighboring=args.neighboring,
+    sampling=sampling_scheme.with_probability(args.sampling_probability),
+  )
+  return epsilon_report(
+    plan,
+    num_steps=args.num_steps,
+    delta=args.delta,
+    value_discretization_interval=args.value_discretization_interval,
+  )
+
+
 def main(argv=None) -> int:
   parser = build_parser()
   args = parser.parse_args(argv)
   try:
     common = {name: getattr(args, name) for name in SETTING}
     if args.command == "epsilon":
-      report = epsilon_report(
-        noise_multiplier=args.noise_multiplier,
-        num_queries=args.num_queries,
-        **common,
-      )
+      report = _report(args, args.noise_multiplier, args.num_queries)
     else:
       result = calibrate_noise_multiplier(target_epsilon=args.epsilon, **common)
       print(
@@ -122,9 +138,7 @@ def main(argv=None) -> int:
         f"{result.noise_multiplier:.6g}]; {result.num_pld_evaluations} "
         f"PLD evaluations, {result.seconds:.2f} s)"
       )
-      report = epsilon_report(
-        noise_multiplier=result.noise_multiplier, **common
-      )
+      report = _report(args, result.noise_multiplier, 1)
     print(report.format())
   except ValueError as exc:
     print(f"error: {exc}", file=sys.stderr)

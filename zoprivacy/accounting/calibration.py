@@ -100,6 +100,14 @@ def _fine_epsilon(mechanism, sigma, p, steps, delta, neighboring, interval):
   )
 
 
+def _pure_laplace_warm_start(target, delta, p, steps, neighboring):
+  """DP-ZO Thm. 3.1's pure-DP multiplier (feasible), and slope -1."""
+  del delta, neighboring
+  return _eps.pure_laplace_noise_multiplier(
+    target_epsilon=target, sampling_probability=p, num_steps=steps
+  ), -1.0
+
+
 @functools.lru_cache(maxsize=256)
 def _rdp_warm_start(
   target: float, delta: float, p: float, steps: int, neighboring: str
@@ -117,8 +125,8 @@ def _rdp_warm_start(
   """
   rdp_neighboring = neighboring
   factor = 1.0
-  if neighboring == "replace_one" and p < 1.0:
-    rdp_neighboring, factor = "add_or_remove", 2.0
+  if _ev.neighboring_relation(neighboring) == _REPLACE_ONE and p < 1.0:
+    rdp_neighboring, factor = _ADD_OR_REMOVE, 2.0
 
   def gap(log_sigma):
     event = _ev.poisson_gaussian_event(
@@ -151,6 +159,18 @@ def _rdp_warm_start(
   h = 0.02
   slope = (gap(root + h) - gap(root - h)) / (2 * h)
   return math.exp(root) * factor, (slope if slope < 0 else -1.0)
+
+
+_ADD_OR_REMOVE = _ev.NeighboringRelation.ADD_OR_REMOVE_ONE
+_REPLACE_ONE = _ev.NeighboringRelation.REPLACE_ONE
+_WARM_STARTS = {
+  "gaussian": _rdp_warm_start,
+  "laplace": _pure_laplace_warm_start,
+}
+_RELATIONS = {
+  "gaussian": ("add_or_remove", "replace_one"),
+  "laplace": ("add_or_remove",),
+}
 
 
 @summarize_warnings
@@ -188,10 +208,10 @@ def calibrate_noise_multiplier(
   interval = validation.discretization_interval(value_discretization_interval)
   if not 0.0 < rtol <= 0.1:
     raise ValueError(f"rtol must be in (0, 0.1], got {rtol!r}.")
-  if mechanism == "laplace" and rel_name != "add_or_remove":
+  if rel_name not in _RELATIONS[mechanism]:
     raise ValueError(
-      "The Laplace mechanism is accounted under add_or_remove "
-      "only (dp_accounting has no replace-one Laplace PLD)."
+      f"The {mechanism.capitalize()} mechanism is accounted under "
+      "add_or_remove only (dp_accounting has no replace-one Laplace PLD)."
     )
 
   n_evals = 0
@@ -203,13 +223,7 @@ def calibrate_noise_multiplier(
 
   # A feasible starting multiplier and d log eps / d log sigma there (the
   # first secant step's slope).
-  if mechanism == "gaussian":
-    warm, slope = _rdp_warm_start(target, delta, p, steps, rel_name)
-  else:
-    warm = _eps.pure_laplace_noise_multiplier(
-      target_epsilon=target, sampling_probability=p, num_steps=steps
-    )
-    slope = -1.0
+  warm, slope = _WARM_STARTS[mechanism](target, delta, p, steps, rel_name)
   warm = min(max(warm, MIN_NOISE_MULTIPLIER), MAX_NOISE_MULTIPLIER)
 
   x_min, x_max = (

@@ -69,9 +69,20 @@ NeighboringLike = str | dp_accounting.NeighboringRelation
 _MAX_GAUSSIAN_SIGMA = 1e7
 
 
+# The noise kinds and the relations their PLDs cover, and their builders.
+_RELATIONS = {
+  "gaussian": ("add_or_remove", "replace_one"),
+  "laplace": ("add_or_remove",),
+}
+_BUILDERS = {
+  "gaussian": _pld_lib.from_discrete_gaussian_mechanism,
+  "laplace": _pld_lib.from_discrete_laplace_mechanism,
+}
+
+
 def _check_neighboring(neighboring: NeighboringLike, kind: str) -> str:
   name = validation.neighboring(neighboring)
-  if name == "replace_one" and kind != "gaussian":
+  if name not in _RELATIONS[kind]:
     raise ValueError(
       "The discrete Laplace PLD is add_or_remove only: dp_accounting has "
       "no replace_one PLD for it."
@@ -137,7 +148,7 @@ def _single_pld(
   """One subsampled step: the expensive part (dp_accounting evaluates the
   privacy loss point by point over the noise's support), cached so that a
   run's evaluations at successive step counts only compose it."""
-  if neighboring == "replace_one":
+  if neighboring not in _RELATIONS["laplace"]:  # replace-one (Gaussian)
     loss = _DiscreteGaussianReplaceLoss(
       parameter,
       sensitivity=sensitivity,
@@ -152,12 +163,7 @@ def _single_pld(
         use_connect_dots=True,
       )
     )
-  build = (
-    _pld_lib.from_discrete_gaussian_mechanism
-    if kind == "gaussian"
-    else _pld_lib.from_discrete_laplace_mechanism
-  )
-  return build(
+  return _BUILDERS[kind](
     parameter,
     sensitivity=sensitivity,
     pessimistic_estimate=True,

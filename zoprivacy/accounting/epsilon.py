@@ -12,6 +12,7 @@ import math
 from typing import NamedTuple
 
 import dp_accounting
+from dp_accounting.pld import pld_privacy_accountant as _pld_accountant
 from dp_accounting.pld import privacy_loss_distribution as _pld_lib
 
 from zoprivacy import validation
@@ -35,13 +36,11 @@ def build_pld(
 ) -> PLD:
   """Pessimistic ``PrivacyLossDistribution`` of ``event``, built by dp_accounting.
 
-  Mirrors ``dp_accounting.pld.PLDAccountant`` event by event (DP-ZO App. A,
-  Def. A.7 and Prop. A.8): subsampled mechanisms get separate add and remove
-  PMFs (``from_gaussian_mechanism`` / ``from_laplace_mechanism`` with
-  ``sampling_prob``), compositions use ``PLD.compose`` / ``self_compose``, and
-  T un-subsampled Gaussians are the single Gaussian with std ``sigma/sqrt(T)``
-  exactly as the library's accountant does. Returned as an object so callers
-  (the ledger, the add/remove split) can cache and compose it.
+  Composed by ``dp_accounting.pld.PLDAccountant`` itself (DP-ZO App. A,
+  Def. A.7 and Prop. A.8: subsampled mechanisms get separate add and remove
+  PMFs); this function only checks the event first (clear errors, a memory
+  guard) and returns the accountant's PLD, so callers (the ledger, the
+  add/remove split) can cache and compose it.
 
   Raises:
     ValueError: for events ``dp_accounting``'s PLD cannot account (sampling
@@ -54,80 +53,55 @@ def build_pld(
 
 
 def _build_pld(event, count: int, rel, interval: float) -> PLD:
-  if isinstance(event, dp_accounting.NoOpDpEvent):
-    return _pld_lib.identity(interval)
+  """Checks ``event`` (clear errors, memory guard), then lets
+  dp_accounting's ``PLDAccountant`` compose it."""
+  _check(event, count, rel, interval)
+  accountant = _pld_accountant.PLDAccountant(rel, interval)
+  accountant.compose(event)
+  if accountant._contains_non_dp_event:  # pylint: disable=protected-access
+    raise ValueError(f"Event not supported by the PLD accountant: {event!r}.")
+  return accountant._pld  # pylint: disable=protected-access
+
+
+def _check(event, count: int, rel, interval: float, p: float = 1.0) -> None:
+  """Refuses, before any PLD is built, what dp_accounting's PLD cannot
+  account or what would not fit in memory (:mod:`pld_size`)."""
   if isinstance(event, dp_accounting.SelfComposedDpEvent):
-    return _build_pld(event.event, event.count * count, rel, interval)
+    return _check(event.event, event.count * count, rel, interval, p)
   if isinstance(event, dp_accounting.ComposedDpEvent):
-    out = _pld_lib.identity(interval)
     for e in event.events:
-      out = out.compose(_build_pld(e, count, rel, interval))
-    return out
-  if isinstance(event, dp_accounting.GaussianDpEvent):
-    validation.noise_multiplier(event.noise_multiplier)
-    pld_size.check_pld_size(
-      event.noise_multiplier / math.sqrt(count), 1, 1.0, interval, rel
-    )
-    return _pld_lib.from_gaussian_mechanism(
-      standard_deviation=event.noise_multiplier / math.sqrt(count),
-      value_discretization_interval=interval,
-      neighboring_relation=rel,
-    )
-  if isinstance(event, dp_accounting.LaplaceDpEvent):
-    _require_add_remove_for_laplace(rel)
-    validation.noise_multiplier(event.noise_multiplier)
-    pld_size.check_pld_size(event.noise_multiplier, count, 1.0, interval, rel)
-    return _pld_lib.from_laplace_mechanism(
-      event.noise_multiplier, value_discretization_interval=interval
-    ).self_compose(count)
-  if isinstance(event, dp_accounting.PoissonSampledDpEvent):
+      _check(e, count, rel, interval, p)
+    return None
+  if isinstance(event, dp_accounting.PoissonSampledDpEvent) and p == 1.0:
+    if not isinstance(
+      event.event, (dp_accounting.GaussianDpEvent, dp_accounting.LaplaceDpEvent)
+    ):
+      raise ValueError(
+        "dp_accounting's PLD accepts only a GaussianDpEvent or LaplaceDpEvent "
+        f"inside PoissonSampledDpEvent, got {event.event!r}. For q Gaussian "
+        "queries on one batch use poisson_gaussian_queries_event (one "
+        "equivalent Gaussian, conventions §5)."
+      )
     p = validation.sampling_probability(event.sampling_probability)
-    inner = event.event
-    if isinstance(inner, dp_accounting.GaussianDpEvent):
-      validation.noise_multiplier(inner.noise_multiplier)
-      pld_size.check_pld_size(inner.noise_multiplier, count, p, interval, rel)
-      return _subsampled_step(
-        "gaussian", inner.noise_multiplier, p, interval, rel
-      ).self_compose(count)
-    if isinstance(inner, dp_accounting.LaplaceDpEvent):
-      _require_add_remove_for_laplace(rel)
-      validation.noise_multiplier(inner.noise_multiplier)
-      pld_size.check_pld_size(inner.noise_multiplier, count, p, interval, rel)
-      return _subsampled_step(
-        "laplace", inner.noise_multiplier, p, interval, rel
-      ).self_compose(count)
-    raise ValueError(
-      "dp_accounting's PLD accepts only a GaussianDpEvent or LaplaceDpEvent "
-      f"inside PoissonSampledDpEvent, got {inner!r}. For q Gaussian queries "
-      "on one batch use poisson_gaussian_queries_event (one equivalent "
-      "Gaussian, conventions §5)."
-    )
+    return _check(event.event, count, rel, interval, p)
   if isinstance(event, dp_accounting.SampledWithoutReplacementDpEvent):
     raise ValueError(
       "dp_accounting's PLD does not support SampledWithoutReplacementDpEvent "
       "(fixed-size batches); use rdp_epsilon(..., neighboring='replace_one')."
     )
-  raise ValueError(f"Event not supported by the PLD accountant: {event!r}.")
-
-
-@functools.lru_cache(maxsize=8)
-def _subsampled_step(kind: str, noise: float, p: float, interval, rel) -> PLD:
-  """One Poisson-subsampled Gaussian or Laplace step (dp_accounting's
-  ``from_gaussian_mechanism`` / ``from_laplace_mechanism`` with
-  ``sampling_prob``; separate add and remove PMFs). Cached: a run evaluates
-  its epsilon at many step counts of the same step, and only the
-  composition differs. PLD objects are never mutated (``self_compose``
-  returns a new one)."""
-  if kind == "gaussian":
-    return _pld_lib.from_gaussian_mechanism(
-      standard_deviation=noise,
-      value_discretization_interval=interval,
-      sampling_prob=p,
-      neighboring_relation=rel,
-    )
-  return _pld_lib.from_laplace_mechanism(
-    noise, value_discretization_interval=interval, sampling_prob=p
-  )
+  if isinstance(event, dp_accounting.LaplaceDpEvent):
+    _require_add_remove_for_laplace(rel)
+  if isinstance(
+    event, (dp_accounting.GaussianDpEvent, dp_accounting.LaplaceDpEvent)
+  ):
+    sigma = validation.noise_multiplier(event.noise_multiplier)
+    pld_size.check_pld_size(sigma, count, p, interval, rel)
+    return None
+  if isinstance(event, dp_accounting.NoOpDpEvent):
+    return None
+  if not _pld_accountant.PLDAccountant(rel, interval).supports(event):
+    raise ValueError(f"Event not supported by the PLD accountant: {event!r}.")
+  return None
 
 
 def _require_add_remove_for_laplace(rel) -> None:
@@ -375,3 +349,24 @@ def dpzero_advanced_composition_noise_multiplier(
     clip=1.0,
     dataset_size=1,
   )
+
+
+def gaussian_profile_epsilon(mu: float, delta: float) -> float:
+  """Exact epsilon at ``delta`` of the Gaussian mechanism with ``mu =
+  sensitivity / std`` (no discretization): Balle & Wang 2018, Thm. 8,
+  ``delta(eps) = Phi(mu/2 - eps/mu) - e^eps Phi(-mu/2 - eps/mu)``, solved
+  for ``eps`` in float64. ``T`` un-subsampled Gaussian steps of multiplier
+  ``sigma`` are one with ``mu = Delta sqrt(T) / sigma``."""
+  from scipy import optimize, stats  # pylint: disable=g-import-not-at-top
+
+  def excess(eps):
+    a = stats.norm.cdf(mu / 2 - eps / mu)
+    b = math.exp(eps + stats.norm.logcdf(-mu / 2 - eps / mu))
+    return a - b - delta
+
+  if excess(0.0) <= 0:
+    return 0.0
+  hi = mu * mu / 2 + mu * math.sqrt(2 * math.log(1 / delta)) + 1.0
+  while excess(hi) > 0:
+    hi *= 2
+  return float(optimize.brentq(excess, 0.0, hi, xtol=1e-12, rtol=1e-12))

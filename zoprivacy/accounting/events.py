@@ -32,6 +32,10 @@ NeighboringRelation = dp_accounting.NeighboringRelation
 NeighboringLike = str | NeighboringRelation
 
 MECHANISMS = ("gaussian", "laplace")
+_RELATIONS = {
+  "add_or_remove": NeighboringRelation.ADD_OR_REMOVE_ONE,
+  "replace_one": NeighboringRelation.REPLACE_ONE,
+}
 
 
 def neighboring_relation(neighboring: NeighboringLike) -> NeighboringRelation:
@@ -42,9 +46,7 @@ def neighboring_relation(neighboring: NeighboringLike) -> NeighboringRelation:
   asked for explicitly. The names are checked by
   :func:`zoprivacy.validation.neighboring`.
   """
-  if validation.neighboring(neighboring) == "replace_one":
-    return NeighboringRelation.REPLACE_ONE
-  return NeighboringRelation.ADD_OR_REMOVE_ONE
+  return _RELATIONS[validation.neighboring(neighboring)]
 
 
 def neighboring_name(neighboring: NeighboringLike) -> str:

@@ -48,13 +48,12 @@ def calibrate_plan(
   delta = plan.delta if delta is None else delta
   if delta is None:
     raise ValueError("Calibration needs delta.")
-  continuous = "laplace" if plan.mechanism.endswith("laplace") else "gaussian"
   search = dict(
     target_epsilon=float(target_epsilon),
     delta=float(delta),
     sampling_probability=float(plan.sampling_probability),
     num_steps=int(num_steps),
-    mechanism=continuous,
+    mechanism=plan.mechanism.calibration_family,
     neighboring=_ev.neighboring_name(plan.neighboring),
     rtol=float(rtol),
   )

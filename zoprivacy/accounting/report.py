@@ -1,5 +1,5 @@
-"""Side-by-side epsilon report: PLD (with the add/remove split), RDP, and,
-for Laplace, pure epsilon, for one Poisson-sampled configuration."""
+"""Side-by-side epsilon report of a privacy plan: PLD (with the add/remove
+split), RDP, and the pure epsilon where the mechanism has one."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from zoprivacy import validation
 from zoprivacy.accounting import events as _ev
 from zoprivacy.accounting.dp_warnings import summarize_warnings
 from zoprivacy.accounting.epsilon import (
+  epsilon_by_direction,
   pld_epsilon,
   pld_epsilon_by_direction,
-  pure_epsilon_poisson_laplace,
   rdp_epsilon,
 )
 
@@ -65,7 +65,7 @@ class EpsilonReport(NamedTuple):
       f"RDP epsilon          {fmt(self.rdp_epsilon)}"
       + (f"   ({self.rdp_note})" if self.rdp_note else "")
     )
-    if self.mechanism == "laplace":
+    if self.pure_epsilon is not None:
       lines.append(
         f"pure epsilon (delta=0) {fmt(self.pure_epsilon)}   "
         "(DP-ZO Thm. 3.1, basic composition)"
@@ -75,84 +75,69 @@ class EpsilonReport(NamedTuple):
 
 @summarize_warnings
 def epsilon_report(
+  plan,
   *,
-  noise_multiplier: float,
-  sampling_probability: float,
   num_steps: int,
-  delta: float,
-  mechanism: str = "gaussian",
-  neighboring: _ev.NeighboringLike = "add_or_remove",
-  num_queries: int = 1,
+  delta: float | None = None,
   value_discretization_interval: float = 1e-4,
 ) -> EpsilonReport:
-  """PLD and RDP epsilon side by side (plus pure eps for Laplace).
+  """PLD and RDP epsilon of ``num_steps`` steps of ``plan`` side by side
+  (plus the pure epsilon where the mechanism has one).
 
-  Gaussian: ``num_queries`` queries of std ``sqrt(q) sigma C`` per batch are
-  accounted as one Gaussian (conventions §5). Laplace: ``noise_multiplier`` is
-  the scale over the L1 bound; PLD (eps, delta) and DP-ZO Thm. 3.1 pure eps.
-  RDP is reported where dp_accounting supports the event, else ``None`` and
-  the reason in ``rdp_note``.
+  ``plan`` is a :class:`zoprivacy.privacy.PrivacyPlan` (read, not
+  imported): its step event (Gaussian ``q`` queries are one Gaussian,
+  conventions §5) is composed by dp_accounting's PLD accountant at
+  ``value_discretization_interval``; without an event (discrete noise) the
+  plan's own PLD is read. RDP is reported where dp_accounting supports the
+  event, else ``None`` and the reason in ``rdp_note``.
   """
-  _ev.check_mechanism(mechanism)
-  rel = _ev.neighboring_relation(neighboring)
-  q = validation.num_steps(num_queries, name="num_queries")
-  delta = validation.delta(delta)
-  if mechanism == "gaussian":
-    event = poisson_event = _ev.poisson_gaussian_queries_event(
-      noise_multiplier=noise_multiplier,
-      num_queries=q,
-      sampling_probability=sampling_probability,
-      num_steps=num_steps,
-    )
+  delta = validation.delta(plan.delta if delta is None else delta)
+  steps = validation.num_steps(num_steps)
+  interval = validation.discretization_interval(value_discretization_interval)
+  rel = _ev.neighboring_relation(plan.neighboring)
+  step = plan.step_event()
+  remove = add = rdp = None
+  if step is None:
+    pld = plan.pld(steps)
+    eps = float(pld.get_epsilon_for_delta(delta))
+    if rel == NeighborRel.ADD_OR_REMOVE_ONE:
+      remove, add = epsilon_by_direction(pld, delta)
+    note = "no dp_accounting event for this mechanism: PLD only"
   else:
-    event = poisson_event = _ev.poisson_laplace_event(
-      noise_multiplier=noise_multiplier,
-      sampling_probability=sampling_probability,
-      num_steps=num_steps,
-    )
-  eps = pld_epsilon(
-    event,
-    delta=delta,
-    neighboring=rel,
-    value_discretization_interval=value_discretization_interval,
-  )
-  remove = add = None
-  if rel == NeighborRel.ADD_OR_REMOVE_ONE:
-    split = pld_epsilon_by_direction(
-      poisson_event,
-      delta=delta,
-      value_discretization_interval=value_discretization_interval,
-    )
-    remove, add = split.remove, split.add
-  rdp, note = None, ""
-  if mechanism == "laplace" and float(sampling_probability) < 1.0:
-    note = "dp_accounting's RDP has no Poisson-subsampled Laplace"
-  elif rel == NeighborRel.REPLACE_ONE and float(sampling_probability) < 1.0:
-    note = "dp_accounting's RDP supports Poisson sampling only under add/remove"
-  else:
-    rdp = rdp_epsilon(event, delta=delta, neighboring=rel)
-    if rel == NeighborRel.REPLACE_ONE:
-      note = "replace-one: Gaussian multiplier halved for dp_accounting's RDP"
-  pure = None
-  if mechanism == "laplace":
-    pure = pure_epsilon_poisson_laplace(
-      noise_multiplier=noise_multiplier,
-      sampling_probability=sampling_probability,
-      num_steps=num_steps,
-    )
+    event = dp_accounting.SelfComposedDpEvent(step, steps)
+    kw = dict(delta=delta, value_discretization_interval=interval)
+    eps = pld_epsilon(event, neighboring=rel, **kw)
+    if rel == NeighborRel.ADD_OR_REMOVE_ONE:
+      remove, add = pld_epsilon_by_direction(event, **kw)
+    rdp, note = _rdp(event, delta, rel)
+  p = plan.sampling_probability
   return EpsilonReport(
-    mechanism=mechanism,
+    mechanism=plan.mechanism.name,
     neighboring=_ev.neighboring_name(rel),
-    noise_multiplier=float(noise_multiplier),
-    sampling_probability=float(sampling_probability),
-    num_steps=int(num_steps),
+    noise_multiplier=float(plan.noise_multiplier),
+    sampling_probability=float(p),
+    num_steps=steps,
     delta=delta,
-    num_queries=q,
+    num_queries=int(plan.num_queries),
     pld_epsilon=eps,
     pld_epsilon_remove=remove,
     pld_epsilon_add=add,
     rdp_epsilon=rdp,
     rdp_note=note,
-    pure_epsilon=pure,
-    value_discretization_interval=float(value_discretization_interval),
+    pure_epsilon=plan.mechanism.pure_epsilon(p, steps),
+    value_discretization_interval=interval,
   )
+
+
+def _rdp(event, delta, rel) -> tuple[float | None, str]:
+  """dp_accounting's RDP epsilon, or ``None`` and why not."""
+  try:
+    rdp = rdp_epsilon(event, delta=delta, neighboring=rel)
+  except ValueError as err:
+    return None, str(err)
+  if rel == NeighborRel.REPLACE_ONE:
+    return (
+      rdp,
+      "replace-one: Gaussian multiplier halved for dp_accounting's RDP",
+    )
+  return rdp, ""

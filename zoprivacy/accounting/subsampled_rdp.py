@@ -51,6 +51,27 @@ import dp_accounting
 ORDERS = tuple(range(2, 129)) + (160, 192, 256, 384, 512, 768, 1024)
 
 
+def step_event(noise_multiplier: float, sampling_probability: float):
+  """The dp_accounting event whose integer-order RDP bounds one step."""
+  p = float(sampling_probability)
+  if not 0.0 < p <= 1.0:
+    raise ValueError(f"sampling probability must be in (0, 1], got {p}.")
+  event = dp_accounting.GaussianDpEvent(float(noise_multiplier))
+  return event if p >= 1.0 else dp_accounting.PoissonSampledDpEvent(p, event)
+
+
+def composed_epsilon(segments, delta: float) -> float:
+  """Epsilon of ``(event, num_steps)`` segments composed in RDP at the
+  integer orders of :data:`ORDERS` (additive composition, step 4)."""
+  acc = dp_accounting.rdp.RdpAccountant(orders=list(ORDERS))
+  steps = 0
+  for event, num_steps in segments:
+    if int(num_steps) > 0:
+      acc.compose(event, int(num_steps))
+      steps += int(num_steps)
+  return 0.0 if steps == 0 else float(acc.get_epsilon(float(delta)))
+
+
 def epsilon(
   *,
   noise_multiplier: float,
@@ -59,28 +80,5 @@ def epsilon(
   delta: float,
 ) -> float:
   """Epsilon after ``num_steps`` Poisson-subsampled steps at ``delta``."""
-  if num_steps == 0:
-    return 0.0
-  p = float(sampling_probability)
-  if not 0.0 < p <= 1.0:
-    raise ValueError(f"sampling probability must be in (0, 1], got {p}.")
-  event = dp_accounting.GaussianDpEvent(float(noise_multiplier))
-  if p < 1.0:
-    event = dp_accounting.PoissonSampledDpEvent(p, event)
-  acc = dp_accounting.rdp.RdpAccountant(orders=list(ORDERS))
-  acc.compose(event, int(num_steps))
-  return float(acc.get_epsilon(float(delta)))
-
-
-def plan_epsilon(plan, num_steps: int, delta: float) -> float:
-  """:func:`epsilon` of a plan whose mechanism is 'vector_discrete_gaussian'."""
-  if plan.neighboring != "add_or_remove":
-    raise ValueError(
-      "The subsampled discrete Gaussian RDP bound covers add/remove only."
-    )
-  return epsilon(
-    noise_multiplier=plan.noise_multiplier,
-    sampling_probability=plan.sampling_probability,
-    num_steps=num_steps,
-    delta=delta,
-  )
+  event = step_event(noise_multiplier, sampling_probability)
+  return composed_epsilon([(event, num_steps)], delta)

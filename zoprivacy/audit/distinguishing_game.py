@@ -43,7 +43,14 @@ import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
+from zoprivacy import mechanisms_accounting
 from zoprivacy.audit import clopper_pearson
+
+
+def _replace_one(neighboring) -> bool:
+  rel = mechanisms_accounting.relation(neighboring)
+  return rel == mechanisms_accounting.REPLACE_ONE
+
 
 CANARY_LOSS_SCALE = 1e6
 STATISTICS = ("released", "gradient")
@@ -85,14 +92,14 @@ class CanaryGame(NamedTuple):
   def mask(self, include_canary) -> jax.Array:
     """World 0 (canary masked, add/remove) or world 1 (canary present)."""
     mask = jnp.ones([self.num_examples], bool)
-    if self.neighboring == "replace_one":
+    if _replace_one(self.neighboring):
       return mask
     return mask.at[self.canary_index].set(jnp.asarray(include_canary, bool))
 
   def inputs(self, include_canary) -> jax.Array:
     """The batch of world 0 or 1 (replace-one: the canary's opposite in
     world 0)."""
-    if self.neighboring != "replace_one":
+    if not _replace_one(self.neighboring):
       return self.batch
     value = jnp.where(jnp.asarray(include_canary, bool), 1.0, -1.0)
     return self.batch.at[self.canary_index].set(value)

@@ -153,6 +153,7 @@ KNOWN_EXTRA_ARGS = (
   "mask",
   "public_batch",
   "public_batches",
+  "public_loss",
   "discrete_noise",
 )
 
@@ -237,9 +238,9 @@ class PrivateEstimator(optax.GradientTransformationExtraArgs):
     return self
 
 
-def _reject_masked_params(params) -> None:
+def reject_masked_params(params) -> None:
   """``optax.partition`` / ``multi_transform`` / ``masked`` hide leaves."""
-  is_masked = lambda x: type(x).__name__ == "MaskedNode"
+  is_masked = lambda x: isinstance(x, optax.MaskedNode)
   if any(map(is_masked, jax.tree.leaves(params, is_leaf=is_masked))):
     raise ValueError(
       "A zoprivacy estimator evaluates the loss at perturbed parameters, so "
@@ -275,7 +276,7 @@ def build_estimator(
     del updates
     if params is None:
       raise ValueError("Estimators need params in update().")
-    _reject_masked_params(params)
+    reject_masked_params(params)
     args = with_exact_noise(state, parse_extra_args(extra_args))
     dir_key, noise_key = step_keys(state)
     grad, released = compute(params, args, dir_key, noise_key)

@@ -98,7 +98,9 @@ def pazo_m(
     num_queries: ``q``.
     directions: a sampler name; the paper's ``'sphere_quarter'`` by default.
     neighboring: 'add_or_remove' (default) or 'replace_one'.
-    key: PRNG key or integer seed for directions and noise.
+    direction_key: PUBLIC PRNG key or integer seed of the directions; the
+      noise comes from the state's SECRET noise key (OS entropy), or from
+      ``insecure_test_noise_seed`` in tests.
     direction_prng: 'threefry', 'counter', 'rbg' or 'unsafe_rbg' (directions).
 
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
@@ -162,8 +164,11 @@ def pazo_p(
   k = validation.positive_int("num_public_batches", num_public_batches)
   if not isinstance(orthonormalize, bool):
     raise ValueError(f"orthonormalize must be a bool, got {orthonormalize!r}.")
-  # PAZO-P draws its own directions in span(G); the query's are unused.
-  query = _finite_difference_query(dict(dpzero_arguments, directions="sphere"))
+  # The query carries the mechanism, smoothing and clip target; PAZO-P draws
+  # its directions in span(G) itself, so the query has no direction sampler.
+  query = _finite_difference_query(
+    dict(dpzero_arguments, directions="sphere")
+  )._replace(sampler=None, directions=None)
   direction_prng = dpzero_arguments["direction_prng"]
   coefficient_template = jnp.zeros([k], jnp.float32)
 

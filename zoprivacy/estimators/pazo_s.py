@@ -78,7 +78,8 @@ def pazo_s(
     num_public_batches: ``k``.
     candidate_noise_scale: ``s`` (the paper's ``epsilon``), ``>= 0``.
     extra_candidate: whether to add the perturbed candidate ``g_j^ + z'``.
-    dataset_size, neighboring, key, direction_prng: as :func:`pazo_m`; the
+    dataset_size, neighboring, direction_key, direction_prng: as
+      :func:`pazo_m` (``direction_key`` public, the noise key secret); the
       PRNG choice applies to ``z'``.
     noise, grid_points: as :func:`pazo_m`. With exact noise (the default)
       the ``k(+1)`` clipped loss sums are quantized and get exact discrete

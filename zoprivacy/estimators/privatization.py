@@ -143,7 +143,7 @@ def make_plan(
   insecure_test_noise_seed=None,
 ) -> plan_lib.PrivacyPlan:
   """The plan of one step of ``mechanism`` under Poisson sampling."""
-  return plan_lib.PrivacyPlan(
+  return plan_lib.PrivacyPlan.build(
     mechanism=mechanism.name,
     noise_multiplier=float(mechanism.noise_multiplier),
     clip=float(mechanism.clip),

@@ -63,7 +63,7 @@ def composition_plan(
       "a directional-fraction schedule is charged at its "
       "smallest noise multiplier at every step"
     )
-  return plan_lib.PrivacyPlan(
+  return plan_lib.PrivacyPlan.build(
     mechanism="gaussian",
     noise_multiplier=plan_multiplier(setting),
     clip=float(setting.clip),

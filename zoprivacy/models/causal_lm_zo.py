@@ -6,7 +6,7 @@ and :class:`~zoprivacy.models.llama.LlamaForCausalLM` (Llama, Mistral).
 :func:`perturbed_forward` is the model's forward pass (the same Flax
 submodules) written as a ``lax.scan`` whose body receives layer ``l``'s
 unperturbed parameters and ``l``, and adds ``scale * u_l``
-(:meth:`zoprivacy.layerwise.Perturbation.apply_layer`) just before using
+(:meth:`zoprivacy.models.layer_perturbation.Perturbation.apply_layer`) just before using
 them: only one perturbed layer is ever live (a bfloat16 stack is sliced as
 its bits, :mod:`~zoprivacy.models.narrow_slices`, so XLA:CPU does not
 convert it whole to float32). The small leaves outside the
@@ -42,10 +42,10 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from zoprivacy import layerwise
 from zoprivacy.models import (
   causal_attention,
   chunked_head,
+  layer_perturbation,
   llama,
   narrow_slices,
   opt,
@@ -169,7 +169,7 @@ def perturbed_forward(
   attention_mask,
   *,
   model: nn.Module,
-  perturbation: layerwise.Perturbation | None,
+  perturbation: layer_perturbation.Perturbation | None,
   assemble: Callable = _assemble_full,
   logit_positions=None,
   targets=None,
@@ -181,10 +181,10 @@ def perturbed_forward(
   or with ``targets`` ``[B, W]`` their negative log-likelihoods by
   vocabulary chunks. ``perturbation=None``: the unperturbed model."""
   arch, config = architecture(model), model.config
-  numbers = layerwise.leaf_numbers(trainable)
-  t_outer, t_layers = layerwise.split_stacked(trainable, STACKED_KEY)
-  n_outer, n_layers = layerwise.split_stacked(numbers, STACKED_KEY)
-  f_outer, f_layers = layerwise.split_stacked(frozen, STACKED_KEY)
+  numbers = layer_perturbation.leaf_numbers(trainable)
+  t_outer, t_layers = layer_perturbation.split_stacked(trainable, STACKED_KEY)
+  n_outer, n_layers = layer_perturbation.split_stacked(numbers, STACKED_KEY)
+  f_outer, f_layers = layer_perturbation.split_stacked(frozen, STACKED_KEY)
   table = kernel = None
   if perturbation is not None:
     # A trainable token embedding or untied head is perturbed where it is
@@ -249,7 +249,7 @@ class _PerturbedForward(NamedTuple):
 
   model: nn.Module
   frozen: Any
-  perturbation: layerwise.Perturbation | None
+  perturbation: layer_perturbation.Perturbation | None
   assemble: Callable
 
   def apply(
@@ -279,7 +279,7 @@ def perturbed_lm_loss(
   trainable,
   frozen,
   batch,
-  perturbation: layerwise.Perturbation | None,
+  perturbation: layer_perturbation.Perturbation | None,
   *,
   model: nn.Module,
   assemble: Callable = _assemble_full,
@@ -298,7 +298,7 @@ def in_scan_lm_loss(
   model: nn.Module,
   assemble: Callable = _assemble_full,
   answer_window: int | None = None,
-) -> layerwise.PerturbedLoss:
+) -> layer_perturbation.PerturbedLoss:
   """``perturbed_loss`` for :mod:`zoprivacy.layerwise` steps on OPT or
   Llama/Mistral."""
   return functools.partial(

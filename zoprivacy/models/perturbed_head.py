@@ -19,7 +19,7 @@ as leaves (``E + l u``) would hold a full copy per forward pass. Here:
 ``u`` is THE direction of the generic step: the same counter hash, leaf
 number and positions (:func:`zoprivacy.directions.leaf_slice`,
 :func:`~zoprivacy.directions.leaf_at`), and each element is formed as
-``E + (l u).astype(E.dtype)`` like :meth:`zoprivacy.layerwise.Perturbation.
+``E + (l u).astype(E.dtype)`` like :meth:`zoprivacy.models.layer_perturbation.Perturbation.
 apply` (for a bfloat16 table, ``float32(E) + l u`` with ``u`` drawn in
 float32, the table sliced by :mod:`~zoprivacy.models.narrow_slices`). Used
 by :mod:`zoprivacy.models.causal_lm_zo` when the embedding or the head is
@@ -73,7 +73,7 @@ def _rows_of_u(perturbation, number, first_row, shape, dtype):
 
 def _u_dtype(leaf):
   """float32 for a 16-bit table (perturbed in float32, as
-  :meth:`zoprivacy.layerwise.Perturbation.apply`), else its own dtype."""
+  :meth:`zoprivacy.models.layer_perturbation.Perturbation.apply`), else its own dtype."""
   return jnp.float32 if narrow_slices.is_narrow(leaf) else leaf.dtype
 
 

@@ -35,6 +35,7 @@ import threading
 
 import numpy as np
 
+from zoprivacy import mechanisms_accounting
 from zoprivacy.privacy import plan as plan_lib
 from zoprivacy.privacy import randomness
 
@@ -120,7 +121,7 @@ class ExactNoiseSource:
       self.secret, PURPOSE, self._fingerprint, int(step)
     )
     size = self.plan.num_queries
-    if self.plan.mechanism == "discrete_gaussian":
+    if isinstance(self.plan.mechanism, mechanisms_accounting.DiscreteGaussian):
       values = discrete_noise.discrete_gaussian_noise(
         self.integer_scale, size, stream
       )

@@ -1,12 +1,13 @@
 """One privacy plan, as data: what the accountant needs, and nothing else.
 
 A :class:`PrivacyPlan` is a frozen, hashable, JSON-serializable description
-of how one step spends privacy: the per-step mechanism and its noise
-multiplier, the neighbouring relation, the batch sampling scheme and its
-probability, whether the noise is continuous (floating point) or discrete
-(exact), where the noise randomness comes from, and ``delta``. Calibration,
-the ledger, the progress bar, ``result.json`` and the printed report all read
-this one object; there is no second route.
+of how one step spends privacy: the per-step mechanism as a value (its noise
+law and parameters, :mod:`zoprivacy.mechanisms_accounting`), the clip, the
+neighbouring relation (a ``dp_accounting.NeighboringRelation``), the batch
+sampling as a value (:mod:`zoprivacy.privacy.sampling_scheme`), where the
+noise randomness comes from, and ``delta``. Calibration, the ledger, the
+progress bar, ``result.json`` and the printed report all read this one
+object; there is no second route.
 
 Every estimator puts its plan into its optimizer state (the
 ``privacy_plan`` field of :class:`zoprivacy.estimators.EstimatorState`). The
@@ -15,59 +16,36 @@ plan is registered as a pytree node *without leaves*, so it survives
 ``jax.tree.map``, ``jax.jit`` and pickling, and :func:`find_plan` reads it
 back from any state however the estimator is wrapped.
 
-Mechanisms and their accounting (see :mod:`zoprivacy.mechanisms`):
+Accounting: the mechanism's ``dp_event`` wrapped by the sampling is composed
+by dp_accounting's ``PLDAccountant``; a mechanism without an event gives one
+step's PLD (its ``pld`` hook), composed by dp_accounting's ``self_compose``.
+Every epsilon is the pessimistic PLD estimate, in float64, with the maximum
+over the add and the remove direction (the full-batch Gaussian: its exact
+privacy profile).
 
-===================== ==================================================
-``gaussian``          ``GaussianDpEvent(noise_multiplier)``, PLD
-``laplace``           ``LaplaceDpEvent(noise_multiplier)``, PLD
-``discrete_gaussian`` discrete Gaussian PLD, sigma ``noise_multiplier *
-                      grid_points`` and integer sensitivity ``grid_points``
-``discrete_laplace``  discrete Laplace PLD, likewise
-``vector_discrete_``  exact vector noise: subsampled RDP upper bound
-``gaussian``          (:mod:`zoprivacy.accounting.subsampled_rdp`)
-``none``              non-private (epsilon is infinite)
-===================== ==================================================
-
-Every epsilon is dp_accounting's pessimistic PLD estimate, in float64, with
-the maximum over the add and the remove direction.
+Serialized plans carry ``schema`` (:data:`SCHEMA`); the unversioned flat
+form of earlier releases (``"mechanism": "gaussian", "noise_multiplier":
+...``) still loads, any other schema is refused with a clear message.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any
 
 import jax
 
-MECHANISMS = (
-  "gaussian",
-  "laplace",
-  "discrete_gaussian",
-  "discrete_laplace",
-  "vector_discrete_gaussian",
-  "none",
-)
-NEIGHBORING = ("add_or_remove", "replace_one")
-SAMPLING = ("poisson", "full_batch")
+from zoprivacy import mechanisms_accounting as mech_lib
+from zoprivacy.privacy import sampling_scheme
+
+SCHEMA = 2
 NOISE_SOURCES = ("os_entropy", "insecure_test_seed")
-# How floating-point noise is hardened (continuous mechanisms only).
-FLOAT_DEFENCES = ("none", "secure_mode")
-FLOAT_NOISE_WARNING = (
-  "floating-point noise: exposed to floating-point attacks (Mironov 2012)"
-)
-SECURE_MODE_NOTE = (
-  "floating-point noise hardened by Opacus' secure_mode defence (each "
-  "Gaussian is the scaled sum of 4 independent draws, Holohan & Braghin "
-  "2021); not exact: a floating-point precision test still identifies "
-  "some releases (docs/exact_noise.md)"
-)
-ACCOUNTANTS = ("pld", "subsampled_rdp")
-VECTOR_EXACT_NOTE = (
-  "exact vector discrete Gaussian noise on an integer lattice (i.i.d. per "
-  "coordinate, Canonne, Kamath & Steinke 2020), accounted by the sampled "
-  "Gaussian's integer-order RDP bound (Mironov, Talwar & Zhang 2019)"
-)
+VALUE_DISCRETIZATION_INTERVAL = 1e-4
+FLOAT_NOISE_WARNING = mech_lib.FLOAT_NOISE_WARNING
+SECURE_MODE_NOTE = mech_lib.SECURE_MODE_NOTE
+_PLAN_KEYS = ("clip", "neighboring", "noise_source", "delta", "notes")
 
 
 class PlanError(ValueError):
@@ -79,81 +57,84 @@ class PrivacyPlan:
   """How one step of a run spends privacy.
 
   Attributes:
-    mechanism: one of :data:`MECHANISMS`.
-    noise_multiplier: noise std (Gaussian) or scale (Laplace) over one
-      example's contribution bound, the convention of dp_accounting's events.
-      For ``num_queries = q`` Gaussian queries, each query's noise is
-      ``sqrt(q)`` times larger and the step is one Gaussian with this
-      multiplier.
+    mechanism: the mechanism value (``mechanisms_accounting.Gaussian(...)``,
+      ...): noise law, ``noise_multiplier`` (noise std or scale over one
+      example's contribution bound, dp_accounting's convention; ``q``
+      queries on one batch are one release with it), ``num_queries``, and
+      ``grid_points`` for the discrete ones.
     clip: the per-example clip of one query, in the estimator's units.
-    num_queries: released sums per step from the same batch.
-    grid_points: discrete mechanisms only: a clipped value is quantized to
-      ``round(value * grid_points / clip)``, so the integer sensitivity of one
-      query is ``grid_points``.
-    neighboring: 'add_or_remove' (default) or 'replace_one'.
-    sampling: 'poisson' (probability ``expected_batch_size / dataset_size``)
-      or 'full_batch'.
-    expected_batch_size: ``p n``; the estimators divide by it.
-    dataset_size: ``n``; may be filled in later with :meth:`replace`.
+    neighboring: a ``dp_accounting.NeighboringRelation`` (add/remove-one by
+      default; a name is accepted and converted).
+    sampling: a sampling value (Poisson by default) holding
+      ``expected_batch_size`` (``p n``; the estimators divide by it) and
+      ``dataset_size`` (may be filled in later with :meth:`replace`).
     noise_source: 'os_entropy' (secret) or 'insecure_test_seed' (not
       private: anyone with the seed can regenerate the noise).
     delta: the run's delta, set by whoever runs it.
-    accountant: 'pld'.
     notes: human-readable remarks, printed in every report.
-    float_defence: continuous mechanisms only: 'none' (plain floating-point
-      noise, exposed to Mironov's attacks) or 'secure_mode' (Opacus'
-      defence, Holohan & Braghin 2021); ``None`` for the other mechanisms.
+
+  :meth:`build` makes a plan from flat keyword arguments (a mechanism name).
   """
 
-  mechanism: str
-  noise_multiplier: float = 0.0
+  mechanism: mech_lib.NoiseMechanism
   clip: float = math.inf
-  num_queries: int = 1
-  grid_points: int | None = None
-  neighboring: str = "add_or_remove"
-  sampling: str = "poisson"
-  expected_batch_size: float | None = None
-  dataset_size: int | None = None
+  neighboring: mech_lib.Relation = mech_lib.ADD_OR_REMOVE
+  sampling: Any = sampling_scheme.PoissonSampling()
   noise_source: str = "os_entropy"
   delta: float | None = None
-  accountant: str = "pld"
   notes: tuple[str, ...] = ()
-  float_defence: str | None = None
 
   def __post_init__(self):
-    _one_of("mechanism", self.mechanism, MECHANISMS)
-    _one_of("neighboring", self.neighboring, NEIGHBORING)
-    _one_of("sampling", self.sampling, SAMPLING)
-    _one_of("noise_source", self.noise_source, NOISE_SOURCES)
-    _one_of("accountant", self.accountant, ACCOUNTANTS)
+    if not isinstance(self.mechanism, mech_lib.NoiseMechanism):
+      raise PlanError(
+        f"mechanism must be a mechanism value, got {self.mechanism!r}; "
+        "PrivacyPlan.build(mechanism=<name>, ...) takes a name."
+      )
+    try:
+      object.__setattr__(
+        self, "neighboring", mech_lib.relation(self.neighboring)
+      )
+      self.mechanism.check_relation(self.neighboring)
+    except ValueError as err:
+      raise PlanError(str(err)) from None
+    if self.noise_source not in NOISE_SOURCES:
+      raise PlanError(
+        f"noise_source must be one of {NOISE_SOURCES}, got "
+        f"{self.noise_source!r}."
+      )
     object.__setattr__(self, "notes", tuple(self.notes))
-    if self.mechanism == "vector_discrete_gaussian":
-      object.__setattr__(self, "accountant", "subsampled_rdp")
-      if self.neighboring != "add_or_remove":
-        raise PlanError("Exact vector noise is accounted under add/remove.")
-    if self.mechanism in ("gaussian", "laplace"):
-      if self.float_defence is None:
-        object.__setattr__(self, "float_defence", "none")
-      _one_of("float_defence", self.float_defence, FLOAT_DEFENCES)
-    elif self.float_defence is not None:
-      raise PlanError(f"{self.mechanism!r} takes no float_defence.")
-    if self.mechanism != "none" and not self.noise_multiplier > 0:
-      raise PlanError(f"noise_multiplier must be > 0 for {self.mechanism!r}.")
-    if self.mechanism.startswith("discrete_"):
-      if not isinstance(self.grid_points, int) or self.grid_points < 1:
-        raise PlanError("Discrete mechanisms need an integer grid_points.")
-      if (
-        self.mechanism == "discrete_laplace"
-        and self.neighboring != "add_or_remove"
-      ):
-        raise PlanError("The discrete Laplace PLD covers add/remove only.")
-    if self.mechanism == "laplace" and self.neighboring != "add_or_remove":
-      raise PlanError("Laplace noise is accounted under add/remove only.")
+
+  @classmethod
+  def build(cls, mechanism="none", **flat) -> PrivacyPlan:
+    """A plan from flat keyword arguments: ``mechanism`` a registered name
+    (or value), ``noise_multiplier``, ``num_queries``, ``grid_points`` and
+    ``float_defence`` for the mechanism, ``sampling`` a name with
+    ``expected_batch_size`` and ``dataset_size``, and the plan's fields."""
+    if flat.pop("accountant", "pld") != "pld":
+      raise PlanError("The only accountant is 'pld'.")
+    samp = {
+      k: flat.pop(k, None) for k in ("expected_batch_size", "dataset_size")
+    }
+    sampling = flat.pop("sampling", "poisson")
+    mech = {k: flat.pop(k) for k in list(flat) if k not in _PLAN_KEYS}
+    try:
+      if not isinstance(mechanism, mech_lib.NoiseMechanism):
+        mech["noise_multiplier"] = float(mech.get("noise_multiplier") or 0.0)
+        mechanism = mech_lib.build(mechanism, **mech)
+      elif mech:
+        raise PlanError(f"Give {sorted(mech)} in the mechanism value.")
+      if isinstance(sampling, str):
+        sampling = sampling_scheme.build(sampling, **samp)
+    except (ValueError, TypeError) as err:
+      raise PlanError(str(err)) from None
+    if flat.get("clip", math.inf) is None:
+      flat["clip"] = math.inf
+    return cls(mechanism=mechanism, sampling=sampling, **flat)
 
   # ----------------------------------------------------------- properties
   @property
   def is_noised(self) -> bool:
-    return self.mechanism != "none"
+    return self.mechanism.is_noised
 
   @property
   def is_private(self) -> bool:
@@ -162,77 +143,83 @@ class PrivacyPlan:
 
   @property
   def noise_kind(self) -> str:
-    if not self.is_noised:
-      return "none"
-    if self.mechanism == "vector_discrete_gaussian":
-      return "discrete_vector"
-    return (
-      "discrete" if self.mechanism.startswith("discrete_") else "continuous"
-    )
+    """'none', 'continuous' (floating point) or 'discrete' (exact)."""
+    return self.mechanism.noise_kind
+
+  @property
+  def noise_multiplier(self) -> float:
+    return self.mechanism.noise_multiplier
+
+  @property
+  def num_queries(self) -> int:
+    return self.mechanism.num_queries
+
+  @property
+  def grid_points(self) -> int | None:
+    return getattr(self.mechanism, "grid_points", None)
+
+  @property
+  def float_defence(self) -> str | None:
+    return getattr(self.mechanism, "float_defence", None)
 
   @property
   def integer_noise_scale(self) -> float:
-    """Discrete plans: each query's discrete Gaussian sigma
-    (``noise_multiplier * grid_points * sqrt(num_queries)``) or discrete
-    Laplace scale (``noise_multiplier * grid_points * num_queries``), in
-    grid units (see :class:`zoprivacy.mechanisms.DiscreteMechanism`)."""
-    scale = self.noise_multiplier * self.grid_points
-    if self.mechanism == "discrete_gaussian":
-      return scale * math.sqrt(self.num_queries)
-    return scale * self.num_queries
+    """Discrete plans: each query's noise parameter in grid units (see
+    :class:`zoprivacy.mechanisms.DiscreteMechanism`)."""
+    return self.mechanism.integer_noise_scale
+
+  @property
+  def expected_batch_size(self) -> float | None:
+    return self.sampling.expected_batch_size
+
+  @property
+  def dataset_size(self) -> int | None:
+    return self.sampling.dataset_size
 
   @property
   def sampling_probability(self) -> float:
-    if self.sampling == "full_batch":
-      return 1.0
-    if self.dataset_size is None or self.expected_batch_size is None:
-      raise PlanError(
-        "The plan needs dataset_size and expected_batch_size "
-        "for its Poisson sampling probability."
-      )
-    if self.expected_batch_size > self.dataset_size:
-      raise PlanError(
-        f"expected_batch_size ({self.expected_batch_size}) "
-        f"exceeds dataset_size ({self.dataset_size})."
-      )
-    return self.expected_batch_size / self.dataset_size
+    try:
+      return self.sampling.probability
+    except ValueError as err:
+      raise PlanError(str(err)) from None
 
   def replace(self, **changes) -> PrivacyPlan:
-    return dataclasses.replace(self, **changes)
+    """A copy with ``changes``: the plan's fields, or the flat keyword
+    arguments of :meth:`build` (``noise_multiplier=``, ``dataset_size=``...)."""
+    if set(changes) <= set(_PLAN_KEYS) | {"mechanism", "sampling"}:
+      return dataclasses.replace(self, **changes)
+    flat = {**dataclasses.asdict(self.mechanism), **self._flat(), **changes}
+    return PrivacyPlan.build(**flat)
+
+  def _flat(self) -> dict[str, Any]:
+    """:meth:`build`'s keyword arguments for this plan."""
+    return dict(
+      mechanism=self.mechanism.name,
+      sampling=self.sampling.name,
+      expected_batch_size=self.expected_batch_size,
+      dataset_size=self.dataset_size,
+      **{k: getattr(self, k) for k in _PLAN_KEYS},
+    )
 
   def with_noise_multiplier(self, noise_multiplier: float) -> PrivacyPlan:
     return self.replace(noise_multiplier=float(noise_multiplier))
 
   # ----------------------------------------------------------- accounting
   def step_event(self):
-    """The ``dp_accounting.DpEvent`` of one step, or ``None`` if dp_accounting
-    has no event class for the mechanism (the discrete ones)."""
-    import dp_accounting  # pylint: disable=g-import-not-at-top
-
-    if self.mechanism == "none":
-      return dp_accounting.NonPrivateDpEvent()
-    if self.mechanism == "gaussian":
-      event = dp_accounting.GaussianDpEvent(self.noise_multiplier)
-    elif self.mechanism == "laplace":
-      event = dp_accounting.LaplaceDpEvent(self.noise_multiplier)
-    else:
-      return None
-    if self.sampling == "poisson":
-      return dp_accounting.PoissonSampledDpEvent(
-        self.sampling_probability, event
-      )
-    return event
+    """The ``dp_accounting.DpEvent`` of one step (the mechanism's event
+    wrapped by the sampling), or ``None`` if dp_accounting has no event for
+    the mechanism here (then :meth:`pld` uses the mechanism's PLD hook)."""
+    event = self.mechanism.dp_event(self.sampling)
+    if event is None or not self.is_noised:
+      return event
+    try:
+      return self.sampling.wrap(event)
+    except ValueError as err:
+      raise PlanError(str(err)) from None
 
   def pld(self, num_steps: int):
     """The privacy loss distribution of ``num_steps`` steps (float64)."""
-    if self.accountant == "subsampled_rdp":
-      raise PlanError(
-        "Exact vector noise has no PLD; its epsilon is an RDP bound "
-        "(plan.epsilon)."
-      )
-    from zoprivacy.accounting import plan_pld  # pylint: disable=g-import-not-at-top
-
-    return plan_pld.pld(self, num_steps)
+    return _pld(self, int(num_steps))
 
   def epsilon(self, num_steps: int, delta: float | None = None) -> float:
     """Epsilon after ``num_steps`` steps: PLD, pessimistic, add/remove max."""
@@ -245,14 +232,11 @@ class PrivacyPlan:
       raise PlanError("epsilon needs delta (set plan.delta or pass delta=).")
     if not 0.0 < float(delta) < 1.0:
       raise PlanError(f"delta must lie in (0, 1), got {delta!r}.")
-    if self.accountant == "subsampled_rdp":
-      from zoprivacy.accounting import subsampled_rdp  # pylint: disable=g-import-not-at-top
-
-      return subsampled_rdp.plan_epsilon(self, num_steps, float(delta))
-    if self.mechanism == "gaussian" and self.sampling == "full_batch":
-      from zoprivacy.accounting import plan_pld  # pylint: disable=g-import-not-at-top
-
-      return plan_pld.full_batch_gaussian_epsilon(self, num_steps, delta)
+    exact = self.mechanism.exact_epsilon(
+      self.sampling, self.neighboring, int(num_steps), float(delta)
+    )
+    if exact is not None:
+      return exact
     return float(self.pld(num_steps).get_epsilon_for_delta(delta))
 
   def fingerprint(self) -> bytes:
@@ -283,41 +267,17 @@ class PrivacyPlan:
   def describe(self) -> str:
     """One line naming everything the epsilon depends on."""
     if not self.is_noised:
-      return "non-private (no noise): epsilon = inf"
-    kind = self.mechanism.replace("_", " ")
-    parts = [f"{kind} noise, multiplier {self.noise_multiplier:.4g}"]
-    if self.mechanism == "vector_discrete_gaussian":
-      parts.append(VECTOR_EXACT_NOTE)
-    elif self.grid_points:
-      parts.append(
-        f"exact integer noise on a grid of {self.grid_points} steps per clip"
-      )
-    elif self.float_defence == "secure_mode":
-      parts.append(SECURE_MODE_NOTE)
-    elif self.mechanism in ("gaussian", "laplace"):
-      parts.append(FLOAT_NOISE_WARNING)
+      return self.mechanism.describe()[0]
+    parts = self.mechanism.describe()
     if self.num_queries > 1:
       parts.append(f"{self.num_queries} queries per step")
-    rel = (
+    parts.append(
       "add/remove-one (max of both directions)"
-      if self.neighboring == "add_or_remove"
+      if self.neighboring == mech_lib.ADD_OR_REMOVE
       else "replace-one"
     )
-    parts.append(rel)
-    if self.sampling == "poisson" and self.dataset_size is None:
-      parts.append("Poisson sampling (p unknown: no dataset_size)")
-    elif self.sampling == "poisson":
-      parts.append(f"Poisson sampling p={self.sampling_probability:.5g}")
-    else:
-      parts.append("full batch")
-    if self.accountant == "subsampled_rdp":
-      parts.append("RDP accountant")
-    else:
-      parts.append(
-        "exact Gaussian accountant"
-        if self.mechanism == "gaussian" and self.sampling == "full_batch"
-        else "PLD accountant"
-      )
+    parts.append(self.sampling.describe())
+    parts.append(self.mechanism.accountant_name(self.sampling))
     parts.append(
       "secret noise from OS entropy"
       if self.noise_source == "os_entropy"
@@ -329,31 +289,65 @@ class PrivacyPlan:
     return text
 
   def to_dict(self) -> dict[str, Any]:
-    out = dataclasses.asdict(self)
-    out["notes"] = list(self.notes)
-    if math.isinf(out["clip"]):
-      out["clip"] = None
+    """Flat JSON: ``schema``, the mechanism's name and fields, the
+    sampling's name and fields, and the plan's own fields."""
+    out = {"schema": SCHEMA, **dataclasses.asdict(self.mechanism)}
+    out.update(self._flat(), mechanism=self.mechanism.name)
+    out.update(
+      clip=None if math.isinf(self.clip) else self.clip,
+      neighboring=mech_lib.relation_name(self.neighboring),
+      notes=list(self.notes),
+    )
     return out
 
   @classmethod
   def from_dict(cls, data: dict[str, Any]) -> PrivacyPlan:
+    """Reads :meth:`to_dict`'s JSON, or the unversioned form of earlier
+    releases (the same keys, plus ``accountant``); refuses other schemas."""
     data = dict(data)
-    if data.get("clip") is None:
-      data["clip"] = math.inf
-    data["notes"] = tuple(data.get("notes", ()))
-    return cls(**data)
+    schema = data.pop("schema", None)
+    if schema not in (None, SCHEMA):
+      raise PlanError(
+        f"Cannot read a privacy plan with schema {schema!r}: this version "
+        f"reads schema {SCHEMA} and the unversioned form before it. Load it "
+        "with the zoprivacy version that wrote it, or re-run."
+      )
+    return cls.build(**data)
 
   @classmethod
   def non_private(cls) -> PrivacyPlan:
-    return cls(mechanism="none")
+    return cls(mechanism=mech_lib.NoNoise())
 
 
 jax.tree_util.register_static(PrivacyPlan)
 
 
-def _one_of(name: str, value, choices) -> None:
-  if value not in choices:
-    raise PlanError(f"{name} must be one of {choices}, got {value!r}.")
+@functools.lru_cache(maxsize=16)  # a composed PLD can be several MB
+def _pld(plan: PrivacyPlan, num_steps: int):
+  """``num_steps`` composed steps of ``plan`` (pessimistic, float64): the
+  self-composed step event composed by dp_accounting's ``PLDAccountant``,
+  or, without an event, the mechanism's one-step PLD (its ``pld`` hook,
+  cached) composed by dp_accounting's ``self_compose``."""
+  import dp_accounting  # pylint: disable=g-import-not-at-top
+
+  from zoprivacy.accounting import epsilon as _eps  # pylint: disable=g-import-not-at-top
+
+  if num_steps < 1:
+    raise ValueError(f"num_steps must be >= 1, got {num_steps}.")
+  event = plan.step_event()
+  interval = VALUE_DISCRETIZATION_INTERVAL
+  if event is not None:
+    return _eps.build_pld(
+      dp_accounting.SelfComposedDpEvent(event, num_steps),
+      neighboring=plan.neighboring,
+      value_discretization_interval=interval,
+    )
+  try:
+    p = plan.sampling.pld_probability()
+  except ValueError as err:
+    raise PlanError(str(err)) from None
+  step = plan.mechanism.pld(p, plan.neighboring, interval)
+  return step if num_steps == 1 else step.self_compose(num_steps)
 
 
 def find_plan(state) -> PrivacyPlan:

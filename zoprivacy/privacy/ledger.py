@@ -81,6 +81,9 @@ class PrivacyLedger:
     if len(segments) == 1:
       plan, n = segments[0]
       return plan.epsilon(n, self.delta)
+    rdp = [(p.mechanism.rdp_event(p.sampling), n) for p, n in segments]
+    if any(event is not None for event, _ in rdp):
+      return _rdp_epsilon(rdp, self.delta)
     pld = segments[0][0].pld(segments[0][1])
     for plan, n in segments[1:]:
       pld = pld.compose(plan.pld(n))
@@ -276,3 +279,15 @@ class PrivacyLedger:
         f"Privacy ledger {path} is truncated or damaged "
         f"({type(e).__name__}: {e}); refusing to reset it."
       ) from e
+
+
+def _rdp_epsilon(segments, delta: float) -> float:
+  """Segments of RDP-accounted plans (exact vector noise) composed in RDP."""
+  from zoprivacy.accounting import subsampled_rdp  # pylint: disable=g-import-not-at-top
+
+  if any(event is None for event, _ in segments):
+    raise ValueError(
+      "A ledger cannot compose an RDP-accounted plan with a PLD-accounted "
+      "one; keep one noise kind per run."
+    )
+  return subsampled_rdp.composed_epsilon(segments, delta)

@@ -1,0 +1,401 @@
+"""Mechanisms as values: what a privacy plan knows about its noise.
+
+Each class below is a frozen, hashable value naming one noise law and its
+parameters, and stating its own accounting: :meth:`dp_event` (one release,
+before subsampling) where dp_accounting has an event for it, or a
+:meth:`pld` hook where it has none (the discrete Gaussian; the discrete
+Laplace under Poisson sampling or with several queries, which dp_accounting's
+``DiscreteLaplaceDpEvent`` does not cover). The runtime mechanisms that add
+the noise are in :mod:`zoprivacy.mechanisms` and
+:mod:`zoprivacy.discrete_mechanism`; the sampling schemes are in
+:mod:`zoprivacy.privacy.sampling`.
+
+Adding a mechanism: write a frozen dataclass with ``name``, the relations it
+supports, ``dp_event`` or ``pld``, and :func:`register` it. Nothing else in
+the package switches on mechanism names (``docs/extending.md``).
+
+This module never imports JAX; dp_accounting loads on first use.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, ClassVar
+
+import dp_accounting
+
+Relation = dp_accounting.NeighboringRelation
+ADD_OR_REMOVE = Relation.ADD_OR_REMOVE_ONE
+REPLACE_ONE = Relation.REPLACE_ONE
+RELATION_NAMES = {ADD_OR_REMOVE: "add_or_remove", REPLACE_ONE: "replace_one"}
+_LABELS = {ADD_OR_REMOVE: "add/remove", REPLACE_ONE: "replace-one"}
+FLOAT_DEFENCES = ("none", "secure_mode")
+FLOAT_NOISE_WARNING = (
+  "floating-point noise: exposed to floating-point attacks (Mironov 2012)"
+)
+SECURE_MODE_NOTE = (
+  "floating-point noise hardened by Opacus' secure_mode defence (each "
+  "Gaussian is the scaled sum of 4 independent draws, Holohan & Braghin "
+  "2021); not exact: a floating-point precision test still identifies "
+  "some releases (docs/exact_noise.md)"
+)
+
+
+def relation(value) -> Relation:
+  """A ``dp_accounting.NeighboringRelation`` from itself or its name
+  (``'add_or_remove'``, ``'add_or_remove_one'``, ``'replace_one'``)."""
+  if isinstance(value, Relation) and value in RELATION_NAMES:
+    return value
+  from zoprivacy import validation  # pylint: disable=g-import-not-at-top
+
+  name = validation.neighboring(value)
+  return next(r for r, n in RELATION_NAMES.items() if n == name)
+
+
+def relation_name(value) -> str:
+  return RELATION_NAMES[relation(value)]
+
+
+class MechanismError(ValueError):
+  """A mechanism value is inconsistent or unsupported."""
+
+
+@dataclasses.dataclass(frozen=True)
+class NoiseMechanism:
+  """Base of the mechanism values: one release of a sum of clipped values.
+
+  ``noise_multiplier`` is the noise std (Gaussian) or scale (Laplace) over
+  one example's contribution bound, dp_accounting's convention; ``num_queries``
+  sums released from one batch are one release (``docs/conventions.md`` §5).
+  """
+
+  name: ClassVar[str]
+  noise_kind: ClassVar[str] = "continuous"
+  # The continuous mechanism whose calibration starts a search for this one.
+  calibration_family: ClassVar[str] = "gaussian"
+  relations: ClassVar[tuple[Relation, ...]] = (ADD_OR_REMOVE, REPLACE_ONE)
+  noise_multiplier: float
+  num_queries: int = 1
+
+  def __post_init__(self):
+    if not self.noise_multiplier > 0:
+      raise MechanismError(f"noise_multiplier must be > 0 for {self.name!r}.")
+    if isinstance(self.num_queries, bool) or int(self.num_queries) < 1:
+      raise MechanismError(f"num_queries must be >= 1, got {self.num_queries}")
+
+  @property
+  def is_noised(self) -> bool:
+    return True
+
+  def check_relation(self, rel: Relation) -> None:
+    if rel not in self.relations:
+      raise MechanismError(
+        f"The {self.name} mechanism is accounted under "
+        f"{' or '.join(_LABELS[r] for r in self.relations)} only "
+        f"(dp_accounting has no {_LABELS[rel]} PLD for it)."
+      )
+
+  def dp_event(self, sampling):
+    """dp_accounting's event of one release, before ``sampling``, or
+    ``None`` when dp_accounting has none for this setting (then :meth:`pld`)."""
+    del sampling
+    return None
+
+  def pld(self, sampling_probability: float, rel: Relation, interval: float):
+    """One subsampled step's PLD, for mechanisms without a ``dp_event``."""
+    raise NotImplementedError(self.name)
+
+  def rdp_event(self, sampling):
+    """The event whose RDP bounds one step, for mechanisms accounted in
+    RDP rather than by a PLD (then :meth:`exact_epsilon` uses it); else
+    ``None``."""
+    del sampling
+    return None
+
+  def exact_epsilon(self, sampling, rel, num_steps: int, delta: float):
+    """A closed-form (or RDP-bound) epsilon where the mechanism has one,
+    else ``None``."""
+    del sampling, rel, num_steps, delta
+    return None
+
+  def accountant_name(self, sampling) -> str:
+    del sampling
+    return "PLD accountant"
+
+  def pure_epsilon(self, sampling_probability: float, num_steps: int):
+    """The pure (delta = 0) epsilon where the mechanism has one, else
+    ``None``."""
+    del sampling_probability, num_steps
+    return None
+
+  def describe(self) -> list[str]:
+    kind = self.name.replace("_", " ")
+    return [f"{kind} noise, multiplier {self.noise_multiplier:.4g}"]
+
+  def to_dict(self) -> dict[str, Any]:
+    return {"name": self.name, **dataclasses.asdict(self)}
+
+
+@dataclasses.dataclass(frozen=True)
+class NoNoise(NoiseMechanism):
+  """The non-private identity release (MeZO): epsilon is infinite."""
+
+  name: ClassVar[str] = "none"
+  noise_kind: ClassVar[str] = "none"
+  noise_multiplier: float = 0.0
+
+  def __post_init__(self):
+    if self.noise_multiplier != 0.0:
+      raise MechanismError("The non-private plan has no noise_multiplier.")
+
+  @property
+  def is_noised(self) -> bool:
+    return False
+
+  def dp_event(self, sampling):
+    del sampling
+    return dp_accounting.NonPrivateDpEvent()
+
+  def describe(self) -> list[str]:
+    return ["non-private (no noise): epsilon = inf"]
+
+
+@dataclasses.dataclass(frozen=True)
+class _FloatMechanism(NoiseMechanism):
+  """Floating-point noise: 'none' (plain, exposed to Mironov's attacks) or
+  'secure_mode' (Opacus' defence, Holohan & Braghin 2021)."""
+
+  float_defence: str = "none"
+
+  def __post_init__(self):
+    super().__post_init__()
+    if self.float_defence not in self.defences:
+      raise MechanismError(
+        f"float_defence must be one of {self.defences} for {self.name!r}, "
+        f"got {self.float_defence!r}."
+      )
+
+  defences: ClassVar[tuple[str, ...]] = FLOAT_DEFENCES
+
+  def describe(self) -> list[str]:
+    note = (
+      SECURE_MODE_NOTE
+      if self.float_defence == "secure_mode"
+      else FLOAT_NOISE_WARNING
+    )
+    return super().describe() + [note]
+
+
+@dataclasses.dataclass(frozen=True)
+class Gaussian(_FloatMechanism):
+  """Gaussian noise: ``GaussianDpEvent(noise_multiplier)``."""
+
+  name: ClassVar[str] = "gaussian"
+
+  def dp_event(self, sampling):
+    del sampling
+    return dp_accounting.GaussianDpEvent(self.noise_multiplier)
+
+  def exact_epsilon(self, sampling, rel, num_steps: int, delta: float):
+    """Full batch: ``T`` Gaussians are one Gaussian, whose privacy profile is
+    exact (Balle & Wang 2018, Thm. 8); a PLD would need ``O(mu / interval)``
+    points, prohibitive for the large ``mu`` of full-batch runs."""
+    if sampling.probability < 1.0:
+      return None
+    from zoprivacy.accounting import epsilon as _eps  # pylint: disable=g-import-not-at-top
+
+    sens = 2.0 if rel == REPLACE_ONE else 1.0
+    mu = sens * math.sqrt(num_steps) / self.noise_multiplier
+    return _eps.gaussian_profile_epsilon(mu, delta)
+
+  def accountant_name(self, sampling) -> str:
+    return (
+      "exact Gaussian accountant"
+      if sampling.probability >= 1.0
+      else "PLD accountant"
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Laplace(_FloatMechanism):
+  """Laplace noise: ``LaplaceDpEvent(noise_multiplier)``, add/remove only."""
+
+  name: ClassVar[str] = "laplace"
+  calibration_family: ClassVar[str] = "laplace"
+  relations: ClassVar[tuple[Relation, ...]] = (ADD_OR_REMOVE,)
+  defences: ClassVar[tuple[str, ...]] = ("none",)
+
+  def pure_epsilon(self, sampling_probability: float, num_steps: int):
+    return _pure_laplace(self.noise_multiplier, sampling_probability, num_steps)
+
+  def dp_event(self, sampling):
+    del sampling
+    return dp_accounting.LaplaceDpEvent(self.noise_multiplier)
+
+
+@dataclasses.dataclass(frozen=True)
+class _DiscreteMechanism(NoiseMechanism):
+  """Exact integer noise on a grid of ``grid_points`` steps per clip
+  (:class:`zoprivacy.discrete_mechanism.DiscreteMechanism`), accounted by
+  the discrete PLDs of :mod:`zoprivacy.accounting.discrete_pld`."""
+
+  noise_kind: ClassVar[str] = "discrete"
+  grid_points: int = 1024
+
+  def __post_init__(self):
+    super().__post_init__()
+    if not isinstance(self.grid_points, int) or self.grid_points < 1:
+      raise MechanismError("Discrete mechanisms need an integer grid_points.")
+
+  def describe(self) -> list[str]:
+    return super().describe() + [
+      f"exact integer noise on a grid of {self.grid_points} steps per clip"
+    ]
+
+
+@dataclasses.dataclass(frozen=True)
+class DiscreteGaussian(_DiscreteMechanism):
+  """Discrete Gaussian: dp_accounting has no event for it, so :meth:`pld`.
+
+  ``q`` queries on one batch are one discrete Gaussian of parameter
+  ``s sqrt(q)`` (``s`` each query's) with sensitivity ``q m``
+  (:class:`~zoprivacy.discrete_mechanism.DiscreteMechanism`).
+  """
+
+  name: ClassVar[str] = "discrete_gaussian"
+
+  @property
+  def integer_noise_scale(self) -> float:
+    """Each query's discrete Gaussian sigma, in grid units."""
+    return (
+      self.noise_multiplier * self.grid_points * math.sqrt(self.num_queries)
+    )
+
+  def pld(self, sampling_probability: float, rel: Relation, interval: float):
+    from zoprivacy.accounting import discrete_pld  # pylint: disable=g-import-not-at-top
+
+    q = self.num_queries
+    sigma = self.integer_noise_scale
+    if q > 1:  # nudged down: the accounted noise is never larger
+      sigma = sigma * math.sqrt(q) * (1 - 1e-12)
+    return discrete_pld.discrete_noise_pld(
+      sigma=sigma,
+      sensitivity=q * self.grid_points,
+      sampling_probability=sampling_probability,
+      num_steps=1,
+      value_discretization_interval=interval,
+      neighboring=rel,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class DiscreteLaplace(_DiscreteMechanism):
+  """Discrete Laplace, add/remove only. Full batch and one query:
+  dp_accounting's ``DiscreteLaplaceDpEvent`` (a pure-DP step); under Poisson
+  sampling or with several queries (which the event does not cover): the
+  :meth:`pld` hook."""
+
+  name: ClassVar[str] = "discrete_laplace"
+  calibration_family: ClassVar[str] = "laplace"
+  relations: ClassVar[tuple[Relation, ...]] = (ADD_OR_REMOVE,)
+
+  def pure_epsilon(self, sampling_probability: float, num_steps: int):
+    """Each step is ``q m / (q m b) = 1/b``-DP on its batch, as the
+    continuous Laplace."""
+    return _pure_laplace(self.noise_multiplier, sampling_probability, num_steps)
+
+  @property
+  def integer_noise_scale(self) -> float:
+    """Each query's discrete Laplace scale, in grid units."""
+    return self.noise_multiplier * self.grid_points * self.num_queries
+
+  def _parameter(self) -> float:
+    # dp_accounting's parameter is 1/scale, rounded up: never less noise.
+    return math.nextafter(1.0 / self.integer_noise_scale, math.inf)
+
+  def dp_event(self, sampling):
+    if sampling.subsampled or self.num_queries > 1:
+      return None
+    return dp_accounting.dp_event.DiscreteLaplaceDpEvent(
+      self._parameter(), self.grid_points
+    )
+
+  def pld(self, sampling_probability: float, rel: Relation, interval: float):
+    from zoprivacy.accounting import discrete_laplace_queries as dlq  # pylint: disable=g-import-not-at-top
+    from zoprivacy.accounting import discrete_pld  # pylint: disable=g-import-not-at-top
+
+    if self.num_queries > 1:
+      return dlq.discrete_laplace_queries_pld(
+        scale=self.integer_noise_scale,
+        sensitivity=self.grid_points,
+        num_queries=self.num_queries,
+        sampling_probability=sampling_probability,
+        num_steps=1,
+        value_discretization_interval=interval,
+      )
+    return discrete_pld.discrete_noise_pld(
+      scale=self.integer_noise_scale,
+      sensitivity=self.grid_points,
+      sampling_probability=sampling_probability,
+      num_steps=1,
+      value_discretization_interval=interval,
+      neighboring=rel,
+    )
+
+
+def _pure_laplace(noise_multiplier, sampling_probability, num_steps) -> float:
+  """DP-ZO Thm. 3.1: ``T log(1 + p (e^{1/b} - 1))``."""
+  from zoprivacy.accounting import epsilon as _eps  # pylint: disable=g-import-not-at-top
+
+  return _eps.pure_epsilon_poisson_laplace(
+    noise_multiplier=noise_multiplier,
+    sampling_probability=sampling_probability,
+    num_steps=num_steps,
+  )
+
+
+MECHANISMS: dict[str, type[NoiseMechanism]] = {}
+
+
+def register(cls: type[NoiseMechanism]) -> type[NoiseMechanism]:
+  """Registers a mechanism value class under its ``name`` (a decorator)."""
+  if MECHANISMS.get(cls.name, cls) is not cls:
+    raise MechanismError(f"A mechanism named {cls.name!r} is registered.")
+  MECHANISMS[cls.name] = cls
+  return cls
+
+
+for _cls in (NoNoise, Gaussian, Laplace, DiscreteGaussian, DiscreteLaplace):
+  register(_cls)
+
+from zoprivacy import mechanisms_vector  # noqa: E402  pylint: disable=g-import-not-at-top
+
+register(mechanisms_vector.VectorDiscreteGaussian)
+
+
+def from_dict(data: dict[str, Any]) -> NoiseMechanism:
+  data = dict(data)
+  name = data.pop("name")
+  if name not in MECHANISMS:
+    raise MechanismError(
+      f"Unknown mechanism {name!r}; registered: {sorted(MECHANISMS)}."
+    )
+  return MECHANISMS[name](**data)
+
+
+def build(name: str, **params) -> NoiseMechanism:
+  """The mechanism value called ``name``; parameters it does not take
+  (``grid_points`` for a continuous one, ...) must be ``None``."""
+  if name not in MECHANISMS:
+    raise MechanismError(
+      f"mechanism must be one of {tuple(MECHANISMS)}, got {name!r}."
+    )
+  cls = MECHANISMS[name]
+  fields = {f.name for f in dataclasses.fields(cls)}
+  extra = {k: v for k, v in params.items() if k not in fields}
+  if any(v not in (None, 0, 0.0, 1) for v in extra.values()):
+    raise MechanismError(f"{name!r} takes no {sorted(extra)}.")
+  return cls(
+    **{k: v for k, v in params.items() if k in fields and v is not None}
+  )

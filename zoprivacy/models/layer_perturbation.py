@@ -1,0 +1,97 @@
+"""The layer-by-layer perturbation ``x + scale * u`` of a stacked model.
+
+A model whose layers are one scan over stacked ``[L, ...]`` parameters
+perturbs each layer inside the scan body with :class:`Perturbation`, drawn
+leaf by leaf by the counter hash (:func:`zoprivacy.directions.leaf_slice`);
+:mod:`zoprivacy.layerwise` (the training step) builds it, the models
+(:mod:`zoprivacy.models.causal_lm_zo`) apply it. It lives with the models
+so that model code never imports the training algorithm.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from zoprivacy import directions as directions_lib
+from zoprivacy.models import narrow_slices
+
+MAX_LEAF_SIZE = 2**32  # counter-hash positions are uint32 within a leaf
+
+
+class Perturbation(NamedTuple):
+  """``x + scale * u(key)`` for the counter-hash direction ``direction``."""
+
+  direction: str
+  key: jax.Array
+  scale: Any
+
+  def _add(self, leaf, number, start=0):
+    u = directions_lib.leaf_slice(
+      self.direction,
+      self.key,
+      number,
+      jnp.shape(leaf),
+      perturbation_dtype(leaf),
+      start=start,
+    )
+    if narrow_slices.is_narrow(leaf):
+      # float32(w) + l u in float32: l = 1e-3 added in bfloat16 would be
+      # rounded away (8 significant bits); the result feeds a float32
+      # forward pass (opt.perturb_float32).
+      return leaf.astype(jnp.float32) + self.scale * u
+    # exactly queries.perturb: p + (scale * u).astype(p.dtype)
+    return leaf + (self.scale * u).astype(leaf.dtype)
+
+  def apply(self, tree, numbers):
+    """Whole leaves (the non-scanned part): leaf ``numbers[i]`` of ``u``."""
+    return jax.tree.map(self._add, tree, numbers)
+
+  def apply_layer(self, layer_tree, numbers, layer):
+    """One layer's slices ``[...]`` of stacked leaves ``[L, ...]``: the
+    elements ``layer * size .. (layer + 1) * size - 1`` of each leaf of
+    ``u``, i.e. the same slice of the full draw."""
+
+    def add(leaf, number):
+      size = math.prod(jnp.shape(leaf))
+      start = jnp.asarray(layer, jnp.uint32) * jnp.uint32(size)
+      return self._add(leaf, number, start)
+
+    return jax.tree.map(add, layer_tree, numbers)
+
+
+def perturbation_dtype(leaf):
+  """The dtype ``u`` is drawn in for ``leaf``: float32 for 16-bit float
+  leaves (perturbed and updated in float32), else the leaf's own."""
+  if narrow_slices.is_narrow(leaf):
+    return jnp.float32
+  return jnp.result_type(leaf)
+
+
+def leaf_numbers(tree):
+  """A tree like ``tree`` holding each leaf's index in ``jax.tree.leaves``."""
+  leaves, treedef = jax.tree.flatten(tree)
+  for leaf in leaves:
+    if math.prod(jnp.shape(leaf)) >= MAX_LEAF_SIZE:
+      raise ValueError(
+        f"A leaf of shape {jnp.shape(leaf)} has 2^32 or more elements, "
+        "more than the counter hash numbers within one leaf."
+      )
+  return jax.tree.unflatten(treedef, list(range(len(leaves))))
+
+
+def split_stacked(tree, stacked_key: str):
+  """``(outer, stacked)``: a dict tree without / with its ``stacked_key``
+  entry (``{}`` when absent)."""
+  tree = {} if tree is None else dict(tree)
+  stacked = tree.pop(stacked_key, {})
+  return tree, stacked
+
+
+# perturbed_loss(trainable, frozen, batch, perturbation) -> [B] losses at
+# the parameters assembled from ``trainable + scale * u`` and ``frozen``.
+PerturbedLoss = Callable[[Any, Any, Any, Perturbation], jax.Array]

@@ -45,8 +45,7 @@ import jax.numpy as jnp
 
 from zoprivacy import clipping, validation
 from zoprivacy import directions as directions_lib
-from zoprivacy.estimators import arguments, base, two_point
-from zoprivacy.estimators.scalar_zo import dpzero
+from zoprivacy.estimators import base, two_point
 from zoprivacy.models.layer_perturbation import (  # noqa: F401 (re-exported)
   MAX_LEAF_SIZE,
   Perturbation,
@@ -185,15 +184,25 @@ def layerwise_two_point(
   return LayerwiseZO(init, step, plan, query)
 
 
-@arguments.extends(dpzero, without=("direction_prng",))
 def layerwise_dpzero(
   *,
   perturbed_loss: PerturbedLoss,
   learning_rate: float,
+  noise_multiplier: float,
+  expected_batch_size: float,
+  clip: float = 1.0,
+  smoothing: float = 1e-3,
+  dataset_size: int | None = None,
+  num_queries: int = 1,
   directions: str = "gaussian",
   clip_target: str = "finite_difference",
   mechanism: str = "gaussian",
-  **dpzero_arguments,
+  neighboring: str = "add_or_remove",
+  direction_key=0,
+  noise: str = "exact",
+  grid_points: int = 1024,
+  exact_noise: bool | None = None,
+  insecure_test_noise_seed: int | None = None,
 ) -> LayerwiseZO:
   """DPZero (Zhang et al. 2024, Alg. 2) plus SGD at learning rate ``a``,
   layer-wise; ``clip_target='raw_difference'`` (and ``mechanism='laplace'``)
@@ -201,12 +210,26 @@ def layerwise_dpzero(
   secret noise key are as in :func:`zoprivacy.estimators.scalar_zo.dpzero`
   with ``direction_prng='counter'``; ``directions`` must be sliceable
   (``'gaussian'`` or ``'rademacher'``: a sphere needs the global norm)."""
-  h = dict(dpzero_arguments, mechanism=mechanism)
+  privacy = base.privacy_spec(
+    clip=clip,
+    noise_multiplier=noise_multiplier,
+    expected_batch_size=expected_batch_size,
+    dataset_size=dataset_size,
+    num_queries=num_queries,
+    neighboring=neighboring,
+    mechanism=mechanism,
+    noise=noise,
+    exact_noise=exact_noise,
+    grid_points=grid_points,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+  )
   return _layerwise(
     directions,
     clip_target,
-    base.privacy_from(h),
-    h,
+    privacy,
+    dict(
+      smoothing=smoothing, num_queries=num_queries, direction_key=direction_key
+    ),
     perturbed_loss,
     learning_rate,
   )
@@ -226,7 +249,9 @@ def layerwise_mezo(
     directions,
     "finite_difference",
     None,
-    locals(),
+    dict(
+      smoothing=smoothing, num_queries=num_queries, direction_key=direction_key
+    ),
     perturbed_loss,
     learning_rate,
   )

@@ -9,7 +9,8 @@ from zoprivacy.estimators.base import EstimatorState, PrivateEstimator
 from zoprivacy.estimators.dp_sgd import dp_sgd
 from zoprivacy.estimators.gep import gep
 
-# Noisy-ZOGD takes a NoisyZOGDSetting, not the keyword arguments above.
+# Noisy-ZOGD takes a NoisyZOGDSetting, not the keyword arguments above;
+# ESTIMATORS['noisy_zogd'] is noisy_zogd_chain (the whole eq. (3) update).
 from zoprivacy.estimators.noisy_zogd import noisy_zogd, noisy_zogd_chain
 from zoprivacy.estimators.pazo import pazo_m, pazo_p
 from zoprivacy.estimators.pazo_s import pazo_s

@@ -57,7 +57,6 @@ from zoprivacy.estimators.privatization import (  # noqa: F401 (re-exported)
   Privatization,
   make_plan,
   noise_kind,
-  privacy_from,
   privacy_spec,
 )
 from zoprivacy.privacy import plan as plan_lib
@@ -211,8 +210,7 @@ def parse_extra_args(extra_args: dict) -> LossArgs:
 
 
 def forward_kwargs(factory, hyperparameters) -> dict:
-  """The entries of ``hyperparameters`` that ``factory`` takes by name (a
-  factory built on another passes its ``locals()`` through)."""
+  """The entries of ``hyperparameters`` that ``factory`` takes by name."""
   names = inspect.signature(factory).parameters
   return {k: v for k, v in hyperparameters.items() if k in names}
 

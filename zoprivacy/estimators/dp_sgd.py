@@ -18,10 +18,10 @@ from zoprivacy.estimators import base, registry
 PER_EXAMPLE_CLIPPING = ("explicit", "ghost")
 
 
-@registry.estimator("dp_sgd", exact_noise=True, defaults=(("clip", 1.0),))
+@registry.estimator("dp_sgd")
 def dp_sgd(
   *,
-  clip: float,
+  clip: float = 1.0,
   noise_multiplier: float,
   expected_batch_size: float,
   dataset_size: int | None = None,
@@ -70,7 +70,15 @@ def dp_sgd(
       "per_example_clipping='explicit', or pass noise='secure_mode' "
       "(floating point, exposed to precision attacks) explicitly."
     )
-  privacy = privatization(locals())
+  privacy = privatization(
+    clip=clip,
+    noise_multiplier=noise_multiplier,
+    expected_batch_size=expected_batch_size,
+    dataset_size=dataset_size,
+    neighboring=neighboring,
+    noise=noise,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+  )
 
   def gradient(params, args, direction_key, noise_key):
     del direction_key
@@ -86,14 +94,30 @@ def dp_sgd(
   )
 
 
-def privatization(hyperparameters) -> base.Privatization:
+def privatization(
+  *,
+  clip,
+  noise_multiplier,
+  expected_batch_size,
+  dataset_size,
+  neighboring,
+  noise,
+  insecure_test_noise_seed,
+) -> base.Privatization:
   """The vector estimators' mechanism and plan: exact vector noise for
-  ``noise='exact'``, else the floating-point Gaussian (``privacy_from``)."""
-  if hyperparameters.get("noise", "exact") != "exact":
-    return base.privacy_from(hyperparameters)
-  mech, plan = vector_exact.vector_privacy(hyperparameters, base.make_plan)
-  seed = hyperparameters.get("insecure_test_noise_seed")
-  return base.Privatization(mech, plan, seed)
+  ``noise='exact'``, else the floating-point Gaussian (``privacy_spec``)."""
+  privacy = dict(
+    clip=clip,
+    noise_multiplier=noise_multiplier,
+    expected_batch_size=expected_batch_size,
+    dataset_size=dataset_size,
+    neighboring=neighboring,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+  )
+  if noise != "exact":
+    return base.privacy_spec(noise=noise, **privacy)
+  mech, plan = vector_exact.vector_privacy(privacy, base.make_plan)
+  return base.Privatization(mech, plan, insecure_test_noise_seed)
 
 
 def noisy_tree_mean(privacy, noise_key, clipped, mask):

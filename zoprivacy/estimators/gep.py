@@ -131,16 +131,11 @@ def anchor_subspace(
   return v
 
 
-@registry.estimator(
-  "gep",
-  public_data="batch",
-  exact_noise=True,
-  defaults=(("embedding_clip", 1.0), ("residual_clip", 0.5)),
-)
+@registry.estimator("gep", public_data="batch")
 def gep(
   *,
-  embedding_clip: float,
-  residual_clip: float,
+  embedding_clip: float = 1.0,
+  residual_clip: float = 0.5,
   expected_batch_size: float,
   num_bases: int,
   noise_multiplier: float | None = None,

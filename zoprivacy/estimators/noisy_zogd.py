@@ -45,8 +45,11 @@ no released scalars (unlike DPZero's public scalar trajectory).
 
 The state carries the composition plan
 (:func:`zoprivacy.hidden_state.privacy.composition_plan`), so
-``zoprivacy.find_plan(state)`` finds it; the estimator is registered as
-``'noisy_zogd'`` with the factory :func:`noisy_zogd_from_setting`.
+``zoprivacy.find_plan(state)`` finds it. The registry's ``'noisy_zogd'``
+(``ESTIMATORS['noisy_zogd']``) is :func:`noisy_zogd_chain`, the whole update
+with its step size and projection (both assumed by the final-iterate
+analysis, so a runner adds no optimizer); :func:`noisy_zogd` is the bare
+privatized gradient for use in a chain of one's own.
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ import optax
 from zoprivacy import clipping, mechanisms, projection, queries, validation
 from zoprivacy import directions as directions_lib
 from zoprivacy import vector_discrete_mechanism as vector_exact
-from zoprivacy.estimators import arguments, base, registry
+from zoprivacy.estimators import base, registry
 from zoprivacy.hidden_state import privacy as privacy_lib
 from zoprivacy.hidden_state import setting as setting_lib
 
@@ -199,28 +202,13 @@ def noisy_zogd(
   return base.PrivateEstimator(init_fn, update_fn, plan)
 
 
-@arguments.extends(noisy_zogd)
-def noisy_zogd_chain(**noisy_zogd_arguments) -> base.PrivateEstimator:
-  """The whole eq. (3) update: estimator, ``sgd(eta)``, projection on ``B_R``.
-
-  ``params`` must start inside ``B_R`` and must not depend on the data
-  (Thm 3.2 assumes identical initializations ``w_0 = w_0'``).
-  """
-  estimator = noisy_zogd(**noisy_zogd_arguments)
-  setting = noisy_zogd_arguments["setting"]
-  chain = optax.chain(
-    estimator,
-    optax.sgd(setting.step_size),
-    projection.project_l2_ball(setting.radius),
-  )
-  return base.PrivateEstimator(chain.init, chain.update, estimator.privacy_plan)
-
-
+# The registry's "noisy_zogd" is this chain, not the bare estimator: eq. (3)'s
+# step size and projection are part of what the final-iterate (hidden-state)
+# analysis assumes, so a runner must not add an optimizer of its own.
 @registry.estimator(
   "noisy_zogd",
-  takes_setting=True,
   sampling=("full_batch", "without_replacement"),
-  defaults=(
+  setting_defaults=(
     ("num_directions", 20),
     ("noise_std", 0.05),
     ("clip", 2.0),
@@ -235,28 +223,38 @@ def noisy_zogd_chain(**noisy_zogd_arguments) -> base.PrivateEstimator:
     ("sampling", "full_batch"),
   ),
 )
-def noisy_zogd_from_setting(
-  *,
+def noisy_zogd_chain(
   setting: setting_lib.NoisyZOGDSetting,
-  direction_key=0,
+  *,
   noise_multiplier: float | None = None,
+  direction_key=0,
   insecure_test_noise_seed: int | None = None,
   direction_prng: str = "threefry",
   query_batch_size: int | None = None,
 ) -> base.PrivateEstimator:
-  """The registered factory: :func:`noisy_zogd_chain` for a runner.
+  """The whole eq. (3) update: estimator, ``sgd(eta)``, projection on ``B_R``.
+
+  ``params`` must start inside ``B_R`` and must not depend on the data
+  (Thm 3.2 assumes identical initializations ``w_0 = w_0'``).
 
   ``noise_multiplier``: the plan's per-step multiplier (a runner's set or
   calibrated value); ``sigma`` is rescaled to give it
-  (:func:`zoprivacy.hidden_state.privacy.with_plan_multiplier`). ``None``:
-  the setting's own ``sigma``.
+  (:func:`zoprivacy.hidden_state.privacy.with_plan_multiplier`). ``None``
+  (the default): the setting's own ``sigma``. The other arguments are
+  :func:`noisy_zogd`'s. Registered as ``"noisy_zogd"``.
   """
   if noise_multiplier is not None:
     setting = privacy_lib.with_plan_multiplier(setting, noise_multiplier)
-  return noisy_zogd_chain(
+  estimator = noisy_zogd(
     setting,
     direction_key=direction_key,
     insecure_test_noise_seed=insecure_test_noise_seed,
     direction_prng=direction_prng,
     query_batch_size=query_batch_size,
   )
+  chain = optax.chain(
+    estimator,
+    optax.sgd(setting.step_size),
+    projection.project_l2_ball(setting.radius),
+  )
+  return base.PrivateEstimator(chain.init, chain.update, estimator.privacy_plan)

@@ -29,26 +29,22 @@ import jax.numpy as jnp
 
 from zoprivacy import directions as directions_lib
 from zoprivacy import validation
-from zoprivacy.estimators import (
-  arguments,
-  base,
-  public_data,
-  registry,
-  two_point,
-)
-from zoprivacy.estimators.scalar_zo import dpzero
+from zoprivacy.estimators import base, public_data, registry, two_point
 
 _FD = "finite_difference"  # PAZO clips the finite difference (conventions §2).
 
 
-def _finite_difference_query(h: dict) -> two_point.TwoPointQuery:
-  """The private two-point query of a PAZO method (clip on ``fd_i``)."""
+def _finite_difference_query(
+  *, directions, direction_prng, smoothing, **privacy
+) -> two_point.TwoPointQuery:
+  """The private two-point query of a PAZO method (clip on ``fd_i``);
+  ``privacy``: the keyword arguments of ``base.privacy_spec``."""
   return two_point.make_query(
-    directions=h["directions"],
-    direction_prng=h["direction_prng"],
-    smoothing=h["smoothing"],
+    directions=directions,
+    direction_prng=direction_prng,
+    smoothing=smoothing,
     clip_target=_FD,
-    privacy=base.privacy_from(h),
+    privacy=base.privacy_spec(**privacy),
   )
 
 
@@ -64,15 +60,24 @@ def _estimator(compute, query, direction_key) -> base.PrivateEstimator:
 # ------------------------------------------------------------------- PAZO-M
 
 
-@registry.estimator(
-  "pazo_m",
-  public_data="batch",
-  exact_noise=True,
-  defaults=(("clip", 1.0), ("smoothing", 1e-3), ("alpha", 0.5)),
-)
-@arguments.extends(dpzero)
+@registry.estimator("pazo_m", public_data="batch")
 def pazo_m(
-  *, alpha: float, directions: str = "sphere_quarter", **dpzero_arguments
+  *,
+  alpha: float = 0.5,
+  directions: str = "sphere_quarter",
+  noise_multiplier: float,
+  expected_batch_size: float,
+  clip: float = 1.0,
+  smoothing: float = 1e-3,
+  dataset_size: int | None = None,
+  num_queries: int = 1,
+  neighboring: str = "add_or_remove",
+  direction_key=0,
+  direction_prng: str = "auto",
+  noise: str = "exact",
+  grid_points: int = 1024,
+  exact_noise: bool | None = None,
+  insecure_test_noise_seed: int | None = None,
 ) -> base.PrivateEstimator:
   """PAZO-M (PAZO Alg. 1): mix the public gradient with private DPZero.
 
@@ -101,13 +106,27 @@ def pazo_m(
     direction_key: PUBLIC PRNG key or integer seed of the directions; the
       noise comes from the state's SECRET noise key (OS entropy), or from
       ``insecure_test_noise_seed`` in tests.
-    direction_prng: 'threefry', 'counter', 'rbg' or 'unsafe_rbg' (directions).
+    direction_prng: as in :func:`~zoprivacy.estimators.scalar_zo.dpzero`.
+    noise, grid_points, exact_noise, insecure_test_noise_seed: as in
+      :func:`~zoprivacy.estimators.scalar_zo.dpzero`.
 
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
   alpha = validation.unit_interval("alpha", alpha)
   query = _finite_difference_query(
-    dict(dpzero_arguments, directions=directions)
+    directions=directions,
+    direction_prng=direction_prng,
+    smoothing=smoothing,
+    clip=clip,
+    noise_multiplier=noise_multiplier,
+    expected_batch_size=expected_batch_size,
+    dataset_size=dataset_size,
+    num_queries=num_queries,
+    neighboring=neighboring,
+    noise=noise,
+    exact_noise=exact_noise,
+    grid_points=grid_points,
+    insecure_test_noise_seed=insecure_test_noise_seed,
   )
 
   def compute(params, args, dir_key, noise_key):
@@ -119,25 +138,30 @@ def pazo_m(
     g_pub = public_data.public_gradient(public_loss, params, public_batch)
     return public_data.combine(alpha, g_pub, g_private), scalars
 
-  return _estimator(compute, query, dpzero_arguments["direction_key"])
+  return _estimator(compute, query, direction_key)
 
 
 # ------------------------------------------------------------------- PAZO-P
 
 
-@registry.estimator(
-  "pazo_p",
-  public_data="batches",
-  exact_noise=True,
-  defaults=(
-    ("clip", 1.0),
-    ("smoothing", 1e-3),
-    ("num_public_batches", 4),
-  ),
-)
-@arguments.extends(dpzero, without=("directions",))
+@registry.estimator("pazo_p", public_data="batches")
 def pazo_p(
-  *, num_public_batches: int, orthonormalize: bool = True, **dpzero_arguments
+  *,
+  num_public_batches: int = 4,
+  orthonormalize: bool = True,
+  noise_multiplier: float,
+  expected_batch_size: float,
+  clip: float = 1.0,
+  smoothing: float = 1e-3,
+  dataset_size: int | None = None,
+  num_queries: int = 1,
+  neighboring: str = "add_or_remove",
+  direction_key=0,
+  direction_prng: str = "auto",
+  noise: str = "exact",
+  grid_points: int = 1024,
+  exact_noise: bool | None = None,
+  insecure_test_noise_seed: int | None = None,
 ) -> base.PrivateEstimator:
   """PAZO-P (PAZO Alg. 2) and PAZO-P' (``orthonormalize=False``).
 
@@ -167,9 +191,20 @@ def pazo_p(
   # The query carries the mechanism, smoothing and clip target; PAZO-P draws
   # its directions in span(G) itself, so the query has no direction sampler.
   query = _finite_difference_query(
-    dict(dpzero_arguments, directions="sphere")
+    directions="sphere",
+    direction_prng=direction_prng,
+    smoothing=smoothing,
+    clip=clip,
+    noise_multiplier=noise_multiplier,
+    expected_batch_size=expected_batch_size,
+    dataset_size=dataset_size,
+    num_queries=num_queries,
+    neighboring=neighboring,
+    noise=noise,
+    exact_noise=exact_noise,
+    grid_points=grid_points,
+    insecure_test_noise_seed=insecure_test_noise_seed,
   )._replace(sampler=None, directions=None)
-  direction_prng = dpzero_arguments["direction_prng"]
   coefficient_template = jnp.zeros([k], jnp.float32)
 
   def coefficients(key):
@@ -204,4 +239,4 @@ def pazo_p(
     grad = in_span(mean_coefficients)
     return grad, scalars
 
-  return _estimator(compute, query, dpzero_arguments["direction_key"])
+  return _estimator(compute, query, direction_key)

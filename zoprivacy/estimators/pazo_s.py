@@ -23,19 +23,14 @@ from zoprivacy.estimators import base, public_data, registry
 # ------------------------------------------------------------------- PAZO-S
 
 
-@registry.estimator(
-  "pazo_s",
-  public_data="batches",
-  needs_learning_rate=True,
-  defaults=(("clip", 1.0), ("num_public_batches", 4)),
-)
+@registry.estimator("pazo_s", public_data="batches")
 def pazo_s(
   *,
-  clip: float,
   noise_multiplier: float,
   learning_rate: float,
   expected_batch_size: float,
-  num_public_batches: int,
+  clip: float = 1.0,
+  num_public_batches: int = 4,
   candidate_noise_scale: float = 0.0,
   extra_candidate: bool = True,
   dataset_size: int | None = None,
@@ -106,7 +101,17 @@ def pazo_s(
     )
   num_scores = k + 1 if extra_candidate else k
   validation.one_of("direction_prng", direction_prng, directions_lib.PRNG_IMPLS)
-  privacy = base.privacy_from(locals(), num_queries=num_scores)
+  privacy = base.privacy_spec(
+    clip=clip,
+    noise_multiplier=noise_multiplier,
+    expected_batch_size=expected_batch_size,
+    dataset_size=dataset_size,
+    num_queries=num_scores,
+    neighboring=neighboring,
+    noise=noise,
+    grid_points=grid_points,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+  )
   mechanism, expected_batch_size = (
     privacy.mechanism,
     privacy.expected_batch_size,

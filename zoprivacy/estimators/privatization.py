@@ -46,7 +46,8 @@ def privacy_spec(
   """Validates the privacy hyperparameters; builds the mechanism and plan.
 
   Shared by every estimator that privatizes a sum of per-example
-  contributions clipped at ``clip`` under Poisson sampling. Runs at
+  contributions clipped at ``clip`` under Poisson sampling; each factory
+  passes its own keyword arguments to it by name. Runs at
   construction, before any data is seen. Privacy hyperparameters must be
   static Python numbers: they fix the plan that the accountant reads.
   ``noise`` is 'exact', 'secure_mode' or 'float' (module docstring);
@@ -89,23 +90,6 @@ def privacy_spec(
   )
 
 
-_PRIVACY_ARGS = frozenset(
-  (
-    "clip",
-    "noise_multiplier",
-    "expected_batch_size",
-    "dataset_size",
-    "num_queries",
-    "neighboring",
-    "mechanism",
-    "noise",
-    "exact_noise",
-    "grid_points",
-    "insecure_test_noise_seed",
-  )
-)
-
-
 NOISE_KINDS = ("exact", "secure_mode", "float")
 
 
@@ -121,17 +105,6 @@ def noise_kind(noise: str, exact_noise: bool | None = None) -> str:
     noise = "exact" if exact_noise else "float"
   validation.one_of("noise", noise, NOISE_KINDS)
   return noise
-
-
-def privacy_from(hyperparameters, **overrides) -> Privatization:
-  """:func:`privacy_spec` from a factory's own keyword arguments.
-
-  Every estimator factory names its privacy hyperparameters exactly as
-  :func:`privacy_spec` does, so a factory passes ``locals()`` and the
-  privacy arguments are picked by name (``overrides`` replace or add some).
-  """
-  kwargs = {k: v for k, v in hyperparameters.items() if k in _PRIVACY_ARGS}
-  return privacy_spec(**{**kwargs, **overrides})
 
 
 def make_plan(

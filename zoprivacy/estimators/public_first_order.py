@@ -18,7 +18,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from zoprivacy import validation
-from zoprivacy.estimators import arguments, base, public_data, registry
+from zoprivacy.estimators import base, public_data, registry
 from zoprivacy.estimators.dp_sgd import dp_sgd, private_gradient, privatization
 
 # --------------------------------------------------------------------- DPMD
@@ -30,15 +30,20 @@ def dpmd_public_weight(step, num_steps: int):
   return jnp.cos(jnp.pi * t / (2.0 * num_steps))
 
 
-@registry.estimator(
-  "dpmd",
-  public_data="batch",
-  needs_num_steps=True,
-  exact_noise=True,
-  defaults=(("clip", 1.0),),
-)
-@arguments.extends(dp_sgd)
-def dpmd(*, num_steps: int, **dp_sgd_arguments) -> base.PrivateEstimator:
+@registry.estimator("dpmd", public_data="batch")
+def dpmd(
+  *,
+  num_steps: int,
+  noise_multiplier: float,
+  expected_batch_size: float,
+  clip: float = 1.0,
+  dataset_size: int | None = None,
+  neighboring: str = "add_or_remove",
+  direction_key=0,
+  insecure_test_noise_seed: int | None = None,
+  per_example_clipping: str = "explicit",
+  noise: str = "exact",
+) -> base.PrivateEstimator:
   """DPMD (Amid et al. 2022, public-data-assisted mirror descent), first order.
 
   The first-order form used as PAZO's baseline: ``g_t = alpha_t g_pub + (1 -
@@ -54,7 +59,17 @@ def dpmd(*, num_steps: int, **dp_sgd_arguments) -> base.PrivateEstimator:
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
   num_steps = validation.positive_int("num_steps", num_steps)
-  private = dp_sgd(**dp_sgd_arguments)
+  private = dp_sgd(
+    clip=clip,
+    noise_multiplier=noise_multiplier,
+    expected_batch_size=expected_batch_size,
+    dataset_size=dataset_size,
+    neighboring=neighboring,
+    direction_key=direction_key,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+    per_example_clipping=per_example_clipping,
+    noise=noise,
+  )
 
   def update_fn(updates, state, params=None, **extra_args):
     public_data.require_params(params)
@@ -70,11 +85,18 @@ def dpmd(*, num_steps: int, **dp_sgd_arguments) -> base.PrivateEstimator:
 # ----------------------------------------------------------------- DOPE-SGD
 
 
-@registry.estimator(
-  "dope_sgd", public_data="batch", exact_noise=True, defaults=(("clip", 1.0),)
-)
-@arguments.extends(dp_sgd, without=("per_example_clipping",))
-def dope_sgd(**dp_sgd_arguments) -> base.PrivateEstimator:
+@registry.estimator("dope_sgd", public_data="batch")
+def dope_sgd(
+  *,
+  noise_multiplier: float,
+  expected_batch_size: float,
+  clip: float = 1.0,
+  dataset_size: int | None = None,
+  neighboring: str = "add_or_remove",
+  direction_key=0,
+  insecure_test_noise_seed: int | None = None,
+  noise: str = "exact",
+) -> base.PrivateEstimator:
   """DOPE-SGD's gradient (Nasr et al. 2023): clip around the public gradient.
 
   ``g = g_pub + (sum_i clip_C(grad f(x; xi_i) - g_pub) + N(0, sigma^2 C^2
@@ -94,7 +116,15 @@ def dope_sgd(**dp_sgd_arguments) -> base.PrivateEstimator:
 
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
-  privacy = privatization(dp_sgd_arguments)
+  privacy = privatization(
+    clip=clip,
+    noise_multiplier=noise_multiplier,
+    expected_batch_size=expected_batch_size,
+    dataset_size=dataset_size,
+    neighboring=neighboring,
+    noise=noise,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+  )
 
   def gradient(params, args, dir_key, noise_key):
     del dir_key
@@ -103,6 +133,6 @@ def dope_sgd(**dp_sgd_arguments) -> base.PrivateEstimator:
 
   return base.build_vector_estimator(
     gradient,
-    direction_key=dp_sgd_arguments["direction_key"],
+    direction_key=direction_key,
     privacy=privacy,
   )

@@ -9,6 +9,7 @@ means writing its module and one :func:`register` call in it; see
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -17,33 +18,41 @@ from zoprivacy import estimator_manifest
 PUBLIC_DATA = (None, "batch", "batches")
 
 
+# Arguments a runner passes itself (from the config, the calibration or the
+# data), so they are no hyperparameter defaults of the estimator.
+RUNNER_ARGUMENTS = frozenset(
+  (
+    "noise_multiplier",
+    "expected_batch_size",
+    "dataset_size",
+    "direction_key",
+    "insecure_test_noise_seed",
+    "noise",
+    "exact_noise",
+    "num_steps",
+    "learning_rate",
+    "setting",
+  )
+)
+
+
 @dataclasses.dataclass(frozen=True)
 class EstimatorSpec:
   """What a runner must know to build and feed an estimator.
 
+  Only what the factory's signature cannot say is declared; the rest is
+  read from ``inspect.signature(factory)``.
+
   Attributes:
     name: registry name (``config.estimator``).
     factory: the estimator factory (keyword-only hyperparameters).
-    private: whether it takes ``noise_multiplier``, ``expected_batch_size``
-      and ``dataset_size`` (and so has a noised privacy plan).
     public_data: ``None``, 'batch' (extra arg ``public_batch=``) or
       'batches' (``public_batches=``, ``num_public_batches`` stacked).
-    needs_num_steps: the factory takes ``num_steps`` (a schedule over the run).
-    needs_learning_rate: the factory takes ``learning_rate``.
-    exact_noise: the factory takes ``noise`` (the scalar ones also
-      ``grid_points``): a runner passes ``noise='exact'``, or ``'float'``
-      when its config opts out.
-    defaults: hyperparameters a runner fills in when a config names this
-      estimator without them (overridden by the config's own values).
     sampling: the batch schemes its privacy plan accounts for (a runner
       refuses any other for a private estimator).
-    takes_setting: the factory takes ``setting=`` (a
-      :class:`zoprivacy.hidden_state.NoisyZOGDSetting` built from the
-      ``defaults`` and the config) instead of ``expected_batch_size`` /
-      ``dataset_size``, and returns the whole update (step size and
-      projection included: a runner adds no optimizer); a runner checks the
-      setting before loading data and reports the final-iterate epsilon
-      next to the composition one.
+    setting_defaults: for a factory that takes ``setting=``, the setting's
+      hyperparameters a runner builds it from when a config names none
+      (they are fields of the setting, not arguments of the factory).
     run_settings: config values (a task whose loss declares what the
       analysis assumes, a sampling scheme, ...) under which the estimator
       runs; tools that build a config for every estimator apply them.
@@ -51,19 +60,65 @@ class EstimatorSpec:
 
   name: str
   factory: Callable[..., Any]
-  private: bool = True
   public_data: str | None = None
-  needs_num_steps: bool = False
-  needs_learning_rate: bool = False
-  exact_noise: bool = False
-  defaults: tuple[tuple[str, Any], ...] = ()
   sampling: tuple[str, ...] = ("poisson",)
-  takes_setting: bool = False
+  setting_defaults: tuple[tuple[str, Any], ...] = ()
   run_settings: tuple[tuple[str, Any], ...] = ()
 
   def __post_init__(self):
     if self.public_data not in PUBLIC_DATA:
       raise ValueError(f"public_data must be one of {PUBLIC_DATA}.")
+    if self.setting_defaults and not self.takes_setting:
+      raise ValueError("setting_defaults needs a factory that takes setting=.")
+
+  @property
+  def parameters(self) -> dict[str, inspect.Parameter]:
+    return dict(inspect.signature(self.factory).parameters)
+
+  @property
+  def private(self) -> bool:
+    """It takes ``noise_multiplier`` (and so has a noised privacy plan)."""
+    return "noise_multiplier" in self.parameters
+
+  @property
+  def needs_num_steps(self) -> bool:
+    """It takes ``num_steps`` (a schedule over the run)."""
+    return "num_steps" in self.parameters
+
+  @property
+  def needs_learning_rate(self) -> bool:
+    """It takes ``learning_rate``."""
+    return "learning_rate" in self.parameters
+
+  @property
+  def exact_noise(self) -> bool:
+    """It takes ``noise``: a runner passes ``noise='exact'``, or
+    ``'float'`` when its config opts out."""
+    return "noise" in self.parameters
+
+  @property
+  def takes_setting(self) -> bool:
+    """It takes ``setting=`` (a
+    :class:`zoprivacy.hidden_state.NoisyZOGDSetting` built from the
+    ``setting_defaults`` and the config) instead of
+    ``expected_batch_size`` / ``dataset_size``, and returns the whole update
+    (step size and projection included: a runner adds no optimizer); a
+    runner checks the setting before loading data and reports the
+    final-iterate epsilon next to the composition one."""
+    return "setting" in self.parameters
+
+  @property
+  def defaults(self) -> tuple[tuple[str, Any], ...]:
+    """What a runner fills in when a config names this estimator without
+    them (overridden by the config's own values): the signature's defaults
+    of the hyperparameters (not of :data:`RUNNER_ARGUMENTS`), then the
+    ``setting_defaults``."""
+    own = tuple(
+      (name, p.default)
+      for name, p in self.parameters.items()
+      if p.default is not p.empty and name not in RUNNER_ARGUMENTS
+    )
+    return own + self.setting_defaults
 
   @property
   def public_arg(self) -> str | None:
@@ -90,8 +145,8 @@ def register(spec: EstimatorSpec) -> EstimatorSpec:
 def estimator(name: str, **fields) -> Callable:
   """Decorator: registers the factory under ``name`` with ``fields``.
 
-  ``@registry.estimator("dpzero", exact_noise=True)`` above a factory is
-  ``register(EstimatorSpec("dpzero", factory, exact_noise=True))``; the
+  ``@registry.estimator("pazo_m", public_data="batch")`` above a factory is
+  ``register(EstimatorSpec("pazo_m", factory, public_data="batch"))``; the
   factory is returned unchanged.
   """
 

@@ -7,14 +7,10 @@ they differ only in the mechanism, the clipped quantity and the defaults.
 
 from __future__ import annotations
 
-from zoprivacy.estimators import arguments, base, registry, two_point
+from zoprivacy.estimators import base, registry, two_point
 
 
-@registry.estimator(
-  "mezo",
-  private=False,
-  defaults=(("smoothing", 1e-3), ("directions", "gaussian")),
-)
+@registry.estimator("mezo")
 def mezo(
   *,
   smoothing: float = 1e-3,
@@ -51,28 +47,34 @@ def mezo(
   return two_point.two_point_estimator(query, direction_key=direction_key)
 
 
-def _private_scalar_estimator(hyperparameters: dict, **overrides):
-  """DPZero / DP-ZO from their factories' keyword arguments (``locals()``)."""
-  h = {**hyperparameters, **overrides}
+def _private_scalar_estimator(
+  *,
+  directions,
+  direction_prng,
+  smoothing,
+  clip_target,
+  direction_key,
+  **privacy,
+):
+  """DPZero / DP-ZO: the two-point step; ``privacy`` are the keyword
+  arguments of :func:`zoprivacy.estimators.privatization.privacy_spec`."""
   query = two_point.make_query(
-    directions=h["directions"],
-    direction_prng=h["direction_prng"],
-    smoothing=h["smoothing"],
-    clip_target=h["clip_target"],
-    privacy=base.privacy_from(h),
+    directions=directions,
+    direction_prng=direction_prng,
+    smoothing=smoothing,
+    clip_target=clip_target,
+    privacy=base.privacy_spec(**privacy),
   )
-  return two_point.two_point_estimator(query, direction_key=h["direction_key"])
+  return two_point.two_point_estimator(query, direction_key=direction_key)
 
 
-@registry.estimator(
-  "dpzero", exact_noise=True, defaults=(("clip", 1.0), ("smoothing", 1e-3))
-)
+@registry.estimator("dpzero")
 def dpzero(
   *,
-  clip: float,
   noise_multiplier: float,
-  smoothing: float,
   expected_batch_size: float,
+  clip: float = 1.0,
+  smoothing: float = 1e-3,
   dataset_size: int | None = None,
   num_queries: int = 1,
   directions: str = "sphere",
@@ -132,23 +134,46 @@ def dpzero(
   ``i`` (see :mod:`zoprivacy.per_example_check`).
   """
   return _private_scalar_estimator(
-    locals(), mechanism="gaussian", clip_target="finite_difference"
+    directions=directions,
+    direction_prng=direction_prng,
+    smoothing=smoothing,
+    clip_target="finite_difference",
+    direction_key=direction_key,
+    clip=clip,
+    noise_multiplier=noise_multiplier,
+    expected_batch_size=expected_batch_size,
+    dataset_size=dataset_size,
+    num_queries=num_queries,
+    neighboring=neighboring,
+    mechanism="gaussian",
+    noise=noise,
+    exact_noise=exact_noise,
+    grid_points=grid_points,
+    insecure_test_noise_seed=insecure_test_noise_seed,
   )
 
 
 # dp_zo clips the raw difference f(x + l u) - f(x - l u) = 2 l * (finite
 # difference): its default clip 2e-3 at l = 1e-3 is DPZero's 1.0 on the
 # finite difference, so switching estimator by override keeps the scale.
-@registry.estimator(
-  "dp_zo", exact_noise=True, defaults=(("clip", 2e-3), ("smoothing", 1e-3))
-)
-@arguments.extends(dpzero, without=("neighboring",))
+@registry.estimator("dp_zo")
 def dp_zo(
   *,
+  noise_multiplier: float,
+  expected_batch_size: float,
+  clip: float = 2e-3,
+  smoothing: float = 1e-3,
   mechanism: str = "gaussian",
   directions: str = "gaussian",
   clip_target: str = "raw_difference",
-  **dpzero_arguments,
+  dataset_size: int | None = None,
+  num_queries: int = 1,
+  direction_key=0,
+  direction_prng: str = "auto",
+  noise: str = "exact",
+  grid_points: int = 1024,
+  exact_noise: bool | None = None,
+  insecure_test_noise_seed: int | None = None,
 ) -> base.PrivateEstimator:
   """DP-ZO (Tang et al. 2024, Alg. 1/2): Gaussian or Laplace scalar noise.
 
@@ -179,9 +204,20 @@ def dp_zo(
   the per-example contract (:mod:`zoprivacy.per_example_check`).
   """
   return _private_scalar_estimator(
-    dpzero_arguments,
-    mechanism=mechanism,
     directions=directions,
+    direction_prng=direction_prng,
+    smoothing=smoothing,
     clip_target=clip_target,
+    direction_key=direction_key,
+    clip=clip,
+    noise_multiplier=noise_multiplier,
+    expected_batch_size=expected_batch_size,
+    dataset_size=dataset_size,
+    num_queries=num_queries,
     neighboring="add_or_remove",
+    mechanism=mechanism,
+    noise=noise,
+    exact_noise=exact_noise,
+    grid_points=grid_points,
+    insecure_test_noise_seed=insecure_test_noise_seed,
   )

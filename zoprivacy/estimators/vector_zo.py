@@ -13,22 +13,24 @@ import jax.numpy as jnp
 
 from zoprivacy import clipping, mechanisms, queries, validation
 from zoprivacy import directions as directions_lib
-from zoprivacy.estimators import arguments, base, registry
-from zoprivacy.estimators.dp_sgd import dp_sgd, privatization
+from zoprivacy.estimators import base, registry
+from zoprivacy.estimators.dp_sgd import privatization
 
 
-@registry.estimator(
-  "dpgd_zeroth",
-  exact_noise=True,
-  defaults=(("clip", 1.0), ("smoothing", 1e-3)),
-)
-@arguments.extends(dp_sgd, without=("per_example_clipping",))
+@registry.estimator("dpgd_zeroth")
 def dpgd_zeroth(
   *,
-  smoothing: float,
+  noise_multiplier: float,
+  expected_batch_size: float,
+  clip: float = 1.0,
+  smoothing: float = 1e-3,
   directions: str = "sphere",
   direction_prng: str = "threefry",
-  **dp_sgd_arguments,
+  dataset_size: int | None = None,
+  neighboring: str = "add_or_remove",
+  direction_key=0,
+  insecure_test_noise_seed: int | None = None,
+  noise: str = "exact",
 ) -> base.PrivateEstimator:
   """DPGD-0th, DPZero Alg. 1 lines 2-3.
 
@@ -53,7 +55,15 @@ def dpgd_zeroth(
   smoothing = validation.positive("smoothing", smoothing)
   validation.one_of("directions", directions, directions_lib.DIRECTION_NAMES)
   validation.one_of("direction_prng", direction_prng, directions_lib.PRNG_IMPLS)
-  privacy = privatization(dp_sgd_arguments)
+  privacy = privatization(
+    clip=clip,
+    noise_multiplier=noise_multiplier,
+    expected_batch_size=expected_batch_size,
+    dataset_size=dataset_size,
+    neighboring=neighboring,
+    noise=noise,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+  )
   exact = privacy.plan.noise_kind == "discrete_vector"
   sampler = directions_lib.get_sampler(directions, prng=direction_prng)
 
@@ -82,6 +92,6 @@ def dpgd_zeroth(
 
   return base.build_vector_estimator(
     gradient,
-    direction_key=dp_sgd_arguments["direction_key"],
+    direction_key=direction_key,
     privacy=privacy,
   )

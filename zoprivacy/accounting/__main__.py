@@ -9,30 +9,20 @@ Examples (DP-ZO Table 16)::
     python -m zoprivacy.accounting epsilon --mechanism laplace \
         --noise-multiplier 10.48 --sampling-probability 0.02 --steps 2000
 
-Both print the pessimistic PLD epsilon (max of add and remove), the RDP
-epsilon where dp_accounting supports the event, and for Laplace the pure
-epsilon of DP-ZO Thm. 3.1, side by side.
+Both build the :class:`~zoprivacy.privacy.PrivacyPlan` the arguments
+describe (``calibrate`` calibrates it on its own epsilon, as a run does) and
+print the pessimistic PLD epsilon (max of add and remove), the RDP epsilon
+where dp_accounting supports the event, and for Laplace the pure epsilon of
+DP-ZO Thm. 3.1, side by side. Neither imports JAX; ``epsilon`` loads no more
+than dp_accounting (the calibrator's SciPy root finder only for
+``calibrate``).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-
-from zoprivacy.accounting.calibration import calibrate_noise_multiplier
-from zoprivacy.accounting.report import epsilon_report
-
-# The accounting setting shared by both subcommands: each option's ``dest``
-# is the keyword of :func:`epsilon_report` and
-# :func:`calibrate_noise_multiplier` that it sets.
-SETTING = (
-  "sampling_probability",
-  "num_steps",
-  "delta",
-  "mechanism",
-  "neighboring",
-  "value_discretization_interval",
-)
+import time
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -103,42 +93,53 @@ def build_parser() -> argparse.ArgumentParser:
   return parser
 
 
-def _report(args, noise_multiplier: float, num_queries: int):
-  """The epsilon report of the plan the arguments describe."""
+def _plan(args, noise_multiplier: float, num_queries: int = 1):
+  """The plan of one step the arguments describe."""
   from zoprivacy.privacy import plan as plan_lib  # pylint: disable=g-import-not-at-top
   from zoprivacy.privacy import sampling_scheme  # pylint: disable=g-import-not-at-top
 
-  plan = plan_lib.PrivacyPlan.build(
+  return plan_lib.PrivacyPlan.build(
     mechanism=args.mechanism,
     noise_multiplier=noise_multiplier,
     num_queries=num_queries,
     neighboring=args.neighboring,
     sampling=sampling_scheme.with_probability(args.sampling_probability),
-  )
-  return epsilon_report(
-    plan,
-    num_steps=args.num_steps,
     delta=args.delta,
-    value_discretization_interval=args.value_discretization_interval,
   )
+
+
+def _calibrated(args):
+  """The plan calibrated for ``--epsilon`` on its own epsilon."""
+  from zoprivacy.accounting.plan_calibration import calibrate_plan  # pylint: disable=g-import-not-at-top
+
+  start = time.perf_counter()
+  plan = calibrate_plan(
+    _plan(args, 1.0), target_epsilon=args.epsilon, num_steps=args.num_steps
+  )
+  print(
+    f"calibrated noise_multiplier {plan.noise_multiplier:.6g}  (the "
+    f"smallest to 0.2% whose plan epsilon {plan.epsilon(args.num_steps):.6g}"
+    f" <= {args.epsilon:g}; {time.perf_counter() - start:.2f} s)"
+  )
+  return plan
 
 
 def main(argv=None) -> int:
   parser = build_parser()
   args = parser.parse_args(argv)
   try:
-    common = {name: getattr(args, name) for name in SETTING}
+    from zoprivacy.accounting.report import epsilon_report  # pylint: disable=g-import-not-at-top
+
     if args.command == "epsilon":
-      report = _report(args, args.noise_multiplier, args.num_queries)
+      plan = _plan(args, args.noise_multiplier, args.num_queries)
     else:
-      result = calibrate_noise_multiplier(target_epsilon=args.epsilon, **common)
-      print(
-        f"calibrated noise_multiplier {result.noise_multiplier:.6g}  "
-        f"(exact root in ({result.lower_bound:.6g}, "
-        f"{result.noise_multiplier:.6g}]; {result.num_pld_evaluations} "
-        f"PLD evaluations, {result.seconds:.2f} s)"
-      )
-      report = _report(args, result.noise_multiplier, 1)
+      plan = _calibrated(args)
+    report = epsilon_report(
+      plan,
+      num_steps=args.num_steps,
+      delta=args.delta,
+      value_discretization_interval=args.value_discretization_interval,
+    )
     print(report.format())
   except ValueError as exc:
     print(f"error: {exc}", file=sys.stderr)

@@ -62,6 +62,8 @@ from zoprivacy.estimators.privatization import (  # noqa: F401 (re-exported)
 from zoprivacy.privacy import plan as plan_lib
 from zoprivacy.privacy import randomness
 
+plan_lib.register_pytree()  # every estimator state holds a plan
+
 
 class EstimatorState(NamedTuple):
   """State of every estimator.

@@ -16,16 +16,30 @@
   same noise keys on every process of a run.
 """
 
-from zoprivacy.privacy.exact_noise import ExactNoiseSource
-from zoprivacy.privacy.noise_binding import bind_noise_secret
-from zoprivacy.privacy.plan import PlanError, PrivacyPlan, find_plan
-from zoprivacy.privacy.randomness import InsecureTestNoiseWarning
+import importlib
 
-__all__ = [
-  "ExactNoiseSource",
-  "InsecureTestNoiseWarning",
-  "PlanError",
-  "PrivacyPlan",
-  "bind_noise_secret",
-  "find_plan",
-]
+# Imported on first use (PEP 562): ``import zoprivacy.privacy.plan`` (the
+# accounting command line) loads neither JAX nor the noise samplers.
+_EXPORTS = {
+  "ExactNoiseSource": "zoprivacy.privacy.exact_noise",
+  "InsecureTestNoiseWarning": "zoprivacy.privacy.randomness",
+  "PlanError": "zoprivacy.privacy.plan",
+  "PrivacyPlan": "zoprivacy.privacy.plan",
+  "bind_noise_secret": "zoprivacy.privacy.noise_binding",
+  "find_plan": "zoprivacy.privacy.plan",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+  if name not in _EXPORTS:
+    raise AttributeError(
+      f"module 'zoprivacy.privacy' has no attribute {name!r}"
+    )
+  value = getattr(importlib.import_module(_EXPORTS[name]), name)
+  globals()[name] = value
+  return value
+
+
+def __dir__():
+  return __all__

@@ -14,7 +14,11 @@ Every estimator puts its plan into its optimizer state (the
 plan is registered as a pytree node *without leaves*, so it survives
 ``optax.chain``, ``optax.masked``, ``optax.inject_hyperparams``,
 ``jax.tree.map``, ``jax.jit`` and pickling, and :func:`find_plan` reads it
-back from any state however the estimator is wrapped.
+back from any state however the estimator is wrapped. This module does not
+import JAX (the accounting command line stays JAX-free): the registration
+(:func:`register_pytree`) happens when JAX is already loaded as a plan is
+made, when :mod:`zoprivacy.estimators.base` (every estimator state) is
+imported, and in :func:`find_plan`.
 
 Accounting: the mechanism's ``dp_event`` wrapped by the sampling is composed
 by dp_accounting's ``PLDAccountant``; a mechanism without an event gives one
@@ -33,9 +37,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import sys
 from typing import Any
-
-import jax
 
 from zoprivacy import mechanisms_accounting as mech_lib
 from zoprivacy.privacy import sampling_scheme
@@ -85,6 +88,8 @@ class PrivacyPlan:
   notes: tuple[str, ...] = ()
 
   def __post_init__(self):
+    if "jax" in sys.modules:  # a plan made where JAX runs can meet a pytree
+      register_pytree()
     if not isinstance(self.mechanism, mech_lib.NoiseMechanism):
       raise PlanError(
         f"mechanism must be a mechanism value, got {self.mechanism!r}; "
@@ -319,7 +324,13 @@ class PrivacyPlan:
     return cls(mechanism=mech_lib.NoNoise())
 
 
-jax.tree_util.register_static(PrivacyPlan)
+@functools.cache
+def register_pytree() -> None:
+  """Registers :class:`PrivacyPlan` as a static pytree node (no leaves),
+  once; imports JAX."""
+  import jax  # pylint: disable=g-import-not-at-top
+
+  jax.tree_util.register_static(PrivacyPlan)
 
 
 @functools.lru_cache(maxsize=16)  # a composed PLD can be several MB
@@ -357,6 +368,9 @@ def find_plan(state) -> PrivacyPlan:
     PlanError: when the state holds no plan (no zoprivacy estimator in the
       chain) or several different ones.
   """
+  import jax  # pylint: disable=g-import-not-at-top
+
+  register_pytree()
   found = [
     x
     for x in jax.tree.leaves(

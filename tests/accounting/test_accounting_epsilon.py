@@ -42,6 +42,37 @@ def test_dpzo_table16_epsilons(sigma, expected):
   assert abs(eps - paper) / paper < 0.01
 
 
+def _full_batch(noise_multiplier, num_steps):
+  return acc.poisson_gaussian_event(
+    noise_multiplier=noise_multiplier,
+    sampling_probability=1.0,
+    num_steps=num_steps,
+  )
+
+
+def _literal_queries_event(sigma, q, p, num_steps):
+  """``q`` Gaussians of std ``sqrt(q) sigma`` on one batch, written literally."""
+  inner = dp_accounting.ComposedDpEvent(
+    [dp_accounting.GaussianDpEvent(sigma * math.sqrt(q))] * q
+  )
+  if p < 1.0:
+    inner = dp_accounting.PoissonSampledDpEvent(p, inner)
+  return dp_accounting.SelfComposedDpEvent(inner, num_steps)
+
+
+def _plan_event(sigma, q, p, num_steps):
+  """The event of ``num_steps`` steps of the plan with ``q`` queries."""
+  plan = _plan(noise_multiplier=sigma, num_queries=q, sampling_probability=p)
+  return dp_accounting.SelfComposedDpEvent(plan.step_event(), num_steps)
+
+
+def _without_replacement(sigma, batch_size, dataset_size, num_steps):
+  inner = dp_accounting.SampledWithoutReplacementDpEvent(
+    dataset_size, batch_size, dp_accounting.GaussianDpEvent(sigma)
+  )
+  return dp_accounting.SelfComposedDpEvent(inner, num_steps)
+
+
 def test_pld_matches_dp_accounting_pld_accountant():
   """Our PLD construction is event-for-event dp_accounting's PLDAccountant."""
   events = [
@@ -53,7 +84,7 @@ def test_pld_matches_dp_accounting_pld_accountant():
     acc.poisson_laplace_event(
       noise_multiplier=3.0, sampling_probability=0.05, num_steps=300
     ),
-    acc.full_batch_gaussian_event(noise_multiplier=20.0, num_steps=50),
+    _full_batch(20.0, 50),
   ]
   for event in events:
     ref = pld_privacy_accountant.PLDAccountant()
@@ -171,18 +202,8 @@ def test_q_queries_equivalent_to_one_gaussian_under_rdp():
     (1.5, 9, 0.1, 50),
     (8.0, 2, 1.0, 100),
   ]:
-    composed = acc.poisson_gaussian_queries_composed_event(
-      noise_multiplier=sigma,
-      num_queries=q,
-      sampling_probability=p,
-      num_steps=T,
-    )
-    single = acc.poisson_gaussian_queries_event(
-      noise_multiplier=sigma,
-      num_queries=q,
-      sampling_probability=p,
-      num_steps=T,
-    )
+    composed = _literal_queries_event(sigma, q, p, T)
+    single = _plan_event(sigma, q, p, T)
     ref = rdp_privacy_accountant.RdpAccountant()
     ref.compose(composed)
     assert acc.rdp_epsilon(single, delta=DELTA) == pytest.approx(
@@ -190,43 +211,17 @@ def test_q_queries_equivalent_to_one_gaussian_under_rdp():
     )
     # A wrong equivalence (sigma instead of sigma * sqrt(q) per query) differs.
     wrong = rdp_privacy_accountant.RdpAccountant()
-    wrong.compose(
-      acc.poisson_gaussian_queries_composed_event(
-        noise_multiplier=sigma / math.sqrt(q),
-        num_queries=q,
-        sampling_probability=p,
-        num_steps=T,
-      )
-    )
+    wrong.compose(_literal_queries_event(sigma / math.sqrt(q), q, p, T))
     assert wrong.get_epsilon(DELTA) > 1.2 * ref.get_epsilon(DELTA)
   # The PLD rejects the composed form inside Poisson sampling, clearly.
-  with pytest.raises(ValueError, match="poisson_gaussian_queries_event"):
-    acc.pld_epsilon(
-      acc.poisson_gaussian_queries_composed_event(
-        noise_multiplier=3.0,
-        num_queries=4,
-        sampling_probability=0.02,
-        num_steps=5,
-      ),
-      delta=DELTA,
-    )
+  with pytest.raises(ValueError, match="num_queries=q"):
+    acc.pld_epsilon(_literal_queries_event(3.0, 4, 0.02, 5), delta=DELTA)
 
 
 def test_q_queries_equivalence_under_pld_without_sampling():
   """Without subsampling the PLD composes the q queries literally: same eps."""
-  composed = acc.poisson_gaussian_queries_composed_event(
-    noise_multiplier=5.0,
-    num_queries=4,
-    sampling_probability=1.0,
-    num_steps=1,
-  )
-  pld = acc.build_pld(composed)
-  single = acc.poisson_gaussian_queries_event(
-    noise_multiplier=5.0,
-    num_queries=4,
-    sampling_probability=1.0,
-    num_steps=1,
-  )
+  pld = acc.build_pld(_literal_queries_event(5.0, 4, 1.0, 1))
+  single = _plan_event(5.0, 4, 1.0, 1)
   assert pld.get_epsilon_for_delta(DELTA) == pytest.approx(
     acc.pld_epsilon(single, delta=DELTA), abs=2e-3
   )
@@ -234,10 +229,10 @@ def test_q_queries_equivalence_under_pld_without_sampling():
 
 def test_replace_one_conventions_pld_and_rdp_agree():
   """Replace-one charges sensitivity 2C in both PLD and (corrected) RDP."""
-  ev = acc.full_batch_gaussian_event(noise_multiplier=2.0, num_steps=10)
+  ev = _full_batch(2.0, 10)
   pld_rep = acc.pld_epsilon(ev, delta=DELTA, neighboring="replace_one")
   # Same as add/remove with half the noise multiplier.
-  half = acc.full_batch_gaussian_event(noise_multiplier=1.0, num_steps=10)
+  half = _full_batch(1.0, 10)
   assert pld_rep == pytest.approx(acc.pld_epsilon(half, delta=DELTA), rel=1e-9)
   rdp_rep = acc.rdp_epsilon(ev, delta=DELTA, neighboring="replace_one")
   assert rdp_rep == pytest.approx(acc.rdp_epsilon(half, delta=DELTA), rel=1e-12)
@@ -270,19 +265,15 @@ def test_replace_one_conventions_pld_and_rdp_agree():
 
 def test_sampling_without_replacement_rdp_replace_one():
   """Fixed-size batches: RDP, replace-one only; batch = n is full batch."""
-  full = acc.sampled_without_replacement_gaussian_event(
-    noise_multiplier=4.0, batch_size=100, dataset_size=100, num_steps=20
-  )
-  ref = acc.full_batch_gaussian_event(noise_multiplier=4.0, num_steps=20)
+  full = _without_replacement(4.0, 100, 100, 20)
+  ref = _full_batch(4.0, 20)
   assert acc.rdp_epsilon(full, delta=DELTA, neighboring="replace_one") == (
     pytest.approx(
       acc.rdp_epsilon(ref, delta=DELTA, neighboring="replace_one"),
       rel=1e-9,
     )
   )
-  sub = acc.sampled_without_replacement_gaussian_event(
-    noise_multiplier=4.0, batch_size=10, dataset_size=1000, num_steps=20
-  )
+  sub = _without_replacement(4.0, 10, 1000, 20)
   e_sub = acc.rdp_epsilon(sub, delta=DELTA, neighboring="replace_one")
   assert (
     0 < e_sub < acc.rdp_epsilon(full, delta=DELTA, neighboring="replace_one")
@@ -307,7 +298,7 @@ def test_dpzero_advanced_composition_reference():
   assert nm == pytest.approx(sigma * n / C, rel=1e-12)
   # Advanced composition is valid, so the tight replace-one PLD is below eps,
   # and clearly so (advanced composition is loose).
-  ev = acc.full_batch_gaussian_event(noise_multiplier=nm, num_steps=T)
+  ev = _full_batch(nm, T)
   tight = acc.pld_epsilon(ev, delta=delta, neighboring="replace_one")
   assert tight < eps
   assert tight < 0.6 * eps
@@ -400,16 +391,7 @@ def test_epsilon_input_validation():
       epsilon=0.0, delta=1e-5, num_steps=10, clip=1.0, dataset_size=10
     )
   with pytest.raises(ValueError, match="num_queries"):
-    acc.poisson_gaussian_queries_event(
-      noise_multiplier=1.0,
-      num_queries=0,
-      sampling_probability=0.1,
-      num_steps=3,
-    )
-  with pytest.raises(ValueError, match="batch_size"):
-    acc.sampled_without_replacement_gaussian_event(
-      noise_multiplier=1.0, batch_size=11, dataset_size=10, num_steps=3
-    )
+    _plan(noise_multiplier=1.0, num_queries=0, sampling_probability=0.1)
 
 
 def test_epsilon_grows_with_steps_and_shrinks_with_noise():

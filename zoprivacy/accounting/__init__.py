@@ -29,18 +29,14 @@ _EXPORTS = {
   "calibrate_plan": "zoprivacy.accounting.plan_calibration",
   "dpzero_advanced_composition_noise_multiplier": "zoprivacy.accounting.epsilon",
   "dpzero_advanced_composition_sigma": "zoprivacy.accounting.epsilon",
-  "full_batch_gaussian_event": "zoprivacy.accounting.events",
   "neighboring_relation": "zoprivacy.accounting.events",
   "pld_epsilon": "zoprivacy.accounting.epsilon",
   "pld_epsilon_by_direction": "zoprivacy.accounting.epsilon",
   "poisson_gaussian_event": "zoprivacy.accounting.events",
-  "poisson_gaussian_queries_composed_event": "zoprivacy.accounting.events",
-  "poisson_gaussian_queries_event": "zoprivacy.accounting.events",
   "poisson_laplace_event": "zoprivacy.accounting.events",
   "pure_epsilon_poisson_laplace": "zoprivacy.accounting.epsilon",
   "pure_laplace_noise_multiplier": "zoprivacy.accounting.epsilon",
   "rdp_epsilon": "zoprivacy.accounting.epsilon",
-  "sampled_without_replacement_gaussian_event": "zoprivacy.accounting.events",
 }
 __all__ = sorted(_EXPORTS)
 

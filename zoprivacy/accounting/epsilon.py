@@ -79,8 +79,8 @@ def _check(event, count: int, rel, interval: float, p: float = 1.0) -> None:
       raise ValueError(
         "dp_accounting's PLD accepts only a GaussianDpEvent or LaplaceDpEvent "
         f"inside PoissonSampledDpEvent, got {event.event!r}. For q Gaussian "
-        "queries on one batch use poisson_gaussian_queries_event (one "
-        "equivalent Gaussian, conventions §5)."
+        "queries on one batch use one equivalent Gaussian (a plan with "
+        "num_queries=q, conventions §5)."
       )
     p = validation.sampling_probability(event.sampling_probability)
     return _check(event.event, count, rel, interval, p)

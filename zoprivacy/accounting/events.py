@@ -22,8 +22,6 @@ Conventions (``docs/conventions.md`` §3, 5, 8; same as ``zoprivacy.mechanisms``
 
 from __future__ import annotations
 
-import math
-
 import dp_accounting
 
 from zoprivacy import validation
@@ -111,90 +109,3 @@ def poisson_laplace_event(
     sampling_probability,
     num_steps,
   )
-
-
-def full_batch_gaussian_event(
-  *, noise_multiplier: float, num_steps: int
-) -> dp_accounting.DpEvent:
-  """``num_steps`` full-batch Gaussian releases (DPZero Alg. 2, ``p = 1``)."""
-  return poisson_gaussian_event(
-    noise_multiplier=noise_multiplier,
-    sampling_probability=1.0,
-    num_steps=num_steps,
-  )
-
-
-def poisson_gaussian_queries_event(
-  *,
-  noise_multiplier: float,
-  num_queries: int,
-  sampling_probability: float,
-  num_steps: int,
-) -> dp_accounting.DpEvent:
-  """``num_queries`` Gaussian queries per Poisson batch, as one Gaussian.
-
-  Each query (PAZO-M/P's ``q`` queries, PAZO-S's ``k+1`` candidates, n-SPSA)
-  gets noise std ``sqrt(num_queries) * noise_multiplier * C``. By Gaussian DP
-  (Dong et al., Cor. 3.3; conventions §5) the ``q`` releases on one batch are
-  exactly one Gaussian mechanism with ``noise_multiplier``, which is the event
-  returned (the form ``dp_accounting``'s PLD accepts). Compare
-  :func:`poisson_gaussian_queries_composed_event`.
-  """
-  validation.num_steps(num_queries, name="num_queries")
-  return poisson_gaussian_event(
-    noise_multiplier=noise_multiplier,
-    sampling_probability=sampling_probability,
-    num_steps=num_steps,
-  )
-
-
-def poisson_gaussian_queries_composed_event(
-  *,
-  noise_multiplier: float,
-  num_queries: int,
-  sampling_probability: float,
-  num_steps: int,
-) -> dp_accounting.DpEvent:
-  """The same mechanism written literally: ``q`` Gaussians of std ``sqrt(q) sigma``.
-
-  ``PoissonSampledDpEvent(p, ComposedDpEvent([GaussianDpEvent(sqrt(q) sigma)] * q))``
-  composed ``num_steps`` times. Only ``dp_accounting``'s RDP accountant
-  accepts this form; it exists to check :func:`poisson_gaussian_queries_event`.
-  """
-  sigma = validation.noise_multiplier(noise_multiplier)
-  q = validation.num_steps(num_queries, name="num_queries")
-  p = validation.sampling_probability(sampling_probability)
-  steps = validation.num_steps(num_steps)
-  per_query = dp_accounting.GaussianDpEvent(sigma * math.sqrt(q))
-  inner = dp_accounting.ComposedDpEvent([per_query] * q)
-  if p < 1.0:
-    inner = dp_accounting.PoissonSampledDpEvent(p, inner)
-  return dp_accounting.SelfComposedDpEvent(inner, steps)
-
-
-def sampled_without_replacement_gaussian_event(
-  *,
-  noise_multiplier: float,
-  batch_size: int,
-  dataset_size: int,
-  num_steps: int,
-) -> dp_accounting.DpEvent:
-  """Fixed-size batches of ``batch_size`` drawn without replacement each step.
-
-  ``SampledWithoutReplacementDpEvent(dataset_size, batch_size,
-  GaussianDpEvent(noise_multiplier))`` composed ``num_steps`` times. Only
-  ``dp_accounting``'s RDP accountant supports it, under replace-one (Wang,
-  Balle, Kasiviswanathan 2019, Thm. 27: ``n`` is public). The theorem assumes
-  each batch is an *independent* uniformly random subset; see
-  :class:`zoprivacy.accounting.PrivacyLedger` for epoch-wise shuffling.
-  """
-  sigma = validation.noise_multiplier(noise_multiplier)
-  n = validation.num_steps(dataset_size, name="dataset_size")
-  m = validation.num_steps(batch_size, name="batch_size")
-  if m > n:
-    raise ValueError(f"batch_size ({m}) must be <= dataset_size ({n}).")
-  steps = validation.num_steps(num_steps)
-  inner = dp_accounting.SampledWithoutReplacementDpEvent(
-    n, m, dp_accounting.GaussianDpEvent(sigma)
-  )
-  return dp_accounting.SelfComposedDpEvent(inner, steps)

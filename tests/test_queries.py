@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from zoprivacy import directions, queries
+from zoprivacy import blockwise_dot, directions, queries
 
 
 def _params():
@@ -130,8 +130,8 @@ def test_blockwise_perturbed_dot_equals_the_materialized_one(name, monkeypatch):
       _dense_loss, params, x, perturb_leaf
     )
 
-  monkeypatch.setattr(queries, "DOT_BLOCK_MIN_ELEMENTS", 2048)
-  monkeypatch.setattr(queries, "DOT_BLOCK_ELEMENTS", 16 * 48)  # 4 blocks
+  monkeypatch.setattr(blockwise_dot, "DOT_BLOCK_MIN_ELEMENTS", 2048)
+  monkeypatch.setattr(blockwise_dot, "DOT_BLOCK_ELEMENTS", 16 * 48)  # 4 blocks
   blocked = jax.make_jaxpr(first_use)(params, x)
   loops = [e for e in blocked.eqns if e.primitive.name in ("scan", "while")]
   assert len(loops) == 1  # w1 only: w2 is read twice
@@ -141,11 +141,11 @@ def test_blockwise_perturbed_dot_equals_the_materialized_one(name, monkeypatch):
   # Several devices (the kernel may be sharded) or a smaller kernel: whole.
   for patch in (
     lambda: monkeypatch.setattr(jax, "device_count", lambda: 8),
-    lambda: monkeypatch.setattr(queries, "DOT_BLOCK_MIN_ELEMENTS", 2**40),
+    lambda: monkeypatch.setattr(blockwise_dot, "DOT_BLOCK_MIN_ELEMENTS", 2**40),
   ):
     monkeypatch.undo()
-    monkeypatch.setattr(queries, "DOT_BLOCK_MIN_ELEMENTS", 2048)
-    monkeypatch.setattr(queries, "DOT_BLOCK_ELEMENTS", 16 * 48)
+    monkeypatch.setattr(blockwise_dot, "DOT_BLOCK_MIN_ELEMENTS", 2048)
+    monkeypatch.setattr(blockwise_dot, "DOT_BLOCK_ELEMENTS", 16 * 48)
     patch()
     jax.clear_caches()  # traces are cached per function
     whole = jax.make_jaxpr(first_use)(params, x)

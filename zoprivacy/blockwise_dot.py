@@ -18,7 +18,8 @@ from jax.extend import core as jax_core
 # DOT_BLOCK_ELEMENTS (1 MiB of float32) are live at once: each pass's
 # perturbed block, the block's ``l U`` that they share and the next
 # block's, drawn one iteration ahead (so two passes take blocks of a
-# quarter of it, one pass a third). Not with several devices: there the
+# quarter of it, one pass a third), or the fewest larger blocks that
+# keep the loop at _MAX_DOT_BLOCKS iterations. Not with several devices: there the
 # kernel may be sharded (FSDP), and XLA would gather a row block's whole
 # kernel onto every device (8 devices, wide MLP: 3.7 -> 22.4 MiB each).
 DOT_BLOCK_MIN_ELEMENTS = 2**20
@@ -63,9 +64,12 @@ def dot_rows_per_block(eqn, pending, leaves, uses, passes):
   ):
     return None
   rows, cols = leaf.shape
-  most = max(1, DOT_BLOCK_ELEMENTS // (passes + 2) // cols)
-  block = max(r for r in range(1, min(rows, most) + 1) if rows % r == 0)
-  return (i, block) if rows // block <= _MAX_DOT_BLOCKS else None
+  most = DOT_BLOCK_ELEMENTS // (passes + 2) // cols
+  divisors = [r for r in range(1, rows + 1) if rows % r == 0]
+  block = max(r for r in divisors if r <= max(most, 1))
+  if rows // block > _MAX_DOT_BLOCKS:  # fewer, larger blocks (4096 x 1536)
+    block = min(r for r in divisors if rows // r <= _MAX_DOT_BLOCKS)
+  return (i, block) if block < rows else None
 
 
 class Lanes(tuple):

@@ -82,38 +82,26 @@ def words_for_keys(key_words, *counters: int) -> WordSource:
 
 
 def _below(src: WordSource, m) -> np.ndarray:
-  """Exactly uniform integers in ``[0, m)`` (``m >= 1``, ``m < 2**53``): the
-  top ``bit_length(m - 1)`` bits of a word, rejected until below ``m``."""
-  m = np.asarray(m, np.int64)
-  if m.ndim == 0 or np.all(m == m.flat[0]):  # one bound: scalar shifts
-    return _below_const(src, int(m.flat[0]), m.size)
-  bits = np.frexp((m - 1).astype(np.float64))[1].astype(np.uint64)
-  out = np.zeros(m.shape, np.int64)
-  todo = np.flatnonzero(bits > 0)
-  while todo.size:
-    r = (src.words(todo.size) >> (64 - bits[todo])).astype(np.int64)
-    ok = r < m[todo]
-    out[todo[ok]] = r[ok]
-    todo = todo[~ok]
-  return out
+  """Exactly uniform integers in ``[0, m)`` (``1 <= m < 2**63``; an array
+  of bounds, or one bound ``m`` broadcast to ``size``): ``W mod m`` for a
+  uniform 64-bit word ``W``, ``W`` redrawn while below ``2**64 mod m``
+  (so that every residue has ``floor(2**64 / m)`` preimages). A redraw
+  has probability ``m / 2**64``, below ``2**-7`` for the bounds here
+  (``m <= 19! < 2**57``): one pass over the entries, nearly always."""
+  m = np.asarray(m, np.uint64)
+  low = (np.uint64(0) - m) % m  # 2**64 mod m, in wrapping uint64
+  w = src.words(m.size).reshape(m.shape)
+  redo = np.flatnonzero(w < low)
+  while redo.size:
+    fresh = src.words(redo.size)
+    w.flat[redo] = fresh
+    redo = redo[fresh < (low.flat[redo] if low.ndim else low)]
+  return (w % m).astype(np.int64)
 
 
-def _below_const(src: WordSource, m: int, n: int) -> np.ndarray:
-  """``n`` exactly uniform integers in ``[0, m)``."""
-  k = (m - 1).bit_length()
-  out = np.zeros(n, np.int64)
-  if k == 0:
-    return out
-  shift = np.uint64(64 - k)
-  r = (src.words(n) >> shift).astype(np.int64)
-  todo = np.flatnonzero(r >= m)
-  out[:] = r
-  while todo.size:
-    r = (src.words(todo.size) >> shift).astype(np.int64)
-    ok = r < m
-    out[todo[ok]] = r[ok]
-    todo = todo[~ok]
-  return out
+def _uniform(src: WordSource, m: int, n: int) -> np.ndarray:
+  """``n`` exactly uniform integers in ``[0, m)`` for one bound ``m``."""
+  return _below(src, np.full(n, m, np.uint64))
 
 
 def _bern_exp_fraction(src, num, den) -> np.ndarray:
@@ -146,67 +134,115 @@ def bernoulli_exp(src, num, den) -> np.ndarray:
   return out
 
 
+_RADIX = 19  # 19! < 2**57: the trials Bernoulli(1/2) .. Bernoulli(1/19)
+_FACTORIAL = 121_645_100_408_832_000  # 19!
+
+
 def _bern_exp_one(src, n: int) -> np.ndarray:
   """``n`` Bernoulli(exp(-1)): Alg. 1 at ``gamma = 1``, whose first trial
-  ``Bernoulli(1)`` always succeeds; then ``K += 1`` while ``Bernoulli(1/K)``."""
+  ``Bernoulli(1)`` always succeeds; then ``K += 1`` while ``Bernoulli(1/K)``,
+  accept iff ``K`` is odd.
+
+  The trials ``K = 2 .. 19`` come from one uniform ``R`` in ``[0, 19!)``:
+  its mixed-radix digits ``d_j = floor(R / (j-1)!) mod j`` are independent
+  and uniform in ``[0, j)``, and trial ``j`` succeeds iff ``d_j = 0``. All
+  of trials ``2 .. k`` succeed iff ``d_2 = .. = d_k = 0``. Only ``R = 0``
+  (probability ``1 / 19!``) goes on, one trial a pass, from ``K = 20``."""
+  r = _uniform(src, _FACTORIAL, n)
   k = np.full(n, 2, np.int64)
   active = np.arange(n)
-  kk = 2
+  for j in range(2, _RADIX + 1):  # d_j = 0: trial j succeeds, K > j
+    ok = r % j == 0
+    active, r = active[ok], r[ok] // j
+    k[active] = j + 1
+    if not active.size:
+      break
+  kk = _RADIX + 1
   while active.size:
-    active = active[_below_const(src, kk, active.size) == 0]
+    active = active[_uniform(src, kk, active.size) == 0]
     kk += 1
     k[active] = kk
   return k % 2 == 1
 
 
 def _geometric(src, n: int) -> np.ndarray:
-  """Number of ``Bernoulli(exp(-1))`` successes before the first failure."""
-  v = np.zeros(n, np.int64)
-  alive = np.arange(n)
-  while alive.size:
-    alive = alive[_bern_exp_one(src, alive.size)]
-    v[alive] += 1
-  return v
+  """``n`` numbers of ``Bernoulli(exp(-1))`` successes before the first
+  failure: one i.i.d. sequence of trials, drawn in batches, cut at its
+  failures (the ``i``-th run of successes is the ``i``-th count)."""
+  runs, have, carry = [], 0, 0
+  while have < n:
+    trials = _bern_exp_one(src, int((n - have) * 1.7) + 16)
+    fails = np.flatnonzero(~trials)
+    if fails.size:
+      lengths = np.diff(fails, prepend=-1) - 1
+      lengths[0] += carry
+      carry = trials.size - 1 - int(fails[-1])
+      runs.append(lengths)
+      have += lengths.size
+    else:
+      carry += trials.size
+  return np.concatenate(runs)[:n]
+
+
+def _first_accepted(n: int, rate: float, propose) -> np.ndarray:
+  """``n`` draws of a rejection sampler: ``propose(c)`` gives ``c`` i.i.d.
+  ``(value, accepted)`` candidates; batches are drawn until ``n`` are
+  accepted, and the first ``n`` accepted values are kept, in order. The
+  accepted values of an i.i.d. candidate sequence are i.i.d. from the
+  target, and when to stop depends on the acceptances only, so this is
+  exactly the one-at-a-time loop read in batches (``rate``, a guess of the
+  acceptance rate, sizes the batches: it changes the cost, not the law)."""
+  parts, have = [], 0
+  while have < n:
+    values, accepted = propose(int((n - have) / rate * 1.05) + 32)
+    parts.append(values[accepted])
+    have += parts[-1].size
+  return np.concatenate(parts)[:n] if parts else np.zeros(0, np.int64)
 
 
 def discrete_laplace(src, t: int, n: int) -> np.ndarray:
   """``n`` i.i.d. discrete Laplace of integer scale ``t`` (Alg. 2)."""
-  out = np.zeros(n, np.int64)
-  todo = np.arange(n)
-  while todo.size:
-    tt = np.full(todo.size, t, np.int64)
-    u = _below(src, tt)
-    kept = np.flatnonzero(bernoulli_exp(src, u, tt))
-    x = u[kept] + t * _geometric(src, kept.size)
-    negative = (src.words(kept.size) >> np.uint64(63)) == 1
-    good = ~(negative & (x == 0))
-    done = todo[kept[good]]
-    out[done] = np.where(negative, -x, x)[good]
-    rest = np.ones(todo.size, bool)
-    rest[kept[good]] = False
-    todo = todo[rest]
-  return out
+
+  def propose(c):
+    u = _uniform(src, t, c)
+    kept = bernoulli_exp(src, u, np.full(c, t, np.int64))
+    x = u + t * _geometric_where(src, kept)
+    negative = _bits(src, c)
+    return np.where(negative, -x, x), kept & ~(negative & (x == 0))
+
+  return _first_accepted(n, 0.63 * (1.0 - 0.32 / t), propose)
+
+
+def _bits(src, n: int) -> np.ndarray:
+  """``n`` independent fair bits: the 64 bits of each uniform word."""
+  words = src.words(-(-n // 64))
+  return np.unpackbits(words.view(np.uint8))[:n].astype(bool)
+
+
+def _geometric_where(src, kept) -> np.ndarray:
+  """:func:`_geometric` at the ``kept`` entries, zero elsewhere."""
+  v = np.zeros(kept.shape, np.int64)
+  v[kept] = _geometric(src, int(np.count_nonzero(kept)))
+  return v
 
 
 def discrete_gaussian(src, sigma: int, n: int) -> np.ndarray:
   """``n`` i.i.d. discrete Gaussians of integer ``sigma`` (Alg. 3, ``t =
   sigma``): ``P(x) proportional to exp(-x^2 / (2 sigma^2))`` on the integers."""
   sigma = check_sigma(sigma)
-  out = np.zeros(n, np.int64)
-  todo = np.arange(n)
   den = 2 * sigma * sigma
-  while todo.size:
-    y = discrete_laplace(src, sigma, todo.size)
+
+  def propose(c):
+    y = discrete_laplace(src, sigma, c)
     if np.any(np.abs(y) >= _MAX_PROPOSAL):
       raise RuntimeError(
         "A discrete Laplace proposal reached 2**31 (probability below "
         "exp(-128)); refusing rather than approximating. Draw again."
       )
     a = np.abs(y) - sigma
-    ok = bernoulli_exp(src, a * a, np.full(todo.size, den, np.int64))
-    out[todo[ok]] = y[ok]
-    todo = todo[~ok]
-  return out
+    return y, bernoulli_exp(src, a * a, np.full(c, den, np.int64))
+
+  return _first_accepted(n, 0.7, propose)
 
 
 def check_sigma(sigma) -> int:

@@ -47,6 +47,7 @@ from zoprivacy.privacy import randomness
 MAX_SIGMA = 2**24
 _MAX_PROPOSAL = 2**31
 _PURPOSE = b"zoprivacy vector discrete gaussian"
+_STEP_PURPOSE = b"zoprivacy vector discrete gaussian, keyed step"
 
 
 class WordSource:
@@ -273,12 +274,43 @@ def draw(key_words, sigma: int, size: int, step_tag: int = 0) -> np.ndarray:
   """
   key_words = np.asarray(key_words, np.uint32)
   rows = int(np.prod(key_words.shape[:-1], dtype=np.int64))
-  total = rows * int(size)
+  noise = _chunked(
+    lambda c: words_for_keys(key_words, sigma, size, step_tag, c),
+    sigma,
+    rows * int(size),
+  )
+  return noise.reshape(key_words.shape[:-1] + (int(size),))
+
+
+def draw_step(key_words, sigma: int, size: int, step: int) -> np.ndarray:
+  """``int32[size]``: the noise of step ``step`` under a step-independent
+  key (``uint32[4]``, already bound to the plan): a pure function of
+  ``(key, sigma, size, step)``, wherever and whenever it is drawn (the
+  prefetching source, :mod:`zoprivacy.privacy.vector_noise_prefetch`, and
+  an on-demand draw agree). Chunks and refusals as in :func:`draw`."""
+  key_words = np.asarray(key_words, np.uint32).reshape(-1)
+  secret = randomness.secret_from_key_data(key_words)
+
+  def source(c):
+    tag = b"".join(
+      int(x).to_bytes(8, "little", signed=True) for x in (sigma, size, step, c)
+    )
+    key = hashlib.blake2b(_STEP_PURPOSE + tag, key=secret, digest_size=16)
+    return WordSource(key.digest())
+
+  return _chunked(source, sigma, int(size))
+
+
+def _chunked(source, sigma: int, total: int) -> np.ndarray:
+  """``int32[total]``: chunk ``c`` of :data:`CHUNK` coordinates drawn from
+  ``source(c)``, chunks on a thread pool (the result does not depend on
+  the number of threads)."""
   starts = range(0, total, CHUNK)
 
   def chunk(start):
-    src = words_for_keys(key_words, sigma, size, step_tag, start // CHUNK)
-    return discrete_gaussian(src, sigma, min(CHUNK, total - start))
+    return discrete_gaussian(
+      source(start // CHUNK), sigma, min(CHUNK, total - start)
+    )
 
   if len(starts) > 1:
     workers = min(len(starts), os.cpu_count() or 1)
@@ -289,4 +321,4 @@ def draw(key_words, sigma: int, size: int, step_tag: int = 0) -> np.ndarray:
   noise = np.concatenate(parts)
   if np.any(np.abs(noise) > 2**30):
     raise RuntimeError("Discrete Gaussian draw beyond 2**30; refusing.")
-  return noise.astype(np.int32).reshape(key_words.shape[:-1] + (int(size),))
+  return noise.astype(np.int32)

@@ -85,6 +85,7 @@ class VectorNoiseSource:
     self.size = int(size)
     self.ahead = int(ahead)
     self.draws = 0  # sampler calls (on demand and prefetched)
+    self.waits = 0  # steps that found their draw still under way
     self._ready: dict[int, np.ndarray] = {}
     self._pending: dict[int, threading.Thread] = {}
     self._errors: dict[int, BaseException] = {}
@@ -138,6 +139,8 @@ class VectorNoiseSource:
     step = int(step)
     with self._lock:
       thread = self._pending.get(step)
+      if thread is not None and thread.is_alive():
+        self.waits += 1
     if thread is not None:
       thread.join()
     with self._lock:

@@ -56,7 +56,20 @@ class WordSource:
   def __init__(self, key: bytes):
     if len(key) != 16:
       raise ValueError("A word source needs a 16-byte key.")
-    self._gen = np.random.Philox(key=np.frombuffer(key, np.uint64))
+    # The state of Philox(key=key), set directly: the constructor would
+    # first read OS entropy for a seed that the key then overrides.
+    self._gen = np.random.Philox(0)
+    self._gen.state = {
+      "bit_generator": "Philox",
+      "state": {
+        "counter": np.zeros(4, np.uint64),
+        "key": np.frombuffer(key, np.uint64).copy(),
+      },
+      "buffer": np.zeros(4, np.uint64),
+      "buffer_pos": 4,
+      "has_uint32": 0,
+      "uinteger": 0,
+    }
     self.words_used = 0
 
   def words(self, n: int) -> np.ndarray:
@@ -82,43 +95,57 @@ def words_for_keys(key_words, *counters: int) -> WordSource:
   return WordSource(key)
 
 
-def _below(src: WordSource, m) -> np.ndarray:
+def _below(src: WordSource, m, n: int | None = None) -> np.ndarray:
   """Exactly uniform integers in ``[0, m)`` (``1 <= m < 2**63``; an array
-  of bounds, or one bound ``m`` broadcast to ``size``): ``W mod m`` for a
-  uniform 64-bit word ``W``, ``W`` redrawn while below ``2**64 mod m``
-  (so that every residue has ``floor(2**64 / m)`` preimages). A redraw
-  has probability ``m / 2**64``, below ``2**-7`` for the bounds here
-  (``m <= 19! < 2**57``): one pass over the entries, nearly always."""
+  of bounds, or one bound for ``n`` draws): ``r = W mod m`` for a uniform
+  64-bit word ``W``, ``W`` redrawn when ``W - r > 2**64 - m`` (the last,
+  incomplete period of ``m``, so that every residue has ``floor(2**64 /
+  m)`` preimages). A redraw has probability below ``m / 2**64 < 2**-7``
+  for the bounds here (``m <= 19! < 2**57``): one pass, nearly always."""
   m = np.asarray(m, np.uint64)
-  low = (np.uint64(0) - m) % m  # 2**64 mod m, in wrapping uint64
-  w = src.words(m.size).reshape(m.shape)
-  redo = np.flatnonzero(w < low)
+  w = src.words(m.size if n is None else n)
+  r = w % m
+  redo = np.flatnonzero(w - r + (m - np.uint64(1)) < w - r)  # wraps
   while redo.size:
+    mm = m if m.ndim == 0 else m[redo]
     fresh = src.words(redo.size)
-    w.flat[redo] = fresh
-    redo = redo[fresh < (low.flat[redo] if low.ndim else low)]
-  return (w % m).astype(np.int64)
+    rr = fresh % mm
+    r[redo] = rr
+    redo = redo[fresh - rr + (mm - np.uint64(1)) < fresh - rr]
+  return r.astype(np.int64)
 
 
 def _uniform(src: WordSource, m: int, n: int) -> np.ndarray:
   """``n`` exactly uniform integers in ``[0, m)`` for one bound ``m``."""
-  return _below(src, np.full(n, m, np.uint64))
+  return _below(src, m, n)
 
 
 def _bern_exp_fraction(src, num, den) -> np.ndarray:
-  """``Bernoulli(exp(-num/den))`` for ``0 <= num <= den`` (Alg. 1)."""
-  k = np.ones(num.shape, np.int64)
-  active = np.arange(num.size)
-  while active.size:
-    a = _below(src, den[active] * k[active]) < num[active]
-    active = active[a]
-    k[active] += 1
-  return k % 2 == 1
+  """``Bernoulli(exp(-num/den))`` for ``0 <= num <= den`` (Alg. 1): round
+  ``K = 1, 2, ..`` runs ``Bernoulli(num / (den K))`` on the entries still
+  going (all at the same ``K``); an entry stops at its first failure,
+  accepted iff that ``K`` is odd. ``den``: one bound or one per entry."""
+  out = np.zeros(num.shape, bool)
+  scalar = np.ndim(den) == 0
+  index, num_k, den_k = np.arange(num.size), num, den
+  k = 1
+  while index.size:
+    m = den_k * k
+    go = _below(src, m, index.size if scalar else None) < num_k
+    out[index[~go]] = k % 2 == 1
+    index, num_k = index[go], num_k[go]
+    den_k = den_k if scalar else den_k[go]
+    k += 1
+  return out
 
 
 def bernoulli_exp(src, num, den) -> np.ndarray:
-  """``Bernoulli(exp(-num/den))`` for integer arrays ``num >= 0``, ``den >= 1``."""
-  num, den = np.asarray(num, np.int64), np.asarray(den, np.int64)
+  """``Bernoulli(exp(-num/den))`` for integers ``num >= 0`` (an array) and
+  ``den >= 1`` (one, or one per entry)."""
+  num = np.asarray(num, np.int64)
+  den = np.asarray(den, np.int64)
+  if den.ndim and den.size and np.all(den == den.flat[0]):
+    den = den.flat[0]  # one bound: scalar arithmetic in every round
   out = np.ones(num.shape, bool)
   whole = num // den
   alive = np.flatnonzero(whole > 0)
@@ -131,7 +158,7 @@ def bernoulli_exp(src, num, den) -> np.ndarray:
     alive, left = alive[keep], left[keep]
   rest = np.flatnonzero(out)
   frac = (num - whole * den)[rest]
-  out[rest] = _bern_exp_fraction(src, frac, den[rest])
+  out[rest] = _bern_exp_fraction(src, frac, den if den.ndim == 0 else den[rest])
   return out
 
 
@@ -206,7 +233,7 @@ def discrete_laplace(src, t: int, n: int) -> np.ndarray:
 
   def propose(c):
     u = _uniform(src, t, c)
-    kept = bernoulli_exp(src, u, np.full(c, t, np.int64))
+    kept = bernoulli_exp(src, u, t)
     x = u + t * _geometric_where(src, kept)
     negative = _bits(src, c)
     return np.where(negative, -x, x), kept & ~(negative & (x == 0))
@@ -241,7 +268,7 @@ def discrete_gaussian(src, sigma: int, n: int) -> np.ndarray:
         "exp(-128)); refusing rather than approximating. Draw again."
       )
     a = np.abs(y) - sigma
-    return y, bernoulli_exp(src, a * a, np.full(c, den, np.int64))
+    return y, bernoulli_exp(src, a * a, den)
 
   return _first_accepted(n, 0.7, propose)
 

@@ -74,7 +74,7 @@ class WordSource:
 
   def words(self, n: int) -> np.ndarray:
     self.words_used += int(n)
-    return self._gen.random_raw(int(n)).astype(np.uint64)
+    return self._gen.random_raw(int(n)).astype(np.uint64, copy=False)
 
 
 def words_for_keys(key_words, *counters: int) -> WordSource:

@@ -102,17 +102,23 @@ def _below(src: WordSource, m, n: int | None = None) -> np.ndarray:
   incomplete period of ``m``, so that every residue has ``floor(2**64 /
   m)`` preimages). A redraw has probability below ``m / 2**64 < 2**-7``
   for the bounds here (``m <= 19! < 2**57``): one pass, nearly always."""
+  if n is not None:  # one bound: keep W <= floor(2**64 / m) m - 1
+    w = src.words(n)
+    r = w % np.uint64(m)
+    redo = np.flatnonzero(w > np.uint64((2**64 // int(m)) * int(m) - 1))
+  else:
+    m = np.asarray(m, np.uint64)
+    w = src.words(m.size)
+    r = w % m
+    redo = np.flatnonzero(w - r + (m - np.uint64(1)) < w - r)  # wraps
   m = np.asarray(m, np.uint64)
-  w = src.words(m.size if n is None else n)
-  r = w % m
-  redo = np.flatnonzero(w - r + (m - np.uint64(1)) < w - r)  # wraps
   while redo.size:
     mm = m if m.ndim == 0 else m[redo]
     fresh = src.words(redo.size)
     rr = fresh % mm
     r[redo] = rr
     redo = redo[fresh - rr + (mm - np.uint64(1)) < fresh - rr]
-  return r.astype(np.int64)
+  return r.view(np.int64)  # r < m < 2**63
 
 
 def _uniform(src: WordSource, m: int, n: int) -> np.ndarray:

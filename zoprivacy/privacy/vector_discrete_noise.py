@@ -3,8 +3,10 @@
 The samplers of :mod:`zoprivacy.privacy.discrete_noise` draw one value per
 Python call (about 5 us each): too slow for the ``d`` coordinates of a
 gradient. This module runs the same algorithms of Canonne, Kamath & Steinke
-(2020) on whole ``int64`` numpy arrays, each rejection loop re-run only on
-the entries it has not yet decided:
+(2020) on whole ``int64`` numpy arrays: a loop's next round runs only on
+the entries it has not yet decided, and a rejection sampler proposes
+candidates in batches and keeps the first ``n`` accepted (see
+:func:`_first_accepted`):
 
 * Alg. 1, ``Bernoulli(exp(-n/m))`` for integers ``n >= 0``, ``m >= 1``:
   ``floor(n/m)`` independent ``Bernoulli(exp(-1))`` (all must succeed), then
@@ -20,7 +22,8 @@ the entries it has not yet decided:
   probability ``exp(-(|Y| - sigma)^2 / (2 sigma^2))``.
 
 Every probability is a ratio of integers decided by an exactly uniform
-integer (rejection sampling on the top bits of 64-bit words), so given
+integer (a 64-bit word modulo the bound, the word redrawn in the last,
+incomplete period: :func:`_below`), so given
 uniform words the output follows the discrete Gaussian exactly. With
 ``sigma <= 2**24`` and ``|Y| < 2**31`` every intermediate fits ``int64``
 (``(|Y| - sigma)^2 < 2**62``, ``2 sigma^2 K < 2**53``); a proposal with

@@ -1,0 +1,75 @@
+"""Estimator factories are plain explicit functions: every argument is in
+the signature, and the registry reads its flags and defaults from it."""
+
+import ast
+import inspect
+import pathlib
+
+import zoprivacy
+from zoprivacy.estimators import ESTIMATORS, registry
+
+ROOT = pathlib.Path(zoprivacy.__file__).parent
+
+
+def _calls(path: pathlib.Path):
+  for node in ast.walk(ast.parse(path.read_text())):
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+      yield node.func.id
+
+
+def test_no_locals_forwarding_or_signature_rewriting():
+  offenders = [
+    f"{path.relative_to(ROOT)}: {name}()"
+    for path in sorted(ROOT.rglob("*.py"))
+    for name in _calls(path)
+    if name == "locals"
+  ]
+  assert not offenders
+  for path in sorted(ROOT.rglob("*.py")):
+    assert "__signature__" not in path.read_text(), path
+
+
+def test_every_factory_is_keyword_only_and_unwrapped():
+  for name in registry.names():
+    factory = registry.get(name).factory
+    assert not hasattr(factory, "__wrapped__"), name
+    params = inspect.signature(factory).parameters.values()
+    kinds = {p.kind for p in params}
+    assert inspect.Parameter.VAR_KEYWORD not in kinds, name
+    assert inspect.Parameter.VAR_POSITIONAL not in kinds, name
+    if name != "noisy_zogd":  # its setting is its one positional argument
+      assert kinds == {inspect.Parameter.KEYWORD_ONLY}, name
+
+
+def test_flags_and_defaults_come_from_the_signature():
+  for name in registry.names():
+    spec = registry.get(name)
+    params = inspect.signature(spec.factory).parameters
+    assert spec.private == ("noise_multiplier" in params), name
+    assert spec.exact_noise == ("noise" in params), name
+    assert spec.needs_num_steps == ("num_steps" in params), name
+    assert spec.needs_learning_rate == ("learning_rate" in params), name
+    assert spec.takes_setting == ("setting" in params), name
+    for key, value in spec.defaults:
+      if key in params:
+        assert params[key].default == value, (name, key)
+      else:  # only a setting's hyperparameters are declared apart
+        assert spec.takes_setting and key in dict(spec.setting_defaults)
+  assert dict(registry.get("dpzero").defaults)["clip"] == 1.0
+  assert "noise" not in dict(registry.get("dpzero").defaults)
+  assert not registry.get("mezo").private
+
+
+def test_registered_noisy_zogd_is_the_exported_chain():
+  assert ESTIMATORS["noisy_zogd"] is zoprivacy.noisy_zogd_chain
+  for name, factory in ESTIMATORS.items():
+    if hasattr(zoprivacy, name) and name != "noisy_zogd":
+      assert getattr(zoprivacy, name) is factory, name
+
+
+def test_variants_list_the_privacy_arguments_of_their_base():
+  shared = {"clip", "noise_multiplier", "expected_batch_size", "dataset_size"}
+  for name in registry.names():
+    spec = registry.get(name)
+    if spec.private and not spec.takes_setting and name != "gep":
+      assert shared <= set(inspect.signature(spec.factory).parameters), name

@@ -124,7 +124,11 @@ def _privacy_fields(run: Run, done: int) -> dict[str, Any]:
       f"(the ledger counts {run.ledger.num_steps} steps, the plan "
       f"{config.num_steps})."
     )
-  pure = plan.mechanism.pure_epsilon(plan.sampling_probability, done)
+  pure = (
+    plan.mechanism.pure_epsilon(plan.sampling_probability, done)
+    if plan.is_noised
+    else None
+  )
   if pure is not None:  # DP-ZO Thm 3.1 for the subsampled Laplace
     out["pure_epsilon"] = pure
   return out

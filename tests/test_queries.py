@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from zoprivacy import directions, queries
+from zoprivacy import blockwise_dot, directions, queries
 
 
 def _params():
@@ -130,8 +130,8 @@ def test_blockwise_perturbed_dot_equals_the_materialized_one(name, monkeypatch):
       _dense_loss, params, x, perturb_leaf
     )
 
-  monkeypatch.setattr(queries, "DOT_BLOCK_MIN_ELEMENTS", 2048)
-  monkeypatch.setattr(queries, "DOT_BLOCK_ELEMENTS", 16 * 48)  # 4 blocks
+  monkeypatch.setattr(blockwise_dot, "DOT_BLOCK_MIN_ELEMENTS", 2048)
+  monkeypatch.setattr(blockwise_dot, "DOT_BLOCK_ELEMENTS", 16 * 48)  # 4 blocks
   blocked = jax.make_jaxpr(first_use)(params, x)
   loops = [e for e in blocked.eqns if e.primitive.name in ("scan", "while")]
   assert len(loops) == 1  # w1 only: w2 is read twice
@@ -141,12 +141,54 @@ def test_blockwise_perturbed_dot_equals_the_materialized_one(name, monkeypatch):
   # Several devices (the kernel may be sharded) or a smaller kernel: whole.
   for patch in (
     lambda: monkeypatch.setattr(jax, "device_count", lambda: 8),
-    lambda: monkeypatch.setattr(queries, "DOT_BLOCK_MIN_ELEMENTS", 2**40),
+    lambda: monkeypatch.setattr(blockwise_dot, "DOT_BLOCK_MIN_ELEMENTS", 2**40),
   ):
     monkeypatch.undo()
-    monkeypatch.setattr(queries, "DOT_BLOCK_MIN_ELEMENTS", 2048)
-    monkeypatch.setattr(queries, "DOT_BLOCK_ELEMENTS", 16 * 48)
+    monkeypatch.setattr(blockwise_dot, "DOT_BLOCK_MIN_ELEMENTS", 2048)
+    monkeypatch.setattr(blockwise_dot, "DOT_BLOCK_ELEMENTS", 16 * 48)
     patch()
     jax.clear_caches()  # traces are cached per function
     whole = jax.make_jaxpr(first_use)(params, x)
     assert not [e for e in whole.eqns if e.primitive.name in ("scan", "while")]
+
+
+def test_a_kernel_with_too_many_small_blocks_takes_fewer_larger_ones(
+  monkeypatch,
+):
+  """Where the memory bound gives more than ``_MAX_DOT_BLOCKS`` row blocks
+  (a 4096 x 1536 kernel: 128 blocks of 32 rows), the product takes the
+  fewest larger blocks within that count rather than forming the
+  perturbed kernel whole."""
+  params = _dense_params()
+  x = jnp.asarray(np.random.default_rng(3).normal(size=(5, 64)), jnp.float32)
+  key = jax.random.key(8)
+  want = _dense_loss(
+    queries.perturb(
+      params,
+      directions.get_sampler("gaussian", prng="counter")(key, params),
+      1e-2,
+    ),
+    x,
+  )
+
+  def first_use(params, x):
+    def perturb_leaf(i, leaf, after, start=0):
+      u = directions.leaf_slice(
+        "gaussian", key, i, leaf.shape, leaf.dtype, start=start
+      )
+      return leaf + (1e-2 * u).astype(leaf.dtype)
+
+    return queries.loss_perturbed_at_first_use(
+      _dense_loss, params, x, perturb_leaf
+    )
+
+  monkeypatch.setattr(blockwise_dot, "DOT_BLOCK_MIN_ELEMENTS", 2048)
+  monkeypatch.setattr(blockwise_dot, "DOT_BLOCK_ELEMENTS", 3 * 48)  # 1 row
+  monkeypatch.setattr(blockwise_dot, "_MAX_DOT_BLOCKS", 8)  # 64 rows
+  blocked = jax.make_jaxpr(first_use)(params, x)
+  loops = [e for e in blocked.eqns if e.primitive.name in ("scan", "while")]
+  assert len(loops) == 1
+  # The carried block of l u: 8 rows of 48.
+  assert any(v.aval.shape == (8, 48) for v in loops[0].outvars)
+  got = jax.jit(first_use)(params, x)
+  np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)

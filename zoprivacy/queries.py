@@ -21,6 +21,8 @@ import jax
 import jax.numpy as jnp
 from jax.extend import core as jax_core
 
+from zoprivacy import blockwise_dot
+
 PerExampleLoss = Callable[[Any, Any], jax.Array]
 BatchedLoss = Callable[[Any, Any], jax.Array]
 
@@ -87,119 +89,14 @@ def two_point_losses(
   return f_plus, f_minus
 
 
-# On one device, a dense kernel of at least DOT_BLOCK_MIN_ELEMENTS, read
-# only by one ``x @ W`` (a ``dot_general`` contracting its first axis), is
-# perturbed block by block of rows inside that product: blocks of at most
-# DOT_BLOCK_ELEMENTS (1 MiB of float32) per pass evaluated side by side (a
-# block is drawn once and perturbed for each pass, so two passes take
-# blocks of half that and hold what one pass held). Not with several devices: there the
-# kernel may be sharded (FSDP), and XLA would gather a row block's whole
-# kernel onto every device (8 devices, wide MLP: 3.7 -> 22.4 MiB each).
-DOT_BLOCK_MIN_ELEMENTS = 2**20
-DOT_BLOCK_ELEMENTS = 2**18
-_MAX_DOT_BLOCKS = 64
-
-
-def _is_pending(v, pending) -> bool:
-  return not isinstance(v, jax_core.Literal) and v in pending
-
-
-def _dot_rows_per_block(eqn, pending, leaves, uses, passes):
-  """``(i, rows per block)`` for the blockwise ``x @ (W + l U)`` of
-  ``eqn``, or ``None`` where it does not apply: ``W`` an unperturbed
-  float32 matrix leaf ``i``, the product's right operand (the left one not
-  a leaf), contracted over its first axis with no batch axes, read nowhere
-  else, on one device."""
-  if (
-    eqn.primitive.name != "dot_general"
-    or not _is_pending(eqn.invars[1], pending)
-    or _is_pending(eqn.invars[0], pending)
-    or uses[eqn.invars[1]] != 1
-    or jax.device_count() != 1
-  ):
-    return None
-  i = pending[eqn.invars[1]]
-  leaf = leaves[i]
-  (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = eqn.params[
-    "dimension_numbers"
-  ]
-  lhs = eqn.invars[0].aval
-  if (
-    leaf.ndim != 2
-    or leaf.dtype != jnp.float32
-    or lhs.dtype != jnp.float32
-    or tuple(rhs_contract) != (0,)
-    or len(lhs_contract) != 1
-    or lhs_batch
-    or rhs_batch
-    or eqn.params.get("preferred_element_type") not in (None, jnp.float32)
-    or leaf.size < DOT_BLOCK_MIN_ELEMENTS
-  ):
-    return None
-  rows, cols = leaf.shape
-  most = max(1, DOT_BLOCK_ELEMENTS // passes // cols)
-  block = max(r for r in range(1, min(rows, most) + 1) if rows % r == 0)
-  return (i, block) if rows // block <= _MAX_DOT_BLOCKS else None
-
-
-class _Lanes(tuple):
-  """One value per pass (``x + l u`` and ``x - l u``) of a value that
-  depends on the perturbed parameters; any other value is shared."""
-
-
-def _lane(value, k):
-  return value[k] if isinstance(value, _Lanes) else value
-
-
-def _blockwise_perturbed_dot(
-  eqn, lhs, leaf, i, perturb_lanes, after, block, passes
-):
-  """``dot_general(lhs, W + l U)`` for each pass as a sum over blocks of
-  ``block`` rows of ``W``: each block of every pass's ``W + l U``
-  (``perturb_lanes(i, rows, after, start=...)``, one draw of ``U`` for all
-  passes) lives only inside its products, so no perturbed copy of the
-  kernel is formed (the sum runs in another order: float rounding)."""
-  (lhs_contract,), _ = eqn.params["dimension_numbers"][0]
-  ndim = jnp.ndim(_lane(lhs, 0))
-  moved = [jnp.moveaxis(_lane(lhs, k), lhs_contract, -1) for k in range(passes)]
-  cols = leaf.shape[1]
-  params = dict(eqn.params)
-  params["dimension_numbers"] = (((ndim - 1,), (0,)), ((), ()))
-
-  def products(j):
-    first = j * block
-    rows = jax.lax.dynamic_slice_in_dim(leaf, first, block, 0)
-    lanes = perturb_lanes(i, rows, after, range(passes), start=first * cols)
-    return tuple(
-      eqn.primitive.bind(
-        jax.lax.dynamic_slice_in_dim(moved[k], first, block, ndim - 1),
-        rows_k,
-        **params,
-      )
-      for k, rows_k in enumerate(lanes)
-    )
-
-  # The first block's products start the sums: buffers of their own that
-  # the loop adds into in place. A zeros start would be one constant shared
-  # by the loops, and each loop would copy it first (wide MLP, batch 256: a
-  # compiled peak of 24.6 MiB against 28.5).
-  return _Lanes(
-    jax.lax.fori_loop(
-      1,
-      leaf.shape[0] // block,
-      lambda j, totals: tuple(t + p for t, p in zip(totals, products(j))),
-      products(0),
-    )
-  )
-
-
 def loss_perturbed_at_first_use(
   loss: BatchedLoss, params, batch, perturb_leaf: Callable, after=()
 ) -> jax.Array:
   """``loss(x + l u, batch)`` with each leaf of ``x + l u`` formed just
   before the loss first uses it: :func:`losses_perturbed_at_first_use`
   with one pass, ``perturb_leaf(i, leaf, after, start=0)`` returning flat
-  leaf ``i`` (or its rows from flat element ``start`` on) perturbed."""
+  leaf ``i`` (or its rows from flat element ``start`` on) perturbed:
+  ``leaf + d``, for a ``d`` that does not depend on ``leaf``."""
   return losses_perturbed_at_first_use(
     loss,
     params,
@@ -245,77 +142,122 @@ def losses_perturbed_at_first_use(
   Leaves read first inside a nested call (a ``jax.jit`` within the loss)
   are perturbed before that call. A large dense kernel read only by one
   ``x @ W`` is perturbed block by block inside that product
-  (:data:`DOT_BLOCK_MIN_ELEMENTS`), one draw of each block for all
-  passes, so not even its copies are formed: ``perturb_lanes(i, rows,
-  after, lanes, start=s)`` then perturbs the rows of leaf ``i`` from flat element
-  ``s`` on.
+  (:mod:`zoprivacy.blockwise_dot`), one draw of each block for all
+  passes, so not even its copies are formed: there ``perturb_lanes(i,
+  zeros, after, (0,), start=s)`` gives the first point's perturbation
+  ``l u`` of the rows of leaf ``i`` from flat element ``s`` on, and the
+  second point's is its negation (the points are ``x + l u`` and
+  ``x - l u``, as in every two-point step).
   """
-  leaves, treedef = jax.tree.flatten(params)
-  batch_leaves, batch_def = jax.tree.flatten(batch)
+  leaves = jax.tree.leaves(params)
+  closed, out_shape = _trace(loss, params, batch)
+  evaluation = _FirstUseEvaluation(
+    closed, leaves, jax.tree.leaves(batch), perturb_lanes, passes
+  )
+  for eqn in closed.jaxpr.eqns:
+    after = evaluation.run(eqn, after)
+  evaluation.perturb_pending(closed.jaxpr.outvars, after)
+  out_tree = jax.tree.structure(out_shape)
+  return tuple(
+    jax.tree.unflatten(out_tree, evaluation.outputs(k)) for k in range(passes)
+  )
+
+
+def _trace(loss: BatchedLoss, params, batch):
+  """``(closed jaxpr, output shape)`` of ``loss`` over the flat leaves of
+  ``params`` then of ``batch``."""
+  treedef = jax.tree.structure(params)
+  batch_def = jax.tree.structure(batch)
 
   def flat_loss(leaf_values, batch_values):
     return loss(
       treedef.unflatten(leaf_values), batch_def.unflatten(batch_values)
     )
 
-  closed, out_shape = jax.make_jaxpr(flat_loss, return_shape=True)(
-    leaves, batch_leaves
+  return jax.make_jaxpr(flat_loss, return_shape=True)(
+    jax.tree.leaves(params), jax.tree.leaves(batch)
   )
-  jaxpr = closed.jaxpr
-  env = dict(zip(jaxpr.constvars, closed.consts))
-  env.update(zip(jaxpr.invars[len(leaves) :], batch_leaves))
-  pending = dict(zip(jaxpr.invars[: len(leaves)], range(len(leaves))))
-  uses = {v: 0 for v in pending}
-  for v in [v for eqn in jaxpr.eqns for v in eqn.invars] + list(jaxpr.outvars):
-    if _is_pending(v, uses):
-      uses[v] += 1
 
-  def read(v):
-    return v.val if isinstance(v, jax_core.Literal) else env[v]
 
-  def perturb_pending(variables, after):
+class _FirstUseEvaluation:
+  """The state of :func:`losses_perturbed_at_first_use`'s walk over the
+  loss's equations: the values so far (``env``) and the parameter leaves
+  not yet perturbed (``pending``, variable -> leaf number)."""
+
+  def __init__(self, closed, leaves, batch_leaves, perturb_lanes, passes):
+    jaxpr = closed.jaxpr
+    self.leaves, self.perturb_lanes, self.passes = leaves, perturb_lanes, passes
+    self.outvars = jaxpr.outvars
+    self.env = dict(zip(jaxpr.constvars, closed.consts))
+    self.env.update(zip(jaxpr.invars[len(leaves) :], batch_leaves))
+    self.pending = dict(zip(jaxpr.invars[: len(leaves)], range(len(leaves))))
+    self.uses = {v: 0 for v in self.pending}
+    read = [v for eqn in jaxpr.eqns for v in eqn.invars] + list(self.outvars)
+    for v in read:
+      if blockwise_dot.is_pending(v, self.uses):
+        self.uses[v] += 1
+
+  def read(self, v):
+    return v.val if isinstance(v, jax_core.Literal) else self.env[v]
+
+  def outputs(self, k):
+    return [blockwise_dot.lane(self.read(v), k) for v in self.outvars]
+
+  def perturb_pending(self, variables, after):
+    """Perturbs the leaves among ``variables`` still pending, all passes
+    at once (a parameter the loss returns)."""
     for v in variables:
-      if _is_pending(v, pending):
-        i = pending.pop(v)
-        env[v] = _Lanes(perturb_lanes(i, leaves[i], after, range(passes)))
+      if blockwise_dot.is_pending(v, self.pending):
+        i = self.pending.pop(v)
+        self.env[v] = blockwise_dot.Lanes(
+          self.perturb_lanes(i, self.leaves[i], after, range(self.passes))
+        )
 
-  for eqn in jaxpr.eqns:
-    blocked = _dot_rows_per_block(eqn, pending, leaves, uses, passes)
+  def run(self, eqn, after):
+    """Evaluates ``eqn`` (per pass where it reads a perturbed value);
+    returns the values the next perturbation is drawn after."""
+    blocked = blockwise_dot.dot_rows_per_block(
+      eqn, self.pending, self.leaves, self.uses, self.passes
+    )
     if blocked is not None:  # x @ W, with W perturbed in blocks inside it
       i, block = blocked
-      del pending[eqn.invars[1]]
-      out = _blockwise_perturbed_dot(
+      del self.pending[eqn.invars[1]]
+      out = blockwise_dot.blockwise_perturbed_dot(
         eqn,
-        read(eqn.invars[0]),
-        leaves[i],
+        self.read(eqn.invars[0]),
+        self.leaves[i],
         i,
-        perturb_lanes,
+        self.perturb_lanes,
         after,
         block,
-        passes,
+        self.passes,
       )
-      env[eqn.outvars[0]] = out
-      after = list(out)
-      continue
+      self.env[eqn.outvars[0]] = out
+      return list(out)
     fresh = []
     for v in eqn.invars:
-      if _is_pending(v, pending) and v not in fresh:
+      if blockwise_dot.is_pending(v, self.pending) and v not in fresh:
         fresh.append(v)
     if not fresh:
-      outs = _bind_per_pass(eqn, [read(v) for v in eqn.invars], passes)
-      env.update(zip(eqn.outvars, outs))  # as eval_jaxpr (DropVars too)
-      continue
-    # The pass-k copy of each fresh leaf is formed after pass k-1's
-    # outputs of this equation, so one copy is live where the equation is
-    # its last use.
+      values = [self.read(v) for v in eqn.invars]
+      outs = _bind_per_pass(eqn, values, self.passes)
+      self.env.update(zip(eqn.outvars, outs))  # as eval_jaxpr (DropVars too)
+      return after
+    return self._run_with_fresh_leaves(eqn, fresh, after)
+
+  def _run_with_fresh_leaves(self, eqn, fresh, after):
+    """``eqn`` once per pass, the pass-``k`` copy of each ``fresh`` leaf
+    formed after pass ``k - 1``'s outputs of this equation, so one copy is
+    live where the equation is its last use."""
     copies = {v: [] for v in fresh}
     per_pass = []
-    for k in range(passes):
+    for k in range(self.passes):
       for v in fresh:
-        i = pending[v]
-        copies[v] += perturb_lanes(i, leaves[i], after, (k,))
+        i = self.pending[v]
+        copies[v] += self.perturb_lanes(i, self.leaves[i], after, (k,))
       values = [
-        copies[v][k] if v in copies else _lane(read(v), k) for v in eqn.invars
+        copies[v][k] if v in copies else blockwise_dot.lane(self.read(v), k)
+        for v in eqn.invars
       ]
       per_pass.append(_bind(eqn, values))
       floats = [
@@ -323,15 +265,11 @@ def losses_perturbed_at_first_use(
       ]
       after = floats or after
     for v in fresh:
-      del pending[v]
-      env[v] = _Lanes(copies[v])
-    env.update(zip(eqn.outvars, [_Lanes(o) for o in zip(*per_pass)]))
-  perturb_pending(jaxpr.outvars, after)
-  out_tree = jax.tree.structure(out_shape)
-  return tuple(
-    jax.tree.unflatten(out_tree, [_lane(read(v), k) for v in jaxpr.outvars])
-    for k in range(passes)
-  )
+      del self.pending[v]
+      self.env[v] = blockwise_dot.Lanes(copies[v])
+    outs = [blockwise_dot.Lanes(o) for o in zip(*per_pass)]
+    self.env.update(zip(eqn.outvars, outs))
+    return after
 
 
 def _bind(eqn, values):
@@ -348,10 +286,13 @@ def _bind(eqn, values):
 def _bind_per_pass(eqn, values, passes):
   """``eqn`` on ``values``: once if none is per pass, else once per pass
   (outputs per pass)."""
-  if not any(isinstance(x, _Lanes) for x in values):
+  if not any(isinstance(x, blockwise_dot.Lanes) for x in values):
     return _bind(eqn, values)
-  per_pass = [_bind(eqn, [_lane(x, k) for x in values]) for k in range(passes)]
-  return [_Lanes(outs) for outs in zip(*per_pass)]
+  per_pass = [
+    _bind(eqn, [blockwise_dot.lane(x, k) for x in values])
+    for k in range(passes)
+  ]
+  return [blockwise_dot.Lanes(outs) for outs in zip(*per_pass)]
 
 
 def per_example_gradients(args, params, batch=None):

@@ -19,7 +19,7 @@ import numpy as np
 from zoprivacy import validation
 from zoprivacy.discrete_mechanism import exact_release
 from zoprivacy.masked_sums import masked_sum
-from zoprivacy.privacy import vector_discrete_noise
+from zoprivacy.privacy import vector_discrete_noise, vector_noise_prefetch
 
 MAX_GRID = 2**19  # integer sensitivity M: a coordinate stays below 2**20
 COORD_LIMIT = 2**20 - 1
@@ -73,11 +73,21 @@ def reclip_rows(k: jax.Array, bound: int) -> jax.Array:
   return (jnp.sign(k) * mag.astype(jnp.int32)).astype(jnp.int32)
 
 
-def draw_noise(noise_key: jax.Array, sigma: int, size: int) -> jax.Array:
-  """``int32[size]`` exact discrete Gaussian noise of integer ``sigma`` for
-  the step's secret ``noise_key``, drawn on the host by a pure callback
-  (the same on every host holding the key; one call per step)."""
+def draw_noise(noise_key, sigma: int, size: int) -> jax.Array:
+  """``int32[size]`` exact discrete Gaussian noise of integer ``sigma``.
+
+  ``noise_key``: a :class:`~zoprivacy.privacy.vector_noise_prefetch.
+  NoiseStep` (the plan-bound key and the step): the noise is drawn ahead of
+  the step in the background and the step's host callback copies it
+  (:func:`~zoprivacy.privacy.vector_noise_prefetch.draw_in_jit`), so the
+  step's time does not include the sampler's. A plain per-step key: drawn
+  inside the step by a pure callback (one call per step). Either way the
+  same on every host holding the key.
+  """
   from zoprivacy.privacy import noise_binding  # pylint: disable=g-import-not-at-top
+
+  if isinstance(noise_key, vector_noise_prefetch.NoiseStep):
+    return vector_noise_prefetch.draw_in_jit(noise_key, sigma, size)
 
   def host(words):
     return vector_discrete_noise.draw(np.asarray(words), sigma, size)

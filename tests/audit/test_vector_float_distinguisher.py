@@ -57,6 +57,7 @@ from zoprivacy import vector_discrete_mechanism as vdm
 from zoprivacy.audit import calibrated, distinguishing_game
 from zoprivacy.estimators import registry
 from zoprivacy.privacy import vector_discrete_noise as vdn
+from zoprivacy.privacy.vector_noise_prefetch import NoiseStep
 
 TRIALS, BATCH, SIGMA = 20_000, 8, 2.0
 WORDS = 4  # secure_mode's draws per Gaussian
@@ -301,6 +302,8 @@ class _NoiseFromKey:
     i = self.calls % self.parts
     self.calls += 1
     self.sigmas[i] = sigma
+    if isinstance(noise_key, NoiseStep):  # the prefetchable key and step
+      noise_key = noise_key.key  # (fold_in is the identity here)
     word = jax.random.key_data(noise_key)[i]
     value = jax.lax.bitcast_convert_type(word, jnp.int32)
     return jnp.full((size,), value, jnp.int32)

@@ -88,19 +88,19 @@ def test_generic_step_memory_over_the_forward_pass(kind):
 )
 def test_a_large_dense_kernel_is_never_copied_whole(kind, monkeypatch):
   """A 1024 x 1024 kernel (4 MiB, 2^20 elements) read by one ``x @ W`` is
-  perturbed in blocks of 2^18 elements inside the product: the step's
-  compiled peak over the forward pass is then under half the kernel (the
-  two passes side by side take blocks of 2^17 elements, each drawn once
-  and perturbed for both passes; 1.70 MiB measured), against
+  perturbed in blocks inside the product: the step's compiled peak over
+  the forward pass is then under half the kernel (the two passes side by
+  side take blocks of 2^16 elements, each drawn once, one iteration ahead,
+  for both passes), against
   more than the whole kernel when the perturbed leaf is formed whole. (The
   sphere, slow: the same blocks.)"""
-  from zoprivacy import queries  # pylint: disable=g-import-not-at-top
+  from zoprivacy import blockwise_dot  # pylint: disable=g-import-not-at-top
 
   params, extra = _mlp_step_extra((1024, 1024), 16, kind)
   largest = max(v.nbytes for v in jax.tree.leaves(params))
   assert largest == 4 * 2**20
-  assert extra() <= 0.5 * largest  # 1.70 MiB measured (gaussian)
-  monkeypatch.setattr(queries, "DOT_BLOCK_MIN_ELEMENTS", 2**40)
+  assert extra() <= 0.5 * largest
+  monkeypatch.setattr(blockwise_dot, "DOT_BLOCK_MIN_ELEMENTS", 2**40)
   jax.clear_caches()  # traces are cached per function
   assert extra() >= largest
 

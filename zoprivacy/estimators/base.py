@@ -120,16 +120,22 @@ def step_keys(state: EstimatorState):
 
   The noise key of step ``t`` is bound to the plan: ``noise_key`` folded
   with the plan's fingerprint, then with ``t``; a run resumed under a
-  changed plan draws independent noise.
+  changed plan draws independent noise. Under exact vector noise the noise
+  "key" is a :class:`~zoprivacy.privacy.vector_noise_prefetch.NoiseStep`
+  (the plan-bound key and the step), which the sampler prefetches from.
   """
   noise_key = state.noise_key
   if state.privacy_plan.is_noised:
     for word in state.privacy_plan.fingerprint_words():
       noise_key = jax.random.fold_in(noise_key, word)
-  return (
-    jax.random.fold_in(state.direction_key, state.step),
-    jax.random.fold_in(noise_key, state.step),
-  )
+  direction_key = jax.random.fold_in(state.direction_key, state.step)
+  if state.privacy_plan.noise_kind == "discrete_vector":
+    from zoprivacy.privacy import vector_noise_prefetch  # pylint: disable=g-import-not-at-top
+
+    # Exact vector noise is drawn ahead of the step, off its timing path:
+    # the host needs a step-independent key and the step to prefetch.
+    return direction_key, vector_noise_prefetch.NoiseStep(noise_key, state.step)
+  return direction_key, jax.random.fold_in(noise_key, state.step)
 
 
 def with_exact_noise(state: EstimatorState, args: LossArgs) -> LossArgs:

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 from zoprivacy import clipping, linalg, mechanisms, queries, validation
 from zoprivacy import vector_discrete_mechanism as vector_exact
 from zoprivacy.estimators import base, public_data, registry
+from zoprivacy.privacy import vector_noise_prefetch
 
 # ---------------------------------------------------------------------- GEP
 
@@ -247,7 +248,10 @@ def gep(
       residual, residual_clip
     )
     if parts is not None:  # exact: each part on its lattice
-      key_0, key_1 = jax.random.split(noise_key)
+      if isinstance(noise_key, vector_noise_prefetch.NoiseStep):
+        key_0, key_1 = noise_key.part(0), noise_key.part(1)
+      else:
+        key_0, key_1 = jax.random.split(noise_key)
       noisy_embedding = parts[0].privatize_rows(
         key_0, clipped_embedding, args.mask
       )

@@ -21,6 +21,7 @@ LAYERS = (
   ("primitives", ("mechanisms_accounting", "mechanisms_vector", "mechanisms",
                   "discrete_mechanism",
                   "counter_directions", "directions", "clipping", "queries",
+                  "blockwise_dot",
                   "projection", "layer_capture", "ghost_clipping",
                   "per_example_check", "per_example_report")),
   ("privacy", ("privacy", "vector_discrete_mechanism")),

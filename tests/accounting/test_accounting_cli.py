@@ -3,6 +3,7 @@
 import os
 import pathlib
 import re
+import resource
 import subprocess
 import sys
 import time
@@ -116,12 +117,17 @@ def test_degenerate_inputs_fail_fast_with_the_memory_limit(args):
   assert time.perf_counter() - t0 < 30  # import time included
 
 
-def _wall(command) -> float:
+def _cost(command) -> tuple[float, float]:
+  """Wall-clock and CPU seconds (user + system) of one child process."""
   env = dict(os.environ)
   env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+  before = resource.getrusage(resource.RUSAGE_CHILDREN)
   t0 = time.perf_counter()
   subprocess.run(command, cwd=REPO, env=env, capture_output=True, check=True)
-  return time.perf_counter() - t0
+  wall = time.perf_counter() - t0
+  after = resource.getrusage(resource.RUSAGE_CHILDREN)
+  cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+  return wall, cpu
 
 
 @pytest.mark.slow
@@ -150,12 +156,21 @@ def test_epsilon_builds_its_plan_without_jax():
 @pytest.mark.slow
 def test_epsilon_end_to_end_costs_at_most_half_a_second_over_dp_accounting():
   """The command's floor is importing dp_accounting (and Python); both are
-  timed in this run, interleaved, min of 5 (robust to a loaded machine)."""
+  timed in this run, interleaved, min of 5. The bound is checked on CPU
+  time (user + system of the child), which other jobs on a loaded machine
+  do not inflate as they do the wall clock: under a load of 6 on 2 cores
+  the wall-clock minima were 2.99 s against 2.33 s. The wall clock is
+  printed beside it."""
   floor = [sys.executable, "-c", "import dp_accounting"]
   command = [sys.executable, "-m", "zoprivacy.accounting", "epsilon"]
   command += ["-s", "30.9", "-p", "0.016", "-T", "75000", "--delta", "1e-5"]
   floors, runs = [], []
   for _ in range(5):
-    floors.append(_wall(floor))
-    runs.append(_wall(command))
-  assert min(runs) <= min(floors) + 0.5, (min(runs), min(floors))
+    floors.append(_cost(floor))
+    runs.append(_cost(command))
+  wall = min(w for w, _ in runs), min(w for w, _ in floors)
+  cpu = min(c for _, c in runs), min(c for _, c in floors)
+  print(
+    f"\nwall {wall[0]:.2f} s vs {wall[1]:.2f} s; cpu {cpu[0]:.2f} vs {cpu[1]:.2f}"
+  )
+  assert cpu[0] <= cpu[1] + 0.5, (cpu, wall)

@@ -4,8 +4,9 @@
         --trials 20000 --out /tmp/audit
 
 Each named estimator (``dp_zo/laplace`` picks a mechanism, ``dpzero@float``
-the floating-point opt-in; the default paths are exact noise for the scalar
-estimators and secure_mode for the vector ones) is calibrated so
+the floating-point opt-in; the default paths are exact noise: scalar, and
+exact vector noise for the vector ones but Noisy-ZOGD, whose secure_mode is
+snapped to a lattice) is calibrated so
 that one full-batch step has the target epsilon (its accountant's, at
 ``--delta``), then plays the distinguishing game with a worst-case canary
 (:mod:`zoprivacy.audit.distinguishing_game`). Writes ``audit.md`` (a table:

@@ -3,8 +3,8 @@
 An estimator is named as in the registry, optionally with its noise
 mechanism after a slash (``dp_zo/laplace``) and its noise kind after an at
 sign (``dpzero@float``, ``dp_sgd@float``: the floating-point opt-in; without
-it, the default: exact for the scalar estimators, secure_mode for the
-vector ones). It is built from its
+it, the default: exact for the scalar estimators and for the vector ones,
+secure_mode snapped to a lattice for Noisy-ZOGD). It is built from its
 registered defaults with ``clip = 1``, ``expected_batch_size ==
 dataset_size`` (sampling probability 1: the distinguishing game does not
 subsample) and the noise multiplier that

@@ -12,9 +12,8 @@ the noise are in :mod:`zoprivacy.mechanisms` and
 
 Adding a mechanism: write a frozen dataclass with ``name``, the relations it
 supports, ``dp_event`` or ``pld``, and :func:`register` it. Nothing else in
-the package switches on mechanism names (``docs/extending.md``).
-
-This module never imports JAX; dp_accounting loads on first use.
+the package switches on mechanism names (``docs/extending.md``). This
+module never imports JAX.
 """
 
 from __future__ import annotations
@@ -104,12 +103,12 @@ class NoiseMechanism:
 
   def pld(self, sampling_probability: float, rel: Relation, interval: float):
     """One subsampled step's PLD, for mechanisms without a ``dp_event``."""
-    raise NotImplementedError(self.name)
+    del sampling_probability, rel, interval
+    raise MechanismError(f"The {self.name} mechanism states no event or PLD.")
 
   def rdp_event(self, sampling):
-    """The event whose RDP bounds one step, for mechanisms accounted in
-    RDP rather than by a PLD (then :meth:`exact_epsilon` uses it); else
-    ``None``."""
+    """The event whose RDP bounds one step (mechanisms accounted in RDP,
+    not by a PLD; :meth:`exact_epsilon` uses it), else ``None``."""
     del sampling
     return None
 

@@ -213,118 +213,28 @@ def calibrate_noise_multiplier(
       f"The {mechanism.capitalize()} mechanism is accounted under "
       "add_or_remove only (dp_accounting has no replace-one Laplace PLD)."
     )
-
-  n_evals = 0
-
-  def fine(sigma: float) -> float:
-    nonlocal n_evals
-    n_evals += 1
-    return _fine_epsilon(mechanism, sigma, p, steps, delta, rel_name, interval)
-
   # A feasible starting multiplier and d log eps / d log sigma there (the
   # first secant step's slope).
   warm, slope = _WARM_STARTS[mechanism](target, delta, p, steps, rel_name)
-  warm = min(max(warm, MIN_NOISE_MULTIPLIER), MAX_NOISE_MULTIPLIER)
-
-  x_min, x_max = (
-    math.log(MIN_NOISE_MULTIPLIER),
-    math.log(MAX_NOISE_MULTIPLIER),
+  search = _SecantSearch(
+    lambda sigma: _fine_epsilon(
+      mechanism, sigma, p, steps, delta, rel_name, interval
+    ),
+    target=target,
+    width=math.log1p(rtol),
+    slope=slope,
+    context=f"at delta={delta} (p={p}, T={steps}, {mechanism})",
   )
-  width = math.log1p(rtol)
-  log_target = math.log(target)
-  max_step = math.log(4.0)
-
-  refused = {}  # x -> the memory guard's error there
-
-  def g_of(x: float):
-    try:
-      e = fine(math.exp(x))
-    except pld_size.PLDTooLargeError as err:
-      # So little noise that its PLD would not fit in memory. Before a
-      # feasible point is known (the warm start is feasible by RDP or pure
-      # DP, so the root is below it) the target cannot be accounted: raise.
-      # After one, the search overshot below the root: on the too-little-
-      # noise side, as infinite epsilon.
-      if hi is None:
-        raise
-      refused[x] = err
-      e = math.inf
-    if e == 0.0:
-      return e, -50.0
-    if math.isinf(e):
-      return e, 50.0
-    return e, math.log(e) - log_target
-
-  points = []  # (x, g, eps), in evaluation order
-  lo = hi = None  # (x, g, eps) with g > 0 / g <= 0
-  x = math.log(warm)
-  for _ in range(80):
-    e, g = g_of(x)
-    points.append((x, g, e))
-    if not e <= target:  # classified on epsilon itself, not on its log
-      if lo is None or x > lo[0]:
-        lo = (x, g, e)
-    else:
-      if hi is None or x < hi[0]:
-        hi = (x, g, e)
-    if lo is not None and hi is not None and hi[0] - lo[0] <= width:
-      break
-    if hi is None and x >= x_max - 1e-12:
-      raise ValueError(
-        f"Target epsilon {target} is unreachable: even noise_multiplier="
-        f"{MAX_NOISE_MULTIPLIER:g} gives epsilon {e:.6g} at delta={delta} "
-        f"(p={p}, T={steps}, {mechanism})."
-      )
-    if lo is None and x <= x_min + 1e-12:
-      raise ValueError(
-        f"Target epsilon {target} is met by every noise_multiplier >= "
-        f"{MIN_NOISE_MULTIPLIER:g} (epsilon {e:.6g} there); nothing to "
-        "calibrate in the supported range."
-      )
-    # Secant estimate of the root from the two points closest to it.
-    finite = sorted(
-      (pt for pt in points if abs(pt[1]) < 50.0),
-      key=lambda pt: abs(pt[1]),
-    )
-    if len(finite) >= 2 and abs(finite[0][0] - finite[1][0]) > 1e-12:
-      s = (finite[0][1] - finite[1][1]) / (finite[0][0] - finite[1][0])
-      if s < 0:
-        slope = s
-    best = finite[0] if finite else points[-1]
-    x_hat = best[0] - best[1] / slope
-    if lo is not None and hi is not None:
-      # Keep strictly inside the bracket; fall back to bisection if the
-      # secant estimate is not useful.
-      a, b = lo[0], hi[0]
-      if not a < x_hat < b:
-        x_hat = 0.5 * (a + b)
-    need_hi = hi is None or hi[0] - x_hat > 0.5 * width
-    offset = 0.4 * width if need_hi else -0.4 * width
-    x_new = x_hat + offset
-    if lo is not None and hi is not None:
-      a, b = lo[0], hi[0]
-      margin = 0.05 * (b - a)
-      x_new = min(
-        max(x_new, a + min(margin, 0.4 * width)),
-        b - min(margin, 0.4 * width),
-      )
-    x_new = min(max(x_new, x - max_step), x + max_step)
-    x_new = min(max(x_new, x_min), x_max)
-    if any(abs(x_new - pt[0]) < 1e-12 for pt in points):
-      x_new = 0.5 * (lo[0] + hi[0]) if (lo and hi) else x_new + offset
-    x = x_new
-  else:  # pragma: no cover - the bracket shrinks geometrically
-    raise RuntimeError("Noise calibration did not converge.")
-  if lo[0] in refused:  # the root may lie below what can be accounted
-    raise refused[lo[0]]
-
+  lo, hi = search.run(
+    min(max(warm, MIN_NOISE_MULTIPLIER), MAX_NOISE_MULTIPLIER)
+  )
   return CalibrationResult(
     noise_multiplier=float(math.exp(hi[0])),
     epsilon=float(hi[2]),
     target_epsilon=target,
     delta=delta,
     lower_bound=float(math.exp(lo[0])),
-    num_pld_evaluations=n_evals,
+    num_pld_evaluations=search.evaluations,
     seconds=time.perf_counter() - t0,
     mechanism=mechanism,
     neighboring=rel_name,
@@ -332,3 +242,116 @@ def calibrate_noise_multiplier(
     num_steps=steps,
     value_discretization_interval=interval,
   )
+
+
+_X_MIN = math.log(MIN_NOISE_MULTIPLIER)
+_X_MAX = math.log(MAX_NOISE_MULTIPLIER)
+_MAX_STEP = math.log(4.0)
+
+
+class _SecantSearch:
+  """The safeguarded secant search of the module docstring, in ``x = log
+  sigma``: points are ``(x, g, eps)`` with ``g = log eps - log target``;
+  ``lo`` has ``eps > target`` and ``hi`` ``eps <= target``."""
+
+  def __init__(self, fine, *, target, width, slope, context):
+    self.fine, self.target, self.width = fine, target, width
+    self.slope, self.context = slope, context
+    self.log_target = math.log(target)
+    self.points, self.lo, self.hi = [], None, None
+    self.refused = {}  # x -> the memory guard's error there
+    self.evaluations = 0
+
+  def run(self, warm: float):
+    """``(lo, hi)``: the final bracket, ``hi / lo <= 1 + rtol``."""
+    x = math.log(warm)
+    for _ in range(80):
+      e = self.evaluate(x)
+      if self.lo is not None and self.hi is not None:
+        if self.hi[0] - self.lo[0] <= self.width:
+          break
+      self.check_reachable(x, e)
+      x = self.next_x(x)
+    else:  # pragma: no cover - the bracket shrinks geometrically
+      raise RuntimeError("Noise calibration did not converge.")
+    if self.lo[0] in self.refused:  # the root may lie below what is accounted
+      raise self.refused[self.lo[0]]
+    return self.lo, self.hi
+
+  def evaluate(self, x: float) -> float:
+    """Evaluates the fine epsilon at ``x`` and updates the bracket."""
+    self.evaluations += 1
+    try:
+      e = self.fine(math.exp(x))
+    except pld_size.PLDTooLargeError as err:
+      # So little noise that its PLD would not fit in memory. Before a
+      # feasible point is known (the warm start is feasible by RDP or pure
+      # DP, so the root is below it) the target cannot be accounted: raise.
+      # After one, the search overshot below the root: on the too-little-
+      # noise side, as infinite epsilon.
+      if self.hi is None:
+        raise
+      self.refused[x] = err
+      e = math.inf
+    if e == 0.0:
+      g = -50.0
+    elif math.isinf(e):
+      g = 50.0
+    else:
+      g = math.log(e) - self.log_target
+    self.points.append((x, g, e))
+    if not e <= self.target:  # classified on epsilon itself, not its log
+      if self.lo is None or x > self.lo[0]:
+        self.lo = (x, g, e)
+    elif self.hi is None or x < self.hi[0]:
+      self.hi = (x, g, e)
+    return e
+
+  def check_reachable(self, x: float, e: float) -> None:
+    if self.hi is None and x >= _X_MAX - 1e-12:
+      raise ValueError(
+        f"Target epsilon {self.target} is unreachable: even noise_multiplier="
+        f"{MAX_NOISE_MULTIPLIER:g} gives epsilon {e:.6g} {self.context}."
+      )
+    if self.lo is None and x <= _X_MIN + 1e-12:
+      raise ValueError(
+        f"Target epsilon {self.target} is met by every noise_multiplier >= "
+        f"{MIN_NOISE_MULTIPLIER:g} (epsilon {e:.6g} there); nothing to "
+        "calibrate in the supported range."
+      )
+
+  def secant_estimate(self) -> float:
+    """The root from the two finite points closest to it (the slope kept
+    from before where theirs is not negative), inside the bracket."""
+    finite = sorted(
+      (pt for pt in self.points if abs(pt[1]) < 50.0),
+      key=lambda pt: abs(pt[1]),
+    )
+    if len(finite) >= 2 and abs(finite[0][0] - finite[1][0]) > 1e-12:
+      s = (finite[0][1] - finite[1][1]) / (finite[0][0] - finite[1][0])
+      if s < 0:
+        self.slope = s
+    best = finite[0] if finite else self.points[-1]
+    x_hat = best[0] - best[1] / self.slope
+    if self.lo is not None and self.hi is not None:
+      # Strictly inside the bracket; bisection if the secant is not useful.
+      if not self.lo[0] < x_hat < self.hi[0]:
+        x_hat = 0.5 * (self.lo[0] + self.hi[0])
+    return x_hat
+
+  def next_x(self, x: float) -> float:
+    """A point just above (or below) the secant root, kept off the
+    bracket's ends, at most a factor 4 from ``x`` and in range."""
+    lo, hi, width = self.lo, self.hi, self.width
+    x_hat = self.secant_estimate()
+    need_hi = hi is None or hi[0] - x_hat > 0.5 * width
+    offset = 0.4 * width if need_hi else -0.4 * width
+    x_new = x_hat + offset
+    if lo is not None and hi is not None:
+      margin = min(0.05 * (hi[0] - lo[0]), 0.4 * width)
+      x_new = min(max(x_new, lo[0] + margin), hi[0] - margin)
+    x_new = min(max(x_new, x - _MAX_STEP), x + _MAX_STEP)
+    x_new = min(max(x_new, _X_MIN), _X_MAX)
+    if any(abs(x_new - pt[0]) < 1e-12 for pt in self.points):
+      x_new = 0.5 * (lo[0] + hi[0]) if (lo and hi) else x_new + offset
+    return x_new

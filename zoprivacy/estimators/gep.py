@@ -181,26 +181,15 @@ def gep(
   expected_batch_size, dataset_size = validation.batch_size_and_dataset(
     expected_batch_size, dataset_size
   )
-  split = (embedding_noise_multiplier, residual_noise_multiplier)
-  if noise_multiplier is not None:
-    if any(s is not None for s in split):
-      raise ValueError(
-        "Pass either noise_multiplier or both embedding_noise_multiplier and "
-        "residual_noise_multiplier, not both forms."
-      )
-    sigma = validation.positive("noise_multiplier", noise_multiplier)
-    split = (math.sqrt(2.0) * sigma, math.sqrt(2.0) * sigma)
-  elif any(s is None for s in split):
-    raise ValueError(
-      "GEP needs noise_multiplier, or both embedding_noise_multiplier and "
-      "residual_noise_multiplier."
-    )
+  split = _split_noise(
+    noise_multiplier, embedding_noise_multiplier, residual_noise_multiplier
+  )
   validation.one_of("noise", noise, base.NOISE_KINDS)
   mechanism = GEPMechanism(
     embedding_clip,
     residual_clip,
-    validation.positive("embedding_noise_multiplier", split[0]),
-    validation.positive("residual_noise_multiplier", split[1]),
+    split[0],
+    split[1],
     neighboring,
     "secure_mode" if noise == "secure_mode" else "none",
   )
@@ -227,46 +216,22 @@ def gep(
   )
 
   def gradient(params, args, dir_key, noise_key):
-    public_batch = public_data.get_public_batch(args)
-    anchors, _ = public_data.flatten_stacked(
-      queries.per_example_gradients(args, params, public_batch)
-    )
-    if num_bases > anchors.shape[1]:
-      raise ValueError(
-        f"num_bases={num_bases} exceeds the dimension {anchors.shape[1]}."
-      )
-    v = anchor_subspace(dir_key, anchors, num_bases, power_iterations)
-    grads, unravel = public_data.flatten_stacked(
-      queries.per_example_gradients(args, params)
+    v, grads, unravel = _anchors_and_gradients(
+      params, args, dir_key, num_bases, power_iterations
     )
     embedding = grads @ v  # [B, k]
     residual = grads - embedding @ v.T  # [B, d]
-    clipped_embedding, _ = clipping.clip_tree_per_example(
-      embedding, embedding_clip
+    clipped = (
+      clipping.clip_tree_per_example(embedding, embedding_clip)[0],
+      clipping.clip_tree_per_example(residual, residual_clip)[0],
     )
-    clipped_residual, _ = clipping.clip_tree_per_example(
-      residual, residual_clip
-    )
-    if parts is not None:  # exact: each part on its lattice
-      if isinstance(noise_key, vector_noise_prefetch.NoiseStep):
-        key_0, key_1 = noise_key.part(0), noise_key.part(1)
-      else:
-        key_0, key_1 = jax.random.split(noise_key)
-      noisy_embedding = parts[0].privatize_rows(
-        key_0, clipped_embedding, args.mask
-      )
-      noisy_residual = parts[1].privatize_rows(
-        key_1, clipped_residual, args.mask
-      )
+    if parts is not None:
+      noisy = _exact_parts(parts, noise_key, clipped, args.mask)
     else:
-      noisy_embedding, noisy_residual = mechanism.add_noise(
-        noise_key,
-        (
-          mechanisms.masked_sum(clipped_embedding, args.mask),
-          mechanisms.masked_sum(clipped_residual, args.mask),
-        ),
+      noisy = mechanism.add_noise(
+        noise_key, tuple(mechanisms.masked_sum(c, args.mask) for c in clipped)
       )
-    flat = (v @ noisy_embedding + noisy_residual) / expected_batch_size
+    flat = (v @ noisy[0] + noisy[1]) / expected_batch_size
     dtype = jax.tree.leaves(params)[0].dtype
     return jax.tree.map(
       lambda g, p: g.astype(p.dtype), unravel(flat.astype(dtype)), params
@@ -274,4 +239,57 @@ def gep(
 
   return base.build_vector_estimator(
     gradient, direction_key=direction_key, privacy=privacy
+  )
+
+
+def _split_noise(noise_multiplier, embedding, residual) -> tuple[float, float]:
+  """``(sigma_0, sigma_1)``: both given, or ``sqrt(2) sigma`` each (the
+  equal split of GEP's code) from the effective ``noise_multiplier``."""
+  split = (embedding, residual)
+  if noise_multiplier is not None:
+    if any(s is not None for s in split):
+      raise ValueError(
+        "Pass either noise_multiplier or both embedding_noise_multiplier and "
+        "residual_noise_multiplier, not both forms."
+      )
+    sigma = validation.positive("noise_multiplier", noise_multiplier)
+    split = (math.sqrt(2.0) * sigma, math.sqrt(2.0) * sigma)
+  elif any(s is None for s in split):
+    raise ValueError(
+      "GEP needs noise_multiplier, or both embedding_noise_multiplier and "
+      "residual_noise_multiplier."
+    )
+  return (
+    validation.positive("embedding_noise_multiplier", split[0]),
+    validation.positive("residual_noise_multiplier", split[1]),
+  )
+
+
+def _anchors_and_gradients(params, args, dir_key, num_bases, iterations):
+  """``(V, G, unravel)``: the anchor subspace from the public batch's
+  per-example gradients, and the private per-example gradients ``[B, d]``."""
+  public_batch = public_data.get_public_batch(args)
+  anchors, _ = public_data.flatten_stacked(
+    queries.per_example_gradients(args, params, public_batch)
+  )
+  if num_bases > anchors.shape[1]:
+    raise ValueError(
+      f"num_bases={num_bases} exceeds the dimension {anchors.shape[1]}."
+    )
+  v = anchor_subspace(dir_key, anchors, num_bases, iterations)
+  grads, unravel = public_data.flatten_stacked(
+    queries.per_example_gradients(args, params)
+  )
+  return v, grads, unravel
+
+
+def _exact_parts(parts, noise_key, clipped, mask):
+  """Each clipped part summed on its own lattice with exact noise."""
+  if isinstance(noise_key, vector_noise_prefetch.NoiseStep):
+    keys = (noise_key.part(0), noise_key.part(1))
+  else:
+    keys = jax.random.split(noise_key)
+  return tuple(
+    part.privatize_rows(k, rows, mask)
+    for part, k, rows in zip(parts, keys, clipped)
   )

@@ -86,19 +86,9 @@ def pazo_s(
   """
   k = validation.positive_int("num_public_batches", num_public_batches)
   learning_rate = validation.positive("learning_rate", learning_rate)
-  if not isinstance(extra_candidate, bool):
-    raise ValueError(
-      f"extra_candidate must be a bool, got {extra_candidate!r}."
-    )
-  try:
-    candidate_noise_scale = float(candidate_noise_scale)
-  except (TypeError, ValueError):
-    candidate_noise_scale = math.nan
-  if not 0.0 <= candidate_noise_scale < math.inf:
-    raise ValueError(
-      "candidate_noise_scale must be a finite number >= 0 (a "
-      "perturbation scale, not a privacy epsilon)."
-    )
+  candidate_noise_scale = _candidate_settings(
+    extra_candidate, candidate_noise_scale
+  )
   num_scores = k + 1 if extra_candidate else k
   validation.one_of("direction_prng", direction_prng, directions_lib.PRNG_IMPLS)
   privacy = base.privacy_spec(
@@ -112,10 +102,7 @@ def pazo_s(
     grid_points=grid_points,
     insecure_test_noise_seed=insecure_test_noise_seed,
   )
-  mechanism, expected_batch_size = (
-    privacy.mechanism,
-    privacy.expected_batch_size,
-  )
+  mechanism, batch_size = privacy.mechanism, privacy.expected_batch_size
 
   def compute(params, args, dir_key, noise_key):
     public_batches = public_data.get_public_batches(args, k)
@@ -131,36 +118,32 @@ def pazo_s(
       ).astype(jnp.float32)
       return clipping.clip_scalars(losses, mechanism.clip)
 
-    def noisy_sums(key, clipped, first):
-      """The noised sums of the columns of ``clipped`` ``[B, j]``; exact
+    def noisy_scores(key, clipped, first):
+      """The noised means of the columns of ``clipped`` ``[B, j]``; exact
       noise reads the step's draws ``first .. first + j``."""
       noise = args.discrete_noise
       if noise is not None:
         noise = jnp.asarray(noise)[first : first + clipped.shape[1]]
-      return mechanism.privatize_sum(key, clipped, args.mask, noise)
+      return mechanism.privatize_sum(key, clipped, args.mask, noise) / (
+        batch_size
+      )
 
     clipped = jax.lax.map(clipped_losses, grads).T  # [B, k]
-    scores = noisy_sums(candidates_noise_key, clipped, 0) / expected_batch_size
-    best = jnp.argmin(scores)
-    g_best = jax.tree.map(lambda g: g[best], grads)
-    if extra_candidate:
-      z = directions_lib.gaussian(dir_key, params, direction_prng)
-      g_extra = jax.tree.map(
-        lambda g, n: g + (candidate_noise_scale * n).astype(g.dtype),
-        g_best,
-        z,
-      )
-      extra_clipped = clipped_losses(g_extra)[:, None]
-      extra_score = (
-        noisy_sums(extra_noise_key, extra_clipped, k)[0] / expected_batch_size
-      )
-      scores = jnp.concatenate([scores, extra_score[None]])
-      take_extra = jnp.argmin(scores) == k
-      grad = jax.tree.map(
-        lambda e, g: jnp.where(take_extra, e, g), g_extra, g_best
-      )
-    else:
-      grad = g_best
+    scores = noisy_scores(candidates_noise_key, clipped, 0)
+    g_best = jax.tree.map(lambda g: g[jnp.argmin(scores)], grads)
+    if not extra_candidate:
+      return g_best, scores
+    # Lines 11-14: the perturbed best candidate, scored the same way.
+    z = directions_lib.gaussian(dir_key, params, direction_prng)
+    g_extra = jax.tree.map(
+      lambda g, n: g + (candidate_noise_scale * n).astype(g.dtype), g_best, z
+    )
+    extra = noisy_scores(extra_noise_key, clipped_losses(g_extra)[:, None], k)
+    scores = jnp.concatenate([scores, extra])
+    take_extra = jnp.argmin(scores) == k
+    grad = jax.tree.map(
+      lambda e, g: jnp.where(take_extra, e, g), g_extra, g_best
+    )
     return grad, scores
 
   return base.build_estimator(
@@ -169,3 +152,22 @@ def pazo_s(
     privacy=privacy,
     num_released=num_scores,
   )
+
+
+def _candidate_settings(extra_candidate, candidate_noise_scale) -> float:
+  """Checks ``extra_candidate`` and returns ``candidate_noise_scale`` as a
+  finite float ``>= 0``."""
+  if not isinstance(extra_candidate, bool):
+    raise ValueError(
+      f"extra_candidate must be a bool, got {extra_candidate!r}."
+    )
+  try:
+    candidate_noise_scale = float(candidate_noise_scale)
+  except (TypeError, ValueError):
+    candidate_noise_scale = math.nan
+  if not 0.0 <= candidate_noise_scale < math.inf:
+    raise ValueError(
+      "candidate_noise_scale must be a finite number >= 0 (a "
+      "perturbation scale, not a privacy epsilon)."
+    )
+  return candidate_noise_scale

@@ -165,41 +165,52 @@ def noisy_zogd(
     args = base.parse_extra_args(extra_args)
     dir_key, noise_key = base.step_keys(state)  # public, secret
     u = sampler(dir_key, params)  # leading axis K
-
-    def query(u_k):
-      f_plus, f_minus = queries.two_point_losses(
-        args.loss, params, u_k, smoothing, args.batch
-      )
-      return clipping.two_point_scalar(
-        f_plus, f_minus, smoothing, "finite_difference"
-      )
-
-    per_example = jax.lax.map(query, u, batch_size=chunk)  # [K, B]
-    clipped = clipping.clip_scalars(
-      per_example.astype(jnp.float32).T, setting.clip
-    )  # [B, K]
-    sums = mechanisms.masked_sum(clipped, args.mask)  # [K]
     beta = (
       fraction
       if schedule is None
       else jnp.take(schedule, state.step, mode="clip")
     )
-    directional, isotropic = _mechanisms(setting, beta)
-    dir_noise_key, iso_noise_key = jax.random.split(noise_key)
-    noisy = directional.add_noise(dir_noise_key, sums)  # float32 noise
-    vector = jax.tree.map(
-      lambda x: jnp.tensordot(noisy.astype(x.dtype), x, axes=1), u
-    )
-    vector = isotropic.add_noise(iso_noise_key, vector)  # float32 noise
-    denom = setting.divisor * k
-    grad = jax.tree.map(lambda x: x / denom, vector)
-    # Snapped to a fine lattice plus exact integer noise (docstring).
-    grad = vector_exact.snap_to_lattice(
-      jax.random.fold_in(noise_key, _SNAP_STREAM), grad, snap
+    grad = _privatized_gradient(
+      setting, params, args, u, beta, noise_key, smoothing, chunk, snap
     )
     return grad, state._replace(step=state.step + 1)
 
   return base.PrivateEstimator(init_fn, update_fn, plan)
+
+
+def _privatized_gradient(
+  setting, params, args, u, beta, noise_key, smoothing, chunk, snap
+):
+  """Eq. (3)'s ``g`` for the directions ``u`` (leading axis ``K``): the
+  clipped per-example finite differences summed with directional noise,
+  mapped back through ``u`` with isotropic noise, over ``b K``, then
+  snapped to a fine lattice plus exact integer noise (module docstring)."""
+  k = setting.num_directions
+
+  def query(u_k):
+    f_plus, f_minus = queries.two_point_losses(
+      args.loss, params, u_k, smoothing, args.batch
+    )
+    return clipping.two_point_scalar(
+      f_plus, f_minus, smoothing, "finite_difference"
+    )
+
+  per_example = jax.lax.map(query, u, batch_size=chunk)  # [K, B]
+  clipped = clipping.clip_scalars(
+    per_example.astype(jnp.float32).T, setting.clip
+  )  # [B, K]
+  sums = mechanisms.masked_sum(clipped, args.mask)  # [K]
+  directional, isotropic = _mechanisms(setting, beta)
+  dir_noise_key, iso_noise_key = jax.random.split(noise_key)
+  noisy = directional.add_noise(dir_noise_key, sums)  # float32 noise
+  vector = jax.tree.map(
+    lambda x: jnp.tensordot(noisy.astype(x.dtype), x, axes=1), u
+  )
+  vector = isotropic.add_noise(iso_noise_key, vector)  # float32 noise
+  grad = jax.tree.map(lambda x: x / (setting.divisor * k), vector)
+  return vector_exact.snap_to_lattice(
+    jax.random.fold_in(noise_key, _SNAP_STREAM), grad, snap
+  )
 
 
 # The registry's "noisy_zogd" is this chain, not the bare estimator: eq. (3)'s

@@ -13,7 +13,7 @@ model a child process (so each peak is its own: a process's
 * ``forward``: the in-scan forward pass at the parameters (the pass the
   steps run twice, :func:`zoprivacy.models.causal_lm_zo.perturbed_forward`);
 * ``dpzero``, ``dp_zo``: the layer-wise DPZero and DP-ZO steps
-  (:mod:`zoprivacy.layerwise`; Gaussian mechanism, float noise from the
+  (:mod:`zoprivacy.training.layerwise`; Gaussian mechanism, float noise from the
   secret key), the update written into the donated parameters;
 * ``mezo``: the layer-wise MeZO step (not private);
 
@@ -53,10 +53,10 @@ from results_file import split_sections, write_report
 from timing import min_median_round_robin
 
 import zoprivacy
-from zoprivacy import layerwise
 from zoprivacy.models import causal_lm_zo
 from zoprivacy.models.lm_loss import per_example_lm_loss
 from zoprivacy.models.opt import OPTConfig, OPTForCausalLM
+from zoprivacy.training import layerwise
 
 WINDOW = 8
 PRIVACY = dict(clip=1.0, noise_multiplier=1.0, smoothing=1e-3)

@@ -7,7 +7,7 @@ Runs on 8 simulated CPU devices (it sets
 pazo_m and dp_sgd on MLPs of about 1e5, 1e6 and 1e7 parameters, it compiles
 one optimizer step on the meshes ``data=8`` and ``fsdp=8`` (placement as in
 the runner: :mod:`experiments.placement`) and sums the bytes of every
-collective in the compiled program (:func:`zoprivacy.sharding.collectives`:
+collective in the compiled program (:func:`zoprivacy.core.sharding.collectives`:
 the bytes of each collective's result). Nothing is timed: the figures are
 properties of the compiled step.
 """
@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 import optax  # noqa: E402
 
 import zoprivacy  # noqa: E402
-from zoprivacy import sharding  # noqa: E402
+from zoprivacy.core import sharding  # noqa: E402
 from zoprivacy.models import small  # noqa: E402
 
 WIDTHS = {"1e5": (96, 64), "1e6": (1024, 256), "1e7": (3072, 2048)}

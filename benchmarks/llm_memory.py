@@ -25,7 +25,7 @@ Rows, each one donated jit of the whole step (update and apply):
 * ``forward``: the loss alone, at the parameters (the reference);
 * ``dp_zo layer-wise``: the runner's causal LM step (``config.layerwise``): DP-ZO
   with the perturbation added inside the layer scan and the SGD update
-  written into the donated parameters (:mod:`zoprivacy.layerwise`);
+  written into the donated parameters (:mod:`zoprivacy.training.layerwise`);
 * ``dp_zo generic``: the generic estimator (counter-hash Gaussian
   directions) + ``optax.sgd`` + ``optax.apply_updates``;
 * ``dp_sgd ghost`` / ``dp_sgd explicit``: first-order DP-SGD + sgd, with
@@ -51,10 +51,10 @@ import optax
 from timing import peak_bytes
 
 import zoprivacy
-from zoprivacy import layerwise
 from zoprivacy.models import causal_lm_zo
 from zoprivacy.models.llama import LlamaConfig, LlamaForCausalLM
 from zoprivacy.models.opt import OPTConfig, OPTForCausalLM, per_example_lm_loss
+from zoprivacy.training import layerwise
 
 BATCH, LENGTH, WINDOW = 8, 256, 8
 FULL_LOGITS_FORWARD = "forward, whole-vocabulary logits"

@@ -26,7 +26,7 @@ import optax  # noqa: E402
 from timing import min_median_round_robin  # noqa: E402
 
 import zoprivacy  # noqa: E402
-from zoprivacy import sharding  # noqa: E402
+from zoprivacy.core import sharding  # noqa: E402
 from zoprivacy.models import small  # noqa: E402
 
 

@@ -47,7 +47,7 @@ from results_file import replace_section, write_report
 from timing import min_median_round_robin, peak_bytes
 
 import zoprivacy
-from zoprivacy import directions, queries
+from zoprivacy.zo import directions, queries
 
 VARIANTS = [  # (label, direction distribution, PRNG implementation)
   ("default: sphere/auto", "sphere", "auto"),  # dpzero with no option

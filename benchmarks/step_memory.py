@@ -32,7 +32,7 @@ from results_file import write_report
 from timing import peak_bytes
 
 import zoprivacy
-from zoprivacy import counter_hash
+from zoprivacy.zo import counter_hash
 
 SMOOTHING, LEARNING_RATE = 1e-3, 1e-3
 

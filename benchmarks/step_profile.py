@@ -24,8 +24,8 @@ from exact_noise_cost import models
 from timing import min_median_round_robin
 
 import zoprivacy
-from zoprivacy import counter_directions, directions, queries
 from zoprivacy.estimators import two_point
+from zoprivacy.zo import counter_directions, directions, queries
 
 
 def parts(batch_size, name):

@@ -27,7 +27,7 @@ import numpy as np
 from absl import app, flags
 
 from experiments import run, tasks
-from zoprivacy import directions, queries
+from zoprivacy.zo import directions, queries
 
 QUANTILES = (0.5, 0.75, 0.9, 0.99)
 

@@ -28,7 +28,9 @@ def user_errors() -> tuple[type[BaseException], ...]:
   """The error types reported as one paragraph (imports the runner)."""
   from experiments import checkpointing, run_ledger, workdir  # pylint: disable=g-import-not-at-top
   from zoprivacy.data.loaders import MissingDataError  # pylint: disable=g-import-not-at-top
-  from zoprivacy.per_example_check import CrossExampleDependenceError  # pylint: disable=g-import-not-at-top
+  from zoprivacy.first_order.per_example_check import (  # pylint: disable=g-import-not-at-top
+    CrossExampleDependenceError,
+  )
   from zoprivacy.privacy import PlanError  # pylint: disable=g-import-not-at-top
   from zoprivacy.privacy.ledger import PrivacyBudgetExceededError  # pylint: disable=g-import-not-at-top
 

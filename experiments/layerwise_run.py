@@ -3,8 +3,8 @@
 For a task that provides an in-scan loss (``task.perturbed_loss``, the
 causal LM tasks: OPT, Llama, Mistral), the runner can replace the generic
 two-point step plus SGD by the layer-wise step of
-:mod:`zoprivacy.layerwise`: each layer's slice of the direction is added
-inside the layer scan as the layer is used, and the update regenerates the
+:mod:`zoprivacy.training.layerwise`: each layer's slice of the direction is
+added inside the layer scan as the layer is used, and the update regenerates the
 direction leaf by leaf into the donated parameters. Nothing else changes:
 the estimator's hyperparameters, its privacy plan (checked equal to the
 generic estimator's), the calibration, the ledger, the secret noise and the
@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 
 from experiments.run_setup import build_estimator, estimator_kwargs
-from zoprivacy import layerwise
+from zoprivacy.training import layerwise
 
 STEPS = {
   "mezo": layerwise.layerwise_mezo,
@@ -63,8 +63,8 @@ def check(config, task) -> None:
 
 
 def make(config, noise_multiplier, dataset_size, task, *, spec=None):
-  """The :class:`zoprivacy.layerwise.LayerwiseZO` of the run; its plan is
-  checked equal to the generic estimator's."""
+  """The :class:`zoprivacy.training.layerwise.LayerwiseZO` of the run; its plan
+  is checked equal to the generic estimator's."""
   check(config, task)
   kwargs = estimator_kwargs(config, noise_multiplier, dataset_size, spec=spec)
   kwargs.pop("direction_prng", None)

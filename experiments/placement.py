@@ -4,7 +4,7 @@
 size may be ``-1``); unset, every device goes on ``data``, so the default
 command uses one CPU or all the accelerators of a machine unchanged. The
 trainable and frozen parameters are sharded FSDP-style on ``fsdp``
-(:func:`zoprivacy.sharding.fsdp_spec`), the padded batch and its mask are
+(:func:`zoprivacy.core.sharding.fsdp_spec`), the padded batch and its mask are
 split over ``data`` x ``fsdp`` (padded further, with masked rows, to a
 multiple of that size), and everything else (keys, the integer noise, public
 batches) is replicated. The step is one ``jax.jit``: XLA inserts the
@@ -24,7 +24,7 @@ import jax
 import numpy as np
 
 from experiments import multihost
-from zoprivacy import sharding
+from zoprivacy.core import sharding
 from zoprivacy.data import sampling
 
 

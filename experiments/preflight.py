@@ -170,12 +170,12 @@ def unknown_optimizer(name, optax_names) -> ValueError:
 
 def check_declared(config, declaration, kwargs) -> None:
   """:func:`validate`'s checks of the estimator's declaration, run on its
-  JAX-free :class:`~zoprivacy.estimator_manifest.Declaration` before JAX
+  JAX-free :class:`~zoprivacy.core.estimator_manifest.Declaration` before JAX
   loads: privacy settings and sampling, keyword names (``kwargs``: the
   ``estimator_kwargs`` the run will have) and the optimizer's name (when
   the installed optax is the one the manifest lists). A setting-taking
   estimator's own checks run later, in :func:`validate`."""
-  from zoprivacy import estimator_manifest  # pylint: disable=g-import-not-at-top
+  from zoprivacy.core import estimator_manifest  # pylint: disable=g-import-not-at-top
 
   _check_privacy(config, declaration)
   if declaration.takes_setting:

@@ -113,7 +113,7 @@ def check_declared(config) -> None:
   """The checks that need the estimator's declaration, on the JAX-free
   manifest, with the ``estimator_kwargs`` a switch will give."""
   from experiments import preflight  # pylint: disable=g-import-not-at-top
-  from zoprivacy import estimator_manifest  # pylint: disable=g-import-not-at-top
+  from zoprivacy.core import estimator_manifest  # pylint: disable=g-import-not-at-top
 
   declaration = estimator_manifest.get(config.estimator)
   kwargs = dict(config.estimator_kwargs)

@@ -16,9 +16,10 @@ import optax
 
 from experiments import hidden_state_run, preflight
 from experiments.optimizers import make_optimizer
-from zoprivacy import accounting, per_example_check
+from zoprivacy import accounting
 from zoprivacy.data import sampling
 from zoprivacy.estimators import registry
+from zoprivacy.first_order import per_example_check
 from zoprivacy.privacy import bind_noise_secret, find_plan, randomness
 
 

@@ -3,7 +3,7 @@ r"""The runner's trajectory log (``config.trajectory_log``) and its replay.
 With ``config.trajectory_log = True`` (and a ``workdir``), a run of a scalar
 estimator (mezo, dpzero, dp_zo) writes ``workdir/trajectory.bin``: the
 public direction key and the ``q`` released scalars of every step
-(:mod:`zoprivacy.trajectory`, DP-ZO Sec. 5). It is saved with every
+(:mod:`zoprivacy.training.trajectory`, DP-ZO Sec. 5). It is saved with every
 checkpoint and at the end; a resumed run continues it.
 
 Replaying it needs only the log and the config (initial parameters from the
@@ -30,7 +30,7 @@ import sys
 import jax
 import numpy as np
 
-from zoprivacy import trajectory
+from zoprivacy.training import trajectory
 
 FILE_NAME = "trajectory.bin"
 

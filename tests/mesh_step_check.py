@@ -2,8 +2,8 @@
 
 For dpzero, dp_zo, pazo_m and dp_sgd, one jitted step on the meshes
 ``data=8``, ``fsdp=8`` and ``data=2 x fsdp=4`` (parameters placed by
-:func:`zoprivacy.sharding.param_shardings`, batch and mask by
-:func:`zoprivacy.sharding.data_sharding`) against the same step on one
+:func:`zoprivacy.core.sharding.param_shardings`, batch and mask by
+:func:`zoprivacy.core.sharding.data_sharding`) against the same step on one
 device, from the same state (same public direction key, same test noise
 seed). Prints one JSON line: per estimator and mesh, the max abs difference
 of the updated parameters, the collectives, and the per-device compiled
@@ -27,7 +27,7 @@ import numpy as np
 import optax
 
 import zoprivacy
-from zoprivacy import sharding
+from zoprivacy.core import sharding
 from zoprivacy.models import small
 
 MESHES = {

@@ -20,7 +20,7 @@ import numpy as np
 import optax
 
 import zoprivacy
-from zoprivacy import sharding
+from zoprivacy.core import sharding
 from zoprivacy.models import small
 
 

@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from zoprivacy import clipping
+from zoprivacy.mechanisms import clipping
 
 
 def test_scalars_nan_to_zero_inf_saturates():

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from zoprivacy import counter_hash, directions
+from zoprivacy.zo import counter_hash, directions
 
 KEY = jax.random.key(2024)
 FROZEN_KEY0_LEAF0 = [1269609364, 1388074516, 102290031, 585485554]

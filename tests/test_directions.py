@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from zoprivacy import counter_directions, directions
+from zoprivacy.zo import counter_directions, directions
 
 PARAMS = {"w": jnp.zeros((2, 3)), "b": jnp.zeros((4,))}  # d = 10
 D = 10

@@ -9,7 +9,7 @@ import pytest
 from flax import nnx
 
 import zoprivacy
-from zoprivacy import nnx_support
+from zoprivacy.core import nnx_support
 
 X = jax.random.normal(jax.random.key(1), (64, 4))
 Y = X @ jnp.arange(4.0)

@@ -17,12 +17,15 @@ import numpy as np
 import optax
 import pytest
 
-from zoprivacy import clipping, ghost_clipping, mechanisms, queries
 from zoprivacy.estimators import base
+from zoprivacy.first_order import ghost_clipping
+from zoprivacy.mechanisms import clipping
+from zoprivacy.mechanisms import noise as mechanisms
 from zoprivacy.models import bert
 from zoprivacy.models.lstm import LSTMClassifier
 from zoprivacy.models.small import MLP, SmallCNN
 from zoprivacy.models.vit import SelfAttention
+from zoprivacy.zo import queries
 
 RTOL = 1e-6
 

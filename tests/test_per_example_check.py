@@ -7,9 +7,9 @@ import numpy as np
 import optax
 import pytest
 
-from zoprivacy import per_example_check as pec
-from zoprivacy import queries
+from zoprivacy.first_order import per_example_check as pec
 from zoprivacy.models import small
+from zoprivacy.zo import queries
 
 B, D, H = 8, 6, 4
 X = jax.random.normal(jax.random.key(1), (B, D))

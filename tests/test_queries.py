@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from zoprivacy import blockwise_dot, directions, queries
+from zoprivacy.zo import blockwise_dot, directions, queries
 
 
 def _params():

@@ -13,9 +13,9 @@ import pytest
 import zoprivacy
 from configs import default
 from experiments import train, trajectory_log
-from zoprivacy import directions as directions_lib
-from zoprivacy import trajectory
 from zoprivacy.privacy import randomness
+from zoprivacy.training import trajectory
+from zoprivacy.zo import directions as directions_lib
 
 _RNG = np.random.default_rng(0)
 X = jnp.asarray(_RNG.normal(size=(64, 10)), jnp.float32)

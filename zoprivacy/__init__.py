@@ -29,6 +29,50 @@ _SUBMODULES = (
   "projection",
   "queries",
 )
+# The modules of the grouped subpackages, read from the top as before
+# (``zoprivacy.per_example_check``): ``name -> module``.
+_MODULES = {
+  **{
+    name: f"zoprivacy.core.{name}"
+    for name in (
+      "estimator_manifest",
+      "linalg",
+      "masked_sums",
+      "nnx_support",
+      "sharding",
+      "validation",
+    )
+  },
+  **{
+    name: f"zoprivacy.zo.{name}"
+    for name in (
+      "blockwise_dot",
+      "counter_directions",
+      "counter_hash",
+      "directions",
+      "projection",
+      "queries",
+    )
+  },
+  **{
+    name: f"zoprivacy.first_order.{name}"
+    for name in (
+      "ghost_clipping",
+      "layer_capture",
+      "per_example_check",
+      "per_example_report",
+    )
+  },
+  **{
+    name: f"zoprivacy.training.{name}"
+    for name in ("layerwise", "trajectory", "training_step")
+  },
+  "clipping": "zoprivacy.mechanisms.clipping",
+  "discrete_mechanism": "zoprivacy.mechanisms.discrete",
+  "mechanisms_accounting": "zoprivacy.mechanisms.values",
+  "mechanisms_vector": "zoprivacy.mechanisms.vector_values",
+  "vector_discrete_mechanism": "zoprivacy.privacy.vector_discrete_mechanism",
+}
 _EXPORTS = {
   "ESTIMATORS": "zoprivacy.estimators",
   "EstimatorState": "zoprivacy.estimators",
@@ -50,7 +94,7 @@ _EXPORTS = {
   "ExactNoiseSource": "zoprivacy.privacy",
   "PrivacyPlan": "zoprivacy.privacy",
   "find_plan": "zoprivacy.privacy",
-  "make_step": "zoprivacy.training_step",
+  "make_step": "zoprivacy.training.training_step",
 }
 
 __all__ = sorted(
@@ -66,8 +110,11 @@ def _is_submodule(name: str) -> bool:
 
 def __getattr__(name: str):
   """The exports above, and any submodule (``zoprivacy.per_example_check``,
-  ``zoprivacy.nnx_support``, ...), imported on first access."""
-  if name in _SUBMODULES or (name not in _EXPORTS and _is_submodule(name)):
+  ``zoprivacy.nnx_support``, ``zoprivacy.zo``, ...), imported on first
+  access."""
+  if name in _MODULES:
+    value = importlib.import_module(_MODULES[name])
+  elif name in _SUBMODULES or (name not in _EXPORTS and _is_submodule(name)):
     value = importlib.import_module(f"zoprivacy.{name}")
   elif name in _EXPORTS:
     value = getattr(importlib.import_module(_EXPORTS[name]), name)
@@ -84,13 +131,9 @@ def __dir__():
 if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
   from zoprivacy import (  # noqa: F401
     accounting,
-    clipping,
-    directions,
     hidden_state,
     mechanisms,
     privacy,
-    projection,
-    queries,
   )
   from zoprivacy.estimators import (  # noqa: F401
     ESTIMATORS,
@@ -111,11 +154,14 @@ if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
     pazo_s,
     registry,
   )
+  from zoprivacy.mechanisms import clipping  # noqa: F401
   from zoprivacy.privacy import (  # noqa: F401
     ExactNoiseSource,
     PrivacyPlan,
     find_plan,
   )
+  from zoprivacy.training.training_step import make_step  # noqa: F401
+  from zoprivacy.zo import directions, projection, queries  # noqa: F401
 
 # Hyperparameters that fix the privacy plan: static, never injected. Pass
 # them in ``optax.inject_hyperparams(..., static_args=...)``.

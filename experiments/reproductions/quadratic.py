@@ -9,9 +9,9 @@ Methods, each one step of the matching ``zoprivacy`` estimator written for
 this loss and vmapped over a ``stepsize x clip`` grid:
 
 * DPZero (Alg. 2; ``zoprivacy.dpzero``): a public direction ``u``
-  (:mod:`zoprivacy.directions`), per-example finite differences clipped by
-  :func:`zoprivacy.clipping.clip_scalars`, one scalar of Gaussian noise from
-  :class:`zoprivacy.mechanisms.GaussianMechanism`;
+  (:mod:`zoprivacy.zo.directions`), per-example finite differences clipped by
+  :func:`zoprivacy.mechanisms.clipping.clip_scalars`, one scalar of Gaussian
+  noise from :class:`zoprivacy.mechanisms.noise.GaussianMechanism`;
 * DPGD-0th (Alg. 1; ``zoprivacy.dpgd_zeroth``): the same per-example vectors
   ``fd_i u`` clipped in L2, which for vectors parallel to ``u`` is exactly
   ``clip_scalars(fd_i, C / ||u||) u`` (the identity the estimator uses), and
@@ -51,7 +51,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from zoprivacy import clipping, mechanisms
+from zoprivacy.mechanisms import clipping
+from zoprivacy.mechanisms import noise as mechanisms
 
 # Effective-rank modes of DPZero App. B.1 (a), (b), (c). ||A||_2 = 1, so the
 # effective rank Tr(A)/||A||_2 is Tr(A).

@@ -23,7 +23,7 @@ from experiments.reproductions.quadratic import (
   dpzero_step,
   initial_point,
 )
-from zoprivacy import directions
+from zoprivacy.zo import directions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -247,7 +247,8 @@ def run_grid(
   All grid points share the direction sequence and the standard-normal noise
   draws of each step (common random numbers); each is a valid run of the
   method on its own. ``noise_multiplier`` is the std of the noise on the
-  clipped *sum* over the clip (the convention of ``zoprivacy.mechanisms``).
+  clipped *sum* over the clip (the convention of
+  ``zoprivacy.mechanisms.noise``).
   """
   stepsizes = np.asarray(stepsizes, np.float32)
   clips = np.asarray(clips, np.float32)

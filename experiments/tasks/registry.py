@@ -41,7 +41,8 @@ class Task:
   sampling_schemes: tuple[str, ...] = ("poisson", "shuffle")
   # ``(trainable, frozen, batch, perturbation) -> [B]`` losses at the
   # perturbed parameters, perturbing each layer inside the model's scan
-  # (zoprivacy.layerwise); tasks that have one can run config.layerwise.
+  # (zoprivacy.training.layerwise); tasks that have one can run
+  # config.layerwise.
   perturbed_loss: Callable | None = None
   # The task's own test-set evaluation, ``(trainable, frozen) -> {name:
   # value}`` with the keys of ``metric_names`` in order (the first is the

@@ -12,7 +12,7 @@ import numpy as np
 from experiments import checkpointing
 from experiments import metrics as metrics_lib
 from experiments.run_setup import resolve_plan
-from zoprivacy import mechanisms_accounting
+from zoprivacy.mechanisms import values as mechanisms_accounting
 from zoprivacy.privacy import randomness
 from zoprivacy.privacy.discrete_noise import discrete_gaussian_sample
 

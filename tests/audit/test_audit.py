@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from zoprivacy import mechanisms
 from zoprivacy.audit import (
   calibrated,
   clopper_pearson,
@@ -23,6 +22,7 @@ from zoprivacy.audit import (
 from zoprivacy.audit.__main__ import main as audit_main
 from zoprivacy.data import sampling
 from zoprivacy.estimators import base, registry
+from zoprivacy.mechanisms import noise as mechanisms
 
 DELTA = 1e-5
 BATCH = 8

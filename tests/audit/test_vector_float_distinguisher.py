@@ -53,9 +53,9 @@ import numpy as np
 import pytest
 from jax.extend.random import define_prng_impl
 
-from zoprivacy import vector_discrete_mechanism as vdm
 from zoprivacy.audit import calibrated, distinguishing_game
 from zoprivacy.estimators import registry
+from zoprivacy.privacy import vector_discrete_mechanism as vdm
 from zoprivacy.privacy import vector_discrete_noise as vdn
 from zoprivacy.privacy.vector_noise_prefetch import NoiseStep
 

@@ -97,7 +97,9 @@ def test_counter_sphere_update_uses_the_sampled_directions(num_queries):
     )
   )(state)
   keys = jax.random.split(jax.random.fold_in(jax.random.key(5), 0), num_queries)
-  sampler = jax.jit(zoprivacy.directions.get_sampler("sphere", prng="counter"))
+  sampler = jax.jit(
+    zoprivacy.zo.directions.get_sampler("sphere", prng="counter")
+  )
   u = [_flat(sampler(k, X0)) for k in keys]
   # Each u_j lies on the sphere of radius sqrt(d).
   np.testing.assert_allclose([float(x @ x) for x in u], D, rtol=1e-5)
@@ -502,7 +504,7 @@ def test_bad_mechanism_and_laplace_replace_one():
       expected_batch_size=8.0,
       mechanism="exponential",
     )
-  from zoprivacy import mechanisms
+  from zoprivacy.mechanisms import noise as mechanisms
 
   with pytest.raises(ValueError, match="add_or_remove"):
     mechanisms.LaplaceMechanism(1.0, 1.0, 1, "replace_one")

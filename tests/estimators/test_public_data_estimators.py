@@ -617,7 +617,7 @@ def test_noise_std_per_query(name, kw, expected_std, noise):
   assert plan.mechanism.name == ("discrete_gaussian" if exact else "gaussian")
   plan_std = plan.noise_multiplier * plan.clip * math.sqrt(plan.num_queries)
   assert plan_std / B == pytest.approx(expected_std)
-  mechanism, _ = zoprivacy.mechanisms.make_mechanism(
+  mechanism, _ = zoprivacy.mechanisms.noise.make_mechanism(
     "gaussian",
     clip=plan.clip,
     noise_multiplier=plan.noise_multiplier,

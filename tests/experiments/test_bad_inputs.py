@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from zoprivacy import estimator_manifest
+from zoprivacy.core import estimator_manifest
 
 ROOT = os.path.dirname(
   os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -7,7 +7,7 @@ import pytest
 
 from configs import default
 from experiments import clip_scale, tasks
-from zoprivacy import directions
+from zoprivacy.zo import directions
 
 D, N_PUBLIC = 5, 64
 

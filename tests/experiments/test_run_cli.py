@@ -8,7 +8,7 @@ import pytest
 
 from configs import default
 from experiments import train, workdir
-from zoprivacy import estimator_manifest
+from zoprivacy.core import estimator_manifest
 from zoprivacy.estimators import registry
 
 

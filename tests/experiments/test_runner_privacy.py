@@ -219,7 +219,7 @@ def test_every_estimator_resumes_exactly_and_reports_one_epsilon(
 def test_runner_refuses_a_loss_that_mixes_examples(monkeypatch):
   """Checked once at start-up, on synthetic inputs, before any private step."""
   from experiments import tasks  # pylint: disable=g-import-not-at-top
-  from zoprivacy import per_example_check  # pylint: disable=g-import-not-at-top
+  from zoprivacy.first_order import per_example_check  # pylint: disable=g-import-not-at-top
 
   digits = tasks.TASKS["digits"]
 

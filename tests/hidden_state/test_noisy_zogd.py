@@ -9,11 +9,11 @@ import optax
 import pytest
 
 import zoprivacy
-from zoprivacy import directions, projection
 from zoprivacy.data import sampling
 from zoprivacy.estimators import base
 from zoprivacy.hidden_state import baselines, theorem32
 from zoprivacy.hidden_state import setting as setting_lib
+from zoprivacy.zo import directions, projection
 
 D, K, N = 20, 4, 8
 PARAMS = {"w": jnp.zeros((4, 4)), "b": jnp.zeros((4,))}  # d = 20

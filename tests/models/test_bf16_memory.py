@@ -19,9 +19,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from zoprivacy import layerwise
 from zoprivacy.models import causal_lm_zo
 from zoprivacy.models.opt import OPTConfig, OPTForCausalLM
+from zoprivacy.training import layerwise
 
 sys.path.insert(0, str(pathlib.Path(__file__).parents[2] / "benchmarks"))
 import llm_memory  # noqa: E402
@@ -104,8 +104,9 @@ def test_bf16_weights_are_perturbed_in_float32():
 
 @pytest.mark.slow  # ~3-7 s
 def test_bf16_update_is_the_float32_update_rounded():
-  """:func:`zoprivacy.layerwise.descend` on bfloat16 leaves: ``x - a s u``
-  in float32 with ``u`` drawn in float32, rounded once to bfloat16."""
+  """:func:`zoprivacy.training.layerwise.descend` on bfloat16 leaves:
+  ``x - a s u`` in float32 with ``u`` drawn in float32, rounded once to
+  bfloat16."""
   _, _, params = _tiny()
   as32 = jax.tree.map(lambda x: x.astype(jnp.float32), params)
   keys = jax.random.split(jax.random.key(4), 1)

@@ -1,6 +1,6 @@
 """Zeroth-order steps with the perturbation inside OPT's layer scan
-(zoprivacy.layerwise + zoprivacy.models.causal_lm_zo): the same step as the
-generic materialized dpzero step with counter-hash directions, at the
+(zoprivacy.training.layerwise + zoprivacy.models.causal_lm_zo): the same step as
+the generic materialized dpzero step with counter-hash directions, at the
 memory of one layer instead of parameter copies; LoRA on stacked kernels."""
 
 import functools
@@ -12,9 +12,9 @@ import optax
 import pytest
 
 import zoprivacy
-from zoprivacy import layerwise
 from zoprivacy.models import causal_lm_zo, chunked_head, opt, peft
 from zoprivacy.models.opt import OPTConfig, OPTForCausalLM, per_example_lm_loss
+from zoprivacy.training import layerwise
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -326,8 +326,8 @@ def test_answer_window_gives_the_same_losses():
 def test_embedding_perturbed_where_used_equals_the_perturbed_table():
   """Token rows and the chunked tied head (chunks of 16 over 50 rows, the
   last one overlapping) against the whole perturbed table E + l u."""
-  from zoprivacy import directions
   from zoprivacy.models import perturbed_head as pe
+  from zoprivacy.zo import directions
 
   rng = np.random.default_rng(0)
   table = jnp.asarray(rng.normal(size=(50, 8)).astype(np.float32))

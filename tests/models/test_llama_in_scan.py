@@ -19,10 +19,10 @@ from test_causal_lm_zo import (
 )
 
 import zoprivacy
-from zoprivacy import layerwise
 from zoprivacy.models import causal_lm_zo
 from zoprivacy.models.llama import LlamaConfig, LlamaForCausalLM
 from zoprivacy.models.opt import per_example_lm_loss
+from zoprivacy.training import layerwise
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import safetensors.numpy as safetensors_numpy
 
-from zoprivacy import per_example_check, queries
+from zoprivacy.first_order import per_example_check
 from zoprivacy.models.hf_checkpoint import (
   SafetensorsCheckpoint,
   load_bpe_tokenizer,
@@ -27,6 +27,7 @@ from zoprivacy.models.opt import (
   perturb_float32,
 )
 from zoprivacy.models.opt_generate import generate
+from zoprivacy.zo import queries
 
 # field names and non-size values as in facebook/opt-125m's config.json
 HF_CONFIG = dict(

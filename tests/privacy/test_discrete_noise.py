@@ -311,7 +311,9 @@ def _discrete_certain_fraction(noise, s0, m, trials, max_abs_loss):
 @pytest.mark.parametrize("kind", ["gaussian", "laplace"])
 def test_impossible_output_distinguisher(kind):
   m, multiplier, trials = 1000, 2.0, 20_000
-  scale = multiplier * m  # Gaussian std / Laplace scale, as in mechanisms.py
+  scale = (
+    multiplier * m
+  )  # Gaussian std / Laplace scale, as in mechanisms/noise.py
   if kind == "gaussian":
     sample, noise = jax.random.normal, dn.discrete_gaussian_noise
 

@@ -12,7 +12,7 @@ import optax
 import pytest
 
 import zoprivacy
-from zoprivacy import mechanisms
+from zoprivacy.mechanisms import noise as mechanisms
 from zoprivacy.privacy import noise_binding, randomness
 
 D = 6

@@ -11,8 +11,8 @@ import dp_accounting
 import pytest
 from dp_accounting.pld import pld_privacy_accountant
 
-from zoprivacy import mechanisms_accounting as mech
 from zoprivacy.accounting import discrete_pld
+from zoprivacy.mechanisms import values as mech
 from zoprivacy.privacy import PlanError, PrivacyPlan, sampling_scheme
 
 DELTA = 1e-5

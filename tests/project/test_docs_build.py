@@ -36,7 +36,7 @@ def test_sphinx_build_has_no_warnings_and_renders_every_module(tmp_path):
   rendered = {p.stem for p in (tmp_path / "_autosummary").glob("*.html")}
   assert _modules() <= rendered, sorted(_modules() - rendered)
   mechanisms = (
-    tmp_path / "_autosummary" / "zoprivacy.mechanisms.html"
+    tmp_path / "_autosummary" / "zoprivacy.mechanisms.noise.html"
   ).read_text()
   assert "GaussianDpEvent" in mechanisms and "contribution bound" in mechanisms
   for guide in (

@@ -15,21 +15,14 @@ ROOT = pathlib.Path(__file__).resolve().parents[2] / "zoprivacy"
 
 # Lowest first. A unit is a subpackage or a top-level module of zoprivacy.
 LAYERS = (
-  ("foundation", ("validation", "linalg", "counter_hash", "masked_sums",
-                  "nnx_support", "sharding")),
+  ("foundation", ("core",)),
   ("accounting", ("accounting",)),
-  ("primitives", ("mechanisms_accounting", "mechanisms_vector", "mechanisms",
-                  "discrete_mechanism",
-                  "counter_directions", "directions", "clipping", "queries",
-                  "blockwise_dot",
-                  "projection", "layer_capture", "ghost_clipping",
-                  "per_example_check", "per_example_report")),
-  ("privacy", ("privacy", "vector_discrete_mechanism")),
+  ("primitives", ("mechanisms", "zo", "first_order")),
+  ("privacy", ("privacy",)),
   ("data", ("data",)),
   ("models", ("models",)),
   ("evaluation", ("metrics",)),
-  ("algorithms", ("estimators", "estimator_manifest", "layerwise",
-                  "trajectory", "training_step", "hidden_state", "audit")),
+  ("algorithms", ("estimators", "training", "hidden_state", "audit")),
 )  # fmt: skip
 LAYER = {unit: i for i, (_, units) in enumerate(LAYERS) for unit in units}
 
@@ -99,7 +92,10 @@ def test_no_cycle_between_subpackages():
 
 @pytest.mark.parametrize(
   "source",
-  ["from zoprivacy.estimators import base\n", "import zoprivacy.layerwise\n"],
+  [
+    "from zoprivacy.estimators import base\n",
+    "import zoprivacy.training.layerwise\n",
+  ],
 )
 def test_the_check_sees_an_upward_import(tmp_path, source):
   path = tmp_path / "m.py"

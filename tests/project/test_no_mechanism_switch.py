@@ -1,6 +1,6 @@
 """No code switches on a mechanism or neighbouring-relation name string
 outside the mechanisms' own modules: each mechanism value states its own
-accounting (``zoprivacy/mechanisms_accounting.py``) and relations are
+accounting (``zoprivacy/mechanisms/values.py``) and relations are
 ``dp_accounting.NeighboringRelation`` members, so adding a mechanism touches
 its module and the registry only. Read from the source with ``ast``."""
 
@@ -22,14 +22,16 @@ NAMES = {
 # The mechanisms' own modules (the value classes, the runtime mechanisms and
 # the discrete mechanisms' PLDs).
 OWN = (
-  "zoprivacy/mechanisms",
-  "zoprivacy/discrete_mechanism.py",
-  "zoprivacy/vector_discrete_mechanism.py",
+  "zoprivacy/mechanisms/",
+  "zoprivacy/privacy/vector_discrete_mechanism.py",
 )
 # The same words naming something else than a mechanism or a relation.
 OTHER_MEANING = {
-  ("zoprivacy/directions.py", "gaussian"): "a direction distribution",
-  ("zoprivacy/counter_directions.py", "gaussian"): "a direction distribution",
+  ("zoprivacy/zo/directions.py", "gaussian"): "a direction distribution",
+  (
+    "zoprivacy/zo/counter_directions.py",
+    "gaussian",
+  ): "a direction distribution",
 }
 
 

@@ -40,7 +40,7 @@ def test_every_name_the_docs_use_after_import_zoprivacy_resolves():
   for path in texts:
     names |= set(re.findall(r"\bzoprivacy\.([A-Za-z_]\w*)", path.read_text()))
   names.discard("__all__")
-  assert {"per_example_check", "nnx_support", "dpzero"} <= names
+  assert {"first_order", "core", "dpzero"} <= names
   code = (
     "import sys, zoprivacy\n"
     f"missing = [n for n in {sorted(names)!r} if not hasattr(zoprivacy, n)]\n"
@@ -50,3 +50,25 @@ def test_every_name_the_docs_use_after_import_zoprivacy_resolves():
     [sys.executable, "-c", code], capture_output=True, text=True, check=False
   )
   assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_every_module_of_the_subpackages_resolves_from_the_top():
+  """The modules grouped into subpackages are read from the top under their
+  own names as well (``zoprivacy.per_example_check`` is
+  ``zoprivacy.first_order.per_example_check``)."""
+  import importlib  # pylint: disable=g-import-not-at-top
+
+  flat = set(
+    "blockwise_dot clipping counter_directions counter_hash directions "
+    "discrete_mechanism estimator_manifest ghost_clipping layer_capture "
+    "layerwise linalg masked_sums mechanisms mechanisms_accounting "
+    "mechanisms_vector nnx_support per_example_check per_example_report "
+    "projection queries sharding training_step trajectory validation "
+    "vector_discrete_mechanism".split()
+  )  # the modules that were at the root; mechanisms is now the package
+  assert set(zoprivacy._MODULES) | {"mechanisms"} == flat  # pylint: disable=protected-access
+  for name, module in zoprivacy._MODULES.items():  # pylint: disable=protected-access
+    assert getattr(zoprivacy, name) is importlib.import_module(module), name
+  assert zoprivacy.mechanisms.GaussianMechanism is (
+    zoprivacy.mechanisms.noise.GaussianMechanism
+  )

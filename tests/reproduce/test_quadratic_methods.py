@@ -19,8 +19,8 @@ import pytest
 
 import zoprivacy
 from experiments.reproductions import quadratic, quadratic_grid
-from zoprivacy import directions
 from zoprivacy.estimators import base
+from zoprivacy.zo import directions
 
 N, D = 64, 12
 CLIPS = (0.05, 0.5, 5.0, 50.0)  # from "all clipped" to "none clipped"

@@ -38,11 +38,11 @@ from typing import NamedTuple
 
 from scipy import optimize
 
-from zoprivacy import validation
 from zoprivacy.accounting import epsilon as _eps
 from zoprivacy.accounting import events as _ev
 from zoprivacy.accounting import pld_size
 from zoprivacy.accounting.dp_warnings import summarize_warnings
+from zoprivacy.core import validation
 
 MIN_NOISE_MULTIPLIER = 1e-2
 MAX_NOISE_MULTIPLIER = 1e6

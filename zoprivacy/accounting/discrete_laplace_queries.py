@@ -1,6 +1,6 @@
 """PLD of ``q`` discrete Laplace queries released from one Poisson batch.
 
-The ``q`` integer sums of one step (:class:`zoprivacy.mechanisms.
+The ``q`` integer sums of one step (:class:`zoprivacy.mechanisms.noise.
 DiscreteMechanism`, ``kind='laplace'``) each move by at most ``m`` when one
 example is added, and each gets independent discrete Laplace noise of scale
 ``b`` (``P[Y = y]`` proportional to ``exp(-|y| / b)``). Composing ``q``

@@ -27,7 +27,7 @@ which adds the inverse privacy loss dp_accounting's discrete Gaussian lacks
 for that pair. The discrete Laplace has no replace-one PLD here
 (``ValueError``).
 
-Several queries (:class:`zoprivacy.mechanisms.DiscreteMechanism`): ``q``
+Several queries (:class:`zoprivacy.mechanisms.noise.DiscreteMechanism`): ``q``
 independent discrete Gaussians of parameter ``s`` under the worst shift
 ``m 1`` have a likelihood ratio that is a function of their sum ``S``; ``S``
 has pmf ``P[S = x] = theta(x mod q) exp(-x^2 / (2 q s^2)) / Z^q`` where
@@ -54,11 +54,11 @@ import dp_accounting
 from dp_accounting.pld import privacy_loss_distribution as _pld_lib
 from dp_accounting.pld import privacy_loss_mechanism
 
-from zoprivacy import validation
 from zoprivacy.accounting.epsilon import (
   DirectionalEpsilon,
   epsilon_by_direction,
 )
+from zoprivacy.core import validation
 
 PLD = _pld_lib.PrivacyLossDistribution
 AdjacencyType = privacy_loss_mechanism.AdjacencyType

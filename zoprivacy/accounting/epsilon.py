@@ -15,10 +15,10 @@ import dp_accounting
 from dp_accounting.pld import pld_privacy_accountant as _pld_accountant
 from dp_accounting.pld import privacy_loss_distribution as _pld_lib
 
-from zoprivacy import validation
 from zoprivacy.accounting import events as _ev
 from zoprivacy.accounting import pld_size
 from zoprivacy.accounting.dp_warnings import summarize_warnings
+from zoprivacy.core import validation
 
 PLD = _pld_lib.PrivacyLossDistribution
 NeighborRel = dp_accounting.NeighboringRelation

@@ -1,6 +1,7 @@
 """DP events of the mechanisms used by DPZero, DP-ZO and PAZO, and input checks.
 
-Conventions (``docs/conventions.md`` §3, 5, 8; same as ``zoprivacy.mechanisms``):
+Conventions (``docs/conventions.md`` §3, 5, 8; same as
+``zoprivacy.mechanisms.noise``):
 
 * ``noise_multiplier`` is always the noise standard deviation (Gaussian) or
   the Laplace scale ``b`` divided by ``C``, the bound on one example's
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import dp_accounting
 
-from zoprivacy import validation
+from zoprivacy.core import validation
 
 NeighboringRelation = dp_accounting.NeighboringRelation
 NeighboringLike = str | NeighboringRelation
@@ -42,7 +43,7 @@ def neighboring_relation(neighboring: NeighboringLike) -> NeighboringRelation:
   Add/remove-one is the default of every function in this package (DP-ZO
   Def. 2.1); replace-one (DPZero Lemma 2.2 with sensitivity ``2C/n``) must be
   asked for explicitly. The names are checked by
-  :func:`zoprivacy.validation.neighboring`.
+  :func:`zoprivacy.core.validation.neighboring`.
   """
   return _RELATIONS[validation.neighboring(neighboring)]
 

@@ -7,7 +7,6 @@ from typing import NamedTuple
 
 import dp_accounting
 
-from zoprivacy import validation
 from zoprivacy.accounting import events as _ev
 from zoprivacy.accounting.dp_warnings import summarize_warnings
 from zoprivacy.accounting.epsilon import (
@@ -16,6 +15,7 @@ from zoprivacy.accounting.epsilon import (
   pld_epsilon_by_direction,
   rdp_epsilon,
 )
+from zoprivacy.core import validation
 
 NeighborRel = dp_accounting.NeighboringRelation
 

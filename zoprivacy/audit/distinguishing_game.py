@@ -43,8 +43,8 @@ import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
-from zoprivacy import mechanisms_accounting
 from zoprivacy.audit import clopper_pearson
+from zoprivacy.mechanisms import values as mechanisms_accounting
 
 
 def _replace_one(neighboring) -> bool:

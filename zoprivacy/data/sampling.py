@@ -5,8 +5,8 @@ Privacy amplification by subsampling (DP-ZO Alg. 1 line 3; Balle et al.
 independently with probability ``p``. The realized batch size is random, but
 ``jax.jit`` wants fixed shapes, so :class:`PoissonSampler` pads each batch to
 a fixed ``capacity`` and returns a boolean ``mask``; padded slots never
-contribute to a sum (see :func:`zoprivacy.mechanisms.masked_sum`). Nothing is
-ever dropped: a batch larger than the capacity (probability below
+contribute to a sum (see :func:`zoprivacy.mechanisms.noise.masked_sum`). Nothing
+is ever dropped: a batch larger than the capacity (probability below
 ``overflow_probability``) is padded to a larger shape instead, which costs a
 recompilation, not privacy.
 
@@ -36,7 +36,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import stats
 
-from zoprivacy import validation
+from zoprivacy.core import validation
 from zoprivacy.privacy import randomness
 
 

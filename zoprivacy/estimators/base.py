@@ -18,7 +18,7 @@ The per-example contract: entry ``i`` of ``batched_loss(params, batch)``
 depends only on ``params`` and example ``i`` (padding rows included). A loss
 that mixes examples (batch normalization, in-batch negatives) breaks every
 estimator's sensitivity bound; check it with
-:func:`zoprivacy.per_example_check.assert_per_example`.
+:func:`zoprivacy.first_order.per_example_check.assert_per_example`.
 
 Secret noise: a private estimator's noise key comes from OS entropy at
 ``init`` (never from ``direction_key``, which is public) unless the factory's
@@ -33,7 +33,7 @@ Noise kinds (the ``noise=`` argument of the factories):
   (:mod:`zoprivacy.privacy.host_noise`), or takes it as the extra argument
   ``discrete_noise=``. The vector estimators put each example's clipped
   vector on an integer lattice and add exact vector discrete Gaussian noise
-  (:mod:`zoprivacy.vector_discrete_mechanism`);
+  (:mod:`zoprivacy.privacy.vector_discrete_mechanism`);
 * ``'secure_mode'`` (Noisy-ZOGD's, an opt-in elsewhere): floating-point
   Gaussian noise, each draw the scaled sum of 4 independent Gaussians
   (Opacus' defence, Holohan & Braghin 2021);
@@ -51,7 +51,6 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from zoprivacy import queries
 from zoprivacy.estimators.privatization import (  # noqa: F401 (re-exported)
   NOISE_KINDS,
   Privatization,
@@ -61,6 +60,7 @@ from zoprivacy.estimators.privatization import (  # noqa: F401 (re-exported)
 )
 from zoprivacy.privacy import plan as plan_lib
 from zoprivacy.privacy import randomness
+from zoprivacy.zo import queries
 
 plan_lib.register_pytree()  # every estimator state holds a plan
 

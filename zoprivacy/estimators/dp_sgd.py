@@ -11,9 +11,13 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from zoprivacy import clipping, ghost_clipping, mechanisms, queries, validation
-from zoprivacy import vector_discrete_mechanism as vector_exact
+from zoprivacy.core import validation
 from zoprivacy.estimators import base, registry
+from zoprivacy.first_order import ghost_clipping
+from zoprivacy.mechanisms import clipping
+from zoprivacy.mechanisms import noise as mechanisms
+from zoprivacy.privacy import vector_discrete_mechanism as vector_exact
+from zoprivacy.zo import queries
 
 PER_EXAMPLE_CLIPPING = ("explicit", "ghost")
 
@@ -40,16 +44,16 @@ def dp_sgd(
   at ``p = B/n``.
 
   ``per_example_clipping='ghost'`` computes the same clipped sum without
-  per-example gradients for the layers :mod:`zoprivacy.ghost_clipping`
-  supports (flax Dense, Embed, Conv, LayerNorm; the others fall back to
-  per-example gradients layer by layer), equal to the explicit path to
-  about 1e-6 at a fraction of its memory. The default, ``'explicit'``,
-  materializes ``vmap(grad)``.
+  per-example gradients for the layers
+  :mod:`zoprivacy.first_order.ghost_clipping` supports (flax Dense, Embed, Conv,
+  LayerNorm; the others fall back to per-example gradients layer by layer),
+  equal to the explicit path to about 1e-6 at a fraction of its memory. The
+  default, ``'explicit'``, materializes ``vmap(grad)``.
 
   ``noise='exact'`` (the default): each clipped per-example gradient is
   quantized to an integer lattice of proven L2 sensitivity and the integer
   sum gets exact discrete Gaussian noise
-  (:class:`~zoprivacy.vector_discrete_mechanism.VectorDiscreteGaussianMechanism`,
+  (:class:`~zoprivacy.privacy.vector_discrete_mechanism.VectorDiscreteGaussianMechanism`,
   accounted by a subsampled RDP bound; add/remove only, explicit clipping
   only). ``noise='secure_mode'`` draws each coordinate's float Gaussian as
   the scaled sum of 4 independent draws (Opacus' ``secure_mode``, Holohan &

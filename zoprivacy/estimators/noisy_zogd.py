@@ -3,17 +3,17 @@
 One step, composed from the shared primitives:
 
 1. ``K`` orthonormal directions, Haar-uniform on the Stiefel manifold
-   (:func:`zoprivacy.directions.stiefel`), from the step's public key;
+   (:func:`zoprivacy.zo.directions.stiefel`), from the step's public key;
 2. per example and direction, the two-point finite difference at
-   ``w +- xi u_k`` (:mod:`zoprivacy.queries`), clipped at ``Delta``
-   (:mod:`zoprivacy.clipping`) and summed over the batch;
+   ``w +- xi u_k`` (:mod:`zoprivacy.zo.queries`), clipped at ``Delta``
+   (:mod:`zoprivacy.mechanisms.clipping`) and summed over the batch;
 3. directional noise on the ``K`` sums and isotropic noise on the
-   ``d``-vector (two :class:`zoprivacy.mechanisms.GaussianMechanism`);
+   ``d``-vector (two :class:`zoprivacy.mechanisms.noise.GaussianMechanism`);
 4. ``g = (1/K) sum_k (g_k + sqrt(K) G_k) u_k + G' / sqrt(d)`` with
    ``G_k ~ N(0, beta sigma^2)``, ``G' ~ N(0, (1 - beta) sigma^2 I_d)``.
 
 ``optax.sgd(eta)`` then takes ``w - eta g``, which is eq. (3) before the
-projection, and :func:`zoprivacy.projection.project_l2_ball` projects onto
+projection, and :func:`zoprivacy.zo.projection.project_l2_ball` projects onto
 ``B_R``: :func:`noisy_zogd_chain` builds exactly that chain. ``beta`` is the
 setting's ``directional_fraction`` (Thm 3.2's convention, the directional
 share; see :mod:`zoprivacy.hidden_state.setting`).
@@ -29,7 +29,7 @@ Gaussians, so the noise stays float32 (``secure_mode``, the plan says so),
 but the step's ``g`` is then snapped to the lattice ``s Z`` (``s`` a power
 of two near ``sigma / (256 sqrt(d))``, larger only where ``Delta`` plus 64
 ``sigma`` would not fit ``2**30`` steps) and gets exact discrete Gaussian
-noise of sigma one step (:func:`zoprivacy.vector_discrete_mechanism.
+noise of sigma one step (:func:`zoprivacy.privacy.vector_discrete_mechanism.
 snap_to_lattice`): every output is possible in both neighbouring worlds,
 so a floating-point precision test reaches no certain decision. The extra
 error, at most ``s / 2`` rounding plus noise of std ``s`` per coordinate,
@@ -58,12 +58,15 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from zoprivacy import clipping, mechanisms, projection, queries, validation
-from zoprivacy import directions as directions_lib
-from zoprivacy import vector_discrete_mechanism as vector_exact
+from zoprivacy.core import validation
 from zoprivacy.estimators import base, registry
 from zoprivacy.hidden_state import privacy as privacy_lib
 from zoprivacy.hidden_state import setting as setting_lib
+from zoprivacy.mechanisms import clipping
+from zoprivacy.mechanisms import noise as mechanisms
+from zoprivacy.privacy import vector_discrete_mechanism as vector_exact
+from zoprivacy.zo import directions as directions_lib
+from zoprivacy.zo import projection, queries
 
 _SNAP_STREAM = 0x534E4150  # the snapping noise's key: fold_in(noise_key, .)
 
@@ -108,7 +111,7 @@ def noisy_zogd(
     insecure_test_noise_seed: REPRODUCIBLE noise for tests (warns; the plan
       says the run is not private). ``None``: secret noise from OS entropy.
     direction_prng: 'threefry' (default), 'counter' (fast, see
-      :mod:`zoprivacy.counter_hash`), 'rbg' or 'unsafe_rbg'.
+      :mod:`zoprivacy.zo.counter_hash`), 'rbg' or 'unsafe_rbg'.
     query_batch_size: directions evaluated together (``lax.map`` batch);
       ``None``: all ``K`` at once.
 

@@ -2,10 +2,11 @@
 
 Gong & Li, "Private Zeroth-Order Optimization with Public Data" (PAZO). Each
 method composes the shared primitives: public directions
-(:mod:`zoprivacy.directions`), loss queries at perturbed parameters
-(:mod:`zoprivacy.queries`), per-example clipping (:mod:`zoprivacy.clipping`),
-masked sums and noise (:mod:`zoprivacy.mechanisms`) and the public gradients
-of :mod:`zoprivacy.estimators.public_data`.
+(:mod:`zoprivacy.zo.directions`), loss queries at perturbed parameters
+(:mod:`zoprivacy.zo.queries`), per-example clipping
+(:mod:`zoprivacy.mechanisms.clipping`), masked sums and noise
+(:mod:`zoprivacy.mechanisms.noise`) and the public gradients of
+:mod:`zoprivacy.estimators.public_data`.
 
 ==========  =============================================  ===============
 factory     update returned (optax convention, minimised)  privatized part
@@ -27,9 +28,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from zoprivacy import directions as directions_lib
-from zoprivacy import validation
+from zoprivacy.core import validation
 from zoprivacy.estimators import base, public_data, registry, two_point
+from zoprivacy.zo import directions as directions_lib
 
 _FD = "finite_difference"  # PAZO clips the finite difference (conventions §2).
 

@@ -16,9 +16,11 @@ import math
 import jax
 import jax.numpy as jnp
 
-from zoprivacy import clipping, queries, validation
-from zoprivacy import directions as directions_lib
+from zoprivacy.core import validation
 from zoprivacy.estimators import base, public_data, registry
+from zoprivacy.mechanisms import clipping
+from zoprivacy.zo import directions as directions_lib
+from zoprivacy.zo import queries
 
 # ------------------------------------------------------------------- PAZO-S
 

@@ -3,8 +3,8 @@
 Shared by every estimator that privatizes a sum of per-example
 contributions clipped at ``clip`` under Poisson sampling: the privacy
 hyperparameters are validated and turned into the mechanism that adds the
-noise (:mod:`zoprivacy.mechanisms`) and the one privacy plan the accountant
-reads. :mod:`zoprivacy.estimators.base` re-exports these names.
+noise (:mod:`zoprivacy.mechanisms.noise`) and the one privacy plan the
+accountant reads. :mod:`zoprivacy.estimators.base` re-exports these names.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from __future__ import annotations
 import warnings
 from typing import NamedTuple
 
-from zoprivacy import mechanisms, validation
+from zoprivacy.core import validation
+from zoprivacy.mechanisms import noise as mechanisms
 from zoprivacy.privacy import plan as plan_lib
 
 

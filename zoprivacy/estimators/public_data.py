@@ -18,7 +18,7 @@ import jax
 import jax.flatten_util
 import jax.numpy as jnp
 
-from zoprivacy import linalg
+from zoprivacy.core import linalg
 from zoprivacy.estimators import base
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from zoprivacy import validation
+from zoprivacy.core import validation
 from zoprivacy.estimators import base, public_data, registry
 from zoprivacy.estimators.dp_sgd import dp_sgd, private_gradient, privatization
 

@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from zoprivacy import estimator_manifest
+from zoprivacy.core import estimator_manifest
 
 PUBLIC_DATA = (None, "batch", "batches")
 

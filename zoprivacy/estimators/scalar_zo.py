@@ -28,11 +28,12 @@ def mezo(
   Args:
     smoothing: perturbation scale ``l`` (MeZO's ``epsilon``).
     num_queries: directions per step ``q``.
-    directions: a name from :data:`zoprivacy.directions.DIRECTION_NAMES`.
+    directions: a name from :data:`zoprivacy.zo.directions.DIRECTION_NAMES`.
     direction_key: public PRNG key or integer seed of the directions.
     direction_prng: 'auto' (default: the counter hash, step structure chosen
-      from the parameters, see :func:`zoprivacy.directions.perturbs_leafwise`),
-      'counter', 'threefry', 'rbg' or 'unsafe_rbg' (directions).
+      from the parameters, see
+      :func:`zoprivacy.zo.directions.perturbs_leafwise`), 'counter', 'threefry',
+      'rbg' or 'unsafe_rbg' (directions).
 
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
@@ -107,11 +108,11 @@ def dpzero(
     expected_batch_size: ``B = p n``; the noisy sum is divided by it.
     dataset_size: ``n``, to validate ``B`` and to account without repeating it.
     num_queries: ``q`` directions per step (n-SPSA).
-    directions: a name from :data:`zoprivacy.directions.DIRECTION_NAMES`.
+    directions: a name from :data:`zoprivacy.zo.directions.DIRECTION_NAMES`.
     neighboring: 'add_or_remove' (default) or 'replace_one'.
     direction_key: PUBLIC PRNG key or integer seed of the directions.
     direction_prng: 'auto' (default: the counter hash of
-      :mod:`zoprivacy.counter_hash`, the whole tree perturbed at once on a
+      :mod:`zoprivacy.zo.counter_hash`, the whole tree perturbed at once on a
       small model or several devices, leaf by leaf otherwise; see
       ``docs/directions.md``), 'counter' (always leaf by leaf), 'threefry'
       (the papers' generator), 'rbg' or 'unsafe_rbg'.
@@ -131,7 +132,7 @@ def dpzero(
 
   The loss must satisfy the per-example contract: entry ``i`` of
   ``batched_loss(params, batch)`` depends only on ``params`` and example
-  ``i`` (see :mod:`zoprivacy.per_example_check`).
+  ``i`` (see :mod:`zoprivacy.first_order.per_example_check`).
   """
   return _private_scalar_estimator(
     directions=directions,
@@ -201,7 +202,7 @@ def dp_zo(
 
   ``direction_key``, ``direction_prng``, ``noise``, ``grid_points`` and
   ``insecure_test_noise_seed`` are as in :func:`dpzero`. The loss must satisfy
-  the per-example contract (:mod:`zoprivacy.per_example_check`).
+  the per-example contract (:mod:`zoprivacy.first_order.per_example_check`).
   """
   return _private_scalar_estimator(
     directions=directions,

@@ -3,12 +3,13 @@
 One composition of the shared primitives (DPZero eq. (2), DP-ZO Alg. 1):
 
 1. draw ``q`` public directions ``u_j`` from the step's direction key
-   (:mod:`zoprivacy.directions`);
+   (:mod:`zoprivacy.zo.directions`);
 2. per example, query the loss at ``x + l u_j`` and ``x - l u_j``
-   (:mod:`zoprivacy.queries`);
-3. per example, clip the two-point scalar (:mod:`zoprivacy.clipping`);
+   (:mod:`zoprivacy.zo.queries`);
+3. per example, clip the two-point scalar
+   (:mod:`zoprivacy.mechanisms.clipping`);
 4. sum over real (unmasked) examples, add noise with the step's noise key,
-   divide by the expected batch size (:mod:`zoprivacy.mechanisms`);
+   divide by the expected batch size (:mod:`zoprivacy.mechanisms.noise`);
 5. return ``(1/q) sum_j s_j u_j``, regenerating ``u_j`` from its key.
 
 Only the ``q`` scalars ``s_j`` depend on private data. With ``q = 1`` the
@@ -26,15 +27,12 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from zoprivacy import (
-  clipping,
-  counter_directions,
-  mechanisms,
-  queries,
-  validation,
-)
-from zoprivacy import directions as directions_lib
+from zoprivacy.core import validation
 from zoprivacy.estimators import base
+from zoprivacy.mechanisms import clipping
+from zoprivacy.mechanisms import noise as mechanisms
+from zoprivacy.zo import counter_directions, queries
+from zoprivacy.zo import directions as directions_lib
 
 
 class TwoPointQuery(NamedTuple):
@@ -55,9 +53,9 @@ class TwoPointQuery(NamedTuple):
 
     With the counter hash each leaf of ``u`` is drawn where it is used,
     after the values ``after``
-    (:func:`~zoprivacy.counter_directions.counter_leaf_directions`): ``x + l u``,
-    ``x - l u`` and the update each fuse the draw, and no full ``u`` is
-    ever live; ``scale`` is the key's :meth:`direction_scales` entry.
+    (:func:`~zoprivacy.zo.counter_directions.counter_leaf_directions`):
+    ``x + l u``, ``x - l u`` and the update each fuse the draw, and no full
+    ``u`` is ever live; ``scale`` is the key's :meth:`direction_scales` entry.
     Threefry's draw costs several forward passes, so its ``u`` is drawn
     once and kept. The same function for both step structures
     (:meth:`first_use_directions`), so the update, and its replay, do not
@@ -79,8 +77,8 @@ class TwoPointQuery(NamedTuple):
   def leaf_directions(self, params):
     """``(k, scale=None) -> ((i, after) -> u_i)`` where ``u`` is drawn leaf
     by leaf (the counter hash,
-    :func:`~zoprivacy.counter_directions.counter_leaf_directions`); ``None`` where
-    it is drawn whole."""
+    :func:`~zoprivacy.zo.counter_directions.counter_leaf_directions`);
+    ``None`` where it is drawn whole."""
     if directions_lib.generator(self.direction_prng) != "counter":
       return None
     return lambda k, scale=None: counter_directions.counter_leaf_directions(
@@ -89,7 +87,7 @@ class TwoPointQuery(NamedTuple):
 
   def first_use_directions(self, params):
     """:meth:`leaf_directions` where the two passes perturb each leaf at
-    its first use (:func:`~zoprivacy.directions.perturbs_leafwise`: the
+    its first use (:func:`~zoprivacy.zo.directions.perturbs_leafwise`: the
     counter hash, and with ``'auto'`` a model of at least
     ``LEAFWISE_MIN_PARAMETERS`` on one device); ``None`` where they perturb
     the whole tree at once."""
@@ -99,9 +97,9 @@ class TwoPointQuery(NamedTuple):
 
   def direction_scales(self, params, query_keys):
     """``[q]``: each query key's ``r / ||z||`` for counter-hash sphere
-    directions (:func:`~zoprivacy.counter_directions.counter_sphere_scale`), so that
-    the norm pass runs once per query, not once per use of ``u``; ``None``
-    for every other direction."""
+    directions (:func:`~zoprivacy.zo.counter_directions.counter_sphere_scale`),
+    so that the norm pass runs once per query, not once per use of ``u``;
+    ``None`` for every other direction."""
     if (
       directions_lib.generator(self.direction_prng) != "counter"
       or self.directions not in directions_lib.SPHERE_RADII
@@ -164,11 +162,12 @@ def two_point_scalars(
   at ``mechanism.clip`` per example, summed over real examples, noised once
   (DPZero Alg. 2 line 3, DP-ZO Alg. 1 lines 13/15), divided by the expected
   batch size. Non-private: the mean over real examples (MeZO). With a
-  :class:`~zoprivacy.mechanisms.DiscreteMechanism`, ``args.discrete_noise``
-  holds the step's host-drawn integer noise. With ``leaf_directions``
-  (``query.leaf_directions(params)``) each leaf of ``u_j`` is drawn where
-  the loss reads it, instead of ``direction(k_j)`` whole; ``scales``
-  (``query.direction_scales``) holds each key's sphere scale.
+  :class:`~zoprivacy.mechanisms.noise.DiscreteMechanism`,
+  ``args.discrete_noise`` holds the step's host-drawn integer noise. With
+  ``leaf_directions`` (``query.leaf_directions(params)``) each leaf of
+  ``u_j`` is drawn where the loss reads it, instead of ``direction(k_j)``
+  whole; ``scales`` (``query.direction_scales``) holds each key's sphere
+  scale.
   """
   smoothing, clip_target = query.smoothing, query.clip_target
 

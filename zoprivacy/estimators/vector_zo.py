@@ -11,10 +11,13 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from zoprivacy import clipping, mechanisms, queries, validation
-from zoprivacy import directions as directions_lib
+from zoprivacy.core import validation
 from zoprivacy.estimators import base, registry
 from zoprivacy.estimators.dp_sgd import privatization
+from zoprivacy.mechanisms import clipping
+from zoprivacy.mechanisms import noise as mechanisms
+from zoprivacy.zo import directions as directions_lib
+from zoprivacy.zo import queries
 
 
 @registry.estimator("dpgd_zeroth")
@@ -44,7 +47,7 @@ def dpgd_zeroth(
   coordinates, which is what makes this baseline dimension dependent. By
   default (``noise='exact'``) it is exact vector noise: the per-example
   scalars and the direction are put on an integer lattice
-  (:meth:`~zoprivacy.vector_discrete_mechanism.VectorDiscreteGaussianMechanism.privatize_direction`).
+  (:meth:`~zoprivacy.privacy.vector_discrete_mechanism.VectorDiscreteGaussianMechanism.privatize_direction`).
 
   Privacy: sensitivity ``C`` (L2, add/remove; ``2C`` replace-one), noise std
   ``sigma C`` per coordinate, event ``GaussianDpEvent(sigma)`` Poisson-sampled

@@ -31,7 +31,7 @@ import numpy as np
 from dp_accounting.rdp import rdp_privacy_accountant
 from scipy import optimize
 
-from zoprivacy import validation
+from zoprivacy.core import validation
 
 CONVERSIONS = ("standard", "improved")
 NeighborRel = dp_accounting.NeighboringRelation

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from zoprivacy import validation
+from zoprivacy.core import validation
 
 
 @dataclasses.dataclass(frozen=True)

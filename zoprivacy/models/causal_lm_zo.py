@@ -1,6 +1,6 @@
 """Causal LM losses at ``x + scale * u`` with the perturbation added inside
-the layer scan, for :mod:`zoprivacy.layerwise` (zeroth-order steps without
-parameter copies). Models: :class:`~zoprivacy.models.opt.OPTForCausalLM`
+the layer scan, for :mod:`zoprivacy.training.layerwise` (zeroth-order steps
+without parameter copies). Models: :class:`~zoprivacy.models.opt.OPTForCausalLM`
 and :class:`~zoprivacy.models.llama.LlamaForCausalLM` (Llama, Mistral).
 
 :func:`perturbed_forward` is the model's forward pass (the same Flax
@@ -299,7 +299,7 @@ def in_scan_lm_loss(
   assemble: Callable = _assemble_full,
   answer_window: int | None = None,
 ) -> layer_perturbation.PerturbedLoss:
-  """``perturbed_loss`` for :mod:`zoprivacy.layerwise` steps on OPT or
+  """``perturbed_loss`` for :mod:`zoprivacy.training.layerwise` steps on OPT or
   Llama/Mistral."""
   return functools.partial(
     perturbed_lm_loss,

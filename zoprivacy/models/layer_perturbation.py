@@ -2,8 +2,8 @@
 
 A model whose layers are one scan over stacked ``[L, ...]`` parameters
 perturbs each layer inside the scan body with :class:`Perturbation`, drawn
-leaf by leaf by the counter hash (:func:`zoprivacy.directions.leaf_slice`);
-:mod:`zoprivacy.layerwise` (the training step) builds it, the models
+leaf by leaf by the counter hash (:func:`zoprivacy.zo.directions.leaf_slice`);
+:mod:`zoprivacy.training.layerwise` (the training step) builds it, the models
 (:mod:`zoprivacy.models.causal_lm_zo`) apply it. It lives with the models
 so that model code never imports the training algorithm.
 """
@@ -17,8 +17,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from zoprivacy import directions as directions_lib
 from zoprivacy.models import narrow_slices
+from zoprivacy.zo import directions as directions_lib
 
 MAX_LEAF_SIZE = 2**32  # counter-hash positions are uint32 within a leaf
 

@@ -17,8 +17,8 @@ as leaves (``E + l u``) would hold a full copy per forward pass. Here:
   chunk too, so the logits are never whole.
 
 ``u`` is THE direction of the generic step: the same counter hash, leaf
-number and positions (:func:`zoprivacy.directions.leaf_slice`,
-:func:`~zoprivacy.directions.leaf_at`), and each element is formed as
+number and positions (:func:`zoprivacy.zo.directions.leaf_slice`,
+:func:`~zoprivacy.zo.directions.leaf_at`), and each element is formed as
 ``E + (l u).astype(E.dtype)`` like :meth:`zoprivacy.models.layer_perturbation.Perturbation.
 apply` (for a bfloat16 table, ``float32(E) + l u`` with ``u`` drawn in
 float32, the table sliced by :mod:`~zoprivacy.models.narrow_slices`). Used
@@ -31,9 +31,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from zoprivacy import directions
 from zoprivacy.models import narrow_slices
 from zoprivacy.models.chunked_head import ChunkRows
+from zoprivacy.zo import directions
 
 EMBED_KEY, TABLE_KEY = "embed_tokens", "embedding"
 

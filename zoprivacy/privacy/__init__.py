@@ -13,7 +13,10 @@
   ``jax.pure_callback`` elsewhere) through which
   a jitted update draws that noise by itself;
 * :mod:`~zoprivacy.privacy.noise_binding`: :func:`bind_noise_secret`, the
-  same noise keys on every process of a run.
+  same noise keys on every process of a run;
+* :mod:`~zoprivacy.privacy.vector_discrete_mechanism`: the exact vector
+  mechanism (an integer lattice of proven L2 sensitivity) that draws its
+  noise from the samplers above.
 """
 
 import importlib

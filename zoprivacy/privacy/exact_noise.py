@@ -35,7 +35,7 @@ import threading
 
 import numpy as np
 
-from zoprivacy import mechanisms_accounting
+from zoprivacy.mechanisms import values as mechanisms_accounting
 from zoprivacy.privacy import plan as plan_lib
 from zoprivacy.privacy import randomness
 

@@ -2,7 +2,7 @@
 
 A :class:`PrivacyPlan` is a frozen, hashable, JSON-serializable description
 of how one step spends privacy: the per-step mechanism as a value (its noise
-law and parameters, :mod:`zoprivacy.mechanisms_accounting`), the clip, the
+law and parameters, :mod:`zoprivacy.mechanisms.values`), the clip, the
 neighbouring relation (a ``dp_accounting.NeighboringRelation``), the batch
 sampling as a value (:mod:`zoprivacy.privacy.sampling_scheme`), where the
 noise randomness comes from, and ``delta``. Calibration, the ledger, the
@@ -40,7 +40,7 @@ import math
 import sys
 from typing import Any
 
-from zoprivacy import mechanisms_accounting as mech_lib
+from zoprivacy.mechanisms import values as mech_lib
 from zoprivacy.privacy import sampling_scheme
 
 SCHEMA = 2
@@ -170,7 +170,7 @@ class PrivacyPlan:
   @property
   def integer_noise_scale(self) -> float:
     """Discrete plans: each query's noise parameter in grid units (see
-    :class:`zoprivacy.mechanisms.DiscreteMechanism`)."""
+    :class:`zoprivacy.mechanisms.noise.DiscreteMechanism`)."""
     return self.mechanism.integer_noise_scale
 
   @property

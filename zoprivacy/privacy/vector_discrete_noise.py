@@ -305,7 +305,7 @@ def draw(key_words, sigma: int, size: int, step_tag: int = 0) -> np.ndarray:
   word source (keyed by the chunk's index) on a thread pool: the result
   does not depend on the number of threads. Refuses (``RuntimeError``) a
   draw beyond ``2**30``, the bound of the overflow-free integer release
-  (:func:`zoprivacy.discrete_mechanism.exact_release`), which has
+  (:func:`zoprivacy.mechanisms.discrete.exact_release`), which has
   probability below ``exp(-2**11)`` for ``sigma <= 2**24``.
   """
   key_words = np.asarray(key_words, np.uint32)

@@ -2,7 +2,7 @@
 product: ``x @ (W + l U)`` for the two points of a zeroth-order step,
 without forming a perturbed copy of ``W``.
 
-Used by :func:`zoprivacy.queries.losses_perturbed_at_first_use` for a
+Used by :func:`zoprivacy.zo.queries.losses_perturbed_at_first_use` for a
 kernel that the loss reads only through one ``x @ W``.
 """
 

@@ -9,9 +9,9 @@ A private zeroth-order step needs no parameter-sized communication: every
 device regenerates the same public direction from the same key, evaluates
 the loss on its shard of the batch, and the per-example clipped scalars are
 reduced over the ``data`` axis. XLA turns the masked batch sum of
-:func:`zoprivacy.mechanisms.masked_sum` into an all-reduce of ``q`` scalars.
-Noise is added after the reduction from a replicated key, so every device
-adds the same noise once.
+:func:`zoprivacy.mechanisms.noise.masked_sum` into an all-reduce of ``q``
+scalars. Noise is added after the reduction from a replicated key, so every
+device adds the same noise once.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Its sensitivity, its noise and its accounting are stated on
 :class:`DiscreteMechanism`, next to the code that adds the noise; the
-floating-point mechanisms are in :mod:`zoprivacy.mechanisms`, which
+floating-point mechanisms are in :mod:`zoprivacy.mechanisms.noise`, which
 re-exports these names.
 """
 
@@ -15,8 +15,8 @@ from typing import Literal
 import jax
 import jax.numpy as jnp
 
-from zoprivacy import validation
-from zoprivacy.masked_sums import masked_sum
+from zoprivacy.core import validation
+from zoprivacy.core.masked_sums import masked_sum
 
 _INT32_MAX = 2**31 - 1
 

@@ -16,9 +16,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from zoprivacy import validation
-from zoprivacy.discrete_mechanism import exact_release
-from zoprivacy.masked_sums import masked_sum
+from zoprivacy.core import validation
+from zoprivacy.core.masked_sums import masked_sum
+from zoprivacy.mechanisms.discrete import exact_release
 from zoprivacy.privacy import vector_discrete_noise, vector_noise_prefetch
 
 MAX_GRID = 2**19  # integer sensitivity M: a coordinate stays below 2**20

@@ -18,7 +18,9 @@ import json
 import os
 from typing import Any
 
-PATH = os.path.join(os.path.dirname(__file__), "estimators", "manifest.json")
+PATH = os.path.join(
+  os.path.dirname(os.path.dirname(__file__)), "estimators", "manifest.json"
+)
 
 
 @dataclasses.dataclass(frozen=True)

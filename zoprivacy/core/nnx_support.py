@@ -9,7 +9,7 @@ with the frozen one. The estimators then work with ``nnx.Optimizer``::
 
     optimizer = nnx.Optimizer(model, optax.chain(est, optax.sgd(0.01)),
                               wrt=nnx.Param)
-    loss = zoprivacy.nnx_support.batched_loss(
+    loss = zoprivacy.core.nnx_support.batched_loss(
         model, lambda m, batch: per_example_loss(m(batch.x), batch.y))
 
     @nnx.jit

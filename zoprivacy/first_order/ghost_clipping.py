@@ -53,7 +53,7 @@ activations and output gradients (``vmap`` over examples, a batched loss is
 evaluated on a batch of one) and ``c_i`` is computed from ``||v_i||``
 itself, so every contribution has norm at most ``C`` (up to rounding).
 Non-finite norms get factor 0 and padded rows (``mask`` False) factor 0, with
-``jnp.where`` (NaN-safe), as in :func:`zoprivacy.clipping.
+``jnp.where`` (NaN-safe), as in :func:`zoprivacy.mechanisms.clipping.
 clip_tree_per_example`. One difference: an activation so large that
 ``<x_t, x_s>`` overflows float32 drops the example where the explicit path
 might still clip it.
@@ -67,7 +67,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from zoprivacy import layer_capture, queries
+from zoprivacy.first_order import layer_capture
+from zoprivacy.zo import queries
 
 _HIGHEST = jax.lax.Precision.HIGHEST
 _LOCAL_TYPES = (nn.Conv, nn.LayerNorm, nn.RMSNorm, nn.Dense, nn.Embed)

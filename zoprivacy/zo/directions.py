@@ -35,7 +35,8 @@ import jax
 import jax.flatten_util
 import jax.numpy as jnp
 
-from zoprivacy import counter_hash, linalg
+from zoprivacy.core import linalg
+from zoprivacy.zo import counter_hash
 
 PyTree = object
 Sampler = Callable[[jax.Array, PyTree], PyTree]
@@ -106,7 +107,7 @@ def _leaf_draws(key: jax.Array, params: PyTree, prng: str, draw: Callable):
 
   ``draw(leaf_key_or_words, leaf_number, shape, dtype)``: with ``prng =
   'counter'`` it receives the counter hash's 32-bit words of the whole leaf
-  (:mod:`zoprivacy.counter_hash`: element ``j`` of leaf ``l`` depends on
+  (:mod:`zoprivacy.zo.counter_hash`: element ``j`` of leaf ``l`` depends on
   ``(key, l, j)`` only); otherwise a key per leaf split from ``key``.
   """
   leaves, treedef = jax.tree.flatten(params)
@@ -306,7 +307,7 @@ def direction_key(key: jax.Array, prng_impl: str = "threefry") -> jax.Array:
   cheaper on accelerators and large parameter counts; directions are public,
   so a faster generator does not touch the privacy argument. Privacy noise is
   always drawn with the default (threefry) key. ``counter`` and ``auto``
-  keep the key: :mod:`zoprivacy.counter_hash` reads its two words.
+  keep the key: :mod:`zoprivacy.zo.counter_hash` reads its two words.
   """
   if prng_impl in ("threefry", "counter", "auto"):
     return key

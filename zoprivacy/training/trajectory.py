@@ -46,8 +46,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from zoprivacy import directions as directions_lib
 from zoprivacy.estimators import base, registry, two_point
+from zoprivacy.zo import directions as directions_lib
 
 FORMAT_VERSION = 1
 MAGIC = b"ZOTRAJ\x00\x01"

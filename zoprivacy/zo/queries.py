@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 from jax.extend import core as jax_core
 
-from zoprivacy import blockwise_dot
+from zoprivacy.zo import blockwise_dot
 
 PerExampleLoss = Callable[[Any, Any], jax.Array]
 BatchedLoss = Callable[[Any, Any], jax.Array]
@@ -126,7 +126,7 @@ def losses_perturbed_at_first_use(
   ``perturb_lanes(i, leaf, after, lanes, start=0)`` returns a perturbed
   copy of flattened leaf ``i`` for each pass in ``lanes``, computed after
   the values ``after`` (it draws its ``u`` once, from a key made with
-  :func:`~zoprivacy.directions.key_after`, for all of them). A leaf is
+  :func:`~zoprivacy.zo.directions.key_after`, for all of them). A leaf is
   formed for each pass just before that pass's first use, after the
   previous pass's outputs of the same equation (one copy live where that
   equation is its last use).
@@ -142,7 +142,7 @@ def losses_perturbed_at_first_use(
   Leaves read first inside a nested call (a ``jax.jit`` within the loss)
   are perturbed before that call. A large dense kernel read only by one
   ``x @ W`` is perturbed block by block inside that product
-  (:mod:`zoprivacy.blockwise_dot`), one draw of each block for all
+  (:mod:`zoprivacy.zo.blockwise_dot`), one draw of each block for all
   passes, so not even its copies are formed: there ``perturb_lanes(i,
   zeros, after, (0,), start=s)`` gives the first point's perturbation
   ``l u`` of the rows of leaf ``i`` from flat element ``s`` on, and the

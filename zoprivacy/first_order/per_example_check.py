@@ -48,7 +48,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from zoprivacy.per_example_report import (
+from zoprivacy.first_order.per_example_report import (
   CrossExampleDependenceError,
   PerExampleReport,
   Violation,
@@ -197,7 +197,7 @@ def check_per_example(
   on ``params`` and on example ``i`` of ``batch``; padding rows are examples
   too and must not affect other rows. See the module docstring for the
   probes. For ``per_example_loss(params, example)`` pass
-  ``zoprivacy.queries.as_batched_loss(per_example_loss=...)``; it passes by
+  ``zoprivacy.zo.queries.as_batched_loss(per_example_loss=...)``; it passes by
   construction.
 
   Run it on public or synthetic inputs (:func:`synthetic_batch_like`), not

@@ -6,9 +6,9 @@ before subsampling) where dp_accounting has an event for it, or a
 :meth:`pld` hook where it has none (the discrete Gaussian; the discrete
 Laplace under Poisson sampling or with several queries, which dp_accounting's
 ``DiscreteLaplaceDpEvent`` does not cover). The runtime mechanisms that add
-the noise are in :mod:`zoprivacy.mechanisms` and
-:mod:`zoprivacy.discrete_mechanism`; the sampling schemes are in
-:mod:`zoprivacy.privacy.sampling`.
+the noise are in :mod:`zoprivacy.mechanisms.noise` and
+:mod:`zoprivacy.mechanisms.discrete`; the sampling schemes are in
+:mod:`zoprivacy.privacy.sampling_scheme`.
 
 Adding a mechanism: write a frozen dataclass with ``name``, the relations it
 supports, ``dp_event`` or ``pld``, and :func:`register` it. Nothing else in
@@ -46,7 +46,7 @@ def relation(value) -> Relation:
   (``'add_or_remove'``, ``'add_or_remove_one'``, ``'replace_one'``)."""
   if isinstance(value, Relation) and value in RELATION_NAMES:
     return value
-  from zoprivacy import validation  # pylint: disable=g-import-not-at-top
+  from zoprivacy.core import validation  # pylint: disable=g-import-not-at-top
 
   name = validation.neighboring(value)
   return next(r for r, n in RELATION_NAMES.items() if n == name)
@@ -236,7 +236,7 @@ class Laplace(_FloatMechanism):
 @dataclasses.dataclass(frozen=True)
 class _DiscreteMechanism(NoiseMechanism):
   """Exact integer noise on a grid of ``grid_points`` steps per clip
-  (:class:`zoprivacy.discrete_mechanism.DiscreteMechanism`), accounted by
+  (:class:`zoprivacy.mechanisms.discrete.DiscreteMechanism`), accounted by
   the discrete PLDs of :mod:`zoprivacy.accounting.discrete_pld`."""
 
   noise_kind: ClassVar[str] = "discrete"
@@ -259,7 +259,7 @@ class DiscreteGaussian(_DiscreteMechanism):
 
   ``q`` queries on one batch are one discrete Gaussian of parameter
   ``s sqrt(q)`` (``s`` each query's) with sensitivity ``q m``
-  (:class:`~zoprivacy.discrete_mechanism.DiscreteMechanism`).
+  (:class:`~zoprivacy.mechanisms.discrete.DiscreteMechanism`).
   """
 
   name: ClassVar[str] = "discrete_gaussian"
@@ -368,7 +368,7 @@ def register(cls: type[NoiseMechanism]) -> type[NoiseMechanism]:
 for _cls in (NoNoise, Gaussian, Laplace, DiscreteGaussian, DiscreteLaplace):
   register(_cls)
 
-from zoprivacy import mechanisms_vector  # noqa: E402  pylint: disable=g-import-not-at-top
+from zoprivacy.mechanisms import vector_values as mechanisms_vector  # noqa: E402  pylint: disable=g-import-not-at-top
 
 register(mechanisms_vector.VectorDiscreteGaussian)
 

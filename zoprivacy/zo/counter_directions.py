@@ -1,7 +1,7 @@
 """Leaf-by-leaf counter-hash directions: each leaf's ``u`` drawn where it is
 used, and the sphere's norm computed in chunks without the whole ``u``.
 
-The same draws as :func:`zoprivacy.directions.get_sampler` with the counter
+The same draws as :func:`zoprivacy.zo.directions.get_sampler` with the counter
 generator (tested), split by leaf so a step never holds a whole direction.
 """
 
@@ -12,7 +12,7 @@ import math
 import jax
 import jax.numpy as jnp
 
-from zoprivacy.directions import (
+from zoprivacy.zo.directions import (
   SPHERE_RADII,
   PyTree,
   key_after,

@@ -1,5 +1,5 @@
-"""What :mod:`zoprivacy.per_example_check` reports: violations, the report
-and the error raised when a loss mixes examples."""
+"""What :mod:`zoprivacy.first_order.per_example_check` reports: violations, the
+report and the error raised when a loss mixes examples."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ layer axis (``[L, ...]`` leaves, e.g. :class:`~zoprivacy.models.opt.
 OPTForCausalLM`), this module perturbs each layer *inside* the scan body, as
 the layer is used: the body receives the unperturbed layer and its index
 ``l`` and adds ``scale * u_l``, where ``u_l`` is layer ``l``'s slice of the
-counter-hash direction (:func:`zoprivacy.directions.leaf_slice` with
+counter-hash direction (:func:`zoprivacy.zo.directions.leaf_slice` with
 ``start = l * layer_size``). The extra memory is one layer's worth:
 compiled on CPU (jax 0.10.2) for a 16-layer OPT (hidden 256, float32), the
 step's temporaries are 0.13x the parameters (2.1 layers, the same 2.1 with
@@ -30,8 +30,8 @@ Alg. 1 line 17) regenerates ``u_j`` inside one elementwise expression per
 leaf; jitted with ``donate_argnums=0`` it overwrites the parameters in place.
 The clipped per-example scalars, their noise and the division by the
 expected batch size go through the estimators' own pieces
-(:mod:`zoprivacy.clipping`, ``mechanism.privatize_sum``) and the state is an
-:class:`~zoprivacy.estimators.base.EstimatorState` carrying the same
+(:mod:`zoprivacy.mechanisms.clipping`, ``mechanism.privatize_sum``) and the
+state is an :class:`~zoprivacy.estimators.base.EstimatorState` carrying the same
 privacy plan, so accounting is unchanged.
 """
 
@@ -43,9 +43,9 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from zoprivacy import clipping, validation
-from zoprivacy import directions as directions_lib
+from zoprivacy.core import validation
 from zoprivacy.estimators import base, two_point
+from zoprivacy.mechanisms import clipping
 from zoprivacy.models.layer_perturbation import (  # noqa: F401 (re-exported)
   MAX_LEAF_SIZE,
   Perturbation,
@@ -55,6 +55,7 @@ from zoprivacy.models.layer_perturbation import (  # noqa: F401 (re-exported)
   split_stacked,
 )
 from zoprivacy.privacy import plan as plan_lib
+from zoprivacy.zo import directions as directions_lib
 
 SLICEABLE_DIRECTIONS = ("gaussian", "rademacher")
 

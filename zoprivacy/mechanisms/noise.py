@@ -1,8 +1,8 @@
 """Noise mechanisms: the privatization half of every private estimator.
 
 Each mechanism privatizes the *sum* of per-example contributions that were
-already clipped at ``clip`` (see :mod:`zoprivacy.clipping`). It states, in one
-place next to the code that adds its noise:
+already clipped at ``clip`` (see :mod:`zoprivacy.mechanisms.clipping`). It
+states, in one place next to the code that adds its noise:
 
 * its sensitivity under the chosen neighbouring relation,
 * the noise it adds (as a function of ``noise_multiplier`` and sensitivity),
@@ -36,13 +36,13 @@ import dp_accounting
 import jax
 import jax.numpy as jnp
 
-from zoprivacy import validation
-from zoprivacy.discrete_mechanism import (  # noqa: F401 (re-exported)
+from zoprivacy.core import validation
+from zoprivacy.core.masked_sums import masked_sum, masked_tree_sum  # noqa: F401
+from zoprivacy.mechanisms.discrete import (  # noqa: F401 (re-exported)
   DiscreteMechanism,
   exact_release,
   integer_noise_scale,
 )
-from zoprivacy.masked_sums import masked_sum, masked_tree_sum  # noqa: F401
 
 Neighboring = validation.Neighboring
 NEIGHBORING_RELATIONS = validation.NEIGHBORING_RELATIONS

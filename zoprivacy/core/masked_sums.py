@@ -1,7 +1,7 @@
 """Sums over the batch axis in which padded rows contribute nothing.
 
 Every mechanism privatizes such a sum of per-example contributions already
-clipped (:mod:`zoprivacy.clipping`); padding can never reach it.
+clipped (:mod:`zoprivacy.mechanisms.clipping`); padding can never reach it.
 """
 
 from __future__ import annotations

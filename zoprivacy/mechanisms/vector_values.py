@@ -1,12 +1,12 @@
 """The exact vector discrete Gaussian as a plan's mechanism value.
 
-The runtime mechanism is :class:`zoprivacy.vector_discrete_mechanism.
+The runtime mechanism is :class:`zoprivacy.privacy.vector_discrete_mechanism.
 VectorDiscreteGaussian` (an integer lattice with a proven L2 sensitivity,
 i.i.d. exact discrete Gaussian noise per coordinate). dp_accounting has no
 event or PLD for its Poisson-subsampled form, so the plan's epsilon is the
 sampled Gaussian's integer-order RDP bound, whose argument
 :mod:`zoprivacy.accounting.subsampled_rdp` states and proves. It is
-registered by :mod:`zoprivacy.mechanisms_accounting`.
+registered by :mod:`zoprivacy.mechanisms.values`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from zoprivacy import mechanisms_accounting as mech_lib
+from zoprivacy.mechanisms import values as mech_lib
 
 VECTOR_EXACT_NOTE = (
   "exact vector discrete Gaussian noise on an integer lattice (i.i.d. per "

@@ -6,7 +6,7 @@ output (a "tap"), so one ``vmap(grad)`` with respect to the taps gives every
 per-example output gradient. :func:`discover` traces the loss once and keeps a
 layer only if the loss depends on its parameters through its intercepted calls
 alone (a dependency check on the jaxpr), so no parameter is under-counted.
-Used by :mod:`zoprivacy.ghost_clipping`.
+Used by :mod:`zoprivacy.first_order.ghost_clipping`.
 """
 
 from __future__ import annotations

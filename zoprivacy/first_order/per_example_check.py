@@ -224,6 +224,43 @@ def check_per_example(
     ValueError: if the batch has no common leading axis, ``num_probes < 1``,
       or the loss does not return shape ``[B]``.
   """
+  leaves, treedef, batch_size, mask = _checked_inputs(batch, mask, num_probes)
+  key = _as_key(key)
+  rng = _numpy_rng(key)
+  perm, probes, replacements, variants = _variants(
+    leaves, treedef, batch_size, int(num_probes), mask, key, rng
+  )
+  stacked = jax.tree.unflatten(
+    treedef, [np.stack(column) for column in zip(*variants)]
+  )
+  losses = jax.jit(jax.vmap(batched_loss, in_axes=(None, 0)))(params, stacked)
+  if losses.shape != (len(variants), batch_size):
+    raise ValueError(
+      f"batched_loss must return shape [B] = [{batch_size}], "
+      f"got {losses.shape[1:]}."
+    )
+  losses = np.asarray(losses, np.float64)
+  real = np.ones(batch_size, bool) if mask is None else mask
+  violations, max_change = _all_violations(
+    losses, perm, probes, replacements, real, rtol, atol
+  )
+  return PerExampleReport(
+    ok=not violations,
+    batch_size=batch_size,
+    probes=tuple(probes),
+    replacements=tuple(replacements),
+    violations=tuple(violations),
+    max_change=max_change,
+    num_nonfinite=int(np.sum(~np.isfinite(losses[0][real]))),
+    num_evaluations=len(variants),
+    rtol=rtol,
+    atol=atol,
+  )
+
+
+def _checked_inputs(batch, mask, num_probes):
+  """``(leaves, treedef, B, mask)``: the batch's leaves as numpy arrays with
+  one common leading axis ``B``, and the mask as ``bool[B]`` (or None)."""
   if (
     isinstance(num_probes, bool)
     or int(num_probes) != num_probes
@@ -245,20 +282,23 @@ def check_per_example(
       raise ValueError(
         f"mask must have shape [{batch_size}], got {mask.shape}."
       )
-  key = _as_key(key)
-  rng = _numpy_rng(key)
+  return leaves, treedef, batch_size, mask
+
+
+def _variants(leaves, treedef, batch_size, num_probes, mask, key, rng):
+  """``(perm, probes, replacements, variants)``. Variant 0 is the batch, 1
+  a single-cycle permutation of it, 2+ one replaced row each (a row of the
+  batch, a synthetic row or zeros, in turn)."""
   synthetic = jax.tree.leaves(
     synthetic_batch_like(
       jax.tree.unflatten(treedef, leaves), jax.random.fold_in(key, 1)
     )
   )
   synthetic = [np.asarray(x) for x in synthetic]
-
-  # Variant 0: the batch; 1: a single-cycle permutation; 2+: replacements.
   cycle = rng.permutation(batch_size)
   perm = np.empty(batch_size, np.int64)
   perm[cycle] = np.roll(cycle, -1)  # slot cycle[t] gets cycle[t + 1].
-  probes = _choose_probes(batch_size, int(num_probes), mask, rng)
+  probes = _choose_probes(batch_size, num_probes, mask, rng)
   kinds = ("row", "synthetic", "zeros")
   variants = [list(leaves), [leaf[perm] for leaf in leaves]]
   replacements = []
@@ -269,24 +309,17 @@ def check_per_example(
     for leaf, row in zip(variant, rows):
       leaf[j] = row
     variants.append(variant)
-  stacked = jax.tree.unflatten(
-    treedef, [np.stack(column) for column in zip(*variants)]
-  )
+  return perm, probes, replacements, variants
 
-  losses = jax.jit(jax.vmap(batched_loss, in_axes=(None, 0)))(params, stacked)
-  if losses.shape != (len(variants), batch_size):
-    raise ValueError(
-      f"batched_loss must return shape [B] = [{batch_size}], "
-      f"got {losses.shape[1:]}."
-    )
-  losses = np.asarray(losses, np.float64)
+
+def _all_violations(losses, perm, probes, replacements, real, rtol, atol):
+  """``(violations, max_change)``: every real example's loss in each
+  variant against its loss in the batch."""
   before = losses[0]
-  real = np.ones(batch_size, bool) if mask is None else mask
-
   violations, max_change = [], 0.0
   # After the permutation slot s holds example perm[s]: permuted[e] is
   # example e's loss in its new slot, to compare with its reference loss.
-  permuted = np.empty(batch_size)
+  permuted = np.empty(len(perm))
   permuted[perm] = losses[1]
   found, change = _violation(
     "permute", -1, "", np.flatnonzero(real), before, permuted, rtol, atol
@@ -296,31 +329,13 @@ def check_per_example(
     violations.append(dataclasses.replace(found, replacement=f"slot {slot}"))
   max_change = max(max_change, change)
   for p, j in enumerate(probes):
-    rows = np.flatnonzero(real & (np.arange(batch_size) != j))
+    rows = np.flatnonzero(real & (np.arange(len(perm)) != j))
     found, change = _violation(
-      "replace",
-      j,
-      replacements[p],
-      rows,
-      before,
-      losses[2 + p],
-      rtol,
-      atol,
+      "replace", j, replacements[p], rows, before, losses[2 + p], rtol, atol
     )
     violations += [found] if found else []
     max_change = max(max_change, change)
-  return PerExampleReport(
-    ok=not violations,
-    batch_size=batch_size,
-    probes=tuple(probes),
-    replacements=tuple(replacements),
-    violations=tuple(violations),
-    max_change=max_change,
-    num_nonfinite=int(np.sum(~np.isfinite(before[real]))),
-    num_evaluations=len(variants),
-    rtol=rtol,
-    atol=atol,
-  )
+  return violations, max_change
 
 
 def assert_per_example(

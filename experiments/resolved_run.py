@@ -50,7 +50,8 @@ from experiments.run_setup import (
 )
 from experiments.step import generic_step_fn
 from zoprivacy import accounting
-from zoprivacy.privacy import ExactNoiseSource, find_plan, randomness
+from zoprivacy.privacy import find_plan, randomness
+from zoprivacy.secret_noise import ExactNoiseSource
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,7 +20,8 @@ from zoprivacy import accounting
 from zoprivacy.data import sampling
 from zoprivacy.estimators import registry
 from zoprivacy.first_order import per_example_check
-from zoprivacy.privacy import bind_noise_secret, find_plan, randomness
+from zoprivacy.privacy import find_plan, randomness
+from zoprivacy.secret_noise import bind_noise_secret
 
 
 def run_secret(config) -> bytes:
@@ -123,7 +124,7 @@ def init_optimizer_state(init, trainable, secret: bytes):
   run whose secret is ``secret``. Anything that binds the secret to the
   state's noise belongs here, and only here."""
   # Every noise key from the broadcast run secret: all hosts add the same
-  # noise, bound to the plan (zoprivacy.privacy.noise_binding).
+  # noise, bound to the plan (zoprivacy.secret_noise.noise_binding).
   return bind_noise_secret(init(trainable), secret)
 
 

@@ -71,7 +71,7 @@ _MODULES = {
   "discrete_mechanism": "zoprivacy.mechanisms.discrete",
   "mechanisms_accounting": "zoprivacy.mechanisms.values",
   "mechanisms_vector": "zoprivacy.mechanisms.vector_values",
-  "vector_discrete_mechanism": "zoprivacy.privacy.vector_discrete_mechanism",
+  "vector_discrete_mechanism": "zoprivacy.secret_noise.vector_discrete_mechanism",
 }
 _EXPORTS = {
   "ESTIMATORS": "zoprivacy.estimators",
@@ -91,7 +91,7 @@ _EXPORTS = {
   "pazo_p": "zoprivacy.estimators",
   "pazo_s": "zoprivacy.estimators",
   "registry": "zoprivacy.estimators",
-  "ExactNoiseSource": "zoprivacy.privacy",
+  "ExactNoiseSource": "zoprivacy.secret_noise",
   "PrivacyPlan": "zoprivacy.privacy",
   "find_plan": "zoprivacy.privacy",
   "make_step": "zoprivacy.training.training_step",

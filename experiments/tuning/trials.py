@@ -14,7 +14,7 @@ from experiments import metrics as metrics_lib
 from experiments.run_setup import resolve_plan
 from zoprivacy.mechanisms import values as mechanisms_accounting
 from zoprivacy.privacy import randomness
-from zoprivacy.privacy.discrete_noise import discrete_gaussian_sample
+from zoprivacy.secret_noise.discrete_noise import discrete_gaussian_sample
 
 
 def _take(tree, idx):

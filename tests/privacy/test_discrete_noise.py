@@ -22,7 +22,7 @@ from jax.extend.random import define_prng_impl
 from scipy import stats
 
 from zoprivacy.accounting import discrete_pld as dpld
-from zoprivacy.privacy import discrete_noise as dn
+from zoprivacy.secret_noise import discrete_noise as dn
 
 
 class SeededRandBelow:

@@ -23,7 +23,7 @@ import pytest
 
 import zoprivacy
 from zoprivacy.models import small
-from zoprivacy.privacy import host_noise
+from zoprivacy.secret_noise import host_noise
 
 BATCH = 64
 ROUNDS = 150

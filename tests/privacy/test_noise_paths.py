@@ -13,7 +13,8 @@ import pytest
 
 import zoprivacy
 from zoprivacy.mechanisms import noise as mechanisms
-from zoprivacy.privacy import noise_binding, randomness
+from zoprivacy.privacy import randomness
+from zoprivacy.secret_noise import noise_binding
 
 D = 6
 

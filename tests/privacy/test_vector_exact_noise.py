@@ -16,8 +16,8 @@ from scipy import stats
 
 import zoprivacy
 from zoprivacy.accounting import plan_calibration, subsampled_rdp
-from zoprivacy.privacy import vector_discrete_mechanism as vdm
-from zoprivacy.privacy import vector_discrete_noise as vdn
+from zoprivacy.secret_noise import vector_discrete_mechanism as vdm
+from zoprivacy.secret_noise import vector_discrete_noise as vdn
 
 KEY = np.arange(1, 5, dtype=np.uint32)
 

@@ -15,8 +15,8 @@ from scipy import stats
 
 import zoprivacy
 from zoprivacy.estimators import base
-from zoprivacy.privacy import vector_discrete_noise as vdn
-from zoprivacy.privacy import vector_noise_prefetch as vnp
+from zoprivacy.secret_noise import vector_discrete_noise as vdn
+from zoprivacy.secret_noise import vector_noise_prefetch as vnp
 
 KEY = np.arange(1, 5, dtype=np.uint32)
 PARAMS = {"w": jnp.ones((3, 2)), "b": jnp.zeros(2)}

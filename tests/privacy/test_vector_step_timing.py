@@ -21,8 +21,8 @@ from scipy import stats
 
 import zoprivacy
 from zoprivacy.estimators import base
-from zoprivacy.privacy import vector_discrete_noise as vdn
-from zoprivacy.privacy import vector_noise_prefetch as vnp
+from zoprivacy.secret_noise import vector_discrete_noise as vdn
+from zoprivacy.secret_noise import vector_noise_prefetch as vnp
 
 D = 6
 WARM_UP = 8

@@ -19,6 +19,7 @@ LAYERS = (
   ("accounting", ("accounting",)),
   ("primitives", ("mechanisms", "zo", "first_order")),
   ("privacy", ("privacy",)),
+  ("secret noise", ("secret_noise",)),
   ("data", ("data",)),
   ("models", ("models",)),
   ("evaluation", ("metrics",)),

@@ -23,7 +23,7 @@ NAMES = {
 # the discrete mechanisms' PLDs).
 OWN = (
   "zoprivacy/mechanisms/",
-  "zoprivacy/privacy/vector_discrete_mechanism.py",
+  "zoprivacy/secret_noise/vector_discrete_mechanism.py",
 )
 # The same words naming something else than a mechanism or a relation.
 OTHER_MEANING = {

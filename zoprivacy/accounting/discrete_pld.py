@@ -1,7 +1,7 @@
 """Privacy loss distributions of the discrete Gaussian and discrete Laplace.
 
 Accounting for the exact integer noise of
-:mod:`zoprivacy.privacy.discrete_noise` (Canonne, Kamath, Steinke 2020): a
+:mod:`zoprivacy.secret_noise.discrete_noise` (Canonne, Kamath, Steinke 2020): a
 clipped sum quantized to integers with integer sensitivity ``m`` (one example
 moves the integer sum by at most ``m``), plus discrete Gaussian or discrete
 Laplace noise, with Poisson subsampling, composed over ``num_steps`` steps.

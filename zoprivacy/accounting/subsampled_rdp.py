@@ -1,7 +1,7 @@
 """Epsilon of the Poisson-subsampled multivariate discrete Gaussian (RDP).
 
 dp_accounting has no event for the exact vector mechanism
-(:mod:`zoprivacy.privacy.vector_discrete_mechanism`): i.i.d. discrete Gaussian
+(:mod:`zoprivacy.secret_noise.vector_discrete_mechanism`): i.i.d. discrete Gaussian
 noise of integer sigma ``s`` on an integer vector whose L2 sensitivity is
 at most ``M``, with ``s >= sigma M`` (``sigma = noise_multiplier``). Its
 epsilon is bounded in four steps, at integer orders ``alpha`` only:

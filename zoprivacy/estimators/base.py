@@ -30,10 +30,10 @@ Noise kinds (the ``noise=`` argument of the factories):
 * ``'exact'`` (the default): each clipped scalar is quantized to an
   integer grid and exact discrete Gaussian / Laplace noise is added to the
   integer sum; the update fetches the noise from the host sampler by itself
-  (:mod:`zoprivacy.privacy.host_noise`), or takes it as the extra argument
+  (:mod:`zoprivacy.secret_noise.host_noise`), or takes it as the extra argument
   ``discrete_noise=``. The vector estimators put each example's clipped
   vector on an integer lattice and add exact vector discrete Gaussian noise
-  (:mod:`zoprivacy.privacy.vector_discrete_mechanism`);
+  (:mod:`zoprivacy.secret_noise.vector_discrete_mechanism`);
 * ``'secure_mode'`` (Noisy-ZOGD's, an opt-in elsewhere): floating-point
   Gaussian noise, each draw the scaled sum of 4 independent Gaussians
   (Opacus' defence, Holohan & Braghin 2021);
@@ -121,7 +121,7 @@ def step_keys(state: EstimatorState):
   The noise key of step ``t`` is bound to the plan: ``noise_key`` folded
   with the plan's fingerprint, then with ``t``; a run resumed under a
   changed plan draws independent noise. Under exact vector noise the noise
-  "key" is a :class:`~zoprivacy.privacy.vector_noise_prefetch.NoiseStep`
+  "key" is a :class:`~zoprivacy.secret_noise.vector_noise_prefetch.NoiseStep`
   (the plan-bound key and the step), which the sampler prefetches from.
   """
   noise_key = state.noise_key
@@ -130,7 +130,7 @@ def step_keys(state: EstimatorState):
       noise_key = jax.random.fold_in(noise_key, word)
   direction_key = jax.random.fold_in(state.direction_key, state.step)
   if state.privacy_plan.noise_kind == "discrete_vector":
-    from zoprivacy.privacy import vector_noise_prefetch  # pylint: disable=g-import-not-at-top
+    from zoprivacy.secret_noise import vector_noise_prefetch  # pylint: disable=g-import-not-at-top
 
     # Exact vector noise is drawn ahead of the step, off its timing path:
     # the host needs a step-independent key and the step to prefetch.
@@ -145,7 +145,7 @@ def with_exact_noise(state: EstimatorState, args: LossArgs) -> LossArgs:
   plan = state.privacy_plan
   if plan.noise_kind != "discrete" or args.discrete_noise is not None:
     return args
-  from zoprivacy.privacy import host_noise  # pylint: disable=g-import-not-at-top
+  from zoprivacy.secret_noise import host_noise  # pylint: disable=g-import-not-at-top
 
   noise = host_noise.draw_in_jit(plan, state.noise_key, state.step)
   return args._replace(extra={**args.extra, "discrete_noise": noise})

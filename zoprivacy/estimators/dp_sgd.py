@@ -16,7 +16,7 @@ from zoprivacy.estimators import base, registry
 from zoprivacy.first_order import ghost_clipping
 from zoprivacy.mechanisms import clipping
 from zoprivacy.mechanisms import noise as mechanisms
-from zoprivacy.privacy import vector_discrete_mechanism as vector_exact
+from zoprivacy.secret_noise import vector_discrete_mechanism as vector_exact
 from zoprivacy.zo import queries
 
 PER_EXAMPLE_CLIPPING = ("explicit", "ghost")
@@ -53,7 +53,7 @@ def dp_sgd(
   ``noise='exact'`` (the default): each clipped per-example gradient is
   quantized to an integer lattice of proven L2 sensitivity and the integer
   sum gets exact discrete Gaussian noise
-  (:class:`~zoprivacy.privacy.vector_discrete_mechanism.VectorDiscreteGaussianMechanism`,
+  (:class:`~zoprivacy.secret_noise.vector_discrete_mechanism.VectorDiscreteGaussianMechanism`,
   accounted by a subsampled RDP bound; add/remove only, explicit clipping
   only). ``noise='secure_mode'`` draws each coordinate's float Gaussian as
   the scaled sum of 4 independent draws (Opacus' ``secure_mode``, Holohan &

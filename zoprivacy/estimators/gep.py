@@ -21,8 +21,8 @@ from zoprivacy.core import linalg, validation
 from zoprivacy.estimators import base, public_data, registry
 from zoprivacy.mechanisms import clipping
 from zoprivacy.mechanisms import noise as mechanisms
-from zoprivacy.privacy import vector_discrete_mechanism as vector_exact
-from zoprivacy.privacy import vector_noise_prefetch
+from zoprivacy.secret_noise import vector_discrete_mechanism as vector_exact
+from zoprivacy.secret_noise import vector_noise_prefetch
 from zoprivacy.zo import queries
 
 # ---------------------------------------------------------------------- GEP
@@ -166,7 +166,7 @@ def gep(
   Privacy: :class:`GEPMechanism`, one Gaussian with ``sigma_eff``
   Poisson-sampled at ``p = b/n``. ``noise='exact'`` (the default): each
   part on its own integer lattice with exact discrete Gaussian noise
-  (:class:`~zoprivacy.privacy.vector_discrete_mechanism.VectorDiscreteGaussianMechanism`),
+  (:class:`~zoprivacy.secret_noise.vector_discrete_mechanism.VectorDiscreteGaussianMechanism`),
   the pair accounted as one exact vector mechanism with ``sigma_eff`` (Renyi
   divergences add: ``alpha / (2 sigma_0^2) + alpha / (2 sigma_1^2)``);
   ``'secure_mode'`` / ``'float'``: floating-point Gaussians, exposed to

@@ -29,7 +29,7 @@ Gaussians, so the noise stays float32 (``secure_mode``, the plan says so),
 but the step's ``g`` is then snapped to the lattice ``s Z`` (``s`` a power
 of two near ``sigma / (256 sqrt(d))``, larger only where ``Delta`` plus 64
 ``sigma`` would not fit ``2**30`` steps) and gets exact discrete Gaussian
-noise of sigma one step (:func:`zoprivacy.privacy.vector_discrete_mechanism.
+noise of sigma one step (:func:`zoprivacy.secret_noise.vector_discrete_mechanism.
 snap_to_lattice`): every output is possible in both neighbouring worlds,
 so a floating-point precision test reaches no certain decision. The extra
 error, at most ``s / 2`` rounding plus noise of std ``s`` per coordinate,
@@ -64,7 +64,7 @@ from zoprivacy.hidden_state import privacy as privacy_lib
 from zoprivacy.hidden_state import setting as setting_lib
 from zoprivacy.mechanisms import clipping
 from zoprivacy.mechanisms import noise as mechanisms
-from zoprivacy.privacy import vector_discrete_mechanism as vector_exact
+from zoprivacy.secret_noise import vector_discrete_mechanism as vector_exact
 from zoprivacy.zo import directions as directions_lib
 from zoprivacy.zo import projection, queries
 

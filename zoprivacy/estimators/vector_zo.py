@@ -47,7 +47,7 @@ def dpgd_zeroth(
   coordinates, which is what makes this baseline dimension dependent. By
   default (``noise='exact'``) it is exact vector noise: the per-example
   scalars and the direction are put on an integer lattice
-  (:meth:`~zoprivacy.privacy.vector_discrete_mechanism.VectorDiscreteGaussianMechanism.privatize_direction`).
+  (:meth:`~zoprivacy.secret_noise.vector_discrete_mechanism.VectorDiscreteGaussianMechanism.privatize_direction`).
 
   Privacy: sensitivity ``C`` (L2, add/remove; ``2C`` replace-one), noise std
   ``sigma C`` per coordinate, event ``GaussianDpEvent(sigma)`` Poisson-sampled

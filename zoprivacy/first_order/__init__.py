@@ -11,23 +11,14 @@
 Submodules are imported on first access.
 """
 
-import importlib
+from zoprivacy.core.lazy import lazy_package
 
-_SUBMODULES = (
-  "layer_capture",
-  "ghost_clipping",
-  "per_example_check",
-  "per_example_report",
+__getattr__, __dir__, __all__ = lazy_package(
+  __name__,
+  (
+    "layer_capture",
+    "ghost_clipping",
+    "per_example_check",
+    "per_example_report",
+  ),
 )
-__all__ = list(_SUBMODULES)
-
-
-def __getattr__(name: str):
-  """Each submodule, imported on first access (PEP 562)."""
-  if name not in _SUBMODULES:
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-  return importlib.import_module(f"{__name__}.{name}")
-
-
-def __dir__():
-  return __all__

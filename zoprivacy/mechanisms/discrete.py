@@ -127,7 +127,7 @@ class DiscreteMechanism:
 
     ``discrete_noise`` is the step's ``int32[q]`` noise, which the
     estimator's update fetches from the host sampler by itself
-    (:mod:`zoprivacy.privacy.host_noise`) unless the caller passed it.
+    (:mod:`zoprivacy.secret_noise.host_noise`) unless the caller passed it.
     """
     del noise_key
     if discrete_noise is None:

@@ -1,6 +1,6 @@
 """The exact vector discrete Gaussian as a plan's mechanism value.
 
-The runtime mechanism is :class:`zoprivacy.privacy.vector_discrete_mechanism.
+The runtime mechanism is :class:`zoprivacy.secret_noise.vector_discrete_mechanism.
 VectorDiscreteGaussian` (an integer lattice with a proven L2 sensitivity,
 i.i.d. exact discrete Gaussian noise per coordinate). dp_accounting has no
 event or PLD for its Poisson-subsampled form, so the plan's epsilon is the

@@ -128,7 +128,7 @@ class KeyedStream:
 
   ``randbelow(n)`` returns an exactly uniform integer in ``[0, n)`` by
   rejection sampling on fresh stream bits; the exact discrete samplers of
-  :mod:`zoprivacy.privacy.discrete_noise` need nothing else.
+  :mod:`zoprivacy.secret_noise.discrete_noise` need nothing else.
 
   Linear cost: hashlib's ``shake_256`` can only return a digest from its
   start, so the stream is read in blocks that double in size (the digest

@@ -5,14 +5,14 @@ draws:
 
 * by default, the jitted update of an exact-noise estimator calls this
   sampler through a host callback
-  (:func:`zoprivacy.privacy.host_noise.draw_in_jit`) with the estimator's
+  (:func:`zoprivacy.secret_noise.host_noise.draw_in_jit`) with the estimator's
   secret noise key and the step: the user passes no extra argument;
 * a runner may draw the noise itself, ahead of the step, and pass it as the
   extra argument ``discrete_noise=`` (an ``int32[q]`` array).
   :meth:`ExactNoiseSource.for_state` gives the same draws as the callback.
 
 The draws are exact (Canonne, Kamath, Steinke 2020; see
-:mod:`zoprivacy.privacy.discrete_noise`) and keyed: step ``t`` reads a
+:mod:`zoprivacy.secret_noise.discrete_noise`) and keyed: step ``t`` reads a
 SHAKE-256 stream keyed by ``(secret, "discrete_noise", plan fingerprint,
 t)``. A step re-run after a crash gets the same noise, so nothing is
 released twice with fresh noise; a run resumed under a changed plan (see
@@ -100,7 +100,7 @@ class ExactNoiseSource:
     """The source whose draws equal the ones an estimator's jitted update
     adds by itself: keyed by the noise key in ``state`` (an optimizer state
     holding exactly one exact-noise estimator, however wrapped)."""
-    from zoprivacy.privacy import noise_binding  # pylint: disable=g-import-not-at-top
+    from zoprivacy.secret_noise import noise_binding  # pylint: disable=g-import-not-at-top
 
     (est,) = noise_binding.estimator_states(state)
     plan = est.privacy_plan
@@ -115,7 +115,7 @@ class ExactNoiseSource:
 
   def draw_now(self, step: int) -> np.ndarray:
     """The ``int32[num_queries]`` noise of step ``step``, drawn now."""
-    from zoprivacy.privacy import discrete_noise  # pylint: disable=g-import-not-at-top
+    from zoprivacy.secret_noise import discrete_noise  # pylint: disable=g-import-not-at-top
 
     stream = randomness.KeyedStream(
       self.secret, PURPOSE, self._fingerprint, int(step)

@@ -24,7 +24,7 @@ the noise in place; lowered for another platform it is
   device adds the same noise after the cross-device sum.
 * On several processes: each process runs the callback itself. They add
   the same noise when their estimators' keys are the same, which
-  :func:`zoprivacy.privacy.bind_noise_secret` ensures.
+  :func:`zoprivacy.secret_noise.bind_noise_secret` ensures.
 * Timing: the sources are cached per (key, plan) and prefetch blocks of
   future steps in a background thread, so a step's time does not depend on
   its noise value.
@@ -41,7 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from zoprivacy.privacy import randomness
-from zoprivacy.privacy.exact_noise import ExactNoiseSource
+from zoprivacy.secret_noise.exact_noise import ExactNoiseSource
 
 try:  # JAX >= 0.7: a callback on the operands' own buffers
   from jax.experimental.buffer_callback import (
@@ -103,7 +103,7 @@ def draw_in_jit(plan, noise_key, step) -> jax.Array:
   ``jax.Array`` s (about 100 us a call). Lowered for another platform (a
   GPU's buffers are not host memory), it is ``jax.pure_callback``.
   """
-  from zoprivacy.privacy import noise_binding  # pylint: disable=g-import-not-at-top
+  from zoprivacy.secret_noise import noise_binding  # pylint: disable=g-import-not-at-top
 
   shape = jax.ShapeDtypeStruct((plan.num_queries,), jnp.int32)
   host = functools.partial(_host_draw, plan)

@@ -3,7 +3,7 @@
 The default of the vector estimators (DP-SGD, DPMD, DOPE-SGD, GEP,
 DPGD-0th). Its sensitivity, its noise and its accounting are stated on
 :class:`VectorDiscreteGaussianMechanism`, next to the code that adds the
-noise; the sampler is :mod:`zoprivacy.privacy.vector_discrete_noise`, the
+noise; the sampler is :mod:`zoprivacy.secret_noise.vector_discrete_noise`, the
 accountant :mod:`zoprivacy.accounting.subsampled_rdp`.
 """
 
@@ -19,7 +19,7 @@ import numpy as np
 from zoprivacy.core import validation
 from zoprivacy.core.masked_sums import masked_sum
 from zoprivacy.mechanisms.discrete import exact_release
-from zoprivacy.privacy import vector_discrete_noise, vector_noise_prefetch
+from zoprivacy.secret_noise import vector_discrete_noise, vector_noise_prefetch
 
 MAX_GRID = 2**19  # integer sensitivity M: a coordinate stays below 2**20
 COORD_LIMIT = 2**20 - 1
@@ -76,15 +76,15 @@ def reclip_rows(k: jax.Array, bound: int) -> jax.Array:
 def draw_noise(noise_key, sigma: int, size: int) -> jax.Array:
   """``int32[size]`` exact discrete Gaussian noise of integer ``sigma``.
 
-  ``noise_key``: a :class:`~zoprivacy.privacy.vector_noise_prefetch.
+  ``noise_key``: a :class:`~zoprivacy.secret_noise.vector_noise_prefetch.
   NoiseStep` (the plan-bound key and the step): the noise is drawn ahead of
   the step in the background and the step's host callback copies it
-  (:func:`~zoprivacy.privacy.vector_noise_prefetch.draw_in_jit`), so the
+  (:func:`~zoprivacy.secret_noise.vector_noise_prefetch.draw_in_jit`), so the
   step's time does not include the sampler's. A plain per-step key: drawn
   inside the step by a pure callback (one call per step). Either way the
   same on every host holding the key.
   """
-  from zoprivacy.privacy import noise_binding  # pylint: disable=g-import-not-at-top
+  from zoprivacy.secret_noise import noise_binding  # pylint: disable=g-import-not-at-top
 
   if isinstance(noise_key, vector_noise_prefetch.NoiseStep):
     return vector_noise_prefetch.draw_in_jit(noise_key, sigma, size)
@@ -109,7 +109,7 @@ class VectorDiscreteGaussianMechanism:
 
   Noise: i.i.d. discrete Gaussian of integer sigma ``s = ceil(
   noise_multiplier * M)`` on every coordinate of the integer sum, drawn
-  exactly (:mod:`zoprivacy.privacy.vector_discrete_noise`). The release is
+  exactly (:mod:`zoprivacy.secret_noise.vector_discrete_noise`). The release is
   ``(sum + noise) * clip / M`` (an integer times a fixed step): it has no
   floating-point artefact that depends on the data (Mironov 2012).
 

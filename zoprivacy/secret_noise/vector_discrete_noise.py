@@ -1,6 +1,6 @@
 """Exact i.i.d. discrete Gaussian noise for a whole vector, vectorized.
 
-The samplers of :mod:`zoprivacy.privacy.discrete_noise` draw one value per
+The samplers of :mod:`zoprivacy.secret_noise.discrete_noise` draw one value per
 Python call (about 5 us each): too slow for the ``d`` coordinates of a
 gradient. This module runs the same algorithms of Canonne, Kamath & Steinke
 (2020) on whole ``int64`` numpy arrays: a loop's next round runs only on
@@ -322,7 +322,7 @@ def draw_step(key_words, sigma: int, size: int, step: int) -> np.ndarray:
   """``int32[size]``: the noise of step ``step`` under a step-independent
   key (``uint32[4]``, already bound to the plan): a pure function of
   ``(key, sigma, size, step)``, wherever and whenever it is drawn (the
-  prefetching source, :mod:`zoprivacy.privacy.vector_noise_prefetch`, and
+  prefetching source, :mod:`zoprivacy.secret_noise.vector_noise_prefetch`, and
   an on-demand draw agree). Chunks and refusals as in :func:`draw`."""
   key_words = np.asarray(key_words, np.uint32).reshape(-1)
   secret = randomness.secret_from_key_data(key_words)

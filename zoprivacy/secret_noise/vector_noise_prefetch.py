@@ -1,10 +1,10 @@
 """Exact vector noise off the timing path: steps drawn ahead of time.
 
-The rejection sampler of :mod:`zoprivacy.privacy.vector_discrete_noise`
+The rejection sampler of :mod:`zoprivacy.secret_noise.vector_discrete_noise`
 does more work for larger noise values. Drawn inside the jitted step, its
 running time would be part of the step's time. Here the noise of step
 ``t`` is a pure function of ``(plan-bound key, sigma, size, t)``
-(:func:`~zoprivacy.privacy.vector_discrete_noise.draw_step`), so it can be
+(:func:`~zoprivacy.secret_noise.vector_discrete_noise.draw_step`), so it can be
 drawn before the step asks for it:
 
 * :class:`VectorNoiseSource` serves step ``t`` from memory and starts
@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from zoprivacy.privacy import vector_discrete_noise
+from zoprivacy.secret_noise import vector_discrete_noise
 
 try:  # JAX >= 0.7: a callback on the operands' own buffers
   from jax.experimental.buffer_callback import (
@@ -193,7 +193,7 @@ def _host_draw(sigma, size, words, t) -> np.ndarray:
 def draw_in_jit(noise: NoiseStep, sigma: int, size: int) -> jax.Array:
   """``int32[size]``: the exact noise of ``noise.step`` under
   ``noise.key``, from the prefetching source (see the module)."""
-  from zoprivacy.privacy import noise_binding  # pylint: disable=g-import-not-at-top
+  from zoprivacy.secret_noise import noise_binding  # pylint: disable=g-import-not-at-top
 
   sigma = vector_discrete_noise.check_sigma(sigma)
   shape = jax.ShapeDtypeStruct((int(size),), jnp.int32)

@@ -9,18 +9,9 @@
 Submodules are imported on first access.
 """
 
-import importlib
+from zoprivacy.core.lazy import lazy_package
 
-_SUBMODULES = ("training_step", "layerwise", "trajectory")
-__all__ = list(_SUBMODULES)
-
-
-def __getattr__(name: str):
-  """Each submodule, imported on first access (PEP 562)."""
-  if name not in _SUBMODULES:
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-  return importlib.import_module(f"{__name__}.{name}")
-
-
-def __dir__():
-  return __all__
+__getattr__, __dir__, __all__ = lazy_package(
+  __name__,
+  ("training_step", "layerwise", "trajectory"),
+)

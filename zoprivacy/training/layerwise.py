@@ -151,7 +151,7 @@ def layerwise_two_point(
         raise ValueError("Pass either a PaddedBatch or mask=, not both.")
       batch, mask = batch.data, batch.mask
     if discrete_noise is None and plan.noise_kind == "discrete":
-      from zoprivacy.privacy import host_noise  # pylint: disable=g-import-not-at-top
+      from zoprivacy.secret_noise import host_noise  # pylint: disable=g-import-not-at-top
 
       discrete_noise = host_noise.draw_in_jit(plan, state.noise_key, state.step)
     dir_key, noise_key = base.step_keys(state)

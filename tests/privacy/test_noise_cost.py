@@ -23,7 +23,7 @@ import pytest
 
 import zoprivacy
 from zoprivacy.models import small
-from zoprivacy.secret_noise import host_noise
+from zoprivacy.secret_noise import host_callback, host_noise
 
 BATCH = 64
 ROUNDS = 150
@@ -49,7 +49,7 @@ def _without_buffer_callback(monkeypatch, make):
   ``draw_in_jit`` on ``jax.pure_callback``."""
   fn = make()
   with monkeypatch.context() as m:
-    m.setattr(host_noise, "_buffer_callback", None)
+    m.setattr(host_callback, "_buffer_callback", None)
     jax.block_until_ready(fn())
   return fn
 

@@ -31,6 +31,7 @@ __getattr__, __dir__, __all__ = lazy_package(
   (
     "discrete_noise",
     "exact_noise",
+    "host_callback",
     "host_noise",
     "noise_binding",
     "vector_discrete_noise",

@@ -41,14 +41,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from zoprivacy.privacy import randomness
+from zoprivacy.secret_noise import host_callback
 from zoprivacy.secret_noise.exact_noise import ExactNoiseSource
-
-try:  # JAX >= 0.7: a callback on the operands' own buffers
-  from jax.experimental.buffer_callback import (
-    buffer_callback as _buffer_callback,
-  )
-except ImportError:  # pragma: no cover
-  _buffer_callback = None
 
 _CACHE_SIZE = 8
 _sources: collections.OrderedDict = collections.OrderedDict()
@@ -97,28 +91,10 @@ def draw_in_jit(plan, noise_key, step) -> jax.Array:
   """The ``int32[num_queries]`` exact noise of ``step``, for ``noise_key``
   (the estimator's base key, not a per-step key) under ``plan``.
 
-  Lowered for the CPU, the callback is a ``buffer_callback``: the host reads
-  the operands and writes the noise in place (about 5 us a call);
-  ``jax.pure_callback`` would first copy its operands into new
-  ``jax.Array`` s (about 100 us a call). Lowered for another platform (a
-  GPU's buffers are not host memory), it is ``jax.pure_callback``.
+  Drawn through :func:`zoprivacy.secret_noise.host_callback.draw_on_host`
+  (in place on the CPU).
   """
-  from zoprivacy.secret_noise import noise_binding  # pylint: disable=g-import-not-at-top
-
   shape = jax.ShapeDtypeStruct((plan.num_queries,), jnp.int32)
-  host = functools.partial(_host_draw, plan)
-
-  def pure(words, t):
-    return jax.pure_callback(host, shape, words, t, vmap_method="expand_dims")
-
-  def in_place(words, t):
-    def fill(ctx, out, words, t):
-      del ctx
-      np.asarray(out)[...] = host(np.asarray(words), np.asarray(t))
-
-    return _buffer_callback(fill, shape, vmap_method="expand_dims")(words, t)
-
-  operands = (noise_binding.key_words(noise_key), jnp.asarray(step, jnp.int32))
-  if _buffer_callback is None:
-    return pure(*operands)
-  return jax.lax.platform_dependent(*operands, cpu=in_place, default=pure)
+  return host_callback.draw_on_host(
+    functools.partial(_host_draw, plan), shape, noise_key, step
+  )

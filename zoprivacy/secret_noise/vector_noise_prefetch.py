@@ -35,14 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from zoprivacy.secret_noise import vector_discrete_noise
-
-try:  # JAX >= 0.7: a callback on the operands' own buffers
-  from jax.experimental.buffer_callback import (
-    buffer_callback as _buffer_callback,
-  )
-except ImportError:  # pragma: no cover
-  _buffer_callback = None
+from zoprivacy.secret_noise import host_callback, vector_discrete_noise
 
 AHEAD = 2  # steps drawn ahead of the one served
 THREAD_NAME = "zoprivacy-vector-noise-prefetch"
@@ -193,26 +186,11 @@ def _host_draw(sigma, size, words, t) -> np.ndarray:
 def draw_in_jit(noise: NoiseStep, sigma: int, size: int) -> jax.Array:
   """``int32[size]``: the exact noise of ``noise.step`` under
   ``noise.key``, from the prefetching source (see the module)."""
-  from zoprivacy.secret_noise import noise_binding  # pylint: disable=g-import-not-at-top
-
   sigma = vector_discrete_noise.check_sigma(sigma)
   shape = jax.ShapeDtypeStruct((int(size),), jnp.int32)
-  host = functools.partial(_host_draw, sigma, int(size))
-
-  def pure(words, t):
-    return jax.pure_callback(host, shape, words, t, vmap_method="expand_dims")
-
-  def in_place(words, t):
-    def fill(ctx, out, words, t):
-      del ctx
-      np.asarray(out)[...] = host(np.asarray(words), np.asarray(t))
-
-    return _buffer_callback(fill, shape, vmap_method="expand_dims")(words, t)
-
-  operands = (
-    noise_binding.key_words(noise.key),
-    jnp.asarray(noise.step, jnp.int32),
+  return host_callback.draw_on_host(
+    functools.partial(_host_draw, sigma, int(size)),
+    shape,
+    noise.key,
+    noise.step,
   )
-  if _buffer_callback is None:
-    return pure(*operands)
-  return jax.lax.platform_dependent(*operands, cpu=in_place, default=pure)

@@ -188,25 +188,9 @@ def gep(
     noise_multiplier, embedding_noise_multiplier, residual_noise_multiplier
   )
   validation.one_of("noise", noise, base.NOISE_KINDS)
-  mechanism = GEPMechanism(
-    embedding_clip,
-    residual_clip,
-    split[0],
-    split[1],
-    neighboring,
-    "secure_mode" if noise == "secure_mode" else "none",
+  mechanism, parts = _mechanisms(
+    embedding_clip, residual_clip, split, neighboring, noise
   )
-  parts = None
-  if noise == "exact":
-    parts = (
-      vector_exact.VectorDiscreteGaussianMechanism(
-        embedding_clip, split[0], neighboring
-      ),
-      vector_exact.VectorDiscreteGaussianMechanism(residual_clip, split[1]),
-    )
-    mechanism = vector_exact.VectorDiscreteGaussianMechanism(
-      embedding_clip, mechanism.noise_multiplier, neighboring
-    )
   privacy = base.Privatization(
     mechanism,
     base.make_plan(
@@ -243,6 +227,32 @@ def gep(
   return base.build_vector_estimator(
     gradient, direction_key=direction_key, privacy=privacy
   )
+
+
+def _mechanisms(embedding_clip, residual_clip, split, neighboring, noise):
+  """``(mechanism, parts)``: the accounted mechanism, and under exact noise
+  (``parts`` not None) each part's own lattice mechanism. Exact: one vector
+  discrete Gaussian with GEP's effective multiplier; float: the
+  :class:`GEPMechanism` pair."""
+  mechanism = GEPMechanism(
+    embedding_clip,
+    residual_clip,
+    split[0],
+    split[1],
+    neighboring,
+    "secure_mode" if noise == "secure_mode" else "none",
+  )
+  if noise != "exact":
+    return mechanism, None
+  parts = (
+    vector_exact.VectorDiscreteGaussianMechanism(
+      embedding_clip, split[0], neighboring
+    ),
+    vector_exact.VectorDiscreteGaussianMechanism(residual_clip, split[1]),
+  )
+  return vector_exact.VectorDiscreteGaussianMechanism(
+    embedding_clip, mechanism.noise_multiplier, neighboring
+  ), parts
 
 
 def _split_noise(noise_multiplier, embedding, residual) -> tuple[float, float]:

@@ -104,7 +104,35 @@ def pazo_s(
     grid_points=grid_points,
     insecure_test_noise_seed=insecure_test_noise_seed,
   )
-  mechanism, batch_size = privacy.mechanism, privacy.expected_batch_size
+  compute = _candidate_selection(
+    k=k,
+    learning_rate=learning_rate,
+    mechanism=privacy.mechanism,
+    batch_size=privacy.expected_batch_size,
+    extra_candidate=extra_candidate,
+    candidate_noise_scale=candidate_noise_scale,
+    direction_prng=direction_prng,
+  )
+  return base.build_estimator(
+    compute,
+    direction_key=direction_key,
+    privacy=privacy,
+    num_released=num_scores,
+  )
+
+
+def _candidate_selection(
+  *,
+  k,
+  learning_rate,
+  mechanism,
+  batch_size,
+  extra_candidate,
+  candidate_noise_scale,
+  direction_prng,
+):
+  """PAZO-S Alg. 3 lines 4-15 as ``compute(params, args, dir_key,
+  noise_key) -> (g_{j*}, noisy scores)``."""
 
   def compute(params, args, dir_key, noise_key):
     public_batches = public_data.get_public_batches(args, k)
@@ -148,12 +176,7 @@ def pazo_s(
     )
     return grad, scores
 
-  return base.build_estimator(
-    compute,
-    direction_key=direction_key,
-    privacy=privacy,
-    num_released=num_scores,
-  )
+  return compute
 
 
 def _candidate_settings(extra_candidate, candidate_noise_scale) -> float:

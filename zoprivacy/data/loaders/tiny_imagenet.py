@@ -77,12 +77,36 @@ def load_tiny_imagenet(
   """
   Image = _pil_image()
   root = tiny_imagenet_dir(data_dir)
+  wnids, names = _classes(root)
+  index = {w: i for i, w in enumerate(wnids)}
+  train_x, train_y = _train_images(root, wnids, index, max_per_class, Image)
+  val_x, val_y = _val_images(root, index, Image)
+
+  def dataset(xs, ys, split):
+    images = (
+      np.stack(xs) if xs else np.zeros((0, IMAGE_SIZE, IMAGE_SIZE, 3), np.uint8)
+    )
+    return base.Dataset(
+      base.scale_images(images, dtype),
+      base.as_labels(ys),
+      len(wnids),
+      f"tiny_imagenet/{split}",
+      tuple(names),
+    )
+
+  return base.DatasetSplits(
+    dataset(train_x, train_y, "train"), dataset(val_x, val_y, "val")
+  )
+
+
+def _classes(root):
+  """``(wnids, names)``: the class ids of ``wnids.txt`` in order, and their
+  names from ``words.txt`` where it exists (else the ids)."""
   wnids = [
     w.strip()
     for w in (root / "wnids.txt").read_text().splitlines()
     if w.strip()
   ]
-  index = {w: i for i, w in enumerate(wnids)}
   names = list(wnids)
   words = root / "words.txt"
   if words.exists():
@@ -92,7 +116,12 @@ def load_tiny_imagenet(
       if "\t" in line
     )
     names = [lookup.get(w, w).strip() for w in wnids]
+  return wnids, names
 
+
+def _train_images(root, wnids, index, max_per_class, pil):
+  """The training images of every class (sorted by file name, the first
+  ``max_per_class`` of each if given) and their labels."""
   missing = [
     root / "train" / w / "images"
     for w in wnids
@@ -100,7 +129,7 @@ def load_tiny_imagenet(
   ]
   if missing:
     raise base.MissingDataError("Tiny-ImageNet", missing, INSTRUCTIONS)
-  train_x, train_y = [], []
+  xs, ys = [], []
   for w in wnids:
     files = sorted(
       p
@@ -109,10 +138,15 @@ def load_tiny_imagenet(
     )
     if max_per_class is not None:
       files = files[:max_per_class]
-    train_x.extend(_read_image(p, Image) for p in files)
-    train_y.extend([index[w]] * len(files))
+    xs.extend(_read_image(p, pil) for p in files)
+    ys.extend([index[w]] * len(files))
+  return xs, ys
 
-  val_x, val_y, val_missing = [], [], []
+
+def _val_images(root, index, pil):
+  """The validation images listed in ``val_annotations.txt`` and their
+  labels; a bad line or a missing image is an error."""
+  xs, ys, missing = [], [], []
   for lineno, line in enumerate(
     (root / "val" / "val_annotations.txt").read_text().splitlines(), 1
   ):
@@ -123,32 +157,10 @@ def load_tiny_imagenet(
       raise ValueError(f"val_annotations.txt:{lineno}: bad line {line!r}")
     path = root / "val" / "images" / parts[0]
     if not path.exists():
-      val_missing.append(path)
+      missing.append(path)
       continue
-    val_x.append(_read_image(path, Image))
-    val_y.append(index[parts[1]])
-  if val_missing:
-    raise base.MissingDataError("Tiny-ImageNet", val_missing, INSTRUCTIONS)
-
-  def stack(xs):
-    return (
-      np.stack(xs) if xs else np.zeros((0, IMAGE_SIZE, IMAGE_SIZE, 3), np.uint8)
-    )
-
-  k = len(wnids)
-  return base.DatasetSplits(
-    base.Dataset(
-      base.scale_images(stack(train_x), dtype),
-      base.as_labels(train_y),
-      k,
-      "tiny_imagenet/train",
-      tuple(names),
-    ),
-    base.Dataset(
-      base.scale_images(stack(val_x), dtype),
-      base.as_labels(val_y),
-      k,
-      "tiny_imagenet/val",
-      tuple(names),
-    ),
-  )
+    xs.append(_read_image(path, pil))
+    ys.append(index[parts[1]])
+  if missing:
+    raise base.MissingDataError("Tiny-ImageNet", missing, INSTRUCTIONS)
+  return xs, ys

@@ -4,8 +4,9 @@ r"""The README's first run, timed: steps per second of the default job.
 
 Runs ``python -m experiments.run --config configs/default.py`` (DPZero on the
 bundled digits, the README's first command after its install) ``--runs``
-times, one after the other, each in a fresh process and a fresh work
-directory, and reads each run's own report line ``steps: N (T s)`` (the
+times, one after the other, each in a fresh process, exactly as the README
+runs it (no work directory: a run with ``--config.workdir`` also writes its
+ledger ahead of every step), and reads each run's own report line ``steps: N (T s)`` (the
 training loop, after compilation and calibration) and its wall clock. The
 results file keeps one row per invocation under ``## History`` (the newest
 last, with the commit and the load), so that a regression of the default
@@ -21,7 +22,6 @@ import re
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -38,16 +38,15 @@ HEADER = (
 
 def one_run() -> tuple[int, float, float]:
   """``(steps, training seconds, wall seconds)`` of one default run."""
-  with tempfile.TemporaryDirectory() as workdir:
-    start = time.perf_counter()
-    out = subprocess.run(
-      [sys.executable, *COMMAND, f"--config.workdir={workdir}"],
-      cwd=ROOT,
-      capture_output=True,
-      text=True,
-      check=True,
-    ).stdout
-    wall = time.perf_counter() - start
+  start = time.perf_counter()
+  out = subprocess.run(
+    [sys.executable, *COMMAND],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    check=True,
+  ).stdout
+  wall = time.perf_counter() - start
   found = STEPS.search(out)
   if found is None:
     raise RuntimeError(f"No 'steps: N (T s)' line in the run's output:\n{out}")

@@ -10,6 +10,7 @@ and noised. The two Gaussian releases compose into one Gaussian
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import dp_accounting
@@ -202,30 +203,54 @@ def gep(
     insecure_test_noise_seed,
   )
 
-  def gradient(params, args, dir_key, noise_key):
-    v, grads, unravel = _anchors_and_gradients(
-      params, args, dir_key, num_bases, power_iterations
-    )
-    embedding = grads @ v  # [B, k]
-    residual = grads - embedding @ v.T  # [B, d]
-    clipped = (
-      clipping.clip_tree_per_example(embedding, embedding_clip)[0],
-      clipping.clip_tree_per_example(residual, residual_clip)[0],
-    )
-    if parts is not None:
-      noisy = _exact_parts(parts, noise_key, clipped, args.mask)
-    else:
-      noisy = mechanism.add_noise(
-        noise_key, tuple(mechanisms.masked_sum(c, args.mask) for c in clipped)
-      )
-    flat = (v @ noisy[0] + noisy[1]) / expected_batch_size
-    dtype = jax.tree.leaves(params)[0].dtype
-    return jax.tree.map(
-      lambda g, p: g.astype(p.dtype), unravel(flat.astype(dtype)), params
-    )
-
+  gradient = functools.partial(
+    _private_gradient,
+    num_bases=num_bases,
+    power_iterations=power_iterations,
+    clips=(embedding_clip, residual_clip),
+    mechanism=mechanism,
+    parts=parts,
+    batch_size=expected_batch_size,
+  )
   return base.build_vector_estimator(
     gradient, direction_key=direction_key, privacy=privacy
+  )
+
+
+def _private_gradient(
+  params,
+  args,
+  dir_key,
+  noise_key,
+  *,
+  num_bases,
+  power_iterations,
+  clips,
+  mechanism,
+  parts,
+  batch_size,
+):
+  """GEP's update direction: the noised clipped embeddings mapped back
+  through ``V`` plus the noised clipped residuals, over ``b``."""
+  v, grads, unravel = _anchors_and_gradients(
+    params, args, dir_key, num_bases, power_iterations
+  )
+  embedding = grads @ v  # [B, k]
+  residual = grads - embedding @ v.T  # [B, d]
+  clipped = (
+    clipping.clip_tree_per_example(embedding, clips[0])[0],
+    clipping.clip_tree_per_example(residual, clips[1])[0],
+  )
+  if parts is not None:
+    noisy = _exact_parts(parts, noise_key, clipped, args.mask)
+  else:
+    noisy = mechanism.add_noise(
+      noise_key, tuple(mechanisms.masked_sum(c, args.mask) for c in clipped)
+    )
+  flat = (v @ noisy[0] + noisy[1]) / batch_size
+  dtype = jax.tree.leaves(params)[0].dtype
+  return jax.tree.map(
+    lambda g, p: g.astype(p.dtype), unravel(flat.astype(dtype)), params
   )
 
 

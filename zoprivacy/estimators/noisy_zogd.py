@@ -134,10 +134,7 @@ def noisy_zogd(
   sampler = directions_lib.get_sampler(
     "stiefel", num_directions=k, prng=direction_prng
   )
-  fraction = setting.directional_fraction
-  schedule = (
-    jnp.asarray(fraction, jnp.float32) if isinstance(fraction, tuple) else None
-  )
+  fraction_at = _fraction_at(setting.directional_fraction)
   plan = privacy_lib.composition_plan(
     setting, insecure_test_noise_seed=insecure_test_noise_seed
   )
@@ -147,12 +144,7 @@ def noisy_zogd(
   )
 
   def init_fn(params):
-    dim = directions_lib.tree_size(params)
-    if dim != setting.dimension:
-      raise ValueError(
-        f"The parameters have {dim} entries but the setting says d = "
-        f"{setting.dimension}; K = {k} must satisfy d >= 2K."
-      )
+    _check_dimension(params, setting)
     return base.init_state(
       direction_key,
       plan,
@@ -168,17 +160,32 @@ def noisy_zogd(
     args = base.parse_extra_args(extra_args)
     dir_key, noise_key = base.step_keys(state)  # public, secret
     u = sampler(dir_key, params)  # leading axis K
-    beta = (
-      fraction
-      if schedule is None
-      else jnp.take(schedule, state.step, mode="clip")
-    )
+    beta = fraction_at(state.step)
     grad = _privatized_gradient(
       setting, params, args, u, beta, noise_key, smoothing, chunk, snap
     )
     return grad, state._replace(step=state.step + 1)
 
   return base.PrivateEstimator(init_fn, update_fn, plan)
+
+
+def _fraction_at(fraction):
+  """``step -> beta``: the directional fraction, or its schedule's entry at
+  the step (the last entry reused past the end)."""
+  if not isinstance(fraction, tuple):
+    return lambda step: fraction
+  schedule = jnp.asarray(fraction, jnp.float32)
+  return lambda step: jnp.take(schedule, step, mode="clip")
+
+
+def _check_dimension(params, setting) -> None:
+  dim = directions_lib.tree_size(params)
+  if dim != setting.dimension:
+    raise ValueError(
+      f"The parameters have {dim} entries but the setting says d = "
+      f"{setting.dimension}; K = {setting.num_directions} must satisfy "
+      "d >= 2K."
+    )
 
 
 def _privatized_gradient(

@@ -162,17 +162,42 @@ def test_counter_leaf_directions_equal_the_whole_tree_draw(name):
     )
 
 
-@pytest.mark.parametrize("name", ["gaussian", "sphere", "sphere_quarter"])
-def test_auto_draws_are_the_counter_draws(name):
-  # The default generator is a choice of step structure only: its draws
-  # are the counter hash's, bit for bit, at every size.
+@pytest.mark.parametrize(
+  "name", ["gaussian", "sphere", "sphere_quarter", "rademacher"]
+)
+@pytest.mark.parametrize(
+  "width, chosen",
+  [(1023, "threefry"), (1024, "counter")],  # 65,472 and 65,536 parameters
+)
+def test_auto_draws_are_the_chosen_generators_draws(name, width, chosen):
+  # The default generator is chosen by size alone: below 2^16 parameters
+  # its draws are threefry's, from there on the counter hash's, bit for bit.
+  params = {"w": jnp.zeros((64, width)), "b": jnp.zeros((0,))}
+  assert directions.generator("auto", params) == chosen
   key = jax.random.key(5)
-  auto = jax.jit(directions.get_sampler(name, prng="auto"))(key, PARAMS)
-  counter = jax.jit(directions.get_sampler(name, prng="counter"))(key, PARAMS)
-  for a, c in zip(jax.tree.leaves(auto), jax.tree.leaves(counter)):
+  auto = jax.jit(directions.get_sampler(name, prng="auto"))(key, params)
+  same = jax.jit(directions.get_sampler(name, prng=chosen))(key, params)
+  other = "counter" if chosen == "threefry" else "threefry"
+  different = jax.jit(directions.get_sampler(name, prng=other))(key, params)
+  for a, c, o in zip(
+    jax.tree.leaves(auto), jax.tree.leaves(same), jax.tree.leaves(different)
+  ):
     assert np.asarray(a).tobytes() == np.asarray(c).tobytes()
-  assert directions.generator("auto") == "counter"
-  assert directions.generator("threefry") == "threefry"
+    if a.size:
+      assert np.asarray(a).tobytes() != np.asarray(o).tobytes()
+
+
+def test_generator_rule():
+  small = {"w": jax.ShapeDtypeStruct((64, 1023), jnp.float32)}
+  large = {"w": jax.ShapeDtypeStruct((64, 1024), jnp.float32)}
+  assert directions.AUTO_COUNTER_MIN_PARAMETERS == 64 * 1024
+  assert directions.generator("auto", small) == "threefry"
+  assert directions.generator("auto", large) == "counter"
+  for explicit in ("threefry", "counter", "rbg", "unsafe_rbg"):
+    assert directions.generator(explicit, small) == explicit
+    assert directions.generator(explicit) == explicit
+  with pytest.raises(ValueError, match="size"):
+    directions.generator("auto")  # 'auto' needs the parameters
 
 
 def test_auto_structure_rule():

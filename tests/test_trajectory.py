@@ -143,22 +143,29 @@ def _default_run(params, features, num_steps):
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.parametrize(
-  "features, width, leafwise",
-  [(10, 3, False), (64, 1024, True)],  # 33 and 66,560 parameters
-  ids=["whole-tree", "leaf-by-leaf"],
+  "features, width, chosen, backend, leafwise",
+  [
+    (10, 3, "threefry", "cpu", False),  # 33 parameters
+    (64, 1024, "counter", "cpu", True),  # 66,560 parameters
+    (64, 1024, "counter", "gpu", False),  # the structure of a GPU or mesh
+  ],
+  ids=["threefry", "counter-leaf-by-leaf", "counter-whole-tree"],
 )
 def test_default_run_is_deterministic_recorded_and_replays_bit_identically(
-  features, width, leafwise
+  features, width, chosen, backend, leafwise, monkeypatch
 ):
   params = {"w": jnp.zeros((features, width)), "b": jnp.zeros(width)}
-  # The default's choice is a function of the shapes (and device count).
+  # The generator is a function of the shapes; the structure also of the
+  # backend and device count (it changes no draw).
+  monkeypatch.setattr(jax, "default_backend", lambda: backend)
+  assert directions_lib.generator("auto", params) == chosen
   assert directions_lib.perturbs_leafwise("auto", params) is leafwise
   trained, log = _default_run(params, features, 30)
   again, log_again = _default_run(params, features, 30)
   assert log.to_bytes() == log_again.to_bytes()  # deterministic
   _assert_bit_identical(trained, again)
   # The log records the generator that was chosen, not 'auto'.
-  assert log.header["direction_prng"] == "counter"
+  assert log.header["direction_prng"] == chosen
   assert log.header["directions"] == "sphere"
   loaded = trajectory.TrajectoryLog.from_bytes(log.to_bytes())
   replayed, _ = trajectory.replay(params, loaded, optax.sgd(0.05))

@@ -30,10 +30,10 @@ def mezo(
     num_queries: directions per step ``q``.
     directions: a name from :data:`zoprivacy.zo.directions.DIRECTION_NAMES`.
     direction_key: public PRNG key or integer seed of the directions.
-    direction_prng: 'auto' (default: the counter hash, step structure chosen
-      from the parameters, see
-      :func:`zoprivacy.zo.directions.perturbs_leafwise`), 'counter', 'threefry',
-      'rbg' or 'unsafe_rbg' (directions).
+    direction_prng: 'auto' (default: threefry below 2^16 parameters, the
+      counter hash from there on, see :func:`zoprivacy.zo.directions.generator`
+      and :func:`~zoprivacy.zo.directions.perturbs_leafwise`), 'counter',
+      'threefry', 'rbg' or 'unsafe_rbg' (directions).
 
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
@@ -111,11 +111,11 @@ def dpzero(
     directions: a name from :data:`zoprivacy.zo.directions.DIRECTION_NAMES`.
     neighboring: 'add_or_remove' (default) or 'replace_one'.
     direction_key: PUBLIC PRNG key or integer seed of the directions.
-    direction_prng: 'auto' (default: the counter hash of
-      :mod:`zoprivacy.zo.counter_hash`, the whole tree perturbed at once on a
-      small model or several devices, leaf by leaf otherwise; see
-      ``docs/directions.md``), 'counter' (always leaf by leaf), 'threefry'
-      (the papers' generator), 'rbg' or 'unsafe_rbg'.
+    direction_prng: 'auto' (default: threefry below 2^16 parameters; from
+      there on the counter hash of :mod:`zoprivacy.zo.counter_hash`, leaf by
+      leaf on one CPU device and the whole tree at once on several devices
+      or an accelerator; see ``docs/directions.md``), 'counter' (always leaf
+      by leaf), 'threefry' (the papers' generator), 'rbg' or 'unsafe_rbg'.
     noise: 'exact' (the default): exact discrete noise on the sum of the
       scalars quantized on a grid of ``grid_points`` steps per clip; the
       update draws it on the host by itself (or takes the extra argument

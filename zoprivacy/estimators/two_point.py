@@ -79,7 +79,7 @@ class TwoPointQuery(NamedTuple):
     by leaf (the counter hash,
     :func:`~zoprivacy.zo.counter_directions.counter_leaf_directions`);
     ``None`` where it is drawn whole."""
-    if directions_lib.generator(self.direction_prng) != "counter":
+    if directions_lib.generator(self.direction_prng, params) != "counter":
       return None
     return lambda k, scale=None: counter_directions.counter_leaf_directions(
       self.directions, k, params, scale
@@ -89,7 +89,7 @@ class TwoPointQuery(NamedTuple):
     """:meth:`leaf_directions` where the two passes perturb each leaf at
     its first use (:func:`~zoprivacy.zo.directions.perturbs_leafwise`: the
     counter hash, and with ``'auto'`` a model of at least
-    ``LEAFWISE_MIN_PARAMETERS`` on one device); ``None`` where they perturb
+    ``LEAFWISE_MIN_PARAMETERS`` on one CPU device); ``None`` where they perturb
     the whole tree at once."""
     if not directions_lib.perturbs_leafwise(self.direction_prng, params):
       return None
@@ -101,7 +101,7 @@ class TwoPointQuery(NamedTuple):
     so that the norm pass runs once per query, not once per use of ``u``;
     ``None`` for every other direction."""
     if (
-      directions_lib.generator(self.direction_prng) != "counter"
+      directions_lib.generator(self.direction_prng, params) != "counter"
       or self.directions not in directions_lib.SPHERE_RADII
     ):
       return None

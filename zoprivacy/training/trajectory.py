@@ -10,9 +10,10 @@ expected batch size, so ``g_t`` is :func:`~zoprivacy.estimators.two_point.
 released_update` of them): ``4 q`` bytes per step (float32) plus a
 constant header store the run.
 
-:func:`replay` rebuilds each ``g_t`` from ``(direction key, t, s_t)``
-through training's own function (``two_point.released_update``) and feeds
-it to the optimizer that followed the estimator. For a chain whose state
+:func:`~zoprivacy.training.replay.replay` (also ``trajectory.replay``)
+rebuilds each ``g_t`` from ``(direction key, t, s_t)`` through training's
+own function (``two_point.released_update``) and feeds it to the optimizer
+that followed the estimator. For a chain whose state
 depends only on the gradients it receives (sgd, momentum, adam, schedules)
 the final parameters match training's (bit for bit with sgd;
 ``docs/trajectory.md``); one that reads private data or the loss cannot.
@@ -44,9 +45,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
-from zoprivacy.estimators import base, registry, two_point
+from zoprivacy.estimators import base, registry
 from zoprivacy.zo import directions as directions_lib
 
 FORMAT_VERSION = 1
@@ -77,16 +77,25 @@ PRIVACY_NOTE = (
 )
 
 
+_RESUME_HINTS = {
+  "direction_prng": " Pass direction_prng={0!r} (the runner's "
+  "--config.estimator_kwargs.direction_prng={0}) to continue with the "
+  "generator the run started with."
+}
+
+
 class TrajectoryLogError(ValueError):
   """A log that is corrupted, truncated, or does not fit the replay."""
 
 
 def public_direction_hyperparameters(
-  estimator: str, estimator_kwargs: dict | None = None
+  estimator: str, estimator_kwargs: dict | None = None, params=None
 ) -> dict[str, Any]:
   """``directions``, ``direction_prng``, ``num_queries`` of a scalar
   estimator: its keyword arguments over its registry defaults over its
-  factory's signature defaults (what regenerates ``u_j``)."""
+  factory's signature defaults (what regenerates ``u_j``). With ``params``
+  (arrays or shapes), ``direction_prng='auto'`` is resolved to the
+  generator it chooses for them."""
   if estimator not in REPLAYABLE_ESTIMATORS:
     raise TrajectoryLogError(
       f"A trajectory log replays only the scalar estimators "
@@ -105,10 +114,14 @@ def public_direction_hyperparameters(
   values.update(dict(estimator_kwargs or {}))
   return {
     "directions": str(values["directions"]),
-    # What draws u: 'auto' is recorded as the generator it chose (the
-    # counter hash), so that a replay regenerates the same u whatever a
-    # later version's default is.
-    "direction_prng": directions_lib.generator(str(values["direction_prng"])),
+    # What draws u: 'auto' is recorded as the generator it chose for these
+    # parameters (threefry or the counter hash, by size), so that a replay
+    # regenerates the same u whatever a later version's default is.
+    "direction_prng": directions_lib.generator(
+      str(values["direction_prng"]), params
+    )
+    if params is not None
+    else str(values["direction_prng"]),
     "num_queries": int(values["num_queries"]),
   }
 
@@ -251,7 +264,9 @@ class TrajectoryLogger:
   def __init__(
     self, *, estimator: str, estimator_kwargs: dict | None = None, params
   ):
-    self._public = public_direction_hyperparameters(estimator, estimator_kwargs)
+    self._public = public_direction_hyperparameters(
+      estimator, estimator_kwargs, params
+    )
     self._estimator = estimator
     self._tree, self._leaves = params_signature(params)
     self._key: tuple[str, list[int]] | None = None
@@ -268,6 +283,7 @@ class TrajectoryLogger:
       if log.header[name] != mine:
         raise TrajectoryLogError(
           f"The saved log has {name}={log.header[name]!r}, the run {mine!r}."
+          + _RESUME_HINTS.get(name, "").format(log.header[name])
         )
     if [log.header["params_tree"], log.header["params_leaves"]] != [
       self._tree,
@@ -338,63 +354,12 @@ class TrajectoryLogger:
     return TrajectoryLog(header, scalars.astype(np.float32))
 
 
-def replay_step_fn(log: TrajectoryLog, optimizer):
-  """The jitted step ``(params, opt_state, t, s_t) -> (params, opt_state)``.
+def __getattr__(name: str):
+  # replay and replay_step_fn live in zoprivacy.training.replay (which reads
+  # this module's log); imported on first use so neither imports the other
+  # at load time.
+  if name in ("replay", "replay_step_fn"):
+    from zoprivacy.training import replay as replay_module
 
-  ``g_t = released_update(query, params, split(fold_in(key, t), q), s_t)``:
-  the training step's own step-5 computation (DP-ZO Alg. 1 line 17), then
-  ``optimizer`` as it followed the estimator.
-  """
-  query = two_point.make_query(
-    directions=log.header["directions"],
-    direction_prng=log.header["direction_prng"],
-    smoothing=1.0,  # unused: the scalars are already the derivatives
-    clip_target="finite_difference",
-    privacy=None,
-    num_queries=log.num_queries,
-  )
-  direction_key = log.direction_key()
-
-  @jax.jit
-  def step(params, opt_state, t, scalars):
-    step_key = jax.random.fold_in(direction_key, t)
-    query_keys = jax.random.split(step_key, query.num_queries)
-    grad = two_point.released_update(query, params, query_keys, scalars)
-    updates, opt_state = optimizer.update(grad, opt_state, params)
-    return optax.apply_updates(params, updates), opt_state
-
-  return step
-
-
-def replay(
-  initial_params,
-  log: TrajectoryLog,
-  optimizer: optax.GradientTransformation,
-  *,
-  opt_state=None,
-):
-  """The parameters after replaying every step of ``log`` with ``optimizer``.
-
-  ``initial_params`` are the parameters at ``log.header['first_step']``
-  (public for a run initialized from a public seed); ``optimizer`` is the
-  part of the chain after the estimator, and ``opt_state`` its state there
-  (``optimizer.init(initial_params)`` by default, right for a log that
-  starts at step 0). Returns ``(params, opt_state)``.
-  """
-  tree, leaves = params_signature(initial_params)
-  if [tree, leaves] != [log.header["params_tree"], log.header["params_leaves"]]:
-    raise TrajectoryLogError(
-      "initial_params do not match the log's parameter tree "
-      f"({log.header['params_tree']}, {log.header['params_leaves']})."
-    )
-  step = replay_step_fn(log, optimizer)
-  params = initial_params
-  if opt_state is None:
-    opt_state = optimizer.init(initial_params)
-  first = int(log.header["first_step"])
-  scalars = jnp.asarray(log.scalars)
-  for i in range(log.scalars.shape[0]):
-    params, opt_state = step(
-      params, opt_state, jnp.asarray(first + i, jnp.int32), scalars[i]
-    )
-  return params, opt_state
+    return getattr(replay_module, name)
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,6 +4,8 @@
   every mechanism's sensitivity starts from;
 * :mod:`~zoprivacy.mechanisms.noise`: the runtime mechanisms that add the
   noise (Gaussian, Laplace, none) and :func:`make_mechanism`;
+* :mod:`~zoprivacy.mechanisms.float_gaussian`: the float mechanisms'
+  Gaussian draw (``jax.random.normal`` bit for bit, its bits materialized);
 * :mod:`~zoprivacy.mechanisms.discrete`: exact discrete noise on a quantized
   sum (the default scalar mechanism);
 * :mod:`~zoprivacy.mechanisms.values`,
@@ -18,7 +20,14 @@ first access (PEP 562): ``import zoprivacy.mechanisms.values`` loads no JAX.
 
 import importlib
 
-_SUBMODULES = ("clipping", "discrete", "noise", "values", "vector_values")
+_SUBMODULES = (
+  "clipping",
+  "discrete",
+  "float_gaussian",
+  "noise",
+  "values",
+  "vector_values",
+)
 __all__ = list(_SUBMODULES)
 
 

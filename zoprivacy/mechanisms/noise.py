@@ -38,6 +38,7 @@ import jax.numpy as jnp
 
 from zoprivacy.core import validation
 from zoprivacy.core.masked_sums import masked_sum, masked_tree_sum  # noqa: F401
+from zoprivacy.mechanisms import float_gaussian
 from zoprivacy.mechanisms.discrete import (  # noqa: F401 (re-exported)
   DiscreteMechanism,
   exact_release,
@@ -166,9 +167,10 @@ class GaussianMechanism(_IidNoiseMechanism):
     float addition to the sum still leaves releases impossible in one world
     (docs/exact_noise.md, "Vector noise")."""
     if self.float_defence != "secure_mode":
-      return jax.random.normal(key, shape, dtype)
-    draws = jax.random.normal(key, (SECURE_MODE_DRAWS,) + tuple(shape), dtype)
-    return jnp.sum(draws, axis=0) / math.sqrt(SECURE_MODE_DRAWS)
+      return float_gaussian.normal(key, shape, dtype)
+    return float_gaussian.secure_mode_normal(
+      key, shape, dtype, draws=SECURE_MODE_DRAWS
+    )
 
   @property
   def contribution_bound(self) -> float:

@@ -175,35 +175,16 @@ def threshold_audit(
   """
   if not 0.0 < delta < 1.0:
     raise ValueError(f"delta must lie in (0, 1), got {delta!r}.")
-  rng = np.random.default_rng(split_seed)
-  halves = []
-  for scores in (scores_world0, scores_world1):
-    scores = np.asarray(scores, np.float64).reshape(-1)
-    if scores.size < 2 or not np.all(np.isfinite(scores)):
-      raise ValueError("Need at least 2 finite scores per world.")
-    scores = rng.permutation(scores)
-    half = scores.size // 2
-    halves.append((scores[:half], scores[half:]))
-  (sel0, ev0), (sel1, ev1) = halves
-
-  pooled = np.concatenate([sel0, sel1])
-  qs = np.linspace(0.0, 1.0, min(max_thresholds, pooled.size))
-  candidates = np.unique(np.quantile(pooled, qs))
-  best = (-1.0, 0.0, 1)
-  for side in (1, -1):
-    fp, fn = _error_counts(sel0, sel1, candidates, side)
-    eps = epsilon_lower_bound(
-      false_positives=np.round(fp * ev0.size / sel0.size),
-      negatives=ev0.size,
-      false_negatives=np.round(fn * ev1.size / sel1.size),
-      positives=ev1.size,
-      delta=delta,
-      confidence=selection_confidence,
-    )
-    i = int(np.argmax(eps))
-    if eps[i] > best[0]:
-      best = (float(eps[i]), float(candidates[i]), side)
-  _, threshold, side = best
+  (sel0, ev0), (sel1, ev1) = _split_halves(
+    scores_world0, scores_world1, split_seed
+  )
+  threshold, side = _select_threshold(
+    (sel0, sel1),
+    (ev0.size, ev1.size),
+    delta=delta,
+    selection_confidence=selection_confidence,
+    max_thresholds=max_thresholds,
+  )
 
   fp, fn = _error_counts(ev0, ev1, [threshold], side)
   eps = epsilon_lower_bound(
@@ -224,6 +205,50 @@ def threshold_audit(
     confidence=confidence,
     delta=delta,
   )
+
+
+def _split_halves(scores_world0, scores_world1, split_seed):
+  """Each world's scores shuffled (``split_seed``) and halved: ``((selection0,
+  evaluation0), (selection1, evaluation1))``."""
+  rng = np.random.default_rng(split_seed)
+  halves = []
+  for scores in (scores_world0, scores_world1):
+    scores = np.asarray(scores, np.float64).reshape(-1)
+    if scores.size < 2 or not np.all(np.isfinite(scores)):
+      raise ValueError("Need at least 2 finite scores per world.")
+    scores = rng.permutation(scores)
+    half = scores.size // 2
+    halves.append((scores[:half], scores[half:]))
+  return halves
+
+
+def _select_threshold(
+  selection, evaluation_sizes, *, delta, selection_confidence, max_thresholds
+):
+  """The ``(threshold, side)`` whose selection-half counts, rescaled to the
+  evaluation sizes, certify the largest bound at ``selection_confidence``
+  (candidates: up to ``max_thresholds`` quantiles of the pooled scores)."""
+  sel0, sel1 = selection
+  ev0_size, ev1_size = evaluation_sizes
+  pooled = np.concatenate([sel0, sel1])
+  qs = np.linspace(0.0, 1.0, min(max_thresholds, pooled.size))
+  candidates = np.unique(np.quantile(pooled, qs))
+  best = (-1.0, 0.0, 1)
+  for side in (1, -1):
+    fp, fn = _error_counts(sel0, sel1, candidates, side)
+    eps = epsilon_lower_bound(
+      false_positives=np.round(fp * ev0_size / sel0.size),
+      negatives=ev0_size,
+      false_negatives=np.round(fn * ev1_size / sel1.size),
+      positives=ev1_size,
+      delta=delta,
+      confidence=selection_confidence,
+    )
+    i = int(np.argmax(eps))
+    if eps[i] > best[0]:
+      best = (float(eps[i]), float(candidates[i]), side)
+  _, threshold, side = best
+  return threshold, side
 
 
 def _check_counts(successes, trials, confidence) -> None:

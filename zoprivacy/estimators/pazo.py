@@ -214,6 +214,22 @@ def pazo_p(
       key, coefficient_template, "sqrt_dim", direction_prng
     )
 
+  compute = _pazo_p_compute(query, k, orthonormalize, coefficients)
+  return _estimator(compute, query, direction_key)
+
+
+def _in_span(basis, c):
+  """``G c`` for a coefficient vector ``c`` in ``R^k``."""
+  return jax.tree.map(
+    lambda g: jnp.tensordot(c.astype(g.dtype), g, axes=1), basis
+  )
+
+
+def _pazo_p_compute(query, k, orthonormalize, coefficients):
+  """PAZO-P's ``compute(params, args, dir_key, noise_key)``: the public basis
+  ``G`` (Alg. 2 lines 4-5), the ``q`` private scalars along ``G u_j`` (lines
+  6-11) and the update ``G ((1/q) sum_j s_j u_j)`` (line 13)."""
+
   def compute(params, args, dir_key, noise_key):
     public_batches = public_data.get_public_batches(args, k)
     query_keys = jax.random.split(dir_key, query.num_queries)
@@ -223,21 +239,14 @@ def pazo_p(
       ),
       orthonormalize,
     )
-
-    def in_span(c):
-      """``G c`` for a coefficient vector ``c`` in ``R^k``."""
-      return jax.tree.map(
-        lambda g: jnp.tensordot(c.astype(g.dtype), g, axes=1), basis
-      )
-
-    direction = lambda kk: in_span(coefficients(kk))
+    direction = lambda kk: _in_span(basis, coefficients(kk))
     scalars = two_point.two_point_scalars(
       args, params, direction, query_keys, noise_key, query
     )
     mean_coefficients = jnp.mean(
       scalars[:, None] * jax.vmap(coefficients)(query_keys), axis=0
     )
-    grad = in_span(mean_coefficients)
+    grad = _in_span(basis, mean_coefficients)
     return grad, scalars
 
-  return _estimator(compute, query, direction_key)
+  return compute

@@ -196,6 +196,35 @@ def clipped_gradient_sum_of_loss(
     per_example_loss, leaves, treedef, batch
   )
   tapped_idx = [k for k, c in enumerate(calls) if c.group in covered]
+  free_grads, out_grads, inputs = _tapped_gradients(
+    per_example_loss, leaves, treedef, batch, calls, covered, tapped_idx
+  )
+  sq_norms, summers = _ghost_sq_norms(
+    calls, tapped_idx, inputs, out_grads, free_grads, leaves
+  )
+  size = jax.tree.leaves(batch)[0].shape[0]
+  norms = jnp.sqrt(jnp.broadcast_to(sq_norms, (size,)))
+
+  keep = jnp.isfinite(norms)
+  if mask is not None:
+    keep = keep & mask.astype(bool)
+  factor = jnp.where(
+    keep, jnp.minimum(1.0, clip / jnp.maximum(norms, 1e-30)), 0.0
+  )
+  sums = {i: _weighted_sum(g, factor) for i, g in free_grads.items()}
+  for fn in summers:
+    sums.update(fn(factor))
+  out = [sums[i].astype(jnp.result_type(leaf)) for i, leaf in enumerate(leaves)]
+  return jax.tree.unflatten(treedef, out), norms
+
+
+def _tapped_gradients(
+  per_example_loss, leaves, treedef, batch, calls, covered, tapped_idx
+):
+  """One ``vmap``-ed backward pass: ``(per-example gradients of the leaves
+  outside the covered layers, per-example gradients of the tapped layer
+  outputs, the tapped layers' inputs)``; refuses a loss whose layer calls
+  differ between the discovery trace and this one."""
   in_group = {i for g in covered for i in g}
   fixed = {i: x for i, x in enumerate(leaves) if i in in_group}
   free = {i: x for i, x in enumerate(leaves) if i not in in_group}
@@ -227,7 +256,13 @@ def clipped_gradient_sum_of_loss(
       "Ghost clipping: the loss called its layers differently in two traces "
       "of the same example; use the explicit per-example path."
     )
+  return free_grads, out_grads, inputs
 
+
+def _ghost_sq_norms(calls, tapped_idx, inputs, out_grads, free_grads, leaves):
+  """The per-example squared gradient norms ``||grad_i||^2`` (each layer
+  group's ghost or local norms, then the free leaves' explicit ones) and,
+  per group, its ``factor -> {leaf: sum_i factor_i grad_i}`` function."""
   groups = collections.defaultdict(list)
   for k in tapped_idx:
     groups[calls[k].group].append(k)
@@ -244,20 +279,7 @@ def clipped_gradient_sum_of_loss(
     sq_norms, summers = sq_norms + sq, summers + [fn]
   for grads in free_grads.values():
     sq_norms = sq_norms + _sq_norms(grads)
-  size = jax.tree.leaves(batch)[0].shape[0]
-  norms = jnp.sqrt(jnp.broadcast_to(sq_norms, (size,)))
-
-  keep = jnp.isfinite(norms)
-  if mask is not None:
-    keep = keep & mask.astype(bool)
-  factor = jnp.where(
-    keep, jnp.minimum(1.0, clip / jnp.maximum(norms, 1e-30)), 0.0
-  )
-  sums = {i: _weighted_sum(g, factor) for i, g in free_grads.items()}
-  for fn in summers:
-    sums.update(fn(factor))
-  out = [sums[i].astype(jnp.result_type(leaf)) for i, leaf in enumerate(leaves)]
-  return jax.tree.unflatten(treedef, out), norms
+  return sq_norms, summers
 
 
 def _distinct_leaves(params):

@@ -130,8 +130,35 @@ def corollary33(
   """
   a = setting.require_assumptions()
   delta = rdp_lib.check_delta(delta)
+  cond = _setting_conditions(setting, a, delta)
+  window = saturation_window(setting)
+  if num_steps >= window:
+    slope, failure, conv_delta, cond["failure"] = _saturated_bound(
+      setting, a, window, delta
+    )
+  else:
+    n, s2 = setting.dataset_size, setting.noise_std**2
+    slope = num_steps * (2.0 * setting.clip / n) ** 2 / (2.0 * s2)
+    failure, conv_delta = 0.0, delta
+  if not own_split:
+    cond["split"] = _split_condition(setting, num_steps, window)
+  return Corollary33(
+    setting,
+    num_steps,
+    delta,
+    min(window, num_steps),
+    slope,
+    failure,
+    conv_delta,
+    cond,
+  )
+
+
+def _setting_conditions(setting, a, delta) -> dict:
+  """Cor. 3.3's conditions on the run, ``name -> (holds, explanation)``:
+  ``m > 0``, ``eta = K/M``, full batch, ``K`` in eq. (32)'s range and ``xi
+  <= 2 Delta / (n eta M sqrt(2d))``."""
   k, d, n = setting.num_directions, setting.dimension, setting.dataset_size
-  s2 = setting.noise_std**2
   cond = {}
   cond["strong_convexity"] = (
     a.strong_convexity > 0,
@@ -158,38 +185,34 @@ def corollary33(
     f"xi = {setting.smoothing:g} must be <= 2 Delta / "
     f"(n eta M sqrt(2d)) = {xi_max:.3g}",
   )
-  window = saturation_window(setting)
-  if num_steps >= window:
-    slope = window * 2.0 * (2.0 * setting.clip / n) ** 2 / s2 + 4.0 * (
-      2.0 * setting.radius
-    ) ** 2 * d / (window * setting.step_size**2 * s2)
-    ratio = _ratio(1.0 - a.condition_ratio)
-    failure = min(1.0, 2.0 * window * math.exp(-0.15 * k * ratio**2))
-    conv_delta = delta / 2.0
-    cond["failure"] = (
-      failure <= delta / 2.0 * (1 + 1e-12),
-      f"failure term {failure:.3g} must be <= delta/2",
-    )
-  else:
-    slope = num_steps * (2.0 * setting.clip / n) ** 2 / (2.0 * s2)
-    failure, conv_delta = 0.0, delta
-  if not own_split:
-    wanted = (1.0,) * max(num_steps - window, 0) + (0.5,) * min(
-      window, num_steps
-    )
-    if num_steps < window:
-      wanted = (1.0,) * num_steps
-    cond["split"] = (
-      setting.fractions(num_steps) == wanted,
-      "the mechanism must run beta_t = 1/2 on the window",
-    )
-  return Corollary33(
-    setting,
-    num_steps,
-    delta,
-    min(window, num_steps),
-    slope,
-    failure,
-    conv_delta,
-    cond,
+  return cond
+
+
+def _saturated_bound(setting, a, window, delta):
+  """``T >= L``: eq. (27)'s RDP slope at ``L`` = eq. (28), the failure term
+  ``2 L exp(-(3K/20) eps^2)`` (eq. (31)) and ``delta/2`` for the
+  conversion: ``(slope, failure, conversion delta, failure condition)``."""
+  k, d, n = setting.num_directions, setting.dimension, setting.dataset_size
+  s2 = setting.noise_std**2
+  slope = window * 2.0 * (2.0 * setting.clip / n) ** 2 / s2 + 4.0 * (
+    2.0 * setting.radius
+  ) ** 2 * d / (window * setting.step_size**2 * s2)
+  ratio = _ratio(1.0 - a.condition_ratio)
+  failure = min(1.0, 2.0 * window * math.exp(-0.15 * k * ratio**2))
+  condition = (
+    failure <= delta / 2.0 * (1 + 1e-12),
+    f"failure term {failure:.3g} must be <= delta/2",
+  )
+  return slope, failure, delta / 2.0, condition
+
+
+def _split_condition(setting, num_steps, window):
+  """Whether the setting's own ``directional_fraction`` is the proof's split
+  (1 before the window, 1/2 on it; all 1 when ``T < L``)."""
+  wanted = (1.0,) * max(num_steps - window, 0) + (0.5,) * min(window, num_steps)
+  if num_steps < window:
+    wanted = (1.0,) * num_steps
+  return (
+    setting.fractions(num_steps) == wanted,
+    "the mechanism must run beta_t = 1/2 on the window",
   )

@@ -185,30 +185,71 @@ def perturbed_forward(
   t_outer, t_layers = layer_perturbation.split_stacked(trainable, STACKED_KEY)
   n_outer, n_layers = layer_perturbation.split_stacked(numbers, STACKED_KEY)
   f_outer, f_layers = layer_perturbation.split_stacked(frozen, STACKED_KEY)
-  table = kernel = None
-  if perturbation is not None:
-    # A trainable token embedding or untied head is perturbed where it is
-    # used (its rows; the head chunk by chunk), never copied whole.
-    t_outer, table = perturbed_head.split_embedding(t_outer)
-    n_outer, table_number = perturbed_head.split_embedding(n_outer)
-    t_outer, kernel = _split_head(t_outer)
-    n_outer, kernel_number = _split_head(n_outer)
-    t_outer = perturbation.apply(t_outer, n_outer)
-    if table is not None:
-      t_outer = perturbed_head.with_embedding(t_outer, table)
-    if kernel is not None:
-      t_outer = _with_head(t_outer, kernel)
+  t_outer, head = _perturb_outer(t_outer, n_outer, perturbation)
   outer = {"params": assemble(t_outer, f_outer)}
 
   length = input_ids.shape[-1]
   arch.check_length(length, config)
   allowed = causal_attention.allowed_keys(attention_mask)
   delta = None
-  if table is not None:
+  if head.table is not None:
     delta = perturbed_head.token_rows_delta(
-      perturbation, table_number, table, input_ids
+      perturbation, head.table_number, head.table, input_ids
     )
   x = model.apply(outer, input_ids, attention_mask, delta, method=arch.embed)
+  x = _scan_layers(
+    model,
+    x,
+    (t_layers, f_layers, n_layers),
+    perturbation,
+    assemble,
+    allowed,
+    attention_mask,
+  )
+  x = model.apply(
+    outer, gather_positions(x, logit_positions), method=arch.final
+  )
+  return _lm_head(model, outer, x, perturbation, head, targets, vocab_chunk)
+
+
+class _TrainableHead(NamedTuple):
+  """A trainable token embedding ``table`` and untied LM head ``kernel``
+  (None where absent or unperturbed), kept out of the whole-leaf
+  perturbation, with their leaf numbers."""
+
+  table: Any = None
+  table_number: Any = None
+  kernel: Any = None
+  kernel_number: Any = None
+
+
+def _perturb_outer(t_outer, n_outer, perturbation):
+  """The trainable leaves outside the scan perturbed whole, leaf by leaf,
+  except a token embedding or untied head: those are perturbed where they
+  are used (their rows; the head chunk by chunk), never copied whole.
+  Returns ``(t_outer, _TrainableHead)``."""
+  if perturbation is None:
+    return t_outer, _TrainableHead()
+  t_outer, table = perturbed_head.split_embedding(t_outer)
+  n_outer, table_number = perturbed_head.split_embedding(n_outer)
+  t_outer, kernel = _split_head(t_outer)
+  n_outer, kernel_number = _split_head(n_outer)
+  t_outer = perturbation.apply(t_outer, n_outer)
+  if table is not None:
+    t_outer = perturbed_head.with_embedding(t_outer, table)
+  if kernel is not None:
+    t_outer = _with_head(t_outer, kernel)
+  return t_outer, _TrainableHead(table, table_number, kernel, kernel_number)
+
+
+def _scan_layers(
+  model, x, layers, perturbation, assemble, allowed, attention_mask
+):
+  """The decoder layers as a ``lax.scan`` over ``l``: layer ``l``'s
+  unperturbed slices of ``layers = (trainable, frozen, leaf numbers)``, plus
+  ``scale * u_l`` (``Perturbation.apply_layer``) just before use."""
+  arch = architecture(model)
+  t_layers, f_layers, n_layers = layers
   layer = arch.layer(model)
   extra = arch.layer_args(attention_mask)
 
@@ -222,16 +263,25 @@ def perturbed_forward(
     x, _ = layer.apply(params, x, None, allowed, 0, *extra)
     return x, None
 
-  indices = jnp.arange(config.num_hidden_layers, dtype=jnp.int32)
+  indices = jnp.arange(model.config.num_hidden_layers, dtype=jnp.int32)
   x, _ = jax.lax.scan(body, x, indices)
-  x = model.apply(
-    outer, gather_positions(x, logit_positions), method=arch.final
-  )
+  return x
+
+
+def _lm_head(model, outer, x, perturbation, head, targets, vocab_chunk):
+  """The LM head on the final states ``x``: logits, or with ``targets``
+  their negative log-likelihoods; a trainable head (an untied kernel, or
+  the tied embedding table) perturbed by vocabulary chunks."""
+  config = model.config
   tied = getattr(config, "tie_word_embeddings", True)
-  if kernel is not None and not tied:
-    rows = perturbed_head.perturbed_columns(perturbation, kernel_number, kernel)
-  elif table is not None and tied:
-    rows = perturbed_head.perturbed_rows(perturbation, table_number, table)
+  if head.kernel is not None and not tied:
+    rows = perturbed_head.perturbed_columns(
+      perturbation, head.kernel_number, head.kernel
+    )
+  elif head.table is not None and tied:
+    rows = perturbed_head.perturbed_rows(
+      perturbation, head.table_number, head.table
+    )
   elif targets is None:  # the head is not trainable
     return model.apply(outer, x, method="logits")
   else:

@@ -55,12 +55,10 @@ def generate(
   total = prompt_len + max_new_tokens
   check_length(total, c)  # the positions (the window is applied below)
   window = getattr(c, "sliding_window", None)
-  heads = c.num_attention_heads  # key/value heads (grouped-query: fewer)
-  kv_heads = getattr(c, "num_key_value_heads", None) or heads
-  head_dim = getattr(c, "head_dim", None) or c.hidden_size // heads
-  shape = (c.num_hidden_layers, batch, total, kv_heads, head_dim)
-  cache = (jnp.zeros(shape, model.dtype), jnp.zeros(shape, model.dtype))
+  cache = _empty_cache(c, batch, total, model.dtype)
   apply = functools.partial(model.apply, {"params": params}, method="decode")
+  greedy = functools.partial(_greedy, model, params)
+  visible = functools.partial(_visible, jnp.arange(total), window=window)
 
   # prefill: the prompt attends causally to its own real tokens
   kv_mask = (
@@ -68,24 +66,78 @@ def generate(
     .at[:, :prompt_len]
     .set(prompt_mask.astype(bool))
   )
-  slots = jnp.arange(total)
+  token, cache = _prefill(
+    apply, greedy, visible, prompt_ids, prompt_mask, kv_mask, cache
+  )
+  return _decode(
+    apply,
+    greedy,
+    visible,
+    token,
+    cache,
+    kv_mask,
+    num_real=jnp.sum(prompt_mask, axis=-1),
+    prompt_len=prompt_len,
+    max_new_tokens=max_new_tokens,
+    eos=eos,
+    pad=pad,
+  )
 
-  def visible(query_slots):  # [Q] -> [Q, total]: causal, within the window
-    keys, queries = slots[None, :], query_slots[:, None]
-    seen = keys <= queries
-    return seen & (keys > queries - window) if window else seen
 
+def _empty_cache(config, batch, total, dtype):
+  """The zero key/value cache, each ``[layers, B, total, kv_heads,
+  head_dim]`` (grouped-query attention: fewer key/value heads)."""
+  heads = config.num_attention_heads  # key/value heads (grouped-query: fewer)
+  kv_heads = getattr(config, "num_key_value_heads", None) or heads
+  head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+  shape = (config.num_hidden_layers, batch, total, kv_heads, head_dim)
+  return jnp.zeros(shape, dtype), jnp.zeros(shape, dtype)
+
+
+def _visible(slots, query_slots, window):
+  """``[Q] -> [Q, total]``: causal, within the sliding window (if any)."""
+  keys, queries = slots[None, :], query_slots[:, None]
+  seen = keys <= queries
+  return seen & (keys > queries - window) if window else seen
+
+
+def _greedy(model, params, hidden):
+  """The greedy next token ``[B]`` int32 from the hidden states ``[B, H]``."""
+  logits = model.apply({"params": params}, hidden, method="logits")
+  return jnp.argmax(logits, axis=-1).astype(jnp.int32)
+
+
+def _prefill(apply, greedy, visible, prompt_ids, prompt_mask, kv_mask, cache):
+  """The prompt's forward pass into the cache: the first new token (from
+  each row's last real prompt token) and the filled cache."""
+  batch, prompt_len = prompt_ids.shape
   allowed = kv_mask[:, None, :] & visible(jnp.arange(prompt_len))
   hidden, cache = apply(prompt_ids, position_ids(prompt_mask), allowed, cache)
   last = jnp.maximum(
     prompt_len - 1 - jnp.argmax(prompt_mask[:, ::-1], axis=-1), 0
   )
-  logits = model.apply(
-    {"params": params}, hidden[jnp.arange(batch), last], method="logits"
-  )
-  token = jnp.argmax(logits, axis=-1).astype(jnp.int32)
+  return greedy(hidden[jnp.arange(batch), last]), cache
+
+
+def _decode(
+  apply,
+  greedy,
+  visible,
+  token,
+  cache,
+  kv_mask,
+  *,
+  num_real,
+  prompt_len,
+  max_new_tokens,
+  eos,
+  pad,
+):
+  """The greedy loop: one cached forward pass per new token (slot
+  ``prompt_len + k``) until every sequence has emitted ``eos`` or
+  ``max_new_tokens`` tokens; the ``[B, max_new_tokens]`` tokens."""
+  batch = token.shape[0]
   out = jnp.full((batch, max_new_tokens), pad, jnp.int32)
-  num_real = jnp.sum(prompt_mask, axis=-1)
 
   def cond(state):
     k, _, _, _, _, done = state
@@ -102,9 +154,7 @@ def generate(
     hidden, cache = apply(
       token[:, None], (num_real + k)[:, None], allowed, cache, slot
     )
-    logits = model.apply({"params": params}, hidden[:, 0], method="logits")
-    token = jnp.argmax(logits, axis=-1).astype(jnp.int32)
-    return k + 1, token, out, cache, kv_mask, done
+    return k + 1, greedy(hidden[:, 0]), out, cache, kv_mask, done
 
   done = jnp.zeros((batch,), bool)
   state = (jnp.int32(0), token, out, cache, kv_mask, done)

@@ -37,6 +37,7 @@ privacy plan, so accounting is unchanged.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -146,33 +147,19 @@ def layerwise_two_point(
   def step(
     trainable, state, batch, frozen=None, mask=None, discrete_noise=None
   ):
-    if hasattr(batch, "mask") and hasattr(batch, "data"):  # a PaddedBatch
-      if mask is not None:
-        raise ValueError("Pass either a PaddedBatch or mask=, not both.")
-      batch, mask = batch.data, batch.mask
+    batch, mask = _unpack_batch(batch, mask)
     if discrete_noise is None and plan.noise_kind == "discrete":
       from zoprivacy.secret_noise import host_noise  # pylint: disable=g-import-not-at-top
 
       discrete_noise = host_noise.draw_in_jit(plan, state.noise_key, state.step)
     dir_key, noise_key = base.step_keys(state)
     query_keys = jax.random.split(dir_key, query.num_queries)
-
-    def losses(k, scale):
-      return perturbed_loss(
-        trainable, frozen, batch, Perturbation(directions, k, scale)
-      )
-
-    def one_query(k):
-      f_plus = losses(k, smoothing)
-      # The x - l u pass starts after f(x + l u) (data dependence: XLA's
-      # CPU compiler drops optimization barriers before scheduling).
-      f_minus = losses(directions_lib.key_after(k, f_plus), -smoothing)
-      return clipping.two_point_scalar(f_plus, f_minus, smoothing, clip_target)
-
-    if query.num_queries == 1:
-      per_example = one_query(query_keys[0])[:, None]  # [B, 1]
-    else:
-      per_example = jax.lax.map(one_query, query_keys).T  # [B, q]
+    losses = functools.partial(
+      _perturbed_losses, perturbed_loss, trainable, frozen, batch, directions
+    )
+    per_example = _per_example_scalars(
+      losses, query_keys, query.num_queries, smoothing, clip_target
+    )
     scalars = two_point.release_scalars(
       per_example, mask, noise_key, query, discrete_noise
     )
@@ -183,6 +170,42 @@ def layerwise_two_point(
     return trainable, state._replace(step=state.step + 1, released=released)
 
   return LayerwiseZO(init, step, plan, query)
+
+
+def _unpack_batch(batch, mask):
+  """``(data, mask)`` of a ``PaddedBatch``, or ``(batch, mask)`` as given."""
+  if hasattr(batch, "mask") and hasattr(batch, "data"):  # a PaddedBatch
+    if mask is not None:
+      raise ValueError("Pass either a PaddedBatch or mask=, not both.")
+    batch, mask = batch.data, batch.mask
+  return batch, mask
+
+
+def _perturbed_losses(
+  perturbed_loss, trainable, frozen, batch, directions, k, scale
+):
+  """The per-example losses at ``x + scale u(k)``, perturbed as they go."""
+  return perturbed_loss(
+    trainable, frozen, batch, Perturbation(directions, k, scale)
+  )
+
+
+def _per_example_scalars(
+  losses, query_keys, num_queries, smoothing, clip_target
+):
+  """The per-example two-point scalars ``[B, q]`` (DPZero eq. (2)): per query
+  key, ``f(x + l u)`` then ``f(x - l u)``, clipped on ``clip_target``."""
+
+  def one_query(k):
+    f_plus = losses(k, smoothing)
+    # The x - l u pass starts after f(x + l u) (data dependence: XLA's
+    # CPU compiler drops optimization barriers before scheduling).
+    f_minus = losses(directions_lib.key_after(k, f_plus), -smoothing)
+    return clipping.two_point_scalar(f_plus, f_minus, smoothing, clip_target)
+
+  if num_queries == 1:
+    return one_query(query_keys[0])[:, None]  # [B, 1]
+  return jax.lax.map(one_query, query_keys).T  # [B, q]
 
 
 def layerwise_dpzero(

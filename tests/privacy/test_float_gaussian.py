@@ -54,9 +54,9 @@ def test_normal_in_float64_is_jax_random_normal():
 def test_secure_mode_sums_the_same_four_draws():
   key = randomness.jax_noise_key(SECRET)
   shape = (2000,)
-  got = jax.jit(
-    lambda k: float_gaussian.secure_mode_normal(k, shape, draws=4)
-  )(key)
+  got = jax.jit(lambda k: float_gaussian.secure_mode_normal(k, shape, draws=4))(
+    key
+  )
   draws = jax.random.normal(key, (4,) + shape)
   # The same four normals, summed in another order: equal to rounding.
   np.testing.assert_allclose(

@@ -30,19 +30,25 @@ def test_normal_is_jax_random_normal_bit_for_bit(impl, shape):
   want = jax.jit(lambda k: jax.random.normal(k, shape, jnp.float32))(key)
   assert got.shape == want.shape and got.dtype == want.dtype
   assert np.asarray(got).tobytes() == np.asarray(want).tobytes()
-  # Outside jit and under vmap (the conditional becomes a select) too.
-  eager = float_gaussian.normal(key, shape, jnp.float32)
-  assert np.asarray(eager).tobytes() == np.asarray(want).tobytes()
+  # Under vmap (the conditional becomes a select), jitted as a step is.
   keys = jax.random.split(key, 3)
-  batched = jax.vmap(lambda k: float_gaussian.normal(k, shape))(keys)
+  batched = jax.jit(jax.vmap(lambda k: float_gaussian.normal(k, shape)))(keys)
   # (rbg draws differently under vmap than key by key: compare like with
   # like.)
-  want_batched = jax.vmap(lambda k: jax.random.normal(k, shape))(keys)
+  want_batched = jax.jit(jax.vmap(lambda k: jax.random.normal(k, shape)))(keys)
   assert np.asarray(batched).tobytes() == np.asarray(want_batched).tobytes()
+  # Outside jit, op by op, XLA compiles erf_inv alone where jax.random.normal
+  # is one compiled function: older JAX versions then round up to 3 ulp
+  # apart (measured with jax 0.6.2; equal bit for bit under jit).
+  eager = np.asarray(float_gaussian.normal(key, shape, jnp.float32))
+  np.testing.assert_array_max_ulp(eager, np.asarray(want), maxulp=4)
 
 
 def test_normal_in_float64_is_jax_random_normal():
-  with jax.enable_x64(True):
+  enable_x64 = getattr(jax, "enable_x64", None)
+  if enable_x64 is None:  # JAX before 0.7
+    from jax.experimental import enable_x64  # pylint: disable=g-import-not-at-top
+  with enable_x64(True):
     key = jax.random.key(11)
     got = jax.jit(lambda k: float_gaussian.normal(k, (257,), jnp.float64))(key)
     want = jax.random.normal(key, (257,), jnp.float64)

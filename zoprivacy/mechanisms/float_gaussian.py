@@ -14,7 +14,9 @@ branch of a conditional whose predicate XLA cannot evaluate at compile
 time (it is always true), so the bits are written to memory and the
 transform runs as a loop of its own: 33-35 ms for the same 4.2M normals
 (2.7x faster), equal to ``jax.random.normal(key, shape, dtype)`` bit for
-bit (tested), since the transform below is ``jax.random.normal``'s own:
+bit inside a jitted function (tested; called op by op outside ``jit``, XLA
+may round ``erf_inv`` a few ulp apart), since the transform below is
+``jax.random.normal``'s own:
 the top ``nmant`` bits as a float in ``[1, 2)``, shifted to ``(-1, 1)``,
 then ``sqrt(2) erfinv``. Under ``vmap`` of the key the conditional becomes
 a select: the same values, without the speed-up.

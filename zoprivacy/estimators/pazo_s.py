@@ -45,27 +45,18 @@ def pazo_s(
 ) -> base.PrivateEstimator:
   """PAZO-S (PAZO Alg. 3): select the best public gradient by private loss.
 
-  Lines 4-9: ``k`` public gradients ``g_j`` from ``k`` public batches; each
-  candidate step ``x - eta g_j`` is scored by ``f_j = (1/b) sum_i
-  clip_C(f(x - eta g_j; xi_i)) + z`` with ``z ~ (1/b) N(0, (k+1) C^2
-  sigma^2)``: ``clip`` bounds each per-example *loss value* (NaN -> 0,
-  ``+-inf`` -> ``+-C``). Line 10: ``j^ = argmin f_j``. Lines 11-14 (with
-  ``extra_candidate``): ``g_{k+1} = g_j^ + z'``, ``z' ~ N(0, s^2 I_d)`` with
-  ``s = candidate_noise_scale`` (a perturbation scale, *not* a privacy
-  parameter; conventions §6), scored the same way, and ``j* = argmin_{j <=
-  k+1} f_j``.
+  Lines 4-14 (:func:`_candidate_selection`): each of ``k`` public gradients
+  is scored by its noisy clipped private loss ``f_j`` (``clip`` bounds each
+  per-example *loss value*), plus the perturbed best ``g_j^ + z'``, ``z' ~
+  N(0, s^2 I_d)`` (``s``: a perturbation scale, not a privacy parameter).
 
-  Returned update: ``g_{j*}``. Line 15 ``x <- x - eta g_{j*}`` is then
-  ``optax.chain(pazo_s(learning_rate=eta, ...), optax.sgd(eta))``; the
-  candidates are always scored at ``x - learning_rate g_j``, whatever
-  optimizer follows. ``state.released`` holds the ``k(+1)`` noisy scores.
-
-  Privacy: ``k + 1`` loss-value queries on one batch, each with noise variance
-  ``(k+1) C^2 sigma^2`` (``k`` when ``extra_candidate=False``): one Gaussian
-  with ``noise_multiplier`` per step, Poisson-sampled at ``p = b/n``. The
-  ``(k+1)``-th query is chosen adaptively from the first ``k`` noisy scores,
-  which Gaussian-DP composition allows. Cost (Table 6): ``k + 1`` private
-  forward passes, ``k`` public forward+backward.
+  Returns ``g_{j*}`` (line 15: chain ``optax.sgd(eta)`` after it; the
+  candidates are scored at ``x - learning_rate g_j``); ``state.released``
+  holds the ``k(+1)`` noisy scores. Privacy: ``k(+1)`` loss-value queries on
+  one batch, each with noise variance ``(k+1) C^2 sigma^2``: one Gaussian of
+  ``noise_multiplier`` per step at ``p = b/n`` (the adaptive last query by
+  Dong et al. 2022 Thm. 3.2). Cost (Table 6): ``k + 1`` private forward
+  passes, ``k`` public forward+backward.
 
   Args:
     clip: ``C`` on each per-example loss value.
@@ -78,18 +69,13 @@ def pazo_s(
     dataset_size, neighboring, direction_key, direction_prng: as
       :func:`pazo_m` (``direction_key`` public, the noise key secret); the
       PRNG choice applies to ``z'``.
-    noise, grid_points: as :func:`pazo_m`. With exact noise (the default)
-      the ``k(+1)`` clipped loss sums are quantized and get exact discrete
-      Gaussian noise: one discrete mechanism with ``k(+1)`` queries (the
-      adaptive last one is covered by the adaptive composition of the
-      dominating pairs, Dong et al. 2022 Thm. 3.2, before subsampling).
+    noise, grid_points: as :func:`pazo_m` (exact noise, the default: one
+      discrete Gaussian mechanism with ``k(+1)`` quantized queries).
 
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
-  k = validation.positive_int("num_public_batches", num_public_batches)
-  learning_rate = validation.positive("learning_rate", learning_rate)
-  candidate_noise_scale = _candidate_settings(
-    extra_candidate, candidate_noise_scale
+  k, learning_rate, candidate_noise_scale = _candidate_settings(
+    num_public_batches, learning_rate, extra_candidate, candidate_noise_scale
   )
   num_scores = k + 1 if extra_candidate else k
   validation.one_of("direction_prng", direction_prng, directions_lib.PRNG_IMPLS)
@@ -132,7 +118,18 @@ def _candidate_selection(
   direction_prng,
 ):
   """PAZO-S Alg. 3 lines 4-15 as ``compute(params, args, dir_key,
-  noise_key) -> (g_{j*}, noisy scores)``."""
+  noise_key) -> (g_{j*}, noisy scores)``.
+
+  Lines 4-9: ``k`` public gradients ``g_j`` from ``k`` public batches; each
+  candidate step ``x - eta g_j`` is scored by ``f_j = (1/b) sum_i
+  clip_C(f(x - eta g_j; xi_i)) + z`` with ``z ~ (1/b) N(0, (k+1) C^2
+  sigma^2)``: ``clip`` bounds each per-example *loss value* (NaN -> 0,
+  ``+-inf`` -> ``+-C``). Line 10: ``j^ = argmin f_j``. Lines 11-14 (with
+  ``extra_candidate``): ``g_{k+1} = g_j^ + z'``, ``z' ~ N(0, s^2 I_d)`` with
+  ``s = candidate_noise_scale`` (a perturbation scale, *not* a privacy
+  parameter; conventions §6), scored the same way, and ``j* = argmin_{j <=
+  k+1} f_j``.
+  """
 
   def compute(params, args, dir_key, noise_key):
     public_batches = public_data.get_public_batches(args, k)
@@ -179,9 +176,14 @@ def _candidate_selection(
   return compute
 
 
-def _candidate_settings(extra_candidate, candidate_noise_scale) -> float:
-  """Checks ``extra_candidate`` and returns ``candidate_noise_scale`` as a
-  finite float ``>= 0``."""
+def _candidate_settings(
+  num_public_batches, learning_rate, extra_candidate, candidate_noise_scale
+):
+  """``(k, learning_rate, candidate_noise_scale)`` checked: ``k`` a positive
+  int, the rate positive, ``extra_candidate`` a bool and the scale a finite
+  float ``>= 0``."""
+  k = validation.positive_int("num_public_batches", num_public_batches)
+  learning_rate = validation.positive("learning_rate", learning_rate)
   if not isinstance(extra_candidate, bool):
     raise ValueError(
       f"extra_candidate must be a bool, got {extra_candidate!r}."
@@ -195,4 +197,4 @@ def _candidate_settings(extra_candidate, candidate_noise_scale) -> float:
       "candidate_noise_scale must be a finite number >= 0 (a "
       "perturbation scale, not a privacy epsilon)."
     )
-  return candidate_noise_scale
+  return k, learning_rate, candidate_noise_scale

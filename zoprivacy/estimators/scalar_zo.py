@@ -111,11 +111,9 @@ def dpzero(
     directions: a name from :data:`zoprivacy.zo.directions.DIRECTION_NAMES`.
     neighboring: 'add_or_remove' (default) or 'replace_one'.
     direction_key: PUBLIC PRNG key or integer seed of the directions.
-    direction_prng: 'auto' (default: threefry below 2^16 parameters; from
-      there on the counter hash of :mod:`zoprivacy.zo.counter_hash`, leaf by
-      leaf on one CPU device and the whole tree at once on several devices
-      or an accelerator; see ``docs/directions.md``), 'counter' (always leaf
-      by leaf), 'threefry' (the papers' generator), 'rbg' or 'unsafe_rbg'.
+    direction_prng: 'auto' (default: threefry below 2^16 parameters, the
+      counter hash from there on; ``docs/directions.md``), 'counter',
+      'threefry' (the papers' generator), 'rbg' or 'unsafe_rbg'.
     noise: 'exact' (the default): exact discrete noise on the sum of the
       scalars quantized on a grid of ``grid_points`` steps per clip; the
       update draws it on the host by itself (or takes the extra argument
@@ -130,9 +128,9 @@ def dpzero(
       the run is then NOT private and its plan says so. By default the noise
       key comes from OS entropy at ``init``.
 
-  The loss must satisfy the per-example contract: entry ``i`` of
-  ``batched_loss(params, batch)`` depends only on ``params`` and example
-  ``i`` (see :mod:`zoprivacy.first_order.per_example_check`).
+  Per-example contract (entry ``i`` of the batched loss depends only on
+  example ``i``; :mod:`zoprivacy.first_order.per_example_check`): see
+  :mod:`zoprivacy.estimators.base`.
   """
   return _private_scalar_estimator(
     directions=directions,

@@ -245,10 +245,10 @@ def test_first_secant_slope_is_the_pld_slope_to_within_a_quarter(
   is what lets the search bracket the root in 3-4 fine evaluations."""
   import math
 
-  from zoprivacy.accounting import calibration
+  from zoprivacy.accounting import search_start
 
   delta = 1e-5
-  warm, slope = calibration._rdp_warm_start(
+  warm, slope = search_start.rdp_warm_start(
     target, delta, p, steps, "add_or_remove"
   )
   h = 0.02

@@ -32,11 +32,13 @@ _EXPORTS = {
   "neighboring_relation": "zoprivacy.accounting.events",
   "pld_epsilon": "zoprivacy.accounting.epsilon",
   "pld_epsilon_by_direction": "zoprivacy.accounting.epsilon",
+  "pld_epsilon_for_delta": "zoprivacy.accounting.epsilon",
   "poisson_gaussian_event": "zoprivacy.accounting.events",
   "poisson_laplace_event": "zoprivacy.accounting.events",
   "pure_epsilon_poisson_laplace": "zoprivacy.accounting.epsilon",
   "pure_laplace_noise_multiplier": "zoprivacy.accounting.epsilon",
   "rdp_epsilon": "zoprivacy.accounting.epsilon",
+  "rdp_epsilon_and_order": "zoprivacy.accounting.epsilon",
 }
 __all__ = sorted(_EXPORTS)
 

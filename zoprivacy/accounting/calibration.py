@@ -3,9 +3,15 @@
 Method (every epsilon below is computed by dp_accounting):
 
 1. Warm start. Gaussian: the multiplier that meets the target under the RDP
-   accountant (an upper bound on epsilon, so this multiplier is feasible and
-   close: ~0.05 s of cheap RDP evaluations in log space). Laplace: the
-   closed-form pure-eps multiplier of DP-ZO Thm. 3.1 (also feasible).
+   accountant at the few orders of :data:`~zoprivacy.accounting.search_start.WARM_START_ORDERS` (an upper bound
+   on epsilon at any set of orders, so this multiplier is feasible and
+   close: about a dozen RDP evaluations in log space, 3 ms each).
+   Laplace: the closed-form pure-eps multiplier of DP-ZO Thm. 3.1 (also
+   feasible). For the Gaussian under add/remove the search's first point
+   is the central-limit (GDP) estimate where it lies below the warm start
+   (:mod:`~zoprivacy.accounting.search_start`: an approximation that moves where the search looks,
+   never what it returns); a first point too small to account falls back
+   to the warm start.
 2. Safeguarded secant search in ``(log sigma, log eps)`` on the *fine*
    (``value_discretization_interval``, default ``1e-4``) pessimistic PLD
    epsilon, the same quantity :func:`pld_epsilon` reports. It keeps a
@@ -18,7 +24,7 @@ Method (every epsilon below is computed by dp_accounting):
    infinite epsilon and the search moves up from it (it raises if the
    final bracket's lower end is such a multiplier).
    Once the secant estimate is accurate it places one point just
-   above and one just below the root, so it usually needs 3-4 fine
+   above and one just below the root, so it usually needs 2-4 fine
    evaluations in all.
 3. Returns ``hi``: its epsilon is the fine pessimistic PLD epsilon (never a
    coarse or optimistic value) and is ``<= target``; the bracket certifies
@@ -36,16 +42,18 @@ import math
 import time
 from typing import NamedTuple
 
-from scipy import optimize
-
 from zoprivacy.accounting import epsilon as _eps
 from zoprivacy.accounting import events as _ev
-from zoprivacy.accounting import pld_size
+from zoprivacy.accounting import pld_size, search_start
 from zoprivacy.accounting.dp_warnings import summarize_warnings
+from zoprivacy.accounting.search_start import (
+  _MAX_STEP,
+  _X_MAX,
+  _X_MIN,
+  MAX_NOISE_MULTIPLIER,
+  MIN_NOISE_MULTIPLIER,
+)
 from zoprivacy.core import validation
-
-MIN_NOISE_MULTIPLIER = 1e-2
-MAX_NOISE_MULTIPLIER = 1e6
 
 
 class CalibrationResult(NamedTuple):
@@ -108,64 +116,23 @@ def _pure_laplace_warm_start(target, delta, p, steps, neighboring):
   ), -1.0
 
 
-@functools.lru_cache(maxsize=256)
-def _rdp_warm_start(
-  target: float, delta: float, p: float, steps: int, neighboring: str
-) -> tuple[float, float]:
-  """Multiplier meeting ``target`` under RDP (log-space Brent, loose tol),
-  and the RDP curve's slope ``d log eps / d log sigma`` there.
-
-  Under replace-one with Poisson sampling dp_accounting's RDP has no
-  analysis; the add/remove multiplier is doubled instead (a replaced record
-  moves the sum by at most 2C, i.e. like add/remove at half the noise). Only
-  a starting point: the answer is decided by the fine PLD search, whose
-  first secant step takes the slope (the PLD and RDP epsilons of one
-  mechanism fall with the multiplier at nearly the same log-log rate; a
-  wrong slope costs evaluations, never correctness).
-  """
-  rdp_neighboring = neighboring
-  factor = 1.0
-  if _ev.neighboring_relation(neighboring) == _REPLACE_ONE and p < 1.0:
-    rdp_neighboring, factor = _ADD_OR_REMOVE, 2.0
-
-  def gap(log_sigma):
-    event = _ev.poisson_gaussian_event(
-      noise_multiplier=math.exp(log_sigma),
-      sampling_probability=p,
-      num_steps=steps,
-    )
-    e = _eps.rdp_epsilon(event, delta=delta, neighboring=rdp_neighboring)
-    return math.log(max(e, 1e-300)) - math.log(target)
-
-  lo = hi = 0.0
-  g_lo = g_hi = gap(0.0)
-  lo_cap, hi_cap = (
-    math.log(MIN_NOISE_MULTIPLIER),
-    math.log(MAX_NOISE_MULTIPLIER),
-  )
-  while g_hi > 0 and hi < hi_cap:
-    lo, g_lo = hi, g_hi
-    hi = min(hi + math.log(4.0), hi_cap)
-    g_hi = gap(hi)
-  while g_lo <= 0 and lo > lo_cap:
-    hi, g_hi = lo, g_lo
-    lo = max(lo - math.log(4.0), lo_cap)
-    g_lo = gap(lo)
-  if g_hi > 0:
-    return MAX_NOISE_MULTIPLIER, -1.0
-  if g_lo <= 0:
-    return MIN_NOISE_MULTIPLIER, -1.0
-  root = optimize.brentq(gap, lo, hi, xtol=2e-3)
-  h = 0.02
-  slope = (gap(root + h) - gap(root - h)) / (2 * h)
-  return math.exp(root) * factor, (slope if slope < 0 else -1.0)
-
-
 _ADD_OR_REMOVE = _ev.NeighboringRelation.ADD_OR_REMOVE_ONE
-_REPLACE_ONE = _ev.NeighboringRelation.REPLACE_ONE
 _WARM_STARTS = {
-  "gaussian": _rdp_warm_start,
+  "gaussian": search_start.rdp_warm_start,
   "laplace": _pure_laplace_warm_start,
+}
+
+
+def _gdp_first_point(target, delta, p, steps, neighboring, warm):
+  """The central-limit start (add/remove), else the warm start."""
+  if _ev.neighboring_relation(neighboring) != _ADD_OR_REMOVE:
+    return warm
+  return search_start.first_point(target, delta, p, steps, feasible=warm)
+
+
+_FIRST_POINTS = {
+  "gaussian": _gdp_first_point,
+  "laplace": lambda *args: args[-1],  # the warm start: no estimate
 }
 _RELATIONS = {
   "gaussian": ("add_or_remove", "replace_one"),
@@ -225,9 +192,9 @@ def calibrate_noise_multiplier(
     slope=slope,
     context=f"at delta={delta} (p={p}, T={steps}, {mechanism})",
   )
-  lo, hi = search.run(
-    min(max(warm, MIN_NOISE_MULTIPLIER), MAX_NOISE_MULTIPLIER)
-  )
+  warm = min(max(warm, MIN_NOISE_MULTIPLIER), MAX_NOISE_MULTIPLIER)
+  start = _FIRST_POINTS[mechanism](target, delta, p, steps, rel_name, warm)
+  lo, hi = search.run(start, feasible=warm)
   return CalibrationResult(
     noise_multiplier=float(math.exp(hi[0])),
     epsilon=float(hi[2]),
@@ -244,11 +211,6 @@ def calibrate_noise_multiplier(
   )
 
 
-_X_MIN = math.log(MIN_NOISE_MULTIPLIER)
-_X_MAX = math.log(MAX_NOISE_MULTIPLIER)
-_MAX_STEP = math.log(4.0)
-
-
 class _SecantSearch:
   """The safeguarded secant search of the module docstring, in ``x = log
   sigma``: points are ``(x, g, eps)`` with ``g = log eps - log target``;
@@ -262,11 +224,19 @@ class _SecantSearch:
     self.refused = {}  # x -> the memory guard's error there
     self.evaluations = 0
 
-  def run(self, warm: float):
-    """``(lo, hi)``: the final bracket, ``hi / lo <= 1 + rtol``."""
-    x = math.log(warm)
+  def run(self, start: float, *, feasible: float):
+    """``(lo, hi)``: the final bracket, ``hi / lo <= 1 + rtol``. The
+    search starts at ``start``, or at the ``feasible`` warm start where
+    ``start``'s PLD is too large to account."""
+    x = math.log(start)
     for _ in range(80):
-      e = self.evaluate(x)
+      try:
+        e = self.evaluate(x)
+      except pld_size.PLDTooLargeError:
+        if start == feasible:
+          raise
+        x = math.log(start := feasible)
+        continue
       if self.lo is not None and self.hi is not None:
         if self.hi[0] - self.lo[0] <= self.width:
           break
@@ -344,9 +314,12 @@ class _SecantSearch:
     bracket's ends, at most a factor 4 from ``x`` and in range."""
     lo, hi, width = self.lo, self.hi, self.width
     x_hat = self.secant_estimate()
-    need_hi = hi is None or hi[0] - x_hat > 0.5 * width
+    need_hi = hi is None or hi[0] - x_hat > 0.9 * width
     offset = 0.4 * width if need_hi else -0.4 * width
-    x_new = x_hat + offset
+    # Just above the estimate while no feasible point is that close; then
+    # as far below it as still closes the bracket (the likeliest point to
+    # be under the root that ends the search).
+    x_new = x_hat + offset if need_hi else hi[0] - 0.95 * width
     if lo is not None and hi is not None:
       margin = min(0.05 * (hi[0] - lo[0]), 0.4 * width)
       x_new = min(max(x_new, lo[0] + margin), hi[0] - margin)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import functools
 import math
+import weakref
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import dp_accounting
@@ -40,7 +42,9 @@ def build_pld(
   Def. A.7 and Prop. A.8: subsampled mechanisms get separate add and remove
   PMFs); this function only checks the event first (clear errors, a memory
   guard) and returns the accountant's PLD, so callers (the ledger, the
-  add/remove split) can cache and compose it.
+  add/remove split) can cache and compose it. Hashable events are cached
+  (shared with :func:`pld_epsilon`: a plan's epsilon after a calibration
+  that evaluated the same event is read, not rebuilt).
 
   Raises:
     ValueError: for events ``dp_accounting``'s PLD cannot account (sampling
@@ -49,7 +53,7 @@ def build_pld(
   """
   rel = _ev.neighboring_relation(neighboring)
   interval = validation.discretization_interval(value_discretization_interval)
-  return _build_pld(event, 1, rel, interval)
+  return _cached_pld(event, rel, interval)
 
 
 def _build_pld(event, count: int, rel, interval: float) -> PLD:
@@ -146,7 +150,33 @@ def pld_epsilon(
   delta = validation.delta(delta)
   rel = _ev.neighboring_relation(neighboring)
   interval = validation.discretization_interval(value_discretization_interval)
-  return float(_cached_pld(event, rel, interval).get_epsilon_for_delta(delta))
+  return pld_epsilon_for_delta(_cached_pld(event, rel, interval), delta)
+
+
+# Epsilons already read off a PMF, per delta: a calibration's last point is
+# also the plan's epsilon and the report's, on the same cached PLD. Weak
+# keys: an entry goes with its PMF.
+_PMF_EPSILONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _pmf_epsilon(pmf, delta: float) -> float:
+  known = _PMF_EPSILONS.setdefault(pmf, {})
+  if delta not in known:
+    known[delta] = float(pmf.get_epsilon_for_delta(delta))
+  return known[delta]
+
+
+def pld_epsilon_for_delta(pld: PLD, delta: float) -> float:
+  """``pld.get_epsilon_for_delta(delta)`` (the larger of its remove and add
+  PMFs' epsilons, the remove one alone for a symmetric PLD), each PMF's
+  read once per ``delta``."""
+  try:
+    pmf_remove, pmf_add = pld._pmf_remove, pld._pmf_add  # pylint: disable=protected-access
+    symmetric = pld._symmetric  # pylint: disable=protected-access
+  except AttributeError:  # pragma: no cover - depends on library version
+    return float(pld.get_epsilon_for_delta(delta))
+  remove = _pmf_epsilon(pmf_remove, delta)
+  return remove if symmetric else max(remove, _pmf_epsilon(pmf_add, delta))
 
 
 class DirectionalEpsilon(NamedTuple):
@@ -195,8 +225,8 @@ def epsilon_by_direction(pld: PLD, delta: float) -> DirectionalEpsilon:
       "This dp_accounting version does not expose per-direction PMFs."
     ) from exc
   return DirectionalEpsilon(
-    remove=float(pmf_remove.get_epsilon_for_delta(delta)),
-    add=float(pmf_add.get_epsilon_for_delta(delta)),
+    remove=_pmf_epsilon(pmf_remove, delta),
+    add=_pmf_epsilon(pmf_add, delta),
   )
 
 
@@ -262,10 +292,26 @@ def rdp_epsilon(
     ValueError: if dp_accounting's RDP accountant cannot account ``event``
       under ``neighboring`` (e.g. Poisson-subsampled Laplace).
   """
+  return rdp_epsilon_and_order(event, delta=delta, neighboring=neighboring)[0]
+
+
+@summarize_warnings
+def rdp_epsilon_and_order(
+  event: dp_accounting.DpEvent,
+  *,
+  delta: float,
+  neighboring: _ev.NeighboringLike = "add_or_remove",
+  orders: Sequence[float] | None = None,
+) -> tuple[float, float]:
+  """:func:`rdp_epsilon` at the Rényi ``orders`` (dp_accounting's defaults
+  if ``None``; any set gives an upper bound, fewer a looser one), and the
+  order that attains it."""
   delta = validation.delta(delta)
   rel = _ev.neighboring_relation(neighboring)
   rdp_event = _rdp_event(event, rel)
-  accountant = dp_accounting.rdp.RdpAccountant(neighboring_relation=rel)
+  accountant = dp_accounting.rdp.RdpAccountant(
+    orders=None if orders is None else list(orders), neighboring_relation=rel
+  )
   if not accountant.supports(rdp_event):
     raise ValueError(
       f"dp_accounting's RDP accountant cannot account {event!r} under "
@@ -273,7 +319,8 @@ def rdp_epsilon(
       "supported; use pld_epsilon / pure_epsilon_poisson_laplace)."
     )
   accountant.compose(rdp_event)
-  return float(accountant.get_epsilon(delta))
+  eps, order = accountant.get_epsilon_and_optimal_order(delta)
+  return float(eps), float(order)
 
 
 # -------------------------------------------------------------- closed forms

@@ -13,6 +13,7 @@ from zoprivacy.accounting.epsilon import (
   epsilon_by_direction,
   pld_epsilon,
   pld_epsilon_by_direction,
+  pld_epsilon_for_delta,
   rdp_epsilon,
 )
 from zoprivacy.core import validation
@@ -99,7 +100,7 @@ def epsilon_report(
   remove = add = rdp = None
   if step is None:
     pld = plan.pld(steps)
-    eps = float(pld.get_epsilon_for_delta(delta))
+    eps = pld_epsilon_for_delta(pld, delta)
     if rel == NeighborRel.ADD_OR_REMOVE_ONE:
       remove, add = epsilon_by_direction(pld, delta)
     note = "no dp_accounting event for this mechanism: PLD only"

@@ -242,7 +242,9 @@ class PrivacyPlan:
     )
     if exact is not None:
       return exact
-    return float(self.pld(num_steps).get_epsilon_for_delta(delta))
+    from zoprivacy.accounting.epsilon import pld_epsilon_for_delta  # pylint: disable=g-import-not-at-top
+
+    return pld_epsilon_for_delta(self.pld(num_steps), float(delta))
 
   def fingerprint(self) -> bytes:
     """SHA-256 of the plan's canonical JSON, ``delta`` left out.

@@ -57,7 +57,9 @@ def test_table16_starts_next_to_the_root_and_takes_two_evaluations(target):
     target_epsilon=target, delta=DELTA, sampling_probability=P, num_steps=T
   )
   warm, _ = search_start.rdp_warm_start(target, DELTA, P, T, "add_or_remove")  # pylint: disable=protected-access
-  start = search_start.first_point(target, DELTA, P, T, feasible=warm)
+  start = search_start.first_point(
+    target, DELTA, P, T, "add_or_remove", feasible=warm
+  )
   assert start < warm
   assert abs(start / res.noise_multiplier - 1) < 3e-3
   assert res.num_pld_evaluations == 2

@@ -37,8 +37,8 @@ _EXPORTS = {
   "poisson_laplace_event": "zoprivacy.accounting.events",
   "pure_epsilon_poisson_laplace": "zoprivacy.accounting.epsilon",
   "pure_laplace_noise_multiplier": "zoprivacy.accounting.epsilon",
-  "rdp_epsilon": "zoprivacy.accounting.epsilon",
-  "rdp_epsilon_and_order": "zoprivacy.accounting.epsilon",
+  "rdp_epsilon": "zoprivacy.accounting.rdp",
+  "rdp_epsilon_and_order": "zoprivacy.accounting.rdp",
 }
 __all__ = sorted(_EXPORTS)
 

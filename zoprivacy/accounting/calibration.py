@@ -3,15 +3,16 @@
 Method (every epsilon below is computed by dp_accounting):
 
 1. Warm start. Gaussian: the multiplier that meets the target under the RDP
-   accountant at the few orders of :data:`~zoprivacy.accounting.search_start.WARM_START_ORDERS` (an upper bound
-   on epsilon at any set of orders, so this multiplier is feasible and
-   close: about a dozen RDP evaluations in log space, 3 ms each).
-   Laplace: the closed-form pure-eps multiplier of DP-ZO Thm. 3.1 (also
-   feasible). For the Gaussian under add/remove the search's first point
-   is the central-limit (GDP) estimate where it lies below the warm start
-   (:mod:`~zoprivacy.accounting.search_start`: an approximation that moves where the search looks,
-   never what it returns); a first point too small to account falls back
-   to the warm start.
+   accountant at the few orders of
+   :data:`~zoprivacy.accounting.search_start.WARM_START_ORDERS` (an upper
+   bound on epsilon at any set of orders, so this multiplier is feasible and
+   close: about a dozen RDP evaluations in log space, 3 ms each). Laplace:
+   the closed-form pure-eps multiplier of DP-ZO Thm. 3.1 (also feasible).
+   For the Gaussian under add/remove the search's first point is the
+   central-limit (GDP) estimate where it lies below the warm start
+   (:mod:`~zoprivacy.accounting.search_start`: an approximation that moves
+   where the search looks, never what it returns); a first point too small
+   to account falls back to the warm start.
 2. Safeguarded secant search in ``(log sigma, log eps)`` on the *fine*
    (``value_discretization_interval``, default ``1e-4``) pessimistic PLD
    epsilon, the same quantity :func:`pld_epsilon` reports. It keeps a
@@ -116,22 +117,14 @@ def _pure_laplace_warm_start(target, delta, p, steps, neighboring):
   ), -1.0
 
 
-_ADD_OR_REMOVE = _ev.NeighboringRelation.ADD_OR_REMOVE_ONE
 _WARM_STARTS = {
   "gaussian": search_start.rdp_warm_start,
   "laplace": _pure_laplace_warm_start,
 }
-
-
-def _gdp_first_point(target, delta, p, steps, neighboring, warm):
-  """The central-limit start (add/remove), else the warm start."""
-  if _ev.neighboring_relation(neighboring) != _ADD_OR_REMOVE:
-    return warm
-  return search_start.first_point(target, delta, p, steps, feasible=warm)
-
-
+# The first point of the fine search: the warm start, or for the Gaussian
+# the central-limit estimate below it.
 _FIRST_POINTS = {
-  "gaussian": _gdp_first_point,
+  "gaussian": search_start.first_point,
   "laplace": lambda *args: args[-1],  # the warm start: no estimate
 }
 _RELATIONS = {

@@ -14,8 +14,8 @@ from zoprivacy.accounting.epsilon import (
   pld_epsilon,
   pld_epsilon_by_direction,
   pld_epsilon_for_delta,
-  rdp_epsilon,
 )
+from zoprivacy.accounting.rdp import rdp_epsilon
 from zoprivacy.core import validation
 
 NeighborRel = dp_accounting.NeighboringRelation

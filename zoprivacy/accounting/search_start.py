@@ -31,8 +31,8 @@ import math
 
 from scipy import optimize
 
-from zoprivacy.accounting import epsilon as _eps
 from zoprivacy.accounting import events as _ev
+from zoprivacy.accounting import rdp
 
 # The range of multipliers the calibration searches, in log space, and its
 # largest step.
@@ -97,12 +97,15 @@ def first_point(
   delta: float,
   sampling_probability: float,
   num_steps: int,
+  neighboring: str,
   feasible: float,
 ) -> float:
-  """Where the fine search starts: the estimate raised by :data:`RAISE`
-  where it lies below the ``feasible`` multiplier (the RDP warm start,
-  whose epsilon is an upper bound) and above a quarter of it; else
-  ``feasible``."""
+  """Where the fine Gaussian search starts: under add/remove, the estimate
+  raised by :data:`RAISE` where it lies below the ``feasible`` multiplier
+  (the RDP warm start, whose epsilon is an upper bound) and above a
+  quarter of it; else ``feasible``."""
+  if _ev.neighboring_relation(neighboring) != _ADD_OR_REMOVE:
+    return feasible
   sigma = gdp_noise_multiplier(epsilon, delta, sampling_probability, num_steps)
   if sigma is None:
     return feasible
@@ -161,7 +164,7 @@ def _rdp_root(target, delta, p, steps, neighboring, orders):
       sampling_probability=p,
       num_steps=steps,
     )
-    e, order_at[log_sigma] = _eps.rdp_epsilon_and_order(
+    e, order_at[log_sigma] = rdp.rdp_epsilon_and_order(
       event, delta=delta, neighboring=neighboring, orders=orders
     )
     return math.log(max(e, 1e-300)) - math.log(target)

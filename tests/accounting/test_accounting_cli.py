@@ -3,7 +3,6 @@
 import os
 import pathlib
 import re
-import resource
 import subprocess
 import sys
 import time
@@ -117,17 +116,39 @@ def test_degenerate_inputs_fail_fast_with_the_memory_limit(args):
   assert time.perf_counter() - t0 < 30  # import time included
 
 
-def _cost(command) -> tuple[float, float]:
-  """Wall-clock and CPU seconds (user + system) of one child process."""
+_SPLIT = (
+  "import runpy, sys, time\n"
+  "t0 = time.process_time()\n"
+  "import dp_accounting\n"
+  "t1 = time.process_time()\n"
+  "sys.argv = ['zoprivacy.accounting', *sys.argv[1:]]\n"
+  "try:\n"
+  "  runpy.run_module('zoprivacy.accounting', run_name='__main__')\n"
+  "except SystemExit as e:\n"
+  "  assert not e.code, e.code\n"
+  "t2 = time.process_time()\n"
+  "print('SPLIT', t1 - t0, t2 - t1, file=sys.stderr)\n"
+)
+
+
+def _split_cost(arguments) -> tuple[float, float, float]:
+  """CPU seconds of ``import dp_accounting`` and of the command after it,
+  measured in one child process, and that child's wall clock."""
   env = dict(os.environ)
   env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-  before = resource.getrusage(resource.RUSAGE_CHILDREN)
   t0 = time.perf_counter()
-  subprocess.run(command, cwd=REPO, env=env, capture_output=True, check=True)
+  out = subprocess.run(
+    [sys.executable, "-c", _SPLIT, *arguments],
+    cwd=REPO,
+    env=env,
+    capture_output=True,
+    text=True,
+    check=True,
+  )
   wall = time.perf_counter() - t0
-  after = resource.getrusage(resource.RUSAGE_CHILDREN)
-  cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-  return wall, cpu
+  line = [x for x in out.stderr.splitlines() if x.startswith("SPLIT ")][-1]
+  floor, command = (float(x) for x in line.split()[1:])
+  return floor, command, wall
 
 
 @pytest.mark.slow
@@ -163,22 +184,18 @@ _TABLE16 = ["-p", "0.016", "-T", "75000", "--delta", "1e-5"]
   ids=["epsilon", "calibrate"],
 )
 def test_end_to_end_costs_at_most_half_a_second_over_dp_accounting(arguments):
-  """The command's floor is importing dp_accounting (and Python); both are
-  timed in this run, interleaved, min of 5. The bound is checked on CPU
-  time (user + system of the child), which other jobs on a loaded machine
-  do not inflate as they do the wall clock: under a load of 6 on 2 cores
-  the wall-clock minima were 2.99 s against 2.33 s. The wall clock is
-  printed beside it. ``calibrate`` searches DP-ZO Table 16's epsilon 1
-  (three fine PLD evaluations of 75,000 steps) and reports it."""
-  floor = [sys.executable, "-c", "import dp_accounting"]
-  command = [sys.executable, "-m", "zoprivacy.accounting", *arguments]
-  floors, runs = [], []
-  for _ in range(5):
-    floors.append(_cost(floor))
-    runs.append(_cost(command))
-  wall = min(w for w, _ in runs), min(w for w, _ in floors)
-  cpu = min(c for _, c in runs), min(c for _, c in floors)
-  print(
-    f"\nwall {wall[0]:.2f} s vs {wall[1]:.2f} s; cpu {cpu[0]:.2f} vs {cpu[1]:.2f}"
-  )
-  assert cpu[0] <= cpu[1] + 0.5, (cpu, wall)
+  """The command's floor is importing dp_accounting (and Python). One child
+  process imports dp_accounting, then runs ``python -m zoprivacy.accounting``
+  (through ``runpy``, so this package's imports count); the command's CPU
+  time after the import is the cost over the floor. Splitting one process
+  rather than timing two keeps the check stable on a shared 2-core machine:
+  timing separate processes, the floor itself moved by 0.5 s between runs
+  there. Min of 5. ``calibrate`` searches DP-ZO Table 16's epsilon 1 (two
+  fine PLD evaluations of 75,000 steps) and reports it;
+  ``benchmarks/calibration.py`` gives the separate-process wall clock."""
+  runs = [_split_cost(arguments) for _ in range(5)]
+  floor = min(f for f, _, _ in runs)
+  cost = min(c for _, c, _ in runs)
+  wall = min(w for _, _, w in runs)
+  print(f"\nimport {floor:.2f} s + command {cost:.2f} s cpu; wall {wall:.2f} s")
+  assert cost <= 0.5, runs

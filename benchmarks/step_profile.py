@@ -9,11 +9,20 @@ first use, a large kernel's row blocks drawn once for both); the sphere's
 norm pass; the update ``x - a s u`` (regenerating ``u``); the whole step
 (not donated); and ``u`` drawn alone (materialized). Printed as a Markdown section that
 ``step_cost.py --profile`` appends to its results file.
+
+Two what-if rows bound what a cheaper generator could give: the whole
+step traced with the counter hash replaced by one multiply and an xor
+(``words = i * phi ^ key``), and with that and the Gaussian transform
+replaced by a plain integer-to-float scaling. They are not directions
+anyone should use (the words are a permutation of the counter and the
+values uniform, not Gaussian); they keep the step's structure, so the
+second is the step's time with a draw that costs almost nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 
 import jax
@@ -25,7 +34,31 @@ from timing import min_median_round_robin
 
 import zoprivacy
 from zoprivacy.estimators import two_point
-from zoprivacy.zo import counter_directions, directions, queries
+from zoprivacy.zo import counter_directions, counter_hash, directions, queries
+
+
+def _one_multiply_bits(key, leaf, positions):
+  """A near-free stand-in for ``counter_hash.bits`` (what-if rows only)."""
+  k0, _ = counter_hash.key_words(key)
+  i = positions.astype(jnp.uint32)
+  return (i * np.uint32(0x9E3779B9)) ^ k0 ^ jnp.asarray(leaf, jnp.uint32)
+
+
+def _scaled_words(words, dtype):
+  """A near-free stand-in for ``counter_hash.to_gaussian`` (what-if)."""
+  m = (words >> 9).astype(jnp.int32) - 2**22
+  return (m.astype(jnp.float32) * np.float32(2.0**-21)).astype(dtype)
+
+
+@contextlib.contextmanager
+def _generator(bits, transform):
+  """Traces inside use ``bits`` and ``transform`` for the counter draws."""
+  saved = counter_hash.bits, counter_hash.to_gaussian
+  counter_hash.bits, counter_hash.to_gaussian = bits, transform
+  try:
+    yield
+  finally:
+    counter_hash.bits, counter_hash.to_gaussian = saved
 
 
 def parts(batch_size, name):
@@ -85,11 +118,24 @@ def parts(batch_size, name):
     optax.sgd(1e-3),
   )
   state = tx.init(params)
-  step = jax.jit(
-    lambda p, s: optax.apply_updates(
+
+  def raw_step(p, s):
+    return optax.apply_updates(
       p, tx.update(p, s, p, batched_loss=loss, batch=batch)[0]
     )
-  )
+
+  step = jax.jit(raw_step)
+  what_if = {}
+  for label, replaced in (
+    ("hash = one multiply", (_one_multiply_bits, counter_hash.to_gaussian)),
+    ("hash and transform near free", (_one_multiply_bits, _scaled_words)),
+  ):
+    cheap = jax.jit(lambda p, s: raw_step(p, s))  # a trace of its own
+    with _generator(*replaced):  # traced (and compiled) here
+      jax.block_until_ready(cheap(params, state))
+    what_if[f"what-if: whole step, {label}"] = lambda cheap=cheap: cheap(
+      params, state
+    )
   out = {
     "forward": lambda: forward(params, batch),
     "two passes (perturbed, side by side)": lambda: two_passes(
@@ -98,6 +144,7 @@ def parts(batch_size, name):
     "update x - a s u": lambda: update(params, jnp.ones([1], jnp.float32)),
     "u drawn alone (materialized)": lambda: draw(params),
     "whole dpzero step": lambda: step(params, state),
+    **what_if,
   }
   if name in directions.SPHERE_RADII:
     out["sphere norm pass"] = lambda: norm(params)

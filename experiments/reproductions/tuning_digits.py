@@ -67,7 +67,7 @@ def digits_public_half(config):
   cut = int(round(PRIVATE_FRACTION * n))
   private = data.train.subset(np.sort(order[:cut]), "digits/private")
   public = data.train.subset(np.sort(order[cut:]), "digits/public")
-  model = small.SmallCNN(num_classes=10, **model_kwargs(config))
+  model = small.SmallCNN(num_classes=10, **model_kwargs(config, small.SmallCNN))
   return flax_task(model, private, data.test, public)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import inspect
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -154,11 +156,36 @@ def call_init(model, key, sample):
   return model.init(key, sample)
 
 
-def model_kwargs(config) -> dict:
+def model_kwargs(config, model: Callable | None = None) -> dict:
+  """``config.model_kwargs`` as keyword arguments (lists as tuples). With
+  ``model`` (the class or function they go to), a name it does not take is
+  a ``ValueError`` that names the close ones, before anything is built."""
   kw = config.get("model_kwargs") or {}
-  return {
+  kw = {
     k: (tuple(v) if isinstance(v, list) else v) for k, v in dict(kw).items()
   }
+  if model is not None:
+    _check_names(model, kw)
+  return kw
+
+
+def _check_names(model: Callable, kw: dict) -> None:
+  parameters = inspect.signature(model).parameters
+  if any(p.kind == p.VAR_KEYWORD for p in parameters.values()):
+    return
+  accepted = [n for n in parameters if n not in ("parent", "name", "self")]
+  unknown = [k for k in kw if k not in accepted]
+  if not unknown:
+    return
+  hints = []
+  for k in unknown:
+    close = difflib.get_close_matches(k, accepted, n=1)
+    hints.append(f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+  title = getattr(model, "__name__", repr(model))
+  raise ValueError(
+    f"config.model_kwargs: {title} does not take {', '.join(hints)}; it "
+    f"takes {', '.join(sorted(accepted))}."
+  )
 
 
 def require_hf_dir(model_dir, what: str, how: str) -> Path:

@@ -39,9 +39,8 @@ def _image_task(config, splits) -> Task:
       f"Unknown model {config.model!r} for an image task; "
       f"choose one of {sorted(MODELS)}."
     )
-  model = MODELS[config.model](
-    num_classes=splits.train.num_classes, **config.get("model_kwargs", {})
-  )
+  cls = MODELS[config.model]
+  model = cls(num_classes=splits.train.num_classes, **model_kwargs(config, cls))
   return flax_task(model, splits.train, splits.test, None)
 
 
@@ -65,7 +64,8 @@ def cifar10_task(config) -> Task:
   private, public = image_public_split(config, data.train)
   train, test = train_eval_split(config, private, data.test)
   model = nf_resnet.NFResNet(
-    num_classes=data.train.num_classes, **model_kwargs(config)
+    num_classes=data.train.num_classes,
+    **model_kwargs(config, nf_resnet.NFResNet),
   )
   return flax_task(model, train, test, public)
 
@@ -88,7 +88,7 @@ def tiny_imagenet_task(config) -> Task:
     f: getattr(small, f)
     for f in ("patch_size", "hidden_size", "depth", "num_heads", "mlp_dim")
   }
-  sizes.update(model_kwargs(config))
+  sizes.update(model_kwargs(config, vit.ViT))
   model = vit.ViT(num_classes=data.train.num_classes, **sizes)
   return flax_task(model, train, test, public)
 
@@ -101,7 +101,8 @@ def fashion_mnist_public_task(config) -> Task:
   private, public = image_public_split(config, data.train)
   train, test = train_eval_split(config, private, data.test)
   model = small.SmallCNN(
-    num_classes=data.train.num_classes, **model_kwargs(config)
+    num_classes=data.train.num_classes,
+    **model_kwargs(config, small.SmallCNN),
   )
   return flax_task(model, train, test, public)
 
@@ -114,6 +115,7 @@ def digits_public_task(config) -> Task:
   data = loaders.load_digits(seed=config.seed)
   private, public = image_public_split(config, data.train)
   model = small.SmallCNN(
-    num_classes=data.train.num_classes, **model_kwargs(config)
+    num_classes=data.train.num_classes,
+    **model_kwargs(config, small.SmallCNN),
   )
   return flax_task(model, private, data.test, public)

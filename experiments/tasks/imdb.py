@@ -51,7 +51,9 @@ def imdb_task(config) -> Task:
     return {"tokens": tokens, "lengths": lengths}
 
   model = lstm.LSTMClassifier(
-    vocab_size=len(vocab), num_classes=2, **model_kwargs(config)
+    vocab_size=len(vocab),
+    num_classes=2,
+    **model_kwargs(config, lstm.LSTMClassifier),
   )
   return flax_task(
     model,

@@ -133,11 +133,18 @@ def _check_privacy(config, spec) -> None:
 
 
 def check_kwarg_names(estimator: str, kwargs, accepted) -> None:
-  """Refuses keyword names the estimator's factory does not take."""
+  """Refuses keyword names the estimator's factory (or the model, for
+  ``model_kwargs``) does not take, naming the closest accepted one."""
   unknown = [k for k in kwargs if k not in accepted]
   if unknown:
+    hints = []
+    for k in unknown:
+      close = difflib.get_close_matches(str(k), list(accepted), n=1)
+      hints.append(
+        repr(k) + (f" (did you mean {close[0]!r}?)" if close else "")
+      )
     raise ValueError(
-      f"{estimator} does not take {', '.join(map(repr, unknown))}; "
+      f"{estimator} does not take {', '.join(hints)}; "
       f"it takes {', '.join(sorted(accepted))}."
     )
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import inspect
 from collections.abc import Callable
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from experiments import preflight
 from experiments.tasks.registry import Task
 from zoprivacy.data import splits as splits_lib
 from zoprivacy.data.loaders import Dataset, MissingDataError
@@ -173,19 +173,9 @@ def _check_names(model: Callable, kw: dict) -> None:
   parameters = inspect.signature(model).parameters
   if any(p.kind == p.VAR_KEYWORD for p in parameters.values()):
     return
-  accepted = [n for n in parameters if n not in ("parent", "name", "self")]
-  unknown = [k for k in kw if k not in accepted]
-  if not unknown:
-    return
-  hints = []
-  for k in unknown:
-    close = difflib.get_close_matches(k, accepted, n=1)
-    hints.append(f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+  accepted = [n for n in parameters if n not in ("parent", "name")]
   title = getattr(model, "__name__", repr(model))
-  raise ValueError(
-    f"config.model_kwargs: {title} does not take {', '.join(hints)}; it "
-    f"takes {', '.join(sorted(accepted))}."
-  )
+  preflight.check_kwarg_names(f"config.model_kwargs: {title}", kw, accepted)
 
 
 def require_hf_dir(model_dir, what: str, how: str) -> Path:

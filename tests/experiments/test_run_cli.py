@@ -54,7 +54,10 @@ def test_overrides_none_noise_multiplier_estimator_switch_and_optimizer():
     pytest.param(
       ("--config.optimizer=adamm",), "Unknown optimizer", marks=pytest.mark.slow
     ),
-    (("--config.estimator_kwargs.clipp=1",), "does not take 'clipp'"),
+    (
+      ("--config.estimator_kwargs.clipp=1",),
+      "does not take 'clipp' (did you mean 'clip'?)",
+    ),
     (("--config.nosie=1",), "unknown config field"),
     pytest.param(
       ("--config.epsilon_budget=0.5", "--config.num_steps=4000"),

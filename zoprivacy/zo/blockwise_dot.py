@@ -21,9 +21,10 @@ from jax.extend import core as jax_core
 # (so two passes take blocks of a quarter of it, one pass a third), or the
 # fewest larger blocks that keep the loop at _MAX_DOT_BLOCKS iterations.
 # Fewer, larger products are faster (the wide MLP's counter step at batch
-# 64: 2^19 elements 0.90x the time of 2^18, for 1 MiB more). Not with several devices: there the
-# kernel may be sharded (FSDP), and XLA would gather a row block's whole
-# kernel onto every device (8 devices, wide MLP: 3.7 -> 22.4 MiB each).
+# 64: 2^19 elements 0.90x the time of 2^18, for 1 MiB more). Not with
+# several devices: there the kernel may be sharded (FSDP), and XLA would
+# gather a row block's whole kernel onto every device (8 devices, wide
+# MLP: 3.7 -> 22.4 MiB each).
 DOT_BLOCK_MIN_ELEMENTS = 2**20
 DOT_BLOCK_ELEMENTS = 2**19
 _MAX_DOT_BLOCKS = 64

@@ -56,6 +56,11 @@ class EstimatorSpec:
     run_settings: config values (a task whose loss declares what the
       analysis assumes, a sampling scheme, ...) under which the estimator
       runs; tools that build a config for every estimator apply them.
+    learning_rate: the step size a runner gives the optimizer after this
+      estimator when the config sets none (``None``: the estimator needs
+      none of its own, e.g. Noisy-ZOGD takes its theorem's limit).
+    config_fields: run-config fields beyond the default schema that a
+      runner reads for this estimator (any other field is refused).
   """
 
   name: str
@@ -64,6 +69,8 @@ class EstimatorSpec:
   sampling: tuple[str, ...] = ("poisson",)
   setting_defaults: tuple[tuple[str, Any], ...] = ()
   run_settings: tuple[tuple[str, Any], ...] = ()
+  learning_rate: float | None = None
+  config_fields: tuple[str, ...] = ()
 
   def __post_init__(self):
     if self.public_data not in PUBLIC_DATA:

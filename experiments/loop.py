@@ -22,6 +22,7 @@ from experiments import metrics as metrics_lib
 from experiments import multihost, run_ledger, trajectory_log
 from experiments.errors import RunInterrupted
 from experiments.step import make_step, step_inputs
+from experiments.training_signal import Signal
 
 
 def _next_boundary(t: int, every: int | None) -> float:
@@ -44,6 +45,7 @@ class Loop:
     self.trajectory = trajectory_log.for_run(
       run.config, self.state["params"], first
     )
+    self.signal = Signal(run, first)  # released values' statistics
     self.reserved = first  # the ledger already counts steps before this
     apply = jax.jit(run.task.apply)
     replicated = run.placement.replicated
@@ -73,6 +75,7 @@ class Loop:
 
   def evaluate(self, done: int, seconds: float) -> dict:
     """Evaluation hook: one metrics row (after the ledger reaches disk)."""
+    self.signal.check_params(self.state["params"], done)
     row = {
       "step": done,
       **metrics_lib.evaluate_task(
@@ -80,6 +83,7 @@ class Loop:
       ),
       "epsilon": self.run.epsilon(),
       "seconds": self.seconds_offset + seconds,
+      **self.signal.row(),
     }
     self.history.append(row)
     self.persist_ledger()
@@ -92,6 +96,8 @@ class Loop:
     if ckpt is None:
       return
     self.persist_ledger()
+    self.signal.check_params(self.state["params"], done)
+    self.signal.save(done)
     ledger = self.run.ledger
     ckpt.save(
       done, self.state, None if ledger is None else ledger.ledger.to_dict()
@@ -145,7 +151,7 @@ class Loop:
     for t in range(first, last):
       self.reserve(t, last)
       batch, public, noise = step_inputs(run, t)
-      params, opt_state = step(
+      params, opt_state, stats = step(
         self.state["params"], run.frozen, self.state["opt_state"],
         batch, public, noise,
       )  # fmt: skip
@@ -158,6 +164,7 @@ class Loop:
         step=np.array(t + 1, np.int64),
       )
       self.trajectory.record(opt_state)
+      self.signal.record(t + 1, stats)
       if start is None:  # the first step compiles: not timed
         jax.block_until_ready(params)
         start = time.time()
@@ -175,3 +182,4 @@ class Loop:
     if start is not None:
       self.train_seconds = time.time() - start
       bar.close()
+    self.signal.flush()

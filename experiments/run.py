@@ -194,7 +194,7 @@ def _apply_taken_out(config):
       setattr(config, field, None)
   with config.unlocked(), config.estimator_kwargs.unlocked():
     config.estimator_kwargs.update(_LATE["estimator_kwargs"])
-    if RESUME.value:
+    if flags.FLAGS.is_parsed() and RESUME.value:
       config.resume = RESUME.value
   return config
 

@@ -149,6 +149,18 @@ def check_kwarg_names(estimator: str, kwargs, accepted) -> None:
     )
 
 
+def check_required(estimator: str, kwargs, required) -> None:
+  """Refuses ``estimator_kwargs`` that lack a hyperparameter the estimator
+  has no default for (GEP's ``num_bases``), naming the override."""
+  missing = [k for k in required if k not in kwargs]
+  if missing:
+    flags = " ".join(f"--config.estimator_kwargs.{k}=<value>" for k in missing)
+    raise ValueError(
+      f"{estimator} needs {', '.join(missing)} (no default): set "
+      f"estimator_kwargs.{missing[0]}, e.g. {flags}."
+    )
+
+
 # Named in the message for an unknown optimizer.
 OPTIMIZER_EXAMPLES = (
   "sgd",
@@ -189,6 +201,7 @@ def check_declared(config, declaration, kwargs) -> None:
     return
   merged = {**dict(declaration.defaults), **kwargs}
   check_kwarg_names(config.estimator, merged, declaration.parameters)
+  check_required(config.estimator, merged, declaration.required)
   names = estimator_manifest.optax_names()
   if names is not None and config.get("optimizer") not in names[1]:
     raise unknown_optimizer(config.get("optimizer"), names[0])
@@ -262,7 +275,8 @@ def _check_estimator_kwargs(config, spec) -> None:
 
   if not spec.takes_setting:  # a setting is checked by its preflight
     stand_in = max(1, int(config.get("expected_batch_size") or 1))
-    estimator_kwargs(config, 1.0, stand_in, spec=spec)  # unknown names
+    kwargs = estimator_kwargs(config, 1.0, stand_in, spec=spec)  # names
+    check_required(config.estimator, kwargs, spec.required)
 
 
 def _check_optimizer(config, spec) -> None:

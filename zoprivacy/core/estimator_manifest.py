@@ -28,8 +28,8 @@ class Declaration:
   """The JAX-free part of an :class:`~zoprivacy.estimators.registry.EstimatorSpec`.
 
   ``parameters``: the factory's keyword names, in signature order;
-  ``public_data``, ``learning_rate``, ``config_fields`` and
-  ``run_settings`` as registered.
+  ``public_data``, ``learning_rate``, ``config_fields``, ``run_settings``
+  and ``required`` (hyperparameters without a default) as registered.
   """
 
   name: str
@@ -42,6 +42,7 @@ class Declaration:
   learning_rate: float | None = None
   config_fields: tuple[str, ...] = ()
   run_settings: tuple[tuple[str, Any], ...] = ()
+  required: tuple[str, ...] = ()
 
 
 @functools.cache
@@ -66,6 +67,7 @@ def declarations() -> dict[str, Declaration]:
       learning_rate=entry.get("learning_rate"),
       config_fields=tuple(entry.get("config_fields", ())),
       run_settings=tuple((k, v) for k, v in entry.get("run_settings", ())),
+      required=tuple(entry.get("required", ())),
     )
   return out
 

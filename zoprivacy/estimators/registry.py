@@ -128,6 +128,16 @@ class EstimatorSpec:
     return own + self.setting_defaults
 
   @property
+  def required(self) -> tuple[str, ...]:
+    """Hyperparameters without a default that a runner does not pass
+    itself: a config must give them (``estimator_kwargs``)."""
+    return tuple(
+      name
+      for name, p in self.parameters.items()
+      if p.default is p.empty and name not in RUNNER_ARGUMENTS
+    )
+
+  @property
   def public_arg(self) -> str | None:
     return {
       None: None,

@@ -22,6 +22,11 @@ def _mesh_note(mesh) -> str:
 WEAK_EPSILON = 10.0
 
 
+def _plain(value: float) -> str:
+  """``13,839`` or ``12.35``: an epsilon as a reader reads it."""
+  return f"{value:,.0f}" if value >= 1000 else f"{value:.4g}"
+
+
 def _loose(result: dict[str, Any]) -> list[str]:
   """Why the reported epsilon is a loose (upper) bound, if it is."""
   out = []
@@ -47,7 +52,7 @@ def headline_warning(result: dict[str, Any]) -> str | None:
   eps = result["epsilon"]
   if eps > WEAK_EPSILON:
     parts.append(
-      f"epsilon {eps:,.4g} is above {WEAK_EPSILON:g}: a guarantee this "
+      f"epsilon {_plain(eps)} is above {WEAK_EPSILON:g}: a guarantee this "
       "weak says little about any one example"
     )
   loose = _loose(result)

@@ -47,8 +47,9 @@ BASELINE_STEPS = 5
 GROWTH = 1e6
 # Released values exactly 0 for this many steps in a row, after non-zero
 # ones: the loss no longer responds to the parameters (they grew until the
-# perturbation fell below floating-point precision). Noised values are
-# exactly 0 with probability below 1e-4 a step, so never this many times.
+# perturbation fell below floating-point precision). A noised value is
+# exactly 0 rarely (about 7e-5 a step for the default's exact noise), so
+# never this many times in a row.
 ZERO_STEPS = 20
 # Columns of a metrics row (None before any step of the window).
 COLUMNS = ("released_mean", "released_rms", "released_max_abs")
@@ -56,8 +57,9 @@ FILE_NAME = "released_signal.json"
 _KEEP = 4  # windows kept in the file (one per recent checkpoint)
 
 
-class NonFiniteError(ValueError):
-  """The run's released values or parameters are not finite."""
+class DivergedError(ValueError):
+  """The run diverged: a released value not finite or exploding (or frozen
+  at 0), or non-finite parameters."""
 
 
 def _released(opt_state):
@@ -112,7 +114,7 @@ def _all_finite(tree) -> jax.Array:
   return jnp.all(jnp.stack(leaves)) if leaves else jnp.array(True)
 
 
-def diverged(run, step: int, what: str) -> NonFiniteError:
+def diverged(run, step: int, what: str) -> DivergedError:
   """The one-paragraph error for a run that went non-finite at ``step``."""
   config = run.config
   lr = config.get("learning_rate")
@@ -134,7 +136,7 @@ def diverged(run, step: int, what: str) -> NonFiniteError:
     if run.workdir
     else ""
   )
-  return NonFiniteError(
+  return DivergedError(
     f"the run diverged at step {step}: {what}, so it stopped and reports "
     f"no result. Likely cause: {cause} (or a loss that "
     f"overflows). Fix: {fix}{where}."

@@ -32,7 +32,7 @@ def _result(**fields):
     ({"delta": None, "epsilon": float("inf")}, "estimator: dpzero on digits"),
     (
       {"epsilon": 13839.2},
-      "WARNING: epsilon 1.384e+04 is above 10: a guarantee this weak",
+      "WARNING: epsilon 13,839 is above 10: a guarantee this weak",
     ),
     (
       {"privacy": "discrete gaussian noise, RDP accountant (integer orders)"},

@@ -36,7 +36,7 @@ def _switched(estimator: str, **fields):
 )
 def test_a_diverging_run_stops_with_one_paragraph(learning_rate, what):
   c = _switched("mezo", learning_rate=learning_rate, num_steps=200)
-  with pytest.raises(training_signal.NonFiniteError) as e:
+  with pytest.raises(training_signal.DivergedError) as e:
     train.train(c, progress=False)
   message = str(e.value)
   assert isinstance(e.value, errors.user_errors())  # one paragraph, exit 2
@@ -107,13 +107,13 @@ def _fake_run(takes_setting: bool, num_steps: int = 10):
 def test_non_finite_parameters_stop_the_run_where_it_may_look():
   params = {"w": np.array([1.0, np.nan]), "step": np.array(3)}
   published = training_signal.Signal(_fake_run(False), 0)
-  with pytest.raises(training_signal.NonFiniteError, match="at step 4: its"):
+  with pytest.raises(training_signal.DivergedError, match="at step 4: its"):
     published.check_params(params, 4)
   published.check_params({"w": np.ones(2)}, 4)
   # A hidden-state run publishes only its final iterate: only it is checked.
   hidden = training_signal.Signal(_fake_run(True), 0)
   hidden.check_params(params, 4)
-  with pytest.raises(training_signal.NonFiniteError, match="at step 10"):
+  with pytest.raises(training_signal.DivergedError, match="at step 10"):
     hidden.check_params(params, 10)
 
 

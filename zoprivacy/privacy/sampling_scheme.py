@@ -55,6 +55,14 @@ class PoissonSampling(_Sampling):
   name: ClassVar[str] = "poisson"
   label: ClassVar[str] = "Poisson"
 
+  def describe(self) -> str:
+    """What the accounting assumes, and how to draw batches that meet it."""
+    return (
+      f"{super().describe()} (assumed: each example joins each step's "
+      "batch independently with probability p; draw batches with "
+      "zoprivacy.PoissonSampler)"
+    )
+
   def wrap(self, event):
     import dp_accounting  # pylint: disable=g-import-not-at-top
 

@@ -31,14 +31,16 @@ def _run(code: str) -> str:
 
 
 def test_worked_example_runs_with_fewer_steps():
-  """The same code with 20 steps (the calibration is for 20 steps too)."""
+  """The same code, calibrated for its 200 steps, stopped after 20: the
+  epsilon read from the state counts the 20 releases made."""
   code = _example()
-  assert "num_steps = 200\n" in code
-  stdout = _run(code.replace("num_steps = 200\n", "num_steps = 20\n"))
+  loop = "for t in range(num_steps):\n"
+  assert "num_steps = 200\n" in code and loop in code
+  stdout = _run(code.replace(loop, "for t in range(20):\n"))
   assert "Poisson sampling p=0.032" in stdout
   assert "zoprivacy.PoissonSampler" in stdout
   spent = float(re.search(r"epsilon (\S+) \(target 2\)", stdout).group(1))
-  assert 1.9 < spent <= 2.0  # calibrated to within 0.2% of the multiplier
+  assert 0.1 < spent < 1.0  # 20 of 200 steps: well under the target
 
 
 @pytest.mark.slow  # 200 exact-noise steps and their calibration: ~15 s

@@ -58,9 +58,8 @@ class PoissonSampling(_Sampling):
   def describe(self) -> str:
     """What the accounting assumes, and how to draw batches that meet it."""
     return (
-      f"{super().describe()} (assumed: each example joins each step's "
-      "batch independently with probability p; draw batches with "
-      "zoprivacy.PoissonSampler)"
+      f"{super().describe()} (assumes each example joins each batch "
+      "independently: zoprivacy.PoissonSampler)"
     )
 
   def wrap(self, event):

@@ -170,7 +170,8 @@ def _refused_around_plans(node) -> list[Refused]:
     return []
   found = []
   for child in children:
-    if not _is_plan(child):
+    array = hasattr(child, "shape") and hasattr(child, "dtype")
+    if not (array or _is_plan(child)):  # arrays and tracers hold no state
       found += _refused_around_plans(child)
   return found
 

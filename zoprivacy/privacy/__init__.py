@@ -6,6 +6,10 @@
   as a value the accountant reads;
 * :mod:`~zoprivacy.privacy.plan`: :class:`PrivacyPlan`, the one description
   of a run's privacy that calibration, the ledger and every report read;
+* :mod:`~zoprivacy.privacy.state`: the plan an optimizer state holds
+  (:func:`find_plan`) and the epsilon of the releases it counted
+  (:func:`epsilon`), refusing the optax wrappers that drop releases
+  (:mod:`~zoprivacy.privacy.wrappers`);
 * :mod:`~zoprivacy.privacy.ledger`: the write-ahead record of every release.
 
 The samplers that draw the secret noise are :mod:`zoprivacy.secret_noise`.
@@ -22,6 +26,8 @@ __getattr__, __dir__, __all__ = lazy_package(
     "InsecureTestNoiseWarning": "zoprivacy.privacy.randomness",
     "PlanError": "zoprivacy.privacy.plan",
     "PrivacyPlan": "zoprivacy.privacy.plan",
-    "find_plan": "zoprivacy.privacy.plan",
+    "SkippingWrapperError": "zoprivacy.privacy.wrappers",
+    "epsilon": "zoprivacy.privacy.state",
+    "find_plan": "zoprivacy.privacy.state",
   },
 )

@@ -8,7 +8,8 @@
   of a run's privacy that calibration, the ledger and every report read;
 * :mod:`~zoprivacy.privacy.state`: the plan an optimizer state holds
   (:func:`find_plan`) and the epsilon of the releases it counted
-  (:func:`epsilon`), refusing the optax wrappers that drop releases
+  (:func:`epsilon`), refusing the optax wrappers that drop releases and
+  the members that read the loss themselves
   (:mod:`~zoprivacy.privacy.wrappers`);
 * :mod:`~zoprivacy.privacy.ledger`: the write-ahead record of every release.
 
@@ -24,6 +25,7 @@ __getattr__, __dir__, __all__ = lazy_package(
   (),
   {
     "InsecureTestNoiseWarning": "zoprivacy.privacy.randomness",
+    "LossReadingError": "zoprivacy.privacy.wrappers",
     "PlanError": "zoprivacy.privacy.plan",
     "PrivacyPlan": "zoprivacy.privacy.plan",
     "SkippingWrapperError": "zoprivacy.privacy.wrappers",

@@ -12,24 +12,10 @@ from dp_accounting.rdp import rdp_privacy_accountant
 from configs import default
 from experiments import tune
 from experiments.tuning import budget, search, store, trials
-from zoprivacy.privacy import PrivacyPlan, randomness
+from zoprivacy.privacy import randomness
 
-PLAN = PrivacyPlan.build(
-  mechanism="discrete_gaussian",
-  noise_multiplier=1.0,
-  clip=1.0,
-  expected_batch_size=64,
-  dataset_size=1150,
-  delta=1e-5,
-)
-FLOAT_PLAN = PrivacyPlan.build(
-  mechanism="gaussian",
-  noise_multiplier=1.0,
-  clip=1.0,
-  expected_batch_size=64,
-  dataset_size=1150,
-  delta=1e-5,
-)
+PLAN = tuning_reference.plan()
+FLOAT_PLAN = tuning_reference.plan("gaussian")
 
 
 @pytest.mark.parametrize(
@@ -80,25 +66,9 @@ def test_the_float_option_is_accounted_alike_and_named_weaker():
 
 def test_plans_without_an_integer_order_bound_are_refused():
   for mechanism in ("laplace", "discrete_laplace"):
-    plan = PrivacyPlan.build(
-      mechanism=mechanism,
-      noise_multiplier=4.0,
-      clip=1.0,
-      expected_batch_size=64,
-      dataset_size=1150,
-      delta=1e-5,
-    )
     with pytest.raises(ValueError, match="Gaussian noise only"):
-      budget.step_rdp_event(plan)
-  fixed = PrivacyPlan.build(
-    mechanism="discrete_gaussian",
-    noise_multiplier=4.0,
-    clip=1.0,
-    sampling="without_replacement",
-    expected_batch_size=64,
-    dataset_size=1150,
-    delta=1e-5,
-  )
+      budget.step_rdp_event(tuning_reference.plan(mechanism))
+  fixed = tuning_reference.plan(sampling="without_replacement")
   with pytest.raises(ValueError, match="Poisson sampling"):
     budget.step_rdp_event(fixed)
 

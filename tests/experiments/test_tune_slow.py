@@ -12,18 +12,10 @@ import tuning_reference
 from configs import default
 from experiments import train, tune
 from experiments.tuning import budget, search, store
-from zoprivacy.privacy import PrivacyPlan
 
 pytestmark = pytest.mark.slow
 
-PLAN = PrivacyPlan.build(
-  mechanism="discrete_gaussian",
-  noise_multiplier=1.0,
-  clip=1.0,
-  expected_batch_size=64,
-  dataset_size=1150,
-  delta=1e-5,
-)
+PLAN = tuning_reference.plan()
 
 
 def _config(workdir):

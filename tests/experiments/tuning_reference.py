@@ -11,6 +11,21 @@ import math
 
 import numpy as np
 
+from zoprivacy.privacy import PrivacyPlan
+
+
+def plan(mechanism="discrete_gaussian", **changes) -> PrivacyPlan:
+  """The tests' trial plan: 64 of 1150 examples per step, delta 1e-5."""
+  flat = dict(
+    noise_multiplier=1.0,
+    clip=1.0,
+    expected_batch_size=64,
+    dataset_size=1150,
+    delta=1e-5,
+  )
+  return PrivacyPlan.build(mechanism=mechanism, **{**flat, **changes})
+
+
 ORDERS = np.array(list(range(2, 129)) + [160, 192, 256, 384, 512, 768, 1024])
 
 

@@ -332,7 +332,7 @@ def main(argv) -> None:
       validation_fraction=f.validation_fraction,
     )
   except (ValueError, *errors.USER_ERRORS) as e:
-    if run._OWN_FLAGS["debug"]:  # pylint: disable=protected-access
+    if run.DEBUG.value:
       raise
     print(errors.one_paragraph(e), file=sys.stderr)
     sys.exit(2)

@@ -3,6 +3,8 @@ refusals (the end-to-end runs are in test_tune_slow.py)."""
 
 import math
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -232,3 +234,23 @@ def test_an_unreachable_total_is_refused():
       count=budget.trial_count("poisson", 3.0),
       target_epsilon=1.0,
     )
+
+
+def test_the_command_line_refuses_in_one_paragraph(tmp_path):
+  """A refused input ends the command with status 2 and one paragraph,
+  no traceback (--debug shows it)."""
+  command = [
+    sys.executable,
+    "-m",
+    "experiments.tune",
+    "--config",
+    "configs/default.py",
+    "--search.learning_rate=0.05,0.1",
+    "--mean_trials=0.5",
+    f"--config.workdir={tmp_path}",
+  ]
+  root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+  out = subprocess.run(command, cwd=root, capture_output=True, text=True)
+  assert out.returncode == 2
+  assert "must be at least 1" in out.stderr
+  assert "Traceback" not in out.stderr

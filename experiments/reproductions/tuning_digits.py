@@ -56,7 +56,8 @@ from zoprivacy.models import small
 GRID = (0.005, 0.02, 0.08)
 PRIVATE_FRACTION = 0.4
 VALIDATION_FRACTION = 0.25  # private validation part of the private methods
-PROXY_EVAL_SIZE = 287  # public evaluation examples of the proxy
+PROXY_EVAL_SIZE = 150  # public evaluation examples of the proxy (the public
+# part, ~863 images, must hold as many training images as the private ~575)
 SCORE_NOISE = 5.0
 MEAN_TRIALS = 3.0
 

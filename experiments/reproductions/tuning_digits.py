@@ -162,8 +162,9 @@ def write_table(rows, path, seconds, command) -> None:
     "",
     f"DPZero, small CNN, {rows[0]['num_steps']} steps, expected batch 64, "
     "delta 1e-5, exact discrete noise; digits' training set split 40% "
-    "private / 60% public (each image by a keyed hash of itself); step sizes {', '.join(map(str, GRID))}; test accuracy (%) "
-    f"on digits' test split, mean +- std over seeds {seeds}.",
+    "private / 60% public (each image by a keyed hash of itself); step "
+    f"sizes {', '.join(map(str, GRID))}; test accuracy (%) on digits' test "
+    f"split, mean +- std over seeds {seeds}.",
     "",
     "| selection | what is released | epsilon claimed | true total epsilon |"
     " test accuracy (%) |",

@@ -94,6 +94,7 @@ _EXPORTS = {
   "ExactNoiseSource": "zoprivacy.secret_noise",
   "PrivacyPlan": "zoprivacy.privacy",
   "find_plan": "zoprivacy.privacy",
+  "refresh_noise_keys": "zoprivacy.privacy",
   "make_step": "zoprivacy.training.training_step",
 }
 

@@ -6,7 +6,11 @@
   as a value the accountant reads;
 * :mod:`~zoprivacy.privacy.plan`: :class:`PrivacyPlan`, the one description
   of a run's privacy that calibration, the ledger and every report read;
-* :mod:`~zoprivacy.privacy.ledger`: the write-ahead record of every release.
+* :mod:`~zoprivacy.privacy.ledger`: the write-ahead record of every release;
+* :mod:`~zoprivacy.privacy.noise_keys`: the estimators' secret noise keys in
+  an optax state, bound to a shared secret or refreshed
+  (:func:`refresh_noise_keys`) so that no step reuses noise over other
+  inputs.
 
 The samplers that draw the secret noise are :mod:`zoprivacy.secret_noise`.
 """
@@ -23,5 +27,6 @@ __getattr__, __dir__, __all__ = lazy_package(
     "PlanError": "zoprivacy.privacy.plan",
     "PrivacyPlan": "zoprivacy.privacy.plan",
     "find_plan": "zoprivacy.privacy.plan",
+    "refresh_noise_keys": "zoprivacy.privacy.noise_keys",
   },
 )

@@ -16,8 +16,8 @@ holds a secret ``noise_key``; the noise of step ``t`` is a pure function of
   :func:`refresh_noise_keys` on a state that may already have been stepped
   from (a restored checkpoint whose later steps may have run): every later
   step draws fresh noise, and each computed step must be counted (a replay
-  is a fresh release, charged again). The runner does the same by itself
-  (:mod:`experiments.run_ledger`'s replay rule).
+  is a fresh release, charged again). The runner (``python -m
+  experiments.run``) does the same by itself, from its ledger.
 """
 
 from __future__ import annotations

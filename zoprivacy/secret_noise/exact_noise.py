@@ -18,7 +18,7 @@ t)``: the same secret gives the same noise, so a step must never be
 computed twice over other inputs from one secret. The runner gives each
 computation of a step the secret of its attempt
 (:func:`zoprivacy.privacy.randomness.attempt_secret`; the replay rule of
-:mod:`experiments.run_ledger`), and a library user refreshes a restored
+its ledger), and a library user refreshes a restored
 state's keys (:func:`zoprivacy.privacy.refresh_noise_keys`). A run resumed
 under a changed plan (see :meth:`~zoprivacy.privacy.PrivacyPlan.
 fingerprint`) gets independent noise. The secret comes from OS entropy

@@ -56,6 +56,18 @@ def _stop_at(monkeypatch, done, error):
   monkeypatch.setattr(loop.Loop, "after_step", after_step)
 
 
+def _crashed_run(workdir, monkeypatch, done) -> list:
+  """A run of :func:`_config` that crashes after step ``done``; returns the
+  list its steps are recorded in (and the later runs' steps will be)."""
+  records = []
+  release_recorder.install(monkeypatch, records.append)
+  with monkeypatch.context() as m:
+    _stop_at(m, done, _Crash)
+    with pytest.raises(_Crash):
+      train.train(_config(workdir), progress=False)
+  return records
+
+
 def _ledger(workdir) -> PrivacyLedger:
   return PrivacyLedger.load(os.path.join(workdir, "privacy_ledger.json"))
 
@@ -84,12 +96,7 @@ def test_forced_resume_with_another_learning_rate_draws_fresh_randomness(
   attempts' releases of steps 10..17 would be the noise-free differences of
   their sums (about 0 here: the sums hardly change). Each replay now has
   its own batch and its own noise, of the plan's scale."""
-  records = []
-  release_recorder.install(monkeypatch, records.append)
-  with monkeypatch.context() as m:
-    _stop_at(m, 18, _Crash)
-    with pytest.raises(_Crash):
-      train.train(_config(tmp_path), progress=False)
+  records = _crashed_run(tmp_path, monkeypatch, 18)
   first = {r["step"]: r for r in records}
   records.clear()
   lr = 0.02 * (1 + 1e-6)
@@ -165,12 +172,7 @@ def test_a_version_2_ledger_gives_its_steps_fresh_randomness(
   """A workdir left by older code (ledger version 2, no ranges): its N
   steps read as one range [0, N), so the replayed steps draw attempt 1,
   which that code never used."""
-  records = []
-  release_recorder.install(monkeypatch, records.append)
-  with monkeypatch.context() as m:
-    _stop_at(m, 15, _Crash)
-    with pytest.raises(_Crash):
-      train.train(_config(tmp_path), progress=False)
+  records = _crashed_run(tmp_path, monkeypatch, 15)
   path = tmp_path / "privacy_ledger.json"
   data = json.loads(path.read_text())
   assert data["ranges"] == [[0, 20]]

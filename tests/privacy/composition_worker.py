@@ -70,6 +70,15 @@ def _kill_after(record):
 if SPEC.get("control") == "reuse_randomness":  # the audit's negative control
   randomness.attempt_secret = lambda secret, attempt: secret
 
+
+def _train(config):
+  train.train(config, progress=False)
+
+
+# What a launch runs: ``spec["entry"]``. A tuning pair adds its entry here
+# (the tuner on the same config), recording its trials' steps the same way.
+ENTRIES = {"train": _train}
+
 with open(SPEC["record"], "a") as f:
   release_recorder.install(None, _write(f), SPEC["launch"], _kill_after)
-  train.train(_config(), progress=False)
+  ENTRIES[SPEC.get("entry", "train")](_config())

@@ -21,9 +21,10 @@ from the workdir alone (its secret, its ledger):
 * **secrets at rest**: ``private/run_secret`` and the checkpoints are
   readable by the owner only (0600 files, 0700 folders).
 
-A new pair is a :class:`Pair` and a test that calls :func:`run_and_audit`:
-a tuning pair (exact noise in the trials, on a mesh) fits the same frame
-once its trials record their releases the same way.
+A new pair is a :class:`Pair` and a test that calls :func:`run_and_audit`.
+A tuning pair (exact noise in the trials; tuning on a mesh) names its own
+``entry`` (the tuner, added to ``composition_worker.ENTRIES``) and is
+audited by the same checks, its trials' steps recorded the same way.
 """
 
 import collections
@@ -74,6 +75,7 @@ class Pair:
   name: str
   launches: tuple[Launch, ...]
   config: str = "default"
+  entry: str = "train"  # what the worker runs (composition_worker.ENTRIES)
   overrides: dict = dataclasses.field(default_factory=dict)
   smoothing: float | None = None  # raw-difference estimators: 2 phi scale
 
@@ -102,6 +104,7 @@ def _start(pair, launch, index, workdir, record):
       "record": record,
       "launch": index,
       "control": launch.control,
+      "entry": pair.entry,
     }
     if launch.processes > 1:
       spec["distributed"] = {

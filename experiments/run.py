@@ -303,6 +303,13 @@ def main(argv=None) -> int:
     if live:
       _check_live(config)
     result = train.train(config)
+  except errors.RunInterrupted as e:  # on its own line, never in the bar
+    if DEBUG.value:
+      raise
+    import tqdm  # pylint: disable=g-import-not-at-top
+
+    tqdm.tqdm.write(str(e), file=sys.stderr)
+    return 2
   except errors.user_errors() as e:
     return _fail(errors.one_paragraph(e), DEBUG.value, e)
   except KeyboardInterrupt as e:

@@ -61,10 +61,8 @@ def headline_warning(result: dict[str, Any]) -> str | None:
   return "WARNING: " + "; ".join(parts) + "." if parts else None
 
 
-def format_report(result: dict[str, Any]) -> str:
-  """The closing lines of a run: the task's metrics (accuracy, or F1 and
-  exact match), steps and privacy spent; first a warning when the epsilon
-  is weak or loose (:func:`headline_warning`)."""
+def _privacy_lines(result: dict[str, Any]) -> str:
+  """The report's privacy lines: (epsilon, delta) and how they came."""
   if result["delta"] is None:
     privacy = "privacy: none (non-private baseline, epsilon = inf)"
   else:
@@ -92,6 +90,13 @@ def format_report(result: dict[str, Any]) -> str:
     privacy += "\n" + hidden_state_run.format_final_iterate(
       result["final_iterate"]
     )
+  return privacy
+
+
+def format_report(result: dict[str, Any]) -> str:
+  """The closing lines of a run: the task's metrics (accuracy, or F1 and
+  exact match), steps and privacy spent; first a warning when the epsilon
+  is weak or loose (:func:`headline_warning`)."""
   names = result.get("metric_names") or [
     result.get("headline_metric", "test_accuracy")
   ]
@@ -108,7 +113,7 @@ def format_report(result: dict[str, Any]) -> str:
     *(f"{lab}: {result[n]:.4f}" for lab, n in zip(labels, names)),
     f"steps: {result['num_steps']} ({result['train_seconds']:.1f} s)"
     + _mesh_note(result.get("mesh")),
-    privacy,
+    _privacy_lines(result),
   ]
   if str(result.get("learning_rate_source", "")).endswith("default"):
     lines.append(

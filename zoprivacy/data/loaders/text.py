@@ -37,6 +37,10 @@ def tokenize(text: str) -> list[str]:
   return _TOKEN.findall(_BR.sub(" ", text.lower()))
 
 
+#: Ids every vocabulary reserves: padding, and unknown words (or the empty text).
+PAD_ID, UNK_ID = 0, 1
+
+
 class Vocab(NamedTuple):
   """Word -> id mapping; id 0 is padding, id 1 unknown words."""
 
@@ -46,16 +50,11 @@ class Vocab(NamedTuple):
   def __len__(self) -> int:
     return len(self.itos)
 
-  @property
-  def pad_id(self) -> int:
-    return 0
-
-  @property
-  def unk_id(self) -> int:
-    return 1
+  pad_id = PAD_ID  # a class constant, not a field
+  unk_id = UNK_ID
 
   def token_id(self, word: str) -> int:
-    return self.stoi.get(word, 1)
+    return self.stoi.get(word, UNK_ID)
 
 
 #: Public key of :class:`HashingVocab`'s hash (it need not be secret: the
@@ -78,13 +77,8 @@ class HashingVocab(NamedTuple):
   def __len__(self) -> int:
     return self.num_buckets + 2
 
-  @property
-  def pad_id(self) -> int:
-    return 0
-
-  @property
-  def unk_id(self) -> int:
-    return 1
+  pad_id = PAD_ID  # a class constant, not a field
+  unk_id = UNK_ID
 
   def token_id(self, word: str) -> int:
     digest = hashlib.blake2b(

@@ -248,34 +248,34 @@ def child_dp_sgd(config, batch_size, length, reps) -> dict:
 
 def child_precision(config, batch_size, length, reps) -> dict:
   """Compiled peaks with bfloat16 against float32 stored weights
-  (``llm_memory.measure_precision``): the in-scan forward and the
+  (``llm_memory_bf16.measure_precision``): the in-scan forward and the
   layer-wise DP-ZO step at the CPU figure's batch (8 x 256) on the device;
   the forward alone at the tiny shape."""
   del reps
-  import llm_memory  # pylint: disable=g-import-not-at-top
+  import llm_memory_bf16  # pylint: disable=g-import-not-at-top
 
-  rows = llm_memory.PRECISION_ROWS[1:]
+  rows = llm_memory_bf16.PRECISION_ROWS[1:]
   if config in TINY.values():
     rows = rows[:1]
   else:
-    batch_size, length = llm_memory.BATCH, llm_memory.LENGTH
-  result = llm_memory.measure_precision(config, batch_size, length, rows)
+    batch_size, length = llm_memory_bf16.BATCH, llm_memory_bf16.LENGTH
+  result = llm_memory_bf16.measure_precision(config, batch_size, length, rows)
   return {"precision": result, "batch": [batch_size, length]}
 
 
 def precision_lines(name, result) -> list[str]:
   """The bfloat16 / float32 table of :func:`child_precision`."""
-  import llm_memory  # pylint: disable=g-import-not-at-top
+  import llm_memory_bf16  # pylint: disable=g-import-not-at-top
 
   if "precision" not in result:
     return [f"bfloat16 against float32 ({name}): {result}", ""]
   batch, length = result["batch"]
   return [
     f"Compile only, batch {batch} x {length}, every leaf trainable "
-    "(`llm_memory.measure_precision`; the CPU figure is in "
+    "(`llm_memory_bf16.measure_precision`; the CPU figure is in "
     "`llm_memory_bf16.md`):",
     "",
-    *llm_memory.precision_table(name, result["precision"]),
+    *llm_memory_bf16.precision_table(name, result["precision"]),
   ]
 
 

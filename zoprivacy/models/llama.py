@@ -143,7 +143,9 @@ class RMSNorm(nn.Module):
 
   @nn.compact
   def __call__(self, x):
-    scale = self.param("scale", nn.initializers.ones, x.shape[-1:])
+    scale = self.param(
+      "scale", nn.initializers.ones, x.shape[-1:], self.param_dtype
+    )
     x32 = x.astype(jnp.float32)
     x32 = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, -1, keepdims=True) + self.eps)
     return (scale.astype(jnp.float32) * x32).astype(self.dtype)

@@ -36,6 +36,7 @@ import jax
 import jax.numpy as jnp
 import llm_memory
 from llm_memory import BATCH, LAYERWISE, LENGTH, WINDOW
+from timing import compiled_peak
 
 from zoprivacy.models import causal_lm_zo
 from zoprivacy.models.opt import OPTConfig, per_example_lm_loss
@@ -65,17 +66,6 @@ def float32_stacks(compiled, layers: int) -> int:
   stack = re.compile(rf"^  %\S+ = f32\[{layers},")
   return sum(
     1 for line in entry if stack.match(line) and " parameter(" not in line
-  )
-
-
-def compiled_peak(compiled) -> int:
-  """Arguments + outputs + temporaries - aliased, as ``timing.peak_bytes``."""
-  m = compiled.memory_analysis()
-  return int(
-    m.argument_size_in_bytes
-    + m.output_size_in_bytes
-    + m.temp_size_in_bytes
-    - m.alias_size_in_bytes
   )
 
 

@@ -11,7 +11,11 @@
   (:func:`epsilon`), refusing the optax wrappers that drop releases and
   the members that read the loss themselves
   (:mod:`~zoprivacy.privacy.wrappers`);
-* :mod:`~zoprivacy.privacy.ledger`: the write-ahead record of every release.
+* :mod:`~zoprivacy.privacy.ledger`: the write-ahead record of every release;
+* :mod:`~zoprivacy.privacy.noise_keys`: the estimators' secret noise keys in
+  an optax state, bound to a shared secret or refreshed
+  (:func:`refresh_noise_keys`) so that no step reuses noise over other
+  inputs.
 
 The samplers that draw the secret noise are :mod:`zoprivacy.secret_noise`.
 """
@@ -31,5 +35,6 @@ __getattr__, __dir__, __all__ = lazy_package(
     "SkippingWrapperError": "zoprivacy.privacy.wrappers",
     "epsilon": "zoprivacy.privacy.state",
     "find_plan": "zoprivacy.privacy.state",
+    "refresh_noise_keys": "zoprivacy.privacy.noise_keys",
   },
 )

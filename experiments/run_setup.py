@@ -112,7 +112,7 @@ def resolve_tx(config, trainable, dataset_size, *, spec=None):
   tx = (
     estimator  # a setting's update holds its step size and projection
     if spec.takes_setting
-    else optax.chain(estimator, make_optimizer(config))
+    else optax.chain(estimator, make_optimizer(config, spec=spec))
   )
   plan = getattr(estimator, "privacy_plan", None)
   return tx, plan, how

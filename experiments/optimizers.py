@@ -46,7 +46,11 @@ def _bind(fn, *args, **kwargs) -> None:
     signature = inspect.signature(fn)
   except (TypeError, ValueError):  # no signature to read: the call decides
     return
-  signature.bind(*args, **kwargs)
+  try:
+    signature.bind(*args, **kwargs)
+  except TypeError as err:  # Python's own words, with the name it omits
+    name = getattr(fn, "__name__", repr(fn))
+    raise TypeError(f"{name}() {err}") from None
 
 
 def _resolve(config, *, spec):

@@ -49,7 +49,7 @@ def test_split_model_equals_the_full_model(name, trained):
   states = llama_split.precompute_states(
     trunk, config, ids, mask, batch_size=2, multiple=4
   )
-  assert np.all(states[mask == 0] == 0)
+  assert states.dtype == np.float32 and np.all(states[mask == 0] == 0)
   rows = llama_split.label_rows(params, config, LABELS)
   got = llama_split.label_logits(top, config, states, mask, rows)
   want = _reference(config, params, ids, mask)
@@ -71,29 +71,32 @@ def test_all_blocks_trained_starts_from_the_embedding():
   )
 
 
-def test_prefix_adapters_apply_in_the_top_blocks():
-  """Prefix tuning on the top block: the top block's slice of the
-  adapters reaches its attention (the logits change, and stay finite)."""
+def test_prefix_tuning_equals_the_full_prefix_model():
+  """With prefix adapters in every block (all blocks trained), the split
+  model's logits are the full prefix model's: the last block's hand-written
+  last-query attention reads the prefix as ``LlamaAttention`` does."""
   config, params = load_llama(FIXTURES / "tiny_llama")
   ids, mask = _left_padded(config.vocab_size, np.random.default_rng(2))
-  trunk, top = llama_split.split_params(params, config, 1)
-  states = llama_split.precompute_states(trunk, config, ids, mask)
-  rows = llama_split.label_rows(params, config, LABELS)
   prefix = PrefixTuning(num_tokens=3)
   adapters = prefix.init(jax.random.key(0), params, config=config)
-  top_adapters = {
-    "layers": {
-      "self_attn": {
-        k: v[-1:] for k, v in adapters["layers"]["self_attn"].items()
-      }
-    }
-  }
-  with_prefix = prefix.merge(top, top_adapters)
+  adapters = jax.tree.map(lambda a: a * 1.5, adapters)  # not the init's
   cfg = prefix.model_config(config)
-  got = llama_split.label_logits(with_prefix, cfg, states, mask, rows)
+  k = config.num_hidden_layers
+  trunk, top = llama_split.split_params(params, config, k)
+  states = llama_split.precompute_states(trunk, config, ids, mask)
+  rows = llama_split.label_rows(params, config, LABELS)
+  got = llama_split.label_logits(
+    prefix.merge(top, adapters), cfg, states, mask, rows
+  )
+  full = LlamaForCausalLM(cfg).apply(
+    {"params": prefix.merge(params, adapters)},
+    jnp.asarray(ids),
+    jnp.asarray(mask),
+  )
+  want = np.asarray(full)[:, -1][:, LABELS]
+  np.testing.assert_allclose(np.asarray(got), want, atol=2e-5, rtol=1e-5)
   plain = llama_split.label_logits(top, config, states, mask, rows)
-  assert np.all(np.isfinite(np.asarray(got)))
-  assert not np.allclose(np.asarray(got), np.asarray(plain), atol=1e-4)
+  assert not np.allclose(np.asarray(plain), want, atol=1e-3)
 
 
 def test_trained_blocks_out_of_range_is_refused():

@@ -19,7 +19,7 @@ from zoprivacy.models.hf_checkpoint import SafetensorsCheckpoint
 from zoprivacy.models.hf_llama import llama_tensor_names
 from zoprivacy.models.llama import LlamaConfig
 
-FIXTURE = pathlib.Path(__file__).parents[1] / "fixtures" / "tiny_llama"
+FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "tiny_llama"
 SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 CORPUS = [
   "the film was a delight and the cast was great",

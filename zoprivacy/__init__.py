@@ -9,7 +9,11 @@ Estimators are optax transformations that go first in a chain::
     updates, state = tx.update(zeros, state, params,
                                per_example_loss=loss_fn, batch=batch, mask=mask)
     plan = zoprivacy.find_plan(state)       # the one privacy plan
-    epsilon = plan.epsilon(num_steps=T, delta=1e-5)
+    epsilon = zoprivacy.epsilon(state, delta=1e-5)  # the releases made so far
+
+or, from a target epsilon, ``est, plan = zoprivacy.private(zoprivacy.dpzero,
+target_epsilon=2.0, delta=1e-5, num_steps=T, expected_batch_size=64,
+dataset_size=1437, ...)``; draw the batches with ``zoprivacy.PoissonSampler``.
 """
 
 import importlib
@@ -91,9 +95,14 @@ _EXPORTS = {
   "pazo_p": "zoprivacy.estimators",
   "pazo_s": "zoprivacy.estimators",
   "registry": "zoprivacy.estimators",
+  "private": "zoprivacy.estimators.calibrated",
   "ExactNoiseSource": "zoprivacy.secret_noise",
   "PrivacyPlan": "zoprivacy.privacy",
+  "epsilon": "zoprivacy.privacy",
   "find_plan": "zoprivacy.privacy",
+  "PoissonSampler": "zoprivacy.data.sampling",
+  "padded_batch": "zoprivacy.data.sampling",
+  "refresh_noise_keys": "zoprivacy.privacy",
   "make_step": "zoprivacy.training.training_step",
 }
 
@@ -135,6 +144,7 @@ if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
     mechanisms,
     privacy,
   )
+  from zoprivacy.data.sampling import PoissonSampler, padded_batch  # noqa: F401
   from zoprivacy.estimators import (  # noqa: F401
     ESTIMATORS,
     EstimatorState,
@@ -154,10 +164,12 @@ if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
     pazo_s,
     registry,
   )
+  from zoprivacy.estimators.calibrated import private  # noqa: F401
   from zoprivacy.mechanisms import clipping  # noqa: F401
   from zoprivacy.privacy import (  # noqa: F401
     ExactNoiseSource,
     PrivacyPlan,
+    epsilon,
     find_plan,
   )
   from zoprivacy.training.training_step import make_step  # noqa: F401

@@ -47,8 +47,8 @@ def dp_sgd(
   ``per_example_clipping='ghost'`` computes the same clipped sum without
   per-example gradients for the layers
   :mod:`zoprivacy.first_order.ghost_clipping` supports (flax Dense, Embed, Conv,
-  LayerNorm; the others fall back to per-example gradients layer by layer),
-  equal to the explicit path to about 1e-6 at a fraction of its memory. The
+  LayerNorm; the others fall back to per-example gradients layer by layer,
+  with a warning naming them), equal to the explicit path to about 1e-6 at a fraction of its memory. The
   default, ``'explicit'``, materializes ``vmap(grad)``.
 
   ``noise='exact'`` (the default): each clipped per-example gradient is

@@ -9,6 +9,7 @@ means writing its module and one :func:`register` call in it; see
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -146,15 +147,65 @@ def estimator(name: str, **fields) -> Callable:
   """Decorator: registers the factory under ``name`` with ``fields``.
 
   ``@registry.estimator("pazo_m", public_data="batch")`` above a factory is
-  ``register(EstimatorSpec("pazo_m", factory, public_data="batch"))``; the
-  factory is returned unchanged.
+  ``register(EstimatorSpec("pazo_m", factory, public_data="batch"))`` for
+  the factory with :func:`target_epsilon_hint` (the same signature and
+  behaviour), which is registered and returned.
   """
 
   def decorate(factory: Callable) -> Callable:
+    factory = target_epsilon_hint(factory)
     register(EstimatorSpec(name, factory, **fields))
     return factory
 
   return decorate
+
+
+# What a user may try to give a factory that takes a noise multiplier.
+ACCOUNTING_ARGUMENTS = ("target_epsilon", "epsilon", "target_delta", "delta")
+
+
+def target_epsilon_hint(factory: Callable) -> Callable:
+  """``factory`` (same signature, by ``functools.wraps``) that answers an
+  accounting argument it does not take (``target_epsilon=``, ``delta=``)
+  with one paragraph naming :func:`zoprivacy.private`, instead of Python's
+  bare "unexpected keyword argument"."""
+  takes = inspect.signature(factory).parameters
+  refused = tuple(a for a in ACCOUNTING_ARGUMENTS if a not in takes)
+
+  @functools.wraps(factory)
+  def build(*args, **kwargs):
+    given = [a for a in refused if a in kwargs]
+    if given:
+      raise TypeError(_private_call_message(factory.__name__, takes, given))
+    return factory(*args, **kwargs)
+
+  return build
+
+
+def _private_call_message(name: str, takes, given: list[str]) -> str:
+  what = " or ".join(given)
+  if "noise_multiplier" not in takes:
+    return (
+      f"{name}() takes no {what}: it is a non-private baseline (no noise, "
+      "no epsilon). Use a private estimator (zoprivacy.dpzero, ...) built "
+      "with zoprivacy.private(...) for a target epsilon."
+    )
+  batches = (
+    "setting=..."
+    if "setting" in takes
+    else "expected_batch_size=B, dataset_size=n"
+  )
+  return (
+    f"{name}() takes no {what}: an estimator is built from its "
+    "noise_multiplier, and the multiplier that meets a target epsilon "
+    "depends on the whole run (its steps and sampling rate). One call "
+    "calibrates it and builds the estimator: est, plan = "
+    f"zoprivacy.private(zoprivacy.{name}, target_epsilon=2.0, delta=1e-5, "
+    f"num_steps=T, {batches}, <its other arguments>), which returns the "
+    "estimator and the calibrated plan its state holds (docs/library.md). "
+    "Or pass noise_multiplier= yourself and read the epsilon spent with "
+    "zoprivacy.epsilon(state, delta)."
+  )
 
 
 def get(name: str) -> EstimatorSpec:

@@ -3,7 +3,9 @@
 * :mod:`~zoprivacy.first_order.layer_capture`: the layers' inputs and output
   gradients, captured in one backward pass;
 * :mod:`~zoprivacy.first_order.ghost_clipping`: per-example gradient norms
-  without per-example gradients (ghost clipping);
+  without per-example gradients (ghost clipping), and
+  :mod:`~zoprivacy.first_order.ghost_fallback`: the warning when it falls
+  back to per-example gradients for some parameters;
 * :mod:`~zoprivacy.first_order.per_example_check`,
   :mod:`~zoprivacy.first_order.per_example_report`: the check that a loss is
   truly per example (no cross-example dependence) and its report.
@@ -18,6 +20,7 @@ __getattr__, __dir__, __all__ = lazy_package(
   (
     "layer_capture",
     "ghost_clipping",
+    "ghost_fallback",
     "per_example_check",
     "per_example_report",
   ),

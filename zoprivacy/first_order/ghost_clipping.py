@@ -45,7 +45,10 @@ outside their module's ``__call__`` (``Embed.attend``). The fallback is
 decided at trace time by a dependency check on the loss's jaxpr: a layer is
 ghost-clipped only if the loss depends on its parameters through its
 intercepted calls alone, so a parameter that is also used elsewhere (a
-regularizer inside the loss) is never under-counted in the norm.
+regularizer inside the loss) is never under-counted in the norm. A fallback
+is said once per trace (a :class:`~zoprivacy.first_order.ghost_fallback.
+GhostClippingFallbackWarning` naming the parameters, their share of the
+model and why).
 
 Privacy does not rest on that analysis: the released sum is
 ``sum_i c_i v_i`` where ``v_i`` is assembled from example ``i``'s own
@@ -69,7 +72,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from zoprivacy.first_order import ghost_certified as certified
-from zoprivacy.first_order import layer_capture
+from zoprivacy.first_order import ghost_fallback, layer_capture
 from zoprivacy.zo import queries
 
 _HIGHEST = jax.lax.Precision.HIGHEST
@@ -206,6 +209,7 @@ def _ghost_parts(per_example_loss, params, batch):
   calls, covered = layer_capture.discover(
     per_example_loss, leaves, treedef, batch
   )
+  ghost_fallback.warn(calls, covered, leaves, treedef)  # once per trace
   tapped_idx = [k for k, c in enumerate(calls) if c.group in covered]
   free_grads, out_grads, inputs = _tapped_gradients(
     per_example_loss, leaves, treedef, batch, calls, covered, tapped_idx

@@ -6,7 +6,16 @@
   as a value the accountant reads;
 * :mod:`~zoprivacy.privacy.plan`: :class:`PrivacyPlan`, the one description
   of a run's privacy that calibration, the ledger and every report read;
-* :mod:`~zoprivacy.privacy.ledger`: the write-ahead record of every release.
+* :mod:`~zoprivacy.privacy.state`: the plan an optimizer state holds
+  (:func:`find_plan`) and the epsilon of the releases it counted
+  (:func:`epsilon`), refusing the optax wrappers that drop releases and
+  the members that read the loss themselves
+  (:mod:`~zoprivacy.privacy.wrappers`);
+* :mod:`~zoprivacy.privacy.ledger`: the write-ahead record of every release;
+* :mod:`~zoprivacy.privacy.noise_keys`: the estimators' secret noise keys in
+  an optax state, bound to a shared secret or refreshed
+  (:func:`refresh_noise_keys`) so that no step reuses noise over other
+  inputs.
 
 The samplers that draw the secret noise are :mod:`zoprivacy.secret_noise`.
 """
@@ -20,8 +29,12 @@ __getattr__, __dir__, __all__ = lazy_package(
   (),
   {
     "InsecureTestNoiseWarning": "zoprivacy.privacy.randomness",
+    "LossReadingError": "zoprivacy.privacy.wrappers",
     "PlanError": "zoprivacy.privacy.plan",
     "PrivacyPlan": "zoprivacy.privacy.plan",
-    "find_plan": "zoprivacy.privacy.plan",
+    "SkippingWrapperError": "zoprivacy.privacy.wrappers",
+    "epsilon": "zoprivacy.privacy.state",
+    "find_plan": "zoprivacy.privacy.state",
+    "refresh_noise_keys": "zoprivacy.privacy.noise_keys",
   },
 )

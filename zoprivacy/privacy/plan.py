@@ -13,12 +13,13 @@ Every estimator puts its plan into its optimizer state (the
 ``privacy_plan`` field of :class:`zoprivacy.estimators.EstimatorState`). The
 plan is registered as a pytree node *without leaves*, so it survives
 ``optax.chain``, ``optax.masked``, ``optax.inject_hyperparams``,
-``jax.tree.map``, ``jax.jit`` and pickling, and :func:`find_plan` reads it
-back from any state however the estimator is wrapped. This module does not
+``jax.tree.map``, ``jax.jit`` and pickling, and
+:func:`zoprivacy.privacy.state.find_plan` reads it back from any state
+(refusing the few wrappers that drop releases). This module does not
 import JAX (the accounting command line stays JAX-free): the registration
 (:func:`register_pytree`) happens when JAX is already loaded as a plan is
 made, when :mod:`zoprivacy.estimators.base` (every estimator state) is
-imported, and in :func:`find_plan`.
+imported, and when a state is read.
 
 Accounting: the mechanism's ``dp_event`` wrapped by the sampling is composed
 by dp_accounting's ``PLDAccountant``; a mechanism without an event gives one
@@ -361,34 +362,3 @@ def _pld(plan: PrivacyPlan, num_steps: int):
     raise PlanError(str(err)) from None
   step = plan.mechanism.pld(p, plan.neighboring, interval)
   return step if num_steps == 1 else step.self_compose(num_steps)
-
-
-def find_plan(state) -> PrivacyPlan:
-  """The privacy plan inside an optimizer state, however it is wrapped.
-
-  Raises:
-    PlanError: when the state holds no plan (no zoprivacy estimator in the
-      chain) or several different ones.
-  """
-  import jax  # pylint: disable=g-import-not-at-top
-
-  register_pytree()
-  found = [
-    x
-    for x in jax.tree.leaves(
-      state, is_leaf=lambda x: isinstance(x, PrivacyPlan)
-    )
-    if isinstance(x, PrivacyPlan)
-  ]
-  unique = list(dict.fromkeys(found))
-  if not unique:
-    raise PlanError(
-      "This optimizer state holds no privacy plan: no zoprivacy "
-      "estimator is in the chain."
-    )
-  if len(unique) > 1:
-    raise PlanError(
-      f"This optimizer state holds {len(unique)} different "
-      "privacy plans; compose them explicitly."
-    )
-  return unique[0]

@@ -55,6 +55,13 @@ class PoissonSampling(_Sampling):
   name: ClassVar[str] = "poisson"
   label: ClassVar[str] = "Poisson"
 
+  def describe(self) -> str:
+    """What the accounting assumes, and how to draw batches that meet it."""
+    return (
+      f"{super().describe()} (assumes each example joins each batch "
+      "independently: zoprivacy.PoissonSampler)"
+    )
+
   def wrap(self, event):
     import dp_accounting  # pylint: disable=g-import-not-at-top
 

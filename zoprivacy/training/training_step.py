@@ -25,6 +25,8 @@ from collections.abc import Callable
 import jax
 import optax
 
+from zoprivacy.privacy import wrappers
+
 
 def make_step(
   tx: optax.GradientTransformation,
@@ -50,10 +52,17 @@ def make_step(
   :class:`zoprivacy.privacy.ExactNoiseSource`). The estimator reads no
   incoming gradient, so the parameters stand in for it (no zeros tree is
   allocated).
+
+  An optax wrapper that drops or repeats the estimator's releases
+  (``optax.MultiSteps``, ``optax.apply_if_finite``, ...: see
+  :mod:`zoprivacy.privacy.wrappers`) is refused with a
+  :class:`~zoprivacy.privacy.SkippingWrapperError` when the step is traced
+  (its first call).
   """
   loss_name = "per_example_loss" if per_example else "batched_loss"
 
   def step(params, opt_state, batch, mask=None, **extra):
+    wrappers.refuse_skipping_wrappers(opt_state)  # at trace time only
     updates, opt_state = tx.update(
       params,
       opt_state,

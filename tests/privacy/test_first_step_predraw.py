@@ -7,6 +7,9 @@ background thread and waited for, so the step itself (whose time is
 observable) only copies its noise. Each sampler call records the thread it
 ran in: a draw outside the prefetch threads is a draw inside the step (on
 the caller's thread, or on the thread of the step's host callback).
+Vector noise is drawn by the host sampler here (``sampler="host"``): the
+default device sampler draws inside the jitted step in constant time, and
+a traced step records nothing for it to predraw (the last test).
 """
 
 import threading
@@ -19,6 +22,7 @@ import zoprivacy
 from configs import default
 from experiments import train
 from zoprivacy.secret_noise import exact_noise, predraw
+from zoprivacy.secret_noise import vector_discrete_mechanism as vdm
 from zoprivacy.secret_noise import vector_discrete_noise as vdn
 from zoprivacy.secret_noise import vector_noise_prefetch as vnp
 
@@ -43,6 +47,8 @@ def _record_scalar_draws(monkeypatch):
 
 
 def _record_vector_draws(monkeypatch):
+  """Host-sampled vector draws (the sampler set to 'host' for the test)."""
+  monkeypatch.setattr(vdm, "DEFAULT_SAMPLER", "host")
   seen = []
   real = vdn.draw_step
 
@@ -143,3 +149,33 @@ def test_the_runner_draws_no_noise_inside_its_first_step(monkeypatch, tmp_path):
   assert {s for s, _ in scalar} >= {0, 1, 2}
   assert {s for s, _ in vector} >= {0, 1, 2}
   assert _in_step(scalar + vector) == []
+
+
+def test_device_sampled_vector_noise_needs_no_predraw(monkeypatch):
+  """The default: dp_sgd's exact vector noise is drawn on the device, in
+  the step; a traced step records no host draw and the host sampler never
+  runs, so ``predraw`` has nothing to draw for it."""
+  seen = []
+  real = vdn.draw_step
+
+  def recording(words, sigma, size, step):
+    seen.append(int(step))
+    return real(words, sigma, size, step)
+
+  monkeypatch.setattr(vdn, "draw_step", recording)
+  assert vdm.DEFAULT_SAMPLER == "device"
+  tx = zoprivacy.dp_sgd(clip=1.0, noise_multiplier=1.0, expected_batch_size=8)
+  state = zoprivacy.refresh_noise_keys(tx.init(jnp.zeros(3)))
+  batch = jnp.linspace(-1, 1, 24).reshape(8, 3)
+  update = jax.jit(
+    lambda s: tx.update(
+      None, s, jnp.zeros(3), per_example_loss=_loss, batch=batch
+    )
+  )
+  with vnp.recording() as draws:
+    update.trace(state)
+  assert draws == []
+  predraw.predraw(state, draws)
+  updates, _ = update(state)
+  assert np.all(np.isfinite(np.asarray(updates)))
+  assert seen == []

@@ -118,9 +118,8 @@ def test_library_predraw_draws_the_next_step_of_a_state(monkeypatch):
   assert draws and draws[0].path == () and draws[0].size == 3
 
 
-def test_without_predraw_the_first_step_draws_its_own_noise(monkeypatch):
-  """The control: the same dp_sgd step, nothing drawn ahead."""
-  vector = _record_vector_draws(monkeypatch)
+def _dp_sgd_update():
+  """A fresh dp_sgd state and its jitted update on a fixed batch."""
   tx = zoprivacy.dp_sgd(clip=1.0, noise_multiplier=1.0, expected_batch_size=8)
   state = zoprivacy.refresh_noise_keys(tx.init(jnp.zeros(3)))
   batch = jnp.linspace(-1, 1, 24).reshape(8, 3)
@@ -129,6 +128,13 @@ def test_without_predraw_the_first_step_draws_its_own_noise(monkeypatch):
       None, s, jnp.zeros(3), per_example_loss=_loss, batch=batch
     )
   )
+  return state, update
+
+
+def test_without_predraw_the_first_step_draws_its_own_noise(monkeypatch):
+  """The control: the same dp_sgd step, nothing drawn ahead."""
+  vector = _record_vector_draws(monkeypatch)
+  state, update = _dp_sgd_update()
   jax.block_until_ready(update(state))
   assert _in_step(vector) == [0]
 
@@ -164,14 +170,7 @@ def test_device_sampled_vector_noise_needs_no_predraw(monkeypatch):
 
   monkeypatch.setattr(vdn, "draw_step", recording)
   assert vdm.DEFAULT_SAMPLER == "device"
-  tx = zoprivacy.dp_sgd(clip=1.0, noise_multiplier=1.0, expected_batch_size=8)
-  state = zoprivacy.refresh_noise_keys(tx.init(jnp.zeros(3)))
-  batch = jnp.linspace(-1, 1, 24).reshape(8, 3)
-  update = jax.jit(
-    lambda s: tx.update(
-      None, s, jnp.zeros(3), per_example_loss=_loss, batch=batch
-    )
-  )
+  state, update = _dp_sgd_update()
   with vnp.recording() as draws:
     update.trace(state)
   assert draws == []

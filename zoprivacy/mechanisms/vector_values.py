@@ -25,6 +25,7 @@ VECTOR_EXACT_NOTE = (
 )
 
 
+@mech_lib.register
 @dataclasses.dataclass(frozen=True)
 class VectorDiscreteGaussian(mech_lib.NoiseMechanism):
   """Exact vector noise, add/remove only, accounted in RDP (no PLD)."""
@@ -84,6 +85,7 @@ ROUNDED_SUM_NOTE = (
 )
 
 
+@mech_lib.register
 @dataclasses.dataclass(frozen=True)
 class RoundedSumDiscreteGaussian(VectorDiscreteGaussian):
   """Exact vector noise on a rounded float clipped sum (ghost clipping):

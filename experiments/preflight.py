@@ -27,8 +27,11 @@ import os
 # The accountant composes up to this many steps in a few seconds (a PLD of
 # 10^6 Poisson-subsampled Gaussian steps: ~3 s on one core; 10^7: ~30 s).
 MAX_STEPS = 1_000_000
-# Wrappers that run the estimator on only some calls (or merge calls): a
-# step of the plan would no longer be one call, so the runner refuses them.
+# Optax names that are not an optimizer the runner can place after the
+# estimator: MultiSteps wraps a whole chain and merges its calls (a step of
+# the plan would no longer be one call; the library refuses it around an
+# estimator too); apply_every takes no learning rate (the library accepts it
+# after an estimator, where it only delays applying released updates).
 STEP_WRAPPERS = ("MultiSteps", "apply_every")
 
 
@@ -68,6 +71,14 @@ def _check_steps(config) -> None:
 
 
 def _check_step_wrapper(config) -> None:
+  if config.get("optimizer") == "apply_every":
+    raise ValueError(
+      "optimizer='apply_every' is not an optimizer: it takes no learning "
+      "rate and only sums k updates before applying them. Name the "
+      "optimizer that follows the estimator (e.g. 'sgd', 'adam'); to "
+      "average over more examples per step, use a larger "
+      "expected_batch_size (its privacy is accounted)."
+    )
   if config.get("optimizer") in STEP_WRAPPERS:
     raise ValueError(
       f"optimizer={config.optimizer!r} would run the estimator on only some "

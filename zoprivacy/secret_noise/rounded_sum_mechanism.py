@@ -55,7 +55,7 @@ WARN_INFLATION = 0.1
 
 
 @dataclasses.dataclass(frozen=True)
-class RoundedSumDiscreteGaussianMechanism:
+class RoundedSumDiscreteGaussianMechanism(lattice.ClippedSumScale):
   """Exact discrete Gaussian noise on a rounded float clipped sum (module
   docstring): the sensitivity ``Delta`` is proven when the step is traced,
   and the noise is scaled to it."""
@@ -72,15 +72,6 @@ class RoundedSumDiscreteGaussianMechanism:
     lattice.VectorDiscreteGaussianMechanism(
       self.clip, self.noise_multiplier, self.neighboring
     )  # the same refusals (replace-one)
-
-  @property
-  def contribution_bound(self) -> float:
-    return self.clip
-
-  @property
-  def noise_std(self) -> float:
-    """Noise std per coordinate in the units of the sum (at least)."""
-    return self.noise_multiplier * self.clip
 
   def grid_exponent(self, bound, dim: int) -> int:
     """``k`` of the grid ``2^-k``: the finest at most ``C / sum_grid``

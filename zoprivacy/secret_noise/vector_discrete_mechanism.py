@@ -122,8 +122,23 @@ def draw_noise(noise_key, sigma: int, size: int, sampler=None) -> jax.Array:
   return jax.pure_callback(host, shape, words, vmap_method="expand_dims")
 
 
+class ClippedSumScale:
+  """A clipped sum's contribution bound (``clip``) and its noise std per
+  coordinate in the units of the sum (at least ``noise_multiplier *
+  clip``)."""
+
+  @property
+  def contribution_bound(self) -> float:
+    return self.clip
+
+  @property
+  def noise_std(self) -> float:
+    """Noise std per coordinate in the units of the sum (at least)."""
+    return self.noise_multiplier * self.clip
+
+
 @dataclasses.dataclass(frozen=True)
-class VectorDiscreteGaussianMechanism:
+class VectorDiscreteGaussianMechanism(ClippedSumScale):
   """Exact multivariate discrete Gaussian noise on a quantized vector sum.
 
   Lattice: one example's contribution, clipped at ``clip`` in L2, becomes
@@ -160,15 +175,6 @@ class VectorDiscreteGaussianMechanism:
         "(the subsampled RDP bound); for replace-one pass noise='secure_mode'"
         " (floating point, exposed to precision attacks) explicitly."
       )
-
-  @property
-  def contribution_bound(self) -> float:
-    return self.clip
-
-  @property
-  def noise_std(self) -> float:
-    """Noise std per coordinate in the units of the sum (at least)."""
-    return self.noise_multiplier * self.clip
 
   def grid(self, batch_rows: int) -> int:
     """``M``: the largest power of two up to ``2**19`` with ``batch_rows *

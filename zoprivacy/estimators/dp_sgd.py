@@ -23,7 +23,7 @@ from zoprivacy.zo import queries
 PER_EXAMPLE_CLIPPING = ("explicit", "ghost")
 
 
-@registry.estimator("dp_sgd")
+@registry.estimator("dp_sgd", learning_rate=0.2)
 def dp_sgd(
   *,
   clip: float = 1.0,

@@ -13,6 +13,7 @@ cycle); reproductions may register their own with :func:`register`.
 ``sst2``           RoBERTa prompt-based masked-LM classifier   DPZero, DP-ZO
 ``snli``           RoBERTa prompt-based masked-LM classifier   DPZero
 ``vader_minilm``   all-MiniLM-L6-v2 encoder + linear head      offline analog (VADER)
+``vader_llm``      SmolLM2-135M-Instruct (GGUF), label words   DP-ZO Table 1 pattern
 ``fashion_mnist_public``  small CNN, optional 4% public split  offline analog (PAZO)
 =================  ==========================================  =======================
 
@@ -60,6 +61,7 @@ from experiments.tasks import (
   minilm,
   public_proxy,
   roberta_prompts,
+  vader_llm,
 )
 from experiments.tasks.registry import TASKS, Task, build_task, register
 

@@ -368,9 +368,8 @@ def register(cls: type[NoiseMechanism]) -> type[NoiseMechanism]:
 for _cls in (NoNoise, Gaussian, Laplace, DiscreteGaussian, DiscreteLaplace):
   register(_cls)
 
-from zoprivacy.mechanisms import vector_values as mechanisms_vector  # noqa: E402  pylint: disable=g-import-not-at-top
-
-register(mechanisms_vector.VectorDiscreteGaussian)
+# The vector mechanisms register themselves (``@register``) on import.
+from zoprivacy.mechanisms import vector_values  # noqa: E402, F401  pylint: disable=g-import-not-at-top,unused-import
 
 
 def from_dict(data: dict[str, Any]) -> NoiseMechanism:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import numpy as np
 
 from zoprivacy.data import sampling
-from zoprivacy.estimators import registry
 from zoprivacy.privacy import randomness
 
 
@@ -22,18 +21,17 @@ def make_sampler(
   secret: bytes,
   supported=("poisson", "shuffle"),
   *,
-  spec=None,
+  spec,
 ):
   """The batch sampler; its randomness is the run's SECRET (except the
   non-private baseline's shuffling, which is seeded). ``spec``: the run's
-  estimator declaration (looked up when omitted)."""
+  estimator declaration."""
   if config.sampling not in supported:
     raise ValueError(
       f"config.sampling={config.sampling!r}, but the {config.dataset!r} loader "
       f"can only provide {supported}: it cannot draw the batches whose privacy "
       "the accountant would report."
     )
-  spec = spec or registry.get(config.estimator)
   if spec.private and config.sampling not in spec.sampling:
     schemes = " or ".join(
       "Poisson" if name == "poisson" else repr(name) for name in spec.sampling
@@ -64,7 +62,7 @@ def make_sampler(
 
 
 def public_batch_indices(
-  config, num_public: int, step: int, *, spec=None
+  config, num_public: int, step: int, *, spec
 ) -> np.ndarray | None:
   """Public examples for ``step``: uniform without replacement, seeded.
 
@@ -72,7 +70,6 @@ def public_batch_indices(
   ``[k, b']`` indices for methods that take ``k`` public batches, ``[b']``
   otherwise.
   """
-  spec = spec or registry.get(config.estimator)
   if spec.public_data is None:
     return None
   if not num_public:

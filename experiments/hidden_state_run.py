@@ -30,7 +30,6 @@ from __future__ import annotations
 from typing import Any
 
 from experiments.tasks import logreg
-from zoprivacy.estimators import registry
 from zoprivacy.hidden_state import privacy as privacy_lib
 from zoprivacy.hidden_state import setting as setting_lib
 
@@ -44,8 +43,8 @@ SETTING_FIELDS = (
 )
 
 
-def _kwargs(config, spec=None) -> dict[str, Any]:
-  kw = dict((spec or registry.get(config.estimator)).defaults)
+def _kwargs(config, spec) -> dict[str, Any]:
+  kw = dict(spec.defaults)
   kw.update(config.estimator_kwargs)
   return kw
 
@@ -54,7 +53,7 @@ def _hidden(config):
   return config.get("hidden_state") or {}
 
 
-def _assumptions(config, spec=None) -> setting_lib.LossAssumptions:
+def _assumptions(config, spec) -> setting_lib.LossAssumptions:
   if config.dataset not in ("digits_logreg", "fashion_mnist_logreg"):
     raise ValueError(
       f"Noisy-ZOGD's final-iterate epsilon needs declared loss assumptions; "
@@ -71,7 +70,7 @@ def _dataset(config) -> str:
 
 
 def make_setting(
-  config, dataset_size: int, *, spec=None
+  config, dataset_size: int, *, spec
 ) -> setting_lib.NoisyZOGDSetting:
   kw = _kwargs(config, spec)
   fraction = kw.pop("directional_fraction", 0.5)
@@ -107,7 +106,7 @@ def make_setting(
   )
 
 
-def preflight(config, *, spec=None) -> None:
+def preflight(config, *, spec) -> None:
   """Every check that needs no data (a stand-in dataset size is used)."""
   stand_in = (
     1 if config.sampling == "full_batch" else int(config.expected_batch_size)
@@ -115,7 +114,7 @@ def preflight(config, *, spec=None) -> None:
   make_setting(config, stand_in, spec=spec)
 
 
-def factory_kwargs(config, dataset_size: int, *, spec=None) -> dict[str, Any]:
+def factory_kwargs(config, dataset_size: int, *, spec) -> dict[str, Any]:
   """The factory's ``setting=`` and the non-setting ``estimator_kwargs``."""
   kw = _kwargs(config, spec)
   extra = {k: v for k, v in kw.items() if k not in SETTING_FIELDS}
@@ -123,7 +122,7 @@ def factory_kwargs(config, dataset_size: int, *, spec=None) -> dict[str, Any]:
 
 
 def run_setting(
-  config, dataset_size: int, noise_multiplier: float, *, spec=None
+  config, dataset_size: int, noise_multiplier: float, *, spec
 ) -> setting_lib.NoisyZOGDSetting:
   """The setting the run used: its ``sigma`` gives the plan's multiplier
   (set, calibrated or from ``noise_std``)."""

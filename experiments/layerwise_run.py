@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import functools
 
-from experiments.run_setup import build_estimator, estimator_kwargs
 from zoprivacy.training import layerwise
 from zoprivacy.zo import directions
 
@@ -67,11 +66,13 @@ def check(config, task) -> None:
     )
 
 
-def make(config, noise_multiplier, dataset_size, task, *, spec=None):
-  """The :class:`zoprivacy.training.layerwise.LayerwiseZO` of the run; its plan
-  is checked equal to the generic estimator's."""
+def make(config, resolved, task):
+  """The :class:`zoprivacy.training.layerwise.LayerwiseZO` of the run, from
+  the factory arguments of its ``resolved`` generic estimator
+  (:func:`experiments.run_setup.resolve`); its plan is checked equal to
+  that estimator's."""
   check(config, task)
-  kwargs = estimator_kwargs(config, noise_multiplier, dataset_size, spec=spec)
+  kwargs = dict(resolved.kwargs)
   if kwargs.get("direction_prng", "auto") == "auto":  # a large model's choice
     kwargs["direction_prng"] = directions.AUTO_COUNTER
   zo = STEPS[config.estimator](
@@ -79,8 +80,7 @@ def make(config, noise_multiplier, dataset_size, task, *, spec=None):
     learning_rate=config.learning_rate,
     **kwargs,
   )
-  generic = build_estimator(config, noise_multiplier, dataset_size, spec=spec)
-  if generic.privacy_plan != zo.privacy_plan:
+  if resolved.plan != zo.privacy_plan:
     raise AssertionError(
       "The layer-wise step's privacy plan differs from the estimator's."
     )

@@ -11,7 +11,7 @@ import optax
 from experiments import preflight
 
 
-def learning_rate_of(config, spec=None) -> tuple[float | None, str]:
+def learning_rate_of(config, spec) -> tuple[float | None, str]:
   """``(step size, where it comes from)``: ``config.learning_rate`` when
   set, otherwise the one registered for the estimator (each estimator
   registers the step size that suits it beside its other defaults:
@@ -21,10 +21,6 @@ def learning_rate_of(config, spec=None) -> tuple[float | None, str]:
   value = config.get("learning_rate")
   if value is not None:
     return value, "set by the config"
-  if spec is None:
-    from zoprivacy.estimators import registry  # pylint: disable=g-import-not-at-top
-
-    spec = registry.get(config.estimator)
   if spec.learning_rate is None:
     return None, "not set"
   return spec.learning_rate, f"{spec.name}'s registered default"
@@ -43,25 +39,36 @@ def with_learning_rate(config, spec) -> tuple[ml_collections.ConfigDict, str]:
   return config, source
 
 
-def make_optimizer(
-  config: ml_collections.ConfigDict,
-) -> optax.GradientTransformation:
-  """Any optax optimizer by name, with ``optimizer_kwargs`` and a schedule.
+def _bind(fn, *args, **kwargs) -> None:
+  """The ``TypeError`` calling ``fn(*args, **kwargs)`` would raise for its
+  arguments, without calling it."""
+  try:
+    signature = inspect.signature(fn)
+  except (TypeError, ValueError):  # no signature to read: the call decides
+    return
+  try:
+    signature.bind(*args, **kwargs)
+  except TypeError as err:  # Python's own words, with the name it omits
+    name = getattr(fn, "__name__", repr(fn))
+    raise TypeError(f"{name}() {err}") from None
 
-  ``config.schedule`` names an optax schedule (e.g. 'cosine_decay_schedule')
-  built with ``schedule_kwargs``; its ``init_value`` / ``peak_value``
-  default to ``learning_rate`` and ``decay_steps`` to ``num_steps``.
-  """
+
+def _resolve(config, *, spec):
+  """``(factory, learning_rate, schedule, schedule_kwargs, kwargs)``: what
+  :func:`make_optimizer` calls, found by name and checked against the
+  signatures (an unknown optimizer, schedule or argument, or a missing
+  learning rate is refused here), with nothing built."""
   name = config.optimizer
   factory = getattr(optax, name, None)
   if not callable(factory) or name.endswith("_schedule"):
     raise preflight.unknown_optimizer(name, dir(optax))
-  learning_rate, _ = learning_rate_of(config)
+  learning_rate, _ = learning_rate_of(config, spec)
   if learning_rate is None:
     raise ValueError(
       f"Set learning_rate: {config.estimator} registers no default "
       "learning rate."
     )
+  schedule, skw = None, None
   if config.get("schedule"):
     schedule = getattr(optax, config.schedule, None)
     if not callable(schedule):
@@ -81,8 +88,32 @@ def make_optimizer(
         skw.setdefault(key, learning_rate)
     if "decay_steps" in params:
       skw.setdefault("decay_steps", config.num_steps)
-    learning_rate = schedule(**skw)
+    _bind(schedule, **skw)
   kwargs = dict(config.get("optimizer_kwargs") or {})
   if name == "sgd" and config.get("momentum"):
     kwargs.setdefault("momentum", config.momentum)
+  _bind(factory, learning_rate, **kwargs)
+  return factory, learning_rate, schedule, skw, kwargs
+
+
+def check_optimizer(config, *, spec) -> None:
+  """Every refusal of :func:`make_optimizer` (an unknown optimizer or
+  schedule, arguments they do not take, no learning rate), read from names
+  and signatures: no optimizer or schedule is built."""
+  _resolve(config, spec=spec)
+
+
+def make_optimizer(
+  config: ml_collections.ConfigDict, *, spec
+) -> optax.GradientTransformation:
+  """Any optax optimizer by name, with ``optimizer_kwargs`` and a schedule.
+
+  ``config.schedule`` names an optax schedule (e.g. 'cosine_decay_schedule')
+  built with ``schedule_kwargs``; its ``init_value`` / ``peak_value``
+  default to ``learning_rate`` and ``decay_steps`` to ``num_steps``.
+  ``spec``: the run's estimator declaration (its registered learning rate).
+  """
+  factory, learning_rate, schedule, skw, kwargs = _resolve(config, spec=spec)
+  if schedule is not None:
+    learning_rate = schedule(**skw)
   return factory(learning_rate, **kwargs)

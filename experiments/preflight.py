@@ -282,24 +282,25 @@ def check_spec(config, spec) -> None:
 
 
 def _check_estimator_kwargs(config, spec) -> None:
-  from experiments.run_setup import estimator_kwargs  # pylint: disable=g-import-not-at-top
-
+  """The names :func:`experiments.run_setup.estimator_kwargs` will pass,
+  read from the declaration (nothing is built)."""
   if not spec.takes_setting:  # a setting is checked by its preflight
-    stand_in = max(1, int(config.get("expected_batch_size") or 1))
-    kwargs = estimator_kwargs(config, 1.0, stand_in, spec=spec)  # names
-    check_required(config.estimator, kwargs, spec.required)
+    merged = {**dict(spec.defaults), **dict(config.estimator_kwargs)}
+    check_kwarg_names(config.estimator, merged, spec.parameters)
+    check_required(config.estimator, merged, spec.required)
 
 
 def _check_optimizer(config, spec) -> None:
-  from experiments.optimizers import make_optimizer  # pylint: disable=g-import-not-at-top
+  from experiments.optimizers import check_optimizer  # pylint: disable=g-import-not-at-top
 
   if not spec.takes_setting:
-    make_optimizer(config)  # an unknown optimizer or schedule name
+    check_optimizer(config, spec=spec)  # names and signatures, none built
 
 
 def validate(config):
   """The run's :class:`~zoprivacy.estimators.registry.EstimatorSpec`, after
-  every check that needs no data."""
+  every check that needs no data. Pure: it reads the declaration and the
+  signatures, and builds no estimator, optimizer or JAX value."""
   from experiments import hidden_state_run  # pylint: disable=g-import-not-at-top
   from zoprivacy.estimators import registry  # pylint: disable=g-import-not-at-top
 

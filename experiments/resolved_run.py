@@ -45,13 +45,14 @@ from experiments.optimizers import with_learning_rate
 from experiments.placement import Placement
 from experiments.run_setup import (
   check_loss_is_per_example,
+  held_plan,
   init_optimizer_state,
-  resolve_tx,
+  resolve,
   run_secret,
 )
 from experiments.step import generic_step_fn
 from zoprivacy import accounting
-from zoprivacy.privacy import find_plan, randomness
+from zoprivacy.privacy import randomness
 from zoprivacy.privacy.ledger import PrivacyLedger
 
 
@@ -153,21 +154,29 @@ def _check_budget(config, plan, ledger) -> None:
 
 def _optimizer(config, spec, task, placement, n, secret):
   """Step 4-5: ``(tx, plan, how, trainable, frozen, opt_state, body)``."""
-  tx, plan, how = resolve_tx(config, None, n, spec=spec)
+  resolved = resolve(config, n, spec=spec)
+  tx, plan = resolved.tx, resolved.plan
   trainable, frozen = task.init(jax.random.key(config.seed))
   trainable, frozen = placement.params(trainable), placement.params(frozen)
   if config.get("layerwise"):  # the in-scan step: inference-level memory
-    sigma = plan.noise_multiplier if plan.is_noised else None
-    zo = layerwise_run.make(config, sigma, n, task, spec=spec)
+    zo = layerwise_run.make(config, resolved, task)
     init, body = zo.init, layerwise_run.step_fn(zo, placement)
   else:
     init, body = tx.init, generic_step_fn(spec, task, tx, placement)
   opt_state = init_optimizer_state(init, trainable, secret)
   if not config.get("layerwise"):
-    plan = find_plan(opt_state)  # the plan the state holds
-  if plan.is_noised:
+    plan = held_plan(opt_state, config)  # the plan the state holds
+  elif plan.is_noised:
     plan = plan.replace(delta=config.delta)
-  return tx, plan, how, trainable, frozen, placement.params(opt_state), body
+  return (
+    tx,
+    plan,
+    resolved.how,
+    trainable,
+    frozen,
+    placement.params(opt_state),
+    body,
+  )
 
 
 def _restore(config, workdir, state, ledger, secret):

@@ -9,6 +9,7 @@ that the loss is per-example.
 from __future__ import annotations
 
 import inspect
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -18,7 +19,6 @@ from experiments import hidden_state_run, preflight
 from experiments.optimizers import learning_rate_of, make_optimizer
 from zoprivacy import accounting
 from zoprivacy.data import sampling
-from zoprivacy.estimators import registry
 from zoprivacy.first_order import per_example_check
 from zoprivacy.privacy import find_plan, randomness
 from zoprivacy.secret_noise import bind_noise_secret
@@ -37,20 +37,32 @@ def run_secret(config) -> bytes:
   return randomness.new_secret()
 
 
-def build_estimator(config, noise_multiplier, dataset_size, *, spec=None):
+class Resolved(NamedTuple):
+  """The optimizer of a run, built once: ``tx`` (the estimator chained with
+  the optimizer, or a setting's estimator alone), the ``estimator``, the
+  factory's keyword arguments and where the noise multiplier came from."""
+
+  tx: optax.GradientTransformation
+  estimator: Any
+  kwargs: dict
+  how: str
+
+  @property
+  def plan(self):
+    """The estimator's plan (before any state; ``delta`` not yet set)."""
+    return getattr(self.estimator, "privacy_plan", None)
+
+
+def build_estimator(config, noise_multiplier, dataset_size, *, spec):
   """The estimator named by ``config.estimator``, from its declaration
-  (``spec``: the run's resolved declaration; looked up when omitted)."""
-  spec = spec or registry.get(config.estimator)
+  ``spec`` (the run's, from :func:`experiments.preflight.validate`)."""
   return spec.factory(
     **estimator_kwargs(config, noise_multiplier, dataset_size, spec=spec)
   )
 
 
-def estimator_kwargs(
-  config, noise_multiplier, dataset_size, *, spec=None
-) -> dict:
+def estimator_kwargs(config, noise_multiplier, dataset_size, *, spec) -> dict:
   """The keyword arguments :func:`build_estimator` passes to the factory."""
-  spec = spec or registry.get(config.estimator)
   if spec.takes_setting:  # the setting holds the hyperparameters
     kwargs = hidden_state_run.factory_kwargs(config, dataset_size, spec=spec)
   else:
@@ -77,19 +89,21 @@ def estimator_kwargs(
   return kwargs
 
 
-def noise_multiplier_of(config, spec, dataset_size, trainable):
+def noise_multiplier_of(config, spec, kwargs):
   """``(sigma, how)``: the set multiplier, or the one calibrated on the
-  plan's own epsilon for ``target_epsilon``. The plan template comes from
-  the estimator object (no optimizer state is initialized for it)."""
+  plan's own epsilon for ``target_epsilon``. The plan template is the
+  ``privacy_plan`` of a probe built at multiplier 1 from the run's factory
+  ``kwargs`` (the one construction calibration needs; no state is
+  initialized for it)."""
   if not spec.private:
     return None, "non-private"
   if config.get("noise_multiplier") is not None:
     return float(config.noise_multiplier), "set by noise_multiplier"
   if config.get("target_epsilon") is not None:
-    estimator = build_estimator(config, 1.0, dataset_size, spec=spec)
-    template = getattr(estimator, "privacy_plan", None)
-    if template is None:  # an estimator without the attribute: read its state
-      template = find_plan(estimator.init(trainable))
+    probe = spec.factory(**dict(kwargs, noise_multiplier=1.0))
+    template = getattr(probe, "privacy_plan", None)
+    if template is None:  # an estimator without the attribute: its state's
+      template = find_plan(probe.init(None))
     plan = accounting.calibrate_plan(
       template.replace(delta=config.delta),
       target_epsilon=config.target_epsilon,
@@ -102,20 +116,28 @@ def noise_multiplier_of(config, spec, dataset_size, trainable):
   raise ValueError("Set target_epsilon or noise_multiplier for a private run.")
 
 
-def resolve_tx(config, trainable, dataset_size, *, spec=None):
-  """``(tx, plan, how)``: the optimizer and the plan its state will hold,
-  without initializing any state; ``how`` says where the multiplier came
-  from."""
-  spec = spec or registry.get(config.estimator)
-  sigma, how = noise_multiplier_of(config, spec, dataset_size, trainable)
-  estimator = build_estimator(config, sigma, dataset_size, spec=spec)
+def resolve(config, dataset_size, *, spec) -> Resolved:
+  """THE resolution of a run's optimizer (the runner's :func:`setup`, tuning
+  and the reproductions all call it): the factory's arguments computed once,
+  the noise multiplier set or calibrated, the estimator and the optimizer
+  built once each; no state is initialized."""
+  kwargs = estimator_kwargs(config, None, dataset_size, spec=spec)
+  sigma, how = noise_multiplier_of(config, spec, kwargs)
+  if spec.private:
+    kwargs["noise_multiplier"] = sigma
+  estimator = spec.factory(**kwargs)
   tx = (
     estimator  # a setting's update holds its step size and projection
     if spec.takes_setting
-    else optax.chain(estimator, make_optimizer(config))
+    else optax.chain(estimator, make_optimizer(config, spec=spec))
   )
-  plan = getattr(estimator, "privacy_plan", None)
-  return tx, plan, how
+  return Resolved(tx, estimator, kwargs, how)
+
+
+def held_plan(opt_state, config):
+  """The plan ``opt_state`` holds, with the run's ``delta`` when noised."""
+  plan = find_plan(opt_state)
+  return plan.replace(delta=config.delta) if plan.is_noised else plan
 
 
 def init_optimizer_state(init, trainable, secret: bytes):
@@ -128,19 +150,17 @@ def init_optimizer_state(init, trainable, secret: bytes):
   return bind_noise_secret(init(trainable), secret)
 
 
-def resolve_plan(config, trainable, dataset_size, *, spec=None):
-  """The optimizer and its state, with the plan they hold.
-
-  The plan is read from the initialized state; calibration searches the
-  noise multiplier on that plan's own epsilon. Returns ``(tx, opt_state,
-  plan, how)`` where ``how`` says where the multiplier came from.
-  """
-  tx, _, how = resolve_tx(config, trainable, dataset_size, spec=spec)
+def state_template(config, task):
+  """``(trainable, frozen, opt_state, plan)`` of ``config``'s run, resolved
+  as :func:`experiments.resolved_run.setup` resolves it (validated, then
+  :func:`resolve`), at the initial parameters and with no secret bound:
+  the template a tool restores a run's checkpoint into, and the plan the
+  run's state will hold. Reads no private data."""
+  spec = preflight.validate(config)
+  tx = resolve(config, task.num_train, spec=spec).tx
+  trainable, frozen = task.init(jax.random.key(config.seed))
   opt_state = tx.init(trainable)
-  plan = find_plan(opt_state)
-  if plan.is_noised:
-    plan = plan.replace(delta=config.delta)
-  return tx, opt_state, plan, how
+  return trainable, frozen, opt_state, held_plan(opt_state, config)
 
 
 def check_loss_is_per_example(

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 import ml_collections
@@ -53,6 +54,7 @@ def train(
   progress: bool = True,
   stop_after: int | None = None,
   task: tasks.Task | None = None,
+  check_run: Callable[[Run], None] | None = None,
 ) -> dict[str, Any]:
   """Runs (or resumes) one experiment and returns its final metrics.
 
@@ -60,8 +62,12 @@ def train(
   as if interrupted; a later call with the same ``workdir`` resumes.
   ``task``: the task ``config`` builds, already built (a sweep over fields
   the task does not read builds it once); default: built here.
+  ``check_run``: called with the resolved :class:`Run` before its first
+  step (tuning checks a trial's plan there, on the run's own resolution).
   """
   run = setup(config, task=task)
+  if check_run is not None:
+    check_run(run)
   loop = Loop(run, progress=progress)
   last = config.num_steps if stop_after is None else stop_after
   last = min(last, config.num_steps)

@@ -95,6 +95,7 @@ def replay_run(config, log: trajectory.TrajectoryLog) -> dict:
   from experiments import checkpointing, tasks  # pylint: disable=g-import-not-at-top
   from experiments import metrics as metrics_lib  # pylint: disable=g-import-not-at-top
   from experiments.optimizers import make_optimizer  # pylint: disable=g-import-not-at-top
+  from zoprivacy.estimators import registry  # pylint: disable=g-import-not-at-top
 
   if log.header["estimator"] != config.estimator:
     raise trajectory.TrajectoryLogError(
@@ -105,7 +106,9 @@ def replay_run(config, log: trajectory.TrajectoryLog) -> dict:
     raise trajectory.TrajectoryLogError("Replay from the config needs step 0.")
   task = tasks.get_task(config)
   trainable, frozen = task.init(jax.random.key(config.seed))
-  params, _ = trajectory.replay(trainable, log, make_optimizer(config))
+  params, _ = trajectory.replay(
+    trainable, log, make_optimizer(config, spec=registry.get(config.estimator))
+  )
   return {
     "num_steps": int(log.header["num_steps"]),
     **metrics_lib.evaluate_task(task, jax.jit(task.apply), params, frozen),

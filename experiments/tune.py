@@ -123,9 +123,14 @@ def _run_trials(config, space, count, trial_task, plan, score_noise, secret):
         "workdir": store.trial_workdir(workdir, i),
       },
     )
-    if trials.trial_plan(trial_config, trial_task) != plan:
-      raise ValueError(f"The point {point} changes the trial's privacy plan.")
-    result = train.train(trial_config, progress=False, task=trial_task)
+
+    def same_plan(run, point=point):
+      if run.plan != plan:
+        raise ValueError(f"The point {point} changes the trial's privacy plan.")
+
+    result = train.train(
+      trial_config, progress=False, task=trial_task, check_run=same_plan
+    )
     state["trials"][str(i)] = {
       "point": point,
       "score": trials.noisy_score(

@@ -30,6 +30,7 @@ import zoprivacy
 from configs import hidden_state_digits_logreg
 from experiments import hidden_state_run, tasks
 from zoprivacy import hidden_state
+from zoprivacy.estimators import registry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,9 +55,16 @@ def run_config(cfg: Config, k: int, sigma: float):
   return config
 
 
+def _setting(config, n: int) -> hidden_state.NoisyZOGDSetting:
+  """The setting the runner builds for ``config`` (its declaration
+  resolved as the runner resolves it)."""
+  spec = registry.get(config.estimator)
+  return hidden_state_run.make_setting(config, n, spec=spec)
+
+
 def train_once(config, task) -> tuple[float, hidden_state.NoisyZOGDSetting]:
   """Trains ``config`` (nothing intermediate is evaluated or saved)."""
-  setting = hidden_state_run.make_setting(config, task.num_train)
+  setting = _setting(config, task.num_train)
   tx = zoprivacy.noisy_zogd_chain(setting, direction_key=config.seed)
   batch = (jnp.asarray(task.train_inputs), jnp.asarray(task.train_labels))
   params, frozen = task.init(jax.random.key(config.seed))
@@ -89,15 +97,13 @@ def feasible_directions(cfg: Config, sigma: float, n: int) -> dict:
   """Accounting only: where Thm 3.2 beats composition, and Cor. 3.3's K."""
   rows = []
   for k in cfg.k_grid:
-    setting = hidden_state_run.make_setting(run_config(cfg, k, sigma), n)
+    setting = _setting(run_config(cfg, k, sigma), n)
     bound = hidden_state.hidden_state_bound(
       setting, cfg.num_steps, setting_delta()
     )
     rows.append((k, bound.points["improved"].analysis == "theorem_3_2"))
   valid = [k for k, ok in rows if ok]
-  setting = hidden_state_run.make_setting(
-    run_config(cfg, cfg.k_grid[-1], sigma), n
-  )
+  setting = _setting(run_config(cfg, cfg.k_grid[-1], sigma), n)
   return {
     "smallest_K_theorem_32_beats_composition": min(valid, default=None),
     "corollary_33_minimum_K": hidden_state.minimum_directions(

@@ -180,7 +180,6 @@ def noise_multiplier(method: str, epsilon: float, budget: Budget) -> float:
   """The final runs' noise multiplier: the runner's own calibration of the
   method's privacy plan for (epsilon, DELTA) on the private pool, done once
   per method and epsilon instead of once per run."""
-  import jax  # pylint: disable=g-import-not-at-top
 
   from experiments import (
     tasks,  # pylint: disable=g-import-not-at-top
@@ -189,8 +188,7 @@ def noise_multiplier(method: str, epsilon: float, budget: Budget) -> float:
   c = _config(method, METHODS[method][2][0], 0, budget, False)
   c.target_epsilon = epsilon
   task = tasks.get_task(c)
-  trainable, _ = task.init(jax.random.key(0))
-  _, _, plan, _ = run_setup.resolve_plan(c, trainable, task.num_train)
+  plan = run_setup.state_template(c, task)[3]
   return float(plan.noise_multiplier)
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from experiments import checkpointing
 from experiments import metrics as metrics_lib
-from experiments.run_setup import resolve_plan
+from experiments.run_setup import state_template
 from zoprivacy.data import stable_split
 from zoprivacy.privacy import randomness
 from zoprivacy.secret_noise.discrete_noise import discrete_gaussian_sample
@@ -92,9 +92,7 @@ def trial_base(config):
 
 def trial_plan(trial_config, task):
   """The plan one trial runs under, read as the runner reads it."""
-  trainable, _ = task.init(jax.random.key(trial_config.seed))
-  _, _, plan, _ = resolve_plan(trial_config, trainable, task.num_train)
-  return plan
+  return state_template(trial_config, task)[3]
 
 
 def noisy_score(accuracy: float, size: int, secret: bytes, trial: int, sigma):
@@ -113,8 +111,7 @@ def noisy_score(accuracy: float, size: int, secret: bytes, trial: int, sigma):
 def final_params(trial_config, task, expected_sha256: str):
   """The trial's final parameters, restored from its last checkpoint and
   checked against the digest its run reported."""
-  trainable, frozen = task.init(jax.random.key(trial_config.seed))
-  _, opt_state, _, _ = resolve_plan(trial_config, trainable, task.num_train)
+  trainable, frozen, opt_state, _ = state_template(trial_config, task)
   template = {
     "params": trainable,
     "opt_state": opt_state,

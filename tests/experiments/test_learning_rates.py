@@ -37,17 +37,20 @@ def test_a_switched_estimator_gets_its_own_rate_and_a_set_one_wins(
   c = default.get_config()
   c.estimator = "mezo"
   run.apply_late_overrides(c, argv_had_estimator=True)
-  assert optimizers.learning_rate_of(c) == (
+  assert optimizers.learning_rate_of(c, registry.get(c.estimator)) == (
     0.001,
     "mezo's registered default",
   )
   c.learning_rate = 0.0005  # --config.learning_rate=0.0005
-  assert optimizers.learning_rate_of(c) == (0.0005, "set by the config")
+  assert optimizers.learning_rate_of(c, registry.get(c.estimator)) == (
+    0.0005,
+    "set by the config",
+  )
   # A config file's own rate wins over the switched estimator's.
   c = mezo.get_config()
   c.estimator = "dpzero"
   run.apply_late_overrides(c, argv_had_estimator=True)
-  assert optimizers.learning_rate_of(c)[0] == 0.001
+  assert optimizers.learning_rate_of(c, registry.get(c.estimator))[0] == 0.001
   # The run resolves a copy: the caller's config keeps None.
   c = default.get_config()
   resolved, source = optimizers.with_learning_rate(c, registry.get("mezo"))

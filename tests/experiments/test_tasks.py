@@ -20,7 +20,7 @@ from flax import traverse_util
 
 import zoprivacy
 from configs import default
-from experiments import run_setup, tasks, train
+from experiments import preflight, run_setup, tasks, train
 from experiments.tasks import peft as peft_tasks
 from zoprivacy.data import tokenize
 from zoprivacy.data.loaders import MissingDataError, write_idx
@@ -602,7 +602,7 @@ def test_peft_modes_perturb_only_their_parameters(tmp_path, mode):
 
   c = _config("vader_minilm", insecure_test_noise=True)
   c.estimator_kwargs.clip = 10.0
-  est = run_setup.build_estimator(c, 1.0, 16)
+  est = run_setup.build_estimator(c, 1.0, 16, spec=preflight.validate(c))
   tx = optax.chain(est, optax.sgd(0.1))
   state = tx.init(trainable)
   plan = zoprivacy.find_plan(state)

@@ -36,7 +36,6 @@ import os
 import shutil
 import time
 
-import jax
 import numpy as np
 
 from configs import default as default_config
@@ -158,14 +157,11 @@ def zo_config(
 def _restore_params(config, result: dict):
   """The final trainable parameters from the run's last checkpoint."""
   task = tasks.get_task(config)
-  trainable, _ = task.init(jax.random.key(config.seed))
   template_config = config.copy_and_resolve_references()
   if result["noise_multiplier"] is not None:
     template_config.noise_multiplier = result["noise_multiplier"]
     template_config.target_epsilon = None
-  _, opt_state, _, _ = run_setup.resolve_plan(
-    template_config, trainable, task.num_train
-  )
+  trainable, _, opt_state, _ = run_setup.state_template(template_config, task)
   template = {
     "params": trainable,
     "opt_state": opt_state,

@@ -81,6 +81,20 @@ TASK_FIELDS: dict[str, tuple[str, ...]] = {
   "mnli": ENCODER + ("public_per_class",),
   "snli": ENCODER + ("public_per_class",),
   "vader_minilm": ENCODER + ("precompute_features", "public_size"),
+  "vader_llm": (
+    "model_dir",
+    "model_family",
+    "max_length",
+    "peft",
+    "num_prefix_tokens",
+    *LORA,
+    "trained_blocks",
+    "state_cache",
+    "state_cache_dir",
+    "public_size",
+    "public_per_class",
+    *EVAL,
+  ),
   "digits_logreg": ("l2", "radius"),
   "fashion_mnist_logreg": ("l2", "radius"),
   **{f"{name}_opt": CAUSAL_LM for name in PROMPT_TASKS},
@@ -99,6 +113,7 @@ PUBLIC_SPLITS: dict[str, tuple[str, ...]] = {
   "imdb": ("amazon",),
   "mnli": ("snli",),
   "vader_minilm": ("amazon+tweets", "amazon", "tweets"),
+  "vader_llm": ("amazon+tweets", "amazon", "tweets"),
 }
 
 # Blocks whose keys are fixed (their defaults' keys, or listed here).

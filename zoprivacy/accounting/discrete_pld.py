@@ -22,7 +22,8 @@ Neighbouring relation: add/remove-one builds separate remove and add PMFs
 the maximum of both directions. Replace-one (discrete Gaussian only):
 dp_accounting's REPLACE pair for additive noise, ``q mu(x + m) + (1-q)
 mu(x)`` against ``q mu(x - m) + (1-q) mu(x)`` (the one example's value moves
-from ``-m`` to ``+m``), built by :class:`_DiscreteGaussianReplaceLoss`,
+from ``-m`` to ``+m``), built by
+:class:`~zoprivacy.accounting.dp_accounting_adapter.DiscreteGaussianReplaceLoss`,
 which adds the inverse privacy loss dp_accounting's discrete Gaussian lacks
 for that pair. The discrete Laplace has no replace-one PLD here
 (``ValueError``).
@@ -50,19 +51,18 @@ from __future__ import annotations
 import functools
 import math
 
-import dp_accounting
 from dp_accounting.pld import privacy_loss_distribution as _pld_lib
-from dp_accounting.pld import privacy_loss_mechanism
 
+from zoprivacy.accounting import dp_accounting_adapter as _adapter
+from zoprivacy.accounting import relations
 from zoprivacy.accounting.epsilon import (
   DirectionalEpsilon,
   epsilon_by_direction,
 )
 from zoprivacy.core import validation
 
-PLD = _pld_lib.PrivacyLossDistribution
-AdjacencyType = privacy_loss_mechanism.AdjacencyType
-NeighboringLike = str | dp_accounting.NeighboringRelation
+PLD = _adapter.PLD
+NeighboringLike = relations.NeighboringLike
 
 # dp_accounting stores the discrete Gaussian pmf on about 23.2 * sigma
 # integers (float64 arrays): cap sigma to keep that below a few GB.
@@ -81,49 +81,13 @@ _BUILDERS = {
 
 
 def _check_neighboring(neighboring: NeighboringLike, kind: str) -> str:
-  name = validation.neighboring(neighboring)
+  name = relations.name(neighboring)
   if name not in _RELATIONS[kind]:
     raise ValueError(
       "The discrete Laplace PLD is add_or_remove only: dp_accounting has "
       "no replace_one PLD for it."
     )
   return name
-
-
-class _DiscreteGaussianReplaceLoss(
-  privacy_loss_mechanism.DiscreteGaussianPrivacyLoss
-):
-  """dp_accounting's discrete Gaussian privacy loss, plus the REPLACE pair.
-
-  With ``c = exp(-m^2 / (2 sigma^2))`` and ``u = exp(-m x / sigma^2)`` the
-  REPLACE loss is ``log((q c u + 1 - q) / (q c / u + 1 - q))``, decreasing
-  in ``x``; its inverse solves ``q c u^2 + (1-q)(1-e^l) u - e^l q c = 0``.
-  """
-
-  def privacy_loss_tail(self):
-    if self.adjacency_type != AdjacencyType.REPLACE:
-      return super().privacy_loss_tail()
-    bound, m = self._truncation_bound, self.sensitivity
-    lower, upper = (
-      (-bound, bound) if self.sampling_prob < 1 else (m - bound, bound - m)
-    )
-    return privacy_loss_mechanism.TailPrivacyLossDistribution(
-      lower, upper, {math.inf: self.mu_upper_cdf(lower - 1)}
-    )
-
-  def _inverse_privacy_loss_replace(self, privacy_loss: float) -> float:
-    bound, m, sigma2 = self._truncation_bound, self.sensitivity, self._sigma**2
-    if privacy_loss == -math.inf:
-      return bound
-    if privacy_loss == math.inf:
-      return -bound - 1
-    q = self.sampling_prob
-    c = math.exp(-(m * m) / (2 * sigma2))
-    e = math.exp(min(privacy_loss, 700.0))
-    b = (1 - q) * (1 - e)
-    u = (-b + math.sqrt(b * b + 4 * q * q * c * c * e)) / (2 * q * c)
-    x = -sigma2 / m * math.log(u)
-    return math.floor(min(max(x, -bound - 1), bound))
 
 
 def _check_delta(delta) -> float:
@@ -149,20 +113,13 @@ def _single_pld(
   privacy loss point by point over the noise's support), cached so that a
   run's evaluations at successive step counts only compose it."""
   if neighboring not in _RELATIONS["laplace"]:  # replace-one (Gaussian)
-    loss = _DiscreteGaussianReplaceLoss(
+    loss = _adapter.DiscreteGaussianReplaceLoss(
       parameter,
       sensitivity=sensitivity,
       sampling_prob=p,
-      adjacency_type=AdjacencyType.REPLACE,
+      adjacency_type=_adapter.AdjacencyType.REPLACE,
     )
-    return PLD(
-      _pld_lib._create_pld_pmf_from_monotone_privacy_loss(  # pylint: disable=protected-access
-        loss,
-        pessimistic_estimate=True,
-        value_discretization_interval=interval,
-        use_connect_dots=True,
-      )
-    )
+    return _adapter.monotone_loss_pld(loss, interval)
   return _BUILDERS[kind](
     parameter,
     sensitivity=sensitivity,
@@ -284,11 +241,10 @@ def discrete_epsilon_by_direction(pld: PLD, delta: float) -> DirectionalEpsilon:
   """Remove-direction and add-direction epsilons of ``pld`` at ``delta``.
 
   Reads the two PMFs dp_accounting's ``PrivacyLossDistribution`` keeps
-  (``_pmf_remove``, ``_pmf_add``; dp-accounting 0.5-0.6).
+  (:func:`~zoprivacy.accounting.epsilon.epsilon_by_direction`).
 
   Raises:
     ValueError: for ``delta`` outside ``[0, 1)`` or a non-PLD ``pld``.
-    RuntimeError: if this dp_accounting version hides the two PMFs.
   """
   delta = _check_delta(delta)
   if not isinstance(pld, PLD):

@@ -24,10 +24,14 @@ from typing import Any, ClassVar
 
 import dp_accounting
 
-Relation = dp_accounting.NeighboringRelation
-ADD_OR_REMOVE = Relation.ADD_OR_REMOVE_ONE
-REPLACE_ONE = Relation.REPLACE_ONE
-RELATION_NAMES = {ADD_OR_REMOVE: "add_or_remove", REPLACE_ONE: "replace_one"}
+from zoprivacy.accounting import relations
+
+Relation = relations.Relation
+ADD_OR_REMOVE = relations.ADD_OR_REMOVE
+REPLACE_ONE = relations.REPLACE_ONE
+RELATION_NAMES = relations.NAMES
+relation = relations.relation
+relation_name = relations.name
 _LABELS = {ADD_OR_REMOVE: "add/remove", REPLACE_ONE: "replace-one"}
 FLOAT_DEFENCES = ("none", "secure_mode")
 FLOAT_NOISE_WARNING = (
@@ -39,21 +43,6 @@ SECURE_MODE_NOTE = (
   "2021); not exact: a floating-point precision test still identifies "
   "some releases (docs/exact_noise.md)"
 )
-
-
-def relation(value) -> Relation:
-  """A ``dp_accounting.NeighboringRelation`` from itself or its name
-  (``'add_or_remove'``, ``'add_or_remove_one'``, ``'replace_one'``)."""
-  if isinstance(value, Relation) and value in RELATION_NAMES:
-    return value
-  from zoprivacy.core import validation  # pylint: disable=g-import-not-at-top
-
-  name = validation.neighboring(value)
-  return next(r for r, n in RELATION_NAMES.items() if n == name)
-
-
-def relation_name(value) -> str:
-  return RELATION_NAMES[relation(value)]
 
 
 class MechanismError(ValueError):

@@ -39,10 +39,12 @@ from dp_accounting.pld import pld_privacy_accountant
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from zoprivacy import accounting as zacc  # noqa: E402
 from zoprivacy.accounting import calibration as zcal  # noqa: E402
 from zoprivacy.accounting import calibration_cache as zcache  # noqa: E402
 from zoprivacy.accounting import epsilon as zeps  # noqa: E402
 from zoprivacy.accounting import events as zev  # noqa: E402
+from zoprivacy.accounting import search_start as zstart  # noqa: E402
 
 P = 16 / 1000
 T = 75000
@@ -52,7 +54,7 @@ TARGETS = (0.5, 1.0, 4.0)
 
 def _clear_caches():
   zcal._fine_epsilon.cache_clear()  # pylint: disable=protected-access
-  zcal.search_start.rdp_warm_start.cache_clear()
+  zstart.rdp_warm_start.cache_clear()
   zeps._lru_pld.cache_clear()  # pylint: disable=protected-access
 
 
@@ -68,7 +70,7 @@ def fine_epsilon(sigma: float) -> float:
 def ours(target: float):
   _clear_caches()
   t0 = time.perf_counter()
-  res = zcal.calibrate_noise_multiplier(
+  res = zacc.calibrate_noise_multiplier(
     target_epsilon=target, delta=DELTA, sampling_probability=P, num_steps=T
   )
   return time.perf_counter() - t0, res

@@ -176,7 +176,23 @@ def test_calibration_errors():
       num_steps=10,
       mechanism="exponential",
     )
-  with pytest.raises(ValueError, match="Laplace"):
+  with pytest.raises(ValueError, match="calibrate_plan"):  # searched as
+    acc.calibrate_noise_multiplier(  # the Gaussian: its plan's epsilon
+      target_epsilon=1.0,
+      delta=1e-5,
+      sampling_probability=0.1,
+      num_steps=10,
+      mechanism="discrete_gaussian",
+    )
+  with pytest.raises(ValueError, match="non-private"):
+    acc.calibrate_noise_multiplier(
+      target_epsilon=1.0,
+      delta=1e-5,
+      sampling_probability=0.1,
+      num_steps=10,
+      mechanism="none",
+    )
+  with pytest.raises(ValueError, match="laplace.*add/remove only"):
     acc.calibrate_noise_multiplier(
       target_epsilon=1.0,
       delta=1e-5,

@@ -69,25 +69,10 @@ NeighboringLike = relations.NeighboringLike
 _MAX_GAUSSIAN_SIGMA = 1e7
 
 
-# The noise kinds and the relations their PLDs cover, and their builders.
-_RELATIONS = {
-  "gaussian": ("add_or_remove", "replace_one"),
-  "laplace": ("add_or_remove",),
-}
-_BUILDERS = {
-  "gaussian": _pld_lib.from_discrete_gaussian_mechanism,
-  "laplace": _pld_lib.from_discrete_laplace_mechanism,
-}
-
-
-def _check_neighboring(neighboring: NeighboringLike, kind: str) -> str:
-  name = relations.name(neighboring)
-  if name not in _RELATIONS[kind]:
-    raise ValueError(
-      "The discrete Laplace PLD is add_or_remove only: dp_accounting has "
-      "no replace_one PLD for it."
-    )
-  return name
+# dp_accounting's PLD builders of the two noises (add/remove; the discrete
+# Gaussian's replace-one pair is the adapter's).
+GAUSSIAN = _pld_lib.from_discrete_gaussian_mechanism
+LAPLACE = _pld_lib.from_discrete_laplace_mechanism
 
 
 def _check_delta(delta) -> float:
@@ -102,17 +87,18 @@ def _check_delta(delta) -> float:
 
 @functools.lru_cache(maxsize=8)
 def _single_pld(
-  kind: str,
+  builder,
   parameter: float,
   sensitivity: int,
   p: float,
   interval: float,
-  neighboring: str = "add_or_remove",
+  rel: relations.Relation = relations.ADD_OR_REMOVE,
 ) -> PLD:
-  """One subsampled step: the expensive part (dp_accounting evaluates the
-  privacy loss point by point over the noise's support), cached so that a
-  run's evaluations at successive step counts only compose it."""
-  if neighboring not in _RELATIONS["laplace"]:  # replace-one (Gaussian)
+  """One subsampled step of ``builder``'s noise (:data:`GAUSSIAN` or
+  :data:`LAPLACE`): the expensive part (dp_accounting evaluates the privacy
+  loss point by point over the noise's support), cached so that a run's
+  evaluations at successive step counts only compose it."""
+  if rel == relations.REPLACE_ONE:  # the discrete Gaussian (checked)
     loss = _adapter.DiscreteGaussianReplaceLoss(
       parameter,
       sensitivity=sensitivity,
@@ -120,7 +106,7 @@ def _single_pld(
       adjacency_type=_adapter.AdjacencyType.REPLACE,
     )
     return _adapter.monotone_loss_pld(loss, interval)
-  return _BUILDERS[kind](
+  return builder(
     parameter,
     sensitivity=sensitivity,
     pessimistic_estimate=True,
@@ -132,15 +118,15 @@ def _single_pld(
 
 @functools.lru_cache(maxsize=16)  # a composed PLD can be several MB
 def _composed_pld(
-  kind: str,
+  builder,
   parameter: float,
   sensitivity: int,
   p: float,
   num_steps: int,
   interval: float,
-  neighboring: str = "add_or_remove",
+  rel: relations.Relation = relations.ADD_OR_REMOVE,
 ) -> PLD:
-  single = _single_pld(kind, parameter, sensitivity, p, interval, neighboring)
+  single = _single_pld(builder, parameter, sensitivity, p, interval, rel)
   return single if num_steps == 1 else single.self_compose(num_steps)
 
 
@@ -197,25 +183,28 @@ def discrete_noise_pld(
       "Give exactly one of sigma (discrete Gaussian) and scale (discrete "
       f"Laplace), got sigma={sigma!r}, scale={scale!r}."
     )
-  neighboring = _check_neighboring(
-    neighboring, "gaussian" if sigma is not None else "laplace"
-  )
+  rel = relations.relation(neighboring)
+  if sigma is None and rel != relations.ADD_OR_REMOVE:
+    raise ValueError(
+      "The discrete Laplace PLD is add_or_remove only: dp_accounting has "
+      "no replace_one PLD for it."
+    )
   m = validation.num_steps(sensitivity, "sensitivity")
   if sigma is not None:
-    kind, parameter = "gaussian", _gaussian_parameter(sigma, m)
+    builder, parameter = GAUSSIAN, _gaussian_parameter(sigma, m)
   else:
     scale = validation.epsilon(scale, "scale")
-    kind, parameter = "laplace", math.nextafter(1.0 / scale, math.inf)
+    builder, parameter = LAPLACE, math.nextafter(1.0 / scale, math.inf)
     if not math.isfinite(parameter):
       raise ValueError(f"scale={scale!r} is too small.")
   return _composed_pld(
-    kind,
+    builder,
     parameter,
     m,
     validation.sampling_probability(sampling_probability),
     validation.num_steps(num_steps, "num_steps"),
     validation.discretization_interval(value_discretization_interval),
-    neighboring,
+    rel,
   )
 
 

@@ -35,16 +35,6 @@ NeighboringLike = relations.NeighboringLike
 neighboring_relation = relations.relation
 neighboring_name = relations.name
 
-MECHANISMS = ("gaussian", "laplace")
-
-
-def check_mechanism(mechanism: str) -> str:
-  if mechanism not in MECHANISMS:
-    raise ValueError(
-      f"mechanism must be one of {MECHANISMS}, got {mechanism!r}."
-    )
-  return mechanism
-
 
 # --------------------------------------------------------------------- events
 

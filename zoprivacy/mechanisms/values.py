@@ -11,9 +11,13 @@ the noise are in :mod:`zoprivacy.mechanisms.noise` and
 :mod:`zoprivacy.privacy.sampling_scheme`.
 
 Adding a mechanism: write a frozen dataclass with ``name``, the relations it
-supports, ``dp_event`` or ``pld``, and :func:`register` it. Nothing else in
-the package switches on mechanism names (``docs/extending.md``). This
-module never imports JAX.
+supports, ``dp_event`` or ``pld``, and register it
+(:func:`zoprivacy.mechanisms.registry.register`). Its calibration is its own
+too: :meth:`NoiseMechanism.calibration_value` names the mechanism whose
+events the noise search runs on, whose :meth:`~NoiseMechanism.warm_start`
+and :meth:`~NoiseMechanism.first_point` start it. Nothing else in the
+package switches on mechanism names (``docs/extending.md``). This module
+never imports JAX.
 """
 
 from __future__ import annotations
@@ -24,7 +28,10 @@ from typing import Any, ClassVar
 
 import dp_accounting
 
-from zoprivacy.accounting import relations
+from zoprivacy.accounting import discrete_laplace_queries as dlq
+from zoprivacy.accounting import discrete_pld, relations, search_start
+from zoprivacy.accounting import epsilon as _eps
+from zoprivacy.accounting.calibration import SearchTarget
 
 Relation = relations.Relation
 ADD_OR_REMOVE = relations.ADD_OR_REMOVE
@@ -60,8 +67,6 @@ class NoiseMechanism:
 
   name: ClassVar[str]
   noise_kind: ClassVar[str] = "continuous"
-  # The continuous mechanism whose calibration starts a search for this one.
-  calibration_family: ClassVar[str] = "gaussian"
   relations: ClassVar[tuple[Relation, ...]] = (ADD_OR_REMOVE, REPLACE_ONE)
   noise_multiplier: float
   num_queries: int = 1
@@ -84,6 +89,33 @@ class NoiseMechanism:
         f"(dp_accounting has no {_LABELS[rel]} PLD for it)."
       )
 
+  def with_noise_multiplier(self, noise_multiplier: float) -> NoiseMechanism:
+    return dataclasses.replace(self, noise_multiplier=noise_multiplier)
+
+  # ----------------------------------------------------------- calibration
+  def calibration_value(self) -> NoiseMechanism:
+    """The mechanism whose PLD epsilon the noise search runs on (with its
+    :meth:`warm_start` and :meth:`first_point`); the plan's calibration
+    then raises the multiplier until this mechanism's own epsilon meets
+    the target. Here the Gaussian of the same multiplier."""
+    return Gaussian(self.noise_multiplier, self.num_queries)
+
+  def warm_start(self, target: SearchTarget) -> tuple[float, float]:
+    """A multiplier meeting ``target`` (feasible) and ``d log eps / d log
+    sigma`` there: where the noise search may fall back to, and its first
+    secant step's slope."""
+    del target
+    raise MechanismError(
+      f"The {self.name} mechanism states no calibration start; its "
+      "calibration_value() names the mechanism the search runs on."
+    )
+
+  def first_point(self, target: SearchTarget, feasible: float) -> float:
+    """Where the fine search starts, given the ``feasible`` warm start."""
+    del target
+    return feasible
+
+  # ------------------------------------------------------------ accounting
   def dp_event(self, sampling):
     """dp_accounting's event of one release, before ``sampling``, or
     ``None`` when dp_accounting has none for this setting (then :meth:`pld`)."""
@@ -185,13 +217,26 @@ class Gaussian(_FloatMechanism):
     del sampling
     return dp_accounting.GaussianDpEvent(self.noise_multiplier)
 
+  def calibration_value(self) -> NoiseMechanism:
+    return self
+
+  def warm_start(self, target: SearchTarget) -> tuple[float, float]:
+    """The RDP multiplier (an upper bound on epsilon, so feasible) and the
+    RDP curve's slope (:func:`~zoprivacy.accounting.search_start.
+    rdp_warm_start`)."""
+    return search_start.rdp_warm_start(*target.search_args())
+
+  def first_point(self, target: SearchTarget, feasible: float) -> float:
+    """The central-limit estimate where it lies below ``feasible``
+    (:func:`~zoprivacy.accounting.search_start.first_point`)."""
+    return search_start.first_point(*target.search_args(), feasible)
+
   def exact_epsilon(self, sampling, rel, num_steps: int, delta: float):
     """Full batch: ``T`` Gaussians are one Gaussian, whose privacy profile is
     exact (Balle & Wang 2018, Thm. 8); a PLD would need ``O(mu / interval)``
     points, prohibitive for the large ``mu`` of full-batch runs."""
     if sampling.probability < 1.0:
       return None
-    from zoprivacy.accounting import epsilon as _eps  # pylint: disable=g-import-not-at-top
 
     sens = 2.0 if rel == REPLACE_ONE else 1.0
     mu = sens * math.sqrt(num_steps) / self.noise_multiplier
@@ -210,7 +255,6 @@ class Laplace(_FloatMechanism):
   """Laplace noise: ``LaplaceDpEvent(noise_multiplier)``, add/remove only."""
 
   name: ClassVar[str] = "laplace"
-  calibration_family: ClassVar[str] = "laplace"
   relations: ClassVar[tuple[Relation, ...]] = (ADD_OR_REMOVE,)
   defences: ClassVar[tuple[str, ...]] = ("none",)
 
@@ -220,6 +264,17 @@ class Laplace(_FloatMechanism):
   def dp_event(self, sampling):
     del sampling
     return dp_accounting.LaplaceDpEvent(self.noise_multiplier)
+
+  def calibration_value(self) -> NoiseMechanism:
+    return self
+
+  def warm_start(self, target: SearchTarget) -> tuple[float, float]:
+    """DP-ZO Thm. 3.1's pure-DP multiplier (feasible), and slope -1."""
+    return _eps.pure_laplace_noise_multiplier(
+      target_epsilon=target.target_epsilon,
+      sampling_probability=target.sampling_probability,
+      num_steps=target.num_steps,
+    ), -1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -261,7 +316,6 @@ class DiscreteGaussian(_DiscreteMechanism):
     )
 
   def pld(self, sampling_probability: float, rel: Relation, interval: float):
-    from zoprivacy.accounting import discrete_pld  # pylint: disable=g-import-not-at-top
 
     q = self.num_queries
     sigma = self.integer_noise_scale
@@ -285,8 +339,12 @@ class DiscreteLaplace(_DiscreteMechanism):
   :meth:`pld` hook."""
 
   name: ClassVar[str] = "discrete_laplace"
-  calibration_family: ClassVar[str] = "laplace"
   relations: ClassVar[tuple[Relation, ...]] = (ADD_OR_REMOVE,)
+
+  def calibration_value(self) -> NoiseMechanism:
+    """The continuous Laplace (its epsilon is within a fraction of a
+    percent of this one's)."""
+    return Laplace(self.noise_multiplier, self.num_queries)
 
   def pure_epsilon(self, sampling_probability: float, num_steps: int):
     """Each step is ``q m / (q m b) = 1/b``-DP on its batch, as the
@@ -310,8 +368,6 @@ class DiscreteLaplace(_DiscreteMechanism):
     )
 
   def pld(self, sampling_probability: float, rel: Relation, interval: float):
-    from zoprivacy.accounting import discrete_laplace_queries as dlq  # pylint: disable=g-import-not-at-top
-    from zoprivacy.accounting import discrete_pld  # pylint: disable=g-import-not-at-top
 
     if self.num_queries > 1:
       return dlq.discrete_laplace_queries_pld(
@@ -334,56 +390,8 @@ class DiscreteLaplace(_DiscreteMechanism):
 
 def _pure_laplace(noise_multiplier, sampling_probability, num_steps) -> float:
   """DP-ZO Thm. 3.1: ``T log(1 + p (e^{1/b} - 1))``."""
-  from zoprivacy.accounting import epsilon as _eps  # pylint: disable=g-import-not-at-top
-
   return _eps.pure_epsilon_poisson_laplace(
     noise_multiplier=noise_multiplier,
     sampling_probability=sampling_probability,
     num_steps=num_steps,
-  )
-
-
-MECHANISMS: dict[str, type[NoiseMechanism]] = {}
-
-
-def register(cls: type[NoiseMechanism]) -> type[NoiseMechanism]:
-  """Registers a mechanism value class under its ``name`` (a decorator)."""
-  if MECHANISMS.get(cls.name, cls) is not cls:
-    raise MechanismError(f"A mechanism named {cls.name!r} is registered.")
-  MECHANISMS[cls.name] = cls
-  return cls
-
-
-for _cls in (NoNoise, Gaussian, Laplace, DiscreteGaussian, DiscreteLaplace):
-  register(_cls)
-
-from zoprivacy.mechanisms import vector_values as mechanisms_vector  # noqa: E402  pylint: disable=g-import-not-at-top
-
-register(mechanisms_vector.VectorDiscreteGaussian)
-
-
-def from_dict(data: dict[str, Any]) -> NoiseMechanism:
-  data = dict(data)
-  name = data.pop("name")
-  if name not in MECHANISMS:
-    raise MechanismError(
-      f"Unknown mechanism {name!r}; registered: {sorted(MECHANISMS)}."
-    )
-  return MECHANISMS[name](**data)
-
-
-def build(name: str, **params) -> NoiseMechanism:
-  """The mechanism value called ``name``; parameters it does not take
-  (``grid_points`` for a continuous one, ...) must be ``None``."""
-  if name not in MECHANISMS:
-    raise MechanismError(
-      f"mechanism must be one of {tuple(MECHANISMS)}, got {name!r}."
-    )
-  cls = MECHANISMS[name]
-  fields = {f.name for f in dataclasses.fields(cls)}
-  extra = {k: v for k, v in params.items() if k not in fields}
-  if any(v not in (None, 0, 0.0, 1) for v in extra.values()):
-    raise MechanismError(f"{name!r} takes no {sorted(extra)}.")
-  return cls(
-    **{k: v for k, v in params.items() if k in fields and v is not None}
   )

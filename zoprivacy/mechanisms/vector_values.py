@@ -6,7 +6,7 @@ i.i.d. exact discrete Gaussian noise per coordinate). dp_accounting has no
 event or PLD for its Poisson-subsampled form, so the plan's epsilon is the
 sampled Gaussian's integer-order RDP bound, whose argument
 :mod:`zoprivacy.accounting.subsampled_rdp` states and proves. It is
-registered by :mod:`zoprivacy.mechanisms.values`.
+registered by :mod:`zoprivacy.mechanisms.registry`.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
+from zoprivacy.accounting import subsampled_rdp
 from zoprivacy.mechanisms import values as mech_lib
 
 VECTOR_EXACT_NOTE = (
@@ -32,8 +33,6 @@ class VectorDiscreteGaussian(mech_lib.NoiseMechanism):
   relations: ClassVar[tuple] = (mech_lib.ADD_OR_REMOVE,)
 
   def rdp_event(self, sampling):
-    from zoprivacy.accounting import subsampled_rdp  # pylint: disable=g-import-not-at-top
-
     return subsampled_rdp.step_event(
       self.noise_multiplier, sampling.probability
     )
@@ -47,8 +46,6 @@ class VectorDiscreteGaussian(mech_lib.NoiseMechanism):
   def exact_epsilon(self, sampling, rel, num_steps: int, delta: float):
     """Not a PLD: the RDP bound of :mod:`~zoprivacy.accounting.
     subsampled_rdp` (an upper bound, never below the true epsilon)."""
-    from zoprivacy.accounting import subsampled_rdp  # pylint: disable=g-import-not-at-top
-
     del rel  # add/remove only (checked by the plan)
     return subsampled_rdp.composed_epsilon(
       [(self.rdp_event(sampling), num_steps)], delta

@@ -8,7 +8,8 @@
   Gaussian draw (``jax.random.normal`` bit for bit, its bits materialized);
 * :mod:`~zoprivacy.mechanisms.discrete`: exact discrete noise on a quantized
   sum (the default scalar mechanism);
-* :mod:`~zoprivacy.mechanisms.values`,
+* :mod:`~zoprivacy.mechanisms.value_base`,
+  :mod:`~zoprivacy.mechanisms.values`,
   :mod:`~zoprivacy.mechanisms.vector_values`: each mechanism as a frozen value
   that states its own accounting and calibration (what a privacy plan knows
   about its noise; no JAX);
@@ -28,6 +29,7 @@ _SUBMODULES = (
   "float_gaussian",
   "noise",
   "registry",
+  "value_base",
   "values",
   "vector_values",
 )

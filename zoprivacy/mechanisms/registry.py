@@ -16,7 +16,7 @@ import dataclasses
 from typing import Any
 
 from zoprivacy.mechanisms import values, vector_values
-from zoprivacy.mechanisms.values import MechanismError, NoiseMechanism
+from zoprivacy.mechanisms.value_base import MechanismError, NoiseMechanism
 
 MECHANISMS: dict[str, type[NoiseMechanism]] = {}
 
@@ -47,6 +47,18 @@ def get(name: str) -> type[NoiseMechanism]:
       f"mechanism must be one of {tuple(MECHANISMS)}, got {name!r}."
     )
   return MECHANISMS[name]
+
+
+def selectable() -> tuple[str, ...]:
+  """The names an estimator's ``mechanism=`` takes: the registered values
+  that build the noise they state (their own
+  :meth:`~zoprivacy.mechanisms.value_base.NoiseMechanism.make_noise`)."""
+  base = NoiseMechanism.make_noise.__func__
+  return tuple(
+    name
+    for name, cls in MECHANISMS.items()
+    if cls.make_noise.__func__ is not base
+  )
 
 
 def build(name: str, **params) -> NoiseMechanism:

@@ -11,20 +11,22 @@ the noise are in :mod:`zoprivacy.mechanisms.noise` and
 :mod:`zoprivacy.privacy.sampling_scheme`.
 
 Adding a mechanism: write a frozen dataclass with ``name``, the relations it
-supports, ``dp_event`` or ``pld``, and register it
-(:func:`zoprivacy.mechanisms.registry.register`). Its calibration is its own
-too: :meth:`NoiseMechanism.calibration_value` names the mechanism whose
-events the noise search runs on, whose :meth:`~NoiseMechanism.warm_start`
-and :meth:`~NoiseMechanism.first_point` start it. Nothing else in the
-package switches on mechanism names (``docs/extending.md``). This module
-never imports JAX.
+supports, ``dp_event`` or ``pld`` (the base class,
+:class:`~zoprivacy.mechanisms.value_base.NoiseMechanism`, lists what a value
+states), and register it (:func:`zoprivacy.mechanisms.registry.register`).
+Its calibration is its own too: :meth:`NoiseMechanism.calibration_value`
+names the mechanism whose events the noise search runs on (the Gaussian and
+the Laplace search their own; the discrete ones their continuous
+counterpart's), whose ``warm_start`` and ``first_point`` start it. Nothing
+else in the package switches on mechanism names (``docs/extending.md``).
+This module never imports JAX.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import dp_accounting
 
@@ -32,6 +34,11 @@ from zoprivacy.accounting import discrete_laplace_queries as dlq
 from zoprivacy.accounting import discrete_pld, relations, search_start
 from zoprivacy.accounting import epsilon as _eps
 from zoprivacy.accounting.calibration import SearchTarget
+from zoprivacy.mechanisms.value_base import (  # noqa: F401 (re-exported)
+  MechanismError,
+  NoiseMechanism,
+  NoNoise,
+)
 
 Relation = relations.Relation
 ADD_OR_REMOVE = relations.ADD_OR_REMOVE
@@ -39,7 +46,6 @@ REPLACE_ONE = relations.REPLACE_ONE
 RELATION_NAMES = relations.NAMES
 relation = relations.relation
 relation_name = relations.name
-_LABELS = {ADD_OR_REMOVE: "add/remove", REPLACE_ONE: "replace-one"}
 FLOAT_DEFENCES = ("none", "secure_mode")
 FLOAT_NOISE_WARNING = (
   "floating-point noise: exposed to floating-point attacks (Mironov 2012)"
@@ -50,135 +56,6 @@ SECURE_MODE_NOTE = (
   "2021); not exact: a floating-point precision test still identifies "
   "some releases (docs/exact_noise.md)"
 )
-
-
-class MechanismError(ValueError):
-  """A mechanism value is inconsistent or unsupported."""
-
-
-@dataclasses.dataclass(frozen=True)
-class NoiseMechanism:
-  """Base of the mechanism values: one release of a sum of clipped values.
-
-  ``noise_multiplier`` is the noise std (Gaussian) or scale (Laplace) over
-  one example's contribution bound, dp_accounting's convention; ``num_queries``
-  sums released from one batch are one release (``docs/conventions.md`` §5).
-  """
-
-  name: ClassVar[str]
-  noise_kind: ClassVar[str] = "continuous"
-  relations: ClassVar[tuple[Relation, ...]] = (ADD_OR_REMOVE, REPLACE_ONE)
-  noise_multiplier: float
-  num_queries: int = 1
-
-  def __post_init__(self):
-    if not self.noise_multiplier > 0:
-      raise MechanismError(f"noise_multiplier must be > 0 for {self.name!r}.")
-    if isinstance(self.num_queries, bool) or int(self.num_queries) < 1:
-      raise MechanismError(f"num_queries must be >= 1, got {self.num_queries}")
-
-  @property
-  def is_noised(self) -> bool:
-    return True
-
-  def check_relation(self, rel: Relation) -> None:
-    if rel not in self.relations:
-      raise MechanismError(
-        f"The {self.name} mechanism is accounted under "
-        f"{' or '.join(_LABELS[r] for r in self.relations)} only "
-        f"(dp_accounting has no {_LABELS[rel]} PLD for it)."
-      )
-
-  def with_noise_multiplier(self, noise_multiplier: float) -> NoiseMechanism:
-    return dataclasses.replace(self, noise_multiplier=noise_multiplier)
-
-  # ----------------------------------------------------------- calibration
-  def calibration_value(self) -> NoiseMechanism:
-    """The mechanism whose PLD epsilon the noise search runs on (with its
-    :meth:`warm_start` and :meth:`first_point`); the plan's calibration
-    then raises the multiplier until this mechanism's own epsilon meets
-    the target. Here the Gaussian of the same multiplier."""
-    return Gaussian(self.noise_multiplier, self.num_queries)
-
-  def warm_start(self, target: SearchTarget) -> tuple[float, float]:
-    """A multiplier meeting ``target`` (feasible) and ``d log eps / d log
-    sigma`` there: where the noise search may fall back to, and its first
-    secant step's slope."""
-    del target
-    raise MechanismError(
-      f"The {self.name} mechanism states no calibration start; its "
-      "calibration_value() names the mechanism the search runs on."
-    )
-
-  def first_point(self, target: SearchTarget, feasible: float) -> float:
-    """Where the fine search starts, given the ``feasible`` warm start."""
-    del target
-    return feasible
-
-  # ------------------------------------------------------------ accounting
-  def dp_event(self, sampling):
-    """dp_accounting's event of one release, before ``sampling``, or
-    ``None`` when dp_accounting has none for this setting (then :meth:`pld`)."""
-    del sampling
-    return None
-
-  def pld(self, sampling_probability: float, rel: Relation, interval: float):
-    """One subsampled step's PLD, for mechanisms without a ``dp_event``."""
-    del sampling_probability, rel, interval
-    raise MechanismError(f"The {self.name} mechanism states no event or PLD.")
-
-  def rdp_event(self, sampling):
-    """The event whose RDP bounds one step (mechanisms accounted in RDP,
-    not by a PLD; :meth:`exact_epsilon` uses it), else ``None``."""
-    del sampling
-    return None
-
-  def exact_epsilon(self, sampling, rel, num_steps: int, delta: float):
-    """A closed-form (or RDP-bound) epsilon where the mechanism has one,
-    else ``None``."""
-    del sampling, rel, num_steps, delta
-    return None
-
-  def accountant_name(self, sampling) -> str:
-    del sampling
-    return "PLD accountant"
-
-  def pure_epsilon(self, sampling_probability: float, num_steps: int):
-    """The pure (delta = 0) epsilon where the mechanism has one, else
-    ``None``."""
-    del sampling_probability, num_steps
-    return None
-
-  def describe(self) -> list[str]:
-    kind = self.name.replace("_", " ")
-    return [f"{kind} noise, multiplier {self.noise_multiplier:.4g}"]
-
-  def to_dict(self) -> dict[str, Any]:
-    return {"name": self.name, **dataclasses.asdict(self)}
-
-
-@dataclasses.dataclass(frozen=True)
-class NoNoise(NoiseMechanism):
-  """The non-private identity release (MeZO): epsilon is infinite."""
-
-  name: ClassVar[str] = "none"
-  noise_kind: ClassVar[str] = "none"
-  noise_multiplier: float = 0.0
-
-  def __post_init__(self):
-    if self.noise_multiplier != 0.0:
-      raise MechanismError("The non-private plan has no noise_multiplier.")
-
-  @property
-  def is_noised(self) -> bool:
-    return False
-
-  def dp_event(self, sampling):
-    del sampling
-    return dp_accounting.NonPrivateDpEvent()
-
-  def describe(self) -> list[str]:
-    return ["non-private (no noise): epsilon = inf"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,6 +83,17 @@ class _FloatMechanism(NoiseMechanism):
     )
     return super().describe() + [note]
 
+  @classmethod
+  def make_noise(cls, **privacy):
+    """The floating-point mechanism, or by default (``noise='exact'``) the
+    exact discrete one of the same law
+    (:func:`zoprivacy.mechanisms.noise.make_mechanism`)."""
+    # Imported here: the runtime mechanisms import JAX, which plans, the
+    # registry and the accounting command line never load.
+    from zoprivacy.mechanisms import noise  # pylint: disable=g-import-not-at-top
+
+    return noise.make_mechanism(cls.name, **privacy)
+
 
 @dataclasses.dataclass(frozen=True)
 class Gaussian(_FloatMechanism):
@@ -216,9 +104,6 @@ class Gaussian(_FloatMechanism):
   def dp_event(self, sampling):
     del sampling
     return dp_accounting.GaussianDpEvent(self.noise_multiplier)
-
-  def calibration_value(self) -> NoiseMechanism:
-    return self
 
   def warm_start(self, target: SearchTarget) -> tuple[float, float]:
     """The RDP multiplier (an upper bound on epsilon, so feasible) and the
@@ -265,9 +150,6 @@ class Laplace(_FloatMechanism):
     del sampling
     return dp_accounting.LaplaceDpEvent(self.noise_multiplier)
 
-  def calibration_value(self) -> NoiseMechanism:
-    return self
-
   def warm_start(self, target: SearchTarget) -> tuple[float, float]:
     """DP-ZO Thm. 3.1's pure-DP multiplier (feasible), and slope -1."""
     return _eps.pure_laplace_noise_multiplier(
@@ -290,6 +172,11 @@ class _DiscreteMechanism(NoiseMechanism):
     super().__post_init__()
     if not isinstance(self.grid_points, int) or self.grid_points < 1:
       raise MechanismError("Discrete mechanisms need an integer grid_points.")
+
+  def calibration_value(self) -> NoiseMechanism:
+    """The continuous mechanism of the same law, whose epsilon is within a
+    fraction of a percent of this one's (the Gaussian here)."""
+    return Gaussian(self.noise_multiplier, self.num_queries)
 
   def describe(self) -> list[str]:
     return super().describe() + [
@@ -342,8 +229,6 @@ class DiscreteLaplace(_DiscreteMechanism):
   relations: ClassVar[tuple[Relation, ...]] = (ADD_OR_REMOVE,)
 
   def calibration_value(self) -> NoiseMechanism:
-    """The continuous Laplace (its epsilon is within a fraction of a
-    percent of this one's)."""
     return Laplace(self.noise_multiplier, self.num_queries)
 
   def pure_epsilon(self, sampling_probability: float, num_steps: int):

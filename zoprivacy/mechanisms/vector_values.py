@@ -32,6 +32,11 @@ class VectorDiscreteGaussian(mech_lib.NoiseMechanism):
   noise_kind: ClassVar[str] = "discrete_vector"
   relations: ClassVar[tuple] = (mech_lib.ADD_OR_REMOVE,)
 
+  def calibration_value(self) -> mech_lib.NoiseMechanism:
+    """The continuous Gaussian, whose PLD search starts the plan's (its
+    RDP bound is a little above)."""
+    return mech_lib.Gaussian(self.noise_multiplier, self.num_queries)
+
   def rdp_event(self, sampling):
     return subsampled_rdp.step_event(
       self.noise_multiplier, sampling.probability

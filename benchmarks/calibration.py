@@ -11,7 +11,7 @@ targets eps in {0.5, 1, 4}. Measured side by side in one run:
   search from [0, 1] and default tolerance (the slow, tight baseline);
 * for reference, dp_accounting calibration at a coarse 1e-3 interval (fast
   but biased upward);
-* end to end: the wall time of ``python -m zoprivacy.accounting calibrate``
+* end to end: the wall time of ``python -m zoprivacy.privacy calibrate``
   in a fresh process per target, beside the cost of starting Python and of
   importing ``zoprivacy.accounting`` and ``dp_accounting`` alone.
 
@@ -120,10 +120,10 @@ def _commands() -> dict[str, list[str]]:
   }
   for target in TARGETS:
     label = (
-      f"`python -m zoprivacy.accounting calibrate --epsilon {target:g} "
+      f"`python -m zoprivacy.privacy calibrate --epsilon {target:g} "
       f"--delta 1e-5 --sampling-probability 0.016 --steps {T}`"
     )
-    commands[label] = [py, "-m", "zoprivacy.accounting", "calibrate"]
+    commands[label] = [py, "-m", "zoprivacy.privacy", "calibrate"]
     commands[label] += ["--epsilon", str(target), "--delta", str(DELTA)]
     commands[label] += ["--sampling-probability", str(P), "--steps", str(T)]
   return commands

@@ -19,7 +19,11 @@ import numpy as np
 from zoprivacy.core import validation
 from zoprivacy.core.masked_sums import masked_sum
 from zoprivacy.mechanisms.discrete import exact_release
-from zoprivacy.secret_noise import vector_discrete_noise, vector_noise_prefetch
+from zoprivacy.secret_noise import (
+  noise_binding,
+  vector_discrete_noise,
+  vector_noise_prefetch,
+)
 
 MAX_GRID = 2**19  # integer sensitivity M: a coordinate stays below 2**20
 COORD_LIMIT = 2**20 - 1
@@ -84,8 +88,6 @@ def draw_noise(noise_key, sigma: int, size: int) -> jax.Array:
   inside the step by a pure callback (one call per step). Either way the
   same on every host holding the key.
   """
-  from zoprivacy.secret_noise import noise_binding  # pylint: disable=g-import-not-at-top
-
   if isinstance(noise_key, vector_noise_prefetch.NoiseStep):
     return vector_noise_prefetch.draw_in_jit(noise_key, sigma, size)
 

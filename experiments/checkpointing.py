@@ -5,9 +5,10 @@ A checkpoint holds everything the next step depends on:
 * the parameters and the optimizer state (which holds the estimator's public
   direction key and its SECRET noise key);
 * the step, which is also the samplers' position;
-* the run's 256-bit SECRET (Poisson sampling and exact noise streams), so a
-  step re-run after a crash regenerates the same batch and noise: nothing is
-  released twice with fresh noise;
+* the run's 256-bit SECRET (Poisson sampling and exact noise streams), from
+  which every attempt of a step derives its batch and noise (a step
+  computed again after a crash draws fresh ones:
+  :mod:`experiments.run_ledger`'s replay rule);
 * the privacy ledger, as JSON, so epsilon keeps counting across restarts.
 
 A checkpoint is therefore secret material: whoever reads it can regenerate

@@ -5,7 +5,10 @@ the write-ahead ledger records them (:mod:`experiments.run_ledger`), then
 each step draws its inputs and calls the one jitted step; hooks evaluate,
 checkpoint and extend the trajectory log. Every file derived from the steps
 (a metrics row, a checkpoint, ``result.json``) is written after a durable
-ledger write that already counts them.
+ledger write that already counts them. A block has one attempt (how many
+times its steps may already have been computed), and its batches and noise
+come from that attempt's secret (:mod:`experiments.attempts`). A graceful
+stop trims the reservation to the steps computed before it checkpoints.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import tqdm
 
 from experiments import metrics as metrics_lib
 from experiments import multihost, run_ledger, trajectory_log
+from experiments.attempts import StepRandomness
 from experiments.errors import RunInterrupted
 from experiments.step import make_step, step_inputs
 
@@ -45,6 +49,7 @@ class Loop:
       run.config, self.state["params"], first
     )
     self.reserved = first  # the ledger already counts steps before this
+    self.randomness = StepRandomness(run)
     apply = jax.jit(run.task.apply)
     replicated = run.placement.replicated
     self.predict = lambda params, frozen, inputs: multihost.fetch(
@@ -59,17 +64,32 @@ class Loop:
       self.run.ledger.save()
 
   def reserve(self, t: int, last: int) -> None:
-    """Ledger hook: records steps ``t..`` durably before they run."""
-    if self.run.ledger is None or t < self.reserved:
+    """Ledger hook: records steps ``t..`` (one attempt) durably before they
+    run, and switches to that attempt's randomness."""
+    if t < self.reserved:
       return
-    config = self.run.config
-    end = min(
-      t + run_ledger.BLOCK,
-      last,
-      _next_boundary(t, config.eval_every),
-      _next_boundary(t, config.checkpoint_every),
+    config, ledger = self.run.config, self.run.ledger
+    end = int(
+      min(
+        t + run_ledger.BLOCK,
+        last,
+        _next_boundary(t, config.eval_every),
+        _next_boundary(t, config.checkpoint_every),
+      )
     )
-    self.reserved = t + self.run.ledger.reserve(self.run.plan, int(end - t))
+    attempt = 0
+    if ledger is not None:
+      attempt, end = ledger.attempt(t, end)
+      end = t + ledger.reserve(self.run.plan, t, end - t)
+    self.reserved = end
+    self.state = self.randomness.use(attempt, self.state, t)
+
+  def trim(self, done: int) -> None:
+    """A graceful stop after step ``done``: the ledger drops, durably, the
+    steps it reserved past it (never computed), before any checkpoint."""
+    if self.run.ledger is not None:
+      self.run.ledger.trim(done)
+    self.reserved = min(self.reserved, done)
 
   def evaluate(self, done: int, seconds: float) -> dict:
     """Evaluation hook: one metrics row (after the ledger reaches disk)."""
@@ -136,42 +156,54 @@ class Loop:
 
   def _stop_if_asked(self, done: int) -> None:
     if self.stop_requested:
+      self.trim(done)
       if self.run.config.checkpoint_every:
         self.checkpoint(done)
       raise RunInterrupted(done)
 
+  def _one_step(self, step, t: int, last: int):
+    """Step ``t``: reserved in the ledger, its inputs drawn, computed;
+    returns the new parameters."""
+    run = self.run
+    self.reserve(t, last)
+    batch, public, noise = step_inputs(run, t, self.randomness)
+    args = (
+      self.state["params"], run.frozen, self.state["opt_state"],
+      batch, public, noise,
+    )  # fmt: skip
+    self.randomness.before_step(step, args)
+    params, opt_state = step(*args)
+    if run.placement.serialize_steps:
+      jax.block_until_ready(params)
+    self.state = dict(
+      self.state,
+      params=params,
+      opt_state=opt_state,
+      step=np.array(t + 1, np.int64),
+    )
+    self.trajectory.record(opt_state)
+    return params
+
   def _steps(self, step, first: int, last: int) -> None:
-    run, bar, start = self.run, None, None
-    for t in range(first, last):
-      self.reserve(t, last)
-      batch, public, noise = step_inputs(run, t)
-      params, opt_state = step(
-        self.state["params"], run.frozen, self.state["opt_state"],
-        batch, public, noise,
-      )  # fmt: skip
-      if run.placement.serialize_steps:
-        jax.block_until_ready(params)
-      self.state = dict(
-        self.state,
-        params=params,
-        opt_state=opt_state,
-        step=np.array(t + 1, np.int64),
-      )
-      self.trajectory.record(opt_state)
-      if start is None:  # the first step compiles: not timed
-        jax.block_until_ready(params)
-        start = time.time()
-        bar = tqdm.tqdm(
-          initial=t + 1,
-          total=run.config.num_steps,
-          disable=not self.progress,
-          desc=run.config.estimator,
-          mininterval=1.0,
-        )
-      else:
-        bar.update(1)
-      self.after_step(t + 1, time.time() - start, bar)
-      self._stop_if_asked(t + 1)
-    if start is not None:
-      self.train_seconds = time.time() - start
-      bar.close()
+    bar, start = None, None
+    try:
+      for t in range(first, last):
+        params = self._one_step(step, t, last)
+        if start is None:  # the first step compiles: not timed
+          jax.block_until_ready(params)
+          start = time.time()
+          bar = tqdm.tqdm(
+            initial=t + 1,
+            total=self.run.config.num_steps,
+            disable=not self.progress,
+            desc=self.run.config.estimator,
+            mininterval=1.0,
+          )
+        else:
+          bar.update(1)
+        self.after_step(t + 1, time.time() - start, bar)
+        self._stop_if_asked(t + 1)
+    finally:  # closed before any message (an interrupt's) is printed
+      if start is not None:
+        self.train_seconds = time.time() - start
+        bar.close()

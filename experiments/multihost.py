@@ -17,7 +17,9 @@ What each process does differently, and what stays the same:
   derives the same Poisson decisions and the same noise: the noise is added
   once, identically everywhere, and no private data is exchanged to agree on
   a batch. Hosts of one job must trust one another alike: any of them holds
-  the secret.
+  the secret. The privacy ledger, which says how many times each step may
+  already have been computed (the attempt of its randomness,
+  :mod:`experiments.attempts`), is shared the same way from process 0.
 * **The data.** Each host keeps only its own contiguous range of the
   training set (:class:`HostShard`). Every host makes the same sampling
   decisions; host ``h`` fills its block of the global batch with the sampled
@@ -122,6 +124,19 @@ def share_secret(secret: bytes) -> bytes:
     return secret
   shared = multihost_utils.broadcast_one_to_all(np.frombuffer(secret, np.uint8))
   return bytes(np.asarray(shared, np.uint8))
+
+
+def share_text(text: str) -> str:
+  """Process 0's ``text`` on every process (a no-op with one process)."""
+  if jax.process_count() == 1:
+    return text
+  data = np.frombuffer(text.encode(), np.uint8)
+  size = multihost_utils.broadcast_one_to_all(np.int64(data.size))
+  buffer = np.zeros(int(size), np.uint8)
+  if is_primary():
+    buffer[:] = data
+  shared = multihost_utils.broadcast_one_to_all(buffer)
+  return bytes(np.asarray(shared, np.uint8)).decode()
 
 
 def global_batch(local_tree, sharding, num_rows: int):

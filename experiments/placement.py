@@ -67,6 +67,10 @@ class Placement:
     rep = jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec())
     return self._place(tree, jax.tree.map(lambda _: rep, tree))
 
+  def like(self, x, reference: jax.Array):
+    """``x`` (the same on every process) placed as ``reference`` is."""
+    return self._place(x, reference.sharding)
+
   def _place(self, tree, shardings):
     if not self.multiprocess:
       return sharding.place_like(tree, shardings)

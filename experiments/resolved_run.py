@@ -32,6 +32,7 @@ import jax
 import numpy as np
 
 from experiments import (
+  attempts,
   checkpointing,
   layerwise_run,
   multihost,
@@ -40,7 +41,6 @@ from experiments import (
   tasks,
 )
 from experiments import workdir as workdir_lib
-from experiments.batches import make_sampler
 from experiments.placement import Placement
 from experiments.run_setup import (
   check_loss_is_per_example,
@@ -51,7 +51,7 @@ from experiments.run_setup import (
 from experiments.step import generic_step_fn
 from zoprivacy import accounting
 from zoprivacy.privacy import find_plan, randomness
-from zoprivacy.secret_noise import ExactNoiseSource
+from zoprivacy.privacy.ledger import PrivacyLedger
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +76,7 @@ class Run:
   train_data: Any = dataclasses.field(repr=False)
   host_shard: Any = dataclasses.field(repr=False)
   noise_source: Any = dataclasses.field(repr=False)
+  secret: bytes = dataclasses.field(repr=False)  # the run's: secret material
 
   @property
   def restored_step(self) -> int:
@@ -110,6 +111,12 @@ def _secret_and_ledger(config, spec, primary):
       epsilon_budget=config.get("epsilon_budget"),
       write=primary,
     )
+    # Every process derives the attempts of its steps from the ledger:
+    # process 0's (the one that writes it), whatever the others can read.
+    shared = multihost.share_text(ledger.ledger.to_json())
+    if shared != ledger.ledger.to_json():
+      ledger.ledger = PrivacyLedger.from_json(shared)
+      ledger.on_disk_at_start = ledger.num_steps
   return workdir, secret, ledger
 
 
@@ -195,7 +202,7 @@ def setup(config, *, task=None) -> Run:
     config, spec, task, placement, n, secret
   )
   _check_budget(config, plan, ledger)
-  sampler = make_sampler(config, n, secret, task.sampling_schemes, spec=spec)
+  sampler = attempts.sampler_for(config, task, spec, secret)
   if config.get("check_per_example", True):
     check_loss_is_per_example(
       task, trainable, frozen, sampler.capacity, config.seed
@@ -211,11 +218,7 @@ def setup(config, *, task=None) -> Run:
   train_data = (task.train_inputs, task.train_labels)
   if host_shard is not None:  # several hosts: each keeps its rows
     train_data = host_shard.rows(train_data)
-  noise = None
-  if plan.noise_kind == "discrete":
-    noise = ExactNoiseSource(
-      plan, randomness.derive(secret, "exact noise", num_bytes=32)
-    )
+  noise = attempts.noise_source_for(plan, secret)
   return Run(
     config=config,
     spec=spec,
@@ -235,4 +238,5 @@ def setup(config, *, task=None) -> Run:
     train_data=train_data,
     host_shard=host_shard,
     noise_source=noise,
+    secret=secret,
   )

@@ -229,6 +229,13 @@ def main(argv=None) -> int:
   try:
     config = apply_late_overrides(CONFIG.value)
     result = train.train(config)
+  except errors.RunInterrupted as e:  # on its own line, never in the bar
+    if DEBUG.value:
+      raise
+    import tqdm  # pylint: disable=g-import-not-at-top
+
+    tqdm.tqdm.write(str(e), file=sys.stderr)
+    return 2
   except errors.user_errors() as e:
     return _fail(errors.one_paragraph(e), DEBUG.value, e)
   except KeyboardInterrupt as e:

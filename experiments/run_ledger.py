@@ -10,20 +10,36 @@ Before the first private step of a run with a ``workdir``:
 Every step is recorded in the ledger file *before* its release is computed:
 the loop reserves a block of at most :data:`BLOCK` steps (never past the next
 evaluation, checkpoint or the run's last step), writes the ledger, then runs
-them. A crash therefore never leaves a computed release unrecorded; it may
-leave up to ``BLOCK - 1`` reserved steps that never ran (counted anyway).
+them. The ledger keeps the reserved step ranges ``[start, stop)`` in order.
+A crash therefore never leaves a computed release unrecorded; it may leave
+up to ``BLOCK - 1`` reserved steps that never ran (counted anyway). A
+graceful stop (Ctrl-C, ``train(stop_after=...)``) ends the last range at
+the steps actually computed, durably, before its checkpoint: its ledger
+charges exactly the steps that ran.
 
 A restart reads the stored secret (it never draws a fresh secret over an
 existing ledger) and resumes from the latest checkpoint, or from step 0 when
-there is none. **Replay rule: every computed release is charged, replays
-included.** The steps between the checkpoint and the ledger's count are
-computed again from the same secret (same batches, same noise) and recorded
-again: the ledger counts step executions, never goes down, and does not rely
-on the replay being bit-identical. The cost is an over-count of at most the
-replayed steps after a crash.
+there is none.
+
+**Replay rule: every computed release is charged, replays included, and no
+computed release shares randomness with another unless its inputs are
+provably identical.** The steps between the checkpoint and the end of the
+ledger's ranges are computed again and recorded again: the ledger counts
+step executions and never under-counts. Each computation of step ``t``
+draws its noise *and* its batch from the secret of its attempt
+(:func:`zoprivacy.privacy.randomness.attempt_secret`), the attempt being the
+number of earlier ranges that hold ``t``: a replay (after a kill, or a
+``--resume=force`` that changed the learning rate) is a fresh, independent
+subsampled step, charged as one, never the old noise over a new sum. Steps
+that no range holds (never computed: after a graceful stop, or the first
+run) are attempt 0, the run secret itself, so a run stopped gracefully and
+rerun is bit-identical to an uninterrupted one.
 
 A checkpoint whose embedded ledger counts more steps than the ledger file
-(the file would under-count) is refused with both numbers.
+(the file would under-count) is refused with both numbers. Trimming keeps
+this check sound: a checkpoint embeds the ledger after the trim, and an
+earlier checkpoint's ledger never holds the trimmed steps (they were
+reserved after it).
 """
 
 from __future__ import annotations
@@ -162,18 +178,41 @@ class WriteAheadLedger:
     if self.path:
       self.ledger.save(self.path)
 
-  def reserve(self, plan, num_steps: int) -> int:
-    """Records up to ``num_steps`` steps (fewer if the budget allows fewer,
-    none: :class:`PrivacyBudgetExceededError`), durably; returns how many."""
+  def reserve(self, plan, first: int, num_steps: int) -> int:
+    """Records up to ``num_steps`` steps from step ``first`` (fewer if the
+    budget allows fewer, none: :class:`PrivacyBudgetExceededError`),
+    durably; returns how many."""
     try:
-      self.ledger.record(plan, num_steps)
+      self.ledger.record(plan, num_steps, first_step=first)
     except PrivacyBudgetExceededError as e:
       if not e.steps_remaining:
         raise
       num_steps = int(e.steps_remaining)
-      self.ledger.record(plan, num_steps)
+      self.ledger.record(plan, num_steps, first_step=first)
     self.save()
     return num_steps
+
+  def attempt(self, step: int, stop: int) -> tuple[int, int]:
+    """``(attempt, stop')``: the attempt of the next computation of
+    ``step`` (how many recorded ranges hold it), and the end, at most
+    ``stop``, of the steps from ``step`` that share it."""
+    boundary = self.ledger.next_boundary(step)
+    return self.ledger.times_recorded(step), int(min(stop, boundary))
+
+  def replayed(self, first: int, last: int) -> tuple[int, int] | None:
+    """The steps ``[a, b)`` of ``[first, last)`` that some range already
+    holds (computed before, perhaps), or None."""
+    held = max((stop for _, stop in self.ledger.ranges), default=0)
+    end = min(held, last)
+    return (first, end) if first < end else None
+
+  def trim(self, stop: int) -> None:
+    """A graceful stop at ``stop``: the reservation past it is dropped,
+    durably (those steps never ran)."""
+    ranges = self.ledger.ranges
+    if ranges and ranges[-1][0] <= stop < ranges[-1][1]:
+      self.ledger.trim(stop)
+      self.save()
 
   def check_checkpoint(self, checkpoint_ledger: dict | None, step: int):
     """Refuses a checkpoint whose ledger counts more than the file does."""

@@ -45,11 +45,15 @@ def make_step(run):
   return jax.jit(run.step_body, donate_argnums=(0,) if keeps_state else (0, 2))
 
 
-def step_inputs(run, t: int):
-  """``(batch, public, noise)`` of step ``t``, placed on the mesh."""
+def step_inputs(run, t: int, draws=None):
+  """``(batch, public, noise)`` of step ``t``, placed on the mesh; the
+  secret batch and noise from ``draws``' ``sampler`` and ``noise_source``
+  (those of the step's attempt, :mod:`experiments.attempts`; default: the
+  run's own, attempt 0)."""
   task, placement = run.task, run.placement
+  draws = run if draws is None else draws
   batch = placement.gather_batch(
-    run.train_data, run.sampler.batch_indices(t), run.host_shard
+    run.train_data, draws.sampler.batch_indices(t), run.host_shard
   )
   num_public = 0 if task.public_labels is None else len(task.public_labels)
   pub_idx = public_batch_indices(run.config, num_public, t, spec=run.spec)
@@ -59,6 +63,6 @@ def step_inputs(run, t: int):
     else sampling.gather((task.public_inputs, task.public_labels), pub_idx)
   )
   noise = placement.replicated(
-    None if run.noise_source is None else run.noise_source.draw(t)
+    None if draws.noise_source is None else draws.noise_source.draw(t)
   )
   return batch, public, noise

@@ -63,13 +63,15 @@ def train(
   """
   run = setup(config, task=task)
   loop = Loop(run, progress=progress)
-  _announce_resume(run)
+  last = config.num_steps if stop_after is None else stop_after
+  last = min(last, config.num_steps)
+  _announce_resume(run, last)
   if run.restored_step == 0 and not loop.history:
     loop.evaluate(0, 0.0)
-  last = config.num_steps if stop_after is None else stop_after
-  loop.run_steps(min(last, config.num_steps))
+  loop.run_steps(last)
   done = int(loop.state["step"])
   if done < config.num_steps:  # interrupted on purpose (stop_after)
+    loop.trim(done)
     loop.checkpoint(done)
     return {
       "interrupted_at": done,
@@ -84,7 +86,9 @@ def train(
   return result
 
 
-def _announce_resume(run: Run) -> None:
+def _announce_resume(run: Run, last: int) -> None:
+  """The resume line, and the replay note when steps the ledger already
+  holds will be computed again (never for a run with nothing left)."""
   first = run.restored_step
   counted = 0 if run.ledger is None else run.ledger.on_disk_at_start
   if first == 0 and counted == 0:
@@ -93,11 +97,13 @@ def _announce_resume(run: Run) -> None:
     f"resumed from step {first} (epsilon so far {run.epsilon():.4f}, "
     f"{counted} private steps in the ledger)"
   )
-  if counted > first:
+  replayed = None if run.ledger is None else run.ledger.replayed(first, last)
+  if replayed is not None:
+    a, b = replayed
     print(
-      f"note: the ledger counts {counted} steps but the run restarts at "
-      f"step {first}: steps {first}..{counted - 1} are replayed from the "
-      "same secret and charged again."
+      f"note: steps {a}..{b - 1} may already have been computed (the "
+      "ledger holds them, beyond the restored checkpoint): they are "
+      "recomputed with fresh noise and fresh batches and charged again."
     )
 
 

@@ -13,19 +13,24 @@ logarithmic or truncated negative binomial (``--shape``) distribution of
 mean ``--mean_trials``. Each trial is a whole private run
 (:func:`experiments.train.train`, its own workdir) at hyperparameters drawn
 at random from the search space, trained on the private training set less a
-private validation split; its selection score is the number of correct
-validation predictions plus exact discrete Gaussian noise
-(``--score_noise``, in examples), so the score is part of the accounted
-mechanism. Only the best trial's model and noisy score are released.
+private validation part (``--validation_fraction``, a neighbour-stable
+split: each record held out by a keyed hash of itself); its selection score
+is the number of correct validation predictions plus exact discrete
+Gaussian noise (``--score_noise``, in examples), so the score is part of the
+accounted mechanism. Only the best trial's model and noisy score are
+released.
 
-The total epsilon is dp_accounting's RDP epsilon of
-``RepeatAndSelectDpEvent(trial_event, mean, shape)``, ``trial_event`` being
-one trial's ``num_steps`` Poisson-subsampled Gaussian steps composed with
-its score. The per-trial noise multiplier is the smallest whose total meets
+Trials add exact discrete noise, as any run does by default
+(``--config.exact_noise=False`` is the weaker floating-point opt-in, named
+in the plan and the report). The total epsilon is dp_accounting's RDP
+epsilon of ``RepeatAndSelectDpEvent(trial_event, mean, shape)`` at integer
+orders, ``trial_event`` being one trial's ``num_steps`` Poisson-subsampled
+Gaussian steps (at integer orders, a bound on the subsampled discrete
+Gaussian's; :mod:`experiments.tuning.budget`) composed with its score. The
+per-trial noise multiplier is the smallest whose total meets
 ``config.target_epsilon`` (or ``--trial_epsilon`` sets the per-trial
 target, refused when the total would exceed ``target_epsilon`` or
-``epsilon_budget``). Trials use floating-point Gaussian noise: no RDP event
-covers the subsampled discrete Gaussian (the report says so).
+``epsilon_budget``).
 
 ``K`` is never written to a released file nor printed: ``result.json``
 holds the per-trial and total epsilon, delta and the distribution. The
@@ -48,6 +53,17 @@ from experiments import workdir as workdir_lib
 from experiments.tuning import budget, search, store, trials
 
 _SEARCH: dict[str, str] = {}
+ACCOUNTANT = (
+  "dp_accounting RDP of RepeatAndSelectDpEvent at integer orders (each "
+  "step: the sampled Gaussian's RDP, a bound on the subsampled discrete "
+  "Gaussian's)"
+)
+NOISE = {
+  "discrete": "exact discrete Gaussian",
+  "discrete_vector": "exact vector discrete Gaussian",
+  "continuous": "floating-point Gaussian (WEAKER: exposed to floating-point "
+  "attacks, Mironov 2012)",
+}
 
 
 def _plan_and_noise(config, trial_task, count, score_noise, trial_epsilon):
@@ -56,7 +72,7 @@ def _plan_and_noise(config, trial_task, count, score_noise, trial_epsilon):
 
   base = trials.trial_base(config)
   plan = trials.trial_plan(base, trial_task)
-  trials.check_plan(plan)
+  budget.step_rdp_event(plan)  # refuses a plan without an integer-order bound
   target = config.get("target_epsilon")
   cap = config.get("epsilon_budget")
   limit = min(x for x in (target, cap, math.inf) if x is not None)
@@ -76,7 +92,7 @@ def _plan_and_noise(config, trial_task, count, score_noise, trial_epsilon):
       target_epsilon=limit,
     )
   plan = plan.with_noise_multiplier(sigma)
-  event = budget.trial_event(plan.step_event(), steps, score_noise)
+  event = budget.trial_event(budget.step_rdp_event(plan), steps, score_noise)
   total = budget.total_epsilon(
     event, count, delta=plan.delta, neighboring=plan.neighboring
   )
@@ -160,6 +176,7 @@ def tune(
   *,
   score_noise: float = 5.0,
   trial_epsilon: float | None = None,
+  validation_fraction: float = 0.2,
   task=None,
 ) -> dict:
   """Runs (or resumes) a repeat-and-select tuning; returns what it releases.
@@ -174,12 +191,14 @@ def tune(
     raise ValueError(f"score_noise must be > 0, got {score_noise!r}.")
   if task is None:
     task = tasks.get_task(config)
-  size = trials.default_validation_size(config, task.num_train)
-  trial_task = trials.validation_split(task, size, config.seed)
+  trial_task = trials.validation_split(task, validation_fraction, config.seed)
+  size = len(trial_task.test_labels)
   plan, total = _plan_and_noise(
     config, trial_task, count, score_noise, trial_epsilon
   )
-  _claim_workdir(config, space, count, score_noise, trial_epsilon)
+  _claim_workdir(
+    config, space, count, (score_noise, trial_epsilon, validation_fraction)
+  )
   insecure = config.get("insecure_test_noise") and config.get("test_run")
   secret = store.load_or_create_secret(
     config.workdir, config.seed if insecure else None
@@ -198,10 +217,11 @@ def tune(
     "search": space.describe(),
     **_per_trial(config, plan),
     "score_noise": score_noise,
+    "validation_fraction": validation_fraction,
     "validation_size": size,
     "total_epsilon": total,
     "delta": plan.delta,
-    "accountant": "dp_accounting RDP of RepeatAndSelectDpEvent",
+    "accountant": ACCOUNTANT,
     "private": plan.is_private and not insecure,
     "released": _release(config, task, trial_task, plan, state),
   }
@@ -210,9 +230,11 @@ def tune(
   return result
 
 
-def _claim_workdir(config, space, count, score_noise, trial_epsilon) -> None:
-  """Claims the workdir for this tuning (config, search and trial count):
-  a rerun of the same tuning resumes, another is refused."""
+def _claim_workdir(config, space, count, options) -> None:
+  """Claims the workdir for this tuning (config, search, trial count and
+  ``(score_noise, trial_epsilon, validation_fraction)``): a rerun of the
+  same tuning resumes, another is refused."""
+  score_noise, trial_epsilon, validation_fraction = options
   workdir_lib.claim(
     config.workdir,
     {
@@ -222,6 +244,7 @@ def _claim_workdir(config, space, count, score_noise, trial_epsilon) -> None:
         "trial_count": [count.distribution, count.mean, str(count.shape)],
         "score_noise": score_noise,
         "trial_epsilon": trial_epsilon,
+        "validation_fraction": validation_fraction,
       },
     },
     config.get("resume", ""),
@@ -231,6 +254,7 @@ def _claim_workdir(config, space, count, score_noise, trial_epsilon) -> None:
 def _per_trial(config, plan) -> dict:
   """The result's per-trial privacy: one trial's plan and its epsilon."""
   return {
+    "per_trial_noise": NOISE[plan.noise_kind],
     "per_trial_noise_multiplier": plan.noise_multiplier,
     "per_trial_epsilon": plan.epsilon(config.num_steps),
     "per_trial_privacy": plan.describe(),
@@ -247,9 +271,11 @@ def format_report(result: dict) -> str:
   lines = [
     f"tuning: {result['method']}",
     f"  trials: {count.describe()} (the number drawn is secret)",
-    f"  per trial: epsilon {result['per_trial_epsilon']:.4f} "
-    f"[{result['per_trial_privacy']}], score noise "
-    f"{result['score_noise']:g} examples of {result['validation_size']}",
+    f"  per trial: {result['per_trial_noise']} noise, epsilon "
+    f"{result['per_trial_epsilon']:.4f} [{result['per_trial_privacy']}]",
+    f"  score: correct of {result['validation_size']} validation examples "
+    f"(fraction {result['validation_fraction']:g}, neighbour-stable) plus "
+    f"exact discrete Gaussian noise {result['score_noise']:g}",
     f"  total: epsilon {result['total_epsilon']:.4f}, delta "
     f"{result['delta']:g} ({result['accountant']})",
   ]
@@ -303,9 +329,10 @@ def main(argv) -> None:
       count,
       score_noise=f.score_noise,
       trial_epsilon=f.trial_epsilon,
+      validation_fraction=f.validation_fraction,
     )
   except (ValueError, *errors.USER_ERRORS) as e:
-    if run._OWN_FLAGS["debug"]:  # pylint: disable=protected-access
+    if run.DEBUG.value:
       raise
     print(errors.one_paragraph(e), file=sys.stderr)
     sys.exit(2)
@@ -321,5 +348,8 @@ if __name__ == "__main__":
   flags.DEFINE_float("shape", None, "negative_binomial's shape in (0, inf)")
   flags.DEFINE_float("score_noise", 5.0, "score noise std, in examples")
   flags.DEFINE_float("trial_epsilon", None, "set the per-trial epsilon")
+  flags.DEFINE_float(
+    "validation_fraction", 0.2, "share of the training set held out"
+  )
   sys.argv = run.split_argv(split_search(sys.argv))
   app.run(main)

@@ -102,6 +102,7 @@ _EXPORTS = {
   "find_plan": "zoprivacy.privacy",
   "PoissonSampler": "zoprivacy.data.sampling",
   "padded_batch": "zoprivacy.data.sampling",
+  "refresh_noise_keys": "zoprivacy.privacy",
   "make_step": "zoprivacy.training.training_step",
 }
 

@@ -1,8 +1,10 @@
 """Data of the PAZO Table 1 analog: the private pool and the public splits.
 
 Fashion-MNIST's 60,000 training images are split once (data seed 0) into
-2,400 public images (4%, exponential class imbalance of ratio 10, PAZO's
-CIFAR-10 protocol) and 57,600 private ones. The public images are split
+about 2,400 public images (4% in expectation, exponential class imbalance
+of ratio 10, PAZO's CIFAR-10 protocol; each image public by a keyed coin
+of its own, :func:`zoprivacy.data.splits.split_public_private`) and the
+private rest. The public images are split
 again into
 
 * **public-validation**: ``VAL_PER_CLASS`` images of every class (balanced,

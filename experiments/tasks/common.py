@@ -13,6 +13,7 @@ import numpy as np
 from experiments import preflight
 from experiments.tasks.registry import Task
 from zoprivacy.data import splits as splits_lib
+from zoprivacy.data import stable_split
 from zoprivacy.data.loaders import Dataset, MissingDataError
 
 HF_FILES = ("config.json", "model.safetensors", "tokenizer.json")
@@ -22,34 +23,30 @@ def data_seed(config) -> int:
   return int(config.get("data_seed", config.get("seed", 0)) or 0)
 
 
-def index_dataset(ds: Dataset) -> Dataset:
-  """``ds`` with inputs replaced by row indices, so the library's samplers
-  (which return Datasets) tell us *which* rows they picked."""
-  return Dataset(
-    np.arange(len(ds)), ds.labels, ds.num_classes, ds.name, ds.class_names
-  )
-
-
 def train_eval_split(
   config, train: Dataset, test: Dataset
 ) -> tuple[Dataset, Dataset]:
   """Few-shot subsample of the (private) training pool and the evaluation set.
 
-  * ``examples_per_class=k``: ``k`` seeded examples per class
-    (:func:`zoprivacy.data.splits.few_shot_subsample`).
-  * ``eval_split="validation"``: ``validation_size`` seeded examples of the
-    pool that are *not* training examples (with few-shot, drawn from the rest
-    of the pool; otherwise removed from the training set).
-  * otherwise the test set, subsampled to ``test_size`` if set.
+  * ``examples_per_class=k``: the ``k`` examples per class of smallest keyed
+    hash (:func:`zoprivacy.data.splits.few_shot_subsample`): the private
+    training set; neighbouring pools give selections that differ by at most
+    one example in and one out.
+  * ``eval_split="validation"``: the ``validation_size`` examples of
+    smallest keyed hash (:mod:`zoprivacy.data.stable_split`, another key)
+    among the pool's examples that are not training examples. Without
+    few-shot they leave the training set, which then changes by exactly one
+    example between neighbouring pools: the run's guarantee holds for the
+    pool. The validation part is evaluation data: its accuracy is reported,
+    not protected.
+  * otherwise the test set (evaluation data, not protected), subsampled to
+    ``test_size`` if set.
   """
   seed = data_seed(config)
-  rng = np.random.default_rng(seed + 7)
   per_class = config.get("examples_per_class")
   all_idx = np.arange(len(train))
   if per_class:
-    chosen = splits_lib.few_shot_subsample(
-      index_dataset(train), int(per_class), seed
-    ).inputs
+    chosen = splits_lib.few_shot_indices(train, int(per_class), seed)
   else:
     chosen = all_idx
   eval_split = config.get("eval_split") or "test"
@@ -60,7 +57,10 @@ def train_eval_split(
       raise ValueError(
         f"validation_size={size} but only {len(pool)} held-out examples"
       )
-    val = np.sort(rng.choice(pool, size, replace=False))
+    u = stable_split.record_uniforms(
+      train.inputs, seed=seed, purpose="validation"
+    )
+    val = pool[stable_split.lowest(u[pool], size)]
     if not per_class:
       chosen = np.setdiff1d(chosen, val)
     return (
@@ -73,6 +73,7 @@ def train_eval_split(
     )
   test_size = config.get("test_size")
   if test_size and int(test_size) < len(test):
+    rng = np.random.default_rng(seed + 7)
     test = test.subset(
       np.sort(rng.choice(len(test), int(test_size), replace=False))
     )
@@ -84,11 +85,15 @@ def image_public_split(
 ) -> tuple[Dataset, Dataset | None]:
   """``(private, public)``: PAZO's 4% public split of an image training set.
 
-  ``public="imbalanced4"``: 4% (``public_fraction``) with an exponential class
-  imbalance of ratio ``public_imbalance_ratio`` (default 10; PAZO CIFAR-10,
-  :func:`~zoprivacy.data.splits.pazo_cifar10_split`). ``"stratified4"``: 4%
-  stratified (PAZO Tiny-ImageNet, 20 per class). Public rows are removed from
-  the private set; exact duplicates of private rows are dropped from the public set.
+  ``public="imbalanced4"``: 4% (``public_fraction``) in expectation with an
+  exponential class imbalance of ratio ``public_imbalance_ratio`` (default
+  10; PAZO CIFAR-10, :func:`~zoprivacy.data.splits.pazo_cifar10_split`).
+  ``"stratified4"``: 4% of every class in expectation (PAZO Tiny-ImageNet,
+  20 per class on average). Each image is public by a keyed coin of its own
+  (neighbour-stable, :func:`~zoprivacy.data.splits.split_public_private`):
+  the private part is private, the public part public. Public rows are
+  removed from the private set; exact duplicates of private rows are
+  dropped from the public set; an empty public part is refused.
   """
   public = config.get("public") or ""
   if not public:
@@ -112,6 +117,12 @@ def image_public_split(
     raise ValueError(
       f"public={public!r} for an image task; use 'imbalanced4', "
       "'stratified4' or ''"
+    )
+  if len(split.public) == 0:
+    raise ValueError(
+      f"The public split ({public}, fraction {fraction:g}) of "
+      f"{len(train)} training examples came out empty: each example is "
+      "public by its own keyed coin. Raise public_fraction or use more data."
     )
   return split.private, split.public
 

@@ -96,7 +96,8 @@ def tiny_imagenet_task(config) -> Task:
 @register("fashion_mnist_public")
 def fashion_mnist_public_task(config) -> Task:
   """Fashion-MNIST with the small CNN and PAZO's public split (offline analog of
-  PAZO Table 1: ``public="imbalanced4"`` takes 2,400 of the 60,000 training images)."""
+  PAZO Table 1: ``public="imbalanced4"`` takes about 2,400 of the 60,000
+  training images, 4% in expectation)."""
   data = loaders.load_fashion_mnist(config.get("data_dir") or None)
   private, public = image_public_split(config, data.train)
   train, test = train_eval_split(config, private, data.test)

@@ -4,16 +4,35 @@ Papernot and Steinke (2022, arXiv 2110.03620): run a private mechanism a
 random number ``K`` of times, ``K`` drawn from a Poisson, or a truncated
 negative binomial (geometric, logarithmic), and release only the best run.
 Thm. 2 (negative binomial) and Thm. 6 (Poisson) bound the Renyi DP of the
-whole from one run's; dp_accounting's RDP accountant implements both as
+whole from one run's, at any orders where one run's RDP is bounded;
+dp_accounting's RDP accountant implements both as
 ``RepeatAndSelectDpEvent(trial_event, mean, shape)``.
 
 One trial here is a whole private training run (``num_steps`` Poisson
-subsampled Gaussian steps, a ``SelfComposedDpEvent``) followed by its
-selection score: the count of correct predictions on a private validation
-split plus exact discrete Gaussian noise (sensitivity one under
-add/remove). The score's event is ``GaussianDpEvent(score_noise)``: the
-discrete Gaussian's Renyi divergences are at most the continuous
-Gaussian's (Canonne, Kamath and Steinke 2020, Prop. 5), so it dominates.
+subsampled steps) followed by its selection score: the count of correct
+predictions on a private validation split plus exact discrete Gaussian
+noise (sensitivity one under add/remove). Every RDP is evaluated at the
+integer orders of :data:`zoprivacy.accounting.subsampled_rdp.ORDERS` only
+(dp_accounting's default orders include fractional ones):
+
+* a step with exact noise (the scalar discrete Gaussian on a quantized sum,
+  or the vector discrete Gaussian on an integer lattice): at integer orders
+  the Poisson-subsampled (multivariate) discrete Gaussian's Renyi
+  divergences, both directions, are at most the sampled Gaussian's of the
+  same multiplier (:mod:`zoprivacy.accounting.subsampled_rdp` proves it), so
+  :func:`step_rdp_event` gives ``PoissonSampledDpEvent(p,
+  GaussianDpEvent(sigma))``. The scalar mechanism's ``q`` integer sums move
+  by a vector in ``[-m, m]^q`` (L2 at most ``m sqrt(q)``) under noise of
+  parameter ``sigma m sqrt(q)`` each, the vector case of that argument;
+* a step with floating-point noise (the weaker opt-in): the same event,
+  the continuous sampled Gaussian's RDP;
+* the score: ``GaussianDpEvent(score_noise)``. It is one unsubsampled
+  discrete Gaussian of sensitivity one, whose Renyi divergence of order
+  ``a`` is at most ``a / (2 score_noise^2)`` (Canonne, Kamath and Steinke
+  2020, Prop. 5), the Gaussian's.
+
+Only the steps are subsampled; the single-release bound is used for the
+score alone.
 """
 
 from __future__ import annotations
@@ -25,7 +44,9 @@ import dp_accounting
 import numpy as np
 
 from zoprivacy import accounting
-from zoprivacy.accounting import dp_accounting_adapter
+from zoprivacy.accounting import dp_accounting_adapter, subsampled_rdp
+from zoprivacy.mechanisms import values as mech_values
+from zoprivacy.mechanisms import vector_values
 from zoprivacy.privacy import randomness
 
 # name -> dp_accounting's shape of the trial-count distribution.
@@ -108,6 +129,39 @@ def draw_trial_count(secret: bytes, count: TrialCount) -> int:
       return k
 
 
+# Mechanisms whose Poisson-subsampled step is bounded at integer orders by
+# the sampled Gaussian of the same multiplier (the module docstring).
+EXACT_MECHANISMS = (
+  mech_values.DiscreteGaussian,
+  vector_values.VectorDiscreteGaussian,
+)
+
+
+def step_rdp_event(plan) -> dp_accounting.DpEvent:
+  """The event whose RDP at integer orders bounds one step of ``plan``.
+
+  Exact noise (the default) and floating-point Gaussian noise (named weaker
+  in every plan) have one; anything else is refused with the reason.
+  """
+  mech, sampling = plan.mechanism, plan.sampling
+  exact = isinstance(mech, EXACT_MECHANISMS)
+  if not (exact or type(mech) is mech_values.Gaussian):
+    raise ValueError(
+      "Tuning accounts a trial in Renyi DP, which bounds Poisson-subsampled "
+      "Gaussian noise only (exact discrete or floating-point); this "
+      f"estimator's plan is {plan.describe()}. Use a Gaussian-noise "
+      "estimator, or choose its hyperparameters on public data "
+      "(experiments/public_selection.py)."
+    )
+  if exact and sampling.name not in ("poisson", "full_batch"):
+    raise ValueError(
+      "The integer-order bound of the subsampled discrete Gaussian covers "
+      f"Poisson sampling (or the full batch), not {sampling.describe()}; "
+      "use config.sampling='poisson'."
+    )
+  return sampling.wrap(dp_accounting.GaussianDpEvent(mech.noise_multiplier))
+
+
 def trial_event(
   step_event: dp_accounting.DpEvent, num_steps: int, score_noise: float
 ) -> dp_accounting.DpEvent:
@@ -133,10 +187,14 @@ def total_epsilon(
   delta: float,
   neighboring: str = "add_or_remove",
 ) -> float:
-  """The RDP epsilon of the released best trial at ``delta``."""
-  return accounting.rdp_epsilon(
-    total_event(trial, count), delta=delta, neighboring=neighboring
-  )
+  """The RDP epsilon of the released best trial at ``delta``, every RDP
+  taken at the integer orders of ``subsampled_rdp.ORDERS``."""
+  return accounting.rdp_epsilon_and_order(
+    total_event(trial, count),
+    delta=delta,
+    neighboring=neighboring,
+    orders=subsampled_rdp.ORDERS,
+  )[0]
 
 
 def calibrate_trial_noise(
@@ -157,7 +215,7 @@ def calibrate_trial_noise(
 
   def total(sigma: float) -> float:
     event = trial_event(
-      plan.with_noise_multiplier(sigma).step_event(), num_steps, score_noise
+      step_rdp_event(plan.with_noise_multiplier(sigma)), num_steps, score_noise
     )
     return total_epsilon(
       event, count, delta=plan.delta, neighboring=plan.neighboring

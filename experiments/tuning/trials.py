@@ -12,7 +12,7 @@ import numpy as np
 from experiments import checkpointing
 from experiments import metrics as metrics_lib
 from experiments.run_setup import resolve_plan
-from zoprivacy.mechanisms import values as mechanisms_accounting
+from zoprivacy.data import stable_split
 from zoprivacy.privacy import randomness
 from zoprivacy.secret_noise.discrete_noise import discrete_gaussian_sample
 
@@ -21,15 +21,35 @@ def _take(tree, idx):
   return jax.tree.map(lambda a: np.asarray(a)[idx], tree)
 
 
-def validation_split(task, size: int, seed: int):
-  """``task`` with ``size`` seeded training examples moved to its evaluation
-  set: the trials train on the rest and are scored on them. The seed is
-  public (which examples are held out is not what DP protects)."""
-  n = task.num_train
-  if not 0 < size < n:
-    raise ValueError(f"validation_size must lie in (0, {n}), got {size}.")
-  order = np.random.default_rng(seed + 11).permutation(n)
-  val, rest = np.sort(order[:size]), np.sort(order[size:])
+def validation_split(task, fraction: float, seed: int):
+  """``task`` with a private validation part moved to its evaluation set:
+  the trials train on the rest and are scored on it.
+
+  Neighbour-stable (:mod:`zoprivacy.data.stable_split`): a training record
+  is held out when its keyed hash (public ``seed``) falls below
+  ``fraction``, a coin of its own, so adding or removing one record changes
+  one part by that record and moves no other. Each trial's accounting
+  (its steps on the training part composed with its score on the
+  validation part) then covers any neighbour. Both parts are private. Their
+  sizes are binomial, treated as public like the dataset size: the trials'
+  sampling probability is ``expected_batch_size / n_train``, and the noisy
+  accuracy divides the noisy count by ``n_val``.
+  """
+  if not 0.0 < fraction < 1.0:
+    raise ValueError(
+      f"validation_fraction must lie in (0, 1), got {fraction!r}."
+    )
+  u = stable_split.record_uniforms(
+    task.train_inputs, seed=seed, purpose="tuning validation"
+  )
+  held = u < fraction
+  val, rest = np.flatnonzero(held), np.flatnonzero(~held)
+  if len(val) == 0 or len(rest) == 0:
+    raise ValueError(
+      f"A validation fraction of {fraction:g} of {len(u)} training "
+      f"examples leaves {len(val)} for validation and {len(rest)} for "
+      "training; both must be non-empty."
+    )
   return dataclasses.replace(
     task,
     train_inputs=_take(task.train_inputs, rest),
@@ -57,13 +77,12 @@ def with_fields(config, fields: dict):
 
 
 def trial_base(config):
-  """The trials' common config: floating-point Gaussian noise at a set
-  multiplier (dp_accounting's RDP accountant has an event for it; the
-  subsampled discrete Gaussian has none), no workdir yet."""
+  """The trials' common config: the user's noise (exact discrete noise by
+  default; ``exact_noise=False`` is the weaker floating-point opt-in, named
+  in every plan and report) at a set multiplier, no workdir yet."""
   return with_fields(
     config,
     {
-      "exact_noise": False,
       "target_epsilon": None,
       "noise_multiplier": 1.0,
       "workdir": "",
@@ -78,18 +97,14 @@ def trial_plan(trial_config, task):
   return plan
 
 
-def check_plan(plan) -> None:
-  if not isinstance(plan.mechanism, mechanisms_accounting.Gaussian):
-    raise ValueError(
-      f"Tuning accounts a trial with dp_accounting's RDP accountant, which "
-      f"has an event for Poisson-subsampled Gaussian noise only; this "
-      f"estimator's plan is {plan.describe()}."
-    )
-
-
 def noisy_score(accuracy: float, size: int, secret: bytes, trial: int, sigma):
-  """Correct validation predictions plus exact discrete Gaussian noise
-  (sensitivity one), from the tuning secret's stream for ``trial``."""
+  """The number of correct validation predictions plus exact discrete
+  Gaussian noise of parameter ``sigma`` (Canonne, Kamath and Steinke 2020),
+  from the tuning secret's stream for ``trial``. Sensitivity one: adding or
+  removing a validation record changes the count by at most one and leaves
+  the model alone; a training record changes the model, whose steps are
+  accounted. ``accuracy`` is ``correct / size`` in float64, so the count is
+  recovered exactly."""
   correct = int(round(accuracy * size))
   stream = randomness.KeyedStream(secret, "tuning score noise", trial)
   return correct + discrete_gaussian_sample(float(sigma), stream)
@@ -123,8 +138,3 @@ def test_accuracy(task, params, frozen) -> float:
   return metrics_lib.evaluate(
     apply, params, frozen, task.test_inputs, task.test_labels
   )
-
-
-def default_validation_size(config, num_train: int) -> int:
-  size = config.get("validation_size")
-  return int(size) if size else min(1000, max(1, num_train // 5))

@@ -114,7 +114,11 @@ def test_scalar_estimators_audit_below_accountant_epsilon(label):
   )
   assert 0.99 <= result.accountant_epsilon <= 1.0
   assert result.epsilon_lower_bound <= result.accountant_epsilon
-  assert result.epsilon_lower_bound >= 0.4, result.audit
+  # Power: the audit is not vacuous. The bound is a random variable of the
+  # game's seed: over seeds 0-3 it spanned 0.34-0.44 (exact dpzero) and
+  # 0.42-0.51 (float), so 0.3 is a floor a working audit clears at any seed
+  # while a broken one (a bound near 0) does not.
+  assert result.epsilon_lower_bound >= 0.3, result.audit
   if label.endswith("laplace"):  # pure 1-DP: the audit is nearly tight
     assert result.epsilon_lower_bound >= 0.9, result.audit
 

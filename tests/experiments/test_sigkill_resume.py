@@ -1,11 +1,13 @@
 """SIGKILL at a random step, then the same command again.
 
 ``python -m experiments.run`` runs in a subprocess and is killed once its
-metrics show step ``k``. After a checkpoint: the resumed run ends with the
-same parameters and metrics as an uninterrupted one (timing and epsilon
-columns aside). Before any checkpoint: the rerun replays from step 0 with
-the stored secret (same parameters as an uninterrupted run), and the final
-ledger counts every release computed by both processes.
+metrics show step ``k``. The rerun resumes from the latest checkpoint (or
+step 0). The steps the killed run had reserved beyond it may have been
+computed, so they are computed again with fresh randomness (noise and
+batch of attempt 1), never with the noise they may already have released:
+the resumed trajectory equals the uninterrupted one up to the checkpoint
+and differs from it from there. The final ledger counts every release
+computed by both processes, the replays charged again.
 """
 
 import os
@@ -79,7 +81,27 @@ def _without_epsilon(outputs):
   ]
 
 
-def test_sigkill_after_a_checkpoint_then_resume_matches(tmp_path):
+def _check_replay(full, resumed, killed, restart, after_kill):
+  """The rows up to ``restart`` equal the uninterrupted run's; from it on,
+  with steps to replay, the trajectories differ (fresh randomness)."""
+  ledger = PrivacyLedger.load(os.path.join(killed, "privacy_ledger.json"))
+  upto = lambda rows: [r for r in rows if r["step"] <= restart]
+  assert upto(_without_epsilon(resumed)) == upto(_without_epsilon(full))
+  if after_kill > restart:  # steps restart..after_kill - 1 replayed
+    assert ledger.ranges == ((0, after_kill), (restart, STEPS))
+    assert resumed.params_sha256 != full.params_sha256
+    later = lambda rows: [r for r in rows if r["step"] > restart]
+    assert later(_without_epsilon(resumed)) != later(_without_epsilon(full))
+  else:  # killed before reserving past the checkpoint: nothing replayed
+    assert ledger.ranges == ((0, STEPS),)
+    assert resumed.params_sha256 == full.params_sha256
+  # Every release of both processes is charged, the replays again.
+  assert ledger.num_steps == after_kill + STEPS - restart
+
+
+def test_sigkill_after_a_checkpoint_then_resume_draws_fresh_randomness(
+  tmp_path,
+):
   full = _finish(_command(tmp_path / "full"))
   killed = str(tmp_path / "killed")
   computed = _kill_at(_command(killed), killed, 20)
@@ -91,10 +113,8 @@ def test_sigkill_after_a_checkpoint_then_resume_matches(tmp_path):
     if d.isdigit()
   )
   resumed = _finish(_command(killed))
-  assert resumed.params_sha256 == full.params_sha256
-  assert _without_epsilon(resumed) == _without_epsilon(full)
-  # The steps after the restored checkpoint ran twice: charged twice.
-  assert _ledger_steps(killed) == after_kill + STEPS - restart >= STEPS
+  _check_replay(full, resumed, killed, restart, after_kill)
+  assert _ledger_steps(killed) >= computed + STEPS - restart >= STEPS
 
 
 def test_sigkill_before_the_first_checkpoint_counts_every_release(tmp_path):
@@ -107,8 +127,8 @@ def test_sigkill_before_the_first_checkpoint_counts_every_release(tmp_path):
   assert after_kill >= computed >= kill_step  # written ahead of the releases
   assert not os.path.exists(os.path.join(killed, "checkpoints", "1000"))
   resumed = _finish(command(killed))
-  # Same stored secret: the replay from step 0 is the uninterrupted run.
-  assert resumed.params_sha256 == full.params_sha256
-  assert _without_epsilon(resumed) == _without_epsilon(full)
+  # From step 0 again: every step the killed run reserved is recomputed
+  # with fresh randomness, so the runs part from the first step.
+  _check_replay(full, resumed, killed, 0, after_kill)
   final = _ledger_steps(killed)
   assert final == after_kill + STEPS >= computed + STEPS, (kill_step, final)

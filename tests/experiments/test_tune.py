@@ -3,59 +3,99 @@ refusals (the end-to-end runs are in test_tune_slow.py)."""
 
 import math
 import os
+import subprocess
+import sys
 
-import dp_accounting
 import numpy as np
 import pytest
+import tuning_reference
 from dp_accounting.rdp import rdp_privacy_accountant
 
+from configs import default
 from experiments import tune
-from experiments.tuning import budget, search, store
-from zoprivacy.privacy import PrivacyPlan, randomness
+from experiments.tuning import budget, search, store, trials
+from zoprivacy.privacy import randomness
 
-PLAN = PrivacyPlan.build(
-  mechanism="gaussian",
-  noise_multiplier=1.0,
-  clip=1.0,
-  expected_batch_size=64,
-  dataset_size=1150,
-  delta=1e-5,
+PLAN = tuning_reference.plan()
+FLOAT_PLAN = tuning_reference.plan("gaussian")
+
+
+@pytest.mark.parametrize(
+  "name,shape",
+  [
+    ("poisson", None),
+    ("geometric", None),
+    ("logarithmic", None),
+    ("negative_binomial", 0.5),
+  ],
 )
-
-
-def _independent_total(sigma, p, steps, score_noise, mean, shape, delta):
-  """dp_accounting's RDP epsilon of the tuning, written out here."""
-  trial = dp_accounting.ComposedDpEvent(
-    [
-      dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(
-          p, dp_accounting.GaussianDpEvent(sigma)
-        ),
-        steps,
-      ),
-      dp_accounting.GaussianDpEvent(score_noise),
-    ]
-  )
-  accountant = rdp_privacy_accountant.RdpAccountant()
-  accountant.compose(
-    dp_accounting.dp_event.RepeatAndSelectDpEvent(trial, mean, shape)
-  )
-  return accountant.get_epsilon(delta)
-
-
-def test_total_equals_dp_accounting_repeat_and_select():
-  """A search of 3 values, Poisson with mean 3: the tuner's total is
-  dp_accounting's RDP epsilon of RepeatAndSelectDpEvent, built here."""
-  count = budget.trial_count("poisson", 3.0)
+def test_total_agrees_with_an_independent_computation(name, shape):
+  """Exact noise (the default), 400 steps at p = 64/1150 and multiplier 4,
+  score noise 5, mean 3: the tuner's total equals the hand computation of
+  tuning_reference (sampled-Gaussian RDP at integer orders, Papernot-Steinke,
+  Canonne-Kamath-Steinke conversion), written without dp_accounting."""
+  count = budget.trial_count(name, 3.0, shape)
+  step = budget.step_rdp_event(PLAN.with_noise_multiplier(4.0))
   ours = budget.total_epsilon(
-    budget.trial_event(PLAN.with_noise_multiplier(4.0).step_event(), 400, 5.0),
-    count,
-    delta=1e-5,
+    budget.trial_event(step, 400, 5.0), count, delta=1e-5
   )
-  theirs = _independent_total(4.0, 64 / 1150, 400, 5.0, 3.0, math.inf, 1e-5)
-  assert ours == pytest.approx(theirs, rel=1e-12)
+  theirs = tuning_reference.total_epsilon(
+    64 / 1150, 4.0, 400, 5.0, 3.0, count.shape, 1e-5
+  )
+  assert ours == pytest.approx(theirs, rel=1e-9)
+  # Integer orders only: never below dp_accounting's default (fractional)
+  # orders, which the discrete Gaussian's bound does not reach.
+  default_orders = rdp_privacy_accountant.RdpAccountant()
+  default_orders.compose(
+    budget.total_event(budget.trial_event(step, 400, 5.0), count)
+  )
+  assert ours >= default_orders.get_epsilon(1e-5)
   # Repeat-and-select costs more than one trial.
   assert PLAN.with_noise_multiplier(4.0).epsilon(400) < 0.75 * theirs
+
+
+def test_the_float_option_is_accounted_alike_and_named_weaker():
+  """Floating-point trials have the same step event (the sampled
+  Gaussian's), and the report names their noise as the weaker option."""
+  exact = budget.step_rdp_event(PLAN.with_noise_multiplier(4.0))
+  floating = budget.step_rdp_event(FLOAT_PLAN.with_noise_multiplier(4.0))
+  assert exact == floating == FLOAT_PLAN.with_noise_multiplier(4.0).step_event()
+  assert "WEAKER" in tune.NOISE[FLOAT_PLAN.noise_kind]
+  assert tune.NOISE[PLAN.noise_kind] == "exact discrete Gaussian"
+  assert "exact integer noise" in PLAN.describe()
+  assert "floating-point" in FLOAT_PLAN.describe()
+
+
+def test_plans_without_an_integer_order_bound_are_refused():
+  for mechanism in ("laplace", "discrete_laplace"):
+    with pytest.raises(ValueError, match="Gaussian noise only"):
+      budget.step_rdp_event(tuning_reference.plan(mechanism))
+  fixed = tuning_reference.plan(sampling="without_replacement")
+  with pytest.raises(ValueError, match="Poisson sampling"):
+    budget.step_rdp_event(fixed)
+
+
+def test_the_trials_keep_exact_noise():
+  """trial_base no longer overrides the user's noise: the default config's
+  trials add exact discrete noise, and exact_noise=False stays the opt-in."""
+  config = default.get_config()
+  assert trials.trial_base(config).exact_noise is True
+  config.exact_noise = False
+  assert trials.trial_base(config).exact_noise is False
+
+
+def test_the_noisy_score_is_an_exact_integer_count():
+  """The score is the integer count plus integer noise, a function of the
+  tuning secret and the trial (a resumed tuning draws it again)."""
+  secret = randomness.new_secret()
+  scores = [trials.noisy_score(0.75, 280, secret, i, 5.0) for i in range(50)]
+  assert all(type(s) is int for s in scores)
+  assert scores[3] == trials.noisy_score(0.75, 280, secret, 3, 5.0)
+  # 50 draws around 210 with noise parameter 5: all equal with probability
+  # below 0.06^49; the mean is off by 6 standard errors (6 * 5 / sqrt(50))
+  # with probability below 2e-9.
+  assert len(set(scores)) > 1
+  assert abs(np.mean(scores) - 210) < 6 * 5 / math.sqrt(50)
 
 
 def test_the_trial_count_is_a_function_of_the_secret():
@@ -194,3 +234,23 @@ def test_an_unreachable_total_is_refused():
       count=budget.trial_count("poisson", 3.0),
       target_epsilon=1.0,
     )
+
+
+def test_the_command_line_refuses_in_one_paragraph(tmp_path):
+  """A refused input ends the command with status 2 and one paragraph,
+  no traceback (--debug shows it)."""
+  command = [
+    sys.executable,
+    "-m",
+    "experiments.tune",
+    "--config",
+    "configs/default.py",
+    "--search.learning_rate=0.05,0.1",
+    "--mean_trials=0.5",
+    f"--config.workdir={tmp_path}",
+  ]
+  root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+  out = subprocess.run(command, cwd=root, capture_output=True, text=True)
+  assert out.returncode == 2
+  assert "must be at least 1" in out.stderr
+  assert "Traceback" not in out.stderr

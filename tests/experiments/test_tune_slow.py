@@ -1,30 +1,21 @@
 """End-to-end tunings on digits: the released files do not depend on the
-secret trial count, the total epsilon is dp_accounting's, and a restarted
+secret trial count, the total epsilon agrees with a hand computation, and a restarted
 tuning reruns nothing."""
 
 import json
 import math
 import os
 
-import dp_accounting
 import pytest
-from dp_accounting.rdp import rdp_privacy_accountant
+import tuning_reference
 
 from configs import default
 from experiments import train, tune
 from experiments.tuning import budget, search, store
-from zoprivacy.privacy import PrivacyPlan
 
 pytestmark = pytest.mark.slow
 
-PLAN = PrivacyPlan.build(
-  mechanism="gaussian",
-  noise_multiplier=1.0,
-  clip=1.0,
-  expected_batch_size=64,
-  dataset_size=1150,
-  delta=1e-5,
-)
+PLAN = tuning_reference.plan()
 
 
 def _config(workdir):
@@ -49,24 +40,17 @@ def _released(workdir):
 
 
 def _independent_total(result):
+  """The hand computation of tuning_reference, from the released plan."""
   plan = result["per_trial_plan"]
-  p = plan["expected_batch_size"] / plan["dataset_size"]
-  trial = dp_accounting.ComposedDpEvent(
-    [
-      dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(
-          p, dp_accounting.GaussianDpEvent(plan["noise_multiplier"])
-        ),
-        result["per_trial_num_steps"],
-      ),
-      dp_accounting.GaussianDpEvent(result["score_noise"]),
-    ]
+  return tuning_reference.total_epsilon(
+    plan["expected_batch_size"] / plan["dataset_size"],
+    plan["noise_multiplier"],
+    result["per_trial_num_steps"],
+    result["score_noise"],
+    3.0,
+    math.inf,
+    result["delta"],
   )
-  accountant = rdp_privacy_accountant.RdpAccountant()
-  accountant.compose(
-    dp_accounting.dp_event.RepeatAndSelectDpEvent(trial, 3.0, math.inf)
-  )
-  return accountant.get_epsilon(result["delta"])
 
 
 def test_released_files_do_not_depend_on_the_trial_count(tmp_path, monkeypatch):
@@ -105,10 +89,15 @@ def test_released_files_do_not_depend_on_the_trial_count(tmp_path, monkeypatch):
     }
   drop = lambda r: {k: v for k, v in r.items() if k != "released"}
   assert drop(r1) == drop(r4)  # all but the selected trial: K-free
-  # The total is dp_accounting's RDP epsilon of RepeatAndSelectDpEvent.
+  # The trials add exact discrete noise, and the total agrees with the
+  # hand computation at integer orders.
+  assert on_disk["per_trial_plan"]["mechanism"] == "discrete_gaussian"
+  assert on_disk["per_trial_noise"] == "exact discrete Gaussian"
+  assert "exact integer noise" in on_disk["per_trial_privacy"]
   assert on_disk["total_epsilon"] == pytest.approx(
-    _independent_total(on_disk), rel=1e-12
+    _independent_total(on_disk), rel=1e-9
   )
+  assert "exact discrete Gaussian noise" in tune.format_report(on_disk)
   assert on_disk["total_epsilon"] <= 2.0
   assert on_disk["per_trial_epsilon"] < on_disk["total_epsilon"]
 
@@ -141,22 +130,9 @@ def test_bad_input_is_refused_before_any_trial(tmp_path, monkeypatch):
 
 
 def _event_total(sigma, p, steps, score_noise, mean, shape, delta):
-  trial = dp_accounting.ComposedDpEvent(
-    [
-      dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(
-          p, dp_accounting.GaussianDpEvent(sigma)
-        ),
-        steps,
-      ),
-      dp_accounting.GaussianDpEvent(score_noise),
-    ]
+  return tuning_reference.total_epsilon(
+    p, sigma, steps, score_noise, mean, shape, delta
   )
-  accountant = rdp_privacy_accountant.RdpAccountant()
-  accountant.compose(
-    dp_accounting.dp_event.RepeatAndSelectDpEvent(trial, mean, shape)
-  )
-  return accountant.get_epsilon(delta)
 
 
 def test_calibrated_total_meets_the_target_and_no_more():
@@ -166,14 +142,14 @@ def test_calibrated_total_meets_the_target_and_no_more():
   )
   ours = budget.total_epsilon(
     budget.trial_event(
-      PLAN.with_noise_multiplier(sigma).step_event(), 400, 5.0
+      budget.step_rdp_event(PLAN.with_noise_multiplier(sigma)), 400, 5.0
     ),
     count,
     delta=1e-5,
   )
   theirs = _event_total(sigma, 64 / 1150, 400, 5.0, 3.0, math.inf, 1e-5)
-  assert ours == pytest.approx(theirs, rel=1e-12)
-  assert 2.0 * (1 - 1e-4) < theirs <= 2.0
+  assert ours == pytest.approx(theirs, rel=1e-9)
+  assert 2.0 * (1 - 1e-4) < theirs <= 2.0 * (1 + 1e-9)
   # Just below the calibrated multiplier, the total is over the target.
   assert (
     _event_total(sigma * 0.999, 64 / 1150, 400, 5.0, 3.0, math.inf, 1e-5) > 2.0

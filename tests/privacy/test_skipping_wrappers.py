@@ -142,3 +142,39 @@ def test_every_refused_wrapper_is_listed_in_the_docs_and_tested():
   assert names == {_name(k) for k in REFUSED}
   for name in names:
     assert f"`{name}`" in text, name
+
+
+LOSS_READERS = {
+  "optax.scale_by_backtracking_linesearch": lambda: (
+    optax.scale_by_backtracking_linesearch(max_backtracking_steps=3)
+  ),
+  "optax.scale_by_zoom_linesearch (optax.lbfgs)": optax.lbfgs,
+  "optax.contrib.momo / momo_adam": optax.contrib.momo,
+  "optax.contrib.reduce_on_plateau": optax.contrib.reduce_on_plateau,
+  "optax.contrib.sophia": lambda: optax.contrib.sophia(0.1),
+}
+
+
+@pytest.mark.parametrize("key", sorted(LOSS_READERS))
+def test_members_that_read_the_loss_are_refused_beside_an_estimator(key):
+  """A line search (or Momo, Sophia, reduce_on_plateau) after the estimator
+  evaluates the private loss without noise: refused by find_plan, epsilon
+  and make_step; alone (no estimator) it is none of our business."""
+  tx = optax.chain(_est(), LOSS_READERS[key]())
+  state = tx.init(_params())
+  for read in (zoprivacy.find_plan, lambda s: zoprivacy.epsilon(s, 1e-5)):
+    with pytest.raises(wrappers.LossReadingError) as err:
+      read(state)
+    assert str(err.value).startswith(f"{key} is chained with a zoprivacy")
+    assert "\n" not in str(err.value)
+  step = zoprivacy.make_step(tx, LOSS)
+  with pytest.raises(wrappers.LossReadingError):
+    step(_params(), state, jnp.zeros((4, 3)), jnp.ones(4, bool))
+  wrappers.refuse_loss_readers(LOSS_READERS[key]().init(_params()))
+
+
+def test_every_loss_reader_is_listed_in_the_docs_and_tested():
+  text = DOC.read_text()
+  assert {r.name for r in wrappers.LOSS_READERS} == set(LOSS_READERS)
+  for name in LOSS_READERS:
+    assert f"`{name}`" in text, name

@@ -11,12 +11,20 @@ private zeroth-order gradient estimate:
   ``imbalance_ratio``, with a seeded assignment of classes to ranks.
   :func:`pazo_cifar10_split` applies it.
 * **Tiny-ImageNet** (ViT-small): 4% random public sample, 20 images per class
-  (:func:`split_public_private` with the dataset's own class distribution).
+  in expectation (:func:`split_public_private` at one rate for all classes).
 * **IMDB** (LSTM): out-of-distribution public data, 2,000 Amazon Polarity
   reviews (4% of the IMDB training size) - :func:`sample_ood_public`.
 * **MNLI** (RoBERTa-base prompt fine-tuning): few-shot, 512 training examples
   per class (:func:`few_shot_subsample`), 100 SNLI examples per class as OOD
   public data (:func:`sample_ood_public` with ``per_class=100``).
+
+Splits of private data are neighbour-stable
+(:mod:`zoprivacy.data.stable_split`): each record's side comes from a keyed
+hash of the record alone. :func:`split_public_private` (its private part is
+private, its public part public) moves no other record when one is added or
+removed; :func:`few_shot_subsample` (its selection is the private training
+set) keeps exactly ``k`` per class and may displace one other record.
+:func:`sample_ood_public` samples a public pool: nothing in it is private.
 
 Public data must not contain private examples (that would make "public"
 gradients depend on private records). Every split function hashes the input
@@ -24,7 +32,9 @@ rows and flags public rows that exactly duplicate a private row: it raises
 :class:`DataOverlapError` (``on_overlap="raise"``, the default), warns with
 :class:`DataOverlapWarning` (``"warn"``), or warns and removes those public
 rows (``"drop"``). Only exact duplicates (byte-identical arrays of the same
-dtype and shape, identical strings) are detected.
+dtype and shape, identical strings) are detected. Identical inputs hash
+alike, so within one split they fall on one side unless their classes'
+rates differ.
 """
 
 from __future__ import annotations
@@ -36,6 +46,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from zoprivacy.data import stable_split
 from zoprivacy.data.loaders.base import Dataset
 
 #: PAZO's public fraction for CIFAR-10 and Tiny-ImageNet (App. C.1).
@@ -65,20 +76,9 @@ def row_hashes(inputs: np.ndarray) -> np.ndarray:
   """SHA-256 hex digest of each row of ``inputs`` (``object`` array of str ``[N, ...]``
   or a numeric array). Numeric rows hash their dtype, shape and bytes;
   text rows hash the row's strings (fields separated by ``\\x1f``)."""
-  inputs = np.asarray(inputs)
+  rows = stable_split.record_bytes(np.asarray(inputs))
   out = np.empty((len(inputs),), dtype=object)
-  if inputs.dtype == object or inputs.dtype.kind in "US":
-    for i, row in enumerate(inputs):
-      fields = [row] if np.ndim(row) == 0 else list(np.ravel(row))
-      out[i] = hashlib.sha256(
-        "\x1f".join(map(str, fields)).encode("utf-8")
-      ).hexdigest()
-    return out
-  prefix = f"{inputs.dtype.str}{inputs.shape[1:]}".encode()
-  for i, row in enumerate(inputs):
-    out[i] = hashlib.sha256(
-      prefix + np.ascontiguousarray(row).tobytes()
-    ).hexdigest()
+  out[:] = [hashlib.sha256(r).hexdigest() for r in rows]
   return out
 
 
@@ -155,19 +155,35 @@ def imbalanced_class_proportions(
   return weights / weights.sum()
 
 
-def counts_from_proportions(
-  total: int, proportions: Sequence[float]
+def public_rates(
+  num_classes: int,
+  public_fraction: float,
+  class_proportions: Sequence[float] | None = None,
 ) -> np.ndarray:
-  """Integer counts summing exactly to ``total`` (largest-remainder rounding)."""
-  p = np.asarray(proportions, dtype=np.float64)
+  """Each class's probability of being public: ``public_fraction`` for
+  every class, or ``public_fraction * K * p_c`` for ``class_proportions``
+  ``p`` (on a class-balanced dataset the public part then has the expected
+  size ``public_fraction * N`` and class proportions ``p``). Public numbers
+  only, so the rates are the same for every neighbouring dataset."""
+  if not 0.0 < public_fraction < 1.0:
+    raise ValueError(
+      f"public_fraction must be in (0, 1), got {public_fraction}"
+    )
+  if class_proportions is None:
+    return np.full(num_classes, float(public_fraction))
+  p = np.asarray(class_proportions, dtype=np.float64)
+  if len(p) != num_classes:
+    raise ValueError(f"{len(p)} class proportions for {num_classes} classes")
   if np.any(p < 0) or p.sum() <= 0:
     raise ValueError("proportions must be non-negative with a positive sum")
-  raw = total * p / p.sum()
-  counts = np.floor(raw).astype(np.int64)
-  short = total - counts.sum()
-  order = np.argsort(-(raw - counts), kind="stable")
-  counts[order[:short]] += 1
-  return counts
+  rates = public_fraction * num_classes * p / p.sum()
+  if np.any(rates > 1.0):
+    c = int(np.argmax(rates))
+    raise ValueError(
+      f"class {c} would be public with probability {rates[c]:.3g} > 1; "
+      "lower public_fraction or the imbalance"
+    )
+  return rates
 
 
 def split_public_private(
@@ -179,42 +195,26 @@ def split_public_private(
 ) -> PublicPrivateSplit:
   """Splits ``dataset`` into a small public part and the private remainder.
 
-  The public part has ``round(public_fraction * N)`` examples distributed
-  over classes by ``class_proportions`` (default: the dataset's own class
-  frequencies, i.e. a stratified split; pass
-  :func:`imbalanced_class_proportions` for PAZO's imbalanced CIFAR-10 public
-  set). Examples are drawn at random (seeded) within each class; all others
-  are private. Public rows that duplicate a private input are handled per
+  Neighbour-stable (:mod:`zoprivacy.data.stable_split`): a record of class
+  ``c`` is public when its keyed hash falls below the public rate of
+  :func:`public_rates` (``public_fraction``, or ``public_fraction * K *
+  p_c`` for ``class_proportions``; pass :func:`imbalanced_class_proportions`
+  for PAZO's imbalanced CIFAR-10 public set). Adding or removing one record
+  changes the private part by that record at most and moves no other, so
+  the private run's guarantee holds for the dataset's records that fall
+  private. The public part is public (never protected); each part's size is
+  binomial, treated as public like the dataset size. Public rows that
+  duplicate a private input (same input, another label) are handled per
   ``on_overlap`` (see :func:`check_no_overlap`); with ``"drop"`` they are
-  removed from the public set (they stay private).
+  removed from the public set.
   """
-  n = len(dataset)
-  if not 0.0 < public_fraction < 1.0:
-    raise ValueError(
-      f"public_fraction must be in (0, 1), got {public_fraction}"
-    )
-  n_public = int(round(public_fraction * n))
-  available = dataset.class_counts()
-  if class_proportions is None:
-    class_proportions = available / available.sum()
-  if len(class_proportions) != dataset.num_classes:
-    raise ValueError(
-      f"{len(class_proportions)} class proportions for "
-      f"{dataset.num_classes} classes"
-    )
-  counts = counts_from_proportions(n_public, class_proportions)
-  if np.any(counts > available):
-    c = int(np.argmax(counts - available))
-    raise ValueError(
-      f"class {c} needs {counts[c]} public examples, only {available[c]} exist"
-    )
-  rng = np.random.default_rng(seed)
-  public_idx = []
-  for c in range(dataset.num_classes):
-    idx = np.flatnonzero(dataset.labels == c)
-    public_idx.append(rng.choice(idx, size=int(counts[c]), replace=False))
-  public_idx = np.sort(np.concatenate(public_idx)).astype(np.int64)
-  private_idx = np.setdiff1d(np.arange(n), public_idx)
+  rates = public_rates(dataset.num_classes, public_fraction, class_proportions)
+  u = stable_split.record_uniforms(
+    dataset.inputs, seed=seed, purpose="public/private split"
+  )
+  is_public = stable_split.below(u, rates, dataset.labels)
+  public_idx = np.flatnonzero(is_public).astype(np.int64)
+  private_idx = np.flatnonzero(~is_public).astype(np.int64)
   public = dataset.subset(public_idx, f"{dataset.name}/public")
   private = dataset.subset(private_idx, f"{dataset.name}/private")
   checked = check_no_overlap(public, private, on_overlap)
@@ -243,30 +243,30 @@ def pazo_cifar10_split(
   return split_public_private(train, public_fraction, props, seed, on_overlap)
 
 
+def few_shot_indices(dataset: Dataset, per_class: int, seed: int = 0):
+  """Sorted indices of :func:`few_shot_subsample`'s selection."""
+  u = stable_split.record_uniforms(
+    dataset.inputs, seed=seed, purpose="few-shot"
+  )
+  return stable_split.lowest(u, int(per_class), dataset.labels)
+
+
 def few_shot_subsample(
   dataset: Dataset, per_class: int, seed: int = 0
 ) -> Dataset:
-  """``per_class`` random examples of every class (seeded), in dataset order;
-  MeZO/DPZero/PAZO few-shot protocol (e.g. 512 per class for MNLI)."""
-  counts = dataset.class_counts()
-  if np.any(counts < per_class):
-    c = int(np.argmin(counts))
-    raise ValueError(
-      f"class {c} has {counts[c]} examples, fewer than {per_class}"
-    )
-  rng = np.random.default_rng(seed)
-  idx = np.sort(
-    np.concatenate(
-      [
-        rng.choice(
-          np.flatnonzero(dataset.labels == c),
-          size=per_class,
-          replace=False,
-        )
-        for c in range(dataset.num_classes)
-      ]
-    )
-  )
+  """``per_class`` examples of every class, in dataset order;
+  MeZO/DPZero/PAZO few-shot protocol (e.g. 512 per class for MNLI).
+
+  The examples of each class with the ``per_class`` smallest keyed hashes
+  (:func:`zoprivacy.data.stable_split.lowest`, public ``seed``): exactly
+  ``per_class`` each, and no rule can be exact and move no other record.
+  Adding or removing one example of the pool changes the selection by at
+  most one example in and one out, so a guarantee accounted on the
+  selection (the private training set, as the papers define it) holds for
+  the pool as a group guarantee over two examples. Used on a public pool
+  (:func:`sample_ood_public`) the selection is public.
+  """
+  idx = few_shot_indices(dataset, per_class, seed)
   return dataset.subset(idx, f"{dataset.name}/{per_class}-shot")
 
 
@@ -284,7 +284,8 @@ def sample_ood_public(
   Give either ``num_samples`` (uniform sample; PAZO IMDB: 2,000 Amazon
   Polarity reviews) or ``per_class`` (PAZO MNLI: 100 SNLI pairs per class);
   with neither the whole pool is used. The result is checked against
-  ``private`` for exact duplicates (see :func:`check_no_overlap`).
+  ``private`` for exact duplicates (see :func:`check_no_overlap`). The pool
+  is public data, so its sample needs no neighbour-stable rule.
   """
   if pool.num_classes != private.num_classes:
     raise ValueError(

@@ -23,7 +23,11 @@ estimator's sensitivity bound; check it with
 Secret noise: a private estimator's noise key comes from OS entropy at
 ``init`` (never from ``direction_key``, which is public) unless the factory's
 ``insecure_test_noise_seed`` is set, which makes the run NOT private. Every
-noise draw of step ``t`` is keyed by ``(noise_key, plan fingerprint, t)``.
+noise draw of step ``t`` is keyed by ``(noise_key, plan fingerprint, t)``:
+a pure function of the state. Restoring a state and stepping again on other
+inputs would add the same noise to another sum (the difference of the two
+releases is noise-free); give a restored state fresh keys with
+:func:`zoprivacy.privacy.refresh_noise_keys` and count every computed step.
 
 Noise kinds (the ``noise=`` argument of the factories):
 

@@ -10,9 +10,14 @@
   mechanism named by a string, searched on the plan it names;
 * :mod:`~zoprivacy.privacy.state`: the plan an optimizer state holds
   (:func:`find_plan`) and the epsilon of the releases it counted
-  (:func:`epsilon`), refusing the optax wrappers that drop releases
+  (:func:`epsilon`), refusing the optax wrappers that drop releases and
+  the members that read the loss themselves
   (:mod:`~zoprivacy.privacy.wrappers`);
-* :mod:`~zoprivacy.privacy.ledger`: the write-ahead record of every release.
+* :mod:`~zoprivacy.privacy.ledger`: the write-ahead record of every release;
+* :mod:`~zoprivacy.privacy.noise_keys`: the estimators' secret noise keys in
+  an optax state, bound to a shared secret or refreshed
+  (:func:`refresh_noise_keys`) so that no step reuses noise over other
+  inputs.
 
 The samplers that draw the secret noise are :mod:`zoprivacy.secret_noise`.
 """
@@ -26,11 +31,13 @@ __getattr__, __dir__, __all__ = lazy_package(
   (),
   {
     "InsecureTestNoiseWarning": "zoprivacy.privacy.randomness",
+    "LossReadingError": "zoprivacy.privacy.wrappers",
     "PlanError": "zoprivacy.privacy.plan",
     "PrivacyPlan": "zoprivacy.privacy.plan",
     "SkippingWrapperError": "zoprivacy.privacy.wrappers",
     "calibrate_noise_multiplier": "zoprivacy.privacy.calibration",
     "epsilon": "zoprivacy.privacy.state",
     "find_plan": "zoprivacy.privacy.state",
+    "refresh_noise_keys": "zoprivacy.privacy.noise_keys",
   },
 )

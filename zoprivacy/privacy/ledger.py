@@ -1,7 +1,11 @@
 """The privacy ledger: a thin record of the steps a run actually executed.
 
 :class:`PrivacyLedger` keeps ``(PrivacyPlan, num_steps)`` segments, in the
-order executed. Epsilon is always computed from those plans by the one
+order executed, and the step ranges ``[start, stop)`` they were recorded for
+(:attr:`PrivacyLedger.ranges`): a step recorded twice (a replay after a
+crash) lies in two ranges, and :meth:`PrivacyLedger.times_recorded` says how
+many times a step may already have been computed, which a runner uses to
+draw fresh randomness for every computation of a step. Epsilon is always computed from those plans by the one
 route every report uses (:meth:`PrivacyPlan.pld`: dp_accounting's
 pessimistic PLD, add/remove maximum, float64); segments with different plans
 are composed with ``PrivacyLossDistribution.compose``. A budget, if set, is
@@ -21,7 +25,13 @@ from zoprivacy.accounting import subsampled_rdp
 from zoprivacy.privacy import plan as plan_lib
 
 _FORMAT = "zoprivacy.accounting.PrivacyLedger"
-_VERSION = 2
+_VERSION = 3
+# Version 2 had no step ranges. It was written by a runner that drew the
+# randomness of step t from (secret, t) alone (attempt 0, every time), so
+# reading its N steps as the one range [0, N) is sound: a step t < N gets
+# attempt >= 1 (fresh randomness, never drawn by that code), and every step
+# it computed lies below N (each was recorded before it ran).
+_READABLE = (2, _VERSION)
 
 
 class CorruptLedgerError(ValueError):
@@ -58,6 +68,7 @@ class PrivacyLedger:
       None if epsilon_budget is None else float(epsilon_budget)
     )
     self._segments: list[tuple[plan_lib.PrivacyPlan, int]] = []
+    self._ranges: list[tuple[int, int]] = []  # contiguous ones merged
     self._allowance: dict[plan_lib.PrivacyPlan, tuple[int, int]] = {}
 
   # -------------------------------------------------------------- reading
@@ -68,6 +79,23 @@ class PrivacyLedger:
   @property
   def num_steps(self) -> int:
     return sum(n for _, n in self._segments)
+
+  @property
+  def ranges(self) -> tuple[tuple[int, int], ...]:
+    """The recorded step ranges ``[start, stop)``, in the order recorded
+    (a range continuing the previous one is merged into it)."""
+    return tuple(self._ranges)
+
+  def times_recorded(self, step: int) -> int:
+    """How many recorded ranges hold ``step``: how many times it may
+    already have been computed (the attempt of its next computation)."""
+    return sum(start <= step < stop for start, stop in self._ranges)
+
+  def next_boundary(self, step: int) -> float:
+    """The first range boundary after ``step`` (``inf`` if none): up to
+    it, :meth:`times_recorded` does not change."""
+    ends = [e for r in self._ranges for e in r if e > step]
+    return min(ends, default=math.inf)
 
   @property
   def plans(self) -> tuple[plan_lib.PrivacyPlan, ...]:
@@ -178,12 +206,52 @@ class PrivacyLedger:
   def _single_plan(self, plan) -> bool:
     return all(p == plan for p, _ in self._segments)
 
-  def record(self, plan: plan_lib.PrivacyPlan, num_steps: int = 1) -> None:
-    """Records ``num_steps`` executed steps of ``plan`` (budget first)."""
+  def record(
+    self,
+    plan: plan_lib.PrivacyPlan,
+    num_steps: int = 1,
+    *,
+    first_step: int | None = None,
+  ) -> None:
+    """Records ``num_steps`` executed steps of ``plan`` (budget first), the
+    steps ``first_step ..`` (default: right after the last recorded range)."""
     if int(num_steps) != num_steps or num_steps < 1:
       raise ValueError(f"num_steps must be an integer >= 1, got {num_steps!r}.")
+    if first_step is None:
+      first_step = self._ranges[-1][1] if self._ranges else 0
+    if int(first_step) != first_step or first_step < 0:
+      raise ValueError(f"first_step must be >= 0, got {first_step!r}.")
     self.check_can_spend(plan, int(num_steps))
     self._segments = self._appended(plan, int(num_steps))
+    self._add_range(int(first_step), int(first_step) + int(num_steps))
+
+  def _add_range(self, start: int, stop: int) -> None:
+    if self._ranges and self._ranges[-1][1] == start:
+      self._ranges[-1] = (self._ranges[-1][0], stop)
+    else:
+      self._ranges.append((start, stop))
+
+  def trim(self, stop: int) -> None:
+    """Ends the last recorded range at ``stop``: its steps from ``stop`` on
+    were recorded but never computed (a graceful stop). Only those steps
+    are removed; anything else is refused."""
+    if not self._ranges:
+      raise ValueError("Nothing recorded: nothing to trim.")
+    start, end = self._ranges[-1]
+    plan, n = self._segments[-1]
+    cut = end - int(stop)
+    if not (start <= stop <= end and cut <= n):
+      raise ValueError(
+        f"Cannot trim the last range [{start}, {end}) to stop {stop}."
+      )
+    if cut == 0:
+      return
+    self._ranges[-1] = (start, int(stop))
+    if start == stop:
+      self._ranges.pop()
+    self._segments[-1] = (plan, n - cut)
+    if n == cut:
+      self._segments.pop()
 
   # ------------------------------------------------------------- reporting
   def report(self) -> str:
@@ -215,14 +283,15 @@ class PrivacyLedger:
       "segments": [
         {"plan": p.to_dict(), "num_steps": n} for p, n in self._segments
       ],
+      "ranges": [list(r) for r in self._ranges],
     }
 
   @classmethod
   def from_dict(cls, data: dict[str, Any]) -> PrivacyLedger:
-    if data.get("format") != _FORMAT or data.get("version") != _VERSION:
+    if data.get("format") != _FORMAT or data.get("version") not in _READABLE:
       raise ValueError(
         "Not a zoprivacy privacy ledger of version "
-        f"{_VERSION}: {data.get('format')!r} "
+        f"{' or '.join(map(str, _READABLE))}: {data.get('format')!r} "
         f"v{data.get('version')!r}."
       )
     ledger = cls(delta=data["delta"], epsilon_budget=data["epsilon_budget"])
@@ -230,6 +299,17 @@ class PrivacyLedger:
       ledger._segments = ledger._appended(  # pylint: disable=protected-access
         plan_lib.PrivacyPlan.from_dict(seg["plan"]),
         int(seg["num_steps"]),
+      )
+    total = ledger.num_steps
+    old = data["version"] == 2  # one range [0, N): see _READABLE
+    ranges = ([[0, total]] if total else []) if old else data["ranges"]
+    for start, stop in ranges:
+      if not 0 <= int(start) < int(stop):
+        raise ValueError(f"Bad step range [{start}, {stop}).")
+      ledger._add_range(int(start), int(stop))  # pylint: disable=protected-access
+    if sum(b - a for a, b in ledger.ranges) != total:
+      raise ValueError(
+        f"The step ranges {ledger.ranges} do not hold the {total} steps."
       )
     return ledger
 

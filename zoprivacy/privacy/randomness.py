@@ -21,9 +21,14 @@ separation with keyed BLAKE2b (a pseudorandom function):
 * :func:`numpy_generator`: a Philox generator with a 128-bit derived key,
   for Poisson sampling (fast, counter-based).
 
-Every stream is a pure function of ``(secret, purpose, step)``: a step that
-is re-run after a crash regenerates the same noise, so nothing is ever
-released twice with fresh noise.
+Every stream is a pure function of ``(secret, purpose, step)``. A step
+computed again over other inputs (a replay after a crash, a forced resume
+with another learning rate) must not reuse them: subtracting two releases
+that share their noise reveals the noise-free difference of their sums. A
+runner therefore keys every stream of a step also by its *attempt*, how
+many times the step may already have been computed (its ledger's record):
+:func:`attempt_secret` gives each attempt an independent secret, and
+attempt 0 is the secret itself (an uninterrupted run is unchanged).
 
 Reproducible noise exists only behind :func:`insecure_test_secret`, whose
 use warns (:class:`InsecureTestNoiseWarning`) and marks the privacy plan as
@@ -96,6 +101,17 @@ def derive(
   return hashlib.blake2b(
     data, key=check_secret(secret), digest_size=num_bytes
   ).digest()
+
+
+def attempt_secret(secret: bytes, attempt: int) -> bytes:
+  """The secret of the ``attempt``-th computation of a step: ``secret``
+  itself for attempt 0, an independent 256-bit secret (keyed BLAKE2b, a
+  PRF) for each later attempt."""
+  if int(attempt) != attempt or attempt < 0:
+    raise ValueError(f"attempt must be an integer >= 0, got {attempt!r}.")
+  if attempt == 0:
+    return check_secret(secret)
+  return derive(secret, "replay attempt", int(attempt), num_bytes=SECRET_BYTES)
 
 
 def secret_to_array(secret: bytes) -> np.ndarray:

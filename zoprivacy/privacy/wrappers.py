@@ -22,6 +22,13 @@ state (``inject_hyperparams``, ``lookahead``, ``contrib.schedule_free``,
 ``contrib.mechanize``, ``flatten``, ``ema``, ...); ``masked`` /
 ``partition`` / ``freeze`` are refused by the estimator itself (it needs
 every parameter).
+
+Also refused, anywhere in a state that holds an estimator: the optax
+members that read the loss themselves (:data:`LOSS_READERS`: the line
+searches, ``contrib.momo``, ``contrib.reduce_on_plateau``,
+``contrib.sophia``). Each evaluates the user's loss (or its gradient or
+Hessian) on the batch without noise and lets the value steer the update,
+so the model would reveal more than the estimator's accounted releases.
 """
 
 from __future__ import annotations
@@ -81,6 +88,88 @@ _PROCESS = Refused(
   "runs its postprocessor only on the calls where the aggregator is ready",
   _AFTER,
 )
+
+
+class LossReader(NamedTuple):
+  """An optax member that reads the loss itself: its name and what it reads."""
+
+  name: str
+  reads: str
+
+
+LOSS_READERS = (
+  LossReader(
+    "optax.scale_by_backtracking_linesearch",
+    "evaluates value_fn at trial steps",
+  ),
+  LossReader(
+    "optax.scale_by_zoom_linesearch (optax.lbfgs)",
+    "evaluates value_fn and its gradient at trial steps",
+  ),
+  LossReader("optax.contrib.momo / momo_adam", "takes the loss value="),
+  LossReader("optax.contrib.reduce_on_plateau", "takes the loss value="),
+  LossReader("optax.contrib.sophia", "evaluates obj_fn's Hessian on the batch"),
+)
+"""Every refused loss-reading member, for the documentation and the tests."""
+
+
+class LossReadingError(plan_lib.PlanError):
+  """An optax member beside the estimator reads the loss without noise."""
+
+
+@functools.cache
+def _loss_reader_types():
+  """``(state type, LossReader)`` for the types this optax version has."""
+  import optax  # pylint: disable=g-import-not-at-top
+  from optax import contrib  # pylint: disable=g-import-not-at-top
+
+  rows = (
+    (optax, "ScaleByBacktrackingLinesearchState", LOSS_READERS[0]),
+    (optax, "ScaleByZoomLinesearchState", LOSS_READERS[1]),
+    (contrib, "MomoState", LOSS_READERS[2]),
+    (contrib, "MomoAdamState", LOSS_READERS[2]),
+    (contrib, "ReduceLROnPlateauState", LOSS_READERS[3]),
+    (contrib, "SophiaState", LOSS_READERS[4]),
+  )
+  return tuple(
+    (getattr(module, name), reader)
+    for module, name, reader in rows
+    if hasattr(module, name)
+  )
+
+
+def _loss_readers_in(state) -> list[LossReader]:
+  import jax  # pylint: disable=g-import-not-at-top
+
+  types = _loss_reader_types()
+  is_reader = lambda x: any(isinstance(x, t) for t, _ in types)
+  return [
+    reader
+    for node in jax.tree.leaves(state, is_leaf=is_reader)
+    if is_reader(node)
+    for t, reader in types
+    if isinstance(node, t)
+  ]
+
+
+def refuse_loss_readers(state) -> None:
+  """Raises :class:`LossReadingError` if ``state`` holds an estimator's plan
+  and the state of an optax member that reads the loss itself."""
+  if not _holds_plan(state):
+    return
+  found = list(dict.fromkeys(_loss_readers_in(state)))
+  if not found:
+    return
+  names = " and ".join(r.name for r in found)
+  raise LossReadingError(
+    f"{names} is chained with a zoprivacy estimator: it {found[0].reads}, "
+    "without noise, and lets that value steer the update, so the trained "
+    "model reveals more about the batch than the estimator's releases, "
+    "which are all the privacy plan accounts. Use a fixed learning rate or "
+    "a schedule (optax.sgd(optax.cosine_decay_schedule(...))), chosen on "
+    "public data or with the accounted tuner (docs/tuning.md). Refused "
+    "members: docs/library.md."
+  )
 
 
 @functools.cache
@@ -182,6 +271,7 @@ def refuse_skipping_wrappers(state) -> None:
   wrapper, what goes wrong and what to write instead."""
   if not _holds_plan(state):
     return
+  refuse_loss_readers(state)
   found = list(dict.fromkeys(_refused_around_plans(state)))
   if not found:
     return

@@ -17,6 +17,8 @@ run's :class:`~zoprivacy.privacy.plan.PrivacyPlan`.
 * :mod:`~zoprivacy.secret_noise.vector_discrete_noise`,
   :mod:`~zoprivacy.secret_noise.vector_noise_prefetch`: the d-dimensional
   exact sampler and its background prefetch;
+* :mod:`~zoprivacy.secret_noise.predraw`: the first step's noise (after a
+  start, a resume or new keys) drawn before that step runs;
 * :mod:`~zoprivacy.secret_noise.vector_discrete_mechanism`: the exact vector
   mechanism (an integer lattice of proven L2 sensitivity) that draws its
   noise from the samplers above.
@@ -34,6 +36,7 @@ __getattr__, __dir__, __all__ = lazy_package(
     "host_callback",
     "host_noise",
     "noise_binding",
+    "predraw",
     "vector_discrete_noise",
     "vector_noise_prefetch",
     "vector_discrete_mechanism",
@@ -41,5 +44,6 @@ __getattr__, __dir__, __all__ = lazy_package(
   {
     "ExactNoiseSource": "zoprivacy.secret_noise.exact_noise",
     "bind_noise_secret": "zoprivacy.secret_noise.noise_binding",
+    "refresh_noise_keys": "zoprivacy.secret_noise.noise_binding",
   },
 )

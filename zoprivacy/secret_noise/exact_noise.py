@@ -14,18 +14,23 @@ draws:
 The draws are exact (Canonne, Kamath, Steinke 2020; see
 :mod:`zoprivacy.secret_noise.discrete_noise`) and keyed: step ``t`` reads a
 SHAKE-256 stream keyed by ``(secret, "discrete_noise", plan fingerprint,
-t)``. A step re-run after a crash gets the same noise, so nothing is
-released twice with fresh noise; a run resumed under a changed plan (see
-:meth:`~zoprivacy.privacy.PrivacyPlan.fingerprint`) gets independent noise.
-The secret comes from OS entropy unless an insecure test seed was asked
-for.
+t)``: the same secret gives the same noise, so a step must never be
+computed twice over other inputs from one secret. The runner gives each
+computation of a step the secret of its attempt
+(:func:`zoprivacy.privacy.randomness.attempt_secret`; the replay rule of
+its ledger), and a library user refreshes a restored
+state's keys (:func:`zoprivacy.privacy.refresh_noise_keys`). A run resumed
+under a changed plan (see :meth:`~zoprivacy.privacy.PrivacyPlan.
+fingerprint`) gets independent noise. The secret comes from OS entropy
+unless an insecure test seed was asked for.
 
 Timing. The exact samplers' running time depends on the value drawn (a
 large ``|Y|`` needs more uniform draws). So that a step's time does not
 reveal its noise, the source draws steps in blocks of ``block_size`` ahead
 of time: a background thread fills block ``k + 1`` while the steps of block
 ``k`` are served from memory, at a cost that does not depend on any one
-step's noise.
+step's noise. :meth:`ExactNoiseSource.warm` draws the block of the first
+step after a start or a resume before that step runs.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from zoprivacy.privacy import randomness
 from zoprivacy.secret_noise import discrete_noise, noise_binding
 
 PURPOSE = "discrete_noise"
+THREAD_NAME = "zoprivacy-exact-noise-prefetch"
 _LIMIT = 2**30  # |noise| <= 2**30 keeps the integer release in int32 range
 
 
@@ -148,7 +154,9 @@ class ExactNoiseSource:
     """Starts drawing ``block`` in the background (caller holds the lock)."""
     if block in self._blocks or block in self._pending or block < 0:
       return
-    thread = threading.Thread(target=self._fill, args=(block,), daemon=True)
+    thread = threading.Thread(
+      target=self._fill, args=(block,), name=THREAD_NAME, daemon=True
+    )
     self._pending[block] = thread
     thread.start()
 
@@ -188,6 +196,20 @@ class ExactNoiseSource:
     if values is None:  # dropped by a concurrent caller far from this step
       return self.draw_now(step)
     return values[step - block * self.block_size].copy()
+
+  def warm(self, step: int) -> None:
+    """Draws the block of ``step`` now and waits for it (the next block
+    starts in the background): ``draw(step)`` is then served from memory,
+    like every later step, instead of being drawn inside the step."""
+    if self.block_size <= 0:
+      return
+    block = int(step) // self.block_size
+    with self._lock:
+      self._start(block)
+      self._start(block + 1)
+      thread = self._pending.get(block)
+    if thread is not None:
+      thread.join()
 
   def prefetch(self, step: int) -> None:
     """Starts drawing the block of ``step`` now, in the background."""

@@ -20,13 +20,17 @@ drawn before the step asks for it:
 
 The step's time still includes waiting for a step the sampler has not
 finished; when the sampler keeps up (its draw is shorter than the step) it
-never waits. :func:`VectorNoiseSource.prefetch` lets a runner start the
-first step before the first update.
+never waits. The first step after a start, a resume or new keys has
+nothing prefetched: :func:`recording` collects the draws a step makes when
+it is traced (``jax.jit(step).trace(...)``), and :func:`predraw` draws them
+for a state's next step, before the step runs.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
+import dataclasses
 import functools
 import threading
 from typing import NamedTuple
@@ -44,19 +48,57 @@ _sources: collections.OrderedDict = collections.OrderedDict()
 _lock = threading.Lock()
 
 
-class NoiseStep(NamedTuple):
+@functools.partial(
+  jax.tree_util.register_dataclass,
+  data_fields=("key", "step"),
+  meta_fields=("path",),
+)
+@dataclasses.dataclass(frozen=True)
+class NoiseStep:
   """The noise key of a step, as a key that does not change from step to
   step (bound to the plan: the estimator's key folded with the plan's
   fingerprint) and the step. Passed where a per-step key would be, it
-  makes the exact vector noise prefetchable."""
+  makes the exact vector noise prefetchable. ``path``: the :meth:`part`
+  indices folded in since (static)."""
 
   key: jax.Array
   step: jax.Array
+  path: tuple[int, ...] = ()
+
+  def _replace(self, **changes) -> NoiseStep:
+    """A copy with ``changes`` (as a NamedTuple's ``_replace``)."""
+    return dataclasses.replace(self, **changes)
 
   def part(self, index: int) -> NoiseStep:
     """The key of the ``index``-th independent release of the same step
     (e.g. GEP's two parts): a distinct step-independent key."""
-    return NoiseStep(jax.random.fold_in(self.key, index), self.step)
+    return NoiseStep(
+      jax.random.fold_in(self.key, index), self.step, (*self.path, int(index))
+    )
+
+
+class VectorDraw(NamedTuple):
+  """One exact vector draw of a step, as traced: the :meth:`NoiseStep.part`
+  path from the estimator's plan-bound key, the integer sigma, the size."""
+
+  path: tuple[int, ...]
+  sigma: int
+  size: int
+
+
+_recording: list[list[VectorDraw]] = []
+
+
+@contextlib.contextmanager
+def recording():
+  """Collects the :class:`VectorDraw` of every :func:`draw_in_jit` traced
+  inside the block (trace the step in it: ``jax.jit(step).trace(...)``)."""
+  draws: list[VectorDraw] = []
+  _recording.append(draws)
+  try:
+    yield draws
+  finally:
+    _recording.remove(draws)
 
 
 def noise_step(state) -> NoiseStep:
@@ -187,6 +229,8 @@ def draw_in_jit(noise: NoiseStep, sigma: int, size: int) -> jax.Array:
   """``int32[size]``: the exact noise of ``noise.step`` under
   ``noise.key``, from the prefetching source (see the module)."""
   sigma = vector_discrete_noise.check_sigma(sigma)
+  for draws in _recording:
+    draws.append(VectorDraw(noise.path, sigma, int(size)))
   shape = jax.ShapeDtypeStruct((int(size),), jnp.int32)
   return host_callback.draw_on_host(
     functools.partial(_host_draw, sigma, int(size)),

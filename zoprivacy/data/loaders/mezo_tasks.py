@@ -20,9 +20,13 @@ Formats: JSON lines, the original releases (GLUE TSV, SQuAD JSON, DROP JSON),
 and parquet (as written by ``datasets.Dataset.to_parquet`` or the hub's
 ``refs/convert/parquet`` files), which needs ``pyarrow``.
 
-Sampling (:func:`sample_examples`, :func:`sample_per_class`) follows MeZO:
-``n`` examples drawn without replacement with a fixed public seed (MeZO:
-1000 train, 500 dev, 1000 eval), or ``k`` examples per class (few-shot).
+Sampling (:func:`sample_examples`, :func:`sample_per_class`) follows MeZO's
+sizes: ``n`` examples (MeZO: 1000 train, 500 dev, 1000 eval), or ``k``
+examples per class (few-shot), chosen by a public seed. The rule is
+neighbour-stable (:mod:`zoprivacy.data.stable_split`): the ``n`` (or ``k``
+per class) examples of smallest keyed hash of the example itself, so adding
+or removing one example of the pool changes the selection by at most one
+example in and one out.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from zoprivacy.data import stable_split
 from zoprivacy.data.loaders.glue import read_tsv
 
 NLI3 = {"entailment": 0, "neutral": 1, "contradiction": 2}
@@ -208,22 +213,21 @@ def drop_from_hf(rows: list[dict]) -> list[dict]:
 
 
 def sample_examples(examples: list, n: int, *, seed: int) -> list:
-  """``n`` examples without replacement (all if fewer), public ``seed``."""
+  """``n`` examples (all if fewer), in file order: those of smallest keyed
+  hash (public ``seed``). From a private pool the selection is the private
+  training set; two neighbouring pools' selections differ by at most one
+  example in and one out (a group of two for the pool)."""
   if n >= len(examples):
     return list(examples)
-  idx = np.random.default_rng(seed).choice(len(examples), n, replace=False)
-  return [examples[i] for i in sorted(idx)]
+  u = stable_split.record_uniforms(examples, seed=seed, purpose="examples")
+  return [examples[i] for i in stable_split.lowest(u, n)]
 
 
 def sample_per_class(examples: list[dict], k: int, *, seed: int) -> list[dict]:
-  """``k`` examples of each label (few-shot, as in MeZO's k=16/512 runs);
-  raises if a class has fewer than ``k``."""
-  rng = np.random.default_rng(seed)
+  """``k`` examples of each label (few-shot, as in MeZO's k=16/512 runs),
+  in file order: those of smallest keyed hash per label (public ``seed``;
+  the guarantee of :func:`sample_examples`); raises if a class has fewer
+  than ``k``."""
+  u = stable_split.record_uniforms(examples, seed=seed, purpose="few-shot")
   labels = np.array([e["label"] for e in examples])
-  chosen = []
-  for c in np.unique(labels):
-    idx = np.flatnonzero(labels == c)
-    if len(idx) < k:
-      raise ValueError(f"class {c} has {len(idx)} examples, fewer than k={k}")
-    chosen.extend(rng.choice(idx, k, replace=False).tolist())
-  return [examples[i] for i in sorted(chosen)]
+  return [examples[i] for i in stable_split.lowest(u, k, labels)]

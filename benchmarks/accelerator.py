@@ -50,7 +50,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from results_file import split_sections, write_report
-from timing import min_median_round_robin
+from timing import compiled_peak, min_median_round_robin
 
 import zoprivacy
 from zoprivacy.models import causal_lm_zo
@@ -62,7 +62,8 @@ WINDOW = 8
 PRIVACY = dict(clip=1.0, noise_multiplier=1.0, smoothing=1e-3)
 
 
-def _opt(hidden, layers, heads, vocab=50272, positions=2048):
+def opt_shape(hidden, layers, heads, vocab=50272, positions=2048):
+  """A random-weight OPT of the published shape (FFN 4x the width)."""
   return OPTConfig(
     vocab_size=vocab,
     hidden_size=hidden,
@@ -74,13 +75,13 @@ def _opt(hidden, layers, heads, vocab=50272, positions=2048):
 
 
 MODELS = {
-  "opt-1.3b": _opt(2048, 24, 32),
-  "opt-2.7b": _opt(2560, 32, 32),
-  "opt-6.7b": _opt(4096, 32, 32),
-  "opt-13b": _opt(5120, 40, 40),
+  "opt-1.3b": opt_shape(2048, 24, 32),
+  "opt-2.7b": opt_shape(2560, 32, 32),
+  "opt-6.7b": opt_shape(4096, 32, 32),
+  "opt-13b": opt_shape(5120, 40, 40),
 }
 TINY = {
-  "opt-tiny": _opt(32, 3, 4, vocab=256, positions=32)
+  "opt-tiny": opt_shape(32, 3, 4, vocab=256, positions=32)
 }  # 3 layers: not the batch size
 SIZES = {"full": (16, 256, 5), "tiny": (2, 16, 2)}  # batch, tokens, reps
 STEPS = ("dpzero", "dp_zo", "mezo")
@@ -151,16 +152,6 @@ def _zo_steps(model, batch_size):
   }, loss
 
 
-def _compiled_peak(compiled) -> int:
-  m = compiled.memory_analysis()
-  return int(
-    m.argument_size_in_bytes
-    + m.output_size_in_bytes
-    + m.temp_size_in_bytes
-    - m.alias_size_in_bytes
-  )
-
-
 def child_zo(config, batch_size, length, reps) -> dict:
   """Forward and the three layer-wise steps, timed side by side."""
   model, params, batch, mask = _inputs(config, batch_size, length)
@@ -190,7 +181,7 @@ def child_zo(config, batch_size, length, reps) -> dict:
   times = min_median_round_robin(fns, reps, slow_call_seconds=1e9)
   return {
     "times": times,
-    "compiled_peak": {k: _compiled_peak(c) for k, c in compiled.items()},
+    "compiled_peak": {k: compiled_peak(c) for k, c in compiled.items()},
     "device_peak": _device_peak(),
     "param_bytes": sum(x.nbytes for x in jax.tree.leaves(live["params"])),
   }
@@ -241,41 +232,41 @@ def child_dp_sgd(config, batch_size, length, reps) -> dict:
     return {"oom": str(e).splitlines()[0][:160], "device_peak": _device_peak()}
   return {
     "times": times,
-    "compiled_peak": {"dp_sgd": _compiled_peak(compiled)},
+    "compiled_peak": {"dp_sgd": compiled_peak(compiled)},
     "device_peak": _device_peak(),
   }
 
 
 def child_precision(config, batch_size, length, reps) -> dict:
   """Compiled peaks with bfloat16 against float32 stored weights
-  (``llm_memory.measure_precision``): the in-scan forward and the
+  (``llm_memory_bf16.measure_precision``): the in-scan forward and the
   layer-wise DP-ZO step at the CPU figure's batch (8 x 256) on the device;
   the forward alone at the tiny shape."""
   del reps
-  import llm_memory  # pylint: disable=g-import-not-at-top
+  import llm_memory_bf16  # pylint: disable=g-import-not-at-top
 
-  rows = llm_memory.PRECISION_ROWS[1:]
+  rows = llm_memory_bf16.PRECISION_ROWS[1:]
   if config in TINY.values():
     rows = rows[:1]
   else:
-    batch_size, length = llm_memory.BATCH, llm_memory.LENGTH
-  result = llm_memory.measure_precision(config, batch_size, length, rows)
+    batch_size, length = llm_memory_bf16.BATCH, llm_memory_bf16.LENGTH
+  result = llm_memory_bf16.measure_precision(config, batch_size, length, rows)
   return {"precision": result, "batch": [batch_size, length]}
 
 
 def precision_lines(name, result) -> list[str]:
   """The bfloat16 / float32 table of :func:`child_precision`."""
-  import llm_memory  # pylint: disable=g-import-not-at-top
+  import llm_memory_bf16  # pylint: disable=g-import-not-at-top
 
   if "precision" not in result:
     return [f"bfloat16 against float32 ({name}): {result}", ""]
   batch, length = result["batch"]
   return [
     f"Compile only, batch {batch} x {length}, every leaf trainable "
-    "(`llm_memory.measure_precision`; the CPU figure is in "
+    "(`llm_memory_bf16.measure_precision`; the CPU figure is in "
     "`llm_memory_bf16.md`):",
     "",
-    *llm_memory.precision_table(name, result["precision"]),
+    *llm_memory_bf16.precision_table(name, result["precision"]),
   ]
 
 

@@ -41,7 +41,6 @@ import argparse
 import functools
 import os
 import platform
-import re
 import time
 
 import jax
@@ -201,96 +200,6 @@ def measure(
 
 
 LAYERWISE = "dp_zo layer-wise (the runner's)"
-PRECISION_ROWS = (
-  "forward (the model's nn.scan)",
-  "forward (in-scan)",
-  LAYERWISE,
-)
-
-
-def float32_stacks(compiled, layers: int) -> int:
-  """Instructions of the entry computation whose value is, or holds, a
-  whole float32 layer stack ``f32[layers, ...]`` (parameters excluded):
-  the evidence of a stack converted outside the layer loop."""
-  text = compiled.as_text()
-  entry = text[text.index("\nENTRY") :].splitlines()[1:]
-  stack = re.compile(rf"^  %\S+ = [^=]*?f32\[{layers},")
-  return sum(
-    1 for line in entry if stack.match(line) and " parameter(" not in line
-  )
-
-
-def compiled_peak(compiled) -> int:
-  """Arguments + outputs + temporaries - aliased, as ``timing.peak_bytes``."""
-  m = compiled.memory_analysis()
-  return int(
-    m.argument_size_in_bytes
-    + m.output_size_in_bytes
-    + m.temp_size_in_bytes
-    - m.alias_size_in_bytes
-  )
-
-
-def _unperturbed(perturbed_loss):
-  return lambda params, batch: perturbed_loss(params, None, batch, None)
-
-
-def measure_precision(
-  config, batch_size=BATCH, length=LENGTH, rows=PRECISION_ROWS
-) -> dict:
-  """``{dtype: {row: (peak bytes, float32 stacks)}}`` for float32 and
-  bfloat16 stored weights (all trainable): the model's forward pass, the
-  in-scan forward (``perturbation=None``) and the layer-wise step (those
-  of ``rows``)."""
-  out = {}
-  for dtype in (jnp.float32, jnp.bfloat16):
-    model, params, batch, mask = abstract_inputs(
-      config, batch_size, length, dtype
-    )
-    loss = functools.partial(
-      per_example_lm_loss, model=model, answer_window=WINDOW
-    )
-    in_scan = causal_lm_zo.in_scan_lm_loss(model=model, answer_window=WINDOW)
-    make_state, step, donate = step_functions(model, (LAYERWISE,))[LAYERWISE]
-    calls = {
-      PRECISION_ROWS[0]: (jax.jit(loss), (params, batch)),
-      PRECISION_ROWS[1]: (
-        jax.jit(_unperturbed(in_scan)),
-        (params, batch),
-      ),
-      LAYERWISE: (
-        jax.jit(step, donate_argnums=donate),
-        (params, make_state(params), batch, mask),
-      ),
-    }
-    peaks = {}
-    for name in rows:
-      jitted, args = calls[name]
-      compiled = jitted.lower(*args).compile()
-      peaks[name] = (
-        compiled_peak(compiled),
-        float32_stacks(compiled, config.num_hidden_layers),
-      )
-    out[jnp.dtype(dtype).name] = peaks
-  return out
-
-
-def precision_table(name: str, result: dict) -> list[str]:
-  """The float32 / bfloat16 table of :func:`measure_precision`."""
-  f32, bf16 = result["float32"], result["bfloat16"]
-  lines = [
-    f"## {name}: bfloat16 against float32 stored weights",
-    "",
-    "| pass | float32 MiB | bfloat16 MiB | bfloat16 / float32 | "
-    "bfloat16: f32[L,...] values outside the loop |",
-    "|---|---|---|---|---|",
-  ]
-  for row in f32:
-    (a, _), (b, stacks) = f32[row], bf16[row]
-    lines.append(
-      f"| {row} | {a / 2**20:.1f} | {b / 2**20:.1f} | {b / a:.3f} | {stacks} |"
-    )
-  return lines + [""]
 
 
 def table(results: dict) -> list[str]:
@@ -319,44 +228,6 @@ def table(results: dict) -> list[str]:
   return lines
 
 
-OPT_1_3B = OPTConfig(
-  hidden_size=2048, num_hidden_layers=24, ffn_dim=8192, num_attention_heads=32
-)
-
-
-def write_precision(out: str):
-  """The bfloat16 table at the opt-1.3b shape, into ``out``."""
-  start = time.perf_counter()
-  lines = precision_table("opt-1.3b", measure_precision(OPT_1_3B))
-  device = jax.devices()[0]
-  head = [
-    "# bfloat16 stored weights: compiled peak against float32",
-    "",
-    "Command: `python benchmarks/llm_memory.py --precision`  ",
-    f"Machine: {platform.machine()}, device {device.platform} "
-    f"({device.device_kind}), jax {jax.__version__}; opt-1.3b shape "
-    f"(1.3B parameters), batch {BATCH}, sequence {LENGTH}, answer window "
-    f"{WINDOW}; every leaf trainable and stored in the dtype; compiled "
-    f"only ({time.perf_counter() - start:.0f} s).  ",
-    "Peak = arguments + outputs + temporaries - aliased. Target: the "
-    "layer-wise step at most 0.6x float32 with bfloat16 weights. The last "
-    "column counts the entry computation's values shaped `f32[24, ...]` "
-    "(a whole layer stack converted to float32 outside the layer loop).",
-    "",
-    "The model's own forward pass (flax `nn.scan`, used for evaluation) "
-    "still converts each bfloat16 stack whole: XLA:CPU has no bfloat16 "
-    "`dynamic-slice`, so its float normalization upcasts the stack and the "
-    "convert is hoisted out of the loop. The in-scan forward and the "
-    "layer-wise step slice 16-bit stacks as their bits inside the loop "
-    "(`zoprivacy.models.narrow_slices`), so only one layer is float32 at a "
-    "time.",
-    "",
-  ]
-  print("\n".join(lines), flush=True)
-  with open(out, "w") as f:
-    f.write("\n".join(head + lines))
-
-
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument(
@@ -368,17 +239,7 @@ def main():
     "--out",
     default=os.path.join(os.path.dirname(__file__), "results", "llm_memory.md"),
   )
-  parser.add_argument(
-    "--precision",
-    action="store_true",
-    help="only the bfloat16 / float32 table at the opt-1.3b shape "
-    "(writes results/llm_memory_bf16.md)",
-  )
   args = parser.parse_args()
-  if args.precision:
-    return write_precision(
-      args.out.replace("llm_memory.md", "llm_memory_bf16.md")
-    )
   names = [n for n in CONFIGS if n in args.models.split(",")]
   results = {}
   for name in names:

@@ -25,7 +25,11 @@ peak memory (arguments + outputs + temporaries - aliased) for:
   thread (``benchmarks/peers/torch_dpzero.py``; the MiniLM classifier's
   twin is ``torch_bert.py``, the same logits), timed in the same
   round-robin; its memory is parameters + batch + the resident growth over
-  one step, measured in a child process.
+  one step, measured in a child process;
+* the floor of a zeroth-order step (``floor.py``): two plain forward
+  passes plus one donated in-place pass over the parameters, timed in the
+  same round-robin; every row reports its time against the floor and
+  against two forward passes.
 
 A JAX step whose compiled peak exceeds ``--max-run-gib`` is compiled (its
 peak is reported) but not run. A second table pins a child process to one
@@ -55,6 +59,7 @@ from timing import min_median_round_robin, peak_bytes
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "peers"))
 
+import floor  # noqa: E402
 import jax_steps  # noqa: E402
 from minilm_config import MINILM_L6_CONFIG  # noqa: E402
 from report import (  # noqa: E402
@@ -230,7 +235,8 @@ def bench(task, torch_twin, batch_size, reps, max_run_bytes, microbatch):
   """``(num_params, param_bytes, times, memory, not_run)`` for one setting."""
   batched_loss, params, batch = task
   steps = jax_methods(batched_loss, params, batch_size, microbatch)
-  memory, fns, not_run = {}, {}, {}
+  memory, not_run = {}, {}
+  fns = floor.floor_calls(batched_loss, params, batch)  # timed beside
   for name, (step, state) in steps.items():
     t0 = time.perf_counter()
     memory[name] = peak_bytes(step, params, state, batch)
@@ -482,7 +488,7 @@ def main():
       title = f"{label}, batch {batch_size}"
       lines += setting_lines(title, n, pb, t, mem, not_run)
       results[title] = (t, mem, model is None)
-      print("\n".join(lines[-(len(ORDER) + 6) :]), flush=True)
+      print("\n".join(lines[-(len(ORDER) + 8) :]), flush=True)
       write_report(args.out, lines)  # what a stopped run has measured
   lines += target_lines(results)
   if optional("torch") is None:

@@ -7,8 +7,11 @@ For each model (the digits CNN and a ~4M-parameter MLP) and batch size (64,
 median, machine load printed):
 
 * ``forward``: one batched forward pass;
-* ``two_forward``, the floor: two batched forward passes at ``x +- l u`` for
-  an existing ``u`` and nothing else;
+* ``update pass``: one donated in-place pass ``p <- a p + b`` over the
+  parameters; the floor is two forwards plus the update pass
+  (:mod:`floor`);
+* ``two_forward``: two batched forward passes at ``x +- l u`` for an
+  existing ``u`` and nothing else;
 * ``draw``: generating ``u`` alone, for each direction variant (it is part of
   a step's cost, not of the floor);
 * ``mezo`` / ``dpzero`` steps (estimator + SGD update, jitted);
@@ -17,8 +20,8 @@ median, machine load printed):
 
 (the first row, ``default``, is what ``dpzero`` does with no direction
 option: sphere directions, ``direction_prng='auto'``) and reports dpzero
-against two forward passes (2 x forward) and against the
-floor, dpzero / mezo, draw / floor and the compiled
+against two forward passes (2 x forward), against the floor and against
+``two_forward``, dpzero / mezo, draw / floor and the compiled
 peak memory (``memory_analysis()``) of each dpzero variant against the
 parameter size, of the floor and of DP-SGD. Direction variants: the
 default, Gaussian (auto; threefry, the papers' generator; counter hash),
@@ -38,6 +41,7 @@ import argparse
 import os
 import platform
 
+import floor
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -112,6 +116,7 @@ def bench(model_name, model, shape, batch_size, reps, dp_sgd_clipping):
   u0 = directions.gaussian(key, params)
   fns = {
     "forward": lambda: forward(params, batch),
+    floor.UPDATE: floor.update_pass_call(params),
     "two_forward": lambda: two_forward(params, u0, batch),
   }
   steps = {}
@@ -253,9 +258,11 @@ def main():
     f"Each figure: min / median of {reps} interleaved calls after two "
     "warm-up calls (calls over 1 s, DP-SGD on the wide MLP, 3 calls).",
     "",
-    "Lines: `forward` is one batched forward pass; `two_forward` is the "
-    "floor: two batched forward passes at x +- l u for a u that already "
-    "exists, nothing else; `draw` is generating u alone (materialized); "
+    "Lines: `forward` is one batched forward pass; the floor is two "
+    "forwards plus one donated in-place pass `p <- a p + b` over the "
+    "parameters (what every zeroth-order step must do); `two_forward` is "
+    "two batched forward passes at x +- l u for a u that already exists, "
+    "nothing else; `draw` is generating u alone (materialized); "
     "`mezo` and `dpzero` are whole jitted steps (direction, two forwards, "
     "clip, noise, SGD update).",
     "",
@@ -278,28 +285,31 @@ def main():
       n, param_bytes, t, mem = bench(
         model_name, model, shape, batch_size, reps, args.dp_sgd_clipping
       )
-      two = t["two_forward"][1]
+      two, low = t["two_forward"][1], floor.floor_seconds(t)
       lines += [
         f"## {model_name} ({n:,} parameters, {param_bytes / 2**20:.1f} MiB), "
         f"batch {batch_size}",
         "",
-        f"forward {_ms(t['forward'])} ms; two_forward (floor) "
+        f"forward {_ms(t['forward'])} ms; two_forward "
         f"{_ms(t['two_forward'])} ms; dp_sgd step ({args.dp_sgd_clipping} "
         f"clipping) {_ms(t['dp_sgd'])} ms "
         "(min / median).",
         "",
+        floor.floor_text(t),
+        "",
         "| directions | draw ms | mezo ms | dpzero ms | draw / floor | "
-        "dpzero / floor | dpzero / (2 forward) | dpzero / mezo | "
-        "dpzero peak MiB (x params) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "dpzero / floor | dpzero / (2 forward) | dpzero / two_forward | "
+        "dpzero / mezo | dpzero peak MiB (x params) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
       ]
       for label, _, _ in VARIANTS:
         dr, mz, dz = (t[f"{k}[{label}]"] for k in ("draw", "mezo", "dpzero"))
         peak = mem[f"dpzero[{label}]"]
         lines.append(
           f"| {label} | {_ms(dr)} | {_ms(mz)} | {_ms(dz)} | "
-          f"{dr[1] / two:.2f} | {dz[1] / two:.2f} | "
-          f"{dz[1] / (2 * t['forward'][1]):.2f} | {dz[1] / mz[1]:.3f} | "
+          f"{dr[1] / low:.2f} | {dz[1] / low:.2f} | "
+          f"{dz[1] / (2 * t['forward'][1]):.2f} | {dz[1] / two:.2f} | "
+          f"{dz[1] / mz[1]:.3f} | "
           f"{peak / 2**20:.1f} ({peak / param_bytes:.2f}x) |"
         )
         checks.append(
@@ -307,7 +317,7 @@ def main():
             f"{model_name}, batch {batch_size}",
             label,
             dz[1] / (2 * t["forward"][1]),
-            dz[1] / two,
+            dz[1] / low,
             dz[1] / mz[1],
           )
         )
@@ -319,15 +329,16 @@ def main():
         f"{mem['dp_sgd'] / 2**20:.1f} MiB.",
         "",
       ]
-      print("\n".join(lines[-(len(VARIANTS) + 9) :]), flush=True)
+      print("\n".join(lines[-(len(VARIANTS) + 11) :]), flush=True)
       write_report(args.out, lines)  # what a stopped run has measured
   lines += [
     "## Targets (medians)",
     "",
     "Against two forward passes at the unperturbed parameters (2 x "
     "`forward`): Rademacher <= 1.6, Gaussian or sphere <= 2.0; and "
-    "dpzero / mezo <= 1.03. The floor column (`two_forward`: forming "
-    "x +- l u and the two passes) shows what the perturbation itself costs.",
+    "dpzero / mezo <= 1.03. The floor column divides by two plain forward "
+    "passes plus one donated update pass over the parameters (`floor.py`): "
+    "what any zeroth-order step must do.",
     "",
     "| setting | directions | dpzero / (2 forward) | dpzero / floor | "
     "dpzero / mezo |",

@@ -10,7 +10,12 @@ import jax
 
 def peak_bytes(jitted, *args) -> int:
   """Compiled peak: arguments + outputs + temporaries, less aliased buffers."""
-  m = jitted.lower(*args).compile().memory_analysis()
+  return compiled_peak(jitted.lower(*args).compile())
+
+
+def compiled_peak(compiled) -> int:
+  """Arguments + outputs + temporaries - aliased of a compiled program."""
+  m = compiled.memory_analysis()
   return int(
     m.argument_size_in_bytes
     + m.output_size_in_bytes

@@ -14,14 +14,14 @@ import sys
 HERE = os.path.dirname(__file__)
 
 
-def run_check(script: str, timeout: int = 600) -> dict:
-  """The JSON printed last by ``tests/<script>``."""
+def run_check(script: str, timeout: int = 600, args=()) -> dict:
+  """The JSON printed last by ``tests/<script> *args``."""
   env = dict(os.environ)
   env["PYTHONPATH"] = os.pathsep.join(
     [os.path.dirname(HERE), env.get("PYTHONPATH", "")]
   )
   out = subprocess.run(
-    [sys.executable, os.path.join(HERE, script)],
+    [sys.executable, os.path.join(HERE, script), *args],
     capture_output=True,
     text=True,
     env=env,

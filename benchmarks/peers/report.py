@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import floor
 import jax
 import optax
 
@@ -60,6 +61,15 @@ ORDER = [
 ]
 
 
+def _floor_cells(times, median) -> str:
+  """``time / floor | time / (2 forward)`` cells (empty without the
+  floor's calls)."""
+  if floor.FORWARD not in times or floor.UPDATE not in times:
+    return " | "
+  two = 2 * times[floor.FORWARD][1]
+  return f"{median / floor.floor_seconds(times):.2f} | {median / two:.2f}"
+
+
 def setting_lines(title, n, param_bytes, times, memory, not_run):
   base_t, base_m = times[DEFAULT][1], memory[DEFAULT]
   lines = [
@@ -67,9 +77,13 @@ def setting_lines(title, n, param_bytes, times, memory, not_run):
     "",
     f"Load after: {load_str()}.",
     "",
-    "| implementation | min / median ms | time / default | peak MiB | "
-    "peak / default |",
-    "|---|---|---|---|---|",
+  ]
+  if floor.FORWARD in times and floor.UPDATE in times:
+    lines += [floor.floor_text(times), ""]
+  lines += [
+    "| implementation | min / median ms | time / default | time / floor | "
+    "time / (2 forward) | peak MiB | peak / default |",
+    "|---|---|---|---|---|---|---|",
   ]
   present = set(times) | set(not_run)
   if optional("jax_privacy") is None:
@@ -82,10 +96,11 @@ def setting_lines(title, n, param_bytes, times, memory, not_run):
     if name in times:
       t = times[name]
       lines.append(
-        f"| {name} | {ms_str(t)} | {t[1] / base_t:.2f} | {mem_cells} |"
+        f"| {name} | {ms_str(t)} | {t[1] / base_t:.2f} | "
+        f"{_floor_cells(times, t[1])} | {mem_cells} |"
       )
     else:
-      lines.append(f"| {name} | not run: {not_run[name]} | | {mem_cells} |")
+      lines.append(f"| {name} | not run: {not_run[name]} | | | | {mem_cells} |")
   return lines + [""]
 
 

@@ -24,7 +24,7 @@ from zoprivacy.models.opt import OPTConfig, OPTForCausalLM
 from zoprivacy.training import layerwise
 
 sys.path.insert(0, str(pathlib.Path(__file__).parents[2] / "benchmarks"))
-import llm_memory  # noqa: E402
+import llm_memory_bf16  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -46,14 +46,14 @@ def _check(result, row):
 
 
 def test_bf16_in_scan_forward_is_at_most_0_6_of_float32():
-  row = llm_memory.PRECISION_ROWS[1]
-  _check(llm_memory.measure_precision(CONFIG, 2, 32, rows=(row,)), row)
+  row = llm_memory_bf16.PRECISION_ROWS[1]
+  _check(llm_memory_bf16.measure_precision(CONFIG, 2, 32, rows=(row,)), row)
 
 
 @pytest.mark.slow  # two step compilations: ~15 s
 def test_bf16_layerwise_step_is_at_most_0_6_of_float32():
-  row = llm_memory.LAYERWISE
-  _check(llm_memory.measure_precision(CONFIG, 2, 32, rows=(row,)), row)
+  row = llm_memory_bf16.LAYERWISE
+  _check(llm_memory_bf16.measure_precision(CONFIG, 2, 32, rows=(row,)), row)
 
 
 def _tiny():

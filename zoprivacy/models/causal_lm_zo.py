@@ -51,6 +51,7 @@ from zoprivacy.models import (
   opt,
   peft,
   perturbed_head,
+  stacked_layers,
 )
 from zoprivacy.models.lm_loss import gather_positions, per_example_lm_loss
 
@@ -77,22 +78,15 @@ class Architecture(NamedTuple):
   check_length: Callable
 
 
-def _lookup(embed: nn.Embed, ids):
-  """``embed(ids)`` without converting a 16-bit table whole (flax's
-  ``nn.Embed`` casts the table to the compute dtype, then gathers)."""
-  rows = narrow_slices.take_rows(embed.embedding, ids)
-  return rows if embed.dtype is None else rows.astype(embed.dtype)
-
-
 def _opt_embed(module, input_ids, attention_mask, token_delta):
   """The start of ``OPTForCausalLM.decode``."""
-  x = _lookup(module.embed_tokens, input_ids)
+  x = stacked_layers.embed_lookup(module.embed_tokens, input_ids)
   if token_delta is not None:
     x = x + token_delta
   if module.config.has_projections:
     x = module.project_in(x)
   positions = opt.position_ids(attention_mask) + opt.POSITION_OFFSET
-  return x + _lookup(module.embed_positions, positions)
+  return x + stacked_layers.embed_lookup(module.embed_positions, positions)
 
 
 def _opt_final(module, hidden):
@@ -106,7 +100,7 @@ def _opt_final(module, hidden):
 
 def _llama_embed(module, input_ids, attention_mask, token_delta):
   del attention_mask
-  x = _lookup(module.embed_tokens, input_ids)
+  x = stacked_layers.embed_lookup(module.embed_tokens, input_ids)
   return x if token_delta is None else x + token_delta
 
 

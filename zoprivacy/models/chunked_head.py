@@ -106,6 +106,24 @@ def chunked_logits(
   return logits.reshape(*hidden.shape[:-1], vocab_size)
 
 
+def head_logits(
+  hidden: jax.Array,
+  weight: jax.Array,
+  chunk_rows: ChunkRows,
+  vocab_size: int,
+  chunk: int = DEFAULT_CHUNK,
+) -> jax.Array:
+  """Float32 logits ``[..., V]`` of an LM head whose rows ``chunk_rows``
+  gives (``weight`` is the table or kernel they come from): a float32
+  ``weight`` in one product, a 16-bit one by :func:`chunked_logits`, so
+  that no whole float32 copy of it exists (the same values: each chunk is
+  converted to float32 exactly before its product)."""
+  if not narrow_slices.is_narrow(weight):
+    rows = chunk_rows(0, vocab_size).astype(jnp.float32)
+    return hidden.astype(jnp.float32) @ rows.T
+  return chunked_logits(hidden, chunk_rows, vocab_size, chunk)
+
+
 def table_rows(table: jax.Array) -> ChunkRows:
   """``chunk_rows`` of a ``[V, D]`` table (a tied embedding).
 

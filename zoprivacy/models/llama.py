@@ -43,7 +43,13 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from zoprivacy.models import causal_attention, chunked_head, hf_config
+from zoprivacy.models import (
+  causal_attention,
+  chunked_head,
+  hf_config,
+  narrow_slices,
+  stacked_layers,
+)
 from zoprivacy.models.lm_loss import causal_lm_call
 from zoprivacy.models.opt import position_ids
 
@@ -137,7 +143,9 @@ class RMSNorm(nn.Module):
 
   @nn.compact
   def __call__(self, x):
-    scale = self.param("scale", nn.initializers.ones, x.shape[-1:])
+    scale = self.param(
+      "scale", nn.initializers.ones, x.shape[-1:], self.param_dtype
+    )
     x32 = x.astype(jnp.float32)
     x32 = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, -1, keepdims=True) + self.eps)
     return (scale.astype(jnp.float32) * x32).astype(self.dtype)
@@ -241,16 +249,29 @@ class LlamaForCausalLM(_LlamaModule):
   def decode(self, input_ids, positions, allowed, cache=None, write_index=0):
     """Final hidden states ``[B, S, hidden]`` and the cache (each of keys
     and values ``[layers, B, T, kv_heads, head_dim]``)."""
-    x = self.embed_tokens(input_ids)
-    x, cache = self.layers(x, cache, allowed, write_index, positions)
+    x = stacked_layers.embed_lookup(self.embed_tokens, input_ids)
+    layer = LlamaDecoderLayer(
+      self.config, self.dtype, self.param_dtype, parent=None
+    )
+    x, cache = stacked_layers.scan_layers(
+      self.layers, layer, x, cache, allowed, write_index, positions
+    )
     return self.norm(x), cache
 
   def logits(self, hidden):
-    """The LM head in float32."""
-    hidden = hidden.astype(jnp.float32)
+    """The LM head in float32 (a 16-bit one by vocabulary chunks,
+    :func:`chunked_head.head_logits`)."""
+    vocab = self.config.vocab_size
     if self.config.tie_word_embeddings:
-      return hidden @ self.embed_tokens.embedding.astype(jnp.float32).T
-    return self.lm_head(hidden)
+      table = self.embed_tokens.embedding
+      rows = chunked_head.table_rows(table)
+      return chunked_head.head_logits(hidden, table, rows, vocab)
+    if self.is_initializing() or not narrow_slices.is_narrow(
+      kernel := self.lm_head.variables["params"]["kernel"]
+    ):
+      return self.lm_head(hidden.astype(jnp.float32))
+    rows = chunked_head.kernel_rows(kernel)
+    return chunked_head.head_logits(hidden, kernel, rows, vocab)
 
   def token_nll(self, hidden, targets, vocab_chunk=chunked_head.DEFAULT_CHUNK):
     """``-log p(targets | hidden)`` from the LM head, ``vocab_chunk``

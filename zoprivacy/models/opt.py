@@ -19,7 +19,10 @@ The computation is that of Hugging Face ``OPTForCausalLM`` (weights load with
   tied embedding ``h E^T``.
 
 The layers are one ``nn.scan`` over parameters stacked on a leading layer
-axis, so compile time does not grow with depth. Deterministic (no dropout):
+axis, so compile time does not grow with depth (with 16-bit weights the
+forward pass slices the stacks one layer at a time as their bits,
+:mod:`~zoprivacy.models.stacked_layers`, so no float32 copy of a stack, of
+the embedding or of the head is formed). Deterministic (no dropout):
 ``f(x + l u)`` and ``f(x - l u)`` are the same function.
 
 Precision. ``param_dtype`` is the stored dtype (float32 or bfloat16) and
@@ -54,7 +57,12 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from zoprivacy.models import causal_attention, chunked_head, hf_config
+from zoprivacy.models import (
+  causal_attention,
+  chunked_head,
+  hf_config,
+  stacked_layers,
+)
 from zoprivacy.models.lm_loss import (  # noqa: F401 (re-exported)
   answer_window,
   causal_lm_call,
@@ -264,11 +272,17 @@ class OPTForCausalLM(_OPTModule):
     ``allowed``: ``[B, S, T]`` attention pattern; ``cache``: ``None`` or
     ``(keys, values)`` each ``[layers, B, T, heads, head_dim]``.
     """
-    x = self.embed_tokens(input_ids)
+    lookup = stacked_layers.embed_lookup
+    x = lookup(self.embed_tokens, input_ids)
     if self.config.has_projections:
       x = self.project_in(x)
-    x = x + self.embed_positions(positions + POSITION_OFFSET)
-    x, cache = self.layers(x, cache, allowed, write_index)
+    x = x + lookup(self.embed_positions, positions + POSITION_OFFSET)
+    layer = OPTDecoderLayer(
+      self.config, self.dtype, self.param_dtype, parent=None
+    )
+    x, cache = stacked_layers.scan_layers(
+      self.layers, layer, x, cache, allowed, write_index
+    )
     if self.config.has_final_layer_norm:
       x = self.final_layer_norm(x)
     if self.config.has_projections:
@@ -276,9 +290,12 @@ class OPTForCausalLM(_OPTModule):
     return x, cache
 
   def logits(self, hidden):
-    """Tied LM head in float32: ``hidden @ embed_tokens^T``."""
-    table = self.embed_tokens.embedding.astype(jnp.float32)
-    return hidden.astype(jnp.float32) @ table.T
+    """Tied LM head in float32: ``hidden @ embed_tokens^T`` (a 16-bit
+    table by vocabulary chunks, :func:`chunked_head.head_logits`)."""
+    table = self.embed_tokens.embedding
+    return chunked_head.head_logits(
+      hidden, table, chunked_head.table_rows(table), self.config.vocab_size
+    )
 
   def token_nll(self, hidden, targets, vocab_chunk=chunked_head.DEFAULT_CHUNK):
     """``-log p(targets | hidden)`` from the tied head, ``vocab_chunk``

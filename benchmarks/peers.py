@@ -13,8 +13,11 @@ peak memory (arguments + outputs + temporaries - aliased) for:
   a user gets it with no direction option (sphere directions,
   ``direction_prng='auto'``), first, the base of every ratio; then
   Gaussian directions with the threefry PRNG and with ``counter``;
-* ``dp_sgd ghost`` / ``dp_sgd explicit``: zoprivacy's DP-SGD with ghost
-  clipping and with materialized per-example gradients;
+* ``dp_sgd ghost (exact)`` / ``(float)`` / ``(secure_mode)``: zoprivacy's
+  DP-SGD with ghost clipping and exact noise on the rounded sum (the
+  default), float noise and secure_mode; ``dp_sgd explicit (exact)``: with
+  materialized per-example gradients and exact lattice noise (the
+  default), both drawn by the device sampler;
 * ``optax dpsgd``: ``optax.contrib.dpsgd`` on ``vmap(grad)``;
 * ``jax_privacy``: jax_privacy 2.x ``clipped_grad`` + Gaussian privatizer;
 * ``opacus ghost``: Opacus' ghost clipping (``grad_sample_mode="ghost"``,
@@ -81,6 +84,14 @@ import zoprivacy  # noqa: E402
 from zoprivacy.models import small  # noqa: E402
 
 CLIP, SIGMA, SMOOTHING, LR = 1.0, 1.0, 1e-3, 1e-3
+# DP-SGD rows: ghost clipping with exact noise (the default), with the
+# float opt-ins, and explicit per-example gradients with exact noise.
+GHOST_ROWS = (
+  ("ghost", "exact"),
+  ("ghost", "float"),
+  ("ghost", "secure_mode"),
+  ("explicit", "exact"),
+)
 
 
 def cross_entropy(apply):
@@ -153,13 +164,13 @@ def jax_methods(batched_loss, params, batch_size, jax_privacy_microbatch=8):
   }
   for prng in ("threefry", "counter"):
     methods[f"dpzero ({prng})"] = dpzero_estimator(prng, batch_size)
-  for mode in ("ghost", "explicit"):
-    methods[f"dp_sgd {mode}"] = zoprivacy.dp_sgd(
+  for mode, noise in GHOST_ROWS:
+    methods[f"dp_sgd {mode} ({noise})"] = zoprivacy.dp_sgd(
       clip=CLIP,
       noise_multiplier=SIGMA,
       expected_batch_size=batch_size,
       per_example_clipping=mode,
-      noise="secure_mode",  # ghost has no exact path: same noise for both
+      noise=noise,
     )
   steps = {
     k: jax_steps.zoprivacy_step(est, batched_loss, params, learning_rate=LR)

@@ -24,8 +24,9 @@ against two forward passes (2 x forward), against the floor and against
 ``two_forward``, dpzero / mezo, draw / floor and the compiled
 peak memory (``memory_analysis()``) of each dpzero variant against the
 parameter size, of the floor and of DP-SGD. Direction variants: the
-default, Gaussian (auto; threefry, the papers' generator; counter hash),
-sphere (counter hash) and Rademacher (threefry; counter hash).
+default, Gaussian (auto; threefry, the papers' generator; the first
+counter hash; the second, what auto draws with here), sphere (both counter
+hashes) and Rademacher (threefry; counter hash).
 ``--profile`` appends ``step_profile.py``'s breakdown of the counter step.
 
 ``--exact-noise`` (also part of the full run) times the runner's whole step
@@ -59,6 +60,8 @@ VARIANTS = [  # (label, direction distribution, PRNG implementation)
   ("gaussian/threefry", "gaussian", "threefry"),
   ("gaussian/counter", "gaussian", "counter"),
   ("sphere/counter", "sphere", "counter"),
+  ("gaussian/counter2", "gaussian", "counter2"),
+  ("sphere/counter2", "sphere", "counter2"),
   ("rademacher/threefry", "rademacher", "threefry"),
   ("rademacher/counter", "rademacher", "counter"),
 ]

@@ -27,7 +27,9 @@ def get_config() -> ml_collections.ConfigDict:
   )
   config.optimizer = "sgd"  # any optax optimizer by name
   config.optimizer_kwargs = ml_collections.ConfigDict()
-  config.learning_rate = 0.02
+  # None: the estimator's registered step size (dpzero: 0.02; each
+  # estimator registers its own, so --config.estimator=mezo gets mezo's).
+  config.learning_rate = config_dict.placeholder(float)
   config.momentum = 0.0
   config.schedule = ""  # e.g. "cosine_decay_schedule"
   config.schedule_kwargs = ml_collections.ConfigDict()

@@ -13,7 +13,10 @@ exact-noise path are those of the generic run, and a step is the generic
 
 Supported: ``mezo``, ``dpzero`` and ``dp_zo`` with ``optimizer='sgd'`` (no
 momentum, no schedule, no optimizer arguments: the update is plain SGD)
-and Gaussian or Rademacher directions, drawn by the counter hash.
+and Gaussian or Rademacher directions, drawn by a counter hash
+(``direction_prng``: ``'auto'``, the default, draws with ``'counter2'``,
+as the generic step does on a model of at least 2^16 parameters; or
+``'counter'``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import functools
 
 from experiments.run_setup import build_estimator, estimator_kwargs
 from zoprivacy.training import layerwise
+from zoprivacy.zo import directions
 
 STEPS = {
   "mezo": layerwise.layerwise_mezo,
@@ -49,11 +53,12 @@ def check(config, task) -> None:
       "layerwise=True applies plain SGD inside the step: set "
       "optimizer='sgd' with no momentum, schedule or optimizer_kwargs."
     )
-  prng = dict(config.estimator_kwargs).get("direction_prng", "counter")
-  if prng != "counter":
+  prng = dict(config.estimator_kwargs).get("direction_prng", "auto")
+  if prng not in ("auto",) + directions.COUNTER_PRNGS:
     raise ValueError(
-      "layerwise=True draws directions with the counter hash only; set "
-      f"estimator_kwargs.direction_prng='counter' (got {prng!r})."
+      "layerwise=True draws directions with a counter hash only; set "
+      "estimator_kwargs.direction_prng to 'auto' or one of "
+      f"{directions.COUNTER_PRNGS} (got {prng!r})."
     )
   if getattr(task, "perturbed_loss", None) is None:
     raise ValueError(
@@ -67,7 +72,8 @@ def make(config, noise_multiplier, dataset_size, task, *, spec=None):
   is checked equal to the generic estimator's."""
   check(config, task)
   kwargs = estimator_kwargs(config, noise_multiplier, dataset_size, spec=spec)
-  kwargs.pop("direction_prng", None)
+  if kwargs.get("direction_prng", "auto") == "auto":  # a large model's choice
+    kwargs["direction_prng"] = directions.AUTO_COUNTER
   zo = STEPS[config.estimator](
     perturbed_loss=task.perturbed_loss,
     learning_rate=config.learning_rate,

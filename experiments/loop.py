@@ -26,6 +26,7 @@ from experiments import multihost, run_ledger, trajectory_log
 from experiments.attempts import StepRandomness
 from experiments.errors import RunInterrupted
 from experiments.step import make_step, step_inputs
+from experiments.training_signal import Signal
 
 
 def _next_boundary(t: int, every: int | None) -> float:
@@ -48,6 +49,7 @@ class Loop:
     self.trajectory = trajectory_log.for_run(
       run.config, self.state["params"], first
     )
+    self.signal = Signal(run, first)  # released values' statistics
     self.reserved = first  # the ledger already counts steps before this
     self.randomness = StepRandomness(run)
     apply = jax.jit(run.task.apply)
@@ -93,6 +95,7 @@ class Loop:
 
   def evaluate(self, done: int, seconds: float) -> dict:
     """Evaluation hook: one metrics row (after the ledger reaches disk)."""
+    self.signal.check_params(self.state["params"], done)
     row = {
       "step": done,
       **metrics_lib.evaluate_task(
@@ -100,6 +103,7 @@ class Loop:
       ),
       "epsilon": self.run.epsilon(),
       "seconds": self.seconds_offset + seconds,
+      **self.signal.row(),
     }
     self.history.append(row)
     self.persist_ledger()
@@ -112,6 +116,8 @@ class Loop:
     if ckpt is None:
       return
     self.persist_ledger()
+    self.signal.check_params(self.state["params"], done)
+    self.signal.save(done)
     ledger = self.run.ledger
     ckpt.save(
       done, self.state, None if ledger is None else ledger.ledger.to_dict()
@@ -172,7 +178,7 @@ class Loop:
       batch, public, noise,
     )  # fmt: skip
     self.randomness.before_step(step, args)
-    params, opt_state = step(*args)
+    params, opt_state, stats = step(*args)
     if run.placement.serialize_steps:
       jax.block_until_ready(params)
     self.state = dict(
@@ -182,6 +188,7 @@ class Loop:
       step=np.array(t + 1, np.int64),
     )
     self.trajectory.record(opt_state)
+    self.signal.record(t + 1, stats)
     return params
 
   def _steps(self, step, first: int, last: int) -> None:
@@ -207,3 +214,4 @@ class Loop:
       if start is not None:
         self.train_seconds = time.time() - start
         bar.close()
+    self.signal.flush()

@@ -2,8 +2,10 @@
 
 A task names its metrics (``Task.metric_names``; the first is the headline):
 ``test_accuracy`` for a classifier, ``test_f1`` and ``test_exact_match`` for
-a generation task (SQuAD, DROP). Only test-set metrics and the privacy spent are written: a training loss on
-private batches is itself private and is never written out.
+a generation task (SQuAD, DROP). Only test-set metrics, the privacy spent
+and statistics of what the steps released (already public,
+:mod:`experiments.training_signal`) are written: a training loss on private
+batches is itself private and is never written out.
 """
 
 from __future__ import annotations
@@ -72,10 +74,19 @@ def metric_label(name: str) -> str:
   return words.replace(" f1", " F1") if words != "f1" else "F1"
 
 
+# The released values' statistics in a row (experiments.training_signal).
+SIGNAL_PREFIX = "released_"
+
+
 def metric_names(row: dict) -> list[str]:
-  """The metric names of a history row (what is neither step, epsilon nor
-  seconds), headline first."""
-  return [k for k in row if k not in ("step", "epsilon", "seconds")]
+  """The metric names of a history row (what is neither step, epsilon,
+  seconds nor a released-value statistic), headline first."""
+  return [
+    k
+    for k in row
+    if k not in ("step", "epsilon", "seconds")
+    and not k.startswith(SIGNAL_PREFIX)
+  ]
 
 
 def _replace(path: str, text: str) -> None:
@@ -142,13 +153,20 @@ class MetricsWriter:
     with open(os.path.join(self.workdir, "metrics.jsonl"), "a") as f:
       f.write(json.dumps(row) + "\n")
     if self._tb is not None:
-      for k in [*metric_names(row), "epsilon"]:
+      signal = [k for k in row if k.startswith(SIGNAL_PREFIX)]
+      for k in [*metric_names(row), "epsilon", *signal]:
         if row.get(k) is not None:
           self._tb.add_scalar(k, row[k], row["step"])
 
 
+def _spans_decades(values) -> bool:
+  """Positive values over more than two decades: a log axis shows them."""
+  return min(values) > 0 and max(values) > 100 * min(values)
+
+
 def plot_report(history: list[dict], path: str, title: str) -> str | None:
-  """PNG of the task's test metrics against step and against epsilon."""
+  """PNG of the task's test metrics against step and against epsilon, and
+  of the released values' RMS (the public training signal) against step."""
   try:
     import matplotlib  # pylint: disable=g-import-not-at-top
 
@@ -160,12 +178,13 @@ def plot_report(history: list[dict], path: str, title: str) -> str | None:
   names = metric_names(history[0])
   eps = [h.get("epsilon") for h in history]
   private = all(e is not None and np.isfinite(e) for e in eps)
-  fig, axes = plt.subplots(
-    1,
-    2 if private else 1,
-    figsize=(10, 4) if private else (5.5, 4),
-    squeeze=False,
-  )
+  signal = [
+    (h["step"], h["released_rms"])
+    for h in history
+    if h.get("released_rms") is not None
+  ]
+  panels = 1 + private + bool(signal)
+  fig, axes = plt.subplots(1, panels, figsize=(5 * panels, 4), squeeze=False)
   axes = axes[0]
   ylabel = ", ".join(metric_label(m) for m in names)
   for name in names:
@@ -180,6 +199,14 @@ def plot_report(history: list[dict], path: str, title: str) -> str | None:
   )
   if private:
     axes[1].set(xlabel="epsilon spent", ylabel=ylabel)
+  if signal:
+    axes[-1].plot(*zip(*signal), marker="o")
+    axes[-1].set(
+      xlabel="step",
+      ylabel="RMS of the released values",
+      title="training signal (public releases)",
+      yscale="log" if _spans_decades([v for _, v in signal]) else "linear",
+    )
   if len(names) > 1:
     axes[0].legend()
   fig.tight_layout()

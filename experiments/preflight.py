@@ -27,8 +27,11 @@ import os
 # The accountant composes up to this many steps in a few seconds (a PLD of
 # 10^6 Poisson-subsampled Gaussian steps: ~3 s on one core; 10^7: ~30 s).
 MAX_STEPS = 1_000_000
-# Wrappers that run the estimator on only some calls (or merge calls): a
-# step of the plan would no longer be one call, so the runner refuses them.
+# Optax names that are not an optimizer the runner can place after the
+# estimator: MultiSteps wraps a whole chain and merges its calls (a step of
+# the plan would no longer be one call; the library refuses it around an
+# estimator too); apply_every takes no learning rate (the library accepts it
+# after an estimator, where it only delays applying released updates).
 STEP_WRAPPERS = ("MultiSteps", "apply_every")
 
 
@@ -68,6 +71,14 @@ def _check_steps(config) -> None:
 
 
 def _check_step_wrapper(config) -> None:
+  if config.get("optimizer") == "apply_every":
+    raise ValueError(
+      "optimizer='apply_every' is not an optimizer: it takes no learning "
+      "rate and only sums k updates before applying them. Name the "
+      "optimizer that follows the estimator (e.g. 'sgd', 'adam'); to "
+      "average over more examples per step, use a larger "
+      "expected_batch_size (its privacy is accounted)."
+    )
   if config.get("optimizer") in STEP_WRAPPERS:
     raise ValueError(
       f"optimizer={config.optimizer!r} would run the estimator on only some "
@@ -149,6 +160,18 @@ def check_kwarg_names(estimator: str, kwargs, accepted) -> None:
     )
 
 
+def check_required(estimator: str, kwargs, required) -> None:
+  """Refuses ``estimator_kwargs`` that lack a hyperparameter the estimator
+  has no default for (GEP's ``num_bases``), naming the override."""
+  missing = [k for k in required if k not in kwargs]
+  if missing:
+    flags = " ".join(f"--config.estimator_kwargs.{k}=<value>" for k in missing)
+    raise ValueError(
+      f"{estimator} needs {', '.join(missing)} (no default): set "
+      f"estimator_kwargs.{missing[0]}, e.g. {flags}."
+    )
+
+
 # Named in the message for an unknown optimizer.
 OPTIMIZER_EXAMPLES = (
   "sgd",
@@ -178,20 +201,84 @@ def unknown_optimizer(name, optax_names) -> ValueError:
 def check_declared(config, declaration, kwargs) -> None:
   """:func:`validate`'s checks of the estimator's declaration, run on its
   JAX-free :class:`~zoprivacy.core.estimator_manifest.Declaration` before JAX
-  loads: privacy settings and sampling, keyword names (``kwargs``: the
+  loads: :func:`check_spec`, keyword names (``kwargs``: the
   ``estimator_kwargs`` the run will have) and the optimizer's name (when
   the installed optax is the one the manifest lists). A setting-taking
   estimator's own checks run later, in :func:`validate`."""
   from zoprivacy.core import estimator_manifest  # pylint: disable=g-import-not-at-top
 
-  _check_privacy(config, declaration)
+  check_spec(config, declaration)
   if declaration.takes_setting:
     return
   merged = {**dict(declaration.defaults), **kwargs}
   check_kwarg_names(config.estimator, merged, declaration.parameters)
+  check_required(config.estimator, merged, declaration.required)
   names = estimator_manifest.optax_names()
   if names is not None and config.get("optimizer") not in names[1]:
     raise unknown_optimizer(config.get("optimizer"), names[0])
+
+
+class BudgetBelowTargetError(ValueError):
+  """``target_epsilon`` above ``epsilon_budget``: refused before anything
+  is built (the calibrated run would spend the target)."""
+
+
+def check_budget_against_target(config, private: bool) -> None:
+  """A run calibrated for ``target_epsilon`` spends it over its planned
+  steps, so a smaller ``epsilon_budget`` refuses it; found from the two
+  numbers alone (no accounting), before JAX loads."""
+  budget, target = config.get("epsilon_budget"), config.get("target_epsilon")
+  if not private or budget is None or target is None:
+    return
+  if config.get("noise_multiplier") is not None or not target > budget:
+    return  # a set multiplier wins over the target: the ledger checks it
+  raise BudgetBelowTargetError(
+    f"target_epsilon={target:g} is above epsilon_budget={budget:g}: the "
+    f"noise is calibrated to spend epsilon {target:g} over the "
+    f"{config.num_steps} planned steps, which the budget refuses. Set "
+    f"target_epsilon to at most {budget:g} (more noise), or raise "
+    "epsilon_budget."
+  )
+
+
+def _check_run_settings(config, declaration) -> None:
+  """An estimator that runs only under its declared settings (a task
+  whose loss declares what its analysis assumes, its own sampling) names
+  them all when the config lacks them."""
+  settings = dict(declaration.run_settings)
+  if not settings or (
+    all(k in config for k in settings)
+    and config.get("sampling") in declaration.sampling
+  ):
+    return
+  shown = " ".join(f"--config.{k}={v}" for k, v in settings.items())
+  raise ValueError(
+    f"{config.estimator} runs under its declared settings "
+    + ", ".join(f"{k}={v!r}" for k, v in settings.items())
+    + f" (the config lacks some of them); add {shown}."
+  )
+
+
+def check_spec(config, spec) -> None:
+  """What the estimator's declaration (``spec``: the manifest's, or the
+  live registry's) says of the whole config: its run settings, privacy
+  settings and sampling, the public split it needs, a budget below the
+  target, and a learning rate (set, or registered)."""
+  from experiments import config_fields  # pylint: disable=g-import-not-at-top
+
+  _check_run_settings(config, spec)
+  _check_privacy(config, spec)
+  config_fields.check_public(config, config.estimator, spec.public_data)
+  check_budget_against_target(config, spec.private)
+  if (
+    config.get("learning_rate") is None
+    and spec.learning_rate is None
+    and not spec.takes_setting
+  ):
+    raise ValueError(
+      f"Set learning_rate: {config.estimator} registers no default "
+      "learning rate."
+    )
 
 
 def _check_estimator_kwargs(config, spec) -> None:
@@ -199,7 +286,8 @@ def _check_estimator_kwargs(config, spec) -> None:
 
   if not spec.takes_setting:  # a setting is checked by its preflight
     stand_in = max(1, int(config.get("expected_batch_size") or 1))
-    estimator_kwargs(config, 1.0, stand_in, spec=spec)  # unknown names
+    kwargs = estimator_kwargs(config, 1.0, stand_in, spec=spec)  # names
+    check_required(config.estimator, kwargs, spec.required)
 
 
 def _check_optimizer(config, spec) -> None:
@@ -217,7 +305,7 @@ def validate(config):
 
   check_numbers(config)
   spec = registry.get(config.estimator)  # a typo lists the choices
-  _check_privacy(config, spec)
+  check_spec(config, spec)
   _check_estimator_kwargs(config, spec)
   _check_optimizer(config, spec)
   if spec.takes_setting:

@@ -16,9 +16,53 @@ def _mesh_note(mesh) -> str:
   return f" on a mesh of {math.prod(mesh.values())} devices ({shape})"
 
 
-def format_report(result: dict[str, Any]) -> str:
-  """The closing lines of a run: the task's metrics (accuracy, or F1 and
-  exact match), steps and privacy spent."""
+# Above this epsilon a report says, on its first line, that the guarantee
+# is too weak to mean much (e^10 ~ 22,000: an adversary's odds on any one
+# example may grow that many times).
+WEAK_EPSILON = 10.0
+
+
+def _plain(value: float) -> str:
+  """``13,839`` or ``12.35``: an epsilon as a reader reads it."""
+  return f"{value:,.0f}" if value >= 1000 else f"{value:.4g}"
+
+
+def _loose(result: dict[str, Any]) -> list[str]:
+  """Why the reported epsilon is a loose (upper) bound, if it is."""
+  out = []
+  if "RDP accountant" in result.get("privacy", ""):
+    out.append("an RDP bound, looser than the PLD accountant's")
+  notes = (result.get("privacy_plan") or {}).get("notes") or []
+  out += [n for n in notes if "charged" in n]
+  block = result.get("final_iterate") or {}
+  if block and "refused" not in block:
+    out.append(
+      "every iterate counted as published, while this run publishes only "
+      "the final one (the final-iterate figures below apply to it)"
+    )
+  return out
+
+
+def headline_warning(result: dict[str, Any]) -> str | None:
+  """The report's first line when its epsilon is above
+  :data:`WEAK_EPSILON` or comes from a loose bound, else ``None``."""
+  if result.get("delta") is None:
+    return None
+  parts = []
+  eps = result["epsilon"]
+  if eps > WEAK_EPSILON:
+    parts.append(
+      f"epsilon {_plain(eps)} is above {WEAK_EPSILON:g}: a guarantee this "
+      "weak says little about any one example"
+    )
+  loose = _loose(result)
+  if loose:
+    parts.append("the epsilon is a loose bound: " + "; ".join(loose))
+  return "WARNING: " + "; ".join(parts) + "." if parts else None
+
+
+def _privacy_lines(result: dict[str, Any]) -> str:
+  """The report's privacy lines: (epsilon, delta) and how they came."""
   if result["delta"] is None:
     privacy = "privacy: none (non-private baseline, epsilon = inf)"
   else:
@@ -46,6 +90,13 @@ def format_report(result: dict[str, Any]) -> str:
     privacy += "\n" + hidden_state_run.format_final_iterate(
       result["final_iterate"]
     )
+  return privacy
+
+
+def format_report(result: dict[str, Any]) -> str:
+  """The closing lines of a run: the task's metrics (accuracy, or F1 and
+  exact match), steps and privacy spent; first a warning when the epsilon
+  is weak or loose (:func:`headline_warning`)."""
   names = result.get("metric_names") or [
     result.get("headline_metric", "test_accuracy")
   ]
@@ -57,12 +108,18 @@ def format_report(result: dict[str, Any]) -> str:
       + " (public proxy, no private data)"
     )
   lines = [
+    headline_warning(result),
     f"estimator: {result['estimator']} on {result['dataset']}",
     *(f"{lab}: {result[n]:.4f}" for lab, n in zip(labels, names)),
     f"steps: {result['num_steps']} ({result['train_seconds']:.1f} s)"
     + _mesh_note(result.get("mesh")),
-    privacy,
+    _privacy_lines(result),
   ]
+  if str(result.get("learning_rate_source", "")).endswith("default"):
+    lines.append(
+      f"learning rate: {result['learning_rate']:g} "
+      f"({result['learning_rate_source']})"
+    )
   if result.get("estimator_kwargs_carried_over"):
     lines.append(
       "note: estimator_kwargs carried over from the config's estimator: "
@@ -72,4 +129,4 @@ def format_report(result: dict[str, Any]) -> str:
     lines.append(f"WARNING: {result['warning']}")
   if result.get("plot"):
     lines.append(f"plot: {result['plot']}")
-  return "\n".join(lines)
+  return "\n".join(line for line in lines if line is not None)

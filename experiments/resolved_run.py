@@ -41,6 +41,7 @@ from experiments import (
   tasks,
 )
 from experiments import workdir as workdir_lib
+from experiments.optimizers import with_learning_rate
 from experiments.placement import Placement
 from experiments.run_setup import (
   check_loss_is_per_example,
@@ -77,6 +78,9 @@ class Run:
   host_shard: Any = dataclasses.field(repr=False)
   noise_source: Any = dataclasses.field(repr=False)
   secret: bytes = dataclasses.field(repr=False)  # the run's: secret material
+  # Where config.learning_rate came from (the config, or the estimator's
+  # registered default).
+  learning_rate_source: str = "set by the config"
 
   @property
   def restored_step(self) -> int:
@@ -193,6 +197,7 @@ def setup(config, *, task=None) -> Run:
   multihost.initialize(config)  # config.distributed: before any JAX work
   primary = multihost.is_primary()
   spec = preflight.validate(config)  # 1: no data read yet
+  config, lr_source = with_learning_rate(config, spec)
   workdir, secret, ledger = _secret_and_ledger(config, spec, primary)  # 2
   task = task or tasks.get_task(config)  # 3
   n = task.num_train
@@ -239,4 +244,5 @@ def setup(config, *, task=None) -> Run:
     host_shard=host_shard,
     noise_source=noise,
     secret=secret,
+    learning_rate_source=lr_source,
   )

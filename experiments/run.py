@@ -44,7 +44,7 @@ RESUME = flags.DEFINE_string(
   "resume", "", "'force': resume a workdir written by a different config."
 )
 
-_LATE = {"none": [], "estimator_kwargs": {}, "switched": False}
+_LATE = {"none": [], "estimator_kwargs": {}, "fields": {}, "switched": False}
 USAGE = (
   "usage: python -m experiments.run --config configs/<name>.py "
   "[--config.<field>=<value> ...] [--resume=force] [--debug]"
@@ -58,21 +58,66 @@ def _literal(text: str):
     return text
 
 
+def _outside_schema(name: str) -> bool:
+  """``--config.<field>...`` whose field is not in the default schema: a
+  field the task or the estimator declares (``--config.public=...``), which
+  the config file need not set; :mod:`experiments.config_fields` decides."""
+  from experiments import config_fields  # pylint: disable=g-import-not-at-top
+
+  top = name[len("--config.") :].split(".")[0]
+  return top not in config_fields.default_schema()
+
+
 def split_argv(argv):
   """Takes out the overrides ``config_flags`` cannot parse (see above);
   :func:`apply_late_overrides` applies them after parsing."""
   kept = []
   for arg in argv:
-    name, _, value = arg.partition("=")
+    name, sep, value = arg.partition("=")
     if name == "--config.estimator":
       _LATE["switched"] = True
     if name.startswith("--config.estimator_kwargs."):
       _LATE["estimator_kwargs"][name.split(".", 2)[2]] = _literal(value)
     elif name.startswith("--config.") and value == "None":
       _LATE["none"].append(name[len("--config.") :])
+    elif name.startswith("--config.") and sep and _outside_schema(name):
+      _LATE["fields"][name[len("--config.") :]] = value
     else:
       kept.append(arg)
   return kept
+
+
+def _coerce(old, text: str, path: str):
+  """``text`` as the type of the config's value ``old`` (a literal when
+  the config has none)."""
+  if isinstance(old, str):
+    return text
+  value = _literal(text)
+  if isinstance(old, bool) and text.lower() in ("true", "false"):
+    return text.lower() == "true"
+  if old is None or type(value) is type(old):
+    return value
+  if isinstance(old, float) and isinstance(value, int):
+    return float(value)
+  raise ValueError(
+    f"--config.{path}={text} does not match the type of the config's value "
+    f"{old!r} ({type(old).__name__})."
+  )
+
+
+def _apply_fields(config) -> None:
+  """``--config.<field>=<value>`` for fields outside the default schema,
+  added when the config lacks them (checked afterwards)."""
+  for path, text in _LATE["fields"].items():
+    *blocks, leaf = path.split(".")
+    node = config
+    for block in blocks:
+      if block not in node:
+        with node.unlocked():
+          node[block] = ml_collections.ConfigDict()
+      node = node[block]
+    with node.unlocked():
+      node[leaf] = _coerce(node.get(leaf), text, path)
 
 
 def switched_kwargs(old: dict, accepted, defaults: dict, given: dict):
@@ -112,10 +157,12 @@ def switch_estimator_kwargs(config, spec, given: dict) -> dict:
 def check_declared(config) -> None:
   """The checks that need the estimator's declaration, on the JAX-free
   manifest, with the ``estimator_kwargs`` a switch will give."""
-  from experiments import preflight  # pylint: disable=g-import-not-at-top
+  from experiments import config_fields, preflight  # pylint: disable=g-import-not-at-top
   from zoprivacy.core import estimator_manifest  # pylint: disable=g-import-not-at-top
 
   declaration = estimator_manifest.get(config.estimator)
+  every = estimator_manifest.declarations().values()
+  config_fields.check(config, declaration.config_fields, _fields_of(every))
   kwargs = dict(config.estimator_kwargs)
   if _LATE["switched"]:
     kwargs, _ = switched_kwargs(
@@ -129,9 +176,17 @@ def check_declared(config) -> None:
   preflight.check_declared(config, declaration, kwargs)
 
 
+def _fields_of(declarations) -> dict:
+  """``{estimator: its config_fields}`` (named in an unknown field's
+  message)."""
+  return {d.name: d.config_fields for d in declarations}
+
+
 def _apply_taken_out(config):
-  """``--config.<field>=None``, ``--config.estimator_kwargs.<k>=<v>`` and
-  ``--resume``: no estimator lookup (no JAX) needed."""
+  """``--config.<field>=None``, ``--config.estimator_kwargs.<k>=<v>``,
+  fields outside the default schema and ``--resume``: no estimator lookup
+  (no JAX) needed."""
+  _apply_fields(config)
   for field in _LATE["none"]:
     if field not in config:
       raise ValueError(f"Unknown config field {field!r}.")
@@ -139,7 +194,7 @@ def _apply_taken_out(config):
       setattr(config, field, None)
   with config.unlocked(), config.estimator_kwargs.unlocked():
     config.estimator_kwargs.update(_LATE["estimator_kwargs"])
-    if RESUME.value:
+    if flags.FLAGS.is_parsed() and RESUME.value:
       config.resume = RESUME.value
   return config
 
@@ -159,6 +214,11 @@ def apply_late_overrides(config, argv_had_estimator: bool | None = None):
     changes = switch_estimator_kwargs(config, spec, given)
     CARRIED[:] = changes["carried over"]
     notes = [f"{k}: {', '.join(v)}" for k, v in changes.items() if v]
+    if config.get("learning_rate") is None and spec.learning_rate is not None:
+      notes.append(
+        f"learning_rate: {spec.learning_rate:g}, {spec.name}'s registered "
+        "default (--config.learning_rate sets another)"
+      )
     if notes:
       print(
         f"note: estimator_kwargs for {config.estimator}: " + "; ".join(notes)
@@ -167,6 +227,17 @@ def apply_late_overrides(config, argv_had_estimator: bool | None = None):
 
 
 CARRIED: list[str] = []
+
+
+def _check_live(config) -> None:
+  """:func:`check_declared`'s field check on the live registry (the run's
+  own checks do the rest)."""
+  from experiments import config_fields  # pylint: disable=g-import-not-at-top
+  from zoprivacy.estimators import registry  # pylint: disable=g-import-not-at-top
+
+  spec = registry.get(config.estimator)
+  specs = [registry.get(n) for n in registry.names()]
+  config_fields.check(config, spec.config_fields, _fields_of(specs))
 
 
 def _fail(message: str, debug: bool, error=None) -> int:
@@ -216,11 +287,12 @@ def main(argv=None) -> int:
   logging.set_verbosity(logging.WARNING)
   from experiments import errors, preflight  # pylint: disable=g-import-not-at-top
 
+  live = "zoprivacy.estimators.registry" in sys.modules
   try:  # the numbers, then the declaration's checks, before JAX loads
     preflight.check_before_jax(_apply_taken_out(CONFIG.value))
-    if "zoprivacy.estimators.registry" not in sys.modules:
+    if not live:
       # Not when a config imported a module registering its own estimator
-      # (not in the manifest): the run's live checks decide then.
+      # (not in the manifest): the live registry decides then.
       check_declared(CONFIG.value)
   except (ValueError, KeyError, OSError) as e:
     return _fail(errors.one_paragraph(e), DEBUG.value, e)
@@ -228,6 +300,8 @@ def main(argv=None) -> int:
 
   try:
     config = apply_late_overrides(CONFIG.value)
+    if live:
+      _check_live(config)
     result = train.train(config)
   except errors.RunInterrupted as e:  # on its own line, never in the bar
     if DEBUG.value:

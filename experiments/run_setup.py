@@ -15,7 +15,7 @@ import numpy as np
 import optax
 
 from experiments import hidden_state_run, preflight
-from experiments.optimizers import make_optimizer
+from experiments.optimizers import learning_rate_of, make_optimizer
 from zoprivacy import accounting
 from zoprivacy.data import sampling
 from zoprivacy.estimators import registry
@@ -73,7 +73,7 @@ def estimator_kwargs(
   if spec.needs_num_steps:
     kwargs.setdefault("num_steps", config.num_steps)
   if spec.needs_learning_rate:
-    kwargs.setdefault("learning_rate", config.learning_rate)
+    kwargs.setdefault("learning_rate", learning_rate_of(config, spec)[0])
   return kwargs
 
 

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from experiments import training_signal
 from experiments.batches import public_batch_indices
 from zoprivacy.data import sampling
 
@@ -40,9 +41,13 @@ def make_step(run):
   """The one jitted step of ``run``; the parameters and the optimizer state
   are donated (updated in place: the caller must not reuse them). With
   ``trajectory_log``, the log keeps each step's estimator state until it is
-  written, so the optimizer state is not donated."""
+  written, so the optimizer state is not donated. It returns ``(params,
+  opt_state, stats)``: ``stats`` are the statistics of the step's released
+  values (:mod:`experiments.training_signal`; ``None`` for a run that
+  publishes none)."""
   keeps_state = bool(run.config.get("trajectory_log"))
-  return jax.jit(run.step_body, donate_argnums=(0,) if keeps_state else (0, 2))
+  body = training_signal.with_signal(run.step_body, not run.spec.takes_setting)
+  return jax.jit(body, donate_argnums=(0,) if keeps_state else (0, 2))
 
 
 def step_inputs(run, t: int, draws=None):

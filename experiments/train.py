@@ -153,6 +153,8 @@ def finish(run: Run, loop: Loop) -> dict[str, Any]:
     "metric_names": names,
     "public_proxy": bool(config.get("public_proxy")),
     "num_steps": done,
+    "learning_rate": config.get("learning_rate"),
+    "learning_rate_source": run.learning_rate_source,
     **_privacy_fields(run, done),
     "sampling": run.sampler.scheme,
     "mesh": dict(run.placement.mesh.shape),

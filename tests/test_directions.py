@@ -22,7 +22,7 @@ def _flat_samples(sampler):
   )
 
 
-@pytest.mark.parametrize("prng", ["threefry", "counter"])
+@pytest.mark.parametrize("prng", ["threefry", "counter", "counter2"])
 @pytest.mark.parametrize("name", ["gaussian", "sphere", "rademacher"])
 def test_second_moment_is_identity(name, prng):
   u = _flat_samples(directions.get_sampler(name, prng=prng))
@@ -69,8 +69,9 @@ def test_stiefel_orthonormal_and_isotropic():
   np.testing.assert_allclose(proj, (k / D) * np.eye(D), atol=0.03)
 
 
-def test_counter_stiefel_is_orthonormal():
-  u = directions.get_sampler("stiefel", num_directions=3, prng="counter")(
+@pytest.mark.parametrize("prng", directions.COUNTER_PRNGS)
+def test_counter_stiefel_is_orthonormal(prng):
+  u = directions.get_sampler("stiefel", num_directions=3, prng=prng)(
     jax.random.key(3), PARAMS
   )
   mat = np.asarray(jax.vmap(lambda t: jax.flatten_util.ravel_pytree(t)[0])(u))
@@ -135,24 +136,25 @@ def test_get_sampler_stiefel_default_is_one_unit_direction():
     directions.get_sampler("gaussian", num_directions=2)
 
 
+@pytest.mark.parametrize("prng", directions.COUNTER_PRNGS)
 @pytest.mark.parametrize(
   "name", ["gaussian", "rademacher", "sphere", "sphere_quarter"]
 )
-def test_counter_leaf_directions_equal_the_whole_tree_draw(name):
+def test_counter_leaf_directions_equal_the_whole_tree_draw(name, prng):
   params = {
     "a": jnp.zeros((7, 5)),
     "b": jnp.zeros((3,), jnp.bfloat16),
     "c": jnp.zeros((2, 2, 2)),
   }
   key = jax.random.key(11)
-  whole = jax.tree.leaves(
-    directions.get_sampler(name, prng="counter")(key, params)
-  )
+  whole = jax.tree.leaves(directions.get_sampler(name, prng=prng)(key, params))
   after = jnp.array([jnp.nan])  # key_after is the identity on the key
 
   @jax.jit
   def by_leaf(key):
-    leaf_u = counter_directions.counter_leaf_directions(name, key, params)
+    leaf_u = counter_directions.counter_leaf_directions(
+      name, key, params, prng=prng
+    )
     return [leaf_u(i, after) for i in range(3)]
 
   for got, want in zip(by_leaf(key), whole):
@@ -167,24 +169,25 @@ def test_counter_leaf_directions_equal_the_whole_tree_draw(name):
 )
 @pytest.mark.parametrize(
   "width, chosen",
-  [(1023, "threefry"), (1024, "counter")],  # 65,472 and 65,536 parameters
+  [(1023, "threefry"), (1024, "counter2")],  # 65,472 and 65,536 parameters
 )
 def test_auto_draws_are_the_chosen_generators_draws(name, width, chosen):
   # The default generator is chosen by size alone: below 2^16 parameters
-  # its draws are threefry's, from there on the counter hash's, bit for bit.
+  # its draws are threefry's, from there on the second counter hash's, bit
+  # for bit (and not the first counter hash's).
   params = {"w": jnp.zeros((64, width)), "b": jnp.zeros((0,))}
   assert directions.generator("auto", params) == chosen
   key = jax.random.key(5)
   auto = jax.jit(directions.get_sampler(name, prng="auto"))(key, params)
   same = jax.jit(directions.get_sampler(name, prng=chosen))(key, params)
-  other = "counter" if chosen == "threefry" else "threefry"
-  different = jax.jit(directions.get_sampler(name, prng=other))(key, params)
-  for a, c, o in zip(
-    jax.tree.leaves(auto), jax.tree.leaves(same), jax.tree.leaves(different)
-  ):
-    assert np.asarray(a).tobytes() == np.asarray(c).tobytes()
-    if a.size:
-      assert np.asarray(a).tobytes() != np.asarray(o).tobytes()
+  for other in {"threefry", "counter", "counter2"} - {chosen}:
+    different = jax.jit(directions.get_sampler(name, prng=other))(key, params)
+    for a, c, o in zip(
+      jax.tree.leaves(auto), jax.tree.leaves(same), jax.tree.leaves(different)
+    ):
+      assert np.asarray(a).tobytes() == np.asarray(c).tobytes()
+      if a.size:
+        assert np.asarray(a).tobytes() != np.asarray(o).tobytes()
 
 
 def test_generator_rule():
@@ -192,8 +195,8 @@ def test_generator_rule():
   large = {"w": jax.ShapeDtypeStruct((64, 1024), jnp.float32)}
   assert directions.AUTO_COUNTER_MIN_PARAMETERS == 64 * 1024
   assert directions.generator("auto", small) == "threefry"
-  assert directions.generator("auto", large) == "counter"
-  for explicit in ("threefry", "counter", "rbg", "unsafe_rbg"):
+  assert directions.generator("auto", large) == "counter2"
+  for explicit in ("threefry", "counter", "counter2", "rbg", "unsafe_rbg"):
     assert directions.generator(explicit, small) == explicit
     assert directions.generator(explicit) == explicit
   with pytest.raises(ValueError, match="size"):
@@ -208,6 +211,7 @@ def test_auto_structure_rule():
   assert directions.perturbs_leafwise("auto", large)  # one CPU device here
   # Explicit overrides keep their structure at every size.
   assert directions.perturbs_leafwise("counter", small)
+  assert directions.perturbs_leafwise("counter2", small)
   assert not directions.perturbs_leafwise("threefry", large)
   assert not directions.perturbs_leafwise("rbg", large)
 

@@ -192,3 +192,46 @@ def test_a_kernel_with_too_many_small_blocks_takes_fewer_larger_ones(
   assert any(v.aval.shape == (8, 48) for v in loops[0].outvars)
   got = jax.jit(first_use)(params, x)
   np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("prng", directions.COUNTER_PRNGS)
+def test_two_passes_equal_the_materialized_perturbations(prng, monkeypatch):
+  """Both passes side by side (as a two-point step evaluates them): w1,
+  read once by ``x @ w1`` with ``x`` the batch itself, is one plain product
+  plus and minus ``x @ (l U)`` summed over row blocks; w2 is formed whole.
+  The losses of ``x + l u`` and ``x - l u``, to float32 rounding."""
+  params = _dense_params()
+  x = jnp.asarray(np.random.default_rng(3).normal(size=(5, 64)), jnp.float32)
+  key, scale = jax.random.key(8), 1e-2
+  u = directions.get_sampler("gaussian", prng=prng)(key, params)
+  want = [
+    _dense_loss(queries.perturb(params, u, s), x) for s in (scale, -scale)
+  ]
+
+  def both(params, x):
+    def perturb_lanes(i, leaf, after, lanes, start=0):
+      step = scale * directions.leaf_slice(
+        "gaussian",
+        directions.key_after(key, after),
+        i,
+        leaf.shape,
+        leaf.dtype,
+        start=start,
+        prng=prng,
+      )
+      return tuple(leaf + (step, -step)[k] for k in lanes)
+
+    return queries.losses_perturbed_at_first_use(
+      _dense_loss, params, x, perturb_lanes
+    )
+
+  monkeypatch.setattr(blockwise_dot, "DOT_BLOCK_MIN_ELEMENTS", 2048)
+  monkeypatch.setattr(blockwise_dot, "DOT_BLOCK_ELEMENTS", 16 * 48)  # 4 blocks
+  blocked = jax.make_jaxpr(both)(params, x)
+  loops = [e for e in blocked.eqns if e.primitive.name in ("scan", "while")]
+  assert len(loops) == 1  # w1's blocks of l U (8 rows: half the budget)
+  assert [v.aval.shape for v in loops[0].outvars][-1] == (5, 48)
+  got = jax.jit(both)(params, x)
+  for g, w in zip(got, want):
+    np.testing.assert_allclose(g, w, rtol=2e-6, atol=1e-6)
+  assert not np.allclose(np.asarray(got[0]), np.asarray(got[1]))

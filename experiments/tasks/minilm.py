@@ -96,7 +96,7 @@ def vader_minilm_task(config) -> Task:
     vader.PRIVATE_CORPUS, cache_dir, seed=data_seed(config)
   )
   train, test = train_eval_split(config, data.train, data.test)
-  public = _vader_public(config, data.train, cache_dir)
+  public = vader_public(config, data.train, cache_dir)
 
   model_dir = _minilm_dir(config)
   bcfg, encoder_params = bert.load_hf_encoder(model_dir)
@@ -168,14 +168,16 @@ def _encoder_task(
   )
 
 
-def _vader_public(config, private_train: Dataset, cache_dir) -> Dataset | None:
+def vader_public(config, private_train: Dataset, cache_dir) -> Dataset | None:
   """``config.public``'s out-of-distribution corpora, sampled without any
-  sentence of the private training set (None without ``public``)."""
+  sentence of the private training set (None without ``public``):
+  ``public_per_class`` per class if set, else ``public_size`` uniformly
+  (0: all)."""
   if not config.get("public"):
     return None
   if config.public not in VADER_PUBLIC:
     raise ValueError(
-      f"public={config.public!r} for vader_minilm; use one of "
+      f"public={config.public!r} for {config.dataset}; use one of "
       f"{sorted(VADER_PUBLIC)} or ''"
     )
   parts = [
@@ -187,11 +189,12 @@ def _vader_public(config, private_train: Dataset, cache_dir) -> Dataset | None:
     2,
     f"vader/{config.public}",
   )
-  size = config.get("public_size")
+  size, per_class = config.get("public_size"), config.get("public_per_class")
   return splits_lib.sample_ood_public(
     pool,
     private_train,
-    num_samples=int(size) if size else None,
+    num_samples=int(size) if size and not per_class else None,
+    per_class=int(per_class) if per_class else None,
     seed=data_seed(config),
     on_overlap="drop",
   )

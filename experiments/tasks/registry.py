@@ -19,6 +19,8 @@ import ml_collections
 import numpy as np
 import optax
 
+from experiments import config_fields
+
 
 @dataclasses.dataclass
 class Task:
@@ -67,13 +69,20 @@ TaskBuilder = Callable[[ml_collections.ConfigDict], Task]
 TASKS: dict[str, TaskBuilder] = {}
 
 
-def register(name: str):
-  """Decorator: ``@register('cifar10')`` makes ``config.dataset='cifar10'`` work."""
+def register(name: str, *, fields=None, public_splits=()):
+  """Decorator: ``@register('cifar10')`` makes ``config.dataset='cifar10'`` work.
+
+  ``fields``: the config fields the builder reads beyond the default schema
+  (a runner refuses any other, :mod:`experiments.config_fields`; the
+  built-in tasks are listed there); ``public_splits``: the values of
+  ``config.public`` it accepts."""
 
   def wrap(builder: TaskBuilder) -> TaskBuilder:
     if name in TASKS:
       raise ValueError(f"Task {name!r} is registered twice.")
     TASKS[name] = builder
+    if fields is not None or name not in config_fields.TASK_FIELDS:
+      config_fields.declare_task(name, fields, public_splits)
     return builder
 
   return wrap

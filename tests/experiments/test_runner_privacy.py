@@ -149,6 +149,8 @@ def _registry_config(name, workdir):
   # declares what its analysis assumes, its own sampling) declares them.
   for key, value in registry.get(name).run_settings:
     setattr(c, key, value)
+  if registry.get(name).public_data is None:
+    c.public = ""  # a task without a public split refuses one
   if name in ("pazo_p", "pazo_s"):
     c.estimator_kwargs["num_public_batches"] = 2
   if name == "gep":

@@ -420,7 +420,7 @@ def test_fashion_mnist_public_split(tmp_path):
 
 
 # ------------------------------------------------------------------ text tasks
-def test_imdb_lstm_vocab_from_training_text_and_amazon_public(tmp_path):
+def test_imdb_lstm_public_vocabulary_and_amazon_public(tmp_path):
   _write_imdb_and_amazon(tmp_path)
   c = _config(
     "imdb",
@@ -431,14 +431,16 @@ def test_imdb_lstm_vocab_from_training_text_and_amazon_public(tmp_path):
     model_kwargs={"embed_dim": 8, "hidden_size": 8},
   )
   task = tasks.get_task(c)
-  assert task.train_inputs["tokens"].dtype == np.int32
-  assert task.train_inputs["tokens"].shape == (12, 8)
+  tokens, lengths = task.train_inputs["tokens"], task.train_inputs["lengths"]
+  assert tokens.dtype == np.int32 and tokens.shape == (12, 8)
   assert len(task.public_labels) == 4
   assert task.public_inputs["tokens"].shape == (4, 8)
-  # "product" occurs only in the public (Amazon) text: unknown to the vocabulary.
-  assert np.all(
-    task.public_inputs["tokens"][task.public_inputs["tokens"] > 0] >= 1
-  )
+  # The vocabulary is Amazon's: "train", the last word of every IMDB
+  # training review and of no Amazon review, is unknown (id 1); "product",
+  # the last word of every Amazon review, is known.
+  assert np.all(tokens[np.arange(12), lengths - 1] == 1)
+  pub, pub_len = task.public_inputs["tokens"], task.public_inputs["lengths"]
+  assert np.all(pub[np.arange(4), pub_len - 1] > 1)
   _run_two_steps(c, task)
 
 

@@ -88,8 +88,8 @@ def adapter_steps(model, batch, params, adapters, assemble):
   loss = peft.bind_frozen(
     functools.partial(per_example_lm_loss, model=model), params, assemble
   )
-  hyper = dict(PRIVACY, directions="gaussian")
-  estimator = zoprivacy.dpzero(direction_prng="counter", **hyper)
+  hyper = dict(PRIVACY, directions="gaussian", direction_prng="counter2")
+  estimator = zoprivacy.dpzero(**hyper)
   tx, generic_step = _generic_step(estimator, loss)
   zo = layerwise.layerwise_dpzero(
     perturbed_loss=causal_lm_zo.in_scan_lm_loss(model=model, assemble=assemble),
@@ -131,7 +131,9 @@ def test_unperturbed_loss_is_the_model_loss():
     pytest.param("gaussian", {}, marks=pytest.mark.slow),
     pytest.param(
       "rademacher",
-      dict(num_queries=2, clip_target="raw_difference"),
+      dict(
+        num_queries=2, clip_target="raw_difference", direction_prng="counter2"
+      ),
       marks=pytest.mark.slow,
     ),
   ],
@@ -141,13 +143,15 @@ def test_in_scan_step_equals_generic_counter_step(directions, extra):
   two steps agree to 1e-4 and 1e-5 relative (PRIVACY's comment)."""
   model, batch, params = _opt(3, 16, 32, 48, 4, 12)
   loss = functools.partial(per_example_lm_loss, model=model)
-  hyper = dict(PRIVACY, directions=directions, **extra)
+  # The first counter hash unless extra names the second.
+  hyper = dict(PRIVACY, directions=directions, direction_prng="counter")
+  hyper.update(extra)
   generic = dict(hyper)
   if "clip_target" in generic:  # DP-ZO's convention
     generic.pop("clip_target")
-    estimator = zoprivacy.dp_zo(direction_prng="counter", **generic)
+    estimator = zoprivacy.dp_zo(**generic)
   else:
-    estimator = zoprivacy.dpzero(direction_prng="counter", **generic)
+    estimator = zoprivacy.dpzero(**generic)
   tx, generic_step = _generic_step(estimator, loss)
   zo = layerwise.layerwise_dpzero(
     perturbed_loss=causal_lm_zo.in_scan_lm_loss(model=model),
@@ -262,9 +266,11 @@ def test_in_scan_mezo_equals_generic_counter_mezo():
   model, batch, params = _opt(3, 16, 32, 48, 4, 12)
   mask = jnp.asarray([True, True, True, False])
   loss = functools.partial(per_example_lm_loss, model=model)
-  hyper = dict(smoothing=0.05, num_queries=2, direction_key=11)
+  hyper = dict(
+    smoothing=0.05, num_queries=2, direction_key=11, direction_prng="counter"
+  )
   tx = optax.chain(
-    zoprivacy.mezo(direction_prng="counter", **hyper),
+    zoprivacy.mezo(**hyper),
     optax.sgd(LEARNING_RATE),
   )
 
@@ -333,9 +339,11 @@ def test_embedding_perturbed_where_used_equals_the_perturbed_table():
   table = jnp.asarray(rng.normal(size=(50, 8)).astype(np.float32))
   hidden = jnp.asarray(rng.normal(size=(3, 4, 8)).astype(np.float32))
   ids = jnp.asarray(rng.integers(0, 50, size=(3, 5)).astype(np.int32))
-  perturbation = layerwise.Perturbation("gaussian", jax.random.key(4), 0.01)
+  perturbation = layerwise.Perturbation(
+    "gaussian", jax.random.key(4), 0.01, "counter2"
+  )
   u = directions.leaf_slice(
-    "gaussian", perturbation.key, 2, table.shape, table.dtype
+    "gaussian", perturbation.key, 2, table.shape, table.dtype, prng="counter2"
   )
   perturbed = table + (0.01 * u).astype(table.dtype)
   rows = table[ids] + pe.token_rows_delta(perturbation, 2, table, ids)
@@ -352,7 +360,7 @@ def test_embedding_perturbed_where_used_equals_the_perturbed_table():
   # An untied [D, V] head kernel: its column chunks are those of W + l u.
   kernel = table.T
   w = directions.leaf_slice(
-    "gaussian", perturbation.key, 5, kernel.shape, kernel.dtype
+    "gaussian", perturbation.key, 5, kernel.shape, kernel.dtype, prng="counter2"
   )
   perturbed_kernel = kernel + (0.01 * w).astype(kernel.dtype)
   columns = pe.perturbed_columns(perturbation, 5, kernel)

@@ -7,6 +7,9 @@ background thread and waited for, so the step itself (whose time is
 observable) only copies its noise. Each sampler call records the thread it
 ran in: a draw outside the prefetch threads is a draw inside the step (on
 the caller's thread, or on the thread of the step's host callback).
+Vector noise is drawn by the host sampler here (``sampler="host"``): the
+default device sampler draws inside the jitted step in constant time, and
+a traced step records nothing for it to predraw (the last test).
 """
 
 import threading
@@ -19,6 +22,7 @@ import zoprivacy
 from configs import default
 from experiments import train
 from zoprivacy.secret_noise import exact_noise, predraw
+from zoprivacy.secret_noise import vector_discrete_mechanism as vdm
 from zoprivacy.secret_noise import vector_discrete_noise as vdn
 from zoprivacy.secret_noise import vector_noise_prefetch as vnp
 
@@ -43,6 +47,8 @@ def _record_scalar_draws(monkeypatch):
 
 
 def _record_vector_draws(monkeypatch):
+  """Host-sampled vector draws (the sampler set to 'host' for the test)."""
+  monkeypatch.setattr(vdm, "DEFAULT_SAMPLER", "host")
   seen = []
   real = vdn.draw_step
 
@@ -112,9 +118,8 @@ def test_library_predraw_draws_the_next_step_of_a_state(monkeypatch):
   assert draws and draws[0].path == () and draws[0].size == 3
 
 
-def test_without_predraw_the_first_step_draws_its_own_noise(monkeypatch):
-  """The control: the same dp_sgd step, nothing drawn ahead."""
-  vector = _record_vector_draws(monkeypatch)
+def _dp_sgd_update():
+  """A fresh dp_sgd state and its jitted update on a fixed batch."""
   tx = zoprivacy.dp_sgd(clip=1.0, noise_multiplier=1.0, expected_batch_size=8)
   state = zoprivacy.refresh_noise_keys(tx.init(jnp.zeros(3)))
   batch = jnp.linspace(-1, 1, 24).reshape(8, 3)
@@ -123,6 +128,13 @@ def test_without_predraw_the_first_step_draws_its_own_noise(monkeypatch):
       None, s, jnp.zeros(3), per_example_loss=_loss, batch=batch
     )
   )
+  return state, update
+
+
+def test_without_predraw_the_first_step_draws_its_own_noise(monkeypatch):
+  """The control: the same dp_sgd step, nothing drawn ahead."""
+  vector = _record_vector_draws(monkeypatch)
+  state, update = _dp_sgd_update()
   jax.block_until_ready(update(state))
   assert _in_step(vector) == [0]
 
@@ -143,3 +155,26 @@ def test_the_runner_draws_no_noise_inside_its_first_step(monkeypatch, tmp_path):
   assert {s for s, _ in scalar} >= {0, 1, 2}
   assert {s for s, _ in vector} >= {0, 1, 2}
   assert _in_step(scalar + vector) == []
+
+
+def test_device_sampled_vector_noise_needs_no_predraw(monkeypatch):
+  """The default: dp_sgd's exact vector noise is drawn on the device, in
+  the step; a traced step records no host draw and the host sampler never
+  runs, so ``predraw`` has nothing to draw for it."""
+  seen = []
+  real = vdn.draw_step
+
+  def recording(words, sigma, size, step):
+    seen.append(int(step))
+    return real(words, sigma, size, step)
+
+  monkeypatch.setattr(vdn, "draw_step", recording)
+  assert vdm.DEFAULT_SAMPLER == "device"
+  state, update = _dp_sgd_update()
+  with vnp.recording() as draws:
+    update.trace(state)
+  assert draws == []
+  predraw.predraw(state, draws)
+  updates, _ = update(state)
+  assert np.all(np.isfinite(np.asarray(updates)))
+  assert seen == []

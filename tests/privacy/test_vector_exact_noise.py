@@ -141,27 +141,49 @@ def test_grid_keeps_the_int32_sum_and_the_sampler_in_range():
     vdm.VectorDiscreteGaussianMechanism(1.0, 1.0, "replace_one")
 
 
-def test_default_release_is_on_the_lattice_and_ghost_refuses():
+def test_default_release_is_on_the_lattice_ghost_clipping_included():
   """DP-SGD's release times B M / C is an integer (C = 1, B = 8, M a power
-  of two: every float step is exact), and the ghost path refuses."""
+  of two: every float step is exact); with ghost clipping the release
+  times B / gamma is (gamma = 2^-k, the rounded sum's grid, from the bound
+  of the step's sum)."""
+  from zoprivacy.estimators import base  # pylint: disable=g-import-not-at-top
+  from zoprivacy.first_order import ghost_clipping  # pylint: disable=g-import-not-at-top
+
   params = {"w": jnp.ones((3, 2)), "b": jnp.zeros(2)}
   batch = jnp.arange(24, dtype=jnp.float32).reshape(8, 3) / 10
   loss = lambda p, x: jnp.sum((x @ p["w"] + p["b"]) ** 2)
-  tx = zoprivacy.dp_sgd(clip=1.0, noise_multiplier=2.0, expected_batch_size=8)
-  g, _ = jax.jit(
-    lambda s: tx.update(None, s, params, per_example_loss=loss, batch=batch)
-  )(tx.init(params))
-  scale = 8 * vdm.MAX_GRID  # B M / C
-  for leaf in jax.tree.leaves(g):
-    n = np.asarray(leaf, np.float64) * scale
-    assert np.array_equal(n, np.round(n)) and np.any(n != 0)
-  with pytest.raises(ValueError, match="Ghost clipping"):
-    zoprivacy.dp_sgd(
+  for clipping in ("explicit", "ghost"):
+    tx = zoprivacy.dp_sgd(
       clip=1.0,
-      noise_multiplier=1.0,
+      noise_multiplier=2.0,
       expected_batch_size=8,
-      per_example_clipping="ghost",
+      per_example_clipping=clipping,
     )
+    g, _ = jax.jit(
+      lambda s, tx=tx: tx.update(
+        None, s, params, per_example_loss=loss, batch=batch
+      )
+    )(tx.init(params))
+    scale = 8 * vdm.MAX_GRID  # B M / C
+    if clipping == "ghost":
+      args = base.parse_extra_args(dict(per_example_loss=loss, batch=batch))
+      _, bound = ghost_clipping.certified_clipped_sum(args, params, clip=1.0)
+      k = tx_mechanism(tx).grid_exponent(bound, 8)
+      scale = 8 * 2.0**k
+    for leaf in jax.tree.leaves(g):
+      n = np.asarray(leaf, np.float64) * scale
+      assert np.array_equal(n, np.round(n)) and np.any(n != 0)
+
+
+def tx_mechanism(tx):
+  """The runtime mechanism of an estimator built by a factory (its plan's
+  values rebuilt as the factory builds them)."""
+  from zoprivacy.secret_noise import rounded_sum_mechanism  # pylint: disable=g-import-not-at-top
+
+  plan = tx.privacy_plan
+  return rounded_sum_mechanism.RoundedSumDiscreteGaussianMechanism(
+    plan.clip, plan.noise_multiplier
+  )
 
 
 @pytest.mark.parametrize(

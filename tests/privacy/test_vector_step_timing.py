@@ -21,8 +21,17 @@ from scipy import stats
 
 import zoprivacy
 from zoprivacy.estimators import base
+from zoprivacy.secret_noise import vector_discrete_mechanism as vdm
 from zoprivacy.secret_noise import vector_discrete_noise as vdn
 from zoprivacy.secret_noise import vector_noise_prefetch as vnp
+
+
+@pytest.fixture(autouse=True)
+def _host_sampler(monkeypatch):
+  """These tests are about the host sampler (the reference), which the
+  estimators use when asked: the default is the device sampler."""
+  monkeypatch.setattr(vdm, "DEFAULT_SAMPLER", "host")
+
 
 D = 6
 WARM_UP = 8

@@ -36,6 +36,10 @@ OTHER_MEANING = {
     "zoprivacy/zo/counter_directions.py",
     "gaussian",
   ): "a direction distribution",
+  (
+    "zoprivacy/zo/counter_generators.py",
+    "gaussian",
+  ): "a direction distribution",
 }
 
 

@@ -27,7 +27,9 @@ PATH = os.path.join(
 class Declaration:
   """The JAX-free part of an :class:`~zoprivacy.estimators.registry.EstimatorSpec`.
 
-  ``parameters``: the factory's keyword names, in signature order.
+  ``parameters``: the factory's keyword names, in signature order;
+  ``public_data``, ``learning_rate``, ``config_fields``, ``run_settings``
+  and ``required`` (hyperparameters without a default) as registered.
   """
 
   name: str
@@ -36,6 +38,11 @@ class Declaration:
   sampling: tuple[str, ...]
   parameters: tuple[str, ...]
   defaults: tuple[tuple[str, Any], ...]
+  public_data: str | None = None
+  learning_rate: float | None = None
+  config_fields: tuple[str, ...] = ()
+  run_settings: tuple[tuple[str, Any], ...] = ()
+  required: tuple[str, ...] = ()
 
 
 @functools.cache
@@ -56,6 +63,11 @@ def declarations() -> dict[str, Declaration]:
       sampling=tuple(entry["sampling"]),
       parameters=tuple(entry["parameters"]),
       defaults=tuple((k, v) for k, v in entry["defaults"]),
+      public_data=entry.get("public_data"),
+      learning_rate=entry.get("learning_rate"),
+      config_fields=tuple(entry.get("config_fields", ())),
+      run_settings=tuple((k, v) for k, v in entry.get("run_settings", ())),
+      required=tuple(entry.get("required", ())),
     )
   return out
 

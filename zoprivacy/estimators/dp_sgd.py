@@ -16,13 +16,14 @@ from zoprivacy.estimators import base, registry
 from zoprivacy.first_order import ghost_clipping
 from zoprivacy.mechanisms import clipping
 from zoprivacy.mechanisms import noise as mechanisms
+from zoprivacy.secret_noise import rounded_sum_mechanism as rounded_sum
 from zoprivacy.secret_noise import vector_discrete_mechanism as vector_exact
 from zoprivacy.zo import queries
 
 PER_EXAMPLE_CLIPPING = ("explicit", "ghost")
 
 
-@registry.estimator("dp_sgd")
+@registry.estimator("dp_sgd", learning_rate=0.2)
 def dp_sgd(
   *,
   clip: float = 1.0,
@@ -54,8 +55,11 @@ def dp_sgd(
   quantized to an integer lattice of proven L2 sensitivity and the integer
   sum gets exact discrete Gaussian noise
   (:class:`~zoprivacy.secret_noise.vector_discrete_mechanism.VectorDiscreteGaussianMechanism`,
-  accounted by a subsampled RDP bound; add/remove only, explicit clipping
-  only). ``noise='secure_mode'`` draws each coordinate's float Gaussian as
+  accounted by a subsampled RDP bound; add/remove only); with ghost
+  clipping the float sum is rounded to a grid and the noise scaled to a
+  proven bound of the rounded sum's sensitivity, float error included
+  (:mod:`zoprivacy.secret_noise.rounded_sum_mechanism`; CPU and GPU).
+  ``noise='secure_mode'`` draws each coordinate's float Gaussian as
   the scaled sum of 4 independent draws (Opacus' ``secure_mode``, Holohan &
   Braghin 2021); ``noise='float'`` opts in to plain floating-point noise;
   both are exposed to floating-point attacks (Mironov 2012). The plan names
@@ -67,13 +71,6 @@ def dp_sgd(
     "per_example_clipping", per_example_clipping, PER_EXAMPLE_CLIPPING
   )
   validation.one_of("noise", noise, base.NOISE_KINDS)
-  if noise == "exact" and per_example_clipping == "ghost":
-    raise ValueError(
-      "Ghost clipping computes only the clipped sum, which exact vector "
-      "noise cannot quantize with a proven sensitivity: use "
-      "per_example_clipping='explicit', or pass noise='secure_mode' "
-      "(floating point, exposed to precision attacks) explicitly."
-    )
   privacy = privatization(
     clip=clip,
     noise_multiplier=noise_multiplier,
@@ -82,15 +79,13 @@ def dp_sgd(
     neighboring=neighboring,
     noise=noise,
     insecure_test_noise_seed=insecure_test_noise_seed,
+    ghost=per_example_clipping == "ghost",
   )
 
   def gradient(params, args, direction_key, noise_key):
     del direction_key
     if per_example_clipping == "ghost":
-      clipped_sum, _ = ghost_clipping.clipped_gradient_sum(
-        args, params, clip=privacy.mechanism.clip
-      )
-      return base.noisy_mean(privacy, noise_key, clipped_sum)
+      return ghost_gradient(privacy, params, args, noise_key)
     return private_gradient(privacy, params, args, noise_key)
 
   return base.build_vector_estimator(
@@ -107,9 +102,11 @@ def privatization(
   neighboring,
   noise,
   insecure_test_noise_seed,
+  ghost: bool = False,
 ) -> base.Privatization:
   """The vector estimators' mechanism and plan: exact vector noise for
-  ``noise='exact'``, else the floating-point Gaussian (``privacy_spec``)."""
+  ``noise='exact'`` (on the per-example lattice, or on the rounded sum for
+  ``ghost``), else the floating-point Gaussian (``privacy_spec``)."""
   privacy = dict(
     clip=clip,
     noise_multiplier=noise_multiplier,
@@ -120,8 +117,26 @@ def privatization(
   )
   if noise != "exact":
     return base.privacy_spec(noise=noise, **privacy)
-  mech, plan = vector_exact.vector_privacy(privacy, base.make_plan)
+  build = rounded_sum.ghost_privacy if ghost else vector_exact.vector_privacy
+  mech, plan = build(privacy, base.make_plan)
   return base.Privatization(mech, plan, insecure_test_noise_seed)
+
+
+def ghost_gradient(privacy, params, args, noise_key):
+  """DP-SGD's privatized mean gradient by ghost clipping: exact noise on
+  the rounded sum with certified factors and its float error bound, or
+  the float mechanism on the plain clipped sum."""
+  mech = privacy.mechanism
+  if isinstance(mech, rounded_sum.RoundedSumDiscreteGaussianMechanism):
+    sums, bound = ghost_clipping.certified_clipped_sum(
+      args, params, clip=mech.clip
+    )
+    noisy = mech.privatize_sum(noise_key, sums, bound, like=params)
+    return jax.tree.map(lambda x: x / privacy.expected_batch_size, noisy)
+  clipped_sum, _ = ghost_clipping.clipped_gradient_sum(
+    args, params, clip=mech.clip
+  )
+  return base.noisy_mean(privacy, noise_key, clipped_sum)
 
 
 def noisy_tree_mean(privacy, noise_key, clipped, mask):

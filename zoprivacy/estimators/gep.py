@@ -136,7 +136,7 @@ def anchor_subspace(
   return v
 
 
-@registry.estimator("gep", public_data="batch")
+@registry.estimator("gep", public_data="batch", learning_rate=0.3)
 def gep(
   *,
   embedding_clip: float = 1.0,

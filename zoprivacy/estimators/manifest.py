@@ -40,6 +40,11 @@ def _declaration(spec: registry.EstimatorSpec) -> dict[str, Any]:
     "sampling": list(spec.sampling),
     "parameters": list(inspect.signature(spec.factory).parameters),
     "defaults": [[k, jsonable(v)] for k, v in spec.defaults],
+    "required": list(spec.required),
+    "public_data": spec.public_data,
+    "learning_rate": spec.learning_rate,
+    "config_fields": list(spec.config_fields),
+    "run_settings": [[k, jsonable(v)] for k, v in spec.run_settings],
   }
 
 

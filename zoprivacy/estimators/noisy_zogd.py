@@ -243,6 +243,7 @@ def _privatized_gradient(
     ("radius", 0.5),
     ("sampling", "full_batch"),
   ),
+  config_fields=("l2", "radius", "hidden_state"),
 )
 def noisy_zogd_chain(
   setting: setting_lib.NoisyZOGDSetting,

@@ -61,7 +61,7 @@ def _estimator(compute, query, direction_key) -> base.PrivateEstimator:
 # ------------------------------------------------------------------- PAZO-M
 
 
-@registry.estimator("pazo_m", public_data="batch")
+@registry.estimator("pazo_m", public_data="batch", learning_rate=0.3)
 def pazo_m(
   *,
   alpha: float = 0.5,
@@ -145,7 +145,7 @@ def pazo_m(
 # ------------------------------------------------------------------- PAZO-P
 
 
-@registry.estimator("pazo_p", public_data="batches")
+@registry.estimator("pazo_p", public_data="batches", learning_rate=0.3)
 def pazo_p(
   *,
   num_public_batches: int = 4,

@@ -25,7 +25,7 @@ from zoprivacy.zo import queries
 # ------------------------------------------------------------------- PAZO-S
 
 
-@registry.estimator("pazo_s", public_data="batches")
+@registry.estimator("pazo_s", public_data="batches", learning_rate=0.1)
 def pazo_s(
   *,
   noise_multiplier: float,

@@ -123,6 +123,7 @@ def make_plan(
     clip=float(mechanism.clip),
     num_queries=int(mechanism.num_queries),
     grid_points=getattr(mechanism, "grid_points", None),
+    sum_grid=getattr(mechanism, "sum_grid", None),
     neighboring=mechanism.neighboring,
     sampling="poisson",
     expected_batch_size=float(expected_batch_size),

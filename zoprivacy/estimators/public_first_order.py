@@ -30,7 +30,7 @@ def dpmd_public_weight(step, num_steps: int):
   return jnp.cos(jnp.pi * t / (2.0 * num_steps))
 
 
-@registry.estimator("dpmd", public_data="batch")
+@registry.estimator("dpmd", public_data="batch", learning_rate=0.1)
 def dpmd(
   *,
   num_steps: int,
@@ -85,7 +85,7 @@ def dpmd(
 # ----------------------------------------------------------------- DOPE-SGD
 
 
-@registry.estimator("dope_sgd", public_data="batch")
+@registry.estimator("dope_sgd", public_data="batch", learning_rate=0.1)
 def dope_sgd(
   *,
   noise_multiplier: float,

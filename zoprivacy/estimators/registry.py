@@ -57,6 +57,11 @@ class EstimatorSpec:
     run_settings: config values (a task whose loss declares what the
       analysis assumes, a sampling scheme, ...) under which the estimator
       runs; tools that build a config for every estimator apply them.
+    learning_rate: the step size a runner gives the optimizer after this
+      estimator when the config sets none (``None``: the estimator needs
+      none of its own, e.g. Noisy-ZOGD takes its theorem's limit).
+    config_fields: run-config fields beyond the default schema that a
+      runner reads for this estimator (any other field is refused).
   """
 
   name: str
@@ -65,6 +70,8 @@ class EstimatorSpec:
   sampling: tuple[str, ...] = ("poisson",)
   setting_defaults: tuple[tuple[str, Any], ...] = ()
   run_settings: tuple[tuple[str, Any], ...] = ()
+  learning_rate: float | None = None
+  config_fields: tuple[str, ...] = ()
 
   def __post_init__(self):
     if self.public_data not in PUBLIC_DATA:
@@ -120,6 +127,16 @@ class EstimatorSpec:
       if p.default is not p.empty and name not in RUNNER_ARGUMENTS
     )
     return own + self.setting_defaults
+
+  @property
+  def required(self) -> tuple[str, ...]:
+    """Hyperparameters without a default that a runner does not pass
+    itself: a config must give them (``estimator_kwargs``)."""
+    return tuple(
+      name
+      for name, p in self.parameters.items()
+      if p.default is p.empty and name not in RUNNER_ARGUMENTS
+    )
 
   @property
   def public_arg(self) -> str | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from zoprivacy.estimators import base, registry, two_point
 
 
-@registry.estimator("mezo")
+@registry.estimator("mezo", learning_rate=1e-3)
 def mezo(
   *,
   smoothing: float = 1e-3,
@@ -69,7 +69,7 @@ def _private_scalar_estimator(
   return two_point.two_point_estimator(query, direction_key=direction_key)
 
 
-@registry.estimator("dpzero")
+@registry.estimator("dpzero", learning_rate=0.02)
 def dpzero(
   *,
   noise_multiplier: float,
@@ -155,7 +155,7 @@ def dpzero(
 # dp_zo clips the raw difference f(x + l u) - f(x - l u) = 2 l * (finite
 # difference): its default clip 2e-3 at l = 1e-3 is DPZero's 1.0 on the
 # finite difference, so switching estimator by override keeps the scale.
-@registry.estimator("dp_zo")
+@registry.estimator("dp_zo", learning_rate=0.02)
 def dp_zo(
   *,
   noise_multiplier: float,

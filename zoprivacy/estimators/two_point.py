@@ -79,10 +79,11 @@ class TwoPointQuery(NamedTuple):
     by leaf (the counter hash,
     :func:`~zoprivacy.zo.counter_directions.counter_leaf_directions`);
     ``None`` where it is drawn whole."""
-    if directions_lib.generator(self.direction_prng, params) != "counter":
+    prng = directions_lib.generator(self.direction_prng, params)
+    if prng not in directions_lib.COUNTER_PRNGS:
       return None
     return lambda k, scale=None: counter_directions.counter_leaf_directions(
-      self.directions, k, params, scale
+      self.directions, k, params, scale, prng
     )
 
   def first_use_directions(self, params):
@@ -100,13 +101,14 @@ class TwoPointQuery(NamedTuple):
     directions (:func:`~zoprivacy.zo.counter_directions.counter_sphere_scale`),
     so that the norm pass runs once per query, not once per use of ``u``;
     ``None`` for every other direction."""
+    prng = directions_lib.generator(self.direction_prng, params)
     if (
-      directions_lib.generator(self.direction_prng, params) != "counter"
+      prng not in directions_lib.COUNTER_PRNGS
       or self.directions not in directions_lib.SPHERE_RADII
     ):
       return None
     scale = lambda k: counter_directions.counter_sphere_scale(
-      self.directions, k, params
+      self.directions, k, params, prng
     )
     if query_keys.shape[0] == 1:
       return scale(query_keys[0])[None]

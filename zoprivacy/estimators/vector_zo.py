@@ -20,7 +20,7 @@ from zoprivacy.zo import directions as directions_lib
 from zoprivacy.zo import queries
 
 
-@registry.estimator("dpgd_zeroth")
+@registry.estimator("dpgd_zeroth", learning_rate=0.02)
 def dpgd_zeroth(
   *,
   noise_multiplier: float,

@@ -69,7 +69,9 @@ import collections
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from zoprivacy.first_order import ghost_certified as certified
 from zoprivacy.first_order import ghost_fallback, layer_capture
 from zoprivacy.zo import queries
 
@@ -100,7 +102,9 @@ def _sq_norms(per_example):
 def _dense_group(xs, gs, names, leaves):
   """Ghost norm and clipped sum of a dense layer (Li et al. 2022 eq. (4)).
 
-  Returns ``(sq_norms [B], sum_fn(factor) -> {leaf index: array})``.
+  Returns ``(parts, sum_fn(factor) -> {leaf index: array})``: the parts'
+  squared norms add up to the per-example ``||grad_i||^2``, with the
+  sizes that bound their float error (:mod:`.ghost_certified`).
   """
   d_in, d_out = leaves[names["kernel"]].shape
   batch = xs[0].shape[0]
@@ -108,15 +112,20 @@ def _dense_group(xs, gs, names, leaves):
   g = _wide(jnp.concatenate([b.reshape(batch, -1, d_out) for b in gs], 1))
   positions = x.shape[1]
   bias_grads = jnp.sum(g, axis=1)
-  sq = _sq_norms(bias_grads) if "bias" in names else 0.0
+  parts = []
+  if "bias" in names:
+    parts.append(certified.object_part(_sq_norms(bias_grads), d_out))
   if positions * positions <= d_in * d_out:
     xx = jnp.einsum("btd,bsd->bts", x, x, precision=_HIGHEST)
     gg = jnp.einsum("btd,bsd->bts", g, g, precision=_HIGHEST)
-    sq = sq + jnp.maximum(jnp.sum(xx * gg, axis=(1, 2)), 0.0)
+    sq = jnp.maximum(jnp.sum(xx * gg, axis=(1, 2)), 0.0)
+    norms = certified.row_norms(x), certified.row_norms(g)
+    parts.append(certified.ghost_part(sq, *norms, d_in, d_out))
     per_example_kernel = None
   else:
     per_example_kernel = jnp.einsum("btd,bte->bde", x, g, precision=_HIGHEST)
-    sq = sq + _sq_norms(per_example_kernel)
+    sq = _sq_norms(per_example_kernel)
+    parts.append(certified.object_part(sq, d_in * d_out))
 
   def clipped_sum(factor):
     if per_example_kernel is None:
@@ -132,7 +141,7 @@ def _dense_group(xs, gs, names, leaves):
       out[names["bias"]] = _weighted_sum(bias_grads, factor)
     return out
 
-  return sq, clipped_sum
+  return parts, clipped_sum
 
 
 def _embed_group(ids_list, gs, names, leaves):
@@ -147,6 +156,8 @@ def _embed_group(ids_list, gs, names, leaves):
   gg = jnp.einsum("btd,bsd->bts", g, g, precision=_HIGHEST)
   sq = jnp.sum(jnp.where(same & valid[:, None, :], gg, 0.0), axis=(1, 2))
   sq = jnp.maximum(sq, 0.0)  # a Gram sum: rounding may dip below 0
+  one_hot = valid.astype(g.dtype)  # ||x_t||: 1 for a valid token, else 0
+  part = certified.ghost_part(sq, one_hot, certified.row_norms(g), 0, features)
 
   def clipped_sum(factor):
     keep = factor > 0
@@ -156,7 +167,7 @@ def _embed_group(ids_list, gs, names, leaves):
     total = total.at[rows].add(weighted.reshape(-1, features), mode="drop")
     return {names["embedding"]: total}
 
-  return sq, clipped_sum
+  return [part], clipped_sum
 
 
 def _local_group(calls, inputs, gs, names, leaves):
@@ -176,12 +187,44 @@ def _local_group(calls, inputs, gs, names, leaves):
       return vjp(g)[0]
 
     per_example = jax.tree.map(jnp.add, per_example, jax.vmap(local)(arrays, g))
-  sq = sum(_sq_norms(v) for v in per_example.values())
+  parts = [_object(v) for v in per_example.values()]
 
   def clipped_sum(factor):
     return {names[n]: _weighted_sum(v, factor) for n, v in per_example.items()}
 
-  return sq, clipped_sum
+  return parts, clipped_sum
+
+
+def _object(per_example) -> certified.Part:
+  """The part of a gradient formed per example (``[B, ...]``)."""
+  size = int(np.prod(per_example.shape[1:], dtype=np.int64))
+  return certified.object_part(_sq_norms(per_example), size)
+
+
+def _ghost_parts(per_example_loss, params, batch):
+  """``(leaves, treedef, parts, summers, free_grads)`` of one backward
+  pass: every part of the per-example gradients' norms and each layer
+  group's ``factor -> sums`` function."""
+  leaves, treedef = _distinct_leaves(params)
+  calls, covered = layer_capture.discover(
+    per_example_loss, leaves, treedef, batch
+  )
+  ghost_fallback.warn(calls, covered, leaves, treedef)  # once per trace
+  tapped_idx = [k for k, c in enumerate(calls) if c.group in covered]
+  free_grads, out_grads, inputs = _tapped_gradients(
+    per_example_loss, leaves, treedef, batch, calls, covered, tapped_idx
+  )
+  parts, summers = _ghost_sq_norms(calls, tapped_idx, inputs, out_grads, leaves)
+  parts += [_object(g) for g in free_grads.values()]
+  return leaves, treedef, parts, summers, free_grads
+
+
+def _sums(leaves, summers, free_grads, factor):
+  """``{leaf index: sum_i factor_i grad_i}`` in float32 (or wider)."""
+  sums = {i: _weighted_sum(g, factor) for i, g in free_grads.items()}
+  for fn in summers:
+    sums.update(fn(factor))
+  return [sums[i] for i in range(len(leaves))]
 
 
 def clipped_gradient_sum_of_loss(
@@ -194,32 +237,40 @@ def clipped_gradient_sum_of_loss(
   4-6) up to float rounding, without per-example gradients of the supported
   layers (module docstring). ``per_example_loss(params, example) -> scalar``.
   """
-  leaves, treedef = _distinct_leaves(params)
-  calls, covered = layer_capture.discover(
-    per_example_loss, leaves, treedef, batch
-  )
-  ghost_fallback.warn(calls, covered, leaves, treedef)  # once per trace
-  tapped_idx = [k for k, c in enumerate(calls) if c.group in covered]
-  free_grads, out_grads, inputs = _tapped_gradients(
-    per_example_loss, leaves, treedef, batch, calls, covered, tapped_idx
-  )
-  sq_norms, summers = _ghost_sq_norms(
-    calls, tapped_idx, inputs, out_grads, free_grads, leaves
+  leaves, treedef, parts, summers, free_grads = _ghost_parts(
+    per_example_loss, params, batch
   )
   size = jax.tree.leaves(batch)[0].shape[0]
-  norms = jnp.sqrt(jnp.broadcast_to(sq_norms, (size,)))
-
+  sq_norms = sum((p.sq for p in parts), jnp.zeros((size,), jnp.float32))
+  norms = jnp.sqrt(sq_norms)
   keep = jnp.isfinite(norms)
   if mask is not None:
     keep = keep & mask.astype(bool)
   factor = jnp.where(
     keep, jnp.minimum(1.0, clip / jnp.maximum(norms, 1e-30)), 0.0
   )
-  sums = {i: _weighted_sum(g, factor) for i, g in free_grads.items()}
-  for fn in summers:
-    sums.update(fn(factor))
-  out = [sums[i].astype(jnp.result_type(leaf)) for i, leaf in enumerate(leaves)]
+  sums = _sums(leaves, summers, free_grads, factor)
+  out = [x.astype(jnp.result_type(leaf)) for x, leaf in zip(sums, leaves)]
   return jax.tree.unflatten(treedef, out), norms
+
+
+def certified_clipped_sum(loss_args, params, *, clip):
+  """``(float32 tree, SumBound)``: the clipped sum with certified factors
+  and the bound of its float error (:mod:`.ghost_certified`), for exact
+  noise. ``loss_args`` as in :func:`clipped_gradient_sum`."""
+  certified.check_platform()
+  loss_one = queries.as_per_example_loss(
+    loss_args.per_example_loss, loss_args.batched_loss
+  )
+  batch, mask = loss_args.batch, loss_args.mask
+  leaves, treedef, parts, summers, free_grads = _ghost_parts(
+    loss_one, params, batch
+  )
+  size = jax.tree.leaves(batch)[0].shape[0]
+  keep = jnp.ones((size,), bool) if mask is None else mask.astype(bool)
+  factor, bound = certified.certified_factor(parts, clip, keep, size)
+  sums = _sums(leaves, summers, free_grads, factor)
+  return jax.tree.unflatten(treedef, sums), bound
 
 
 def _tapped_gradients(
@@ -263,27 +314,27 @@ def _tapped_gradients(
   return free_grads, out_grads, inputs
 
 
-def _ghost_sq_norms(calls, tapped_idx, inputs, out_grads, free_grads, leaves):
-  """The per-example squared gradient norms ``||grad_i||^2`` (each layer
-  group's ghost or local norms, then the free leaves' explicit ones) and,
-  per group, its ``factor -> {leaf: sum_i factor_i grad_i}`` function."""
+def _ghost_sq_norms(calls, tapped_idx, inputs, out_grads, leaves):
+  """The parts of the per-example squared gradient norms of the layer
+  groups (ghost or local norms) and, per group, its ``factor -> {leaf:
+  sum_i factor_i grad_i}`` function."""
   groups = collections.defaultdict(list)
   for k in tapped_idx:
     groups[calls[k].group].append(k)
-  sq_norms, summers = 0.0, []
+  parts, summers = [], []
   for ks in groups.values():
     call = calls[ks[0]]
     xs, gs = [inputs[k] for k in ks], [out_grads[k] for k in ks]
     if call.kind == "dense":
-      sq, fn = _dense_group([x[0] for x in xs], gs, call.names, leaves)
+      more, fn = _dense_group([x[0] for x in xs], gs, call.names, leaves)
     elif call.kind == "embed":
-      sq, fn = _embed_group([x[0] for x in xs], gs, call.names, leaves)
+      more, fn = _embed_group([x[0] for x in xs], gs, call.names, leaves)
     else:
-      sq, fn = _local_group([calls[k] for k in ks], xs, gs, call.names, leaves)
-    sq_norms, summers = sq_norms + sq, summers + [fn]
-  for grads in free_grads.values():
-    sq_norms = sq_norms + _sq_norms(grads)
-  return sq_norms, summers
+      more, fn = _local_group(
+        [calls[k] for k in ks], xs, gs, call.names, leaves
+      )
+    parts, summers = parts + more, summers + [fn]
+  return parts, summers
 
 
 def _distinct_leaves(params):

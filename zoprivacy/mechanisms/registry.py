@@ -36,6 +36,7 @@ for _cls in (
   values.DiscreteGaussian,
   values.DiscreteLaplace,
   vector_values.VectorDiscreteGaussian,
+  vector_values.RoundedSumDiscreteGaussian,
 ):
   register(_cls)
 

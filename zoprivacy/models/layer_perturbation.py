@@ -24,11 +24,13 @@ MAX_LEAF_SIZE = 2**32  # counter-hash positions are uint32 within a leaf
 
 
 class Perturbation(NamedTuple):
-  """``x + scale * u(key)`` for the counter-hash direction ``direction``."""
+  """``x + scale * u(key)`` for the counter-hash direction ``direction``,
+  drawn by the counter hash ``prng`` (``'counter'`` or ``'counter2'``)."""
 
   direction: str
   key: jax.Array
   scale: Any
+  prng: str = "counter"
 
   def _add(self, leaf, number, start=0):
     u = directions_lib.leaf_slice(
@@ -38,6 +40,7 @@ class Perturbation(NamedTuple):
       jnp.shape(leaf),
       perturbation_dtype(leaf),
       start=start,
+      prng=self.prng,
     )
     if narrow_slices.is_narrow(leaf):
       # float32(w) + l u in float32: l = 1e-3 added in bfloat16 would be

@@ -68,6 +68,7 @@ def _rows_of_u(perturbation, number, first_row, shape, dtype):
     shape,
     dtype,
     start=start,
+    prng=perturbation.prng,
   )
 
 
@@ -131,6 +132,7 @@ def perturbed_columns(perturbation, number: int, kernel) -> ChunkRows:
       number,
       positions,
       _u_dtype(kernel),
+      prng=perturbation.prng,
     )
     return _plus(part, perturbation.scale * u).T
 

@@ -3,9 +3,11 @@
 The exact samplers take longer for larger noise values, so every step's
 noise is drawn ahead of the step (blocks of scalar steps,
 :class:`~zoprivacy.secret_noise.exact_noise.ExactNoiseSource`; vectors a
-few steps ahead, :mod:`~zoprivacy.secret_noise.vector_noise_prefetch`). The
-first step after a start, a resume or new noise keys has nothing drawn yet:
-:func:`predraw` draws it, and waits, before that step runs.
+few steps ahead, :mod:`~zoprivacy.secret_noise.vector_noise_prefetch`, when
+the host sampler draws them). The first step after a start, a resume or new
+noise keys has nothing drawn yet: :func:`predraw` draws it, and waits,
+before that step runs. Exact vector noise drawn on the device (the default)
+is part of the step, in constant time, and needs no predraw.
 
 Library use, after ``init`` or a restore (and once the step is traced)::
 
@@ -61,6 +63,9 @@ def predraw(opt_state, vector_draws=(), *, in_jit_scalar: bool = True):
       words = np.asarray(noise_binding.key_words(key))
       host_noise.source_for(est.privacy_plan, words).warm(step)
     elif kind == "discrete_vector" and draws:
+      # Only the host sampler records draws when the step is traced: the
+      # device sampler (the default) draws inside the jitted step in a time
+      # that depends only on (sigma, size), so it has nothing to predraw.
       base = vnp.noise_step(est._replace(noise_key=key))
       for path, sigma, size in draws:
         part = base

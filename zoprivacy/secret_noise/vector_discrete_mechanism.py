@@ -3,8 +3,9 @@
 The default of the vector estimators (DP-SGD, DPMD, DOPE-SGD, GEP,
 DPGD-0th). Its sensitivity, its noise and its accounting are stated on
 :class:`VectorDiscreteGaussianMechanism`, next to the code that adds the
-noise; the sampler is :mod:`zoprivacy.secret_noise.vector_discrete_noise`, the
-accountant :mod:`zoprivacy.accounting.subsampled_rdp`.
+noise; the sampler is :mod:`zoprivacy.secret_noise.device_discrete_gaussian`
+(the host's :mod:`zoprivacy.secret_noise.vector_discrete_noise` is the
+reference), the accountant :mod:`zoprivacy.accounting.subsampled_rdp`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from zoprivacy.core import validation
 from zoprivacy.core.masked_sums import masked_sum
 from zoprivacy.mechanisms.discrete import exact_release
 from zoprivacy.secret_noise import (
+  device_discrete_gaussian,
   noise_binding,
   vector_discrete_noise,
   vector_noise_prefetch,
@@ -77,18 +79,38 @@ def reclip_rows(k: jax.Array, bound: int) -> jax.Array:
   return (jnp.sign(k) * mag.astype(jnp.int32)).astype(jnp.int32)
 
 
-def draw_noise(noise_key, sigma: int, size: int) -> jax.Array:
+SAMPLERS = ("device", "host")
+# The sampler of exact vector noise: 'device' (the default; jitted integer
+# code, constant time, zoprivacy.secret_noise.device_discrete_gaussian) or
+# 'host' (the int64 numpy reference, prefetched off the step's timing
+# path). Read when a step is traced.
+DEFAULT_SAMPLER = "device"
+
+
+def draw_noise(noise_key, sigma: int, size: int, sampler=None) -> jax.Array:
   """``int32[size]`` exact discrete Gaussian noise of integer ``sigma``.
 
   ``noise_key``: a :class:`~zoprivacy.secret_noise.vector_noise_prefetch.
-  NoiseStep` (the plan-bound key and the step): the noise is drawn ahead of
-  the step in the background and the step's host callback copies it
-  (:func:`~zoprivacy.secret_noise.vector_noise_prefetch.draw_in_jit`), so the
-  step's time does not include the sampler's. A plain per-step key: drawn
-  inside the step by a pure callback (one call per step). Either way the
-  same on every host holding the key.
+  NoiseStep` (the plan-bound key and the step) or a plain per-step key.
+  ``sampler``: 'device' (by default, :data:`DEFAULT_SAMPLER`): drawn by
+  jitted integer code from the key's four words and the step
+  (:func:`~zoprivacy.secret_noise.device_discrete_gaussian.draw`, constant
+  time); 'host': the numpy reference, drawn ahead of the step in the
+  background and copied by the step's host callback for a ``NoiseStep``
+  (:func:`~zoprivacy.secret_noise.vector_noise_prefetch.draw_in_jit`), by
+  a pure callback for a plain key. Either way the same on every host
+  holding the key.
   """
-  if isinstance(noise_key, vector_noise_prefetch.NoiseStep):
+  sampler = DEFAULT_SAMPLER if sampler is None else sampler
+  validation.one_of("sampler", sampler, SAMPLERS)
+  stepped = isinstance(noise_key, vector_noise_prefetch.NoiseStep)
+  if sampler == "device":
+    key, step = (noise_key.key, noise_key.step) if stepped else (noise_key, 0)
+    words = noise_binding.key_words(key)
+    words = jnp.pad(words, (0, max(4 - words.shape[0], 0)))[:4]
+    sigma = vector_discrete_noise.check_sigma(sigma)
+    return device_discrete_gaussian.draw(words, step, sigma, size)
+  if stepped:
     return vector_noise_prefetch.draw_in_jit(noise_key, sigma, size)
 
   def host(words):
@@ -99,8 +121,23 @@ def draw_noise(noise_key, sigma: int, size: int) -> jax.Array:
   return jax.pure_callback(host, shape, words, vmap_method="expand_dims")
 
 
+class ClippedSumScale:
+  """A clipped sum's contribution bound (``clip``) and its noise std per
+  coordinate in the units of the sum (at least ``noise_multiplier *
+  clip``)."""
+
+  @property
+  def contribution_bound(self) -> float:
+    return self.clip
+
+  @property
+  def noise_std(self) -> float:
+    """Noise std per coordinate in the units of the sum (at least)."""
+    return self.noise_multiplier * self.clip
+
+
 @dataclasses.dataclass(frozen=True)
-class VectorDiscreteGaussianMechanism:
+class VectorDiscreteGaussianMechanism(ClippedSumScale):
   """Exact multivariate discrete Gaussian noise on a quantized vector sum.
 
   Lattice: one example's contribution, clipped at ``clip`` in L2, becomes
@@ -111,7 +148,8 @@ class VectorDiscreteGaussianMechanism:
 
   Noise: i.i.d. discrete Gaussian of integer sigma ``s = ceil(
   noise_multiplier * M)`` on every coordinate of the integer sum, drawn
-  exactly (:mod:`zoprivacy.secret_noise.vector_discrete_noise`). The release is
+  on the device in constant time (:func:`draw_noise`; within ``2^-112`` of
+  exact per draw, which the plan adds to delta). The release is
   ``(sum + noise) * clip / M`` (an integer times a fixed step): it has no
   floating-point artefact that depends on the data (Mironov 2012).
 
@@ -136,15 +174,6 @@ class VectorDiscreteGaussianMechanism:
         "(the subsampled RDP bound); for replace-one pass noise='secure_mode'"
         " (floating point, exposed to precision attacks) explicitly."
       )
-
-  @property
-  def contribution_bound(self) -> float:
-    return self.clip
-
-  @property
-  def noise_std(self) -> float:
-    """Noise std per coordinate in the units of the sum (at least)."""
-    return self.noise_multiplier * self.clip
 
   def grid(self, batch_rows: int) -> int:
     """``M``: the largest power of two up to ``2**19`` with ``batch_rows *

@@ -22,7 +22,8 @@ in the layer-wise step).
 The direction is THE direction of the generic step: leaf ``i`` is numbered
 in the ``jax.tree.leaves`` order of the whole trainable tree and its
 elements are drawn by the same counter hash, so a step here equals the
-generic ``dpzero(direction_prng='counter')`` step followed by
+generic ``dpzero(direction_prng=...)`` step with the same counter hash
+(``'counter2'`` by default, or ``'counter'``) followed by
 ``optax.sgd(learning_rate)`` with the same keys (tested).
 
 The update ``x <- x - a (1/q) sum_j s_j u_j`` (DPZero Alg. 2 line 3, DP-ZO
@@ -62,9 +63,12 @@ from zoprivacy.zo import directions as directions_lib
 SLICEABLE_DIRECTIONS = ("gaussian", "rademacher")
 
 
-def descend(params, direction: str, query_keys, scalars, learning_rate):
+def descend(
+  params, direction: str, query_keys, scalars, learning_rate, prng="counter"
+):
   """``x - a (1/q) sum_j s_j u_j`` leaf by leaf, each ``u_j`` regenerated
-  inside the leaf's one elementwise expression (no copy of ``u``).
+  inside the leaf's one elementwise expression (no copy of ``u``) by the
+  counter hash ``prng``.
 
   The arithmetic is that of :func:`~zoprivacy.estimators.two_point.
   average_of_directions` followed by ``optax.sgd``: ``s u`` (``q = 1``) or
@@ -85,6 +89,7 @@ def descend(params, direction: str, query_keys, scalars, learning_rate):
       number,
       jnp.shape(leaf),
       dtype,
+      prng=prng,
     )
     if num_queries == 1:
       grad = scalars[0].astype(dtype) * draw(query_keys[0])
@@ -133,8 +138,12 @@ def layerwise_two_point(
   (:func:`descend`).
   """
   validation.one_of("directions", directions, SLICEABLE_DIRECTIONS)
-  if query.direction_prng != "counter":
-    raise ValueError("The layer-wise step draws u by the counter hash only.")
+  prng = query.direction_prng
+  if prng not in directions_lib.COUNTER_PRNGS:
+    raise ValueError(
+      "The layer-wise step draws u by a counter hash "
+      f"{directions_lib.COUNTER_PRNGS} only, got direction_prng={prng!r}."
+    )
   learning_rate = validation.positive_or_traced("learning_rate", learning_rate)
   privacy = query.privacy
   plan = plan_lib.PrivacyPlan.non_private() if privacy is None else privacy.plan
@@ -154,7 +163,13 @@ def layerwise_two_point(
     dir_key, noise_key = base.step_keys(state)
     query_keys = jax.random.split(dir_key, query.num_queries)
     losses = functools.partial(
-      _perturbed_losses, perturbed_loss, trainable, frozen, batch, directions
+      _perturbed_losses,
+      perturbed_loss,
+      trainable,
+      frozen,
+      batch,
+      directions,
+      prng,
     )
     per_example = _per_example_scalars(
       losses, query_keys, query.num_queries, smoothing, clip_target
@@ -163,7 +178,7 @@ def layerwise_two_point(
       per_example, mask, noise_key, query, discrete_noise
     )
     trainable = descend(
-      trainable, directions, query_keys, scalars, learning_rate
+      trainable, directions, query_keys, scalars, learning_rate, prng
     )
     released = jnp.asarray(scalars, jnp.float32).reshape([-1])
     return trainable, state._replace(step=state.step + 1, released=released)
@@ -181,11 +196,11 @@ def _unpack_batch(batch, mask):
 
 
 def _perturbed_losses(
-  perturbed_loss, trainable, frozen, batch, directions, k, scale
+  perturbed_loss, trainable, frozen, batch, directions, prng, k, scale
 ):
   """The per-example losses at ``x + scale u(k)``, perturbed as they go."""
   return perturbed_loss(
-    trainable, frozen, batch, Perturbation(directions, k, scale)
+    trainable, frozen, batch, Perturbation(directions, k, scale, prng)
   )
 
 
@@ -226,13 +241,16 @@ def layerwise_dpzero(
   grid_points: int = 1024,
   exact_noise: bool | None = None,
   insecure_test_noise_seed: int | None = None,
+  direction_prng: str = directions_lib.AUTO_COUNTER,
 ) -> LayerwiseZO:
   """DPZero (Zhang et al. 2024, Alg. 2) plus SGD at learning rate ``a``,
   layer-wise; ``clip_target='raw_difference'`` (and ``mechanism='laplace'``)
   give DP-ZO (Tang et al. 2024, Alg. 1). Hyperparameters, privacy and the
   secret noise key are as in :func:`zoprivacy.estimators.scalar_zo.dpzero`
-  with ``direction_prng='counter'``; ``directions`` must be sliceable
-  (``'gaussian'`` or ``'rademacher'``: a sphere needs the global norm)."""
+  with ``direction_prng`` a counter hash (``'counter2'``, what ``'auto'``
+  draws with on a large model, or ``'counter'``); ``directions`` must be
+  sliceable (``'gaussian'`` or ``'rademacher'``: a sphere needs the global
+  norm)."""
   privacy = base.privacy_spec(
     clip=clip,
     noise_multiplier=noise_multiplier,
@@ -251,7 +269,10 @@ def layerwise_dpzero(
     clip_target,
     privacy,
     dict(
-      smoothing=smoothing, num_queries=num_queries, direction_key=direction_key
+      smoothing=smoothing,
+      num_queries=num_queries,
+      direction_key=direction_key,
+      direction_prng=direction_prng,
     ),
     perturbed_loss,
     learning_rate,
@@ -266,6 +287,7 @@ def layerwise_mezo(
   num_queries: int = 1,
   directions: str = "gaussian",
   direction_key=0,
+  direction_prng: str = directions_lib.AUTO_COUNTER,
 ) -> LayerwiseZO:
   """MeZO (Malladi et al. 2023) plus SGD, layer-wise; NOT private."""
   return _layerwise(
@@ -273,7 +295,10 @@ def layerwise_mezo(
     "finite_difference",
     None,
     dict(
-      smoothing=smoothing, num_queries=num_queries, direction_key=direction_key
+      smoothing=smoothing,
+      num_queries=num_queries,
+      direction_key=direction_key,
+      direction_prng=direction_prng,
     ),
     perturbed_loss,
     learning_rate,
@@ -283,7 +308,7 @@ def layerwise_mezo(
 def _layerwise(directions, clip_target, privacy, h, loss, learning_rate):
   query = two_point.make_query(
     directions=directions,
-    direction_prng="counter",
+    direction_prng=h["direction_prng"],
     smoothing=h["smoothing"],
     clip_target=clip_target,
     privacy=privacy,

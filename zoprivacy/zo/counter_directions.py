@@ -24,7 +24,9 @@ from zoprivacy.zo.directions import (
 _NORM_CHUNK = 1 << 16
 
 
-def _leaf_sum_of_squares(key: jax.Array, leaf: int, like) -> jax.Array:
+def _leaf_sum_of_squares(
+  key: jax.Array, leaf: int, like, prng: str
+) -> jax.Array:
   """``sum(z_i^2)`` over the Gaussian leaf ``leaf`` of ``key`` (drawn in
   ``like``'s dtype, summed in float32), in chunks of 2^16 elements (a
   quarter of a smaller leaf, at least 1024).
@@ -43,7 +45,7 @@ def _leaf_sum_of_squares(key: jax.Array, leaf: int, like) -> jax.Array:
     # vectorizes the positions (a flat chunk builds them lane by lane),
     # about 0.8x the time. The same elements either way.
     rows = (length // 128, 128) if length % 128 == 0 else (length,)
-    z = leaf_slice("gaussian", key, leaf, rows, dtype, start=start)
+    z = leaf_slice("gaussian", key, leaf, rows, dtype, start=start, prng=prng)
     # An identity on float32 that XLA keeps: the reduction's library
     # kernel then reads one buffer of squares (not the transform's last
     # products), about 0.75x the time.
@@ -62,9 +64,12 @@ def _leaf_sum_of_squares(key: jax.Array, leaf: int, like) -> jax.Array:
   return total
 
 
-def counter_sphere_scale(name: str, key: jax.Array, params: PyTree):
+def counter_sphere_scale(
+  name: str, key: jax.Array, params: PyTree, prng: str = "counter"
+):
   """``r / ||z||`` of the counter-hash sphere direction ``name`` of ``key``
-  (Marsaglia, as in :func:`sphere`): ``z`` is the Gaussian counter draw.
+  (Marsaglia, as in :func:`sphere`): ``z`` is the Gaussian draw of the
+  counter hash ``prng``.
 
   The norm is a reduction over the leaves' draws, one leaf after another
   and 2^16 elements at a time (one chunk of ``z`` is live). A step computes
@@ -74,17 +79,18 @@ def counter_sphere_scale(name: str, key: jax.Array, params: PyTree):
   sq_norm = jnp.zeros((), jnp.float32)
   for i in range(len(leaves)):  # leaf by leaf, chunk by chunk
     sq_norm = sq_norm + _leaf_sum_of_squares(
-      key_after(key, sq_norm), i, leaves[i]
+      key_after(key, sq_norm), i, leaves[i], prng
     )
   radius = sphere_radius(SPHERE_RADII[name], tree_size(params))
   return radius * jax.lax.rsqrt(sq_norm)
 
 
 def counter_leaf_directions(
-  name: str, key: jax.Array, params: PyTree, scale=None
+  name: str, key: jax.Array, params: PyTree, scale=None, prng="counter"
 ):
   """``(i, after) -> u_i``: flattened leaf ``i`` of ``get_sampler(name,
-  prng='counter')(key, params)``, drawn alone after the values ``after``
+  prng=prng)(key, params)`` (``prng`` a counter hash), drawn alone after
+  the values ``after``
   (:func:`key_after`), so that it fuses into its one consumer.
   ``(i, after, start=s, shape=sh)`` draws only the elements of that leaf
   from flat position ``s`` on, in shape ``sh`` (a block of rows).
@@ -108,12 +114,13 @@ def counter_leaf_directions(
       jnp.shape(leaf) if shape is None else shape,
       jnp.result_type(leaf),
       start=start,
+      prng=prng,
     )
 
   if name not in SPHERE_RADII:
     return draw
   if scale is None:
-    scale = counter_sphere_scale(name, key, params)
+    scale = counter_sphere_scale(name, key, params, prng)
 
   def sphere_leaf(i, after, *, start=0, shape=None):
     z = draw(i, (after, scale), start=start, shape=shape)

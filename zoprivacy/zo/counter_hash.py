@@ -38,6 +38,8 @@ variable) with a bit-level log: more accurate on the grid than XLA's
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -102,6 +104,12 @@ def leaf_bits(
 ) -> jax.Array:
   """Outputs for a leaf of ``shape``, or for its slice of that shape from
   flat position ``start`` (a layer of a stacked leaf, a shard)."""
+  return bits(key, leaf, leaf_positions(shape, start))
+
+
+def leaf_positions(shape, start: int | jax.Array = 0) -> jax.Array:
+  """The flat positions ``start, start + 1, ...`` of a leaf's slice of
+  ``shape`` (``uint32``; a leaf has at most 2^32 elements)."""
   size = 1
   for n in shape:
     size *= int(n)
@@ -111,7 +119,7 @@ def leaf_bits(
       "split it into several leaves."
     )
   positions = jax.lax.iota(jnp.uint32, size).reshape(shape)
-  return bits(key, leaf, positions + jnp.asarray(start, jnp.uint32))
+  return positions + jnp.asarray(start, jnp.uint32)
 
 
 def to_rademacher(words: jax.Array, dtype) -> jax.Array:
@@ -173,7 +181,7 @@ def _horner(coefficients, x):
   return acc
 
 
-def log_positive(v: jax.Array) -> jax.Array:
+def log_positive(v: jax.Array, coefficients=_LOG1P_OVER_F_SQUARED) -> jax.Array:
   """``log(v)`` for positive normal float32 ``v``, without special cases.
 
   The exponent and mantissa are split with integer operations on the bits
@@ -182,7 +190,8 @@ def log_positive(v: jax.Array) -> jax.Array:
   handles zero, negatives, infinities and NaN. On the generator's grid
   (``v = (1 - s)(1 + s)``, never below 2^-22) its error is within 9.6e-8
   relative of float64 (1.1e-7 where multiply-adds are not fused), XLA's
-  ``log``'s 1.2e-7.
+  ``log``'s 1.2e-7. ``coefficients``: ``P`` of ``log1p(f) = f + f^2 P(f)``,
+  lowest degree first (another generator's shorter fit).
   """
   bits = jax.lax.bitcast_convert_type(v, jnp.int32)
   shifted = bits - _SQRT_HALF_BITS
@@ -191,11 +200,28 @@ def log_positive(v: jax.Array) -> jax.Array:
     (shifted & np.int32(0x007FFFFF)) + _SQRT_HALF_BITS, jnp.float32
   )
   f = m - np.float32(1.0)
-  log1p = f + f * f * _horner(_LOG1P_OVER_F_SQUARED, f)
+  log1p = f + f * f * _horner(coefficients, f)
   return k * np.float32(np.log(2.0)) + log1p
 
 
-def normal_quantile_on_grid(s: jax.Array) -> jax.Array:
+class QuantileFit(NamedTuple):
+  """The coefficients of :func:`normal_quantile_on_grid`, lowest degree
+  first: ``P`` of the log's ``log1p(f) = f + f^2 P(f)`` and the rational
+  ``N(w) / D(w)`` of ``sqrt(2) erfinv(s) / s`` in ``w = -log(1 - s^2)``."""
+
+  log1p: tuple
+  numerator: tuple
+  denominator: tuple
+
+
+QUANTILE_FIT = QuantileFit(
+  _LOG1P_OVER_F_SQUARED, _QUANTILE_NUMERATOR, _QUANTILE_DENOMINATOR
+)
+
+
+def normal_quantile_on_grid(
+  s: jax.Array, fit: QuantileFit = QUANTILE_FIT
+) -> jax.Array:
   """``sqrt(2) erfinv(s)``, the standard normal quantile of ``(1 + s) / 2``,
   in float32 for ``|s| < 1``.
 
@@ -209,10 +235,11 @@ def normal_quantile_on_grid(s: jax.Array) -> jax.Array:
   that two-branch form on CPU. Over all ``2^23`` grid points the relative
   error against float64 is at most 2.6e-7 (float32 spacing is 1.2e-7
   relative). Odd in ``s`` to the bit: ``w`` is even and the result is
-  ``s`` times a function of ``w``.
+  ``s`` times a function of ``w``. ``fit``: this generator's coefficients
+  (:data:`QUANTILE_FIT`) or another's.
   """
-  w = -log_positive((1.0 - s) * (1.0 + s))
-  ratio = _horner(_QUANTILE_NUMERATOR, w) / _horner(_QUANTILE_DENOMINATOR, w)
+  w = -log_positive((1.0 - s) * (1.0 + s), fit.log1p)
+  ratio = _horner(fit.numerator, w) / _horner(fit.denominator, w)
   return s * ratio
 
 

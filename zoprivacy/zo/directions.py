@@ -37,6 +37,13 @@ import jax.numpy as jnp
 
 from zoprivacy.core import linalg
 from zoprivacy.zo import counter_hash
+from zoprivacy.zo.counter_generators import (  # noqa: F401 (re-exported)
+  AUTO_COUNTER,
+  COUNTER_GENERATORS,
+  COUNTER_PRNGS,
+  leaf_at,
+  leaf_slice,
+)
 
 PyTree = object
 Sampler = Callable[[jax.Array, PyTree], PyTree]
@@ -69,8 +76,8 @@ AUTO_COUNTER_MIN_PARAMETERS = 2**16
 def generator(prng: str, params: PyTree | None = None) -> str:
   """The generator that draws ``u`` for ``direction_prng=prng`` on ``params``.
 
-  ``'auto'`` (the default) is ``'counter'`` (the counter hash of
-  :mod:`zoprivacy.zo.counter_hash`) for at least
+  ``'auto'`` (the default) is :data:`AUTO_COUNTER` (``'counter2'``, the
+  counter hash of :mod:`zoprivacy.zo.counter_hash2`) for at least
   :data:`AUTO_COUNTER_MIN_PARAMETERS` parameters and ``'threefry'`` below,
   bit for bit the draws of that explicit choice; ``params`` (arrays or
   ``jax.ShapeDtypeStruct``) is then required. Any other ``prng`` is itself.
@@ -83,7 +90,7 @@ def generator(prng: str, params: PyTree | None = None) -> str:
       "size: pass the parameters (or their shapes)."
     )
   if tree_size(params) >= AUTO_COUNTER_MIN_PARAMETERS:
-    return "counter"
+    return AUTO_COUNTER
   return "threefry"
 
 
@@ -98,7 +105,8 @@ LEAFWISE_MIN_PARAMETERS = AUTO_COUNTER_MIN_PARAMETERS
 def perturbs_leafwise(prng: str, params: PyTree) -> bool:
   """Whether a two-point step perturbs ``params`` leaf by leaf.
 
-  ``'counter'``: always (the explicit choice). ``'auto'``: on one CPU
+  A counter hash (``'counter'``, ``'counter2'``): always (the explicit
+  choice). ``'auto'``: on one CPU
   device, where it draws with the counter hash (:func:`generator`: at least
   :data:`LEAFWISE_MIN_PARAMETERS` parameters). Leaf by leaf,
   one layer's perturbed copy is live and the draws fuse into their uses,
@@ -114,9 +122,9 @@ def perturbs_leafwise(prng: str, params: PyTree) -> bool:
   parameters' shapes and the device count only; the directions are the
   same either way.
   """
-  if prng == "counter":
+  if prng in COUNTER_PRNGS:
     return True
-  if prng != "auto" or generator(prng, params) != "counter":
+  if prng != "auto" or generator(prng, params) not in COUNTER_PRNGS:
     return False
   return jax.device_count() == 1 and jax.default_backend() == "cpu"
 
@@ -124,16 +132,18 @@ def perturbs_leafwise(prng: str, params: PyTree) -> bool:
 def _leaf_draws(key: jax.Array, params: PyTree, prng: str, draw: Callable):
   """One draw per leaf, shaped and typed like it.
 
-  ``draw(leaf_key_or_words, leaf_number, shape, dtype)``: with ``prng =
-  'counter'`` it receives the counter hash's 32-bit words of the whole leaf
-  (:mod:`zoprivacy.zo.counter_hash`: element ``j`` of leaf ``l`` depends on
-  ``(key, l, j)`` only); otherwise a key per leaf split from ``key``.
+  ``draw(leaf_key_or_words, leaf_number, shape, dtype)``: with a counter
+  hash (``prng`` in :data:`COUNTER_PRNGS`, or ``'auto'`` choosing one) it
+  receives that hash's 32-bit words of the whole leaf (element ``j`` of
+  leaf ``l`` depends on ``(key, l, j)`` only); otherwise a key per leaf
+  split from ``key``.
   """
   leaves, treedef = jax.tree.flatten(params)
   prng = generator(prng, params)
-  if prng == "counter":
+  if prng in COUNTER_PRNGS:
+    hash_ = COUNTER_GENERATORS[prng]
     out = [
-      draw(counter_hash.leaf_bits(key, i, jnp.shape(x)), jnp.result_type(x))
+      draw(hash_.leaf_bits(key, i, jnp.shape(x)), jnp.result_type(x))
       for i, x in enumerate(leaves)
     ]
   else:
@@ -148,11 +158,14 @@ def gaussian(key: jax.Array, params: PyTree, prng: str = "threefry") -> PyTree:
   """Standard Gaussian direction ``u ~ N(0, I_d)`` shaped like ``params``.
 
   DP-ZO Alg. 1 line 4 and MeZO: ``z ~ N(0, I_{|theta|})``. One key per leaf,
-  split from ``key``, in the leaf's own dtype; or the counter hash's inverse
-  CDF transform with ``prng='counter'`` (or ``'auto'`` on a large tree).
+  split from ``key``, in the leaf's own dtype; or a counter hash's inverse
+  CDF transform with ``prng='counter'`` or ``'counter2'`` (or ``'auto'`` on
+  a large tree).
   """
-  if generator(prng, params) == "counter":
-    return _leaf_draws(key, params, prng, counter_hash.to_gaussian)
+  chosen = generator(prng, params)
+  if chosen in COUNTER_PRNGS:
+    transform = COUNTER_GENERATORS[chosen].to_gaussian
+    return _leaf_draws(key, params, prng, transform)
   return _leaf_draws(key, params, prng, jax.random.normal)
 
 
@@ -165,44 +178,9 @@ def rademacher(
   satisfying E[uu^T] = I_d"), and needs one random bit per coordinate instead
   of a Box-Muller transform, so it is the cheapest direction to generate.
   """
-  if generator(prng, params) == "counter":
+  if generator(prng, params) in COUNTER_PRNGS:
     return _leaf_draws(key, params, prng, counter_hash.to_rademacher)
   return _leaf_draws(key, params, prng, jax.random.rademacher)
-
-
-def leaf_slice(
-  name: str, key: jax.Array, leaf: int, shape, dtype, *, start=0
-) -> jax.Array:
-  """Elements ``start, start + 1, ...`` (``shape``) of leaf ``leaf`` of the
-  counter-hash direction ``name`` drawn from ``key``.
-
-  The per-layer and sharded paths regenerate their slice of ``u`` with this:
-  it equals the same slice of ``get_sampler(name, prng='counter')(key,
-  params)``, flattened leaf ``leaf``. Only the coordinate-wise distributions
-  (``'gaussian'``, ``'rademacher'``) can be sliced; a sphere needs the
-  global norm.
-  """
-  words = counter_hash.leaf_bits(key, leaf, shape, start=start)
-  return _from_words(name, words, dtype)
-
-
-def leaf_at(
-  name: str, key: jax.Array, leaf: int, positions: jax.Array, dtype
-) -> jax.Array:
-  """The elements at flat ``positions`` (any shape; e.g. a column block of
-  a ``[D, V]`` kernel) of leaf ``leaf``, as :func:`leaf_slice` draws them."""
-  return _from_words(name, counter_hash.bits(key, leaf, positions), dtype)
-
-
-def _from_words(name: str, words: jax.Array, dtype) -> jax.Array:
-  if name == "gaussian":
-    return counter_hash.to_gaussian(words, dtype)
-  if name == "rademacher":
-    return counter_hash.to_rademacher(words, dtype)
-  raise ValueError(
-    f"Only 'gaussian' and 'rademacher' directions can be drawn by slice, "
-    f"got {name!r}."
-  )
 
 
 def sphere_radius(radius: SphereRadius, dim: int) -> float:
@@ -316,7 +294,7 @@ def get_sampler(
 # 'auto' (the default of the two-point estimators): threefry or the counter
 # hash by size (:func:`generator`), with the step's structure chosen from the
 # parameters (:func:`perturbs_leafwise`).
-PRNG_IMPLS = ("auto", "threefry", "rbg", "unsafe_rbg", "counter")
+PRNG_IMPLS = ("auto", "threefry", "rbg", "unsafe_rbg") + COUNTER_PRNGS
 
 
 def direction_key(key: jax.Array, prng_impl: str = "threefry") -> jax.Array:
@@ -326,11 +304,12 @@ def direction_key(key: jax.Array, prng_impl: str = "threefry") -> jax.Array:
   ``rbg`` and ``unsafe_rbg`` use the XLA RngBitGenerator and are several times
   cheaper on accelerators and large parameter counts; directions are public,
   so a faster generator does not touch the privacy argument. Privacy noise is
-  always drawn with the default (threefry) key. ``counter`` and ``auto``
-  keep the key: :mod:`zoprivacy.zo.counter_hash` reads its two words, and
-  threefry (``auto`` on a small tree) uses it as it is.
+  always drawn with the default (threefry) key. The counter hashes and
+  ``auto`` keep the key: :mod:`zoprivacy.zo.counter_hash` and
+  :mod:`zoprivacy.zo.counter_hash2` read its two words, and threefry
+  (``auto`` on a small tree) uses it as it is.
   """
-  if prng_impl in ("threefry", "counter", "auto"):
+  if prng_impl in ("threefry", "auto") + COUNTER_PRNGS:
     return key
   if prng_impl in ("rbg", "unsafe_rbg"):
     bits = jax.random.bits(key, (4,), jnp.uint32)

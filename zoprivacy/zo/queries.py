@@ -216,22 +216,8 @@ class _FirstUseEvaluation:
   def run(self, eqn, after):
     """Evaluates ``eqn`` (per pass where it reads a perturbed value);
     returns the values the next perturbation is drawn after."""
-    blocked = blockwise_dot.dot_rows_per_block(
-      eqn, self.pending, self.leaves, self.uses, self.passes
-    )
-    if blocked is not None:  # x @ W, with W perturbed in blocks inside it
-      i, block = blocked
-      del self.pending[eqn.invars[1]]
-      out = blockwise_dot.blockwise_perturbed_dot(
-        eqn,
-        self.read(eqn.invars[0]),
-        self.leaves[i],
-        i,
-        self.perturb_lanes,
-        after,
-        block,
-        self.passes,
-      )
+    out = self._blockwise_dot(eqn, after)
+    if out is not None:
       self.env[eqn.outvars[0]] = out
       return list(out)
     fresh = []
@@ -244,6 +230,39 @@ class _FirstUseEvaluation:
       self.env.update(zip(eqn.outvars, outs))  # as eval_jaxpr (DropVars too)
       return after
     return self._run_with_fresh_leaves(eqn, fresh, after)
+
+  def _blockwise_dot(self, eqn, after):
+    """The passes' outputs of ``x @ W`` for a kernel perturbed block by
+    block inside the product (:mod:`zoprivacy.zo.blockwise_dot`), or
+    ``None`` where the product does not qualify."""
+    lhs = eqn.invars[0] if eqn.primitive.name == "dot_general" else None
+    shared = (
+      self.passes == 2
+      and lhs is not None
+      and not blockwise_dot.is_pending(lhs, self.pending)
+      and not isinstance(self.read(lhs), blockwise_dot.Lanes)
+    )
+    blocked = blockwise_dot.dot_rows_per_block(
+      eqn, self.pending, self.leaves, self.uses, self.passes, shared
+    )
+    if blocked is None:
+      return None
+    i, block = blocked
+    del self.pending[eqn.invars[1]]
+    if shared:  # x @ W +- x @ (l U): one plain product, no perturbed copy
+      return blockwise_dot.shared_input_dot(
+        eqn, self.read(lhs), self.leaves[i], i, self.perturb_lanes, after, block
+      )
+    return blockwise_dot.blockwise_perturbed_dot(
+      eqn,
+      self.read(lhs),
+      self.leaves[i],
+      i,
+      self.perturb_lanes,
+      after,
+      block,
+      self.passes,
+    )
 
   def _run_with_fresh_leaves(self, eqn, fresh, after):
     """``eqn`` once per pass, the pass-``k`` copy of each ``fresh`` leaf

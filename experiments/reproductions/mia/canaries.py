@@ -159,7 +159,7 @@ def canary_config(
   )
 
 
-@tasks.register(TASK)
+@tasks.register(TASK, fields=("canaries",))
 def canary_task(config) -> tasks.Task:
   """Digits + inserted canaries, the small CNN of ``configs/default.py``.
 

@@ -25,6 +25,7 @@ from zoprivacy.data.loaders.idx import read_idx, write_idx
 from zoprivacy.data.loaders.imdb import load_imdb
 from zoprivacy.data.loaders.text import (
   LABEL_WORDS,
+  HashingVocab,
   Vocab,
   build_vocab,
   encode,
@@ -66,6 +67,7 @@ __all__ = [
   "write_idx",
   "load_imdb",
   "LABEL_WORDS",
+  "HashingVocab",
   "Vocab",
   "build_vocab",
   "encode",

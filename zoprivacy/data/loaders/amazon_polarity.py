@@ -65,12 +65,17 @@ def read_amazon_csv(
   seed: int = 0,
   join_title: bool = True,
   name: str = "amazon_polarity",
+  head: int | None = None,
 ) -> base.Dataset:
   """Reads one Amazon Polarity CSV; with ``sample_size`` keeps a uniform random
-  subset of that many rows (seeded reservoir sampling, single pass), in file order."""
+  subset of that many rows (seeded reservoir sampling, single pass), in file
+  order. ``head=n`` reads only the file's first ``n`` rows (and samples
+  among them)."""
   rng = np.random.default_rng(seed)
   kept = []  # (row_number, label, text)
   for i, (label, title, content) in enumerate(_rows(Path(path))):
+    if head is not None and i >= head:
+      break
     text = (
       (_clean(title) + " " + _clean(content)).strip()
       if join_title

@@ -175,7 +175,9 @@ def find_dir_with(
 
 
 def scale_images(images_uint8: np.ndarray, dtype) -> np.ndarray:
-  """uint8 images -> ``dtype``; floating dtypes are scaled to ``[0, 1]``."""
+  """uint8 images -> ``dtype``; floating dtypes are scaled to ``[0, 1]`` by
+  the constant 1/255, never by a statistic of the data (no mean or standard
+  deviation of private images; ``docs/data.md``, the preprocessing rule)."""
   dtype = np.dtype(dtype)
   if dtype == np.uint8:
     return images_uint8

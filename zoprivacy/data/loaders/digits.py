@@ -18,7 +18,8 @@ def load_digits(
 ) -> base.DatasetSplits:
   """Loads ``sklearn.datasets.load_digits`` as ``[N, 8, 8, 1]`` images in ``[0, 1]``.
 
-  The raw pixel values are integers 0..16 and are divided by 16. There is no
+  The raw pixel values are integers 0..16 and are divided by 16 (a
+  constant, not a statistic of the data). There is no
   official test split; a seeded stratified split with ``test_fraction`` of
   each class is used.
   """

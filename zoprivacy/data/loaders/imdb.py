@@ -2,8 +2,10 @@
 
 PAZO setting (3): an LSTM trained from scratch on IMDB (private) with Amazon
 Polarity as out-of-distribution public data (4% of the IMDB training size,
-2,000 examples); vocabulary = top 10K tokens of the IMDB training set (see
-:mod:`zoprivacy.data.loaders.text`).
+2,000 examples). PAZO's vocabulary is the top 10K tokens of the IMDB training
+set; here it comes from public text only (:mod:`experiments.tasks.imdb`,
+:mod:`zoprivacy.data.loaders.text`), as a vocabulary of the private texts
+would release which words they contain.
 
 Expected layout (``aclImdb_v1.tar.gz`` extracted)::
 

@@ -1,9 +1,13 @@
-"""Text preprocessing: word vocabulary + integer encoding for the LSTM
+"""Text preprocessing: word vocabularies + integer encoding for the LSTM
 classifier, and the prompt templates of prompt-based masked-LM fine-tuning.
 
-* PAZO setting (3): LSTM on IMDB from scratch with a vocabulary of the top 10K
-  tokens of the IMDB training set (:func:`build_vocab`, :func:`encode`); the
-  Amazon Polarity public data is encoded with the *same* vocabulary.
+* PAZO setting (3): LSTM on IMDB from scratch. A vocabulary is a function of
+  public data only (:func:`build_vocab` on public text, or the data-free
+  :class:`HashingVocab`), never of the private training texts: a vocabulary
+  built from them would itself release which words they contain, outside any
+  privacy accounting, and would make each record's encoding depend on the
+  other records. :func:`encode` then encodes every text, private or public,
+  on its own.
 * PAZO setting (4) and DPZero / DP-ZO (RoBERTa): prompt-based fine-tuning with
   the LM-BFF / MeZO templates and label words (:func:`mnli_prompt`,
   :func:`sst2_prompt`, :data:`LABEL_WORDS`). The prompt's ``<mask>`` position is
@@ -14,6 +18,8 @@ classifier, and the prompt templates of prompt-based masked-LM fine-tuning.
 from __future__ import annotations
 
 import collections
+import functools
+import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
@@ -31,6 +37,10 @@ def tokenize(text: str) -> list[str]:
   return _TOKEN.findall(_BR.sub(" ", text.lower()))
 
 
+#: Ids every vocabulary reserves: padding, and unknown words (or the empty text).
+PAD_ID, UNK_ID = 0, 1
+
+
 class Vocab(NamedTuple):
   """Word -> id mapping; id 0 is padding, id 1 unknown words."""
 
@@ -40,22 +50,55 @@ class Vocab(NamedTuple):
   def __len__(self) -> int:
     return len(self.itos)
 
-  @property
-  def pad_id(self) -> int:
-    return 0
+  pad_id = PAD_ID  # a class constant, not a field
+  unk_id = UNK_ID
 
-  @property
-  def unk_id(self) -> int:
-    return 1
+  def token_id(self, word: str) -> int:
+    return self.stoi.get(word, UNK_ID)
+
+
+#: Public key of :class:`HashingVocab`'s hash (it need not be secret: the
+#: mapping only has to be fixed before any data is seen).
+HASH_KEY = b"zoprivacy hashing vocabulary v1"
+
+
+class HashingVocab(NamedTuple):
+  """The hashing trick: word -> ``2 + BLAKE2b(word, key) mod num_buckets``.
+
+  A fixed function of the word alone, so it reads no data at all: the same
+  table size as a :class:`Vocab` of ``num_buckets`` words (id 0 padding, id
+  1 the empty text), every word known, distinct words sharing a bucket
+  where they collide.
+  """
+
+  num_buckets: int
+  key: bytes = HASH_KEY
+
+  def __len__(self) -> int:
+    return self.num_buckets + 2
+
+  pad_id = PAD_ID  # a class constant, not a field
+  unk_id = UNK_ID
+
+  def token_id(self, word: str) -> int:
+    digest = hashlib.blake2b(
+      word.encode("utf-8"), key=self.key, digest_size=8
+    ).digest()
+    return 2 + int.from_bytes(digest, "big") % self.num_buckets
 
 
 def build_vocab(
-  texts: Iterable[str], max_size: int = 10_000, min_freq: int = 1
+  public_texts: Iterable[str], max_size: int = 10_000, min_freq: int = 1
 ) -> Vocab:
-  """The ``max_size`` most frequent tokens of ``texts`` (ties broken
-  alphabetically, so the result is deterministic), after ``<pad>`` and ``<unk>``."""
+  """The ``max_size`` most frequent tokens of ``public_texts`` (ties broken
+  alphabetically, so the result is deterministic), after ``<pad>`` and
+  ``<unk>``.
+
+  The texts must be public: the vocabulary lists words that occur in them,
+  and every text encoded with it depends on all of them.
+  """
   counts = collections.Counter()
-  for t in texts:
+  for t in public_texts:
     counts.update(tokenize(t))
   words = sorted(
     (w for w, c in counts.items() if c >= min_freq),
@@ -66,19 +109,22 @@ def build_vocab(
 
 
 def encode(
-  texts: Sequence[str], vocab: Vocab, max_len: int, truncate: str = "end"
+  texts: Sequence[str],
+  vocab: Vocab | HashingVocab,
+  max_len: int,
+  truncate: str = "end",
 ) -> tuple[np.ndarray, np.ndarray]:
   """Encodes texts as ``[N, max_len]`` int32 ids (right-padded with 0) and
   ``[N]`` int32 lengths (at least 1; an empty text becomes one ``<unk>``).
-  ``truncate="end"`` keeps the first ``max_len`` tokens, ``"start"`` the last."""
+  ``truncate="end"`` keeps the first ``max_len`` tokens, ``"start"`` the last.
+  Each row depends on its own text, ``vocab`` and ``max_len`` only."""
   if truncate not in ("end", "start"):
     raise ValueError(f"truncate must be 'end' or 'start', got {truncate!r}")
+  token_id = functools.lru_cache(maxsize=None)(vocab.token_id)
   ids = np.zeros((len(texts), max_len), dtype=np.int32)
   lengths = np.zeros((len(texts),), dtype=np.int32)
   for i, t in enumerate(texts):
-    toks = [vocab.stoi.get(w, vocab.unk_id) for w in tokenize(t)] or [
-      vocab.unk_id
-    ]
+    toks = [token_id(w) for w in tokenize(t)] or [vocab.unk_id]
     toks = toks[:max_len] if truncate == "end" else toks[-max_len:]
     ids[i, : len(toks)] = toks
     lengths[i] = len(toks)

@@ -101,7 +101,8 @@ def load_tiny_imagenet(
 
 def _classes(root):
   """``(wnids, names)``: the class ids of ``wnids.txt`` in order, and their
-  names from ``words.txt`` where it exists (else the ids)."""
+  names from ``words.txt`` where it exists (else the ids). The label map is
+  the dataset's published class list, not counted from the images."""
   wnids = [
     w.strip()
     for w in (root / "wnids.txt").read_text().splitlines()

@@ -1,0 +1,64 @@
+"""A report whose epsilon exceeds 10, or comes from a loose bound, says so
+on its first line; an ordinary one starts with the estimator."""
+
+import pytest
+
+from configs import hidden_state_digits_logreg
+from experiments import report, train
+
+
+def _result(**fields):
+  result = {
+    "estimator": "dpzero",
+    "dataset": "digits",
+    "test_accuracy": 0.86,
+    "metric_names": ["test_accuracy"],
+    "num_steps": 4000,
+    "train_seconds": 30.0,
+    "epsilon": 1.9978,
+    "delta": 1e-5,
+    "private": True,
+    "privacy": "discrete gaussian noise, PLD accountant",
+    "privacy_plan": {"notes": []},
+    "noise_multiplier_source": "calibrated for target epsilon 2",
+  }
+  return {**result, **fields}
+
+
+@pytest.mark.parametrize(
+  "fields,first",
+  [
+    ({}, "estimator: dpzero on digits"),
+    ({"delta": None, "epsilon": float("inf")}, "estimator: dpzero on digits"),
+    (
+      {"epsilon": 13839.2},
+      "WARNING: epsilon 13,839 is above 10: a guarantee this weak",
+    ),
+    (
+      {"privacy": "discrete gaussian noise, RDP accountant (integer orders)"},
+      "WARNING: the epsilon is a loose bound: an RDP bound",
+    ),
+    (
+      {
+        "privacy_plan": {
+          "notes": ["mini-batches are charged as full-batch steps"]
+        }
+      },
+      "WARNING: the epsilon is a loose bound: mini-batches are charged",
+    ),
+  ],
+)
+def test_the_first_line_names_a_weak_or_loose_epsilon(fields, first):
+  assert report.format_report(_result(**fields)).startswith(first)
+
+
+def test_the_hidden_state_config_says_so_on_its_first_line():
+  """``configs/hidden_state_digits_logreg.py`` (here 5 of its 200 steps):
+  a composition epsilon in the thousands, counted as if every iterate were
+  published."""
+  c = hidden_state_digits_logreg.get_config()
+  c.num_steps = 5
+  r = train.train(c, progress=False)
+  first = report.format_report(r).splitlines()[0]
+  assert first.startswith("WARNING: epsilon ") and "is above 10" in first
+  assert "every iterate counted as published" in first

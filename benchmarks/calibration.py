@@ -11,7 +11,7 @@ targets eps in {0.5, 1, 4}. Measured side by side in one run:
   search from [0, 1] and default tolerance (the slow, tight baseline);
 * for reference, dp_accounting calibration at a coarse 1e-3 interval (fast
   but biased upward);
-* end to end: the wall time of ``python -m zoprivacy.accounting calibrate``
+* end to end: the wall time of ``python -m zoprivacy.privacy calibrate``
   in a fresh process per target, beside the cost of starting Python and of
   importing ``zoprivacy.accounting`` and ``dp_accounting`` alone.
 
@@ -39,10 +39,12 @@ from dp_accounting.pld import pld_privacy_accountant
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from zoprivacy import accounting as zacc  # noqa: E402
 from zoprivacy.accounting import calibration as zcal  # noqa: E402
 from zoprivacy.accounting import calibration_cache as zcache  # noqa: E402
 from zoprivacy.accounting import epsilon as zeps  # noqa: E402
 from zoprivacy.accounting import events as zev  # noqa: E402
+from zoprivacy.accounting import search_start as zstart  # noqa: E402
 
 P = 16 / 1000
 T = 75000
@@ -52,7 +54,7 @@ TARGETS = (0.5, 1.0, 4.0)
 
 def _clear_caches():
   zcal._fine_epsilon.cache_clear()  # pylint: disable=protected-access
-  zcal.search_start.rdp_warm_start.cache_clear()
+  zstart.rdp_warm_start.cache_clear()
   zeps._lru_pld.cache_clear()  # pylint: disable=protected-access
 
 
@@ -68,7 +70,7 @@ def fine_epsilon(sigma: float) -> float:
 def ours(target: float):
   _clear_caches()
   t0 = time.perf_counter()
-  res = zcal.calibrate_noise_multiplier(
+  res = zacc.calibrate_noise_multiplier(
     target_epsilon=target, delta=DELTA, sampling_probability=P, num_steps=T
   )
   return time.perf_counter() - t0, res
@@ -118,10 +120,10 @@ def _commands() -> dict[str, list[str]]:
   }
   for target in TARGETS:
     label = (
-      f"`python -m zoprivacy.accounting calibrate --epsilon {target:g} "
+      f"`python -m zoprivacy.privacy calibrate --epsilon {target:g} "
       f"--delta 1e-5 --sampling-probability 0.016 --steps {T}`"
     )
-    commands[label] = [py, "-m", "zoprivacy.accounting", "calibrate"]
+    commands[label] = [py, "-m", "zoprivacy.privacy", "calibrate"]
     commands[label] += ["--epsilon", str(target), "--delta", str(DELTA)]
     commands[label] += ["--sampling-probability", str(P), "--steps", str(T)]
   return commands

@@ -42,10 +42,9 @@ from typing import NamedTuple
 
 import dp_accounting
 import numpy as np
-from dp_accounting.rdp import rdp_privacy_accountant
 
 from zoprivacy import accounting
-from zoprivacy.accounting import subsampled_rdp
+from zoprivacy.accounting import dp_accounting_adapter, subsampled_rdp
 from zoprivacy.mechanisms import values as mech_values
 from zoprivacy.mechanisms import vector_values
 from zoprivacy.privacy import randomness
@@ -111,7 +110,7 @@ def draw_trial_count(secret: bytes, count: TrialCount) -> int:
   rng = randomness.numpy_generator(secret, "tuning trial count", 0)
   if math.isinf(count.shape):
     return int(rng.poisson(count.mean))
-  gamma = rdp_privacy_accountant._gamma_truncated_negative_binomial(  # pylint: disable=protected-access
+  gamma = dp_accounting_adapter.truncated_negative_binomial_gamma(
     count.shape, count.mean
   )
   u = rng.random()

@@ -132,59 +132,35 @@ def test_calibration_laplace_and_replace_one_and_full_batch():
   assert full.noise_multiplier < dpzero  # advanced composition is loose
 
 
-def test_calibration_errors():
-  with pytest.raises(ValueError, match="unreachable"):
-    acc.calibrate_noise_multiplier(
-      target_epsilon=1e-7,
-      delta=1e-5,
-      sampling_probability=1.0,
-      num_steps=75000,
-    )
-  with pytest.raises(ValueError, match="target_epsilon"):
-    acc.calibrate_noise_multiplier(
-      target_epsilon=0.0,
-      delta=1e-5,
-      sampling_probability=0.1,
-      num_steps=10,
-    )
-  with pytest.raises(ValueError, match="delta"):
-    acc.calibrate_noise_multiplier(
-      target_epsilon=1.0,
-      delta=0.0,
-      sampling_probability=0.1,
-      num_steps=10,
-    )
-  with pytest.raises(ValueError, match="sampling_probability"):
-    acc.calibrate_noise_multiplier(
-      target_epsilon=1.0,
-      delta=1e-5,
-      sampling_probability=1.2,
-      num_steps=10,
-    )
-  with pytest.raises(ValueError, match="num_steps"):
-    acc.calibrate_noise_multiplier(
-      target_epsilon=1.0,
-      delta=1e-5,
-      sampling_probability=0.1,
-      num_steps=0,
-    )
-  with pytest.raises(ValueError, match="mechanism"):
-    acc.calibrate_noise_multiplier(
-      target_epsilon=1.0,
-      delta=1e-5,
-      sampling_probability=0.1,
-      num_steps=10,
-      mechanism="exponential",
-    )
-  with pytest.raises(ValueError, match="Laplace"):
-    acc.calibrate_noise_multiplier(
-      target_epsilon=1.0,
-      delta=1e-5,
-      sampling_probability=0.1,
-      num_steps=10,
-      mechanism="laplace",
-      neighboring="replace_one",
-    )
+_SETTING = dict(
+  target_epsilon=1.0, delta=1e-5, sampling_probability=0.1, num_steps=10
+)
+
+
+@pytest.mark.parametrize(
+  "change,message",
+  [
+    (
+      dict(target_epsilon=1e-7, sampling_probability=1.0, num_steps=75000),
+      "unreachable",
+    ),
+    (dict(target_epsilon=0.0), "target_epsilon"),
+    (dict(delta=0.0), "delta"),
+    (dict(sampling_probability=1.2), "sampling_probability"),
+    (dict(num_steps=0), "num_steps"),
+    (dict(mechanism="exponential"), "mechanism"),
+    # Searched as the Gaussian, then on its plan's epsilon.
+    (dict(mechanism="discrete_gaussian"), "calibrate_plan"),
+    (dict(mechanism="none"), "non-private"),
+    (
+      dict(mechanism="laplace", neighboring="replace_one"),
+      "laplace.*add/remove only",
+    ),
+  ],
+)
+def test_calibration_errors(change, message):
+  with pytest.raises(ValueError, match=message):
+    acc.calibrate_noise_multiplier(**{**_SETTING, **change})
 
 
 def _random_calibration_settings(n=6):

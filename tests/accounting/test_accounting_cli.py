@@ -1,4 +1,5 @@
-"""Smoke tests of ``python -m zoprivacy.accounting`` via subprocess."""
+"""Smoke tests of ``python -m zoprivacy.privacy`` (the accounting command
+line) via subprocess; ``python -m zoprivacy.accounting`` runs it too."""
 
 import os
 import pathlib
@@ -12,11 +13,11 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
-def _run(*args):
+def _run(*args, module="zoprivacy.privacy"):
   env = dict(os.environ)
   env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
   return subprocess.run(
-    [sys.executable, "-m", "zoprivacy.accounting", *args],
+    [sys.executable, "-m", module, *args],
     cwd=REPO,
     env=env,
     capture_output=True,
@@ -100,6 +101,29 @@ def test_cli_calibrate_and_errors():
   assert "add/remove" in bad.stderr
 
 
+def test_the_earlier_command_runs_the_same_command():
+  """``python -m zoprivacy.accounting`` (which imports nothing above the
+  accounting) runs ``python -m zoprivacy.privacy``: same output, same
+  status."""
+  args = ("epsilon", "-s", "2", "-p", "0.01", "-T", "100")
+  old, new = _run(*args, module="zoprivacy.accounting"), _run(*args)
+  assert old.returncode == new.returncode == 0, old.stderr
+  assert old.stdout == new.stdout and "PLD epsilon" in old.stdout
+  bad = _run(
+    "epsilon",
+    "-s",
+    "-1",
+    "-p",
+    "0.1",
+    "-T",
+    "10",
+    module="zoprivacy.accounting",
+  )
+  assert bad.returncode == 2 and "noise_multiplier" in bad.stderr
+  names = _run("epsilon", "--help").stdout
+  assert "{gaussian,laplace}" in names  # the registry's selectable names
+
+
 @pytest.mark.parametrize(
   "args",
   [
@@ -121,9 +145,9 @@ _SPLIT = (
   "t0 = time.process_time()\n"
   "import dp_accounting\n"
   "t1 = time.process_time()\n"
-  "sys.argv = ['zoprivacy.accounting', *sys.argv[1:]]\n"
+  "sys.argv = ['zoprivacy.privacy', *sys.argv[1:]]\n"
   "try:\n"
-  "  runpy.run_module('zoprivacy.accounting', run_name='__main__')\n"
+  "  runpy.run_module('zoprivacy.privacy', run_name='__main__')\n"
   "except SystemExit as e:\n"
   "  assert not e.code, e.code\n"
   "t2 = time.process_time()\n"
@@ -155,7 +179,7 @@ def _split_cost(arguments) -> tuple[float, float, float]:
 def test_epsilon_builds_its_plan_without_jax():
   code = (
     "import sys\n"
-    "from zoprivacy.accounting import __main__ as cli\n"
+    "from zoprivacy.privacy import __main__ as cli\n"
     "assert cli.main(['epsilon', '-s', '2', '-p', '0.01', '-T', '10']) == 0\n"
     "assert cli.main(['calibrate', '-e', '2', '-p', '0.01', '-T', '10']) == 0\n"
     "import zoprivacy.privacy, zoprivacy.privacy.plan\n"
@@ -185,7 +209,7 @@ _TABLE16 = ["-p", "0.016", "-T", "75000", "--delta", "1e-5"]
 )
 def test_end_to_end_costs_at_most_half_a_second_over_dp_accounting(arguments):
   """The command's floor is importing dp_accounting (and Python). One child
-  process imports dp_accounting, then runs ``python -m zoprivacy.accounting``
+  process imports dp_accounting, then runs ``python -m zoprivacy.privacy``
   (through ``runpy``, so this package's imports count); the command's CPU
   time after the import is the cost over the floor. Splitting one process
   rather than timing two keeps the check stable on a shared 2-core machine:

@@ -124,22 +124,18 @@ def test_reported_epsilon_is_max_of_add_and_remove():
   assert s2.remove > 2 * s2.add
   assert acc.pld_epsilon(big_p, delta=1e-3) == max(s2.remove, s2.add)
   # Independent route: dp_accounting's per-direction privacy-loss objects.
-  from dp_accounting.pld import privacy_loss_distribution as pld_lib
   from dp_accounting.pld import privacy_loss_mechanism as plm
+
+  from zoprivacy.accounting import dp_accounting_adapter as adapter
 
   for adjacency, expected in [
     (plm.AdjacencyType.REMOVE, split.remove),
     (plm.AdjacencyType.ADD, split.add),
   ]:
-    pmf = pld_lib._create_pld_pmf_from_monotone_privacy_loss(  # pylint: disable=protected-access
-      plm.GaussianPrivacyLoss(
-        30.9, sampling_prob=P_TABLE16, adjacency_type=adjacency
-      ),
-      pessimistic_estimate=True,
-      value_discretization_interval=1e-4,
-      use_connect_dots=True,
+    loss = plm.GaussianPrivacyLoss(
+      30.9, sampling_prob=P_TABLE16, adjacency_type=adjacency
     )
-    one = pld_lib.PrivacyLossDistribution(pmf).self_compose(T_TABLE16)
+    one = adapter.monotone_loss_pld(loss, 1e-4).self_compose(T_TABLE16)
     assert one.get_epsilon_for_delta(DELTA) == pytest.approx(expected, rel=1e-9)
 
 

@@ -33,7 +33,7 @@ def test_accounting_import_does_not_import_jax_or_dp_accounting():
 def test_accounting_cli_path_does_not_import_jax():
   out = _run("""
     import sys
-    from zoprivacy.accounting import __main__ as cli
+    from zoprivacy.privacy import __main__ as cli
     from zoprivacy.accounting import calibrate_noise_multiplier, pld_epsilon
     print("jax" in sys.modules)
   """)

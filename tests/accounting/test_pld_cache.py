@@ -67,7 +67,9 @@ def test_discrete_noise_single_step_is_built_once_and_never_mutated():
     assert again.get_epsilon_for_delta(DELTA) == value, t
   # Against a PLD built from scratch without any cache of ours.
   fresh = (
-    discrete_pld._single_pld.__wrapped__("gaussian", 64.0, 32, P, 1e-4)
+    discrete_pld._single_pld.__wrapped__(
+      discrete_pld.GAUSSIAN, 64.0, 32, P, 1e-4
+    )
     .self_compose(200)
     .get_epsilon_for_delta(DELTA)
   )

@@ -68,6 +68,7 @@ def _commands():
           (
             "python -m experiments.run",
             "python -m zoprivacy.accounting",
+            "python -m zoprivacy.privacy",
           )
         ):
           if "one_point" in line:  # docs/extending.md: needs its module

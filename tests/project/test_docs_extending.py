@@ -1,4 +1,6 @@
-"""docs/extending.md: its example estimator registers, trains and accounts."""
+"""docs/extending.md: its example estimator registers, trains and accounts;
+its example mechanism, one module and one registration line, is planned,
+accounted, calibrated and trained with by name."""
 
 import functools
 import math
@@ -85,29 +87,120 @@ def test_extending_example_registers_and_trains(noise):
 
 
 @functools.cache
-def _registered_toy_mechanism():
-  """Runs the page's mechanism example once (it registers two names)."""
+def _toy_mechanism_module() -> dict:
+  """Runs the page's mechanism example once (a name registers once per
+  process): its namespace."""
   with open("docs/extending.md") as f:
     code = re.findall(r"```python\n(.*?)```", f.read(), re.S)[-1]
-  exec(compile(code, "docs/extending.md", "exec"), {})  # pylint: disable=exec-used
-  return registry.get("toy_one_point")
+  namespace = {}
+  exec(compile(code, "docs/extending.md", "exec"), namespace)  # pylint: disable=exec-used
+  return namespace
+
+
+def _discrete_laplace_epsilon(multiplier, steps, p=64 / 1797):
+  from zoprivacy.accounting import discrete_pld  # pylint: disable=g-import-not-at-top
+
+  pld = discrete_pld.discrete_noise_pld(
+    scale=multiplier * 64,
+    sensitivity=64,
+    sampling_probability=p,
+    num_steps=steps,
+  )
+  return pld.get_epsilon_for_delta(1e-5)
+
+
+def test_the_toy_mechanism_is_one_module_and_one_registration_line():
+  """Defined and registered by the page's module alone: selected by name
+  in a plan and by an estimator, accounted and calibrated as the discrete
+  Laplace it inherits from."""
+  from zoprivacy import accounting  # pylint: disable=g-import-not-at-top
+  from zoprivacy.estimators import privatization  # pylint: disable=g-import-not-at-top
+  from zoprivacy.mechanisms import registry as mechanisms  # pylint: disable=g-import-not-at-top
+
+  ns = _toy_mechanism_module()
+  assert mechanisms.get("toy_geometric") is ns["ToyGeometric"]
+  assert "toy_geometric" in mechanisms.selectable()
+  plan = ns["plan"]
+  assert plan.mechanism == ns["ToyGeometric"](2.0, 1, 64)
+  assert "toy geometric noise" in plan.describe()
+  assert ns["epsilon"] == pytest.approx(
+    _discrete_laplace_epsilon(2.0, 100), rel=1e-12
+  )
+  calibrated = ns["calibrated"]
+  sigma = calibrated.noise_multiplier
+  assert calibrated.epsilon(100) == pytest.approx(
+    _discrete_laplace_epsilon(sigma, 100), rel=1e-12
+  )
+  assert (
+    calibrated.epsilon(100)
+    <= 2.0
+    < _discrete_laplace_epsilon(sigma / 1.01, 100)
+  )
+  # Its calibration is the continuous Laplace's search, then its own plan.
+  laplace = accounting.calibrate_noise_multiplier(
+    target_epsilon=2.0,
+    delta=1e-5,
+    sampling_probability=64 / 1797,
+    num_steps=100,
+    mechanism="laplace",
+  )
+  assert laplace.noise_multiplier <= sigma <= laplace.noise_multiplier * 1.02
+  with pytest.raises(ValueError, match="noise='float'"):
+    privatization.privacy_spec(
+      clip=1.0,
+      noise_multiplier=1.0,
+      expected_batch_size=8,
+      mechanism="toy_geometric",
+    )
+  with pytest.raises(ValueError, match="mechanism must be one of"):
+    privatization.privacy_spec(
+      clip=1.0,
+      noise_multiplier=1.0,
+      expected_batch_size=8,
+      mechanism="discrete_laplace",  # an accounting value only
+    )
+
+
+def test_dp_zo_trains_with_the_toy_noise():
+  ns = _toy_mechanism_module()
+  rng = np.random.default_rng(0)
+  x = jnp.asarray(rng.normal(size=(64, 4)), jnp.float32)
+  y = x @ jnp.asarray([1.0, -2.0, 0.5, 3.0])
+  loss = lambda w, b: (b[0] @ w - b[1]) ** 2
+  tx = optax.chain(ns["estimator"], optax.sgd(1e-3))
+  w = jnp.zeros(4)
+  state = tx.init(w)
+  plan = find_plan(state)
+  assert plan.mechanism.name == "toy_geometric" and plan.is_private
+  assert plan.noise_multiplier == ns["calibrated"].noise_multiplier
+
+  @jax.jit
+  def step(w, state):
+    u, state = tx.update(
+      jnp.zeros_like(w), state, w, batched_loss=loss, batch=(x, y)
+    )
+    return optax.apply_updates(w, u), state
+
+  for _ in range(3):
+    w, state = step(w, state)
+  assert bool(jnp.all(jnp.isfinite(w))) and int(state[0].step) == 3
 
 
 @pytest.mark.slow  # ~20 s: trains a small CNN in the runner
-@pytest.mark.filterwarnings(
-  "ignore::zoprivacy.privacy.InsecureTestNoiseWarning"
-)
 def test_the_toy_mechanism_trains_in_the_runner_with_a_correct_epsilon(
   tmp_path,
 ):
   from configs import default  # pylint: disable=g-import-not-at-top
   from experiments import train  # pylint: disable=g-import-not-at-top
-  from zoprivacy.accounting import discrete_pld  # pylint: disable=g-import-not-at-top
 
-  _registered_toy_mechanism()
+  _toy_mechanism_module()
   config = default.get_config()
-  config.estimator = "toy_one_point"
-  config.estimator_kwargs = {"clip": 1.0, "smoothing": 1e-2}
+  config.estimator = "dp_zo"
+  config.estimator_kwargs = {
+    "mechanism": "toy_geometric",
+    "noise": "float",
+    "grid_points": 64,
+  }
   config.num_steps = 30
   config.eval_every = 0
   config.checkpoint_every = 0
@@ -116,11 +209,8 @@ def test_the_toy_mechanism_trains_in_the_runner_with_a_correct_epsilon(
   plan = result["privacy_plan"]
   assert plan["mechanism"] == "toy_geometric"
   assert "toy geometric noise" in result["privacy"]
-  sigma = result["noise_multiplier"]
   p = plan["expected_batch_size"] / plan["dataset_size"]
-  direct = discrete_pld.discrete_noise_pld(
-    scale=sigma * 64, sensitivity=64, sampling_probability=p, num_steps=30
-  ).get_epsilon_for_delta(config.delta)
+  direct = _discrete_laplace_epsilon(result["noise_multiplier"], 30, p)
   assert result["epsilon"] == pytest.approx(direct, rel=1e-9)
   assert result["epsilon"] <= config.target_epsilon
   assert math.isfinite(result["test_accuracy"])

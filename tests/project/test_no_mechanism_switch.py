@@ -1,8 +1,12 @@
 """No code switches on a mechanism or neighbouring-relation name string
-outside the mechanisms' own modules: each mechanism value states its own
-accounting (``zoprivacy/mechanisms/values.py``) and relations are
-``dp_accounting.NeighboringRelation`` members, so adding a mechanism touches
-its module and the registry only. Read from the source with ``ast``."""
+outside the mechanisms' own modules, and no table in the library is keyed
+by one outside them and the one relation table: each mechanism value states
+its own accounting and calibration (``zoprivacy/mechanisms/values.py``),
+the registry selects it by name, and relations are
+``dp_accounting.NeighboringRelation`` members
+(``zoprivacy/accounting/relations.py`` converts names), so adding a
+mechanism touches its module and the registry only. Read from the source
+with ``ast``."""
 
 import ast
 import pathlib
@@ -50,6 +54,17 @@ def _switches(path: pathlib.Path):
           yield node.lineno, v.value
 
 
+def _tables(path: pathlib.Path):
+  """Dictionary keys and subscripts that are a mechanism or relation name."""
+  for node in ast.walk(ast.parse(path.read_text())):
+    keys = node.keys if isinstance(node, ast.Dict) else []
+    if isinstance(node, ast.Subscript):
+      keys = [node.slice]
+    for k in keys:
+      if isinstance(k, ast.Constant) and k.value in NAMES:
+        yield node.lineno, k.value
+
+
 def _offenders(files):
   out = []
   for path in files:
@@ -68,6 +83,26 @@ def test_no_string_switch_on_a_mechanism_or_relation():
   )
   offenders = _offenders(files)
   assert not offenders, "\n".join(offenders)
+
+
+def test_no_table_keyed_by_a_mechanism_or_relation_name():
+  tables = []
+  for path in sorted((REPO / "zoprivacy").rglob("*.py")):
+    rel = str(path.relative_to(REPO))
+    if rel.startswith(OWN) or rel == "zoprivacy/accounting/relations.py":
+      continue
+    tables += [f"{rel}:{line} keys {name!r}" for line, name in _tables(path)]
+  assert not tables, "\n".join(tables)
+
+
+@pytest.mark.parametrize(
+  "source",
+  ["T = {'gaussian': 1, 'laplace': 2}\n", "f = BUILDERS['laplace']\n"],
+)
+def test_the_check_sees_a_table(tmp_path, source):
+  path = tmp_path / "m.py"
+  path.write_text(source)
+  assert list(_tables(path))
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,9 @@ _EXPORTS = {
   "PrivacyBudgetExceededError": "zoprivacy.privacy.ledger",
   "PrivacyLedger": "zoprivacy.privacy.ledger",
   "build_pld": "zoprivacy.accounting.epsilon",
-  "calibrate_noise_multiplier": "zoprivacy.accounting.calibration",
+  # A mechanism named by a string is calibrated through the plan it names
+  # (zoprivacy.privacy builds plans); the name stays here for its callers.
+  "calibrate_noise_multiplier": "zoprivacy.privacy.calibration",
   "calibrate_plan": "zoprivacy.accounting.plan_calibration",
   "dpzero_advanced_composition_noise_multiplier": "zoprivacy.accounting.epsilon",
   "dpzero_advanced_composition_sigma": "zoprivacy.accounting.epsilon",

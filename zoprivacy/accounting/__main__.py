@@ -1,150 +1,23 @@
-"""Command line: ``python -m zoprivacy.accounting {epsilon,calibrate} ...``.
+"""``python -m zoprivacy.accounting ...``: ``python -m zoprivacy.privacy ...``.
 
-Examples (DP-ZO Table 16)::
-
-    python -m zoprivacy.accounting epsilon --noise-multiplier 30.9 \
-        --sampling-probability 0.016 --steps 75000 --delta 1e-5
-    python -m zoprivacy.accounting calibrate --epsilon 0.5 --delta 1e-5 \
-        --sampling-probability 0.016 --steps 75000
-    python -m zoprivacy.accounting epsilon --mechanism laplace \
-        --noise-multiplier 10.48 --sampling-probability 0.02 --steps 2000
-
-Both build the :class:`~zoprivacy.privacy.PrivacyPlan` the arguments
-describe (``calibrate`` calibrates it on its own epsilon, as a run does) and
-print the pessimistic PLD epsilon (max of add and remove), the RDP epsilon
-where dp_accounting supports the event, and for Laplace the pure epsilon of
-DP-ZO Thm. 3.1, side by side. Neither imports JAX; ``epsilon`` loads no more
-than dp_accounting (the calibrator's SciPy root finder only for
-``calibrate``).
+The accounting command builds a privacy plan, and plans live above the
+accounting (:mod:`zoprivacy.privacy`), so the command is
+:mod:`zoprivacy.privacy.__main__`. This module keeps the earlier command
+working without importing upward: it runs ``python -m zoprivacy.privacy``
+with the same arguments, in the same interpreter and environment, and
+exits with its status.
 """
 
 from __future__ import annotations
 
-import argparse
+import subprocess
 import sys
-import time
-
-
-def _common(p: argparse.ArgumentParser) -> None:
-  p.add_argument(
-    "--sampling-probability",
-    "-p",
-    type=float,
-    required=True,
-    help="Poisson sampling probability (expected batch / n); 1 for full batch.",
-  )
-  p.add_argument(
-    "--steps",
-    "-T",
-    dest="num_steps",
-    type=int,
-    required=True,
-    help="number of steps T.",
-  )
-  p.add_argument("--delta", type=float, default=1e-5, help="delta (1e-5).")
-  p.add_argument(
-    "--mechanism", choices=("gaussian", "laplace"), default="gaussian"
-  )
-  p.add_argument(
-    "--neighboring",
-    choices=("add_or_remove", "replace_one"),
-    default="add_or_remove",
-  )
-  p.add_argument(
-    "--interval",
-    dest="value_discretization_interval",
-    type=float,
-    default=1e-4,
-    help="PLD value discretization interval (1e-4).",
-  )
-
-
-def build_parser() -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(
-    prog="python -m zoprivacy.accounting",
-    description="Privacy accounting for DP zeroth-order optimization "
-    "(dp_accounting PLD and RDP).",
-  )
-  sub = parser.add_subparsers(dest="command", required=True)
-  e = sub.add_parser("epsilon", help="epsilon of a training configuration")
-  e.add_argument(
-    "--noise-multiplier",
-    "-s",
-    type=float,
-    required=True,
-    help="noise std (Gaussian) or Laplace scale over the clip C.",
-  )
-  e.add_argument(
-    "--num-queries",
-    "-q",
-    type=int,
-    default=1,
-    help="Gaussian queries per batch, each with std "
-    "sqrt(q)*sigma*C (accounted as one Gaussian).",
-  )
-  _common(e)
-  c = sub.add_parser(
-    "calibrate", help="noise multiplier for a target (epsilon, delta)"
-  )
-  c.add_argument(
-    "--epsilon", "-e", type=float, required=True, help="target epsilon."
-  )
-  _common(c)
-  return parser
-
-
-def _plan(args, noise_multiplier: float, num_queries: int = 1):
-  """The plan of one step the arguments describe."""
-  from zoprivacy.privacy import plan as plan_lib  # pylint: disable=g-import-not-at-top
-  from zoprivacy.privacy import sampling_scheme  # pylint: disable=g-import-not-at-top
-
-  return plan_lib.PrivacyPlan.build(
-    mechanism=args.mechanism,
-    noise_multiplier=noise_multiplier,
-    num_queries=num_queries,
-    neighboring=args.neighboring,
-    sampling=sampling_scheme.with_probability(args.sampling_probability),
-    delta=args.delta,
-  )
-
-
-def _calibrated(args):
-  """The plan calibrated for ``--epsilon`` on its own epsilon."""
-  from zoprivacy.accounting.plan_calibration import calibrate_plan  # pylint: disable=g-import-not-at-top
-
-  start = time.perf_counter()
-  plan = calibrate_plan(
-    _plan(args, 1.0), target_epsilon=args.epsilon, num_steps=args.num_steps
-  )
-  print(
-    f"calibrated noise_multiplier {plan.noise_multiplier:.6g}  (the "
-    f"smallest to 0.2% whose plan epsilon {plan.epsilon(args.num_steps):.6g}"
-    f" <= {args.epsilon:g}; {time.perf_counter() - start:.2f} s)"
-  )
-  return plan
 
 
 def main(argv=None) -> int:
-  parser = build_parser()
-  args = parser.parse_args(argv)
-  try:
-    from zoprivacy.accounting.report import epsilon_report  # pylint: disable=g-import-not-at-top
-
-    if args.command == "epsilon":
-      plan = _plan(args, args.noise_multiplier, args.num_queries)
-    else:
-      plan = _calibrated(args)
-    report = epsilon_report(
-      plan,
-      num_steps=args.num_steps,
-      delta=args.delta,
-      value_discretization_interval=args.value_discretization_interval,
-    )
-    print(report.format())
-  except ValueError as exc:
-    print(f"error: {exc}", file=sys.stderr)
-    return 2
-  return 0
+  argv = sys.argv[1:] if argv is None else list(argv)
+  command = [sys.executable, "-m", "zoprivacy.privacy", *argv]
+  return subprocess.call(command)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,10 @@
 
 Method (every epsilon below is computed by dp_accounting):
 
+The search runs on a plan's event factory (the multiplier to one step's
+``DpEvent``) and is started by the mechanism value's own methods
+(:mod:`zoprivacy.mechanisms.values`); no mechanism is named here.
+
 1. Warm start. Gaussian: the multiplier that meets the target under the RDP
    accountant at the few orders of
    :data:`~zoprivacy.accounting.search_start.WARM_START_ORDERS` (an upper
@@ -41,11 +45,13 @@ from __future__ import annotations
 import functools
 import math
 import time
+from collections.abc import Callable
 from typing import NamedTuple
 
+import dp_accounting
+
 from zoprivacy.accounting import epsilon as _eps
-from zoprivacy.accounting import events as _ev
-from zoprivacy.accounting import pld_size, search_start
+from zoprivacy.accounting import pld_size, relations
 from zoprivacy.accounting.dp_warnings import summarize_warnings
 from zoprivacy.accounting.search_start import (
   _MAX_STEP,
@@ -58,7 +64,8 @@ from zoprivacy.core import validation
 
 
 class CalibrationResult(NamedTuple):
-  """Result of :func:`calibrate_noise_multiplier`.
+  """Result of :func:`calibrate_events` (and of
+  :func:`~zoprivacy.accounting.calibrate_noise_multiplier`).
 
   Attributes:
     noise_multiplier: the calibrated multiplier (std or Laplace scale over C).
@@ -71,7 +78,8 @@ class CalibrationResult(NamedTuple):
     num_pld_evaluations: fine PLD evaluations made (cache hits included).
     seconds: wall time.
     mechanism, neighboring, sampling_probability, num_steps,
-    value_discretization_interval: the configuration.
+    value_discretization_interval: the configuration (the mechanism's and
+      the relation's names).
   """
 
   noise_multiplier: float
@@ -88,70 +96,55 @@ class CalibrationResult(NamedTuple):
   value_discretization_interval: float
 
 
-_POISSON_EVENTS = {
-  "gaussian": _ev.poisson_gaussian_event,
-  "laplace": _ev.poisson_laplace_event,
-}
+class SearchTarget(NamedTuple):
+  """What a search meets: ``target_epsilon`` at ``delta`` after
+  ``num_steps`` steps at ``sampling_probability`` under ``neighboring``
+  (the argument of a mechanism value's ``warm_start`` and ``first_point``)."""
+
+  target_epsilon: float
+  delta: float
+  sampling_probability: float
+  num_steps: int
+  neighboring: relations.Relation
+
+  def search_args(self) -> tuple:
+    """``(target, delta, p, steps, relation name)``, the arguments of
+    :mod:`~zoprivacy.accounting.search_start`'s functions."""
+    return (*self[:4], relations.name(self.neighboring))
 
 
 @functools.lru_cache(maxsize=4096)
-def _fine_epsilon(mechanism, sigma, p, steps, delta, neighboring, interval):
-  """The fine pessimistic PLD epsilon of ``steps`` Poisson-sampled releases
-  (what :func:`pld_epsilon` reports), cached on the Python scalars."""
-  event = _POISSON_EVENTS[mechanism](
-    noise_multiplier=sigma, sampling_probability=p, num_steps=steps
-  )
+def _fine_epsilon(event, delta, rel, interval):
+  """The fine pessimistic PLD epsilon of ``event`` (what :func:`pld_epsilon`
+  reports), cached on the event and the Python scalars."""
   return _eps.pld_epsilon(
-    event,
-    delta=delta,
-    neighboring=neighboring,
-    value_discretization_interval=interval,
+    event, delta=delta, neighboring=rel, value_discretization_interval=interval
   )
-
-
-def _pure_laplace_warm_start(target, delta, p, steps, neighboring):
-  """DP-ZO Thm. 3.1's pure-DP multiplier (feasible), and slope -1."""
-  del delta, neighboring
-  return _eps.pure_laplace_noise_multiplier(
-    target_epsilon=target, sampling_probability=p, num_steps=steps
-  ), -1.0
-
-
-_WARM_STARTS = {
-  "gaussian": search_start.rdp_warm_start,
-  "laplace": _pure_laplace_warm_start,
-}
-# The first point of the fine search: the warm start, or for the Gaussian
-# the central-limit estimate below it.
-_FIRST_POINTS = {
-  "gaussian": search_start.first_point,
-  "laplace": lambda *args: args[-1],  # the warm start: no estimate
-}
-_RELATIONS = {
-  "gaussian": ("add_or_remove", "replace_one"),
-  "laplace": ("add_or_remove",),
-}
 
 
 @summarize_warnings
-def calibrate_noise_multiplier(
+def calibrate_events(
+  step_event: Callable[[float], dp_accounting.DpEvent],
+  mechanism,
   *,
   target_epsilon: float,
   delta: float,
   sampling_probability: float,
   num_steps: int,
-  mechanism: str = "gaussian",
-  neighboring: _ev.NeighboringLike = "add_or_remove",
+  neighboring: relations.NeighboringLike = relations.ADD_OR_REMOVE,
   value_discretization_interval: float = 1e-4,
   rtol: float = 2e-3,
 ) -> CalibrationResult:
-  """Smallest noise multiplier (to ``rtol``) with PLD epsilon ``<= target``.
+  """Smallest noise multiplier (to ``rtol``) whose ``num_steps`` steps have
+  PLD epsilon ``<= target_epsilon``.
 
-  Accounts T Poisson-subsampled Gaussian (DP-ZO Alg. 1 line 13, App. A
-  eq. (4), Table 16) or Laplace (line 15, App. A "Approximate eps-DP by
-  Laplace") steps with dp_accounting's pessimistic PLD, add/remove maximum by
-  default. See the module docstring for the search; the returned
-  ``epsilon`` is the fine pessimistic PLD epsilon of the returned multiplier.
+  ``step_event`` is a plan's event factory: the multiplier to one step's
+  ``DpEvent`` (its sampling included; :meth:`PrivacyPlan.step_event_at
+  <zoprivacy.privacy.PrivacyPlan.step_event_at>`). ``mechanism`` is the
+  mechanism value it releases (:mod:`zoprivacy.mechanisms.values`): its
+  relations, its ``warm_start`` and its ``first_point`` start the search
+  (the module docstring); the returned ``epsilon`` is the fine pessimistic
+  PLD epsilon of the returned multiplier (max of add and remove).
 
   Raises:
     ValueError: on invalid input, or when no multiplier in
@@ -159,46 +152,47 @@ def calibrate_noise_multiplier(
       ``noise_multiplier = 1e6`` exceeds it).
   """
   t0 = time.perf_counter()
-  target = validation.epsilon(target_epsilon, "target_epsilon")
-  delta = validation.delta(delta)
-  p = validation.sampling_probability(sampling_probability)
-  steps = validation.num_steps(num_steps)
-  mechanism = _ev.check_mechanism(mechanism)
-  rel_name = _ev.neighboring_name(neighboring)
+  target = SearchTarget(
+    validation.epsilon(target_epsilon, "target_epsilon"),
+    validation.delta(delta),
+    validation.sampling_probability(sampling_probability),
+    validation.num_steps(num_steps),
+    relations.relation(neighboring),
+  )
   interval = validation.discretization_interval(value_discretization_interval)
   if not 0.0 < rtol <= 0.1:
     raise ValueError(f"rtol must be in (0, 0.1], got {rtol!r}.")
-  if rel_name not in _RELATIONS[mechanism]:
-    raise ValueError(
-      f"The {mechanism.capitalize()} mechanism is accounted under "
-      "add_or_remove only (dp_accounting has no replace-one Laplace PLD)."
-    )
+  mechanism.check_relation(target.neighboring)
   # A feasible starting multiplier and d log eps / d log sigma there (the
   # first secant step's slope).
-  warm, slope = _WARM_STARTS[mechanism](target, delta, p, steps, rel_name)
+  warm, slope = mechanism.warm_start(target)
+  steps = target.num_steps
   search = _SecantSearch(
     lambda sigma: _fine_epsilon(
-      mechanism, sigma, p, steps, delta, rel_name, interval
+      dp_accounting.SelfComposedDpEvent(step_event(sigma), steps),
+      target.delta,
+      target.neighboring,
+      interval,
     ),
-    target=target,
+    target=target.target_epsilon,
     width=math.log1p(rtol),
     slope=slope,
-    context=f"at delta={delta} (p={p}, T={steps}, {mechanism})",
+    context=f"at delta={target.delta} (p={target.sampling_probability}, "
+    f"T={steps}, {mechanism.name})",
   )
   warm = min(max(warm, MIN_NOISE_MULTIPLIER), MAX_NOISE_MULTIPLIER)
-  start = _FIRST_POINTS[mechanism](target, delta, p, steps, rel_name, warm)
-  lo, hi = search.run(start, feasible=warm)
+  lo, hi = search.run(mechanism.first_point(target, warm), feasible=warm)
   return CalibrationResult(
     noise_multiplier=float(math.exp(hi[0])),
     epsilon=float(hi[2]),
-    target_epsilon=target,
-    delta=delta,
+    target_epsilon=target.target_epsilon,
+    delta=target.delta,
     lower_bound=float(math.exp(lo[0])),
     num_pld_evaluations=search.evaluations,
     seconds=time.perf_counter() - t0,
-    mechanism=mechanism,
-    neighboring=rel_name,
-    sampling_probability=p,
+    mechanism=mechanism.name,
+    neighboring=relations.name(target.neighboring),
+    sampling_probability=target.sampling_probability,
     num_steps=steps,
     value_discretization_interval=interval,
   )

@@ -34,6 +34,8 @@ import math
 import numpy as np
 from dp_accounting.pld import privacy_loss_distribution as _pld_lib
 
+from zoprivacy.accounting import dp_accounting_adapter as _adapter
+
 
 def _k_law(scale: float, m: int) -> np.ndarray:
   """Law of ``k(Y) = |Y| - |Y - m|`` on ``-m, -m+2, ..., m`` (float64)."""
@@ -68,10 +70,7 @@ def single_step_pld(
   )
   remove = build(as_dict(null), as_dict(mixture))
   add = build(as_dict(mixture), as_dict(null))
-  return _pld_lib.PrivacyLossDistribution(
-    remove._pmf_remove,  # pylint: disable=protected-access
-    add._pmf_remove,  # pylint: disable=protected-access
-  )
+  return _adapter.pld_from_remove_pmfs(remove, add)
 
 
 def discrete_laplace_queries_pld(

@@ -22,7 +22,8 @@ Neighbouring relation: add/remove-one builds separate remove and add PMFs
 the maximum of both directions. Replace-one (discrete Gaussian only):
 dp_accounting's REPLACE pair for additive noise, ``q mu(x + m) + (1-q)
 mu(x)`` against ``q mu(x - m) + (1-q) mu(x)`` (the one example's value moves
-from ``-m`` to ``+m``), built by :class:`_DiscreteGaussianReplaceLoss`,
+from ``-m`` to ``+m``), built by
+:class:`~zoprivacy.accounting.dp_accounting_adapter.DiscreteGaussianReplaceLoss`,
 which adds the inverse privacy loss dp_accounting's discrete Gaussian lacks
 for that pair. The discrete Laplace has no replace-one PLD here
 (``ValueError``).
@@ -50,80 +51,28 @@ from __future__ import annotations
 import functools
 import math
 
-import dp_accounting
 from dp_accounting.pld import privacy_loss_distribution as _pld_lib
-from dp_accounting.pld import privacy_loss_mechanism
 
+from zoprivacy.accounting import dp_accounting_adapter as _adapter
+from zoprivacy.accounting import relations
 from zoprivacy.accounting.epsilon import (
   DirectionalEpsilon,
   epsilon_by_direction,
 )
 from zoprivacy.core import validation
 
-PLD = _pld_lib.PrivacyLossDistribution
-AdjacencyType = privacy_loss_mechanism.AdjacencyType
-NeighboringLike = str | dp_accounting.NeighboringRelation
+PLD = _adapter.PLD
+NeighboringLike = relations.NeighboringLike
 
 # dp_accounting stores the discrete Gaussian pmf on about 23.2 * sigma
 # integers (float64 arrays): cap sigma to keep that below a few GB.
 _MAX_GAUSSIAN_SIGMA = 1e7
 
 
-# The noise kinds and the relations their PLDs cover, and their builders.
-_RELATIONS = {
-  "gaussian": ("add_or_remove", "replace_one"),
-  "laplace": ("add_or_remove",),
-}
-_BUILDERS = {
-  "gaussian": _pld_lib.from_discrete_gaussian_mechanism,
-  "laplace": _pld_lib.from_discrete_laplace_mechanism,
-}
-
-
-def _check_neighboring(neighboring: NeighboringLike, kind: str) -> str:
-  name = validation.neighboring(neighboring)
-  if name not in _RELATIONS[kind]:
-    raise ValueError(
-      "The discrete Laplace PLD is add_or_remove only: dp_accounting has "
-      "no replace_one PLD for it."
-    )
-  return name
-
-
-class _DiscreteGaussianReplaceLoss(
-  privacy_loss_mechanism.DiscreteGaussianPrivacyLoss
-):
-  """dp_accounting's discrete Gaussian privacy loss, plus the REPLACE pair.
-
-  With ``c = exp(-m^2 / (2 sigma^2))`` and ``u = exp(-m x / sigma^2)`` the
-  REPLACE loss is ``log((q c u + 1 - q) / (q c / u + 1 - q))``, decreasing
-  in ``x``; its inverse solves ``q c u^2 + (1-q)(1-e^l) u - e^l q c = 0``.
-  """
-
-  def privacy_loss_tail(self):
-    if self.adjacency_type != AdjacencyType.REPLACE:
-      return super().privacy_loss_tail()
-    bound, m = self._truncation_bound, self.sensitivity
-    lower, upper = (
-      (-bound, bound) if self.sampling_prob < 1 else (m - bound, bound - m)
-    )
-    return privacy_loss_mechanism.TailPrivacyLossDistribution(
-      lower, upper, {math.inf: self.mu_upper_cdf(lower - 1)}
-    )
-
-  def _inverse_privacy_loss_replace(self, privacy_loss: float) -> float:
-    bound, m, sigma2 = self._truncation_bound, self.sensitivity, self._sigma**2
-    if privacy_loss == -math.inf:
-      return bound
-    if privacy_loss == math.inf:
-      return -bound - 1
-    q = self.sampling_prob
-    c = math.exp(-(m * m) / (2 * sigma2))
-    e = math.exp(min(privacy_loss, 700.0))
-    b = (1 - q) * (1 - e)
-    u = (-b + math.sqrt(b * b + 4 * q * q * c * c * e)) / (2 * q * c)
-    x = -sigma2 / m * math.log(u)
-    return math.floor(min(max(x, -bound - 1), bound))
+# dp_accounting's PLD builders of the two noises (add/remove; the discrete
+# Gaussian's replace-one pair is the adapter's).
+GAUSSIAN = _pld_lib.from_discrete_gaussian_mechanism
+LAPLACE = _pld_lib.from_discrete_laplace_mechanism
 
 
 def _check_delta(delta) -> float:
@@ -138,32 +87,26 @@ def _check_delta(delta) -> float:
 
 @functools.lru_cache(maxsize=8)
 def _single_pld(
-  kind: str,
+  builder,
   parameter: float,
   sensitivity: int,
   p: float,
   interval: float,
-  neighboring: str = "add_or_remove",
+  rel: relations.Relation = relations.ADD_OR_REMOVE,
 ) -> PLD:
-  """One subsampled step: the expensive part (dp_accounting evaluates the
-  privacy loss point by point over the noise's support), cached so that a
-  run's evaluations at successive step counts only compose it."""
-  if neighboring not in _RELATIONS["laplace"]:  # replace-one (Gaussian)
-    loss = _DiscreteGaussianReplaceLoss(
+  """One subsampled step of ``builder``'s noise (:data:`GAUSSIAN` or
+  :data:`LAPLACE`): the expensive part (dp_accounting evaluates the privacy
+  loss point by point over the noise's support), cached so that a run's
+  evaluations at successive step counts only compose it."""
+  if rel == relations.REPLACE_ONE:  # the discrete Gaussian (checked)
+    loss = _adapter.DiscreteGaussianReplaceLoss(
       parameter,
       sensitivity=sensitivity,
       sampling_prob=p,
-      adjacency_type=AdjacencyType.REPLACE,
+      adjacency_type=_adapter.AdjacencyType.REPLACE,
     )
-    return PLD(
-      _pld_lib._create_pld_pmf_from_monotone_privacy_loss(  # pylint: disable=protected-access
-        loss,
-        pessimistic_estimate=True,
-        value_discretization_interval=interval,
-        use_connect_dots=True,
-      )
-    )
-  return _BUILDERS[kind](
+    return _adapter.monotone_loss_pld(loss, interval)
+  return builder(
     parameter,
     sensitivity=sensitivity,
     pessimistic_estimate=True,
@@ -175,15 +118,15 @@ def _single_pld(
 
 @functools.lru_cache(maxsize=16)  # a composed PLD can be several MB
 def _composed_pld(
-  kind: str,
+  builder,
   parameter: float,
   sensitivity: int,
   p: float,
   num_steps: int,
   interval: float,
-  neighboring: str = "add_or_remove",
+  rel: relations.Relation = relations.ADD_OR_REMOVE,
 ) -> PLD:
-  single = _single_pld(kind, parameter, sensitivity, p, interval, neighboring)
+  single = _single_pld(builder, parameter, sensitivity, p, interval, rel)
   return single if num_steps == 1 else single.self_compose(num_steps)
 
 
@@ -240,25 +183,28 @@ def discrete_noise_pld(
       "Give exactly one of sigma (discrete Gaussian) and scale (discrete "
       f"Laplace), got sigma={sigma!r}, scale={scale!r}."
     )
-  neighboring = _check_neighboring(
-    neighboring, "gaussian" if sigma is not None else "laplace"
-  )
+  rel = relations.relation(neighboring)
+  if sigma is None and rel != relations.ADD_OR_REMOVE:
+    raise ValueError(
+      "The discrete Laplace PLD is add_or_remove only: dp_accounting has "
+      "no replace_one PLD for it."
+    )
   m = validation.num_steps(sensitivity, "sensitivity")
   if sigma is not None:
-    kind, parameter = "gaussian", _gaussian_parameter(sigma, m)
+    builder, parameter = GAUSSIAN, _gaussian_parameter(sigma, m)
   else:
     scale = validation.epsilon(scale, "scale")
-    kind, parameter = "laplace", math.nextafter(1.0 / scale, math.inf)
+    builder, parameter = LAPLACE, math.nextafter(1.0 / scale, math.inf)
     if not math.isfinite(parameter):
       raise ValueError(f"scale={scale!r} is too small.")
   return _composed_pld(
-    kind,
+    builder,
     parameter,
     m,
     validation.sampling_probability(sampling_probability),
     validation.num_steps(num_steps, "num_steps"),
     validation.discretization_interval(value_discretization_interval),
-    neighboring,
+    rel,
   )
 
 
@@ -284,11 +230,10 @@ def discrete_epsilon_by_direction(pld: PLD, delta: float) -> DirectionalEpsilon:
   """Remove-direction and add-direction epsilons of ``pld`` at ``delta``.
 
   Reads the two PMFs dp_accounting's ``PrivacyLossDistribution`` keeps
-  (``_pmf_remove``, ``_pmf_add``; dp-accounting 0.5-0.6).
+  (:func:`~zoprivacy.accounting.epsilon.epsilon_by_direction`).
 
   Raises:
     ValueError: for ``delta`` outside ``[0, 1)`` or a non-PLD ``pld``.
-    RuntimeError: if this dp_accounting version hides the two PMFs.
   """
   delta = _check_delta(delta)
   if not isinstance(pld, PLD):

@@ -15,14 +15,14 @@ from typing import NamedTuple
 
 import dp_accounting
 from dp_accounting.pld import pld_privacy_accountant as _pld_accountant
-from dp_accounting.pld import privacy_loss_distribution as _pld_lib
 
+from zoprivacy.accounting import dp_accounting_adapter as _adapter
 from zoprivacy.accounting import events as _ev
 from zoprivacy.accounting import pld_size
 from zoprivacy.accounting.dp_warnings import summarize_warnings
 from zoprivacy.core import validation
 
-PLD = _pld_lib.PrivacyLossDistribution
+PLD = _adapter.PLD
 NeighborRel = dp_accounting.NeighboringRelation
 
 
@@ -60,11 +60,7 @@ def _build_pld(event, count: int, rel, interval: float) -> PLD:
   """Checks ``event`` (clear errors, memory guard), then lets
   dp_accounting's ``PLDAccountant`` compose it."""
   _check(event, count, rel, interval)
-  accountant = _pld_accountant.PLDAccountant(rel, interval)
-  accountant.compose(event)
-  if accountant._contains_non_dp_event:  # pylint: disable=protected-access
-    raise ValueError(f"Event not supported by the PLD accountant: {event!r}.")
-  return accountant._pld  # pylint: disable=protected-access
+  return _adapter.accountant_pld(event, rel, interval)
 
 
 def _check(event, count: int, rel, interval: float, p: float = 1.0) -> None:
@@ -170,11 +166,7 @@ def pld_epsilon_for_delta(pld: PLD, delta: float) -> float:
   """``pld.get_epsilon_for_delta(delta)`` (the larger of its remove and add
   PMFs' epsilons, the remove one alone for a symmetric PLD), each PMF's
   read once per ``delta``."""
-  try:
-    pmf_remove, pmf_add = pld._pmf_remove, pld._pmf_add  # pylint: disable=protected-access
-    symmetric = pld._symmetric  # pylint: disable=protected-access
-  except AttributeError:  # pragma: no cover - depends on library version
-    return float(pld.get_epsilon_for_delta(delta))
+  pmf_remove, pmf_add, symmetric = _adapter.direction_pmfs(pld)
   remove = _pmf_epsilon(pmf_remove, delta)
   return remove if symmetric else max(remove, _pmf_epsilon(pmf_add, delta))
 
@@ -201,9 +193,8 @@ def pld_epsilon_by_direction(
 
   DP-ZO App. A eq. (4): the two hockey-stick divergences whose maximum is the
   add/remove guarantee (conventions §4: sigma=30.9, p=16/1000, T=75000 gives
-  remove 0.50038, add 0.50016). Reads the two PMFs that dp_accounting's
-  ``PrivacyLossDistribution`` keeps internally (``_pmf_remove``,
-  ``_pmf_add``; dp-accounting 0.5-0.6). ``pld_epsilon`` is their maximum.
+  remove 0.50038, add 0.50016), read from the PLD's two PMFs
+  (:func:`epsilon_by_direction`). ``pld_epsilon`` is their maximum.
   """
   delta = validation.delta(delta)
   interval = validation.discretization_interval(value_discretization_interval)
@@ -216,14 +207,9 @@ def epsilon_by_direction(pld: PLD, delta: float) -> DirectionalEpsilon:
   """Remove-direction and add-direction epsilons of a PLD at ``delta``.
 
   Reads the two PMFs dp_accounting's ``PrivacyLossDistribution`` keeps
-  (``_pmf_remove``, ``_pmf_add``; dp-accounting 0.5-0.6).
+  (:func:`~zoprivacy.accounting.dp_accounting_adapter.direction_pmfs`).
   """
-  try:
-    pmf_remove, pmf_add = pld._pmf_remove, pld._pmf_add  # pylint: disable=protected-access
-  except AttributeError as exc:  # pragma: no cover - depends on library version
-    raise RuntimeError(
-      "This dp_accounting version does not expose per-direction PMFs."
-    ) from exc
+  pmf_remove, pmf_add, _ = _adapter.direction_pmfs(pld)
   return DirectionalEpsilon(
     remove=_pmf_epsilon(pmf_remove, delta),
     add=_pmf_epsilon(pmf_add, delta),

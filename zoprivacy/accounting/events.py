@@ -25,40 +25,15 @@ from __future__ import annotations
 
 import dp_accounting
 
+from zoprivacy.accounting import relations
 from zoprivacy.core import validation
 
-NeighboringRelation = dp_accounting.NeighboringRelation
-NeighboringLike = str | NeighboringRelation
-
-MECHANISMS = ("gaussian", "laplace")
-_RELATIONS = {
-  "add_or_remove": NeighboringRelation.ADD_OR_REMOVE_ONE,
-  "replace_one": NeighboringRelation.REPLACE_ONE,
-}
-
-
-def neighboring_relation(neighboring: NeighboringLike) -> NeighboringRelation:
-  """Parses ``'add_or_remove'`` / ``'replace_one'`` (or the enum) into the enum.
-
-  Add/remove-one is the default of every function in this package (DP-ZO
-  Def. 2.1); replace-one (DPZero Lemma 2.2 with sensitivity ``2C/n``) must be
-  asked for explicitly. The names are checked by
-  :func:`zoprivacy.core.validation.neighboring`.
-  """
-  return _RELATIONS[validation.neighboring(neighboring)]
-
-
-def neighboring_name(neighboring: NeighboringLike) -> str:
-  """The canonical string name (``'add_or_remove'`` or ``'replace_one'``)."""
-  return validation.neighboring(neighboring)
-
-
-def check_mechanism(mechanism: str) -> str:
-  if mechanism not in MECHANISMS:
-    raise ValueError(
-      f"mechanism must be one of {MECHANISMS}, got {mechanism!r}."
-    )
-  return mechanism
+NeighboringRelation = relations.Relation
+NeighboringLike = relations.NeighboringLike
+# The relation table is :mod:`~zoprivacy.accounting.relations`; these two
+# names read it (``neighboring_relation`` is exported by the package).
+neighboring_relation = relations.relation
+neighboring_name = relations.name
 
 
 # --------------------------------------------------------------------- events

@@ -4,10 +4,13 @@ The noise multiplier is searched on the plan's own epsilon
 (:meth:`PrivacyPlan.epsilon`), the same quantity the ledger and every report
 compute, so a calibrated run can never report more than its target:
 
-1. warm start: :func:`~zoprivacy.accounting.calibrate_noise_multiplier` for
-   the continuous mechanism with the plan's neighbouring relation (the
-   discrete mechanisms start from their continuous counterpart, whose
-   epsilon is within a fraction of a percent);
+1. warm start: the noise search of
+   :func:`~zoprivacy.accounting.calibration.calibrate_events` on the plan's
+   own event factory (:meth:`PrivacyPlan.step_event_at`), with the
+   mechanism its value names for calibration
+   (``plan.mechanism.calibration_value()``: the continuous Gaussian or
+   Laplace, itself or the discrete mechanism's continuous counterpart,
+   whose epsilon is within a fraction of a percent), which also starts it;
 2. the plan's epsilon is evaluated at the warm start and the multiplier is
    raised by factors of ``1 + rtol`` until it meets the target.
 
@@ -18,9 +21,33 @@ cache cannot make a plan miss its target.
 
 from __future__ import annotations
 
-from zoprivacy.accounting import calibration, calibration_cache
-from zoprivacy.accounting import events as _ev
+from zoprivacy.accounting import calibration, calibration_cache, relations
 from zoprivacy.accounting.dp_warnings import summarize_warnings
+
+
+def search_noise_multiplier(
+  plan,
+  *,
+  target_epsilon: float,
+  delta: float,
+  num_steps: int,
+  value_discretization_interval: float = 1e-4,
+  rtol: float = 2e-3,
+) -> calibration.CalibrationResult:
+  """The noise search on ``plan``'s own events
+  (:func:`~zoprivacy.accounting.calibration.calibrate_events` with the
+  plan's event factory, started by its mechanism value)."""
+  return calibration.calibrate_events(
+    plan.step_event_at,
+    plan.mechanism,
+    target_epsilon=target_epsilon,
+    delta=delta,
+    sampling_probability=plan.sampling_probability,
+    num_steps=num_steps,
+    neighboring=plan.neighboring,
+    value_discretization_interval=value_discretization_interval,
+    rtol=rtol,
+  )
 
 
 @summarize_warnings
@@ -48,19 +75,23 @@ def calibrate_plan(
   delta = plan.delta if delta is None else delta
   if delta is None:
     raise ValueError("Calibration needs delta.")
+  start = plan.replace(mechanism=plan.mechanism.calibration_value())
   search = dict(
     target_epsilon=float(target_epsilon),
     delta=float(delta),
-    sampling_probability=float(plan.sampling_probability),
     num_steps=int(num_steps),
-    mechanism=plan.mechanism.calibration_family,
-    neighboring=_ev.neighboring_name(plan.neighboring),
     rtol=float(rtol),
+  )
+  key = dict(
+    search,
+    sampling_probability=float(plan.sampling_probability),
+    mechanism=start.mechanism.name,
+    neighboring=relations.name(plan.neighboring),
   )
   sigma = calibration_cache.cached_noise_multiplier(
     "calibrate_noise_multiplier",
-    search,
-    lambda: calibration.calibrate_noise_multiplier(**search).noise_multiplier,
+    key,
+    lambda: search_noise_multiplier(start, **search).noise_multiplier,
   )
   for _ in range(max_raises):
     candidate = plan.replace(noise_multiplier=sigma, delta=float(delta))

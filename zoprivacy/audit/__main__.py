@@ -124,6 +124,8 @@ def main(argv=None) -> int:
   args = _parser().parse_args(argv)
   if args.trials < 2:
     raise SystemExit("--trials must be >= 2.")
+  # Imported here: the audit imports JAX and the estimators; --help and
+  # argument errors are answered before they load.
   from zoprivacy.audit import calibrated, distinguishing_game
 
   game = distinguishing_game.worst_case_canary_game(

@@ -21,6 +21,9 @@ import jax.numpy as jnp
 import zoprivacy.estimators  # noqa: F401  (registers every estimator)
 from zoprivacy import accounting
 from zoprivacy.estimators import base, registry
+from zoprivacy.estimators.noisy_zogd import noisy_zogd
+from zoprivacy.hidden_state import privacy as hidden_privacy
+from zoprivacy.hidden_state import setting as hidden_setting
 
 # Estimators whose EstimatorState.released holds the privatized scalars (the
 # others release a privatized gradient and log its norm there).
@@ -104,10 +107,6 @@ def _noisy_zogd(noise_multiplier, batch_size, clip, dimension=4):
   """Noisy-ZOGD (one direction, full batch of ``batch_size``) on the game's
   ``dimension`` parameters, its plan at ``noise_multiplier``. Its plan is
   replace-one, so the game replaces the canary by its opposite."""
-  from zoprivacy.estimators.noisy_zogd import noisy_zogd  # pylint: disable=g-import-not-at-top
-  from zoprivacy.hidden_state import privacy as hidden_privacy
-  from zoprivacy.hidden_state import setting as hidden_setting
-
   setting = hidden_setting.NoisyZOGDSetting(
     dimension=dimension,
     dataset_size=batch_size,

@@ -105,34 +105,10 @@ def positive_or_traced(name: str, value):
 
 # ------------------------------------------------- accounting inputs (strict)
 
+# The relations' names; :mod:`zoprivacy.accounting.relations` maps them to
+# dp_accounting's ``NeighboringRelation`` (the one table).
 NEIGHBORING_RELATIONS = ("add_or_remove", "replace_one")
 Neighboring = Literal["add_or_remove", "replace_one"]
-_NEIGHBORING_ALIASES = {
-  "add_or_remove": "add_or_remove",
-  "add_or_remove_one": "add_or_remove",
-  "replace_one": "replace_one",
-}
-# dp_accounting.NeighboringRelation members, matched by name so that this
-# module never imports dp_accounting.
-_NEIGHBORING_ENUM_NAMES = {
-  "ADD_OR_REMOVE_ONE": "add_or_remove",
-  "REPLACE_ONE": "replace_one",
-}
-
-
-def neighboring(value) -> str:
-  """``'add_or_remove'`` or ``'replace_one'`` from a name, an alias
-  (``'add_or_remove_one'``, any case) or a ``dp_accounting.NeighboringRelation``."""
-  if isinstance(value, str) and value.lower() in _NEIGHBORING_ALIASES:
-    return _NEIGHBORING_ALIASES[value.lower()]
-  if not isinstance(value, str):
-    name = getattr(value, "name", None)
-    if name in _NEIGHBORING_ENUM_NAMES:
-      return _NEIGHBORING_ENUM_NAMES[name]
-  raise ValueError(
-    f"Unknown neighboring relation {value!r}; use 'add_or_remove' or "
-    "'replace_one' (or dp_accounting.NeighboringRelation)."
-  )
 
 
 def is_real(x) -> bool:

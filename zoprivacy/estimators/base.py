@@ -64,6 +64,7 @@ from zoprivacy.estimators.privatization import (  # noqa: F401 (re-exported)
 )
 from zoprivacy.privacy import plan as plan_lib
 from zoprivacy.privacy import randomness
+from zoprivacy.secret_noise import host_noise, vector_noise_prefetch
 from zoprivacy.zo import queries
 
 plan_lib.register_pytree()  # every estimator state holds a plan
@@ -134,8 +135,6 @@ def step_keys(state: EstimatorState):
       noise_key = jax.random.fold_in(noise_key, word)
   direction_key = jax.random.fold_in(state.direction_key, state.step)
   if state.privacy_plan.noise_kind == "discrete_vector":
-    from zoprivacy.secret_noise import vector_noise_prefetch  # pylint: disable=g-import-not-at-top
-
     # Exact vector noise is drawn ahead of the step, off its timing path:
     # the host needs a step-independent key and the step to prefetch.
     return direction_key, vector_noise_prefetch.NoiseStep(noise_key, state.step)
@@ -149,8 +148,6 @@ def with_exact_noise(state: EstimatorState, args: LossArgs) -> LossArgs:
   plan = state.privacy_plan
   if plan.noise_kind != "discrete" or args.discrete_noise is not None:
     return args
-  from zoprivacy.secret_noise import host_noise  # pylint: disable=g-import-not-at-top
-
   noise = host_noise.draw_in_jit(plan, state.noise_key, state.step)
   return args._replace(extra={**args.extra, "discrete_noise": noise})
 

@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 from zoprivacy.core import validation
 from zoprivacy.mechanisms import noise as mechanisms
+from zoprivacy.mechanisms import registry
 from zoprivacy.privacy import plan as plan_lib
 
 
@@ -68,9 +69,8 @@ def privacy_spec(
     validation.static_positive("expected_batch_size", expected_batch_size),
     dataset_size,
   )
-  validation.one_of("mechanism", mechanism, ("gaussian", "laplace"))
-  mech, notes = mechanisms.make_mechanism(
-    mechanism,
+  validation.one_of("mechanism", mechanism, registry.selectable())
+  mech, notes = registry.get(mechanism).make_noise(
     clip=clip,
     noise_multiplier=noise_multiplier,
     num_queries=num_queries,

@@ -8,10 +8,13 @@
   Gaussian draw (``jax.random.normal`` bit for bit, its bits materialized);
 * :mod:`~zoprivacy.mechanisms.discrete`: exact discrete noise on a quantized
   sum (the default scalar mechanism);
-* :mod:`~zoprivacy.mechanisms.values`,
+* :mod:`~zoprivacy.mechanisms.value_base`,
+  :mod:`~zoprivacy.mechanisms.values`,
   :mod:`~zoprivacy.mechanisms.vector_values`: each mechanism as a frozen value
-  that states its own accounting (what a privacy plan knows about its noise;
-  no JAX).
+  that states its own accounting and calibration (what a privacy plan knows
+  about its noise; no JAX);
+* :mod:`~zoprivacy.mechanisms.registry`: the mechanism values by name, what
+  configs, the command line and serialized plans select (no JAX).
 
 The names of :mod:`~zoprivacy.mechanisms.noise` are also read here
 (``zoprivacy.mechanisms.GaussianMechanism``). Everything is imported on
@@ -25,6 +28,8 @@ _SUBMODULES = (
   "discrete",
   "float_gaussian",
   "noise",
+  "registry",
+  "value_base",
   "values",
   "vector_values",
 )

@@ -11,24 +11,41 @@ the noise are in :mod:`zoprivacy.mechanisms.noise` and
 :mod:`zoprivacy.privacy.sampling_scheme`.
 
 Adding a mechanism: write a frozen dataclass with ``name``, the relations it
-supports, ``dp_event`` or ``pld``, and :func:`register` it. Nothing else in
-the package switches on mechanism names (``docs/extending.md``). This
-module never imports JAX.
+supports, ``dp_event`` or ``pld`` (the base class,
+:class:`~zoprivacy.mechanisms.value_base.NoiseMechanism`, lists what a value
+states), and register it (:func:`zoprivacy.mechanisms.registry.register`).
+Its calibration is its own too: :meth:`NoiseMechanism.calibration_value`
+names the mechanism whose events the noise search runs on (the Gaussian and
+the Laplace search their own; the discrete ones their continuous
+counterpart's), whose ``warm_start`` and ``first_point`` start it. Nothing
+else in the package switches on mechanism names (``docs/extending.md``).
+This module never imports JAX.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import dp_accounting
 
-Relation = dp_accounting.NeighboringRelation
-ADD_OR_REMOVE = Relation.ADD_OR_REMOVE_ONE
-REPLACE_ONE = Relation.REPLACE_ONE
-RELATION_NAMES = {ADD_OR_REMOVE: "add_or_remove", REPLACE_ONE: "replace_one"}
-_LABELS = {ADD_OR_REMOVE: "add/remove", REPLACE_ONE: "replace-one"}
+from zoprivacy.accounting import discrete_laplace_queries as dlq
+from zoprivacy.accounting import discrete_pld, relations, search_start
+from zoprivacy.accounting import epsilon as _eps
+from zoprivacy.accounting.calibration import SearchTarget
+from zoprivacy.mechanisms.value_base import (  # noqa: F401 (re-exported)
+  MechanismError,
+  NoiseMechanism,
+  NoNoise,
+)
+
+Relation = relations.Relation
+ADD_OR_REMOVE = relations.ADD_OR_REMOVE
+REPLACE_ONE = relations.REPLACE_ONE
+RELATION_NAMES = relations.NAMES
+relation = relations.relation
+relation_name = relations.name
 FLOAT_DEFENCES = ("none", "secure_mode")
 FLOAT_NOISE_WARNING = (
   "floating-point noise: exposed to floating-point attacks (Mironov 2012)"
@@ -39,125 +56,6 @@ SECURE_MODE_NOTE = (
   "2021); not exact: a floating-point precision test still identifies "
   "some releases (docs/exact_noise.md)"
 )
-
-
-def relation(value) -> Relation:
-  """A ``dp_accounting.NeighboringRelation`` from itself or its name
-  (``'add_or_remove'``, ``'add_or_remove_one'``, ``'replace_one'``)."""
-  if isinstance(value, Relation) and value in RELATION_NAMES:
-    return value
-  from zoprivacy.core import validation  # pylint: disable=g-import-not-at-top
-
-  name = validation.neighboring(value)
-  return next(r for r, n in RELATION_NAMES.items() if n == name)
-
-
-def relation_name(value) -> str:
-  return RELATION_NAMES[relation(value)]
-
-
-class MechanismError(ValueError):
-  """A mechanism value is inconsistent or unsupported."""
-
-
-@dataclasses.dataclass(frozen=True)
-class NoiseMechanism:
-  """Base of the mechanism values: one release of a sum of clipped values.
-
-  ``noise_multiplier`` is the noise std (Gaussian) or scale (Laplace) over
-  one example's contribution bound, dp_accounting's convention; ``num_queries``
-  sums released from one batch are one release (``docs/conventions.md`` §5).
-  """
-
-  name: ClassVar[str]
-  noise_kind: ClassVar[str] = "continuous"
-  # The continuous mechanism whose calibration starts a search for this one.
-  calibration_family: ClassVar[str] = "gaussian"
-  relations: ClassVar[tuple[Relation, ...]] = (ADD_OR_REMOVE, REPLACE_ONE)
-  noise_multiplier: float
-  num_queries: int = 1
-
-  def __post_init__(self):
-    if not self.noise_multiplier > 0:
-      raise MechanismError(f"noise_multiplier must be > 0 for {self.name!r}.")
-    if isinstance(self.num_queries, bool) or int(self.num_queries) < 1:
-      raise MechanismError(f"num_queries must be >= 1, got {self.num_queries}")
-
-  @property
-  def is_noised(self) -> bool:
-    return True
-
-  def check_relation(self, rel: Relation) -> None:
-    if rel not in self.relations:
-      raise MechanismError(
-        f"The {self.name} mechanism is accounted under "
-        f"{' or '.join(_LABELS[r] for r in self.relations)} only "
-        f"(dp_accounting has no {_LABELS[rel]} PLD for it)."
-      )
-
-  def dp_event(self, sampling):
-    """dp_accounting's event of one release, before ``sampling``, or
-    ``None`` when dp_accounting has none for this setting (then :meth:`pld`)."""
-    del sampling
-    return None
-
-  def pld(self, sampling_probability: float, rel: Relation, interval: float):
-    """One subsampled step's PLD, for mechanisms without a ``dp_event``."""
-    del sampling_probability, rel, interval
-    raise MechanismError(f"The {self.name} mechanism states no event or PLD.")
-
-  def rdp_event(self, sampling):
-    """The event whose RDP bounds one step (mechanisms accounted in RDP,
-    not by a PLD; :meth:`exact_epsilon` uses it), else ``None``."""
-    del sampling
-    return None
-
-  def exact_epsilon(self, sampling, rel, num_steps: int, delta: float):
-    """A closed-form (or RDP-bound) epsilon where the mechanism has one,
-    else ``None``."""
-    del sampling, rel, num_steps, delta
-    return None
-
-  def accountant_name(self, sampling) -> str:
-    del sampling
-    return "PLD accountant"
-
-  def pure_epsilon(self, sampling_probability: float, num_steps: int):
-    """The pure (delta = 0) epsilon where the mechanism has one, else
-    ``None``."""
-    del sampling_probability, num_steps
-    return None
-
-  def describe(self) -> list[str]:
-    kind = self.name.replace("_", " ")
-    return [f"{kind} noise, multiplier {self.noise_multiplier:.4g}"]
-
-  def to_dict(self) -> dict[str, Any]:
-    return {"name": self.name, **dataclasses.asdict(self)}
-
-
-@dataclasses.dataclass(frozen=True)
-class NoNoise(NoiseMechanism):
-  """The non-private identity release (MeZO): epsilon is infinite."""
-
-  name: ClassVar[str] = "none"
-  noise_kind: ClassVar[str] = "none"
-  noise_multiplier: float = 0.0
-
-  def __post_init__(self):
-    if self.noise_multiplier != 0.0:
-      raise MechanismError("The non-private plan has no noise_multiplier.")
-
-  @property
-  def is_noised(self) -> bool:
-    return False
-
-  def dp_event(self, sampling):
-    del sampling
-    return dp_accounting.NonPrivateDpEvent()
-
-  def describe(self) -> list[str]:
-    return ["non-private (no noise): epsilon = inf"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,6 +83,17 @@ class _FloatMechanism(NoiseMechanism):
     )
     return super().describe() + [note]
 
+  @classmethod
+  def make_noise(cls, **privacy):
+    """The floating-point mechanism, or by default (``noise='exact'``) the
+    exact discrete one of the same law
+    (:func:`zoprivacy.mechanisms.noise.make_mechanism`)."""
+    # Imported here: the runtime mechanisms import JAX, which plans, the
+    # registry and the accounting command line never load.
+    from zoprivacy.mechanisms import noise  # pylint: disable=g-import-not-at-top
+
+    return noise.make_mechanism(cls.name, **privacy)
+
 
 @dataclasses.dataclass(frozen=True)
 class Gaussian(_FloatMechanism):
@@ -196,13 +105,23 @@ class Gaussian(_FloatMechanism):
     del sampling
     return dp_accounting.GaussianDpEvent(self.noise_multiplier)
 
+  def warm_start(self, target: SearchTarget) -> tuple[float, float]:
+    """The RDP multiplier (an upper bound on epsilon, so feasible) and the
+    RDP curve's slope (:func:`~zoprivacy.accounting.search_start.
+    rdp_warm_start`)."""
+    return search_start.rdp_warm_start(*target.search_args())
+
+  def first_point(self, target: SearchTarget, feasible: float) -> float:
+    """The central-limit estimate where it lies below ``feasible``
+    (:func:`~zoprivacy.accounting.search_start.first_point`)."""
+    return search_start.first_point(*target.search_args(), feasible)
+
   def exact_epsilon(self, sampling, rel, num_steps: int, delta: float):
     """Full batch: ``T`` Gaussians are one Gaussian, whose privacy profile is
     exact (Balle & Wang 2018, Thm. 8); a PLD would need ``O(mu / interval)``
     points, prohibitive for the large ``mu`` of full-batch runs."""
     if sampling.probability < 1.0:
       return None
-    from zoprivacy.accounting import epsilon as _eps  # pylint: disable=g-import-not-at-top
 
     sens = 2.0 if rel == REPLACE_ONE else 1.0
     mu = sens * math.sqrt(num_steps) / self.noise_multiplier
@@ -221,7 +140,6 @@ class Laplace(_FloatMechanism):
   """Laplace noise: ``LaplaceDpEvent(noise_multiplier)``, add/remove only."""
 
   name: ClassVar[str] = "laplace"
-  calibration_family: ClassVar[str] = "laplace"
   relations: ClassVar[tuple[Relation, ...]] = (ADD_OR_REMOVE,)
   defences: ClassVar[tuple[str, ...]] = ("none",)
 
@@ -231,6 +149,14 @@ class Laplace(_FloatMechanism):
   def dp_event(self, sampling):
     del sampling
     return dp_accounting.LaplaceDpEvent(self.noise_multiplier)
+
+  def warm_start(self, target: SearchTarget) -> tuple[float, float]:
+    """DP-ZO Thm. 3.1's pure-DP multiplier (feasible), and slope -1."""
+    return _eps.pure_laplace_noise_multiplier(
+      target_epsilon=target.target_epsilon,
+      sampling_probability=target.sampling_probability,
+      num_steps=target.num_steps,
+    ), -1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -246,6 +172,11 @@ class _DiscreteMechanism(NoiseMechanism):
     super().__post_init__()
     if not isinstance(self.grid_points, int) or self.grid_points < 1:
       raise MechanismError("Discrete mechanisms need an integer grid_points.")
+
+  def calibration_value(self) -> NoiseMechanism:
+    """The continuous mechanism of the same law, whose epsilon is within a
+    fraction of a percent of this one's (the Gaussian here)."""
+    return Gaussian(self.noise_multiplier, self.num_queries)
 
   def describe(self) -> list[str]:
     return super().describe() + [
@@ -272,7 +203,6 @@ class DiscreteGaussian(_DiscreteMechanism):
     )
 
   def pld(self, sampling_probability: float, rel: Relation, interval: float):
-    from zoprivacy.accounting import discrete_pld  # pylint: disable=g-import-not-at-top
 
     q = self.num_queries
     sigma = self.integer_noise_scale
@@ -296,8 +226,10 @@ class DiscreteLaplace(_DiscreteMechanism):
   :meth:`pld` hook."""
 
   name: ClassVar[str] = "discrete_laplace"
-  calibration_family: ClassVar[str] = "laplace"
   relations: ClassVar[tuple[Relation, ...]] = (ADD_OR_REMOVE,)
+
+  def calibration_value(self) -> NoiseMechanism:
+    return Laplace(self.noise_multiplier, self.num_queries)
 
   def pure_epsilon(self, sampling_probability: float, num_steps: int):
     """Each step is ``q m / (q m b) = 1/b``-DP on its batch, as the
@@ -321,8 +253,6 @@ class DiscreteLaplace(_DiscreteMechanism):
     )
 
   def pld(self, sampling_probability: float, rel: Relation, interval: float):
-    from zoprivacy.accounting import discrete_laplace_queries as dlq  # pylint: disable=g-import-not-at-top
-    from zoprivacy.accounting import discrete_pld  # pylint: disable=g-import-not-at-top
 
     if self.num_queries > 1:
       return dlq.discrete_laplace_queries_pld(
@@ -345,55 +275,8 @@ class DiscreteLaplace(_DiscreteMechanism):
 
 def _pure_laplace(noise_multiplier, sampling_probability, num_steps) -> float:
   """DP-ZO Thm. 3.1: ``T log(1 + p (e^{1/b} - 1))``."""
-  from zoprivacy.accounting import epsilon as _eps  # pylint: disable=g-import-not-at-top
-
   return _eps.pure_epsilon_poisson_laplace(
     noise_multiplier=noise_multiplier,
     sampling_probability=sampling_probability,
     num_steps=num_steps,
-  )
-
-
-MECHANISMS: dict[str, type[NoiseMechanism]] = {}
-
-
-def register(cls: type[NoiseMechanism]) -> type[NoiseMechanism]:
-  """Registers a mechanism value class under its ``name`` (a decorator)."""
-  if MECHANISMS.get(cls.name, cls) is not cls:
-    raise MechanismError(f"A mechanism named {cls.name!r} is registered.")
-  MECHANISMS[cls.name] = cls
-  return cls
-
-
-for _cls in (NoNoise, Gaussian, Laplace, DiscreteGaussian, DiscreteLaplace):
-  register(_cls)
-
-# The vector mechanisms register themselves (``@register``) on import.
-from zoprivacy.mechanisms import vector_values  # noqa: E402, F401  pylint: disable=g-import-not-at-top,unused-import
-
-
-def from_dict(data: dict[str, Any]) -> NoiseMechanism:
-  data = dict(data)
-  name = data.pop("name")
-  if name not in MECHANISMS:
-    raise MechanismError(
-      f"Unknown mechanism {name!r}; registered: {sorted(MECHANISMS)}."
-    )
-  return MECHANISMS[name](**data)
-
-
-def build(name: str, **params) -> NoiseMechanism:
-  """The mechanism value called ``name``; parameters it does not take
-  (``grid_points`` for a continuous one, ...) must be ``None``."""
-  if name not in MECHANISMS:
-    raise MechanismError(
-      f"mechanism must be one of {tuple(MECHANISMS)}, got {name!r}."
-    )
-  cls = MECHANISMS[name]
-  fields = {f.name for f in dataclasses.fields(cls)}
-  extra = {k: v for k, v in params.items() if k not in fields}
-  if any(v not in (None, 0, 0.0, 1) for v in extra.values()):
-    raise MechanismError(f"{name!r} takes no {sorted(extra)}.")
-  return cls(
-    **{k: v for k, v in params.items() if k in fields and v is not None}
   )

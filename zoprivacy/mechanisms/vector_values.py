@@ -6,7 +6,7 @@ i.i.d. exact discrete Gaussian noise per coordinate). dp_accounting has no
 event or PLD for its Poisson-subsampled form, so the plan's epsilon is the
 sampled Gaussian's integer-order RDP bound, whose argument
 :mod:`zoprivacy.accounting.subsampled_rdp` states and proves. It is
-registered by :mod:`zoprivacy.mechanisms.values`.
+registered by :mod:`zoprivacy.mechanisms.registry`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import dataclasses
 import math
 from typing import ClassVar
 
-from zoprivacy.accounting.subsampled_rdp import SAMPLER_DEVIATION
+from zoprivacy.accounting import subsampled_rdp
 from zoprivacy.mechanisms import values as mech_lib
 
 VECTOR_EXACT_NOTE = (
@@ -25,7 +25,6 @@ VECTOR_EXACT_NOTE = (
 )
 
 
-@mech_lib.register
 @dataclasses.dataclass(frozen=True)
 class VectorDiscreteGaussian(mech_lib.NoiseMechanism):
   """Exact vector noise, add/remove only, accounted in RDP (no PLD)."""
@@ -33,11 +32,16 @@ class VectorDiscreteGaussian(mech_lib.NoiseMechanism):
   name: ClassVar[str] = "vector_discrete_gaussian"
   noise_kind: ClassVar[str] = "discrete_vector"
   relations: ClassVar[tuple] = (mech_lib.ADD_OR_REMOVE,)
-  sampler_deviation: float = SAMPLER_DEVIATION  # per step, added to delta
+  sampler_deviation: float = (
+    subsampled_rdp.SAMPLER_DEVIATION
+  )  # per step, added to delta
+
+  def calibration_value(self) -> mech_lib.NoiseMechanism:
+    """The continuous Gaussian, whose PLD search starts the plan's (its
+    RDP bound is a little above)."""
+    return mech_lib.Gaussian(self.noise_multiplier, self.num_queries)
 
   def rdp_event(self, sampling):
-    from zoprivacy.accounting import subsampled_rdp  # pylint: disable=g-import-not-at-top
-
     return subsampled_rdp.step_event(
       self.noise_multiplier, sampling.probability
     )
@@ -51,8 +55,6 @@ class VectorDiscreteGaussian(mech_lib.NoiseMechanism):
   def exact_epsilon(self, sampling, rel, num_steps: int, delta: float):
     """Not a PLD: the RDP bound of :mod:`~zoprivacy.accounting.
     subsampled_rdp` (an upper bound, never below the true epsilon)."""
-    from zoprivacy.accounting import subsampled_rdp  # pylint: disable=g-import-not-at-top
-
     del rel  # add/remove only (checked by the plan)
     return subsampled_rdp.composed_epsilon(
       [(self.rdp_event(sampling), num_steps)],
@@ -85,7 +87,6 @@ ROUNDED_SUM_NOTE = (
 )
 
 
-@mech_lib.register
 @dataclasses.dataclass(frozen=True)
 class RoundedSumDiscreteGaussian(VectorDiscreteGaussian):
   """Exact vector noise on a rounded float clipped sum (ghost clipping):

@@ -6,6 +6,8 @@
   as a value the accountant reads;
 * :mod:`~zoprivacy.privacy.plan`: :class:`PrivacyPlan`, the one description
   of a run's privacy that calibration, the ledger and every report read;
+* :mod:`~zoprivacy.privacy.calibration`: the noise multiplier of a
+  mechanism named by a string, searched on the plan it names;
 * :mod:`~zoprivacy.privacy.state`: the plan an optimizer state holds
   (:func:`find_plan`) and the epsilon of the releases it counted
   (:func:`epsilon`), refusing the optax wrappers that drop releases and
@@ -33,6 +35,7 @@ __getattr__, __dir__, __all__ = lazy_package(
     "PlanError": "zoprivacy.privacy.plan",
     "PrivacyPlan": "zoprivacy.privacy.plan",
     "SkippingWrapperError": "zoprivacy.privacy.wrappers",
+    "calibrate_noise_multiplier": "zoprivacy.privacy.calibration",
     "epsilon": "zoprivacy.privacy.state",
     "find_plan": "zoprivacy.privacy.state",
     "refresh_noise_keys": "zoprivacy.privacy.noise_keys",

@@ -21,6 +21,7 @@ import os
 import tempfile
 from typing import Any
 
+from zoprivacy.accounting import subsampled_rdp
 from zoprivacy.privacy import plan as plan_lib
 
 _FORMAT = "zoprivacy.accounting.PrivacyLedger"
@@ -363,8 +364,6 @@ class PrivacyLedger:
 
 def _rdp_epsilon(segments, delta: float) -> float:
   """Segments of RDP-accounted plans (exact vector noise) composed in RDP."""
-  from zoprivacy.accounting import subsampled_rdp  # pylint: disable=g-import-not-at-top
-
   if any(event is None for event, _ in segments):
     raise ValueError(
       "A ledger cannot compose an RDP-accounted plan with a PLD-accounted "

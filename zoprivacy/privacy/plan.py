@@ -41,6 +41,11 @@ import math
 import sys
 from typing import Any
 
+import dp_accounting
+
+from zoprivacy.accounting import epsilon as _eps
+from zoprivacy.accounting import relations
+from zoprivacy.mechanisms import registry
 from zoprivacy.mechanisms import values as mech_lib
 from zoprivacy.privacy import sampling_scheme
 
@@ -98,7 +103,7 @@ class PrivacyPlan:
       )
     try:
       object.__setattr__(
-        self, "neighboring", mech_lib.relation(self.neighboring)
+        self, "neighboring", relations.relation(self.neighboring)
       )
       self.mechanism.check_relation(self.neighboring)
     except ValueError as err:
@@ -126,7 +131,7 @@ class PrivacyPlan:
     try:
       if not isinstance(mechanism, mech_lib.NoiseMechanism):
         mech["noise_multiplier"] = float(mech.get("noise_multiplier") or 0.0)
-        mechanism = mech_lib.build(mechanism, **mech)
+        mechanism = registry.build(mechanism, **mech)
       elif mech:
         raise PlanError(f"Give {sorted(mech)} in the mechanism value.")
       if isinstance(sampling, str):
@@ -223,6 +228,13 @@ class PrivacyPlan:
     except ValueError as err:
       raise PlanError(str(err)) from None
 
+  def step_event_at(self, noise_multiplier: float):
+    """:meth:`step_event` at another noise multiplier: the plan's event
+    factory, on which calibration searches
+    (:func:`~zoprivacy.accounting.calibrate_plan`)."""
+    mechanism = self.mechanism.with_noise_multiplier(noise_multiplier)
+    return dataclasses.replace(self, mechanism=mechanism).step_event()
+
   def pld(self, num_steps: int):
     """The privacy loss distribution of ``num_steps`` steps (float64)."""
     return _pld(self, int(num_steps))
@@ -243,9 +255,7 @@ class PrivacyPlan:
     )
     if exact is not None:
       return exact
-    from zoprivacy.accounting.epsilon import pld_epsilon_for_delta  # pylint: disable=g-import-not-at-top
-
-    return pld_epsilon_for_delta(self.pld(num_steps), float(delta))
+    return _eps.pld_epsilon_for_delta(self.pld(num_steps), float(delta))
 
   def fingerprint(self) -> bytes:
     """SHA-256 of the plan's canonical JSON, ``delta`` left out.
@@ -303,7 +313,7 @@ class PrivacyPlan:
     out.update(self._flat(), mechanism=self.mechanism.name)
     out.update(
       clip=None if math.isinf(self.clip) else self.clip,
-      neighboring=mech_lib.relation_name(self.neighboring),
+      neighboring=relations.name(self.neighboring),
       notes=list(self.notes),
     )
     return out
@@ -342,10 +352,6 @@ def _pld(plan: PrivacyPlan, num_steps: int):
   self-composed step event composed by dp_accounting's ``PLDAccountant``,
   or, without an event, the mechanism's one-step PLD (its ``pld`` hook,
   cached) composed by dp_accounting's ``self_compose``."""
-  import dp_accounting  # pylint: disable=g-import-not-at-top
-
-  from zoprivacy.accounting import epsilon as _eps  # pylint: disable=g-import-not-at-top
-
   if num_steps < 1:
     raise ValueError(f"num_steps must be >= 1, got {num_steps}.")
   event = plan.step_event()

@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
+from zoprivacy.core import validation
+
 
 class SamplingError(ValueError):
   """The sampling probability is unknown or impossible."""
@@ -114,8 +116,6 @@ def with_probability(p: float) -> _Sampling:
   """Poisson sampling at probability ``p`` (a dataset of size 1 with an
   expected batch of ``p``), or the full batch at ``p = 1``: the sampling of
   a setting given by its probability alone (the accounting CLI)."""
-  from zoprivacy.core import validation  # pylint: disable=g-import-not-at-top
-
   p = validation.sampling_probability(p, "sampling_probability")
   return FullBatch() if p >= 1.0 else PoissonSampling(p, 1)
 

@@ -43,6 +43,7 @@ import numpy as np
 from zoprivacy.mechanisms import values as mechanisms_accounting
 from zoprivacy.privacy import plan as plan_lib
 from zoprivacy.privacy import randomness
+from zoprivacy.secret_noise import discrete_noise, noise_binding
 
 PURPOSE = "discrete_noise"
 THREAD_NAME = "zoprivacy-exact-noise-prefetch"
@@ -106,8 +107,6 @@ class ExactNoiseSource:
     """The source whose draws equal the ones an estimator's jitted update
     adds by itself: keyed by the noise key in ``state`` (an optimizer state
     holding exactly one exact-noise estimator, however wrapped)."""
-    from zoprivacy.secret_noise import noise_binding  # pylint: disable=g-import-not-at-top
-
     (est,) = noise_binding.estimator_states(state)
     plan = est.privacy_plan
     words = np.asarray(noise_binding.key_words(est.noise_key))
@@ -121,8 +120,6 @@ class ExactNoiseSource:
 
   def draw_now(self, step: int) -> np.ndarray:
     """The ``int32[num_queries]`` noise of step ``step``, drawn now."""
-    from zoprivacy.secret_noise import discrete_noise  # pylint: disable=g-import-not-at-top
-
     stream = randomness.KeyedStream(
       self.secret, PURPOSE, self._fingerprint, int(step)
     )

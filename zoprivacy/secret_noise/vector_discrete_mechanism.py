@@ -22,6 +22,7 @@ from zoprivacy.core.masked_sums import masked_sum
 from zoprivacy.mechanisms.discrete import exact_release
 from zoprivacy.secret_noise import (
   device_discrete_gaussian,
+  noise_binding,
   vector_discrete_noise,
   vector_noise_prefetch,
 )
@@ -100,8 +101,6 @@ def draw_noise(noise_key, sigma: int, size: int, sampler=None) -> jax.Array:
   a pure callback for a plain key. Either way the same on every host
   holding the key.
   """
-  from zoprivacy.secret_noise import noise_binding  # pylint: disable=g-import-not-at-top
-
   sampler = DEFAULT_SAMPLER if sampler is None else sampler
   validation.one_of("sampler", sampler, SAMPLERS)
   stepped = isinstance(noise_key, vector_noise_prefetch.NoiseStep)

@@ -57,6 +57,7 @@ from zoprivacy.models.layer_perturbation import (  # noqa: F401 (re-exported)
   split_stacked,
 )
 from zoprivacy.privacy import plan as plan_lib
+from zoprivacy.secret_noise import host_noise
 from zoprivacy.zo import directions as directions_lib
 
 SLICEABLE_DIRECTIONS = ("gaussian", "rademacher")
@@ -158,8 +159,6 @@ def layerwise_two_point(
   ):
     batch, mask = _unpack_batch(batch, mask)
     if discrete_noise is None and plan.noise_kind == "discrete":
-      from zoprivacy.secret_noise import host_noise  # pylint: disable=g-import-not-at-top
-
       discrete_noise = host_noise.draw_in_jit(plan, state.noise_key, state.step)
     dir_key, noise_key = base.step_keys(state)
     query_keys = jax.random.split(dir_key, query.num_queries)

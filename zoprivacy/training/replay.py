@@ -4,8 +4,9 @@ Each step's ``g_t = (1/q) sum_j s_j u_j`` (DP-ZO Alg. 1 line 17) is rebuilt
 from the log's public direction key, the step number and the released
 scalars through the training step's own function
 (:func:`~zoprivacy.estimators.two_point.released_update`), then fed to the
-optimizer that followed the estimator. The log format and the logger are
-in :mod:`zoprivacy.training.trajectory`.
+optimizer that followed the estimator. The log format is
+:mod:`zoprivacy.training.trajectory_format`; the logger, and the overview,
+:mod:`zoprivacy.training.trajectory` (which re-exports :func:`replay`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import jax.numpy as jnp
 import optax
 
 from zoprivacy.estimators import two_point
-from zoprivacy.training.trajectory import (
+from zoprivacy.training.trajectory_format import (
   TrajectoryLog,
   TrajectoryLogError,
   params_signature,

@@ -19,7 +19,9 @@ import jax.numpy as jnp
 
 from zoprivacy.core import validation
 from zoprivacy.estimators import base, public_data, registry
-from zoprivacy.estimators.dp_sgd import dp_sgd, private_gradient, privatization
+from zoprivacy.estimators.dp_sgd import estimator as dp_sgd_estimator
+from zoprivacy.estimators.dp_sgd import private_gradient, privatization
+from zoprivacy.estimators.privacy_args import PrivacyArgs
 
 # --------------------------------------------------------------------- DPMD
 
@@ -58,17 +60,12 @@ def dpmd(
 
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
+  privacy = PrivacyArgs.of(locals())
   num_steps = validation.positive_int("num_steps", num_steps)
-  private = dp_sgd(
-    clip=clip,
-    noise_multiplier=noise_multiplier,
-    expected_batch_size=expected_batch_size,
-    dataset_size=dataset_size,
-    neighboring=neighboring,
-    direction_key=direction_key,
-    insecure_test_noise_seed=insecure_test_noise_seed,
+  private = dp_sgd_estimator(
+    privacy,
     per_example_clipping=per_example_clipping,
-    noise=noise,
+    direction_key=direction_key,
   )
 
   def update_fn(updates, state, params=None, **extra_args):
@@ -116,15 +113,7 @@ def dope_sgd(
 
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
-  privacy = privatization(
-    clip=clip,
-    noise_multiplier=noise_multiplier,
-    expected_batch_size=expected_batch_size,
-    dataset_size=dataset_size,
-    neighboring=neighboring,
-    noise=noise,
-    insecure_test_noise_seed=insecure_test_noise_seed,
-  )
+  privacy = privatization(PrivacyArgs.of(locals()))
 
   def gradient(params, args, dir_key, noise_key):
     del dir_key

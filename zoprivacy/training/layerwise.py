@@ -47,6 +47,7 @@ import jax.numpy as jnp
 
 from zoprivacy.core import validation
 from zoprivacy.estimators import base, two_point
+from zoprivacy.estimators.privacy_args import PrivacyArgs
 from zoprivacy.mechanisms import clipping
 from zoprivacy.models.layer_perturbation import (  # noqa: F401 (re-exported)
   MAX_LEAF_SIZE,
@@ -251,29 +252,13 @@ def layerwise_dpzero(
   draws with on a large model, or ``'counter'``); ``directions`` must be
   sliceable (``'gaussian'`` or ``'rademacher'``: a sphere needs the global
   norm)."""
-  privacy = base.privacy_spec(
-    clip=clip,
-    noise_multiplier=noise_multiplier,
-    expected_batch_size=expected_batch_size,
-    dataset_size=dataset_size,
-    num_queries=num_queries,
-    neighboring=neighboring,
-    mechanism=mechanism,
-    noise=noise,
-    exact_noise=exact_noise,
-    grid_points=grid_points,
-    insecure_test_noise_seed=insecure_test_noise_seed,
-  )
+  h = _direction_args(locals())
+  privacy = PrivacyArgs.of(locals()).privatization()
   return _layerwise(
     directions,
     clip_target,
     privacy,
-    dict(
-      smoothing=smoothing,
-      num_queries=num_queries,
-      direction_key=direction_key,
-      direction_prng=direction_prng,
-    ),
+    h,
     perturbed_loss,
     learning_rate,
   )
@@ -294,15 +279,16 @@ def layerwise_mezo(
     directions,
     "finite_difference",
     None,
-    dict(
-      smoothing=smoothing,
-      num_queries=num_queries,
-      direction_key=direction_key,
-      direction_prng=direction_prng,
-    ),
+    _direction_args(locals()),
     perturbed_loss,
     learning_rate,
   )
+
+
+def _direction_args(arguments) -> dict:
+  """A layer-wise factory's direction hyperparameters, from its arguments."""
+  names = ("smoothing", "num_queries", "direction_key", "direction_prng")
+  return {name: arguments[name] for name in names}
 
 
 def _layerwise(directions, clip_target, privacy, h, loss, learning_rate):

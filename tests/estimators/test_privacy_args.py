@@ -23,26 +23,10 @@ def test_fields_are_the_keyword_arguments_of_privacy_spec():
       assert default == p.default, name
 
 
-def test_of_takes_the_privacy_arguments_and_leaves_the_rest():
-  args = PrivacyArgs.of(
-    {
-      "clip": 2.0,
-      "noise_multiplier": 1.5,
-      "expected_batch_size": 8.0,
-      "smoothing": 1e-3,
-      "direction_key": 3,
-      "insecure_test_noise_seed": 7,
-    },
-    num_queries=4,
-  )
-  assert args == PrivacyArgs(
-    clip=2.0,
-    noise_multiplier=1.5,
-    expected_batch_size=8.0,
-    num_queries=4,
-    insecure_test_noise_seed=7,
-  )
+def test_the_value_is_frozen_with_privacy_specs_defaults():
+  args = PrivacyArgs(clip=2.0, noise_multiplier=1.5, expected_batch_size=8.0)
   assert args.mechanism == "gaussian" and args.noise == "exact"
+  assert args.num_queries == 1 and args.insecure_test_noise_seed is None
   with pytest.raises(dataclasses.FrozenInstanceError):
     args.clip = 3.0
   assert args.replace(clip=3.0).clip == 3.0 and args.clip == 2.0
@@ -67,7 +51,7 @@ def test_privatization_is_privacy_specs():
 
 def test_missing_required_privacy_argument_is_refused():
   with pytest.raises(TypeError, match="noise_multiplier"):
-    PrivacyArgs.of({"clip": 1.0, "expected_batch_size": 8.0})
+    PrivacyArgs(clip=1.0, expected_batch_size=8.0)
 
 
 @pytest.mark.parametrize("name", ["dpzero", "dp_zo", "pazo_m", "dp_sgd"])

@@ -71,7 +71,15 @@ def dp_sgd(
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
   return estimator(
-    PrivacyArgs.of(locals()),
+    PrivacyArgs(
+      clip=clip,
+      noise_multiplier=noise_multiplier,
+      expected_batch_size=expected_batch_size,
+      dataset_size=dataset_size,
+      neighboring=neighboring,
+      noise=noise,
+      insecure_test_noise_seed=insecure_test_noise_seed,
+    ),
     per_example_clipping=per_example_clipping,
     direction_key=direction_key,
   )

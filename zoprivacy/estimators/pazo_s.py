@@ -80,7 +80,17 @@ def pazo_s(
   )
   num_scores = k + 1 if extra_candidate else k
   validation.one_of("direction_prng", direction_prng, directions_lib.PRNG_IMPLS)
-  privacy = PrivacyArgs.of(locals(), num_queries=num_scores).privatization()
+  privacy = PrivacyArgs(
+    clip=clip,
+    noise_multiplier=noise_multiplier,
+    expected_batch_size=expected_batch_size,
+    dataset_size=dataset_size,
+    neighboring=neighboring,
+    noise=noise,
+    grid_points=grid_points,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+    num_queries=num_scores,
+  ).privatization()
   compute = _candidate_selection(
     k=k,
     learning_rate=learning_rate,

@@ -5,8 +5,9 @@ takes the same privacy keyword arguments: the clip, the noise multiplier,
 the expected batch size and dataset size of Poisson sampling, the
 neighboring relation, the mechanism and the kind of noise. A factory
 gathers the ones it was called with into one :class:`PrivacyArgs` (its
-own defaults included), once, and passes that value to the builders below
-it, which read its fields instead of forwarding a dozen keywords each.
+own defaults included), once, by keyword, and passes that value to the
+builders below it, which read its fields instead of forwarding a dozen
+keywords each.
 
 The public factories keep their keyword signatures: ``PrivacyArgs`` is what
 they build from them, not a new way to call them.
@@ -15,8 +16,6 @@ they build from them, not a new way to call them.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from typing import Any
 
 from zoprivacy.estimators import privatization as privatization_lib
 
@@ -46,16 +45,6 @@ class PrivacyArgs:
   exact_noise: bool | None = None
   grid_points: int = 1024
   insecure_test_noise_seed: int | None = None
-
-  @classmethod
-  def of(cls, arguments: Mapping[str, Any], **overrides) -> PrivacyArgs:
-    """The privacy arguments among a factory's ``arguments`` (its
-    ``locals()`` on entry: every keyword it was called with, defaults
-    included); a name the factory does not take keeps the default above,
-    and ``overrides`` replace a value (a factory's fixed choice)."""
-    names = {f.name for f in dataclasses.fields(cls)}
-    taken = {k: v for k, v in arguments.items() if k in names}
-    return cls(**{**taken, **overrides})
 
   def replace(self, **changes) -> PrivacyArgs:
     return dataclasses.replace(self, **changes)

@@ -60,7 +60,15 @@ def dpmd(
 
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
-  privacy = PrivacyArgs.of(locals())
+  privacy = PrivacyArgs(
+    clip=clip,
+    noise_multiplier=noise_multiplier,
+    expected_batch_size=expected_batch_size,
+    dataset_size=dataset_size,
+    neighboring=neighboring,
+    noise=noise,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+  )
   num_steps = validation.positive_int("num_steps", num_steps)
   private = dp_sgd_estimator(
     privacy,
@@ -113,7 +121,17 @@ def dope_sgd(
 
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
-  privacy = privatization(PrivacyArgs.of(locals()))
+  privacy = privatization(
+    PrivacyArgs(
+      clip=clip,
+      noise_multiplier=noise_multiplier,
+      expected_batch_size=expected_batch_size,
+      dataset_size=dataset_size,
+      neighboring=neighboring,
+      noise=noise,
+      insecure_test_noise_seed=insecure_test_noise_seed,
+    )
+  )
 
   def gradient(params, args, dir_key, noise_key):
     del dir_key

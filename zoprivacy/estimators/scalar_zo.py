@@ -128,7 +128,18 @@ def dpzero(
   :mod:`zoprivacy.estimators.base`.
   """
   return _private_scalar_estimator(
-    PrivacyArgs.of(locals()),
+    PrivacyArgs(
+      clip=clip,
+      noise_multiplier=noise_multiplier,
+      expected_batch_size=expected_batch_size,
+      dataset_size=dataset_size,
+      num_queries=num_queries,
+      neighboring=neighboring,
+      noise=noise,
+      exact_noise=exact_noise,
+      grid_points=grid_points,
+      insecure_test_noise_seed=insecure_test_noise_seed,
+    ),
     clip_target="finite_difference",
     directions=directions,
     direction_prng=direction_prng,
@@ -188,7 +199,18 @@ def dp_zo(
   the per-example contract (:mod:`zoprivacy.first_order.per_example_check`).
   """
   return _private_scalar_estimator(
-    PrivacyArgs.of(locals()),
+    PrivacyArgs(
+      clip=clip,
+      noise_multiplier=noise_multiplier,
+      expected_batch_size=expected_batch_size,
+      dataset_size=dataset_size,
+      num_queries=num_queries,
+      mechanism=mechanism,
+      noise=noise,
+      exact_noise=exact_noise,
+      grid_points=grid_points,
+      insecure_test_noise_seed=insecure_test_noise_seed,
+    ),
     clip_target=clip_target,
     directions=directions,
     direction_prng=direction_prng,

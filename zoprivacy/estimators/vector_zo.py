@@ -56,7 +56,15 @@ def dpgd_zeroth(
 
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
-  privacy_args = PrivacyArgs.of(locals())
+  privacy_args = PrivacyArgs(
+    clip=clip,
+    noise_multiplier=noise_multiplier,
+    expected_batch_size=expected_batch_size,
+    dataset_size=dataset_size,
+    neighboring=neighboring,
+    noise=noise,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+  )
   smoothing = validation.positive("smoothing", smoothing)
   validation.one_of("directions", directions, directions_lib.DIRECTION_NAMES)
   validation.one_of("direction_prng", direction_prng, directions_lib.PRNG_IMPLS)

@@ -252,13 +252,29 @@ def layerwise_dpzero(
   draws with on a large model, or ``'counter'``); ``directions`` must be
   sliceable (``'gaussian'`` or ``'rademacher'``: a sphere needs the global
   norm)."""
-  h = _direction_args(locals())
-  privacy = PrivacyArgs.of(locals()).privatization()
+  privacy = PrivacyArgs(
+    clip=clip,
+    noise_multiplier=noise_multiplier,
+    expected_batch_size=expected_batch_size,
+    dataset_size=dataset_size,
+    num_queries=num_queries,
+    neighboring=neighboring,
+    mechanism=mechanism,
+    noise=noise,
+    exact_noise=exact_noise,
+    grid_points=grid_points,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+  ).privatization()
   return _layerwise(
     directions,
     clip_target,
     privacy,
-    h,
+    dict(
+      smoothing=smoothing,
+      num_queries=num_queries,
+      direction_key=direction_key,
+      direction_prng=direction_prng,
+    ),
     perturbed_loss,
     learning_rate,
   )
@@ -279,16 +295,15 @@ def layerwise_mezo(
     directions,
     "finite_difference",
     None,
-    _direction_args(locals()),
+    dict(
+      smoothing=smoothing,
+      num_queries=num_queries,
+      direction_key=direction_key,
+      direction_prng=direction_prng,
+    ),
     perturbed_loss,
     learning_rate,
   )
-
-
-def _direction_args(arguments) -> dict:
-  """A layer-wise factory's direction hyperparameters, from its arguments."""
-  names = ("smoothing", "num_queries", "direction_key", "direction_prng")
-  return {name: arguments[name] for name in names}
 
 
 def _layerwise(directions, clip_target, privacy, h, loss, learning_rate):

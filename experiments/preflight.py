@@ -24,6 +24,8 @@ import errno
 import math
 import os
 
+from experiments import optimizer_names
+
 # The accountant composes up to this many steps in a few seconds (a PLD of
 # 10^6 Poisson-subsampled Gaussian steps: ~3 s on one core; 10^7: ~30 s).
 MAX_STEPS = 1_000_000
@@ -173,31 +175,6 @@ def check_required(estimator: str, kwargs, required) -> None:
 
 
 # Named in the message for an unknown optimizer.
-OPTIMIZER_EXAMPLES = (
-  "sgd",
-  "adam",
-  "adamw",
-  "lion",
-  "adafactor",
-  "rmsprop",
-  "lamb",
-  "adagrad",
-  "radam",
-  "nadam",
-)
-
-
-def unknown_optimizer(name, optax_names) -> ValueError:
-  """The error for an optimizer that optax does not have."""
-  close = difflib.get_close_matches(str(name), list(optax_names), n=3)
-  return ValueError(
-    f"Unknown optimizer {name!r}; any optax optimizer works, "
-    f"e.g. {', '.join(OPTIMIZER_EXAMPLES)}"
-    + (f" (did you mean {', '.join(close)}?)" if close else "")
-    + "."
-  )
-
-
 def check_declared(config, declaration, kwargs) -> None:
   """:func:`validate`'s checks of the estimator's declaration, run on its
   JAX-free :class:`~zoprivacy.core.estimator_manifest.Declaration` before JAX
@@ -215,7 +192,7 @@ def check_declared(config, declaration, kwargs) -> None:
   check_required(config.estimator, merged, declaration.required)
   names = estimator_manifest.optax_names()
   if names is not None and config.get("optimizer") not in names[1]:
-    raise unknown_optimizer(config.get("optimizer"), names[0])
+    raise optimizer_names.unknown_optimizer(config.get("optimizer"), names[0])
 
 
 class BudgetBelowTargetError(ValueError):

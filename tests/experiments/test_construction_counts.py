@@ -11,7 +11,13 @@ import optax
 import pytest
 
 from configs import default, tiny_opt_sst2
-from experiments import layerwise_run, preflight, resolved_run, run_setup, train
+from experiments.run import (
+  layerwise_run,
+  preflight,
+  resolved_run,
+  run_setup,
+  train,
+)
 from experiments.tuning import trials
 from zoprivacy.estimators import registry
 

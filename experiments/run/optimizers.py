@@ -8,7 +8,7 @@ import inspect
 import ml_collections
 import optax
 
-from experiments import optimizer_names
+from experiments.run import optimizer_names
 
 
 def learning_rate_of(config, spec) -> tuple[float | None, str]:

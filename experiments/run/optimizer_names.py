@@ -1,7 +1,7 @@
 """The error for an optimizer name that optax lacks (no JAX needed).
 
 Both the JAX-free pre-flight check and the optax-building
-:mod:`experiments.optimizers` raise it, so it sits below both.
+:mod:`experiments.run.optimizers` raise it, so it sits below both.
 """
 
 from __future__ import annotations

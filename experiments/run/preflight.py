@@ -24,7 +24,7 @@ import errno
 import math
 import os
 
-from experiments import optimizer_names
+from experiments.run import config_fields, optimizer_names
 
 # The accountant composes up to this many steps in a few seconds (a PLD of
 # 10^6 Poisson-subsampled Gaussian steps: ~3 s on one core; 10^7: ~30 s).
@@ -241,7 +241,6 @@ def check_spec(config, spec) -> None:
   live registry's) says of the whole config: its run settings, privacy
   settings and sampling, the public split it needs, a budget below the
   target, and a learning rate (set, or registered)."""
-  from experiments import config_fields  # pylint: disable=g-import-not-at-top
 
   _check_run_settings(config, spec)
   _check_privacy(config, spec)
@@ -259,7 +258,7 @@ def check_spec(config, spec) -> None:
 
 
 def _check_estimator_kwargs(config, spec) -> None:
-  """The names :func:`experiments.run_setup.estimator_kwargs` will pass,
+  """The names :func:`experiments.run.run_setup.estimator_kwargs` will pass,
   read from the declaration (nothing is built)."""
   if not spec.takes_setting:  # a setting is checked by its preflight
     merged = {**dict(spec.defaults), **dict(config.estimator_kwargs)}
@@ -268,7 +267,8 @@ def _check_estimator_kwargs(config, spec) -> None:
 
 
 def _check_optimizer(config, spec) -> None:
-  from experiments.optimizers import check_optimizer  # pylint: disable=g-import-not-at-top
+  # Imported on use: optax loads JAX, kept out of the start-up check.
+  from experiments.run.optimizers import check_optimizer  # pylint: disable=g-import-not-at-top
 
   if not spec.takes_setting:
     check_optimizer(config, spec=spec)  # names and signatures, none built
@@ -278,7 +278,9 @@ def validate(config):
   """The run's :class:`~zoprivacy.estimators.registry.EstimatorSpec`, after
   every check that needs no data. Pure: it reads the declaration and the
   signatures, and builds no estimator, optimizer or JAX value."""
-  from experiments import hidden_state_run  # pylint: disable=g-import-not-at-top
+  # Imported on use: the hidden-state setting loads JAX, kept out of the
+  # start-up check.
+  from experiments.run import hidden_state_run  # pylint: disable=g-import-not-at-top
   from zoprivacy.estimators import registry  # pylint: disable=g-import-not-at-top
 
   check_numbers(config)

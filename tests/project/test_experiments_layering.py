@@ -1,0 +1,175 @@
+"""The import graph of ``experiments`` follows its layering (README,
+"Layout").
+
+The runner (:mod:`experiments.run`) is the ground floor: it imports none of
+the tasks, the tuning, the commands or the reproductions, except that its
+task registry loads the built-in tasks on the first lookup by name (the
+tasks register themselves with it; that one edge is named below). Above it
+come the tasks, the tuning, the commands built on them, the reproductions
+and the command that runs them. No two units import each other, directly or
+through others; no two modules either. An import inside a function says why
+in a comment (JAX kept out of a start-up path, an optional dependency), and
+none hides a circle. Read from the source with ``ast``.
+"""
+
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2] / "experiments"
+
+# Lowest first. A unit is a subpackage or a top-level module of experiments.
+LAYERS = (
+  ("runner", ("run",)),
+  ("tasks", ("tasks",)),
+  ("tuning", ("tuning",)),
+  ("commands", ("tune", "clip_scale", "public_selection", "trajectory_log")),
+  ("reproductions", ("reproductions",)),
+  ("reproduce", ("reproduce",)),
+)  # fmt: skip
+LAYER = {unit: i for i, (_, units) in enumerate(LAYERS) for unit in units}
+# The registry's plug-in load of the built-in tasks (its one upward edge).
+PLUGIN = ("experiments.run.task_registry", "experiments.tasks")
+REASONS = ("JAX", "optional dependency", "plug-in")
+
+
+def _module(path: pathlib.Path) -> str:
+  parts = path.relative_to(ROOT.parent).with_suffix("").parts
+  return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module(p): p for p in ROOT.rglob("*.py")}
+
+
+def _unit(module: str):
+  parts = module.split(".")
+  return parts[1] if len(parts) > 1 and parts[0] == "experiments" else None
+
+
+def _targets(node) -> list[str]:
+  """The experiments modules an import statement reads (``from package
+  import submodule`` reads the submodule)."""
+  if isinstance(node, ast.Import):
+    names = [a.name for a in node.names]
+  elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+    names = [
+      f"{node.module}.{a.name}"
+      if f"{node.module}.{a.name}" in MODULES
+      else node.module
+      for a in node.names
+    ]
+  else:
+    names = []
+  return [n for n in names if n in MODULES]
+
+
+def _imports():
+  """``({module: modules imported at load time}, [(module, line, target,
+  comment of the function up to the import)] for inner imports)``."""
+  top, inner = {}, []
+  for name, path in MODULES.items():
+    lines = path.read_text().splitlines()
+    tree = ast.parse("\n".join(lines))
+    function_of = {
+      id(n): f
+      for f in ast.walk(tree)
+      if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+      for n in ast.walk(f)
+    }
+    top[name] = set()
+    for node in ast.walk(tree):
+      for target in _targets(node):
+        function = function_of.get(id(node))
+        if function is None:
+          top[name].add(target)
+        else:
+          span = lines[function.lineno - 1 : node.lineno]
+          comment = " ".join(line.partition("#")[2] for line in span)
+          inner.append((name, node.lineno, target, comment))
+  return top, inner
+
+
+def _graph():
+  top, inner = _imports()
+  graph = {m: set(t) for m, t in top.items()}
+  for src, _, dst, _ in inner:
+    graph[src].add(dst)
+  return graph
+
+
+def _reaches(graph, start, goal) -> bool:
+  seen, todo = set(), [start]
+  while todo:
+    for nxt in graph.get(todo.pop(), ()):
+      if nxt == goal:
+        return True
+      if nxt not in seen:
+        seen.add(nxt)
+        todo.append(nxt)
+  return False
+
+
+def test_every_unit_is_assigned_a_layer():
+  units = {p.stem for p in ROOT.glob("*.py") if p.stem != "__init__"}
+  units |= {p.parent.name for p in ROOT.glob("*/__init__.py")}
+  assert units == set(LAYER), units ^ set(LAYER)
+
+
+def test_no_module_imports_from_a_higher_layer():
+  upward = [
+    f"{MODULES[src]}: {_unit(src)} imports {dst}"
+    for src, dsts in _graph().items()
+    for dst in dsts
+    if _unit(src) and _unit(dst) and LAYER[_unit(dst)] > LAYER[_unit(src)]
+    if (src, dst) != PLUGIN
+  ]
+  assert not upward, "\n".join(upward)
+
+
+def test_the_runner_reaches_the_tasks_only_through_its_registry():
+  graph = _graph()
+  assert PLUGIN[1] in graph[PLUGIN[0]]
+  text = MODULES[PLUGIN[0]].read_text()
+  assert text.count("from experiments import tasks") == 1
+
+
+def test_no_cycle_between_units_but_the_plugin_load():
+  graph = {}
+  for src, dsts in _graph().items():
+    for dst in dsts:
+      if _unit(src) != _unit(dst) and (src, dst) != PLUGIN:
+        graph.setdefault(_unit(src), set()).add(_unit(dst))
+  cycles = [u for u in sorted(LAYER) if _reaches(graph, u, u)]
+  assert not cycles, cycles
+
+
+def test_no_two_modules_import_each_other():
+  graph = _graph()
+  graph[PLUGIN[0]].discard(PLUGIN[1])
+  circles = sorted(m for m in graph if _reaches(graph, m, m))
+  assert not circles, circles
+
+
+def test_every_import_inside_a_function_says_why():
+  _, inner = _imports()
+  silent = [
+    f"{MODULES[src]}:{line} imports {dst}"
+    for src, line, dst, comment in inner
+    if not any(reason in comment for reason in REASONS)
+  ]
+  assert not silent, "\n".join(silent)
+
+
+@pytest.mark.parametrize(
+  "graph,circle",
+  [({"a": {"b"}, "b": {"a"}}, True), ({"a": {"b"}, "b": set()}, False)],
+)
+def test_the_circle_check_sees_a_circle(graph, circle):
+  assert _reaches(graph, "a", "a") == circle
+
+
+def test_the_layer_check_sees_an_upward_import():
+  node = ast.parse("from experiments.tuning import search\n").body[0]
+  (target,) = _targets(node)
+  assert LAYER[_unit(target)] > LAYER["run"]

@@ -15,6 +15,7 @@ none hides a circle. Read from the source with ``ast``.
 import ast
 import pathlib
 
+import import_graph
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2] / "experiments"
@@ -34,12 +35,8 @@ PLUGIN = ("experiments.run.task_registry", "experiments.tasks")
 REASONS = ("JAX", "optional dependency", "plug-in")
 
 
-def _module(path: pathlib.Path) -> str:
-  parts = path.relative_to(ROOT.parent).with_suffix("").parts
-  return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-MODULES = {_module(p): p for p in ROOT.rglob("*.py")}
+MODULES = import_graph.modules(ROOT)
+_reaches = import_graph.reaches
 
 
 def _unit(module: str):
@@ -48,46 +45,11 @@ def _unit(module: str):
 
 
 def _targets(node) -> list[str]:
-  """The experiments modules an import statement reads (``from package
-  import submodule`` reads the submodule)."""
-  if isinstance(node, ast.Import):
-    names = [a.name for a in node.names]
-  elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-    names = [
-      f"{node.module}.{a.name}"
-      if f"{node.module}.{a.name}" in MODULES
-      else node.module
-      for a in node.names
-    ]
-  else:
-    names = []
-  return [n for n in names if n in MODULES]
+  return import_graph.targets(node, MODULES)
 
 
 def _imports():
-  """``({module: modules imported at load time}, [(module, line, target,
-  comment of the function up to the import)] for inner imports)``."""
-  top, inner = {}, []
-  for name, path in MODULES.items():
-    lines = path.read_text().splitlines()
-    tree = ast.parse("\n".join(lines))
-    function_of = {
-      id(n): f
-      for f in ast.walk(tree)
-      if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-      for n in ast.walk(f)
-    }
-    top[name] = set()
-    for node in ast.walk(tree):
-      for target in _targets(node):
-        function = function_of.get(id(node))
-        if function is None:
-          top[name].add(target)
-        else:
-          span = lines[function.lineno - 1 : node.lineno]
-          comment = " ".join(line.partition("#")[2] for line in span)
-          inner.append((name, node.lineno, target, comment))
-  return top, inner
+  return import_graph.module_imports(MODULES)
 
 
 def _graph():
@@ -96,18 +58,6 @@ def _graph():
   for src, _, dst, _ in inner:
     graph[src].add(dst)
   return graph
-
-
-def _reaches(graph, start, goal) -> bool:
-  seen, todo = set(), [start]
-  while todo:
-    for nxt in graph.get(todo.pop(), ()):
-      if nxt == goal:
-        return True
-      if nxt not in seen:
-        seen.add(nxt)
-        todo.append(nxt)
-  return False
 
 
 def test_every_unit_is_assigned_a_layer():

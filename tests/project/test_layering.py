@@ -12,6 +12,7 @@ a start-up path), and none hides a circle. Read from the source with
 import ast
 import pathlib
 
+import import_graph
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2] / "zoprivacy"
@@ -115,75 +116,17 @@ def test_the_check_sees_an_upward_import(tmp_path, source):
 REASONS = ("JAX", "optional dependency", "runpy")
 
 
-def _module(path: pathlib.Path) -> str:
-  parts = path.relative_to(ROOT.parent).with_suffix("").parts
-  return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-MODULES = {_module(p): p for p in ROOT.rglob("*.py")}
+MODULES = import_graph.modules(ROOT)
+_comment = import_graph.comment
+_reaches = import_graph.reaches
 
 
 def _targets(node) -> list[str]:
-  """The zoprivacy modules an import statement reads: ``from package
-  import submodule`` reads the submodule, ``from module import name`` the
-  module (a package's ``__init__`` that runs on the way is not counted)."""
-  if isinstance(node, ast.Import):
-    names = [a.name for a in node.names]
-  elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-    names = [
-      f"{node.module}.{a.name}"
-      if f"{node.module}.{a.name}" in MODULES
-      else node.module
-      for a in node.names
-    ]
-  else:
-    names = []
-  return [n for n in names if n in MODULES]
-
-
-def _comment(lines, node, function) -> str:
-  """The comments of the function holding an import, up to the import's
-  line (its trailing comment included)."""
-  return " ".join(
-    line.partition("#")[2] for line in lines[function.lineno - 1 : node.lineno]
-  )
+  return import_graph.targets(node, MODULES)
 
 
 def _module_imports():
-  """``({module: modules it imports at load time}, [(module, line,
-  target, comment)] for each import inside a function)``."""
-  top, inner = {}, []
-  for name, path in MODULES.items():
-    text = path.read_text()
-    lines, tree = text.splitlines(), ast.parse(text)
-    function_of = {
-      id(n): f
-      for f in ast.walk(tree)
-      if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-      for n in ast.walk(f)
-    }
-    top[name] = set()
-    for node in ast.walk(tree):
-      for target in _targets(node):
-        function = function_of.get(id(node))
-        if function is None:
-          top[name].add(target)
-        else:
-          comment = _comment(lines, node, function)
-          inner.append((name, node.lineno, target, comment))
-  return top, inner
-
-
-def _reaches(graph, start, goal) -> bool:
-  seen, todo = set(), [start]
-  while todo:
-    for nxt in graph.get(todo.pop(), ()):
-      if nxt == goal:
-        return True
-      if nxt not in seen:
-        seen.add(nxt)
-        todo.append(nxt)
-  return False
+  return import_graph.module_imports(MODULES)
 
 
 def test_no_two_modules_import_each_other():

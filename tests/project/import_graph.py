@@ -79,3 +79,50 @@ def reaches(graph, start, goal) -> bool:
         seen.add(nxt)
         todo.append(nxt)
   return False
+
+
+def whole_graph(known, drop=()):
+  """Every module's imports, at load time or inside a function, less the
+  arrows in ``drop``."""
+  top, inner = module_imports(known)
+  graph = {m: set(t) for m, t in top.items()}
+  for src, _, dst, _ in inner:
+    graph[src].add(dst)
+  for src, dst in drop:
+    graph[src].discard(dst)
+  return graph
+
+
+def circles(graph) -> list[str]:
+  """The modules from which an arrow path leads back to themselves."""
+  return sorted(m for m in graph if reaches(graph, m, m))
+
+
+def silent(known, reasons) -> list[str]:
+  """``path:line imports module`` for each import inside a function whose
+  comments give none of ``reasons``."""
+  _, inner = module_imports(known)
+  return [
+    f"{known[src]}:{line} imports {dst}"
+    for src, line, dst, text in inner
+    if not any(reason in text for reason in reasons)
+  ]
+
+
+def hidden_circles(known, drop=()) -> list[str]:
+  """Inner imports that, loaded at the top, would close a circle (a package
+  reading its own submodule on first use aside; ``drop``: arrows allowed)."""
+  top, inner = module_imports(known)
+  return [
+    f"{known[src]}:{line} imports {dst}, which imports it back"
+    for src, line, dst, _ in inner
+    if not dst.startswith(src + ".")
+    and (src, dst) not in drop
+    and reaches(top, dst, src)
+  ]
+
+
+def units(root: pathlib.Path) -> set[str]:
+  """The top-level modules and subpackages of the package at ``root``."""
+  found = {p.stem for p in root.glob("*.py") if p.stem != "__init__"}
+  return found | {p.parent.name for p in root.glob("*/__init__.py")}

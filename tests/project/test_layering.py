@@ -61,8 +61,7 @@ def _edges():
 
 
 def test_every_unit_is_assigned_a_layer():
-  units = {p.stem for p in ROOT.glob("*.py") if p.stem != "__init__"}
-  units |= {p.parent.name for p in ROOT.glob("*/__init__.py")}
+  units = import_graph.units(ROOT)
   assert units == set(LAYER), units ^ set(LAYER)
 
 
@@ -125,38 +124,18 @@ def _targets(node) -> list[str]:
   return import_graph.targets(node, MODULES)
 
 
-def _module_imports():
-  return import_graph.module_imports(MODULES)
-
-
 def test_no_two_modules_import_each_other():
-  top, inner = _module_imports()
-  graph = {m: set(t) for m, t in top.items()}
-  for src, _, dst, _ in inner:
-    graph[src].add(dst)
-  circles = sorted(m for m in graph if _reaches(graph, m, m))
+  circles = import_graph.circles(import_graph.whole_graph(MODULES))
   assert not circles, circles
 
 
 def test_every_import_inside_a_function_says_why():
-  _, inner = _module_imports()
-  silent = [
-    f"{MODULES[src]}:{line} imports {dst}"
-    for src, line, dst, comment in inner
-    if not any(reason in comment for reason in REASONS)
-  ]
+  silent = import_graph.silent(MODULES, REASONS)
   assert not silent, "\n".join(silent)
 
 
 def test_no_import_inside_a_function_hides_a_circle():
-  """Loaded at the top, no inner import would close a circle (a package
-  reading its own submodule on first use aside)."""
-  top, inner = _module_imports()
-  hidden = [
-    f"{MODULES[src]}:{line} imports {dst}, which imports it back"
-    for src, line, dst, _ in inner
-    if not dst.startswith(src + ".") and _reaches(top, dst, src)
-  ]
+  hidden = import_graph.hidden_circles(MODULES)
   assert not hidden, "\n".join(hidden)
 
 

@@ -198,7 +198,7 @@ def test_the_interrupt_line_is_on_its_own_line_without_a_hint():
   of its own (never glued to a progress bar), and no traceback hint."""
   code = (
     "import sys\n"
-    "from experiments import errors, run, train\n"
+    "from experiments.run import cli, errors, train\n"
     "def interrupted(config):\n"
     "  raise errors.RunInterrupted(1481)\n"
     "train.train = interrupted\n"

@@ -6,7 +6,7 @@ Runs on 8 simulated CPU devices (it sets
 ``XLA_FLAGS=--xla_force_host_platform_device_count=8`` itself). For dpzero,
 pazo_m and dp_sgd on MLPs of about 1e5, 1e6 and 1e7 parameters, it compiles
 one optimizer step on the meshes ``data=8`` and ``fsdp=8`` (placement as in
-the runner: :mod:`experiments.placement`) and sums the bytes of every
+the runner: :mod:`experiments.run.placement`) and sums the bytes of every
 collective in the compiled program (:func:`zoprivacy.core.sharding.collectives`:
 the bytes of each collective's result). Nothing is timed: the figures are
 properties of the compiled step.

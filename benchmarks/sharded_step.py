@@ -4,7 +4,7 @@ r"""A dpzero step on 8 simulated devices (``data=8``) against one device.
 
 Sets ``XLA_FLAGS=--xla_force_host_platform_device_count=8`` itself. The
 wide MLP at batch 64 (and 256): the same jitted step, placed as the runner
-places it (:mod:`experiments.placement`), on a ``data=1`` mesh (one device)
+places it (:mod:`experiments.run.placement`), on a ``data=1`` mesh (one device)
 and a ``data=8`` mesh. Simulated devices share this machine's cores, so the
 row measures the cost of partitioning (and the one scalar all-reduce), not
 a speed-up; on real devices each one does 1/8 of the forward passes.

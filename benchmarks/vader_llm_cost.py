@@ -5,7 +5,7 @@ r"""What a step of the SmolLM2 VADER task costs, by what it trains.
 
 For each variant ``peft:trained_blocks`` (``lora``, ``prefix`` or ``full``;
 the top ``trained_blocks`` of the 30 blocks), the runner's own jitted step
-(``experiments.resolved_run.setup`` + ``experiments.step.make_step``: DP-ZO
+(``experiments.run.resolved_run.setup`` + ``experiments.run.step.make_step``: DP-ZO
 with Gaussian directions, Poisson batches of expected size 32 padded to
 their capacity of 72 rows, exact discrete noise) is timed after its
 compiling call, on the public proxy's data (the same shapes as the private
@@ -29,9 +29,9 @@ import numpy as np
 from timing import min_median_round_robin
 
 from configs import vader_smollm2
-from experiments import step as step_lib
 from experiments import tasks
-from experiments.resolved_run import setup
+from experiments.run import step as step_lib
+from experiments.run.resolved_run import setup
 from zoprivacy.models import peft
 
 VARIANTS = ("lora:1", "prefix:1", "full:1", "lora:2", "lora:4", "lora:30")

@@ -59,12 +59,12 @@ def get_config() -> ml_collections.ConfigDict:
   # Check once at start-up, on synthetic inputs, that the loss is per-example.
   config.check_per_example = True
 
-  # Device mesh (experiments/placement.py): sizes of the data and fsdp axes
+  # Device mesh (experiments/run/placement.py): sizes of the data and fsdp axes
   # (model must stay 1); one may be -1, the devices left over. The default
   # puts every device on data: one CPU, or all of a machine's accelerators.
   config.mesh = ml_collections.ConfigDict({"data": -1, "fsdp": 1, "model": 1})
 
-  # Several processes (hosts), experiments/multihost.py: enabled calls
+  # Several processes (hosts), experiments/run/multihost.py: enabled calls
   # jax.distributed.initialize; an empty coordinator_address auto-detects
   # the cluster (TPU pod slice, SLURM, Open MPI). cpu_collectives="gloo" for
   # CPU-only processes. docs/scaling.md has launch recipes.
@@ -81,7 +81,7 @@ def get_config() -> ml_collections.ConfigDict:
 
   # The layer-wise step at inference-level memory for tasks with an in-scan
   # loss (the OPT tasks): mezo, dpzero or dp_zo with plain SGD
-  # (experiments/layerwise_run.py). The same step as the generic one.
+  # (experiments/run/layerwise_run.py). The same step as the generic one.
   config.layerwise = False
 
   # Write workdir/trajectory.bin, the public (seed, scalars) log of a scalar

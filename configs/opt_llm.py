@@ -39,7 +39,7 @@ def get_config() -> ml_collections.ConfigDict:
   # (half the memory). The trained leaves (adapters, prefix, or all weights
   # with peft="full") are always float32, perturbed and updated in float32.
   config.param_dtype = "float32"
-  # The layer-wise step (experiments/layerwise_run.py): the perturbation
+  # The layer-wise step (experiments/run/layerwise_run.py): the perturbation
   # is added inside the layer scan, so a step holds no extra copy of the
   # parameters. Plain SGD with mezo, dpzero or dp_zo; set False for others.
   config.layerwise = True

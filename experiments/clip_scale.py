@@ -26,7 +26,8 @@ import jax.numpy as jnp
 import numpy as np
 from absl import app, flags
 
-from experiments import run, tasks
+from experiments import tasks
+from experiments.run import cli
 from zoprivacy.zo import directions, queries
 
 QUANTILES = (0.5, 0.75, 0.9, 0.99)
@@ -88,7 +89,7 @@ def summary(values: np.ndarray) -> dict:
 
 def main(argv) -> None:
   del argv
-  config = run.CONFIG.value
+  config = cli.CONFIG.value
   task = tasks.get_task(config)
   values = finite_differences(
     task, config, flags.FLAGS.batches, flags.FLAGS.batch_size
@@ -99,5 +100,5 @@ def main(argv) -> None:
 if __name__ == "__main__":
   flags.DEFINE_integer("batches", 10, "public batches (one direction each)")
   flags.DEFINE_integer("batch_size", 32, "examples per public batch")
-  sys.argv = run.split_argv(sys.argv)
+  sys.argv = cli.split_argv(sys.argv)
   app.run(main)

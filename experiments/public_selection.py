@@ -20,7 +20,7 @@ printed with each selection. ``--repeats`` runs each point several times
 Fields that no task builder reads (:data:`TRAINING_FIELDS`) are swept on
 one task built once; sweeping any other field rebuilds the task per point.
 Other ``--config.<field>=<value>`` overrides work as in
-:mod:`experiments.run`.
+:mod:`experiments.run.cli`.
 """
 
 from __future__ import annotations
@@ -38,9 +38,10 @@ import ml_collections
 from absl import app, flags
 from ml_collections import config_flags
 
-from experiments import run, tasks, train
+from experiments import tasks
+from experiments.run import cli, train
 
-_ARGV: list[str] = []  # the command line, before run.split_argv
+_ARGV: list[str] = []  # the command line, before cli.split_argv
 
 # Top-level config fields that no task builder reads: a sweep over these
 # reuses one built task (tokenized text, precomputed features).
@@ -186,7 +187,7 @@ def main(argv) -> None:
   if not flags.FLAGS.grid:
     raise SystemExit("--grid <field>=<v1>,<v2>,... is required.")
   switched = any(a.startswith("--config.estimator=") for a in _ARGV)
-  config = run.apply_late_overrides(run.CONFIG.value, switched)
+  config = cli.apply_late_overrides(cli.CONFIG.value, switched)
   grid = dict(parse_axis(a) for a in flags.FLAGS.grid)
   per = dict(parse_axis(a) for a in flags.FLAGS.per)
   start = time.time()
@@ -210,5 +211,5 @@ if __name__ == "__main__":
   flags.DEFINE_integer("repeats", 1, "runs per point (fresh noise each)")
   flags.DEFINE_string("out", "", "write the selections as JSON here")
   _ARGV = list(sys.argv)
-  sys.argv = run.split_argv(sys.argv)
+  sys.argv = cli.split_argv(sys.argv)
   app.run(main)

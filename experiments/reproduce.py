@@ -147,6 +147,7 @@ def _add_pazo_options(parser: argparse.ArgumentParser) -> None:
 def _grid(args):
   import dataclasses  # pylint: disable=g-import-not-at-top
 
+  # Imported per subcommand: keeps JAX out of the start-up of the others.
   # pylint: disable-next=g-import-not-at-top
   from experiments.reproductions import dpzero_quadratic
 
@@ -183,6 +184,7 @@ def _out(args) -> str:
 
 
 def _dpzero_quadratic(args) -> None:
+  # Imported per subcommand: keeps JAX out of the start-up of the others.
   # pylint: disable-next=g-import-not-at-top
   from experiments.reproductions import dpzero_quadratic
 
@@ -199,6 +201,7 @@ def _dpzero_rates(args) -> None:
       "one dimension, and a slope needs at least two. Use --quick (the "
       "reduced grid) or the full grid."
     )
+  # Imported per subcommand: keeps JAX out of the start-up of the others.
   # pylint: disable-next=g-import-not-at-top
   from experiments.reproductions import dpzero_rates
 
@@ -207,6 +210,7 @@ def _dpzero_rates(args) -> None:
 
 
 def _dpzo_accounting(args) -> None:
+  # Imported per subcommand: keeps JAX out of the start-up of the others.
   # pylint: disable-next=g-import-not-at-top
   from experiments.reproductions import dpzo_accounting
 
@@ -216,6 +220,7 @@ def _dpzo_accounting(args) -> None:
 
 
 def _pazo_table1(args) -> None:
+  # Imported per subcommand: keeps JAX out of the start-up of the others.
   # pylint: disable-next=g-import-not-at-top
   from experiments.reproductions import pazo_table1, pazo_table1_budget
 
@@ -252,6 +257,7 @@ def _hidden_state(args) -> None:
 
 
 def _mia(args) -> None:  # DP-ZO Table 6 analog: membership inference
+  # Imported per subcommand: keeps JAX out of the start-up of the others.
   from experiments.reproductions import mia  # pylint: disable=g-import-not-at-top
 
   mia.main(args.out or _default_out(args.name, args), fast=args.fast)

@@ -11,7 +11,7 @@ Papernot and Steinke (2022): the number of trials ``K`` is drawn in secret
 from a Poisson (``--distribution=poisson``, the default), geometric,
 logarithmic or truncated negative binomial (``--shape``) distribution of
 mean ``--mean_trials``. Each trial is a whole private run
-(:func:`experiments.train.train`, its own workdir) at hyperparameters drawn
+(:func:`experiments.run.train.train`, its own workdir) at hyperparameters drawn
 at random from the search space, trained on the private training set less a
 private validation part (``--validation_fraction``, a neighbour-stable
 split: each record held out by a keyed hash of itself); its selection score
@@ -48,8 +48,9 @@ import sys
 
 from absl import app, flags
 
-from experiments import run, tasks, train
-from experiments import workdir as workdir_lib
+from experiments import tasks
+from experiments.run import cli, errors, train
+from experiments.run import workdir as workdir_lib
 from experiments.tuning import budget, search, store, trials
 
 _SEARCH: dict[str, str] = {}
@@ -315,13 +316,11 @@ def main(argv) -> None:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   from absl import logging  # pylint: disable=g-import-not-at-top
 
-  from experiments import errors  # pylint: disable=g-import-not-at-top
-
   logging.set_verbosity(logging.WARNING)  # no per-trial log lines
 
   f = flags.FLAGS
   try:
-    config = run.apply_late_overrides(run.CONFIG.value, False)
+    config = cli.apply_late_overrides(cli.CONFIG.value, False)
     space = (
       search.from_file(f.search) if f.search else search.from_flags(_SEARCH)
     )
@@ -337,7 +336,7 @@ def main(argv) -> None:
       validation_fraction=f.validation_fraction,
     )
   except (ValueError, *errors.USER_ERRORS) as e:
-    if run.DEBUG.value:
+    if cli.DEBUG.value:
       raise
     print(errors.one_paragraph(e), file=sys.stderr)
     sys.exit(2)
@@ -356,5 +355,5 @@ if __name__ == "__main__":
   flags.DEFINE_float(
     "validation_fraction", 0.2, "share of the training set held out"
   )
-  sys.argv = run.split_argv(split_search(sys.argv))
+  sys.argv = cli.split_argv(split_search(sys.argv))
   app.run(main)

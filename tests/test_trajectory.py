@@ -13,7 +13,8 @@ import pytest
 
 import zoprivacy
 from configs import default
-from experiments import train, trajectory_log
+from experiments import trajectory_log as replay_command
+from experiments.run import train, trajectory_log
 from zoprivacy.privacy import randomness
 from zoprivacy.training import trajectory
 from zoprivacy.zo import directions as directions_lib
@@ -377,7 +378,7 @@ def test_runner_log_survives_resume_and_replays_to_the_result(tmp_path):
   result = train.train(config, progress=False)
   log = trajectory.TrajectoryLog.load(str(tmp_path / "trajectory.bin"))
   assert log.scalars.shape == (40, 1)
-  replayed = trajectory_log.replay_run(config, log)
+  replayed = replay_command.replay_run(config, log)
   assert replayed["params_sha256"] == result["params_sha256"]
   assert replayed["test_accuracy"] == result["test_accuracy"]
 

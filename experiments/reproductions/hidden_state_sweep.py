@@ -28,7 +28,8 @@ import optax
 
 import zoprivacy
 from configs import hidden_state_digits_logreg
-from experiments import hidden_state_run, tasks
+from experiments import tasks
+from experiments.run import hidden_state_run
 from zoprivacy import hidden_state
 from zoprivacy.estimators import registry
 

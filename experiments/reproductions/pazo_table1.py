@@ -55,9 +55,10 @@ import time
 import ml_collections
 
 from configs import fashion_mnist_pazo_public4
-from experiments import run_setup
+from experiments import tasks
 from experiments.reproductions import pazo_table1_data as data
 from experiments.reproductions import pazo_table1_report as report
+from experiments.run import run_setup, train
 
 EPSILONS = (0.1, 0.5, 1.0, 2.0, 3.0)
 DELTA = 1e-5
@@ -181,10 +182,6 @@ def noise_multiplier(method: str, epsilon: float, budget: Budget) -> float:
   method's privacy plan for (epsilon, DELTA) on the private pool, done once
   per method and epsilon instead of once per run."""
 
-  from experiments import (
-    tasks,  # pylint: disable=g-import-not-at-top
-  )
-
   c = _config(method, METHODS[method][2][0], 0, budget, False)
   c.target_epsilon = epsilon
   task = tasks.get_task(c)
@@ -213,7 +210,6 @@ class Runner:
     if self.deadline is not None and time.time() > self.deadline:
       self.stopped = True
       return None
-    from experiments import train  # pylint: disable=g-import-not-at-top
 
     start = time.time()
     r = train.train(make(), progress=False)

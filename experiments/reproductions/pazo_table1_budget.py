@@ -15,6 +15,7 @@ from experiments.reproductions.pazo_table1 import (
   compilation_cache,
   make_config,
 )
+from experiments.run import train
 
 
 def estimate(mode: str = "full", methods=None, probe_steps=(10, 110)) -> dict:
@@ -22,8 +23,6 @@ def estimate(mode: str = "full", methods=None, probe_steps=(10, 110)) -> dict:
   overhead, per-step cost) and predicts the command's runtime with an
   empty compilation cache. Returns seconds per method."""
   import tempfile  # pylint: disable=g-import-not-at-top
-
-  from experiments import train  # pylint: disable=g-import-not-at-top
 
   budget = BUDGETS[mode]
   methods = tuple(methods or METHODS)
@@ -76,7 +75,6 @@ def curve(
   """Accuracy vs steps on public-validation, training on public-train:
   MeZO (non-private) and DP-SGD at epsilon 100 (its noise calibrated for
   public-train's sampling rate), seed 0. Writes ``curve.md``/``curve.png``."""
-  from experiments import train  # pylint: disable=g-import-not-at-top
 
   budget = BUDGETS[mode]
   compilation_cache(os.path.join(out, "jax_cache"))
@@ -100,7 +98,6 @@ def mezo_plateau(
   """Non-private MeZO on public-train past the table's 600 steps, evaluated
   on public-validation every ``every`` steps (the curve's setting, seed 0).
   ``workdir`` holds its metrics and checkpoints: a rerun resumes."""
-  from experiments import train  # pylint: disable=g-import-not-at-top
 
   c = _config("MeZO", lr, 0, BUDGETS["full"], True, steps)
   c.eval_every, c.checkpoint_every, c.workdir = every, 1000, workdir

@@ -46,9 +46,10 @@ import time
 from absl import app, flags
 
 from configs import default
-from experiments import public_selection, tasks, train, tune
+from experiments import public_selection, tasks, tune
+from experiments.run import train
+from experiments.run.task_registry import register
 from experiments.tasks.common import flax_task, model_kwargs
-from experiments.tasks.registry import register
 from experiments.tuning import budget, search, trials
 from zoprivacy.data import loaders, splits
 from zoprivacy.models import small

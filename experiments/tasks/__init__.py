@@ -52,6 +52,7 @@ naming the files looked for.
 
 import ml_collections
 
+from experiments.run.task_registry import TASKS, Task, build_task, register
 from experiments.tasks import (
   common,
   images,
@@ -63,7 +64,6 @@ from experiments.tasks import (
   roberta_prompts,
   vader_llm,
 )
-from experiments.tasks.registry import TASKS, Task, build_task, register
 
 __all__ = ["TASKS", "Task", "build_task", "get_task", "register"]
 

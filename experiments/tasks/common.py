@@ -10,8 +10,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from experiments import preflight
-from experiments.tasks.registry import Task
+from experiments.run import preflight
+from experiments.run.task_registry import Task
 from zoprivacy.data import splits as splits_lib
 from zoprivacy.data import stable_split
 from zoprivacy.data.loaders import Dataset, MissingDataError

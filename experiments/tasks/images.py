@@ -21,13 +21,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from experiments.run.task_registry import Task, register
 from experiments.tasks.common import (
   flax_task,
   image_public_split,
   model_kwargs,
   train_eval_split,
 )
-from experiments.tasks.registry import Task, register
 from zoprivacy.data import loaders
 from zoprivacy.models import nf_resnet, small, vit
 

@@ -19,13 +19,13 @@ the others), so neighbouring training sets would not stay neighbouring.
 
 from __future__ import annotations
 
+from experiments.run.task_registry import Task, register
 from experiments.tasks.common import (
   data_seed,
   flax_task,
   model_kwargs,
   train_eval_split,
 )
-from experiments.tasks.registry import Task, register
 from zoprivacy.data import loaders
 from zoprivacy.data import splits as splits_lib
 from zoprivacy.data.loaders import amazon_polarity

@@ -42,9 +42,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from experiments.run.task_registry import Task, register
 from experiments.tasks import llm_files
 from experiments.tasks.common import data_seed
-from experiments.tasks.registry import Task, register
 from zoprivacy.data import prompts
 from zoprivacy.data.loaders import MissingDataError
 from zoprivacy.data.loaders import mezo_tasks as mt

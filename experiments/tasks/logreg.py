@@ -25,33 +25,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from experiments.tasks.registry import Task, register
+from experiments.run.logreg_constants import SHAPES, assumptions
+from experiments.run.task_registry import Task, register
 from zoprivacy.data import loaders
 from zoprivacy.hidden_state import setting as setting_lib
-
-# (features, classes) of each dataset, known without loading it.
-SHAPES = {"digits": (64, 10), "fashion_mnist": (784, 10)}
-
-
-def dimension(dataset: str) -> int:
-  features, classes = SHAPES[dataset]
-  return (features + 1) * classes
-
-
-def assumptions(
-  l2: float, radius: float, smoothing: float
-) -> setting_lib.LossAssumptions:
-  """The declared constants above (module docstring)."""
-  if not l2 > 0:
-    raise ValueError(
-      f"The L2 regularization must be > 0 for a strongly "
-      f"convex loss, got {l2!r}."
-    )
-  return setting_lib.LossAssumptions(
-    smoothness=0.5 + l2,
-    lipschitz=math.sqrt(2.0) + l2 * (radius + smoothing),
-    strong_convexity=l2,
-  )
 
 
 def normalize(inputs: np.ndarray) -> np.ndarray:

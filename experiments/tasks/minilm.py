@@ -7,6 +7,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from experiments.run.task_registry import Task, register
 from experiments.tasks.common import (
   HF_FILES,
   data_seed,
@@ -14,7 +15,6 @@ from experiments.tasks.common import (
   train_eval_split,
 )
 from experiments.tasks.peft import peft_args, peft_split
-from experiments.tasks.registry import Task, register
 from zoprivacy.data import splits as splits_lib
 from zoprivacy.data.loaders import Dataset, MissingDataError, vader
 from zoprivacy.data.tokenize import load_tokenizer, pad_to

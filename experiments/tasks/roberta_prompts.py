@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import jax
 
+from experiments.run.task_registry import Task, register
 from experiments.tasks.common import (
   data_seed,
   require_hf_dir,
   train_eval_split,
 )
 from experiments.tasks.peft import peft_args, peft_split
-from experiments.tasks.registry import Task, register
 from zoprivacy.data import loaders, tokenize
 from zoprivacy.data import splits as splits_lib
 from zoprivacy.data.loaders import Dataset

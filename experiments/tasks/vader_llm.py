@@ -41,10 +41,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from experiments.run.task_registry import Task, register
 from experiments.tasks import llm_files, llm_states
 from experiments.tasks.common import data_seed, train_eval_split
 from experiments.tasks.minilm import vader_public
-from experiments.tasks.registry import Task, register
 from zoprivacy.data import prompts
 from zoprivacy.data.loaders import MissingDataError, vader
 from zoprivacy.models import llama, llama_split, peft, smollm2

@@ -9,9 +9,9 @@ import dataclasses
 import jax
 import numpy as np
 
-from experiments import checkpointing
-from experiments import metrics as metrics_lib
-from experiments.run_setup import state_template
+from experiments.run import checkpointing
+from experiments.run import metrics as metrics_lib
+from experiments.run.run_setup import state_template
 from zoprivacy.data import stable_split
 from zoprivacy.privacy import randomness
 from zoprivacy.secret_noise.discrete_noise import discrete_gaussian_sample

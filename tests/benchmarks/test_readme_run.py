@@ -9,7 +9,7 @@ import readme_run  # noqa: E402
 
 
 def test_the_steps_line_is_read_with_or_without_a_mesh_note():
-  """The line ``experiments/report.py`` prints after the metrics."""
+  """The line ``experiments/run/report.py`` prints after the metrics."""
   for line in ("steps: 4000 (6.6 s)", "steps: 4000 (6.6 s) on a 2x4 mesh"):
     text = f"test accuracy: 0.91\n{line}\nprivacy: ..."
     found = readme_run.STEPS.search(text)

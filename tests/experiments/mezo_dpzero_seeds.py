@@ -28,7 +28,7 @@ from xla_optimization import full_optimization  # noqa: E402
 
 from configs import default  # noqa: E402
 from configs import mezo as mezo_config  # noqa: E402
-from experiments import train  # noqa: E402
+from experiments.run import train  # noqa: E402
 
 MARGIN = e2e.MEZO_MARGIN
 

@@ -30,7 +30,7 @@ import hashlib  # noqa: E402
 import jax  # noqa: E402
 
 from configs import default  # noqa: E402
-from experiments import multihost, placement, train  # noqa: E402
+from experiments.run import multihost, placement, train  # noqa: E402
 from zoprivacy.estimators import registry  # noqa: E402
 
 

@@ -192,7 +192,7 @@ def test_ctrl_c_says_where_to_resume_and_the_rerun_does(tmp_path):
 def test_a_full_disk_and_ctrl_c_read_as_one_paragraph():
   import errno  # pylint: disable=g-import-not-at-top
 
-  from experiments import errors  # pylint: disable=g-import-not-at-top
+  from experiments.run import errors  # pylint: disable=g-import-not-at-top
 
   full = errors.one_paragraph(
     OSError(errno.ENOSPC, "No space left on device", "/run/metrics.csv")

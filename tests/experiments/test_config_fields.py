@@ -16,7 +16,7 @@ import textwrap
 import pytest
 
 from configs import default
-from experiments import config_fields, preflight, run
+from experiments.run import cli, config_fields, preflight
 from zoprivacy.core import estimator_manifest
 
 ROOT = os.path.dirname(
@@ -172,8 +172,8 @@ def test_noisy_zogd_by_override_names_every_setting_it_needs():
 def test_overrides_of_declared_fields_are_added_typed_and_checked(
   monkeypatch,
 ):
-  monkeypatch.setitem(run._LATE, "fields", {})  # pylint: disable=protected-access
-  kept = run.split_argv(
+  monkeypatch.setitem(cli._LATE, "fields", {})  # pylint: disable=protected-access
+  kept = cli.split_argv(
     [
       "run.py",
       "--config=configs/default.py",
@@ -188,10 +188,10 @@ def test_overrides_of_declared_fields_are_added_typed_and_checked(
     "--config.num_steps=3",
   ]
   c = default.get_config()
-  run._apply_fields(c)  # pylint: disable=protected-access
+  cli._apply_fields(c)  # pylint: disable=protected-access
   assert c.public == "stratified4" and c.hidden_state.report is False
   c = default.get_config()
   c.public_size = 100
-  monkeypatch.setitem(run._LATE, "fields", {"public_size": "0.5"})  # pylint: disable=protected-access
+  monkeypatch.setitem(cli._LATE, "fields", {"public_size": "0.5"})  # pylint: disable=protected-access
   with pytest.raises(ValueError, match="does not match the type"):
-    run._apply_fields(c)  # pylint: disable=protected-access
+    cli._apply_fields(c)  # pylint: disable=protected-access

@@ -12,7 +12,7 @@ from xla_optimization import full_optimization
 
 from configs import default
 from configs import mezo as mezo_config
-from experiments import train
+from experiments.run import train
 
 pytestmark = pytest.mark.integration  # the main job and the CLI, end to end
 

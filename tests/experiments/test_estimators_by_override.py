@@ -6,7 +6,7 @@ few steps at the default target epsilon."""
 import pytest
 
 from configs import default
-from experiments import report, run, train
+from experiments.run import cli, report, train
 from zoprivacy.estimators import registry
 
 # A non-private and a hidden-state one in the default suite (the private
@@ -37,15 +37,15 @@ def test_every_estimator_runs_by_override_on_the_default_config(
   name, monkeypatch
 ):
   fields, kwargs = _overrides(name)
-  monkeypatch.setitem(run._LATE, "estimator_kwargs", kwargs)  # pylint: disable=protected-access
-  monkeypatch.setitem(run._LATE, "switched", True)  # pylint: disable=protected-access
-  monkeypatch.setitem(run._LATE, "fields", {})  # pylint: disable=protected-access
+  monkeypatch.setitem(cli._LATE, "estimator_kwargs", kwargs)  # pylint: disable=protected-access
+  monkeypatch.setitem(cli._LATE, "switched", True)  # pylint: disable=protected-access
+  monkeypatch.setitem(cli._LATE, "fields", {})  # pylint: disable=protected-access
   config = default.get_config()
   config.update(dict(estimator=name, num_steps=3, eval_every=0))
   config.update(dict(checkpoint_every=0, check_per_example=False))
   config.update(fields)
-  run.check_declared(config)  # what the command line checks before JAX
-  run.apply_late_overrides(config)
+  cli.check_declared(config)  # what the command line checks before JAX
+  cli.apply_late_overrides(config)
   result = train.train(config, progress=False)
   assert result["estimator"] == name and result["num_steps"] == 3
   assert 0.0 <= result["test_accuracy"] <= 1.0
@@ -60,8 +60,8 @@ def test_every_estimator_runs_by_override_on_the_default_config(
 def test_the_override_needs_are_all_named_by_the_refusals(monkeypatch):
   """Without what :func:`_overrides` adds, the command line's checks refuse
   ``--config.estimator=NAME`` naming exactly those fields."""
-  monkeypatch.setitem(run._LATE, "estimator_kwargs", {})  # pylint: disable=protected-access
-  monkeypatch.setitem(run._LATE, "switched", True)  # pylint: disable=protected-access
+  monkeypatch.setitem(cli._LATE, "estimator_kwargs", {})  # pylint: disable=protected-access
+  monkeypatch.setitem(cli._LATE, "switched", True)  # pylint: disable=protected-access
   for name in registry.names():
     fields, kwargs = _overrides(name)
     needs = [*fields, *(f"estimator_kwargs.{k}" for k in kwargs)]
@@ -70,7 +70,7 @@ def test_the_override_needs_are_all_named_by_the_refusals(monkeypatch):
     shown = ""
     for _ in range(2):  # the settings first, then a missing hyperparameter
       try:
-        run.check_declared(config)
+        cli.check_declared(config)
         break
       except ValueError as e:
         shown += str(e)

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from experiments import train
+from experiments.run import train
 from zoprivacy.data import loaders
 
 

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from experiments import checkpointing
+from experiments.run import checkpointing
 from zoprivacy.privacy import PrivacyPlan
 from zoprivacy.privacy.ledger import CorruptLedgerError, PrivacyLedger
 
@@ -146,8 +146,8 @@ def test_the_ledger_is_persisted_before_every_file_derived_from_a_step(
   """Each metrics row, checkpoint and result.json is preceded by a durable
   ledger write that already records the steps it reports."""
   from configs import default  # pylint: disable=g-import-not-at-top
-  from experiments import metrics as metrics_lib  # pylint: disable=g-import-not-at-top
-  from experiments import train  # pylint: disable=g-import-not-at-top
+  from experiments.run import metrics as metrics_lib  # pylint: disable=g-import-not-at-top
+  from experiments.run import train  # pylint: disable=g-import-not-at-top
 
   events = []
   real_save = PrivacyLedger.save

@@ -4,7 +4,7 @@ each from its own host's range, padding masked, sizes agreed by all hosts."""
 import numpy as np
 import pytest
 
-from experiments.multihost import HostShard
+from experiments.run.multihost import HostShard
 from zoprivacy.data import sampling
 
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from configs import default, tiny_opt_sst2
-from experiments import checkpointing, tasks, train
+from experiments import tasks
+from experiments.run import checkpointing, train
 
 
 def _config(**overrides):

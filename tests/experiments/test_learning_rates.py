@@ -5,7 +5,7 @@ config file or on the command line) always wins."""
 import pytest
 
 from configs import default, dp_sgd, dp_zo_gaussian, dpgd_zeroth, mezo
-from experiments import optimizers, report, run, train
+from experiments.run import cli, optimizers, report, train
 from zoprivacy.core import estimator_manifest
 from zoprivacy.estimators import registry
 
@@ -33,10 +33,10 @@ def test_the_registered_rate_is_the_one_of_the_estimators_own_config(module):
 def test_a_switched_estimator_gets_its_own_rate_and_a_set_one_wins(
   monkeypatch,
 ):
-  monkeypatch.setitem(run._LATE, "estimator_kwargs", {})  # pylint: disable=protected-access
+  monkeypatch.setitem(cli._LATE, "estimator_kwargs", {})  # pylint: disable=protected-access
   c = default.get_config()
   c.estimator = "mezo"
-  run.apply_late_overrides(c, argv_had_estimator=True)
+  cli.apply_late_overrides(c, argv_had_estimator=True)
   assert optimizers.learning_rate_of(c, registry.get(c.estimator)) == (
     0.001,
     "mezo's registered default",
@@ -49,7 +49,7 @@ def test_a_switched_estimator_gets_its_own_rate_and_a_set_one_wins(
   # A config file's own rate wins over the switched estimator's.
   c = mezo.get_config()
   c.estimator = "dpzero"
-  run.apply_late_overrides(c, argv_had_estimator=True)
+  cli.apply_late_overrides(c, argv_had_estimator=True)
   assert optimizers.learning_rate_of(c, registry.get(c.estimator))[0] == 0.001
   # The run resolves a copy: the caller's config keeps None.
   c = default.get_config()
@@ -62,12 +62,12 @@ def test_mezo_by_override_learns_with_its_rate_and_the_report_says_whose(
 ):
   """The default config with ``--config.estimator=mezo``: DPZero's 0.02 made
   MeZO diverge; MeZO's own 0.001 learns."""
-  monkeypatch.setitem(run._LATE, "estimator_kwargs", {})  # pylint: disable=protected-access
+  monkeypatch.setitem(cli._LATE, "estimator_kwargs", {})  # pylint: disable=protected-access
   c = default.get_config()
   c.estimator = "mezo"
   c.update(dict(num_steps=300, eval_every=0, checkpoint_every=0))
   c.update(dict(insecure_test_noise=True, workdir=str(tmp_path)))
-  run.apply_late_overrides(c, argv_had_estimator=True)
+  cli.apply_late_overrides(c, argv_had_estimator=True)
   r = train.train(c, progress=False)
   assert r["learning_rate"] == 0.001
   assert "learning rate: 0.001 (mezo's registered default)" in (

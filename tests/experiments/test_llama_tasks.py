@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from configs import dpzo_table4_mistral, tiny_opt_sst2
-from experiments import tasks, train
-from experiments.errors import USER_ERRORS
+from experiments import tasks
+from experiments.run import train
+from experiments.run.errors import USER_ERRORS
 
 FIXTURES = pathlib.Path(__file__).parents[1] / "fixtures"
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from experiments import train
+from experiments.run import train
 from zoprivacy.data.loaders import MissingDataError
 
 CONFIGS = (

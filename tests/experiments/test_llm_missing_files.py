@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from experiments import errors, train
+from experiments.run import errors, train
 from experiments.tasks import llm
 
 FIXTURES = pathlib.Path(__file__).parents[1] / "fixtures"

@@ -1,7 +1,7 @@
 """The multi-host launch recipes of docs/scaling.md, through JAX's own
 cluster detection (``jax._src.clusters``) in a faked SLURM or Cloud TPU
 environment: the command's flags go through the config flag parser and
-:func:`experiments.multihost.initialize` (with ``jax.distributed.initialize``
+:func:`experiments.run.multihost.initialize` (with ``jax.distributed.initialize``
 replaced by a recorder), then JAX fills in what the cluster says. No
 process is started and no device is touched."""
 
@@ -15,7 +15,7 @@ from jax._src.clusters import cloud_tpu_cluster
 from jax._src.clusters import cluster as cluster_lib
 from ml_collections import config_flags
 
-from experiments import multihost
+from experiments.run import multihost
 
 DOC = pathlib.Path(__file__).parents[2] / "docs" / "scaling.md"
 CLUSTER_VARS = re.compile(r"^(SLURM_|OMPI_|PMI_|TPU_|MEGASCALE_|JAX_)")

@@ -5,7 +5,7 @@ including the rows it adds for a multiple of the batch-sharded devices."""
 import ml_collections
 import numpy as np
 
-from experiments.placement import Placement
+from experiments.run.placement import Placement
 from zoprivacy.core import sharding
 from zoprivacy.data import sampling
 

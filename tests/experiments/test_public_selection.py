@@ -164,7 +164,7 @@ def test_axis_parsing_and_unknown_fields(synthetic):
 
 
 def test_a_proxy_run_says_so_in_its_report(synthetic):
-  from experiments import report, train
+  from experiments.run import report, train
 
   synthetic.num_steps = 2
   synthetic.public_proxy = True

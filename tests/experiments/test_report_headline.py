@@ -4,7 +4,7 @@ on its first line; an ordinary one starts with the estimator."""
 import pytest
 
 from configs import hidden_state_digits_logreg
-from experiments import report, train
+from experiments.run import report, train
 
 
 def _result(**fields):

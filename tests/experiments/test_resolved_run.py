@@ -12,7 +12,8 @@ import pytest
 
 import zoprivacy
 from configs import default
-from experiments import preflight, resolved_run, tasks, train
+from experiments import tasks
+from experiments.run import preflight, resolved_run, train
 from zoprivacy.estimators import registry
 from zoprivacy.estimators.base import EstimatorState
 from zoprivacy.privacy.wrappers import SkippingWrapperError

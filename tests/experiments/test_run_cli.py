@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from configs import default
-from experiments import train, workdir
+from experiments.run import train, workdir
 from zoprivacy.core import estimator_manifest
 from zoprivacy.estimators import registry
 
@@ -129,22 +129,22 @@ def test_the_manifest_checks_give_the_live_checks_message(
 ):
   """What the command line refuses before JAX loads (from the manifest), the
   run's checks (from the registry) refuse with the same message."""
-  from experiments import preflight, run  # pylint: disable=g-import-not-at-top
+  from experiments.run import cli, preflight  # pylint: disable=g-import-not-at-top
 
-  monkeypatch.setitem(run._LATE, "estimator_kwargs", kwargs)  # pylint: disable=protected-access
-  monkeypatch.setitem(run._LATE, "switched", switched)  # pylint: disable=protected-access
+  monkeypatch.setitem(cli._LATE, "estimator_kwargs", kwargs)  # pylint: disable=protected-access
+  monkeypatch.setitem(cli._LATE, "switched", switched)  # pylint: disable=protected-access
   config = default.get_config()
   with config.unlocked():
     config.update(fields)
     config.estimator_kwargs.update(kwargs)
   if fields.get("optimizer") and estimator_manifest.optax_names() is None:
     pytest.skip("the manifest lists another optax version's names")
-  fast = _error(run.check_declared, config)
+  fast = _error(cli.check_declared, config)
   assert fast is not None  # each case is refused before JAX loads
 
-  def live_checks(c):  # what run.apply_late_overrides, then the run, do
+  def live_checks(c):  # what cli.apply_late_overrides, then the run, do
     if switched:
-      run.switch_estimator_kwargs(c, registry.get(c.estimator), kwargs)
+      cli.switch_estimator_kwargs(c, registry.get(c.estimator), kwargs)
     preflight.validate(c)
 
   assert fast == _error(live_checks, config)

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from configs import default
-from experiments import checkpointing, preflight, train
+from experiments.run import checkpointing, preflight, train
 from zoprivacy import accounting
 
 

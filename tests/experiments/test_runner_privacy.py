@@ -9,7 +9,7 @@ import pytest
 from run_outputs import run_outputs
 
 from configs import default
-from experiments import checkpointing, report, train
+from experiments.run import checkpointing, report, train
 from zoprivacy import accounting
 from zoprivacy.estimators import registry
 

@@ -20,7 +20,8 @@ from flax import traverse_util
 
 import zoprivacy
 from configs import default
-from experiments import preflight, run_setup, tasks, train
+from experiments import tasks
+from experiments.run import preflight, run_setup, train
 from experiments.tasks import peft as peft_tasks
 from zoprivacy.data import tokenize
 from zoprivacy.data.loaders import MissingDataError, write_idx

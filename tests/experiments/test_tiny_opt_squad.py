@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 from configs import tiny_opt_squad
-from experiments import metrics as metrics_lib
-from experiments import report, tasks, train
+from experiments import tasks
+from experiments.run import metrics as metrics_lib
+from experiments.run import report, train
 from zoprivacy.data import prompts
 from zoprivacy.data.loaders.mezo_tasks import load_squad_json
 from zoprivacy.metrics import qa_generation

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from configs import tiny_opt_sst2
-from experiments import train
+from experiments.run import train
 
 pytest.importorskip("tokenizers")
 pytest.importorskip("safetensors")

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from configs import default
-from experiments import errors, run, train, training_signal
-from experiments.metrics import metric_names
+from experiments.run import cli, errors, train, training_signal
+from experiments.run.metrics import metric_names
 from zoprivacy.estimators import registry
 from zoprivacy.training import trajectory
 
@@ -20,7 +20,7 @@ def _switched(estimator: str, **fields):
   the command line applies it."""
   c = default.get_config()
   c.estimator = estimator
-  run.switch_estimator_kwargs(c, registry.get(estimator), {})
+  cli.switch_estimator_kwargs(c, registry.get(estimator), {})
   c.update(dict(eval_every=0, checkpoint_every=0, insecure_test_noise=True))
   c.update(fields)
   return c

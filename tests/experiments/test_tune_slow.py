@@ -10,7 +10,8 @@ import pytest
 import tuning_reference
 
 from configs import default
-from experiments import train, tune
+from experiments import tune
+from experiments.run import train
 from experiments.tuning import budget, search, store
 
 pytestmark = pytest.mark.slow

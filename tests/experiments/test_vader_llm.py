@@ -13,7 +13,8 @@ import tiny_gguf
 from vader_files import write_vader
 
 from configs import vader_smollm2
-from experiments import tasks, train
+from experiments import tasks
+from experiments.run import train
 from experiments.tasks import llm_states, vader_llm
 from zoprivacy.data.loaders import MissingDataError
 from zoprivacy.models import llama_split, smollm2

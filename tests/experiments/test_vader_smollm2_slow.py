@@ -6,7 +6,7 @@ import pytest
 from vader_files import write_vader
 
 from configs import vader_smollm2
-from experiments import train
+from experiments.run import train
 from zoprivacy.models import smollm2
 
 pytest.importorskip("gguf", reason="needs gguf (pip install gguf)")

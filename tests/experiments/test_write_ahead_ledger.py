@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from configs import default
-from experiments import checkpointing, loop, report, run_ledger, train
+from experiments.run import checkpointing, loop, report, run_ledger, train
 from zoprivacy.privacy.ledger import PrivacyLedger
 
 
@@ -165,7 +165,7 @@ def test_resume_force_past_the_target_warns_and_reports_both(tmp_path, capsys):
   assert saved["target_epsilon"] == 2.0 and saved["epsilon"] > 2.01
   assert "exceeds the planned target 2" in saved["warning"]
   assert result["ledger"]["num_steps"] == 30
-  # What the command line prints (experiments/run.py prints this report).
+  # What the command line prints (experiments/run/cli.py prints this report).
   text = report.format_report(result)
   assert "WARNING: epsilon" in text and "exceeds the planned target 2" in text
   assert (

@@ -3,7 +3,8 @@
 import pytest
 
 from configs import hidden_state_digits_logreg
-from experiments import hidden_state_run, report, tasks, train
+from experiments import tasks
+from experiments.run import hidden_state_run, report, train
 
 
 def small_config(**changes):

@@ -29,7 +29,7 @@ import importlib  # noqa: E402
 
 import release_recorder  # noqa: E402
 
-from experiments import train  # noqa: E402
+from experiments.run import train  # noqa: E402
 from zoprivacy.privacy import randomness  # noqa: E402
 
 

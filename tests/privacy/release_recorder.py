@@ -1,6 +1,6 @@
 """Records every step the runner computes: release, noise, batch, attempt.
 
-:func:`install` patches the loop of :mod:`experiments.loop` so that each
+:func:`install` patches the loop of :mod:`experiments.run.loop` so that each
 computed step hands ``sink`` one dict: the step, its attempt, the process,
 the released values, the exact integer noise the step received (None
 without one) and a digest of the sampled batch (its indices). Used by the
@@ -13,7 +13,7 @@ import hashlib
 import jax
 import numpy as np
 
-from experiments import loop, multihost
+from experiments.run import loop, multihost
 from zoprivacy.privacy import noise_keys
 
 

@@ -1,7 +1,7 @@
 """Composition audit: features in pairs, every release checked as an attacker.
 
 Bugs live where two features meet. Each pair below runs the command's own
-code (``experiments.train``) in subprocesses, launch after launch in one
+code (``experiments.run.train``) in subprocesses, launch after launch in one
 workdir, with secret OS-entropy noise (no test seed): a launch may SIGKILL
 itself after a given step (a real kill, at a known step), the next resumes.
 Every computed step is recorded by ``composition_worker.py``: its release,

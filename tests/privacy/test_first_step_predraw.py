@@ -20,7 +20,7 @@ import numpy as np
 
 import zoprivacy
 from configs import default
-from experiments import train
+from experiments.run import train
 from zoprivacy.secret_noise import exact_noise, predraw
 from zoprivacy.secret_noise import vector_discrete_mechanism as vdm
 from zoprivacy.secret_noise import vector_discrete_noise as vdn

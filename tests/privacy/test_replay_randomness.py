@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import pytest
 
 import zoprivacy
-from experiments import run_ledger
+from experiments.run import run_ledger
 from zoprivacy.privacy import PrivacyPlan, randomness
 from zoprivacy.privacy.ledger import PrivacyLedger
 

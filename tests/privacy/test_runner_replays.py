@@ -19,7 +19,7 @@ import pytest
 import release_recorder
 
 from configs import default
-from experiments import errors, loop, train
+from experiments.run import errors, loop, train
 from zoprivacy.privacy import randomness
 from zoprivacy.privacy.ledger import PrivacyLedger
 from zoprivacy.secret_noise import ExactNoiseSource
@@ -198,11 +198,11 @@ def test_the_interrupt_line_is_on_its_own_line_without_a_hint():
   of its own (never glued to a progress bar), and no traceback hint."""
   code = (
     "import sys\n"
-    "from experiments import errors, run, train\n"
+    "from experiments.run import cli, errors, train\n"
     "def interrupted(config):\n"
     "  raise errors.RunInterrupted(1481)\n"
     "train.train = interrupted\n"
-    "sys.exit(run.main(['run', '--config', 'configs/default.py']))\n"
+    "sys.exit(cli.main(['run', '--config', 'configs/default.py']))\n"
   )
   out = subprocess.run(
     [sys.executable, "-c", code],

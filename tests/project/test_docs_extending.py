@@ -191,7 +191,7 @@ def test_the_toy_mechanism_trains_in_the_runner_with_a_correct_epsilon(
   tmp_path,
 ):
   from configs import default  # pylint: disable=g-import-not-at-top
-  from experiments import train  # pylint: disable=g-import-not-at-top
+  from experiments.run import train  # pylint: disable=g-import-not-at-top
 
   _toy_mechanism_module()
   config = default.get_config()

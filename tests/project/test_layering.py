@@ -12,6 +12,7 @@ a start-up path), and none hides a circle. Read from the source with
 import ast
 import pathlib
 
+import import_graph
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2] / "zoprivacy"
@@ -60,8 +61,7 @@ def _edges():
 
 
 def test_every_unit_is_assigned_a_layer():
-  units = {p.stem for p in ROOT.glob("*.py") if p.stem != "__init__"}
-  units |= {p.parent.name for p in ROOT.glob("*/__init__.py")}
+  units = import_graph.units(ROOT)
   assert units == set(LAYER), units ^ set(LAYER)
 
 
@@ -115,105 +115,27 @@ def test_the_check_sees_an_upward_import(tmp_path, source):
 REASONS = ("JAX", "optional dependency", "runpy")
 
 
-def _module(path: pathlib.Path) -> str:
-  parts = path.relative_to(ROOT.parent).with_suffix("").parts
-  return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-MODULES = {_module(p): p for p in ROOT.rglob("*.py")}
+MODULES = import_graph.modules(ROOT)
+_comment = import_graph.comment
+_reaches = import_graph.reaches
 
 
 def _targets(node) -> list[str]:
-  """The zoprivacy modules an import statement reads: ``from package
-  import submodule`` reads the submodule, ``from module import name`` the
-  module (a package's ``__init__`` that runs on the way is not counted)."""
-  if isinstance(node, ast.Import):
-    names = [a.name for a in node.names]
-  elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-    names = [
-      f"{node.module}.{a.name}"
-      if f"{node.module}.{a.name}" in MODULES
-      else node.module
-      for a in node.names
-    ]
-  else:
-    names = []
-  return [n for n in names if n in MODULES]
-
-
-def _comment(lines, node, function) -> str:
-  """The comments of the function holding an import, up to the import's
-  line (its trailing comment included)."""
-  return " ".join(
-    line.partition("#")[2] for line in lines[function.lineno - 1 : node.lineno]
-  )
-
-
-def _module_imports():
-  """``({module: modules it imports at load time}, [(module, line,
-  target, comment)] for each import inside a function)``."""
-  top, inner = {}, []
-  for name, path in MODULES.items():
-    text = path.read_text()
-    lines, tree = text.splitlines(), ast.parse(text)
-    function_of = {
-      id(n): f
-      for f in ast.walk(tree)
-      if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-      for n in ast.walk(f)
-    }
-    top[name] = set()
-    for node in ast.walk(tree):
-      for target in _targets(node):
-        function = function_of.get(id(node))
-        if function is None:
-          top[name].add(target)
-        else:
-          comment = _comment(lines, node, function)
-          inner.append((name, node.lineno, target, comment))
-  return top, inner
-
-
-def _reaches(graph, start, goal) -> bool:
-  seen, todo = set(), [start]
-  while todo:
-    for nxt in graph.get(todo.pop(), ()):
-      if nxt == goal:
-        return True
-      if nxt not in seen:
-        seen.add(nxt)
-        todo.append(nxt)
-  return False
+  return import_graph.targets(node, MODULES)
 
 
 def test_no_two_modules_import_each_other():
-  top, inner = _module_imports()
-  graph = {m: set(t) for m, t in top.items()}
-  for src, _, dst, _ in inner:
-    graph[src].add(dst)
-  circles = sorted(m for m in graph if _reaches(graph, m, m))
+  circles = import_graph.circles(import_graph.whole_graph(MODULES))
   assert not circles, circles
 
 
 def test_every_import_inside_a_function_says_why():
-  _, inner = _module_imports()
-  silent = [
-    f"{MODULES[src]}:{line} imports {dst}"
-    for src, line, dst, comment in inner
-    if not any(reason in comment for reason in REASONS)
-  ]
+  silent = import_graph.silent(MODULES, REASONS)
   assert not silent, "\n".join(silent)
 
 
 def test_no_import_inside_a_function_hides_a_circle():
-  """Loaded at the top, no inner import would close a circle (a package
-  reading its own submodule on first use aside)."""
-  top, inner = _module_imports()
-  hidden = [
-    f"{MODULES[src]}:{line} imports {dst}, which imports it back"
-    for src, line, dst, _ in inner
-    if not dst.startswith(src + ".") and _reaches(top, dst, src)
-  ]
+  hidden = import_graph.hidden_circles(MODULES)
   assert not hidden, "\n".join(hidden)
 
 

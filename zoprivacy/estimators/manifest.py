@@ -49,7 +49,7 @@ def _declaration(spec: registry.EstimatorSpec) -> dict[str, Any]:
 
 
 def _optax_names() -> dict[str, Any]:
-  """What ``experiments.optimizers.make_optimizer`` accepts: a callable optax
+  """What ``experiments.run.optimizers.make_optimizer`` accepts: a callable optax
   attribute not named ``*_schedule``, deprecated aliases included."""
   names = dir(optax)
   deprecated = [

@@ -1,6 +1,6 @@
 """The estimator registry: each estimator declares what it needs.
 
-A runner (``experiments.train``) never switches on estimator names: it reads
+A runner (``experiments.run.train``) never switches on estimator names: it reads
 the :class:`EstimatorSpec` declared next to the factory. Adding an estimator
 means writing its module and one :func:`register` call in it; see
 ``docs/extending.md``.

@@ -15,8 +15,8 @@ import jax
 import numpy as np
 import optax
 
-from experiments import metrics as metrics_lib
 from experiments import tasks
+from experiments.run import metrics as metrics_lib
 
 
 def train_sgd(

@@ -15,7 +15,7 @@ For each setting (DPZero at every epsilon, MeZO, first-order SGD):
   references repeat the target's noise draws.)
 
 DPZero and MeZO go through the project's training loop
-(:func:`experiments.train.train`) with the hyperparameters of
+(:func:`experiments.run.train.train`) with the hyperparameters of
 ``configs/default.py`` and ``configs/mezo.py`` (the same for every
 epsilon); the final parameters are read back from the run's checkpoint,
 whose directory (which holds the run's secret) is deleted afterwards.
@@ -40,8 +40,9 @@ import numpy as np
 
 from configs import default as default_config
 from configs import mezo as mezo_config
-from experiments import checkpointing, run_setup, tasks, train
+from experiments import tasks
 from experiments.reproductions.mia import attacks, canaries, first_order
+from experiments.run import checkpointing, run_setup, train
 
 DELTA = 1e-5
 TARGET_SEED = 0

@@ -8,7 +8,7 @@ import inspect
 import ml_collections
 import optax
 
-from experiments import preflight
+from experiments.run import optimizer_names
 
 
 def learning_rate_of(config, spec) -> tuple[float | None, str]:
@@ -61,7 +61,7 @@ def _resolve(config, *, spec):
   name = config.optimizer
   factory = getattr(optax, name, None)
   if not callable(factory) or name.endswith("_schedule"):
-    raise preflight.unknown_optimizer(name, dir(optax))
+    raise optimizer_names.unknown_optimizer(name, dir(optax))
   learning_rate, _ = learning_rate_of(config, spec)
   if learning_rate is None:
     raise ValueError(

@@ -4,7 +4,7 @@ A task names its metrics (``Task.metric_names``; the first is the headline):
 ``test_accuracy`` for a classifier, ``test_f1`` and ``test_exact_match`` for
 a generation task (SQuAD, DROP). Only test-set metrics, the privacy spent
 and statistics of what the steps released (already public,
-:mod:`experiments.training_signal`) are written: a training loss on private
+:mod:`experiments.run.training_signal`) are written: a training loss on private
 batches is itself private and is never written out.
 """
 
@@ -74,7 +74,7 @@ def metric_label(name: str) -> str:
   return words.replace(" f1", " F1") if words != "f1" else "F1"
 
 
-# The released values' statistics in a row (experiments.training_signal).
+# The released values' statistics in a row (experiments.run.training_signal).
 SIGNAL_PREFIX = "released_"
 
 

@@ -1,7 +1,7 @@
 """Fresh randomness for every computation of a step: the attempt rule.
 
 The write-ahead ledger records the step ranges the run reserved
-(:mod:`experiments.run_ledger`). The *attempt* of step ``t``, when it is
+(:mod:`experiments.run.run_ledger`). The *attempt* of step ``t``, when it is
 about to be computed, is the number of earlier ranges that hold it: 0 for a
 step never reserved, 1 for a step reserved before a kill or a forced resume,
 and so on. Attempt ``k`` draws everything secret from
@@ -23,7 +23,7 @@ unchanged, bit for bit. Every process derives the same attempt from the
 same ledger (process 0's, shared at start-up), hence the same randomness.
 
 The loop splits its reservations where the attempt changes
-(:meth:`~experiments.run_ledger.WriteAheadLedger.attempt`), so a block has
+(:meth:`~experiments.run.run_ledger.WriteAheadLedger.attempt`), so a block has
 one attempt; :meth:`StepRandomness.use` rebinds when it changes, and draws
 the first step's noise before that step runs.
 """
@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import jax
 
-from experiments.batches import make_sampler
+from experiments.run.batches import make_sampler
 from zoprivacy.privacy import randomness
 from zoprivacy.secret_noise import (
   ExactNoiseSource,

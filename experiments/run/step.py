@@ -3,7 +3,7 @@
 
 :func:`generic_step_fn` is that contract for any estimator in an optax chain
 (Noisy-ZOGD's ``takes_setting`` update included: its tx is the whole
-update); :func:`experiments.layerwise_run.step_fn` is the same contract for
+update); :func:`experiments.run.layerwise_run.step_fn` is the same contract for
 the layer-wise step. :func:`step_inputs` draws step ``t``'s secret batch,
 public batch and exact noise.
 """
@@ -14,8 +14,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from experiments import training_signal
-from experiments.batches import public_batch_indices
+from experiments.run import training_signal
+from experiments.run.batches import public_batch_indices
 from zoprivacy.data import sampling
 
 
@@ -43,7 +43,7 @@ def make_step(run):
   ``trajectory_log``, the log keeps each step's estimator state until it is
   written, so the optimizer state is not donated. It returns ``(params,
   opt_state, stats)``: ``stats`` are the statistics of the step's released
-  values (:mod:`experiments.training_signal`; ``None`` for a run that
+  values (:mod:`experiments.run.training_signal`; ``None`` for a run that
   publishes none)."""
   keeps_state = bool(run.config.get("trajectory_log"))
   body = training_signal.with_signal(run.step_body, not run.spec.takes_setting)
@@ -53,7 +53,7 @@ def make_step(run):
 def step_inputs(run, t: int, draws=None):
   """``(batch, public, noise)`` of step ``t``, placed on the mesh; the
   secret batch and noise from ``draws``' ``sampler`` and ``noise_source``
-  (those of the step's attempt, :mod:`experiments.attempts`; default: the
+  (those of the step's attempt, :mod:`experiments.run.attempts`; default: the
   run's own, attempt 0)."""
   task, placement = run.task, run.placement
   draws = run if draws is None else draws

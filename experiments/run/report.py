@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from experiments import hidden_state_run
-from experiments.metrics import metric_label
+from experiments.run import hidden_state_run
+from experiments.run.metrics import metric_label
 
 
 def _mesh_note(mesh) -> str:

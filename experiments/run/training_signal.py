@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments import multihost
+from experiments.run import multihost
 
 # Steps between a step's dispatch and the read of its statistics.
 LAG = 2

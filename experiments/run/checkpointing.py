@@ -8,7 +8,7 @@ A checkpoint holds everything the next step depends on:
 * the run's 256-bit SECRET (Poisson sampling and exact noise streams), from
   which every attempt of a step derives its batch and noise (a step
   computed again after a crash draws fresh ones:
-  :mod:`experiments.run_ledger`'s replay rule);
+  :mod:`experiments.run.run_ledger`'s replay rule);
 * the privacy ledger, as JSON, so epsilon keeps counting across restarts.
 
 A checkpoint is therefore secret material: whoever reads it can regenerate
@@ -34,7 +34,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
-from experiments import multihost
+from experiments.run import multihost
 
 
 class CorruptCheckpointError(RuntimeError):

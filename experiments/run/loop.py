@@ -1,13 +1,13 @@
-"""The training loop of a resolved :class:`~experiments.resolved_run.Run`.
+"""The training loop of a resolved :class:`~experiments.run.resolved_run.Run`.
 
 One step contract, no branch on the estimator: before each block of steps
-the write-ahead ledger records them (:mod:`experiments.run_ledger`), then
+the write-ahead ledger records them (:mod:`experiments.run.run_ledger`), then
 each step draws its inputs and calls the one jitted step; hooks evaluate,
 checkpoint and extend the trajectory log. Every file derived from the steps
 (a metrics row, a checkpoint, ``result.json``) is written after a durable
 ledger write that already counts them. A block has one attempt (how many
 times its steps may already have been computed), and its batches and noise
-come from that attempt's secret (:mod:`experiments.attempts`). A graceful
+come from that attempt's secret (:mod:`experiments.run.attempts`). A graceful
 stop trims the reservation to the steps computed before it checkpoints.
 """
 
@@ -21,12 +21,12 @@ import jax
 import numpy as np
 import tqdm
 
-from experiments import metrics as metrics_lib
-from experiments import multihost, run_ledger, trajectory_log
-from experiments.attempts import StepRandomness
-from experiments.errors import RunInterrupted
-from experiments.step import make_step, step_inputs
-from experiments.training_signal import Signal
+from experiments.run import metrics as metrics_lib
+from experiments.run import multihost, run_ledger, trajectory_log
+from experiments.run.attempts import StepRandomness
+from experiments.run.errors import RunInterrupted
+from experiments.run.step import make_step, step_inputs
+from experiments.run.training_signal import Signal
 
 
 def _next_boundary(t: int, every: int | None) -> float:
@@ -142,7 +142,7 @@ class Loop:
   def run_steps(self, last: int) -> None:
     """Steps from the restored one up to ``last``. Ctrl-C stops at the end
     of the current step: checkpointed, then
-    :class:`~experiments.errors.RunInterrupted` (a second Ctrl-C stops at
+    :class:`~experiments.run.errors.RunInterrupted` (a second Ctrl-C stops at
     once)."""
     step = make_step(self.run)
     previous = None

@@ -6,7 +6,7 @@
 slices, SLURM, Open MPI); otherwise the address, ``num_processes`` and
 ``process_id`` are passed as given (a localhost test, or a hand-made
 launcher). Every process runs the same command; JAX's devices are then those
-of all hosts, and :class:`experiments.placement.Placement` lays the mesh over
+of all hosts, and :class:`experiments.run.placement.Placement` lays the mesh over
 them.
 
 What each process does differently, and what stays the same:
@@ -19,7 +19,7 @@ What each process does differently, and what stays the same:
   a batch. Hosts of one job must trust one another alike: any of them holds
   the secret. The privacy ledger, which says how many times each step may
   already have been computed (the attempt of its randomness,
-  :mod:`experiments.attempts`), is shared the same way from process 0.
+  :mod:`experiments.run.attempts`), is shared the same way from process 0.
 * **The data.** Each host keeps only its own contiguous range of the
   training set (:class:`HostShard`). Every host makes the same sampling
   decisions; host ``h`` fills its block of the global batch with the sampled

@@ -11,7 +11,7 @@ batches) is replicated. The step is one ``jax.jit``: XLA inserts the
 collectives (for a zeroth-order step, the all-reduce of the ``q`` clipped
 scalar sums; for FSDP, the parameter gathers of the forward pass).
 
-Over several processes (:mod:`experiments.multihost`) the mesh spans every
+Over several processes (:mod:`experiments.run.multihost`) the mesh spans every
 host's devices; each host places only its own shards: the parameters from
 its (identical) copy, and the batch rows that land on its devices.
 """
@@ -23,7 +23,7 @@ import dataclasses
 import jax
 import numpy as np
 
-from experiments import multihost
+from experiments.run import multihost
 from zoprivacy.core import sharding
 from zoprivacy.data import sampling
 

@@ -69,7 +69,7 @@ def check(config, task) -> None:
 def make(config, resolved, task):
   """The :class:`zoprivacy.training.layerwise.LayerwiseZO` of the run, from
   the factory arguments of its ``resolved`` generic estimator
-  (:func:`experiments.run_setup.resolve`); its plan is checked equal to
+  (:func:`experiments.run.run_setup.resolve`); its plan is checked equal to
   that estimator's."""
   check(config, task)
   kwargs = dict(resolved.kwargs)

@@ -2,16 +2,16 @@
 
 :func:`setup` does, in order, everything a run needs before its first step:
 
-1. every check that needs no data (:func:`experiments.preflight.validate`),
+1. every check that needs no data (:func:`experiments.run.preflight.validate`),
    which also resolves the estimator's registry declaration: the one lookup
    of the run, passed to everything after it;
 2. claims the workdir, stores the run's secret and an empty (or the
-   existing) privacy ledger durably (:mod:`experiments.run_ledger`);
+   existing) privacy ledger durably (:mod:`experiments.run.run_ledger`);
 3. loads the data; refuses a batch larger than the training set;
 4. builds the optimizer and its plan (calibrated for ``target_epsilon``
    unless ``noise_multiplier`` is set) and checks the budget, before the
    model is built;
-5. builds the model, the optimizer state (:func:`~experiments.run_setup.
+5. builds the model, the optimizer state (:func:`~experiments.run.run_setup.
    init_optimizer_state`, the one place it is created), the samplers, checks
    that the loss is per-example, and restores the latest checkpoint (whose
    secret and ledger must agree with the workdir's).
@@ -19,7 +19,7 @@
 The :class:`Run` it returns holds the step body under the one contract
 ``(params, frozen, opt_state, batch, public, noise) -> (params,
 opt_state)``, whichever estimator (optax chain, layer-wise step, Noisy-ZOGD)
-it came from. :func:`experiments.step.make_step` jits it.
+it came from. :func:`experiments.run.step.make_step` jits it.
 """
 
 from __future__ import annotations
@@ -31,26 +31,26 @@ from typing import Any
 import jax
 import numpy as np
 
-from experiments import (
+from experiments.run import (
   attempts,
   checkpointing,
   layerwise_run,
   multihost,
   preflight,
   run_ledger,
-  tasks,
+  task_registry,
 )
-from experiments import workdir as workdir_lib
-from experiments.optimizers import with_learning_rate
-from experiments.placement import Placement
-from experiments.run_setup import (
+from experiments.run import workdir as workdir_lib
+from experiments.run.optimizers import with_learning_rate
+from experiments.run.placement import Placement
+from experiments.run.run_setup import (
   check_loss_is_per_example,
   held_plan,
   init_optimizer_state,
   resolve,
   run_secret,
 )
-from experiments.step import generic_step_fn
+from experiments.run.step import generic_step_fn
 from zoprivacy import accounting
 from zoprivacy.privacy import randomness
 from zoprivacy.privacy.ledger import PrivacyLedger
@@ -208,7 +208,7 @@ def setup(config, *, task=None) -> Run:
   spec = preflight.validate(config)  # 1: no data read yet
   config, lr_source = with_learning_rate(config, spec)
   workdir, secret, ledger = _secret_and_ledger(config, spec, primary)  # 2
-  task = task or tasks.get_task(config)  # 3
+  task = task or task_registry.get_task(config)  # 3
   n = task.num_train
   preflight.check_dataset_size(config, n)
   placement = Placement.from_config(config)

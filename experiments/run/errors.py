@@ -26,7 +26,9 @@ class RunInterrupted(RuntimeError):
 @functools.cache
 def user_errors() -> tuple[type[BaseException], ...]:
   """The error types reported as one paragraph (imports the runner)."""
-  from experiments import checkpointing, run_ledger, workdir  # pylint: disable=g-import-not-at-top
+  # Imported on first use: keeps JAX (checkpointing) out of the command
+  # line's start-up.
+  from experiments.run import checkpointing, run_ledger, workdir  # pylint: disable=g-import-not-at-top
   from zoprivacy.data.loaders import MissingDataError  # pylint: disable=g-import-not-at-top
   from zoprivacy.first_order.per_example_check import (  # pylint: disable=g-import-not-at-top
     CrossExampleDependenceError,

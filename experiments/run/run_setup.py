@@ -15,8 +15,8 @@ import jax
 import numpy as np
 import optax
 
-from experiments import hidden_state_run, preflight
-from experiments.optimizers import learning_rate_of, make_optimizer
+from experiments.run import hidden_state_run, preflight
+from experiments.run.optimizers import learning_rate_of, make_optimizer
 from zoprivacy import accounting
 from zoprivacy.data import sampling
 from zoprivacy.first_order import per_example_check
@@ -55,7 +55,7 @@ class Resolved(NamedTuple):
 
 def build_estimator(config, noise_multiplier, dataset_size, *, spec):
   """The estimator named by ``config.estimator``, from its declaration
-  ``spec`` (the run's, from :func:`experiments.preflight.validate`)."""
+  ``spec`` (the run's, from :func:`experiments.run.preflight.validate`)."""
   return spec.factory(
     **estimator_kwargs(config, noise_multiplier, dataset_size, spec=spec)
   )
@@ -152,7 +152,7 @@ def init_optimizer_state(init, trainable, secret: bytes):
 
 def state_template(config, task):
   """``(trainable, frozen, opt_state, plan)`` of ``config``'s run, resolved
-  as :func:`experiments.resolved_run.setup` resolves it (validated, then
+  as :func:`experiments.run.resolved_run.setup` resolves it (validated, then
   :func:`resolve`), at the initial parameters and with no secret bound:
   the template a tool restores a run's checkpoint into, and the plan the
   run's state will hold. Reads no private data."""

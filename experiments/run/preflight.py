@@ -24,6 +24,8 @@ import errno
 import math
 import os
 
+from experiments.run import config_fields, optimizer_names
+
 # The accountant composes up to this many steps in a few seconds (a PLD of
 # 10^6 Poisson-subsampled Gaussian steps: ~3 s on one core; 10^7: ~30 s).
 MAX_STEPS = 1_000_000
@@ -173,31 +175,6 @@ def check_required(estimator: str, kwargs, required) -> None:
 
 
 # Named in the message for an unknown optimizer.
-OPTIMIZER_EXAMPLES = (
-  "sgd",
-  "adam",
-  "adamw",
-  "lion",
-  "adafactor",
-  "rmsprop",
-  "lamb",
-  "adagrad",
-  "radam",
-  "nadam",
-)
-
-
-def unknown_optimizer(name, optax_names) -> ValueError:
-  """The error for an optimizer that optax does not have."""
-  close = difflib.get_close_matches(str(name), list(optax_names), n=3)
-  return ValueError(
-    f"Unknown optimizer {name!r}; any optax optimizer works, "
-    f"e.g. {', '.join(OPTIMIZER_EXAMPLES)}"
-    + (f" (did you mean {', '.join(close)}?)" if close else "")
-    + "."
-  )
-
-
 def check_declared(config, declaration, kwargs) -> None:
   """:func:`validate`'s checks of the estimator's declaration, run on its
   JAX-free :class:`~zoprivacy.core.estimator_manifest.Declaration` before JAX
@@ -215,7 +192,7 @@ def check_declared(config, declaration, kwargs) -> None:
   check_required(config.estimator, merged, declaration.required)
   names = estimator_manifest.optax_names()
   if names is not None and config.get("optimizer") not in names[1]:
-    raise unknown_optimizer(config.get("optimizer"), names[0])
+    raise optimizer_names.unknown_optimizer(config.get("optimizer"), names[0])
 
 
 class BudgetBelowTargetError(ValueError):
@@ -264,7 +241,6 @@ def check_spec(config, spec) -> None:
   live registry's) says of the whole config: its run settings, privacy
   settings and sampling, the public split it needs, a budget below the
   target, and a learning rate (set, or registered)."""
-  from experiments import config_fields  # pylint: disable=g-import-not-at-top
 
   _check_run_settings(config, spec)
   _check_privacy(config, spec)
@@ -282,7 +258,7 @@ def check_spec(config, spec) -> None:
 
 
 def _check_estimator_kwargs(config, spec) -> None:
-  """The names :func:`experiments.run_setup.estimator_kwargs` will pass,
+  """The names :func:`experiments.run.run_setup.estimator_kwargs` will pass,
   read from the declaration (nothing is built)."""
   if not spec.takes_setting:  # a setting is checked by its preflight
     merged = {**dict(spec.defaults), **dict(config.estimator_kwargs)}
@@ -291,7 +267,8 @@ def _check_estimator_kwargs(config, spec) -> None:
 
 
 def _check_optimizer(config, spec) -> None:
-  from experiments.optimizers import check_optimizer  # pylint: disable=g-import-not-at-top
+  # Imported on use: optax loads JAX, kept out of the start-up check.
+  from experiments.run.optimizers import check_optimizer  # pylint: disable=g-import-not-at-top
 
   if not spec.takes_setting:
     check_optimizer(config, spec=spec)  # names and signatures, none built
@@ -301,7 +278,9 @@ def validate(config):
   """The run's :class:`~zoprivacy.estimators.registry.EstimatorSpec`, after
   every check that needs no data. Pure: it reads the declaration and the
   signatures, and builds no estimator, optimizer or JAX value."""
-  from experiments import hidden_state_run  # pylint: disable=g-import-not-at-top
+  # Imported on use: the hidden-state setting loads JAX, kept out of the
+  # start-up check.
+  from experiments.run import hidden_state_run  # pylint: disable=g-import-not-at-top
   from zoprivacy.estimators import registry  # pylint: disable=g-import-not-at-top
 
   check_numbers(config)

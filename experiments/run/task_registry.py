@@ -19,7 +19,7 @@ import ml_collections
 import numpy as np
 import optax
 
-from experiments import config_fields
+from experiments.run import config_fields
 
 
 @dataclasses.dataclass
@@ -50,7 +50,7 @@ class Task:
   # value}`` with the keys of ``metric_names`` in order (the first is the
   # headline): greedy decoding scored by F1 and exact match for the
   # generation tasks. None: a classifier, scored by the accuracy of the
-  # argmax of ``apply`` (``experiments.metrics.evaluate_task``).
+  # argmax of ``apply`` (``experiments.run.metrics.evaluate_task``).
   evaluate: Callable[[Any, Any], dict[str, float]] | None = None
   metric_names: tuple[str, ...] = ("test_accuracy",)
 
@@ -73,7 +73,7 @@ def register(name: str, *, fields=None, public_splits=()):
   """Decorator: ``@register('cifar10')`` makes ``config.dataset='cifar10'`` work.
 
   ``fields``: the config fields the builder reads beyond the default schema
-  (a runner refuses any other, :mod:`experiments.config_fields`; the
+  (a runner refuses any other, :mod:`experiments.run.config_fields`; the
   built-in tasks are listed there); ``public_splits``: the values of
   ``config.public`` it accepts."""
 
@@ -96,3 +96,14 @@ def build_task(config: ml_collections.ConfigDict) -> Task:
       f"Unknown dataset {config.dataset!r}; choose one of {sorted(TASKS)}."
     )
   return TASKS[config.dataset](config)
+
+
+def get_task(config: ml_collections.ConfigDict) -> Task:
+  """Builds the task ``config.dataset`` names, as
+  :func:`experiments.tasks.get_task` does (with its public proxy)."""
+  # The built-in tasks register themselves when the tasks package loads; it
+  # sits above the runner (it imports this module), so the runner loads it on
+  # its first lookup, as a plug-in.
+  from experiments import tasks  # pylint: disable=g-import-not-at-top
+
+  return tasks.get_task(config)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from experiments.tasks import logreg
+from experiments.run import logreg_constants as logreg
 from zoprivacy.hidden_state import privacy as privacy_lib
 from zoprivacy.hidden_state import setting as setting_lib
 

@@ -2,20 +2,20 @@
 
 One run, top to bottom (:func:`train`):
 
-1. :func:`experiments.resolved_run.setup` checks the config (everything that
+1. :func:`experiments.run.resolved_run.setup` checks the config (everything that
    needs no data first), stores the run's secret and privacy ledger durably
    in the workdir, loads the data, resolves the estimator, its privacy plan
    (calibrated for ``target_epsilon`` unless ``noise_multiplier`` is set),
    the samplers and the placement once, and restores the latest checkpoint;
-2. :class:`experiments.loop.Loop` runs the one jitted step
-   (:mod:`experiments.step`), the ledger recording each block of steps
+2. :class:`experiments.run.loop.Loop` runs the one jitted step
+   (:mod:`experiments.run.step`), the ledger recording each block of steps
    before it runs, with hooks for evaluation, checkpoints and the
    trajectory log;
 3. :func:`finish` reports the task's metrics with the ``(epsilon, delta)``
    of the ledger, next to the planned target.
 
 An estimator declared ``takes_setting`` (Noisy-ZOGD) gets its setting from
-:mod:`experiments.hidden_state_run`, which also checks it before any data is
+:mod:`experiments.run.hidden_state_run`, which also checks it before any data is
 loaded and adds the final-iterate (hidden-state) epsilon to the report.
 
 Randomness: ``config.seed`` is PUBLIC (model initialization, directions,
@@ -26,7 +26,7 @@ and in the checkpoints: both are secret material.
 tests; such a run is reported as NOT private.
 
 A crash or a kill at any moment loses no privacy accounting: rerun the same
-command; :mod:`experiments.run_ledger` states the replay rule.
+command; :mod:`experiments.run.run_ledger` states the replay rule.
 """
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ from typing import Any
 
 import ml_collections
 
-from experiments import checkpointing, hidden_state_run, tasks
-from experiments import metrics as metrics_lib
-from experiments.loop import Loop
-from experiments.resolved_run import Run, setup
+from experiments.run import checkpointing, hidden_state_run, task_registry
+from experiments.run import metrics as metrics_lib
+from experiments.run.loop import Loop
+from experiments.run.resolved_run import Run, setup
 
 # A resumed run may end this far above its calibrated target (calibration
 # tolerance) before the report warns.
@@ -53,7 +53,7 @@ def train(
   *,
   progress: bool = True,
   stop_after: int | None = None,
-  task: tasks.Task | None = None,
+  task: task_registry.Task | None = None,
   check_run: Callable[[Run], None] | None = None,
 ) -> dict[str, Any]:
   """Runs (or resumes) one experiment and returns its final metrics.

@@ -1,4 +1,4 @@
-r"""Main entry point: ``python -m experiments.run --config configs/<name>.py``.
+r"""The command line of ``python -m experiments.run --config configs/<name>.py``.
 
 Override any field with ``--config.<field>=<value>``, e.g.
 
@@ -36,6 +36,8 @@ import ml_collections
 from absl import flags, logging
 from ml_collections import config_flags
 
+from experiments.run import config_fields, errors, preflight
+
 CONFIG = config_flags.DEFINE_config_file(
   "config", None, "Path to a configs/<name>.py file.", lock_config=True
 )
@@ -61,8 +63,7 @@ def _literal(text: str):
 def _outside_schema(name: str) -> bool:
   """``--config.<field>...`` whose field is not in the default schema: a
   field the task or the estimator declares (``--config.public=...``), which
-  the config file need not set; :mod:`experiments.config_fields` decides."""
-  from experiments import config_fields  # pylint: disable=g-import-not-at-top
+  the config file need not set; :mod:`experiments.run.config_fields` decides."""
 
   top = name[len("--config.") :].split(".")[0]
   return top not in config_fields.default_schema()
@@ -157,7 +158,6 @@ def switch_estimator_kwargs(config, spec, given: dict) -> dict:
 def check_declared(config) -> None:
   """The checks that need the estimator's declaration, on the JAX-free
   manifest, with the ``estimator_kwargs`` a switch will give."""
-  from experiments import config_fields, preflight  # pylint: disable=g-import-not-at-top
   from zoprivacy.core import estimator_manifest  # pylint: disable=g-import-not-at-top
 
   declaration = estimator_manifest.get(config.estimator)
@@ -232,7 +232,6 @@ CARRIED: list[str] = []
 def _check_live(config) -> None:
   """:func:`check_declared`'s field check on the live registry (the run's
   own checks do the rest)."""
-  from experiments import config_fields  # pylint: disable=g-import-not-at-top
   from zoprivacy.estimators import registry  # pylint: disable=g-import-not-at-top
 
   spec = registry.get(config.estimator)
@@ -285,7 +284,6 @@ def main(argv=None) -> int:
   if code is not None:
     return code
   logging.set_verbosity(logging.WARNING)
-  from experiments import errors, preflight  # pylint: disable=g-import-not-at-top
 
   live = "zoprivacy.estimators.registry" in sys.modules
   try:  # the numbers, then the declaration's checks, before JAX loads
@@ -296,7 +294,7 @@ def main(argv=None) -> int:
       check_declared(CONFIG.value)
   except (ValueError, KeyError, OSError) as e:
     return _fail(errors.one_paragraph(e), DEBUG.value, e)
-  from experiments import report, train  # pylint: disable=g-import-not-at-top
+  from experiments.run import report, train  # pylint: disable=g-import-not-at-top
 
   try:
     config = apply_late_overrides(CONFIG.value)
@@ -319,7 +317,3 @@ def main(argv=None) -> int:
     result["estimator_kwargs_carried_over"] = list(CARRIED)
   print(report.format_report(result))
   return 0
-
-
-if __name__ == "__main__":
-  sys.exit(main())

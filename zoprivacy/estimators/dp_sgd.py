@@ -8,11 +8,14 @@ extra arguments as the zeroth-order estimators, so benchmarks can swap them.
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 
 from zoprivacy.core import validation
 from zoprivacy.estimators import base, registry
+from zoprivacy.estimators.privacy_args import PrivacyArgs
 from zoprivacy.first_order import ghost_clipping
 from zoprivacy.mechanisms import clipping
 from zoprivacy.mechanisms import noise as mechanisms
@@ -67,20 +70,30 @@ def dp_sgd(
 
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
+  return estimator(
+    PrivacyArgs(
+      clip=clip,
+      noise_multiplier=noise_multiplier,
+      expected_batch_size=expected_batch_size,
+      dataset_size=dataset_size,
+      neighboring=neighboring,
+      noise=noise,
+      insecure_test_noise_seed=insecure_test_noise_seed,
+    ),
+    per_example_clipping=per_example_clipping,
+    direction_key=direction_key,
+  )
+
+
+def estimator(
+  privacy_args: PrivacyArgs, *, per_example_clipping: str, direction_key
+) -> base.PrivateEstimator:
+  """DP-SGD's estimator from its privacy arguments (:func:`dp_sgd`)."""
   validation.one_of(
     "per_example_clipping", per_example_clipping, PER_EXAMPLE_CLIPPING
   )
-  validation.one_of("noise", noise, base.NOISE_KINDS)
-  privacy = privatization(
-    clip=clip,
-    noise_multiplier=noise_multiplier,
-    expected_batch_size=expected_batch_size,
-    dataset_size=dataset_size,
-    neighboring=neighboring,
-    noise=noise,
-    insecure_test_noise_seed=insecure_test_noise_seed,
-    ghost=per_example_clipping == "ghost",
-  )
+  validation.one_of("noise", privacy_args.noise, base.NOISE_KINDS)
+  privacy = privatization(privacy_args, ghost=per_example_clipping == "ghost")
 
   def gradient(params, args, direction_key, noise_key):
     del direction_key
@@ -94,32 +107,16 @@ def dp_sgd(
 
 
 def privatization(
-  *,
-  clip,
-  noise_multiplier,
-  expected_batch_size,
-  dataset_size,
-  neighboring,
-  noise,
-  insecure_test_noise_seed,
-  ghost: bool = False,
+  privacy: PrivacyArgs, *, ghost: bool = False
 ) -> base.Privatization:
   """The vector estimators' mechanism and plan: exact vector noise for
   ``noise='exact'`` (on the per-example lattice, or on the rounded sum for
   ``ghost``), else the floating-point Gaussian (``privacy_spec``)."""
-  privacy = dict(
-    clip=clip,
-    noise_multiplier=noise_multiplier,
-    expected_batch_size=expected_batch_size,
-    dataset_size=dataset_size,
-    neighboring=neighboring,
-    insecure_test_noise_seed=insecure_test_noise_seed,
-  )
-  if noise != "exact":
-    return base.privacy_spec(noise=noise, **privacy)
+  if privacy.noise != "exact":
+    return privacy.privatization()
   build = rounded_sum.ghost_privacy if ghost else vector_exact.vector_privacy
-  mech, plan = build(privacy, base.make_plan)
-  return base.Privatization(mech, plan, insecure_test_noise_seed)
+  mech, plan = build(dataclasses.asdict(privacy), base.make_plan)
+  return base.Privatization(mech, plan, privacy.insecure_test_noise_seed)
 
 
 def ghost_gradient(privacy, params, args, noise_key):

@@ -30,22 +30,23 @@ import jax.numpy as jnp
 
 from zoprivacy.core import validation
 from zoprivacy.estimators import base, public_data, registry, two_point
+from zoprivacy.estimators.privacy_args import PrivacyArgs
 from zoprivacy.zo import directions as directions_lib
 
 _FD = "finite_difference"  # PAZO clips the finite difference (conventions §2).
 
 
 def _finite_difference_query(
-  *, directions, direction_prng, smoothing, **privacy
+  privacy: PrivacyArgs, *, directions, direction_prng, smoothing
 ) -> two_point.TwoPointQuery:
-  """The private two-point query of a PAZO method (clip on ``fd_i``);
-  ``privacy``: the keyword arguments of ``base.privacy_spec``."""
+  """The private two-point query of a PAZO method (clip on ``fd_i``) with
+  ``privacy``'s mechanism and plan."""
   return two_point.make_query(
     directions=directions,
     direction_prng=direction_prng,
     smoothing=smoothing,
     clip_target=_FD,
-    privacy=base.privacy_spec(**privacy),
+    privacy=privacy.privatization(),
   )
 
 
@@ -113,11 +114,7 @@ def pazo_m(
 
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
-  alpha = validation.unit_interval("alpha", alpha)
-  query = _finite_difference_query(
-    directions=directions,
-    direction_prng=direction_prng,
-    smoothing=smoothing,
+  privacy = PrivacyArgs(
     clip=clip,
     noise_multiplier=noise_multiplier,
     expected_batch_size=expected_batch_size,
@@ -128,6 +125,13 @@ def pazo_m(
     exact_noise=exact_noise,
     grid_points=grid_points,
     insecure_test_noise_seed=insecure_test_noise_seed,
+  )
+  alpha = validation.unit_interval("alpha", alpha)
+  query = _finite_difference_query(
+    privacy,
+    directions=directions,
+    direction_prng=direction_prng,
+    smoothing=smoothing,
   )
 
   def compute(params, args, dir_key, noise_key):
@@ -186,15 +190,7 @@ def pazo_p(
 
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
-  k = validation.positive_int("num_public_batches", num_public_batches)
-  if not isinstance(orthonormalize, bool):
-    raise ValueError(f"orthonormalize must be a bool, got {orthonormalize!r}.")
-  # The query carries the mechanism, smoothing and clip target; PAZO-P draws
-  # its directions in span(G) itself, so the query has no direction sampler.
-  query = _finite_difference_query(
-    directions="sphere",
-    direction_prng=direction_prng,
-    smoothing=smoothing,
+  privacy = PrivacyArgs(
     clip=clip,
     noise_multiplier=noise_multiplier,
     expected_batch_size=expected_batch_size,
@@ -205,6 +201,17 @@ def pazo_p(
     exact_noise=exact_noise,
     grid_points=grid_points,
     insecure_test_noise_seed=insecure_test_noise_seed,
+  )
+  k = validation.positive_int("num_public_batches", num_public_batches)
+  if not isinstance(orthonormalize, bool):
+    raise ValueError(f"orthonormalize must be a bool, got {orthonormalize!r}.")
+  # The query carries the mechanism, smoothing and clip target; PAZO-P draws
+  # its directions in span(G) itself, so the query has no direction sampler.
+  query = _finite_difference_query(
+    privacy,
+    directions="sphere",
+    direction_prng=direction_prng,
+    smoothing=smoothing,
   )._replace(sampler=None, directions=None)
   coefficient_template = jnp.zeros([k], jnp.float32)
 

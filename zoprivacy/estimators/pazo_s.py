@@ -18,6 +18,7 @@ import jax.numpy as jnp
 
 from zoprivacy.core import validation
 from zoprivacy.estimators import base, public_data, registry
+from zoprivacy.estimators.privacy_args import PrivacyArgs
 from zoprivacy.mechanisms import clipping
 from zoprivacy.zo import directions as directions_lib
 from zoprivacy.zo import queries
@@ -79,17 +80,17 @@ def pazo_s(
   )
   num_scores = k + 1 if extra_candidate else k
   validation.one_of("direction_prng", direction_prng, directions_lib.PRNG_IMPLS)
-  privacy = base.privacy_spec(
+  privacy = PrivacyArgs(
     clip=clip,
     noise_multiplier=noise_multiplier,
     expected_batch_size=expected_batch_size,
     dataset_size=dataset_size,
-    num_queries=num_scores,
     neighboring=neighboring,
     noise=noise,
     grid_points=grid_points,
     insecure_test_noise_seed=insecure_test_noise_seed,
-  )
+    num_queries=num_scores,
+  ).privatization()
   compute = _candidate_selection(
     k=k,
     learning_rate=learning_rate,

@@ -19,7 +19,9 @@ import jax.numpy as jnp
 
 from zoprivacy.core import validation
 from zoprivacy.estimators import base, public_data, registry
-from zoprivacy.estimators.dp_sgd import dp_sgd, private_gradient, privatization
+from zoprivacy.estimators.dp_sgd import estimator as dp_sgd_estimator
+from zoprivacy.estimators.dp_sgd import private_gradient, privatization
+from zoprivacy.estimators.privacy_args import PrivacyArgs
 
 # --------------------------------------------------------------------- DPMD
 
@@ -58,17 +60,20 @@ def dpmd(
 
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
-  num_steps = validation.positive_int("num_steps", num_steps)
-  private = dp_sgd(
+  privacy = PrivacyArgs(
     clip=clip,
     noise_multiplier=noise_multiplier,
     expected_batch_size=expected_batch_size,
     dataset_size=dataset_size,
     neighboring=neighboring,
-    direction_key=direction_key,
-    insecure_test_noise_seed=insecure_test_noise_seed,
-    per_example_clipping=per_example_clipping,
     noise=noise,
+    insecure_test_noise_seed=insecure_test_noise_seed,
+  )
+  num_steps = validation.positive_int("num_steps", num_steps)
+  private = dp_sgd_estimator(
+    privacy,
+    per_example_clipping=per_example_clipping,
+    direction_key=direction_key,
   )
 
   def update_fn(updates, state, params=None, **extra_args):
@@ -117,13 +122,15 @@ def dope_sgd(
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
   privacy = privatization(
-    clip=clip,
-    noise_multiplier=noise_multiplier,
-    expected_batch_size=expected_batch_size,
-    dataset_size=dataset_size,
-    neighboring=neighboring,
-    noise=noise,
-    insecure_test_noise_seed=insecure_test_noise_seed,
+    PrivacyArgs(
+      clip=clip,
+      noise_multiplier=noise_multiplier,
+      expected_batch_size=expected_batch_size,
+      dataset_size=dataset_size,
+      neighboring=neighboring,
+      noise=noise,
+      insecure_test_noise_seed=insecure_test_noise_seed,
+    )
   )
 
   def gradient(params, args, dir_key, noise_key):

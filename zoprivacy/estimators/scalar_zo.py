@@ -8,6 +8,7 @@ they differ only in the mechanism, the clipped quantity and the defaults.
 from __future__ import annotations
 
 from zoprivacy.estimators import base, registry, two_point
+from zoprivacy.estimators.privacy_args import PrivacyArgs
 
 
 @registry.estimator("mezo", learning_rate=1e-3)
@@ -49,22 +50,16 @@ def mezo(
 
 
 def _private_scalar_estimator(
-  *,
-  directions,
-  direction_prng,
-  smoothing,
-  clip_target,
-  direction_key,
-  **privacy,
-):
-  """DPZero / DP-ZO: the two-point step; ``privacy`` are the keyword
-  arguments of :func:`zoprivacy.estimators.privatization.privacy_spec`."""
+  privacy: PrivacyArgs, *, clip_target, **direction_args
+) -> base.PrivateEstimator:
+  """DPZero / DP-ZO: the two-point step with ``privacy``'s mechanism and
+  plan; ``direction_args``: ``directions``, ``direction_prng``,
+  ``smoothing`` and ``direction_key``."""
+  direction_key = direction_args.pop("direction_key")
   query = two_point.make_query(
-    directions=directions,
-    direction_prng=direction_prng,
-    smoothing=smoothing,
     clip_target=clip_target,
-    privacy=base.privacy_spec(**privacy),
+    privacy=privacy.privatization(),
+    **direction_args,
   )
   return two_point.two_point_estimator(query, direction_key=direction_key)
 
@@ -133,22 +128,23 @@ def dpzero(
   :mod:`zoprivacy.estimators.base`.
   """
   return _private_scalar_estimator(
+    PrivacyArgs(
+      clip=clip,
+      noise_multiplier=noise_multiplier,
+      expected_batch_size=expected_batch_size,
+      dataset_size=dataset_size,
+      num_queries=num_queries,
+      neighboring=neighboring,
+      noise=noise,
+      exact_noise=exact_noise,
+      grid_points=grid_points,
+      insecure_test_noise_seed=insecure_test_noise_seed,
+    ),
+    clip_target="finite_difference",
     directions=directions,
     direction_prng=direction_prng,
     smoothing=smoothing,
-    clip_target="finite_difference",
     direction_key=direction_key,
-    clip=clip,
-    noise_multiplier=noise_multiplier,
-    expected_batch_size=expected_batch_size,
-    dataset_size=dataset_size,
-    num_queries=num_queries,
-    neighboring=neighboring,
-    mechanism="gaussian",
-    noise=noise,
-    exact_noise=exact_noise,
-    grid_points=grid_points,
-    insecure_test_noise_seed=insecure_test_noise_seed,
   )
 
 
@@ -203,20 +199,21 @@ def dp_zo(
   the per-example contract (:mod:`zoprivacy.first_order.per_example_check`).
   """
   return _private_scalar_estimator(
+    PrivacyArgs(
+      clip=clip,
+      noise_multiplier=noise_multiplier,
+      expected_batch_size=expected_batch_size,
+      dataset_size=dataset_size,
+      num_queries=num_queries,
+      mechanism=mechanism,
+      noise=noise,
+      exact_noise=exact_noise,
+      grid_points=grid_points,
+      insecure_test_noise_seed=insecure_test_noise_seed,
+    ),
+    clip_target=clip_target,
     directions=directions,
     direction_prng=direction_prng,
     smoothing=smoothing,
-    clip_target=clip_target,
     direction_key=direction_key,
-    clip=clip,
-    noise_multiplier=noise_multiplier,
-    expected_batch_size=expected_batch_size,
-    dataset_size=dataset_size,
-    num_queries=num_queries,
-    neighboring="add_or_remove",
-    mechanism=mechanism,
-    noise=noise,
-    exact_noise=exact_noise,
-    grid_points=grid_points,
-    insecure_test_noise_seed=insecure_test_noise_seed,
   )

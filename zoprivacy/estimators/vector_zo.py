@@ -14,6 +14,7 @@ import jax.numpy as jnp
 from zoprivacy.core import validation
 from zoprivacy.estimators import base, registry
 from zoprivacy.estimators.dp_sgd import privatization
+from zoprivacy.estimators.privacy_args import PrivacyArgs
 from zoprivacy.mechanisms import clipping
 from zoprivacy.mechanisms import noise as mechanisms
 from zoprivacy.zo import directions as directions_lib
@@ -55,10 +56,7 @@ def dpgd_zeroth(
 
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
-  smoothing = validation.positive("smoothing", smoothing)
-  validation.one_of("directions", directions, directions_lib.DIRECTION_NAMES)
-  validation.one_of("direction_prng", direction_prng, directions_lib.PRNG_IMPLS)
-  privacy = privatization(
+  privacy_args = PrivacyArgs(
     clip=clip,
     noise_multiplier=noise_multiplier,
     expected_batch_size=expected_batch_size,
@@ -67,6 +65,10 @@ def dpgd_zeroth(
     noise=noise,
     insecure_test_noise_seed=insecure_test_noise_seed,
   )
+  smoothing = validation.positive("smoothing", smoothing)
+  validation.one_of("directions", directions, directions_lib.DIRECTION_NAMES)
+  validation.one_of("direction_prng", direction_prng, directions_lib.PRNG_IMPLS)
+  privacy = privatization(privacy_args)
   exact = privacy.plan.noise_kind == "discrete_vector"
   sampler = directions_lib.get_sampler(directions, prng=direction_prng)
 

@@ -66,13 +66,10 @@ def generate(
     .at[:, :prompt_len]
     .set(prompt_mask.astype(bool))
   )
-  token, cache = _prefill(
-    apply, greedy, visible, prompt_ids, prompt_mask, kv_mask, cache
-  )
+  fns = (apply, greedy, visible)
+  token, cache = _prefill(fns, prompt_ids, prompt_mask, kv_mask, cache)
   return _decode(
-    apply,
-    greedy,
-    visible,
+    fns,
     token,
     cache,
     kv_mask,
@@ -107,9 +104,11 @@ def _greedy(model, params, hidden):
   return jnp.argmax(logits, axis=-1).astype(jnp.int32)
 
 
-def _prefill(apply, greedy, visible, prompt_ids, prompt_mask, kv_mask, cache):
+def _prefill(fns, prompt_ids, prompt_mask, kv_mask, cache):
   """The prompt's forward pass into the cache: the first new token (from
-  each row's last real prompt token) and the filled cache."""
+  each row's last real prompt token) and the filled cache. ``fns``:
+  ``(apply, greedy, visible)`` of :func:`generate`."""
+  apply, greedy, visible = fns
   batch, prompt_len = prompt_ids.shape
   allowed = kv_mask[:, None, :] & visible(jnp.arange(prompt_len))
   hidden, cache = apply(prompt_ids, position_ids(prompt_mask), allowed, cache)
@@ -120,9 +119,7 @@ def _prefill(apply, greedy, visible, prompt_ids, prompt_mask, kv_mask, cache):
 
 
 def _decode(
-  apply,
-  greedy,
-  visible,
+  fns,
   token,
   cache,
   kv_mask,
@@ -136,6 +133,7 @@ def _decode(
   """The greedy loop: one cached forward pass per new token (slot
   ``prompt_len + k``) until every sequence has emitted ``eos`` or
   ``max_new_tokens`` tokens; the ``[B, max_new_tokens]`` tokens."""
+  apply, greedy, visible = fns
   batch = token.shape[0]
   out = jnp.full((batch, max_new_tokens), pad, jnp.int32)
 

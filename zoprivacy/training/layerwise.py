@@ -47,6 +47,7 @@ import jax.numpy as jnp
 
 from zoprivacy.core import validation
 from zoprivacy.estimators import base, two_point
+from zoprivacy.estimators.privacy_args import PrivacyArgs
 from zoprivacy.mechanisms import clipping
 from zoprivacy.models.layer_perturbation import (  # noqa: F401 (re-exported)
   MAX_LEAF_SIZE,
@@ -251,7 +252,7 @@ def layerwise_dpzero(
   draws with on a large model, or ``'counter'``); ``directions`` must be
   sliceable (``'gaussian'`` or ``'rademacher'``: a sphere needs the global
   norm)."""
-  privacy = base.privacy_spec(
+  privacy = PrivacyArgs(
     clip=clip,
     noise_multiplier=noise_multiplier,
     expected_batch_size=expected_batch_size,
@@ -263,7 +264,7 @@ def layerwise_dpzero(
     exact_noise=exact_noise,
     grid_points=grid_points,
     insecure_test_noise_seed=insecure_test_noise_seed,
-  )
+  ).privatization()
   return _layerwise(
     directions,
     clip_target,

@@ -14,7 +14,19 @@ import optax
 import pytest
 
 from zoprivacy.estimators import registry
+from zoprivacy.mechanisms import registry as mechanism_registry
 from zoprivacy.privacy import find_plan
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _examples_registered_for_this_module_only():
+  """The page's examples register 'one_point' and 'toy_geometric' in this
+  process; after the module they are removed, so tests that read the
+  built-in registries (the manifest's) see them whatever the order."""
+  yield
+  registry._REGISTRY.pop("one_point", None)  # pylint: disable=protected-access
+  mechanism_registry.MECHANISMS.pop("toy_geometric", None)
+  _registered_example.cache_clear()
 
 
 def _example_code() -> str:

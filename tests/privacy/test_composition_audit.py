@@ -22,9 +22,10 @@ from the workdir alone (its secret, its ledger):
   readable by the owner only (0600 files, 0700 folders).
 
 A new pair is a :class:`Pair` and a test that calls :func:`run_and_audit`.
-A tuning pair (exact noise in the trials; tuning on a mesh) names its own
-``entry`` (the tuner, added to ``composition_worker.ENTRIES``) and is
-audited by the same checks, its trials' steps recorded the same way.
+Tuning with exact noise is audited in process (its trials' steps recorded
+the same way, :func:`test_tuning_with_exact_noise`); a subprocess pair for
+tuning (a mesh, a kill) names its own ``entry`` (added to
+``composition_worker.ENTRIES``) and is audited by the same checks.
 """
 
 import collections
@@ -299,3 +300,48 @@ def test_bfloat16_weights_and_exact_noise(tmp_path):
   )
   result = run_and_audit(tmp_path, pair)
   assert result["replayed"] == [4, 5]
+
+
+@pytest.mark.slow  # three 30-step trials of a small MLP in process (~40 s)
+def test_tuning_with_exact_noise(tmp_path, monkeypatch):
+  """Tuning x exact noise, audited in process: the tuner's trials (three,
+  the secret count fixed here) each release on the lattice with exact
+  integer noise, and no two trials share their noise or their batches."""
+  import release_recorder  # pylint: disable=g-import-not-at-top
+
+  from configs import default  # pylint: disable=g-import-not-at-top
+  from experiments import tune  # pylint: disable=g-import-not-at-top
+  from experiments.tuning import budget, search  # pylint: disable=g-import-not-at-top
+
+  records = []
+  release_recorder.install(monkeypatch, records.append)
+  monkeypatch.setattr(budget, "draw_trial_count", lambda s, c: 3)
+  config = default.get_config()
+  config.update(
+    model="mlp",
+    num_steps=30,
+    eval_every=0,
+    checkpoint_every=0,
+    workdir=str(tmp_path / "tuning"),
+  )
+  config.model_kwargs = {"hidden": (16,)}
+  space = search.from_flags({"learning_rate": "0.01,0.02,0.05"})
+  result = tune.tune(config, space, budget.trial_count("poisson", 3.0))
+  plan = result["per_trial_plan"]
+  assert plan["mechanism"] == "discrete_gaussian"
+  assert len(records) == 3 * 30  # every step of every trial, once
+  scale = plan["expected_batch_size"] * plan["grid_points"] / plan["clip"]
+  trials = [records[i : i + 30] for i in range(0, 90, 30)]
+  for trial in trials:
+    assert [r["step"] for r in trial] == list(range(30))
+    for r in trial:
+      total = np.asarray(r["released"], np.float64) * scale
+      nearest = np.round(total)
+      assert np.all(np.abs(total - nearest) <= 1e-3 + 4e-6 * np.abs(total))
+      assert r["noise"] is not None
+      data = nearest - np.asarray(r["noise"], np.int64)
+      assert np.all(np.abs(data) <= r["batch_size"] * plan["grid_points"])
+  noises = [tuple(map(str, (r["noise"] for r in t))) for t in trials]
+  batches = [tuple(r["batch"] for r in t) for t in trials]
+  assert len(set(noises)) == 3, "two trials share their noise"
+  assert len(set(batches)) == 3, "two trials share their batches"

@@ -75,9 +75,19 @@ def _train(config):
   train.train(config, progress=False)
 
 
-# What a launch runs: ``spec["entry"]``. A tuning pair adds its entry here
-# (the tuner on the same config), recording its trials' steps the same way.
-ENTRIES = {"train": _train}
+def _tune(config):
+  """The tuner on the config: two trials (the secret count fixed here) over
+  two step sizes, their steps recorded as a run's."""
+  from experiments import tune  # pylint: disable=g-import-not-at-top
+  from experiments.tuning import budget, search  # pylint: disable=g-import-not-at-top
+
+  budget.draw_trial_count = lambda secret, count: 2
+  space = search.from_flags({"learning_rate": "0.01,0.02"})
+  tune.tune(config, space, budget.trial_count("poisson", 3.0))
+
+
+# What a launch runs: ``spec["entry"]``.
+ENTRIES = {"train": _train, "tune": _tune}
 
 with open(SPEC["record"], "a") as f:
   release_recorder.install(None, _write(f), SPEC["launch"], _kill_after)

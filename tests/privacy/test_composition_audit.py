@@ -22,10 +22,10 @@ from the workdir alone (its secret, its ledger):
   readable by the owner only (0600 files, 0700 folders).
 
 A new pair is a :class:`Pair` and a test that calls :func:`run_and_audit`.
-Tuning with exact noise is audited in process (its trials' steps recorded
-the same way, :func:`test_tuning_with_exact_noise`); a subprocess pair for
-tuning (a mesh, a kill) names its own ``entry`` (added to
-``composition_worker.ENTRIES``) and is audited by the same checks.
+Tuning with exact noise is audited in process, and tuning on a mesh in a
+worker (``entry="tune"``): each trial's steps are recorded the same way and
+checked by :func:`check_trials` (on the lattice, exact integer noise, no
+two trials sharing noise or batches).
 """
 
 import collections
@@ -302,6 +302,28 @@ def test_bfloat16_weights_and_exact_noise(tmp_path):
   assert result["replayed"] == [4, 5]
 
 
+def check_trials(records, plan: dict, trials: int, steps: int) -> None:
+  """A tuning's recorded steps: ``trials`` trials of ``steps`` steps, each
+  release on the lattice with exact integer noise bounding its sum, no two
+  trials sharing their noise or their batches."""
+  assert len(records) == trials * steps  # every step of every trial, once
+  scale = plan["expected_batch_size"] * plan["grid_points"] / plan["clip"]
+  runs = [records[i : i + steps] for i in range(0, trials * steps, steps)]
+  for run in runs:
+    assert [r["step"] for r in run] == list(range(steps))
+    for r in run:
+      total = np.asarray(r["released"], np.float64) * scale
+      nearest = np.round(total)
+      assert np.all(np.abs(total - nearest) <= 1e-3 + 4e-6 * np.abs(total))
+      assert r["noise"] is not None
+      data = nearest - np.asarray(r["noise"], np.int64)
+      assert np.all(np.abs(data) <= r["batch_size"] * plan["grid_points"])
+  noises = {tuple(str(r["noise"]) for r in run) for run in runs}
+  batches = {tuple(r["batch"] for r in run) for run in runs}
+  assert len(noises) == trials, "two trials share their noise"
+  assert len(batches) == trials, "two trials share their batches"
+
+
 @pytest.mark.slow  # three 30-step trials of a small MLP in process (~40 s)
 def test_tuning_with_exact_noise(tmp_path, monkeypatch):
   """Tuning x exact noise, audited in process: the tuner's trials (three,
@@ -327,21 +349,31 @@ def test_tuning_with_exact_noise(tmp_path, monkeypatch):
   config.model_kwargs = {"hidden": (16,)}
   space = search.from_flags({"learning_rate": "0.01,0.02,0.05"})
   result = tune.tune(config, space, budget.trial_count("poisson", 3.0))
-  plan = result["per_trial_plan"]
+  assert result["per_trial_plan"]["mechanism"] == "discrete_gaussian"
+  check_trials(records, result["per_trial_plan"], trials=3, steps=30)
+
+
+@pytest.mark.slow  # two 12-step trials on 8 simulated devices (~40 s)
+def test_tuning_on_a_mesh(tmp_path):
+  """Tuning x a mesh (data 2 x fsdp 4 of 8 simulated devices): the trials'
+  releases are checked as on one device."""
+  overrides = {
+    "num_steps": 12,
+    "eval_every": 0,
+    "checkpoint_every": 0,
+    "check_per_example": False,
+    "mesh.data": 2,
+    "mesh.fsdp": 4,
+  }
+  pair = Pair("mesh_tuning", (Launch(devices=8),), entry="tune")
+  pair = dataclasses.replace(pair, overrides=overrides)
+  workdir, record = str(tmp_path / pair.name), str(tmp_path / "releases")
+  (proc,) = _start(pair, pair.launches[0], 0, workdir, record)
+  log, _ = proc.communicate(timeout=600)
+  assert proc.returncode == 0, log[-3000:]
+  with open(record) as f:
+    records = [json.loads(line) for line in f if line.endswith("\n")]
+  with open(os.path.join(workdir, "result.json")) as f:
+    plan = json.load(f)["per_trial_plan"]
   assert plan["mechanism"] == "discrete_gaussian"
-  assert len(records) == 3 * 30  # every step of every trial, once
-  scale = plan["expected_batch_size"] * plan["grid_points"] / plan["clip"]
-  trials = [records[i : i + 30] for i in range(0, 90, 30)]
-  for trial in trials:
-    assert [r["step"] for r in trial] == list(range(30))
-    for r in trial:
-      total = np.asarray(r["released"], np.float64) * scale
-      nearest = np.round(total)
-      assert np.all(np.abs(total - nearest) <= 1e-3 + 4e-6 * np.abs(total))
-      assert r["noise"] is not None
-      data = nearest - np.asarray(r["noise"], np.int64)
-      assert np.all(np.abs(data) <= r["batch_size"] * plan["grid_points"])
-  noises = [tuple(map(str, (r["noise"] for r in t))) for t in trials]
-  batches = [tuple(r["batch"] for r in t) for t in trials]
-  assert len(set(noises)) == 3, "two trials share their noise"
-  assert len(set(batches)) == 3, "two trials share their batches"
+  check_trials(records, plan, trials=2, steps=12)

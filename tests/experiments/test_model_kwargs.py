@@ -3,7 +3,8 @@
 import ml_collections
 import pytest
 
-from experiments.tasks import common, registry
+from experiments.run import task_registry
+from experiments.tasks import common
 from zoprivacy.models import small
 
 
@@ -38,4 +39,4 @@ def test_the_image_task_checks_before_building():
   config.dataset = "digits"
   config.seed = 0
   with pytest.raises(ValueError, match="did you mean 'hidden'"):
-    registry.build_task(config)
+    task_registry.build_task(config)

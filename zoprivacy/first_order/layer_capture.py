@@ -42,8 +42,15 @@ def _is_array(x) -> bool:
   return isinstance(x, (jax.Array, np.ndarray))
 
 
+# jax.extend.core has it from jax 0.7; jax.core before (the oldest supported).
+_OPAQUE_TRACE_STATE = (
+  getattr(jex_core, "get_opaque_trace_state", None)
+  or jax.core.get_opaque_trace_state
+)
+
+
 def _trace_state():
-  return jex_core.get_opaque_trace_state(convention="flax")
+  return _OPAQUE_TRACE_STATE(convention="flax")
 
 
 def _kind(module, params, args, kwargs) -> str | None:

@@ -66,7 +66,7 @@ def threefry4x32(key, counter):
 
 
 def words(key, num_blocks: int, *tags):
-  """``4 x uint32[num_blocks]``: blocks ``0 .. num_blocks - 1`` of the
+  """``4 x uint32[num_blocks]``: blocks ``0`` to ``num_blocks - 1`` of the
   stream ``(key, tags)``; the counter is ``(block, *tags)``, with three
   ``uint32`` tags (scalars, traced or not) that name the stream."""
   if len(tags) != 3:

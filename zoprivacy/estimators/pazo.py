@@ -92,8 +92,8 @@ def pazo_m(
 
   Privacy: the public gradient is free; the ``q`` scalars are one Gaussian
   mechanism with ``noise_multiplier`` (each gets std ``sqrt(q) sigma C``),
-  Poisson-sampled at ``p = b/n``. Cost (Table 6): ``2q`` private forward
-  passes, one public forward+backward.
+  Poisson-sampled at ``p = b/n``. Cost (Table 6): ``2q`` private forwards,
+  one public forward+backward.
 
   Args:
     clip: ``C`` on the per-example finite difference.

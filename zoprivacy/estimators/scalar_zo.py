@@ -106,9 +106,8 @@ def dpzero(
     directions: a name from :data:`zoprivacy.zo.directions.DIRECTION_NAMES`.
     neighboring: 'add_or_remove' (default) or 'replace_one'.
     direction_key: PUBLIC PRNG key or integer seed of the directions.
-    direction_prng: 'auto' (default: threefry below 2^16 parameters, the
-      counter hash from there on; ``docs/directions.md``), 'counter',
-      'threefry' (the papers' generator), 'rbg' or 'unsafe_rbg'.
+    direction_prng: 'auto' (default; ``docs/directions.md``), 'counter2',
+      'counter', 'threefry' (the papers'), 'rbg' or 'unsafe_rbg'.
     noise: 'exact' (the default): exact discrete noise on the sum of the
       scalars quantized on a grid of ``grid_points`` steps per clip; the
       update draws it on the host by itself (or takes the extra argument

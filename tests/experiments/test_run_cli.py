@@ -59,9 +59,17 @@ def test_overrides_none_noise_multiplier_estimator_switch_and_optimizer():
       "does not take 'clipp' (did you mean 'clip'?)",
     ),
     (("--config.nosie=1",), "unknown config field"),
-    pytest.param(
+    (
       ("--config.epsilon_budget=0.5", "--config.num_steps=4000"),
-      "fit",
+      "set target_epsilon to at most 0.5",
+    ),
+    pytest.param(
+      (
+        "--config.noise_multiplier=1",
+        "--config.epsilon_budget=0.5",
+        "--config.num_steps=4000",
+      ),
+      "steps but only",
       marks=pytest.mark.slow,
     ),
   ],

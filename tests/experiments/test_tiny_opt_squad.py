@@ -127,7 +127,10 @@ def test_runner_writes_f1_and_exact_match_never_accuracy(tmp_path):
   assert [h["step"] for h in result["history"]] == [0, 2, 4]
   assert 0.0 < result["epsilon"] <= config.target_epsilon
   csv = (tmp_path / "run" / "metrics.csv").read_text().splitlines()
-  assert csv[0] == "step,test_f1,test_exact_match,epsilon,seconds"
+  assert csv[0] == (
+    "step,test_f1,test_exact_match,epsilon,seconds,"
+    "released_mean,released_rms,released_max_abs"
+  )
   assert len(csv) == 4
   saved = json.loads((tmp_path / "run" / "result.json").read_text())
   assert saved["test_f1"] == result["test_f1"]

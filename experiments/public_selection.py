@@ -41,8 +41,6 @@ from ml_collections import config_flags
 from experiments import tasks
 from experiments.run import cli, train
 
-_ARGV: list[str] = []  # the command line, before cli.split_argv
-
 # Top-level config fields that no task builder reads: a sweep over these
 # reuses one built task (tokenized text, precomputed features).
 TRAINING_FIELDS = frozenset(
@@ -186,8 +184,7 @@ def main(argv) -> None:
   del argv
   if not flags.FLAGS.grid:
     raise SystemExit("--grid <field>=<v1>,<v2>,... is required.")
-  switched = any(a.startswith("--config.estimator=") for a in _ARGV)
-  config = cli.apply_late_overrides(cli.CONFIG.value, switched)
+  config = cli.apply_late_overrides(cli.CONFIG.value)
   grid = dict(parse_axis(a) for a in flags.FLAGS.grid)
   per = dict(parse_axis(a) for a in flags.FLAGS.per)
   start = time.time()
@@ -210,6 +207,5 @@ if __name__ == "__main__":
   )
   flags.DEFINE_integer("repeats", 1, "runs per point (fresh noise each)")
   flags.DEFINE_string("out", "", "write the selections as JSON here")
-  _ARGV = list(sys.argv)
   sys.argv = cli.split_argv(sys.argv)
   app.run(main)

@@ -46,7 +46,13 @@ RESUME = flags.DEFINE_string(
   "resume", "", "'force': resume a workdir written by a different config."
 )
 
-_LATE = {"none": [], "estimator_kwargs": {}, "fields": {}, "switched": False}
+_LATE = {
+  "none": [],
+  "estimator_kwargs": {},
+  "fields": {},
+  "estimator": None,  # --config.estimator's value, applied late
+  "switched": False,  # set when that value differs from the config file's
+}
 USAGE = (
   "usage: python -m experiments.run --config configs/<name>.py "
   "[--config.<field>=<value> ...] [--resume=force] [--debug]"
@@ -75,9 +81,9 @@ def split_argv(argv):
   kept = []
   for arg in argv:
     name, sep, value = arg.partition("=")
-    if name == "--config.estimator":
-      _LATE["switched"] = True
-    if name.startswith("--config.estimator_kwargs."):
+    if name == "--config.estimator" and sep and value != "None":
+      _LATE["estimator"] = value  # a switch only if the file names another
+    elif name.startswith("--config.estimator_kwargs."):
       _LATE["estimator_kwargs"][name.split(".", 2)[2]] = _literal(value)
     elif name.startswith("--config.") and value == "None":
       _LATE["none"].append(name[len("--config.") :])
@@ -164,7 +170,7 @@ def check_declared(config) -> None:
   every = estimator_manifest.declarations().values()
   config_fields.check(config, declaration.config_fields, _fields_of(every))
   kwargs = dict(config.estimator_kwargs)
-  if _LATE["switched"]:
+  if _LATE["switched"]:  # set by _apply_taken_out, which runs first
     kwargs, _ = switched_kwargs(
       kwargs,
       declaration.parameters,
@@ -184,9 +190,15 @@ def _fields_of(declarations) -> dict:
 
 def _apply_taken_out(config):
   """``--config.<field>=None``, ``--config.estimator_kwargs.<k>=<v>``,
-  fields outside the default schema and ``--resume``: no estimator lookup
-  (no JAX) needed."""
+  fields outside the default schema, ``--config.estimator`` and
+  ``--resume``: no estimator lookup (no JAX) needed. Naming the estimator
+  the config file already has is no switch: its ``estimator_kwargs`` stay."""
   _apply_fields(config)
+  estimator = _LATE["estimator"]
+  if estimator is not None and config.get("estimator") != estimator:
+    _LATE["switched"] = True
+    with config.unlocked():
+      config.estimator = estimator
   for field in _LATE["none"]:
     if field not in config:
       raise ValueError(f"Unknown config field {field!r}.")
@@ -204,10 +216,10 @@ def apply_late_overrides(config, argv_had_estimator: bool | None = None):
   config. The carried-over names are in :data:`CARRIED`."""
   from zoprivacy.estimators import registry  # pylint: disable=g-import-not-at-top
 
+  _apply_taken_out(config)
   switched = (
     _LATE["switched"] if argv_had_estimator is None else argv_had_estimator
   )
-  _apply_taken_out(config)
   if switched:
     spec = registry.get(config.estimator)
     given = dict(_LATE["estimator_kwargs"])

@@ -156,3 +156,23 @@ def test_the_manifest_checks_give_the_live_checks_message(
     preflight.validate(c)
 
   assert fast == _error(live_checks, config)
+
+
+@pytest.mark.parametrize("name,switch", [("dpzero", False), ("mezo", True)])
+def test_naming_the_files_own_estimator_is_no_switch(name, switch, monkeypatch):
+  """``--config.estimator=<the config file's own>`` keeps the file's
+  ``estimator_kwargs``; only another estimator resets them."""
+  from experiments.run import cli  # pylint: disable=g-import-not-at-top
+
+  late = {"none": [], "estimator_kwargs": {}, "fields": {}}
+  monkeypatch.setattr(cli, "_LATE", dict(late, estimator=None, switched=False))
+  kept = cli.split_argv(["run.py", f"--config.estimator={name}"])
+  assert kept == ["run.py"]
+  config = default.get_config()
+  with config.unlocked(), config.estimator_kwargs.unlocked():
+    config.estimator_kwargs.clip = 0.123  # the file's own value
+  config = cli.apply_late_overrides(config)
+  assert config.estimator == name
+  assert cli._LATE["switched"] is switch  # pylint: disable=protected-access
+  kept_clip = config.estimator_kwargs.get("clip") == 0.123
+  assert kept_clip is not switch

@@ -42,10 +42,11 @@ from zoprivacy.secret_noise import (
 from zoprivacy.secret_noise import predraw as predraw_lib
 
 
-def sampler_for(config, task, spec, secret: bytes):
-  """The run's batch sampler, drawing from ``secret``."""
+def sampler_for(config, task, spec, secret: bytes, plan):
+  """The run's batch sampler, drawing from ``secret`` the batches ``plan``
+  accounts."""
   return make_sampler(
-    config, task.num_train, secret, task.sampling_schemes, spec=spec
+    config, task.num_train, secret, task.sampling_schemes, spec=spec, plan=plan
   )
 
 
@@ -91,7 +92,7 @@ class StepRandomness:
     run = self.run
     secret = randomness.attempt_secret(run.secret, attempt)
     if attempt != 0 or self.attempt is not None:
-      sampler = sampler_for(run.config, run.task, run.spec, secret)
+      sampler = sampler_for(run.config, run.task, run.spec, secret, run.plan)
       sampler.capacity = max(sampler.capacity, self.sampler.capacity)
       self.sampler = sampler
       self.noise_source = noise_source_for(run.plan, secret)

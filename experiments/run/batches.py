@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from zoprivacy.data import sampling
+from zoprivacy.data import batch_selection
 from zoprivacy.privacy import randomness
 
 
@@ -22,10 +22,12 @@ def make_sampler(
   supported=("poisson", "shuffle"),
   *,
   spec,
+  plan=None,
 ):
   """The batch sampler; its randomness is the run's SECRET (except the
   non-private baseline's shuffling, which is seeded). ``spec``: the run's
-  estimator declaration."""
+  estimator declaration; ``plan``: the run's privacy plan, whose sampling
+  scheme must account the batches drawn (:mod:`zoprivacy.data.batch_selection`)."""
   if config.sampling not in supported:
     raise ValueError(
       f"config.sampling={config.sampling!r}, but the {config.dataset!r} loader "
@@ -41,24 +43,15 @@ def make_sampler(
       f"sampling, not {config.sampling!r} ('shuffle' is only for the "
       "non-private baseline)."
     )
+  selection = batch_selection.BatchSelection(
+    config.sampling, dataset_size, config.expected_batch_size
+  )
+  if plan is not None:
+    selection.check_plan(plan)  # the batches drawn are those accounted
   batch_secret = randomness.derive(
     secret, f"{config.sampling} sampler", num_bytes=32
   )
-  if config.sampling == "poisson":
-    return sampling.PoissonSampler(
-      dataset_size, config.expected_batch_size, secret=batch_secret
-    )
-  if config.sampling == "full_batch":
-    return sampling.FullBatchSampler(dataset_size)
-  if config.sampling == "without_replacement":
-    return sampling.WithoutReplacementSampler(
-      dataset_size, int(config.expected_batch_size), secret=batch_secret
-    )
-  if config.sampling == "shuffle":
-    return sampling.ShuffleSampler(
-      dataset_size, int(config.expected_batch_size), seed=config.seed + 1
-    )
-  raise ValueError(f"Unknown sampling {config.sampling!r}.")
+  return selection.sampler(secret=batch_secret, seed=config.seed + 1)
 
 
 def public_batch_indices(

@@ -216,7 +216,7 @@ def setup(config, *, task=None) -> Run:
     config, spec, task, placement, n, secret
   )
   _check_budget(config, plan, ledger)
-  sampler = attempts.sampler_for(config, task, spec, secret)
+  sampler = attempts.sampler_for(config, task, spec, secret, plan)
   if config.get("check_per_example", True):
     check_loss_is_per_example(
       task, trainable, frozen, sampler.capacity, config.seed

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from configs import default
-from experiments.run import train, workdir
+from experiments.run import cli, preflight, train, workdir
 from zoprivacy.core import estimator_manifest
 from zoprivacy.estimators import registry
 
@@ -137,8 +137,6 @@ def test_the_manifest_checks_give_the_live_checks_message(
 ):
   """What the command line refuses before JAX loads (from the manifest), the
   run's checks (from the registry) refuse with the same message."""
-  from experiments.run import cli, preflight  # pylint: disable=g-import-not-at-top
-
   monkeypatch.setitem(cli._LATE, "estimator_kwargs", kwargs)  # pylint: disable=protected-access
   monkeypatch.setitem(cli._LATE, "switched", switched)  # pylint: disable=protected-access
   config = default.get_config()
@@ -162,8 +160,6 @@ def test_the_manifest_checks_give_the_live_checks_message(
 def test_naming_the_files_own_estimator_is_no_switch(name, switch, monkeypatch):
   """``--config.estimator=<the config file's own>`` keeps the file's
   ``estimator_kwargs``; only another estimator resets them."""
-  from experiments.run import cli  # pylint: disable=g-import-not-at-top
-
   late = {"none": [], "estimator_kwargs": {}, "fields": {}}
   monkeypatch.setattr(cli, "_LATE", dict(late, estimator=None, switched=False))
   kept = cli.split_argv(["run.py", f"--config.estimator={name}"])

@@ -1,1 +1,2 @@
-"""Data: samplers (:mod:`sampling`), loaders (:mod:`loaders`), splits (:mod:`splits`)."""
+"""Data: samplers (:mod:`sampling`), the batch-selection value that gives a
+sampler and the scheme it accounts (:mod:`batch_selection`), loaders (:mod:`loaders`), splits (:mod:`splits`)."""

@@ -1,0 +1,94 @@
+"""One batch-selection value gives the sampler and the scheme it accounts."""
+
+import types
+
+import ml_collections
+import numpy as np
+import pytest
+
+from experiments.run import batches
+from zoprivacy.data import batch_selection, sampling
+from zoprivacy.privacy import plan as plan_lib
+from zoprivacy.privacy import sampling_scheme
+
+SECRET = bytes(range(32))
+
+
+def _plan(sampling_name="poisson", batch=64, n=1000, mechanism="gaussian"):
+  return plan_lib.PrivacyPlan.build(
+    mechanism=mechanism,
+    noise_multiplier=1.0,
+    clip=1.0,
+    sampling=sampling_name,
+    expected_batch_size=batch,
+    dataset_size=n,
+  )
+
+
+@pytest.mark.parametrize(
+  "name,cls",
+  [
+    ("poisson", sampling.PoissonSampler),
+    ("without_replacement", sampling.WithoutReplacementSampler),
+    ("full_batch", sampling.FullBatchSampler),
+  ],
+)
+def test_the_sampler_draws_what_the_scheme_accounts(name, cls):
+  selection = batch_selection.BatchSelection(name, 1000, 64)
+  scheme = selection.scheme()
+  assert scheme.name == name
+  sampler = selection.sampler(secret=SECRET)
+  assert type(sampler) is cls and sampler.scheme == name
+  assert sampler.dataset_size == 1000
+  if name == "poisson":
+    assert sampler.sampling_probability == scheme.probability == 64 / 1000
+  elif name == "without_replacement":
+    assert sampler.batch_size == 64 and scheme.probability == 64 / 1000
+    assert len(np.unique(sampler.batch_indices(3).indices)) == 64
+  else:
+    assert sampler.batch_size == 1000 and scheme.probability == 1.0
+  assert batch_selection.for_plan(_plan(name)).scheme() == _plan(name).sampling
+
+
+def test_private_batches_need_a_secret_and_shuffling_is_not_accounted():
+  with pytest.raises(batch_selection.BatchSelectionError, match="secret"):
+    batch_selection.BatchSelection("poisson", 100, 10).sampler(seed=0)
+  shuffle = batch_selection.BatchSelection("shuffle", 100, 10)
+  assert not shuffle.private
+  assert type(shuffle.sampler(seed=1)) is sampling.ShuffleSampler
+  with pytest.raises(batch_selection.BatchSelectionError, match="no privacy"):
+    shuffle.scheme()
+  with pytest.raises(batch_selection.BatchSelectionError, match="one of"):
+    batch_selection.BatchSelection("poison", 100, 10)
+  assert isinstance(
+    batch_selection.BatchSelection("poisson", 100, 10).scheme(),
+    sampling_scheme.PoissonSampling,
+  )
+
+
+@pytest.mark.parametrize(
+  "name,batch,n",
+  [("poisson", 65, 1000), ("poisson", 64, 999), ("shuffle", 64, 1000)],
+)
+def test_a_plan_accounting_other_batches_is_refused(name, batch, n):
+  selection = batch_selection.BatchSelection(name, n, batch)
+  with pytest.raises(batch_selection.BatchSelectionError, match="not those"):
+    selection.check_plan(_plan())
+  selection.check_plan(_plan(mechanism="none"))  # nothing to account
+
+
+def test_the_runner_samples_from_the_selection_its_plan_accounts():
+  config = ml_collections.ConfigDict(
+    {
+      "sampling": "poisson",
+      "expected_batch_size": 64,
+      "dataset": "digits",
+      "estimator": "dpzero",
+      "seed": 0,
+    }
+  )
+  spec = types.SimpleNamespace(private=True, sampling=("poisson",))
+  sampler = batches.make_sampler(config, 1000, SECRET, spec=spec, plan=_plan())
+  assert sampler.sampling_probability == _plan().sampling.probability
+  with pytest.raises(batch_selection.BatchSelectionError, match="not those"):
+    batches.make_sampler(config, 1001, SECRET, spec=spec, plan=_plan())

@@ -95,7 +95,7 @@ class BatchSelection:
     than this selection draws (scheme, probability or sizes)."""
     if not plan.is_noised:
       return
-    if not self.private or plan.sampling != self.scheme():
+    if not self.private or not _same_batches(plan.sampling, self.scheme()):
       raise BatchSelectionError(
         f"The batches drawn ({self.name}, expected size "
         f"{self.expected_batch_size:g} of {self.dataset_size}) are not those "
@@ -110,6 +110,16 @@ class BatchSelection:
     return int(self.expected_batch_size)
 
 
+def _same_batches(a, b) -> bool:
+  """Whether two sampling schemes account the same batches (a full batch's
+  expected size is its dataset's, whatever it was given)."""
+  if type(a) is not type(b) or a.dataset_size != b.dataset_size:
+    return False
+  return (
+    a.name == "full_batch" or a.expected_batch_size == b.expected_batch_size
+  )
+
+
 def for_plan(plan) -> BatchSelection:
   """The selection whose batches ``plan``'s sampling scheme accounts."""
   s = plan.sampling
@@ -118,4 +128,6 @@ def for_plan(plan) -> BatchSelection:
       f"The plan's sampling has no dataset_size: {s.describe()}."
     )
   size = s.expected_batch_size
-  return BatchSelection(s.name, s.dataset_size, s.dataset_size if size is None else size)
+  return BatchSelection(
+    s.name, s.dataset_size, s.dataset_size if size is None else size
+  )

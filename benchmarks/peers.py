@@ -250,7 +250,12 @@ def bench(task, torch_twin, batch_size, reps, max_run_bytes, microbatch):
   fns = floor.floor_calls(batched_loss, params, batch)  # timed beside
   for name, (step, state) in steps.items():
     t0 = time.perf_counter()
-    memory[name] = peak_bytes(step, params, state, batch)
+    try:
+      memory[name] = peak_bytes(step, params, state, batch)
+    except ValueError as e:  # a setting the step refuses (its one paragraph)
+      not_run[name] = "refused: " + str(e).split(". ")[0].rstrip(".")
+      print(f"  {name}: {not_run[name]}", file=sys.stderr, flush=True)
+      continue
     print(
       f"  {name}: compiled peak {mib_str(memory[name])} MiB "
       f"({time.perf_counter() - t0:.1f} s to compile)",

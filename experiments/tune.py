@@ -52,6 +52,7 @@ from experiments import tasks
 from experiments.run import cli, errors, train
 from experiments.run import workdir as workdir_lib
 from experiments.tuning import budget, search, store, trials
+from zoprivacy import accounting
 
 _SEARCH: dict[str, str] = {}
 ACCOUNTANT = (
@@ -69,7 +70,6 @@ NOISE = {
 
 def _plan_and_noise(config, trial_task, count, score_noise, trial_epsilon):
   """The trials' plan at the per-trial noise multiplier, and the total."""
-  from zoprivacy import accounting  # pylint: disable=g-import-not-at-top
 
   base = trials.trial_base(config)
   plan = trials.trial_plan(base, trial_task)

@@ -53,6 +53,7 @@ from experiments.tasks.common import flax_task, model_kwargs
 from experiments.tuning import budget, search, trials
 from zoprivacy.data import loaders, splits
 from zoprivacy.models import small
+from zoprivacy.privacy import PrivacyPlan
 
 GRID = (0.005, 0.02, 0.08)
 PRIVATE_FRACTION = 0.4
@@ -118,7 +119,6 @@ def accounted(config, workdir) -> dict:
 
 def unaccounted(config, workdir) -> dict:
   """Every step size at epsilon 2, the best by EXACT validation accuracy."""
-  from zoprivacy.privacy import PrivacyPlan  # pylint: disable=g-import-not-at-top
 
   task = tasks.get_task(config)
   trial_task = trials.validation_split(task, VALIDATION_FRACTION, config.seed)

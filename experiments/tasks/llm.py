@@ -50,6 +50,8 @@ from zoprivacy.data.loaders import MissingDataError
 from zoprivacy.data.loaders import mezo_tasks as mt
 from zoprivacy.metrics import qa_generation
 from zoprivacy.models import causal_lm_zo, llama, peft
+from zoprivacy.models.hf_checkpoint import load_bpe_tokenizer, load_opt
+from zoprivacy.models.hf_llama import load_llama
 from zoprivacy.models.opt import (
   OPTForCausalLM,
   answer_window,
@@ -127,8 +129,6 @@ def _causal_lm(config):
   a Hugging Face OPT, Llama or Mistral folder (by its ``model_type``),
   whose files :func:`check_files` found. The tokenizer is read first: a
   broken one fails before any weight is loaded."""
-  from zoprivacy.models.hf_checkpoint import load_bpe_tokenizer, load_opt
-  from zoprivacy.models.hf_llama import load_llama
 
   model_dir = config.model_dir
   tokenizer = load_bpe_tokenizer(model_dir)

@@ -47,7 +47,17 @@ from experiments.tasks.common import data_seed, train_eval_split
 from experiments.tasks.minilm import vader_public
 from zoprivacy.data import prompts
 from zoprivacy.data.loaders import MissingDataError, vader
-from zoprivacy.models import llama, llama_split, peft, smollm2
+from zoprivacy.models import (
+  gguf_checkpoint,
+  gguf_tokenizer,
+  hf_llama,
+  llama,
+  llama_split,
+  peft,
+  smollm2,
+)
+from zoprivacy.models.hf_checkpoint import load_bpe_tokenizer
+from zoprivacy.models.hf_llama import load_llama
 from zoprivacy.models.prefix_tuning import PrefixTuning
 
 TEMPLATE = prompts.TEMPLATES["sst2"]  # "<sentence> It was" {terrible|great}
@@ -55,8 +65,6 @@ PEFT_MODES = ("lora", "prefix", "full")
 
 
 def _gguf_model(path: Path):
-  from zoprivacy.models import gguf_checkpoint, gguf_tokenizer, hf_llama
-
   ckpt = gguf_checkpoint.GGUFCheckpoint(path)
   tok = gguf_tokenizer.gguf_tokenizer(path, reader=ckpt.reader)
   params = hf_llama.llama_params_from_hf(ckpt, ckpt.config)
@@ -64,9 +72,6 @@ def _gguf_model(path: Path):
 
 
 def _folder_model(config, root: Path):
-  from zoprivacy.models.hf_checkpoint import load_bpe_tokenizer
-  from zoprivacy.models.hf_llama import load_llama
-
   what, missing, how = llm_files.missing_model_files(config)
   if missing:
     raise MissingDataError(what, missing, how)

@@ -108,9 +108,8 @@ def pazo_m(
     direction_key: PUBLIC PRNG key or integer seed of the directions; the
       noise comes from the state's SECRET noise key (OS entropy), or from
       ``insecure_test_noise_seed`` in tests.
-    direction_prng: as in :func:`~zoprivacy.estimators.scalar_zo.dpzero`.
-    noise, grid_points, exact_noise, insecure_test_noise_seed: as in
-      :func:`~zoprivacy.estimators.scalar_zo.dpzero`.
+    direction_prng, noise, grid_points, exact_noise, insecure_test_noise_seed:
+      as in :func:`~zoprivacy.estimators.scalar_zo.dpzero`.
 
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """

@@ -21,6 +21,7 @@ from experiments.reproductions.dpzero_quadratic.grid import (
   EPSILON,
   GridConfig,
 )
+from zoprivacy import accounting
 from zoprivacy.privacy import randomness
 
 
@@ -38,7 +39,6 @@ def noise_multipliers(
   iterations: Sequence[int], cache_path: str | None
 ) -> dict[int, dict]:
   """Calibrated (and Alg. 2 reference) noise multipliers for each ``T``."""
-  from zoprivacy import accounting  # pylint: disable=g-import-not-at-top
 
   cached = {}
   if cache_path and os.path.exists(cache_path):

@@ -214,6 +214,8 @@ def _apply_taken_out(config):
 def apply_late_overrides(config, argv_had_estimator: bool | None = None):
   """Applies the taken-out overrides and the estimator switch; returns the
   config. The carried-over names are in :data:`CARRIED`."""
+  # Imported on use: the registry loads the estimators and JAX, which the
+  # command line's checks before this keep out of its start-up.
   from zoprivacy.estimators import registry  # pylint: disable=g-import-not-at-top
 
   _apply_taken_out(config)
@@ -244,6 +246,7 @@ CARRIED: list[str] = []
 def _check_live(config) -> None:
   """:func:`check_declared`'s field check on the live registry (the run's
   own checks do the rest)."""
+  # Imported on use: the live registry loads JAX (see apply_late_overrides).
   from zoprivacy.estimators import registry  # pylint: disable=g-import-not-at-top
 
   spec = registry.get(config.estimator)

@@ -25,6 +25,7 @@ import math
 import os
 
 from experiments.run import config_fields, optimizer_names
+from zoprivacy.core import estimator_manifest
 
 # The accountant composes up to this many steps in a few seconds (a PLD of
 # 10^6 Poisson-subsampled Gaussian steps: ~3 s on one core; 10^7: ~30 s).
@@ -182,8 +183,6 @@ def check_declared(config, declaration, kwargs) -> None:
   ``estimator_kwargs`` the run will have) and the optimizer's name (when
   the installed optax is the one the manifest lists). A setting-taking
   estimator's own checks run later, in :func:`validate`."""
-  from zoprivacy.core import estimator_manifest  # pylint: disable=g-import-not-at-top
-
   check_spec(config, declaration)
   if declaration.takes_setting:
     return
@@ -278,8 +277,8 @@ def validate(config):
   """The run's :class:`~zoprivacy.estimators.registry.EstimatorSpec`, after
   every check that needs no data. Pure: it reads the declaration and the
   signatures, and builds no estimator, optimizer or JAX value."""
-  # Imported on use: the hidden-state setting loads JAX, kept out of the
-  # start-up check.
+  # Imported on use: the hidden-state setting and the registry load JAX,
+  # kept out of the start-up check.
   from experiments.run import hidden_state_run  # pylint: disable=g-import-not-at-top
   from zoprivacy.estimators import registry  # pylint: disable=g-import-not-at-top
 

@@ -26,7 +26,6 @@ Other ``--config.<field>=<value>`` overrides work as in
 from __future__ import annotations
 
 import ast
-import copy
 import itertools
 import json
 import math
@@ -40,6 +39,7 @@ from ml_collections import config_flags
 
 from experiments import tasks
 from experiments.run import cli, train
+from experiments.tuning.trials import with_fields
 
 # Top-level config fields that no task builder reads: a sweep over these
 # reuses one built task (tokenized text, precomputed features).
@@ -78,23 +78,6 @@ def parse_axis(text: str) -> tuple[str, list[Any]]:
 def _points(axes: dict[str, list[Any]]) -> list[dict[str, Any]]:
   names = list(axes)
   return [dict(zip(names, vs)) for vs in itertools.product(*axes.values())]
-
-
-def with_fields(config, fields: dict[str, Any]):
-  """A copy of ``config`` with dotted ``fields`` set (locked stays locked)."""
-  out = copy.deepcopy(config)
-  with out.unlocked():
-    for name, value in fields.items():
-      *parents, leaf = name.split(".")
-      node = out
-      for p in parents:
-        node = node[p]
-      if leaf not in node:
-        raise ValueError(f"Unknown config field {name!r}.")
-      if isinstance(node[leaf], float) and isinstance(value, int):
-        value = float(value)
-      node[leaf] = value
-  return out
 
 
 def select(

@@ -53,6 +53,19 @@ TABLE12 = {
 }
 
 
+def _calibrate(eps: float, delta: float, p: float, steps: int, mechanism: str):
+  """The ``mechanism`` noise multiplier calibrated for ``(eps, delta)``
+  over ``steps`` Poisson-sampled steps of probability ``p`` (the result of
+  :func:`zoprivacy.accounting.calibrate_noise_multiplier`)."""
+  return accounting.calibrate_noise_multiplier(
+    target_epsilon=eps,
+    delta=delta,
+    sampling_probability=p,
+    num_steps=steps,
+    mechanism=mechanism,
+  )
+
+
 def gaussian_rows(*, calibrate: bool = True, log=print) -> list[dict]:
   p = TABLE16["batch_size"] / TABLE16["dataset_size"]
   steps, delta = TABLE16["num_steps"], TABLE16["delta"]
@@ -74,13 +87,7 @@ def gaussian_rows(*, calibrate: bool = True, log=print) -> list[dict]:
       "epsilon_add": by_dir.add,
     }
     if calibrate:
-      res = accounting.calibrate_noise_multiplier(
-        target_epsilon=eps,
-        delta=delta,
-        sampling_probability=p,
-        num_steps=steps,
-        mechanism="gaussian",
-      )
+      res = _calibrate(eps, delta, p, steps, "gaussian")
       row.update(
         calibrated_sigma=res.noise_multiplier,
         calibrated_epsilon=res.epsilon,
@@ -155,20 +162,8 @@ def laplace_rows(*, log=print) -> list[dict]:
       "epsilon_pure_dp_prv": pure_dp_prv_epsilon(eps0, steps, delta),
       "epsilon_laplace_pld": accounting.pld_epsilon(event, delta=delta),
     }
-    lap = accounting.calibrate_noise_multiplier(
-      target_epsilon=eps,
-      delta=delta,
-      sampling_probability=p,
-      num_steps=steps,
-      mechanism="laplace",
-    )
-    gau = accounting.calibrate_noise_multiplier(
-      target_epsilon=eps,
-      delta=delta,
-      sampling_probability=p,
-      num_steps=steps,
-      mechanism="gaussian",
-    )
+    lap = _calibrate(eps, delta, p, steps, "laplace")
+    gau = _calibrate(eps, delta, p, steps, "gaussian")
     row.update(
       b_approx=lap.noise_multiplier,
       b_approx_epsilon=lap.epsilon,

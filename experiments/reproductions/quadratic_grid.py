@@ -124,34 +124,18 @@ def dp_gd_grads(r, clips, noise_multiplier, *, centred, sq_norms, a, noise_key):
   )(clipped_sum, clips)
 
 
-def _make_zeroth_runner(method: str):
+def _make_runner(grads_at):
+  """A jitted run of ``num_steps`` privatized gradient steps from ``r0``
+  (``[K, d]``, one row a grid point, each with its step size and clip).
+  ``grads_at(t, r, clips, noise_multiplier, data, noise_key)`` gives step
+  ``t``'s gradients ``[K, d]``, ``data`` being the method's inputs
+  (:func:`_method_inputs`) and ``noise_key`` already folded with ``t``."""
 
   @jax.jit
-  def run(
-    r0,
-    stepsizes,
-    clips,
-    noise_multiplier,
-    dirs,
-    proj,
-    a,
-    noise_key,
-    num_steps,
-  ):
-    n = proj.shape[1]
-
+  def run(r0, stepsizes, clips, noise_multiplier, data, noise_key, num_steps):
     def body(t, r):
-      grads = zeroth_order_grads(
-        method,
-        r,
-        clips,
-        noise_multiplier,
-        u=dirs[t],
-        proj=proj[t],
-        a=a,
-        noise_key=jax.random.fold_in(noise_key, t),
-        n=n,
-      )
+      step_key = jax.random.fold_in(noise_key, t)
+      grads = grads_at(t, r, clips, noise_multiplier, data, step_key)
       return r - stepsizes[:, None] * grads
 
     return jax.lax.fori_loop(0, num_steps, body, r0)
@@ -159,42 +143,47 @@ def _make_zeroth_runner(method: str):
   return run
 
 
-def _make_dp_gd_runner():
+def _zeroth_grads_at(method: str):
+  """``method``'s step gradients for :func:`_make_runner`, on ``data`` =
+  (directions ``[T, d]``, projections ``[T, n]``, Hessian diagonal)."""
 
-  @jax.jit
-  def run(
-    r0,
-    stepsizes,
+  def grads_at(t, r, clips, noise_multiplier, data, noise_key):
+    dirs, proj, a = data
+    return zeroth_order_grads(
+      method,
+      r,
+      clips,
+      noise_multiplier,
+      u=dirs[t],
+      proj=proj[t],
+      a=a,
+      noise_key=noise_key,
+      n=proj.shape[1],
+    )
+
+  return grads_at
+
+
+def _dp_gd_grads_at(t, r, clips, noise_multiplier, data, noise_key):
+  """DP-GD's step gradients for :func:`_make_runner`, on ``data`` =
+  (centred data, their squared norms, Hessian diagonal); ``t`` unused."""
+  del t
+  centred, sq_norms, a = data
+  return dp_gd_grads(
+    r,
     clips,
     noise_multiplier,
-    centred,
-    sq_norms,
-    a,
-    noise_key,
-    num_steps,
-  ):
-
-    def body(t, r):
-      grads = dp_gd_grads(
-        r,
-        clips,
-        noise_multiplier,
-        centred=centred,
-        sq_norms=sq_norms,
-        a=a,
-        noise_key=jax.random.fold_in(noise_key, t),
-      )
-      return r - stepsizes[:, None] * grads
-
-    return jax.lax.fori_loop(0, num_steps, body, r0)
-
-  return run
+    centred=centred,
+    sq_norms=sq_norms,
+    a=a,
+    noise_key=noise_key,
+  )
 
 
 _RUNNERS = {
-  "dpzero": _make_zeroth_runner("dpzero"),
-  "dpgd_zeroth": _make_zeroth_runner("dpgd_zeroth"),
-  "dp_gd": _make_dp_gd_runner(),
+  "dpzero": _make_runner(_zeroth_grads_at("dpzero")),
+  "dpgd_zeroth": _make_runner(_zeroth_grads_at("dpgd_zeroth")),
+  "dp_gd": _make_runner(_dp_gd_grads_at),
 }
 
 
@@ -216,9 +205,9 @@ def prepare_directions(
 
 
 def _method_inputs(method: str, problem: Problem, num_steps: int, dirs):
-  """The arrays ``method``'s runner takes between the noise multiplier and
-  the noise key: the centred data for DP-GD, the directions for the
-  zeroth-order methods (each with the Hessian ``problem.a``)."""
+  """The arrays ``method``'s runner takes (one tuple) between the noise
+  multiplier and the noise key: the centred data for DP-GD, the directions
+  for the zeroth-order methods (each with the Hessian ``problem.a``)."""
   if method == "dp_gd":
     return problem.centred, problem.sq_norms, problem.a
   if method in ("dpzero", "dpgd_zeroth"):
@@ -260,7 +249,7 @@ def run_grid(
   )
   sigma = jnp.float32(noise_multiplier)
   data = _method_inputs(method, problem, num_steps, dirs)
-  r = _RUNNERS[method](r0, ss, cc, sigma, *data, noise_key, num_steps)
+  r = _RUNNERS[method](r0, ss, cc, sigma, data, noise_key, num_steps)
   shape = (stepsizes.size, clips.size)
   metrics = [
     np.asarray(m, np.float64).reshape(shape) for m in _metrics(problem, r)

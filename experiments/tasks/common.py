@@ -137,7 +137,6 @@ def flax_task(
 ) -> Task:
   """A task whose parameters are all trainable (``frozen = {}``)."""
   x_train = encode(train)
-  x_test = encode(test)
   sample = jax.tree.map(lambda a: a[:1], x_train)
   call = call or (lambda m, params, inputs: m.apply(params, inputs))
 
@@ -148,10 +147,27 @@ def flax_task(
     del frozen
     return call(model, trainable, inputs)
 
+  return encoded_task(train, test, public, encode, init, apply, x_train=x_train)
+
+
+def encoded_task(
+  train: Dataset,
+  test: Dataset,
+  public: Dataset | None,
+  encode: Callable[[Dataset], Any],
+  init: Callable,
+  apply: Callable,
+  *,
+  x_train: Any = None,
+) -> Task:
+  """The task of the model ``init`` / ``apply`` on ``train``, ``test`` and
+  ``public`` (None: no public data) as ``encode`` turns each into inputs,
+  with their labels and ``train``'s classes. ``x_train``: ``encode(train)``
+  when the caller has it already (it is not encoded again)."""
   return Task(
-    x_train,
+    encode(train) if x_train is None else x_train,
     train.labels,
-    x_test,
+    encode(test),
     test.labels,
     train.num_classes,
     init,

@@ -11,6 +11,7 @@ from experiments.run.task_registry import Task, register
 from experiments.tasks.common import (
   HF_FILES,
   data_seed,
+  encoded_task,
   require_hf_dir,
   train_eval_split,
 )
@@ -106,46 +107,26 @@ def vader_minilm_task(config) -> Task:
     encoder_params, bcfg, 2, jax.random.key(seed + 5), "mean"
   )
   mode = config.get("peft") or "full"
-  x_train, x_test = tokenize(train), tokenize(test)
-  x_public = None if public is None else tokenize(public)
-  labels = dict(
-    public_labels=None if public is None else public.labels,
-    train_labels=train.labels,
-    test_labels=test.labels,
-  )
   if config.get("precompute_features"):
     if mode != "head":
       raise ValueError(
         "precompute_features needs peft='head' (a frozen encoder)"
       )
-    f = lambda x: (
-      None if x is None else encoder_features(encoder_params, bcfg, x)
+    encode = lambda d: encoder_features(encoder_params, bcfg, tokenize(d))
+    init, apply = _head_on_features(params["head"])
+  else:
+    encode = tokenize
+    trainable, frozen, merge = peft_split(
+      params, mode, jax.random.key(seed + 3), **peft_args(config)
     )
-    return _head_on_features(
-      params["head"], f(x_train), f(x_test), f(x_public), **labels
-    )
-  trainable, frozen, merge = peft_split(
-    params, mode, jax.random.key(seed + 3), **peft_args(config)
-  )
-  return _encoder_task(
-    bcfg, (trainable, frozen), merge, x_train, x_test, x_public, **labels
-  )
+    init, apply = _encoder_model(bcfg, (trainable, frozen), merge)
+  return encoded_task(train, test, public, encode, init, apply)
 
 
-def _encoder_task(
-  bcfg,
-  split,
-  merge,
-  x_train,
-  x_test,
-  x_public,
-  *,
-  train_labels,
-  test_labels,
-  public_labels,
-) -> Task:
-  """The mean-pooled encoder and its head on tokenized inputs, trained on
-  ``split`` = (trainable, frozen) as ``merge`` recombines them."""
+def _encoder_model(bcfg, split, merge):
+  """The task's ``init`` and ``apply``: the mean-pooled encoder and its head
+  on tokenized inputs, trained on ``split`` = (trainable, frozen) as
+  ``merge`` recombines them."""
   model = bert.BertClassifier(bcfg, 2, pooling="mean")
 
   def apply(t, f, inputs):
@@ -155,17 +136,7 @@ def _encoder_task(
       inputs["attention_mask"],
     )
 
-  return Task(
-    x_train,
-    train_labels,
-    x_test,
-    test_labels,
-    2,
-    lambda key: split,
-    apply,
-    public_inputs=x_public,
-    public_labels=public_labels,
-  )
+  return lambda key: split, apply
 
 
 def vader_public(config, private_train: Dataset, cache_dir) -> Dataset | None:
@@ -213,17 +184,9 @@ def _tokenize_fn(model_dir, bcfg, length: int):
   return tokenize
 
 
-def _head_on_features(
-  head_params,
-  x_train,
-  x_test,
-  x_public,
-  *,
-  train_labels,
-  test_labels,
-  public_labels,
-) -> Task:
-  """The linear head alone, on the frozen encoder's precomputed features."""
+def _head_on_features(head_params):
+  """The task's ``init`` and ``apply``: the linear head alone, on the frozen
+  encoder's precomputed features."""
   import flax.linen as nn  # pylint: disable=g-import-not-at-top
 
   dense = nn.Dense(2)
@@ -232,14 +195,4 @@ def _head_on_features(
     del frozen
     return dense.apply({"params": t["head"]}, inputs)
 
-  return Task(
-    x_train,
-    train_labels,
-    x_test,
-    test_labels,
-    2,
-    lambda key: ({"head": head_params}, {}),
-    apply_features,
-    public_inputs=x_public,
-    public_labels=public_labels,
-  )
+  return lambda key: ({"head": head_params}, {}), apply_features

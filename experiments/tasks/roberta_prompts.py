@@ -7,6 +7,7 @@ import jax
 from experiments.run.task_registry import Task, register
 from experiments.tasks.common import (
   data_seed,
+  encoded_task,
   require_hf_dir,
   train_eval_split,
 )
@@ -60,17 +61,7 @@ def _roberta_prompt_task(
     return {"input_ids": ids, "attention_mask": mask}
 
   init, apply = _prompt_model(config, model, params)
-  return Task(
-    encode(train),
-    train.labels,
-    encode(test),
-    test.labels,
-    train.num_classes,
-    init,
-    apply,
-    public_inputs=None if public is None else encode(public),
-    public_labels=None if public is None else public.labels,
-  )
+  return encoded_task(train, test, public, encode, init, apply)
 
 
 def _prompt_tokenizer(model_dir):

@@ -91,19 +91,16 @@ def estimator_kwargs(config, noise_multiplier, dataset_size, *, spec) -> dict:
 
 def noise_multiplier_of(config, spec, kwargs):
   """``(sigma, how)``: the set multiplier, or the one calibrated on the
-  plan's own epsilon for ``target_epsilon``. The plan template is the
-  ``privacy_plan`` of a probe built at multiplier 1 from the run's factory
-  ``kwargs`` (the one construction calibration needs; no state is
-  initialized for it)."""
+  plan's own epsilon for ``target_epsilon``. The plan template is the one
+  the factory would build from the run's ``kwargs`` at multiplier 1, from
+  its declared privatization (:meth:`EstimatorSpec.plan_template`): no
+  estimator is built for it."""
   if not spec.private:
     return None, "non-private"
   if config.get("noise_multiplier") is not None:
     return float(config.noise_multiplier), "set by noise_multiplier"
   if config.get("target_epsilon") is not None:
-    probe = spec.factory(**dict(kwargs, noise_multiplier=1.0))
-    template = getattr(probe, "privacy_plan", None)
-    if template is None:  # an estimator without the attribute: its state's
-      template = find_plan(probe.init(None))
+    template = spec.plan_template(dict(kwargs, noise_multiplier=1.0))
     plan = accounting.calibrate_plan(
       template.replace(delta=config.delta),
       target_epsilon=config.target_epsilon,

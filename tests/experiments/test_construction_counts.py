@@ -1,12 +1,14 @@
 """A run is resolved once: validation builds nothing, and setup builds the
-estimator and the optimizer once each (a calibrated run adds one probe at
-multiplier 1, the plan template calibration reads). Counted by wrapping the
+estimator and the optimizer once each (a calibrated run too: calibration
+reads the plan from the factory's registered privatization, no probe
+estimator). Counted by wrapping the
 registered factory, the optax optimizer, the layer-wise step and the factory
 arguments."""
 
 import dataclasses
 import functools
 
+import ml_collections
 import optax
 import pytest
 
@@ -40,7 +42,7 @@ def counts(monkeypatch):
   def bump(key):
     return lambda kwargs: seen.__setitem__(key, seen[key] + 1)
 
-  for name in ("dpzero", "dp_zo"):
+  for name in ("dpzero", "dp_zo", "dp_sgd", "pazo_m"):
     spec = registry._REGISTRY[name]  # pylint: disable=protected-access
     factory = counting(
       spec.factory,
@@ -71,15 +73,28 @@ def test_validation_builds_nothing(counts):
   assert counts == {"factory": [], "sgd": 0, "kwargs": 0, "layerwise": 0}
 
 
-def test_a_calibrated_default_run_builds_once_plus_its_probe(counts):
+def test_a_calibrated_default_run_builds_once(counts):
   c = default.get_config()
   c.num_steps = 30
   c.insecure_test_noise = True
   run = resolved_run.setup(c)
   assert run.how.startswith("calibrated")
-  # The probe at multiplier 1 (the plan calibration reads), then the run's.
-  assert counts["factory"] == [1.0, run.plan.noise_multiplier]
+  assert counts["factory"] == [run.plan.noise_multiplier]  # no probe
+  assert run.plan.epsilon(c.num_steps) <= c.target_epsilon
   assert (counts["sgd"], counts["kwargs"], counts["layerwise"]) == (1, 1, 0)
+
+
+@pytest.mark.parametrize("estimator", ["dp_sgd", "pazo_m"])
+def test_a_calibrated_run_of_another_estimator_builds_once(counts, estimator):
+  c = default.get_config()
+  c.num_steps, c.insecure_test_noise = 30, True
+  c.estimator, c.check_per_example = estimator, False
+  c.estimator_kwargs = ml_collections.ConfigDict()  # the factory's defaults
+  if registry.get(estimator).public_data:  # a public split of the task
+    c.public = "stratified4"
+  run = resolved_run.setup(c)
+  assert counts["factory"] == [run.plan.noise_multiplier]
+  assert run.plan.epsilon(c.num_steps) <= c.target_epsilon
 
 
 def test_a_run_with_a_set_multiplier_builds_once(counts):

@@ -14,7 +14,9 @@
 The noise multiplier is calibrated on the estimator's own plan
 (:func:`zoprivacy.accounting.calibrate_plan`, the search the runner uses:
 the plan's own PLD epsilon after ``num_steps`` steps is at most the
-target), and the estimator is built with it. Its state holds the calibrated
+target), and the estimator is built with it, once: the plan to calibrate
+comes from the factory's registered privatization of these arguments, not
+from a probe estimator. Its state holds the calibrated
 plan with ``delta`` set, so ``zoprivacy.epsilon(state)`` needs no delta and
 ``plan.epsilon(num_steps)`` is the epsilon of the whole run.
 
@@ -35,7 +37,7 @@ import jax
 
 from zoprivacy.accounting import plan_calibration
 from zoprivacy.core import validation
-from zoprivacy.estimators import base
+from zoprivacy.estimators import base, registry
 from zoprivacy.privacy import plan as plan_lib
 
 _BATCH = ("expected_batch_size", "dataset_size", "sampling_probability")
@@ -86,8 +88,9 @@ def private(
   )
   if "num_steps" in takes:
     kwargs["num_steps"] = num_steps
-  probe = factory(noise_multiplier=1.0, **kwargs)
-  template = _plan_of(factory, probe)
+  template = _plan_of(
+    factory, registry.plan_template(factory, dict(kwargs, noise_multiplier=1.0))
+  )
   calibrated = plan_calibration.calibrate_plan(
     template.replace(delta=delta),
     target_epsilon=target_epsilon,
@@ -155,8 +158,7 @@ def _batch_arguments(takes, expected_batch_size, dataset_size, probability):
   )
 
 
-def _plan_of(factory, estimator) -> plan_lib.PrivacyPlan:
-  plan = getattr(estimator, "privacy_plan", None)
+def _plan_of(factory, plan) -> plan_lib.PrivacyPlan:
   if not isinstance(plan, plan_lib.PrivacyPlan) or not plan.is_noised:
     raise TypeError(
       f"zoprivacy.private: {getattr(factory, '__name__', factory)} did not "

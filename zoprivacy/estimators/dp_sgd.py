@@ -26,7 +26,15 @@ from zoprivacy.zo import queries
 PER_EXAMPLE_CLIPPING = ("explicit", "ghost")
 
 
-@registry.estimator("dp_sgd", learning_rate=0.2)
+def vector_privatization(arguments) -> base.Privatization:
+  """:func:`privatization` of a DP-SGD-like factory's bound ``arguments``
+  (ghost clipping where it takes ``per_example_clipping='ghost'``): what
+  the registrations of DP-SGD, DPMD, DOPE-SGD and DPGD-0th declare."""
+  ghost = arguments.get("per_example_clipping") == "ghost"
+  return privatization(PrivacyArgs.of_arguments(arguments), ghost=ghost)
+
+
+@registry.estimator("dp_sgd", learning_rate=0.2, privatize=vector_privatization)
 def dp_sgd(
   *,
   clip: float = 1.0,

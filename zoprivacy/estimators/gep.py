@@ -136,7 +136,39 @@ def anchor_subspace(
   return v
 
 
-@registry.estimator("gep", public_data="batch", learning_rate=0.3)
+def _privatization(a) -> tuple[base.Privatization, tuple]:
+  """GEP's privatization and its two parts (embedding, residual) from its
+  (bound) arguments ``a``: the mechanism, its plan and the two clips."""
+  embedding_clip = validation.positive("embedding_clip", a["embedding_clip"])
+  residual_clip = validation.positive("residual_clip", a["residual_clip"])
+  expected_batch_size, dataset_size = validation.batch_size_and_dataset(
+    a["expected_batch_size"], a["dataset_size"]
+  )
+  split = _split_noise(
+    a["noise_multiplier"],
+    a["embedding_noise_multiplier"],
+    a["residual_noise_multiplier"],
+  )
+  validation.one_of("noise", a["noise"], base.NOISE_KINDS)
+  mechanism, parts = _mechanisms(
+    embedding_clip, residual_clip, split, a["neighboring"], a["noise"]
+  )
+  plan = base.make_plan(
+    mechanism,
+    expected_batch_size=expected_batch_size,
+    dataset_size=dataset_size,
+    insecure_test_noise_seed=a["insecure_test_noise_seed"],
+  )
+  privacy = base.Privatization(mechanism, plan, a["insecure_test_noise_seed"])
+  return privacy, parts
+
+
+@registry.estimator(
+  "gep",
+  public_data="batch",
+  learning_rate=0.3,
+  privatize=lambda a: _privatization(a)[0],
+)
 def gep(
   *,
   embedding_clip: float = 1.0,
@@ -176,41 +208,34 @@ def gep(
 
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
-  embedding_clip = validation.positive("embedding_clip", embedding_clip)
-  residual_clip = validation.positive("residual_clip", residual_clip)
+  privacy, parts = _privatization(
+    dict(
+      embedding_clip=embedding_clip,
+      residual_clip=residual_clip,
+      expected_batch_size=expected_batch_size,
+      noise_multiplier=noise_multiplier,
+      embedding_noise_multiplier=embedding_noise_multiplier,
+      residual_noise_multiplier=residual_noise_multiplier,
+      dataset_size=dataset_size,
+      neighboring=neighboring,
+      insecure_test_noise_seed=insecure_test_noise_seed,
+      noise=noise,
+    )
+  )
   num_bases = validation.positive_int("num_bases", num_bases)
   power_iterations = validation.positive_int(
     "power_iterations", power_iterations
   )
-  expected_batch_size, dataset_size = validation.batch_size_and_dataset(
-    expected_batch_size, dataset_size
-  )
-  split = _split_noise(
-    noise_multiplier, embedding_noise_multiplier, residual_noise_multiplier
-  )
-  validation.one_of("noise", noise, base.NOISE_KINDS)
-  mechanism, parts = _mechanisms(
-    embedding_clip, residual_clip, split, neighboring, noise
-  )
-  privacy = base.Privatization(
-    mechanism,
-    base.make_plan(
-      mechanism,
-      expected_batch_size=expected_batch_size,
-      dataset_size=dataset_size,
-      insecure_test_noise_seed=insecure_test_noise_seed,
-    ),
-    insecure_test_noise_seed,
-  )
+  mechanism = privacy.mechanism
 
   gradient = functools.partial(
     _private_gradient,
     num_bases=num_bases,
     power_iterations=power_iterations,
-    clips=(embedding_clip, residual_clip),
+    clips=(float(embedding_clip), float(residual_clip)),
     mechanism=mechanism,
     parts=parts,
-    batch_size=expected_batch_size,
+    batch_size=privacy.expected_batch_size,
   )
   return base.build_vector_estimator(
     gradient, direction_key=direction_key, privacy=privacy

@@ -30,7 +30,10 @@ import jax.numpy as jnp
 
 from zoprivacy.core import validation
 from zoprivacy.estimators import base, public_data, registry, two_point
-from zoprivacy.estimators.privacy_args import PrivacyArgs
+from zoprivacy.estimators.privacy_args import (
+  PrivacyArgs,
+  scalar_privatization,
+)
 from zoprivacy.zo import directions as directions_lib
 
 _FD = "finite_difference"  # PAZO clips the finite difference (conventions §2).
@@ -62,7 +65,12 @@ def _estimator(compute, query, direction_key) -> base.PrivateEstimator:
 # ------------------------------------------------------------------- PAZO-M
 
 
-@registry.estimator("pazo_m", public_data="batch", learning_rate=0.3)
+@registry.estimator(
+  "pazo_m",
+  public_data="batch",
+  learning_rate=0.3,
+  privatize=scalar_privatization,
+)
 def pazo_m(
   *,
   alpha: float = 0.5,
@@ -148,7 +156,12 @@ def pazo_m(
 # ------------------------------------------------------------------- PAZO-P
 
 
-@registry.estimator("pazo_p", public_data="batches", learning_rate=0.3)
+@registry.estimator(
+  "pazo_p",
+  public_data="batches",
+  learning_rate=0.3,
+  privatize=scalar_privatization,
+)
 def pazo_p(
   *,
   num_public_batches: int = 4,

@@ -26,7 +26,25 @@ from zoprivacy.zo import queries
 # ------------------------------------------------------------------- PAZO-S
 
 
-@registry.estimator("pazo_s", public_data="batches", learning_rate=0.1)
+def privatization(arguments) -> base.Privatization:
+  """PAZO-S's mechanism and plan from its (bound) ``arguments``: the ``k``
+  scores, plus the current iterate's with ``extra_candidate``, are
+  ``num_queries`` queries of one Gaussian with ``noise_multiplier``."""
+  k = validation.positive_int(
+    "num_public_batches", arguments["num_public_batches"]
+  )
+  num_scores = k + 1 if arguments["extra_candidate"] else k
+  return PrivacyArgs.of_arguments(
+    dict(arguments, num_queries=num_scores)
+  ).privatization()
+
+
+@registry.estimator(
+  "pazo_s",
+  public_data="batches",
+  learning_rate=0.1,
+  privatize=privatization,
+)
 def pazo_s(
   *,
   noise_multiplier: float,
@@ -75,22 +93,24 @@ def pazo_s(
 
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
+  privacy = privatization(
+    dict(
+      clip=clip,
+      noise_multiplier=noise_multiplier,
+      expected_batch_size=expected_batch_size,
+      dataset_size=dataset_size,
+      neighboring=neighboring,
+      noise=noise,
+      grid_points=grid_points,
+      insecure_test_noise_seed=insecure_test_noise_seed,
+      num_public_batches=num_public_batches,
+      extra_candidate=extra_candidate,
+    )
+  )
   k, learning_rate, candidate_noise_scale = _candidate_settings(
     num_public_batches, learning_rate, extra_candidate, candidate_noise_scale
   )
-  num_scores = k + 1 if extra_candidate else k
   validation.one_of("direction_prng", direction_prng, directions_lib.PRNG_IMPLS)
-  privacy = PrivacyArgs(
-    clip=clip,
-    noise_multiplier=noise_multiplier,
-    expected_batch_size=expected_batch_size,
-    dataset_size=dataset_size,
-    neighboring=neighboring,
-    noise=noise,
-    grid_points=grid_points,
-    insecure_test_noise_seed=insecure_test_noise_seed,
-    num_queries=num_scores,
-  ).privatization()
   compute = _candidate_selection(
     k=k,
     learning_rate=learning_rate,
@@ -104,7 +124,7 @@ def pazo_s(
     compute,
     direction_key=direction_key,
     privacy=privacy,
-    num_released=num_scores,
+    num_released=k + 1 if extra_candidate else k,
   )
 
 

@@ -16,6 +16,8 @@ they build from them, not a new way to call them.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from typing import Any
 
 from zoprivacy.estimators import privatization as privatization_lib
 
@@ -46,6 +48,22 @@ class PrivacyArgs:
   grid_points: int = 1024
   insecure_test_noise_seed: int | None = None
 
+  @classmethod
+  def of_arguments(
+    cls, arguments: Mapping[str, Any], **renamed: str
+  ) -> PrivacyArgs:
+    """The privacy arguments among a factory's ``arguments``: the bound
+    arguments of a call with the defaults applied (as
+    :meth:`~zoprivacy.estimators.registry.EstimatorSpec.plan_template` binds
+    them). Each field is read under
+    its own name, or under the factory's name for it in ``renamed``
+    (``num_queries="num_scores"``); a field the factory does not take keeps
+    this class's default."""
+    names = {
+      f.name: renamed.get(f.name, f.name) for f in dataclasses.fields(cls)
+    }
+    return cls(**{f: arguments[a] for f, a in names.items() if a in arguments})
+
   def replace(self, **changes) -> PrivacyArgs:
     return dataclasses.replace(self, **changes)
 
@@ -53,3 +71,12 @@ class PrivacyArgs:
     """The validated mechanism and plan of a sum of per-example scalars
     clipped at ``clip`` (:func:`~zoprivacy.estimators.privatization.privacy_spec`)."""
     return privatization_lib.privacy_spec(**dataclasses.asdict(self))
+
+
+def scalar_privatization(
+  arguments: Mapping[str, Any],
+) -> privatization_lib.Privatization:
+  """The privatization of a factory whose privacy arguments are all named
+  as :class:`PrivacyArgs` names them (``dpzero``, ``dp_zo``, PAZO-M/P):
+  what its registration declares as ``privatize``."""
+  return PrivacyArgs.of_arguments(arguments).privatization()

@@ -20,7 +20,11 @@ import jax.numpy as jnp
 from zoprivacy.core import validation
 from zoprivacy.estimators import base, public_data, registry
 from zoprivacy.estimators.dp_sgd import estimator as dp_sgd_estimator
-from zoprivacy.estimators.dp_sgd import private_gradient, privatization
+from zoprivacy.estimators.dp_sgd import (
+  private_gradient,
+  privatization,
+  vector_privatization,
+)
 from zoprivacy.estimators.privacy_args import PrivacyArgs
 
 # --------------------------------------------------------------------- DPMD
@@ -32,7 +36,12 @@ def dpmd_public_weight(step, num_steps: int):
   return jnp.cos(jnp.pi * t / (2.0 * num_steps))
 
 
-@registry.estimator("dpmd", public_data="batch", learning_rate=0.1)
+@registry.estimator(
+  "dpmd",
+  public_data="batch",
+  learning_rate=0.1,
+  privatize=vector_privatization,
+)
 def dpmd(
   *,
   num_steps: int,
@@ -90,7 +99,12 @@ def dpmd(
 # ----------------------------------------------------------------- DOPE-SGD
 
 
-@registry.estimator("dope_sgd", public_data="batch", learning_rate=0.1)
+@registry.estimator(
+  "dope_sgd",
+  public_data="batch",
+  learning_rate=0.1,
+  privatize=vector_privatization,
+)
 def dope_sgd(
   *,
   noise_multiplier: float,

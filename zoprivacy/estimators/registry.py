@@ -11,10 +11,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from zoprivacy.core import estimator_manifest
+from zoprivacy.privacy import find_plan
 
 PUBLIC_DATA = (None, "batch", "batches")
 
@@ -62,6 +63,10 @@ class EstimatorSpec:
       none of its own, e.g. Noisy-ZOGD takes its theorem's limit).
     config_fields: run-config fields beyond the default schema that a
       runner reads for this estimator (any other field is refused).
+    privatize: the factory's privatization (mechanism and plan) from its
+      bound arguments, the same function its body calls: the plan a
+      calibration starts from, without building the estimator
+      (:meth:`plan_template`).
   """
 
   name: str
@@ -72,6 +77,7 @@ class EstimatorSpec:
   run_settings: tuple[tuple[str, Any], ...] = ()
   learning_rate: float | None = None
   config_fields: tuple[str, ...] = ()
+  privatize: Callable[[Mapping[str, Any]], Any] | None = None
 
   def __post_init__(self):
     if self.public_data not in PUBLIC_DATA:
@@ -137,6 +143,19 @@ class EstimatorSpec:
       for name, p in self.parameters.items()
       if p.default is p.empty and name not in RUNNER_ARGUMENTS
     )
+
+  def plan_template(self, kwargs: Mapping[str, Any]):
+    """The privacy plan ``factory(**kwargs)`` holds, from the declared
+    ``privatize`` of the call's bound arguments (defaults applied): nothing
+    is built. A factory that declares none (one registered outside this
+    package) is built once to read it."""
+    if self.privatize is None:
+      probe = self.factory(**kwargs)
+      plan = getattr(probe, "privacy_plan", None)
+      return plan if plan is not None else find_plan(probe.init(None))
+    bound = inspect.signature(self.factory).bind(**kwargs)
+    bound.apply_defaults()
+    return self.privatize(bound.arguments).plan
 
   @property
   def public_arg(self) -> str | None:
@@ -223,6 +242,17 @@ def _private_call_message(name: str, takes, given: list[str]) -> str:
     "Or pass noise_multiplier= yourself and read the epsilon spent with "
     "zoprivacy.epsilon(state, delta)."
   )
+
+
+def plan_template(factory: Callable, kwargs: Mapping[str, Any]):
+  """The privacy plan ``factory(**kwargs)`` holds
+  (:meth:`EstimatorSpec.plan_template` of its registration; an
+  unregistered factory is built once to read it)."""
+  spec = next(
+    (s for s in _REGISTRY.values() if s.factory is factory),
+    EstimatorSpec(getattr(factory, "__name__", "factory"), factory),
+  )
+  return spec.plan_template(kwargs)
 
 
 def get(name: str) -> EstimatorSpec:

@@ -8,7 +8,10 @@ they differ only in the mechanism, the clipped quantity and the defaults.
 from __future__ import annotations
 
 from zoprivacy.estimators import base, registry, two_point
-from zoprivacy.estimators.privacy_args import PrivacyArgs
+from zoprivacy.estimators.privacy_args import (
+  PrivacyArgs,
+  scalar_privatization,
+)
 
 
 @registry.estimator("mezo", learning_rate=1e-3)
@@ -64,7 +67,9 @@ def _private_scalar_estimator(
   return two_point.two_point_estimator(query, direction_key=direction_key)
 
 
-@registry.estimator("dpzero", learning_rate=0.02)
+@registry.estimator(
+  "dpzero", learning_rate=0.02, privatize=scalar_privatization
+)
 def dpzero(
   *,
   noise_multiplier: float,
@@ -150,7 +155,7 @@ def dpzero(
 # dp_zo clips the raw difference f(x + l u) - f(x - l u) = 2 l * (finite
 # difference): its default clip 2e-3 at l = 1e-3 is DPZero's 1.0 on the
 # finite difference, so switching estimator by override keeps the scale.
-@registry.estimator("dp_zo", learning_rate=0.02)
+@registry.estimator("dp_zo", learning_rate=0.02, privatize=scalar_privatization)
 def dp_zo(
   *,
   noise_multiplier: float,

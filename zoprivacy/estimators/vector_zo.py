@@ -13,7 +13,7 @@ import jax.numpy as jnp
 
 from zoprivacy.core import validation
 from zoprivacy.estimators import base, registry
-from zoprivacy.estimators.dp_sgd import privatization
+from zoprivacy.estimators.dp_sgd import privatization, vector_privatization
 from zoprivacy.estimators.privacy_args import PrivacyArgs
 from zoprivacy.mechanisms import clipping
 from zoprivacy.mechanisms import noise as mechanisms
@@ -21,7 +21,9 @@ from zoprivacy.zo import directions as directions_lib
 from zoprivacy.zo import queries
 
 
-@registry.estimator("dpgd_zeroth", learning_rate=0.02)
+@registry.estimator(
+  "dpgd_zeroth", learning_rate=0.02, privatize=vector_privatization
+)
 def dpgd_zeroth(
   *,
   noise_multiplier: float,

@@ -269,12 +269,7 @@ def layerwise_dpzero(
     directions,
     clip_target,
     privacy,
-    dict(
-      smoothing=smoothing,
-      num_queries=num_queries,
-      direction_key=direction_key,
-      direction_prng=direction_prng,
-    ),
+    _direction_args(smoothing, num_queries, direction_key, direction_prng),
     perturbed_loss,
     learning_rate,
   )
@@ -295,14 +290,18 @@ def layerwise_mezo(
     directions,
     "finite_difference",
     None,
-    dict(
-      smoothing=smoothing,
-      num_queries=num_queries,
-      direction_key=direction_key,
-      direction_prng=direction_prng,
-    ),
+    _direction_args(smoothing, num_queries, direction_key, direction_prng),
     perturbed_loss,
     learning_rate,
+  )
+
+
+def _direction_args(smoothing, num_queries, direction_key, direction_prng):
+  return dict(
+    smoothing=smoothing,
+    num_queries=num_queries,
+    direction_key=direction_key,
+    direction_prng=direction_prng,
   )
 
 

@@ -55,7 +55,8 @@ from results_file import split_sections, write_report
 from timing import compiled_peak, min_median_round_robin
 
 import zoprivacy
-from zoprivacy.models import causal_lm_zo
+from zoprivacy.models import causal_lm_zo, gguf_checkpoint, smollm2
+from zoprivacy.models.llama import LlamaForCausalLM
 from zoprivacy.models.lm_loss import per_example_lm_loss
 from zoprivacy.models.opt import OPTConfig, OPTForCausalLM
 from zoprivacy.training import layerwise
@@ -117,9 +118,6 @@ def _device_peak():
 
 def _real_model(name):
   """The Flax Llama and its real weights (bfloat16) for a :data:`REAL` row."""
-  from zoprivacy.models import gguf_checkpoint, smollm2
-  from zoprivacy.models.llama import LlamaForCausalLM
-
   path = smollm2.smollm2_path()
   if path is None:
     raise FileNotFoundError(f"{name}: {smollm2.INSTALL}")

@@ -32,7 +32,9 @@ from configs import vader_smollm2
 from experiments import tasks
 from experiments.run import step as step_lib
 from experiments.run.resolved_run import setup
+from experiments.tasks.vader_llm import load_model
 from zoprivacy.models import peft
+from zoprivacy.models.llama import LlamaForCausalLM
 
 VARIANTS = ("lora:1", "prefix:1", "full:1", "lora:2", "lora:4", "lora:30")
 VARIANTS += ("prefix:30", "full:30")
@@ -70,9 +72,6 @@ def time_variant(mode: str, blocks: int, reps: int) -> dict:
 
 def time_dtypes(reps: int) -> dict:
   """The whole model's forward, float32 against bfloat16, interleaved."""
-  from experiments.tasks.vader_llm import load_model
-  from zoprivacy.models.llama import LlamaForCausalLM
-
   config, params, _, _ = load_model(_config("lora", 1))
   ids = jnp.asarray(np.random.default_rng(0).integers(100, 40000, (32, 32)))
   last = jnp.full((32, 1), 31)

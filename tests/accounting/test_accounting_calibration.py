@@ -6,6 +6,7 @@ from dp_accounting import mechanism_calibration
 from dp_accounting.pld import pld_privacy_accountant
 
 from zoprivacy import accounting as acc
+from zoprivacy.accounting import search_start
 
 P = 16 / 1000
 T = 75000
@@ -220,8 +221,6 @@ def test_first_secant_slope_is_the_pld_slope_to_within_a_quarter(
   the warm start) is close to the fine PLD epsilon's own slope there, which
   is what lets the search bracket the root in 3-4 fine evaluations."""
   import math
-
-  from zoprivacy.accounting import search_start
 
   delta = 1e-5
   warm, slope = search_start.rdp_warm_start(

@@ -9,6 +9,7 @@ from dp_accounting.pld import pld_privacy_accountant
 from dp_accounting.rdp import rdp_privacy_accountant
 
 from zoprivacy import accounting as acc
+from zoprivacy.accounting import dp_accounting_adapter as adapter
 from zoprivacy.privacy import PrivacyPlan, sampling_scheme
 
 P_TABLE16 = 16 / 1000
@@ -125,8 +126,6 @@ def test_reported_epsilon_is_max_of_add_and_remove():
   assert acc.pld_epsilon(big_p, delta=1e-3) == max(s2.remove, s2.add)
   # Independent route: dp_accounting's per-direction privacy-loss objects.
   from dp_accounting.pld import privacy_loss_mechanism as plm
-
-  from zoprivacy.accounting import dp_accounting_adapter as adapter
 
   for adjacency, expected in [
     (plm.AdjacencyType.REMOVE, split.remove),

@@ -4,6 +4,8 @@ import subprocess
 import sys
 import textwrap
 
+import zoprivacy.accounting as accounting
+
 
 def _run(code: str) -> str:
   out = subprocess.run(
@@ -53,8 +55,6 @@ def test_lazy_top_level_exports_resolve():
 
 
 def test_every_accounting_export_resolves():
-  import zoprivacy.accounting as accounting
-
   assert len(accounting.__all__) == 22
   for name in accounting.__all__:
     assert getattr(accounting, name) is not None, name

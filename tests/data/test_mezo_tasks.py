@@ -8,9 +8,11 @@ import jax
 import numpy as np
 import pytest
 
+from experiments.tasks import TASKS, get_task, llm
 from zoprivacy.data import prompts
-from zoprivacy.data.loaders import mezo_tasks
-from zoprivacy.metrics import qa
+from zoprivacy.data.loaders import MissingDataError, mezo_tasks
+from zoprivacy.metrics import qa, qa_generation
+from zoprivacy.models.hf_checkpoint import load_bpe_tokenizer
 from zoprivacy.models.opt import OPTConfig, OPTForCausalLM, per_example_lm_loss
 
 SQUAD = {
@@ -213,8 +215,6 @@ def _char_tokenizer(tmp_path):
   """Byte-level BPE with no merges (one token per byte), OPT specials."""
   from tokenizers.pre_tokenizers import ByteLevel
 
-  from zoprivacy.models.hf_checkpoint import load_bpe_tokenizer
-
   vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3}
   for ch in sorted(ByteLevel.alphabet()):
     vocab[ch] = len(vocab)
@@ -264,9 +264,6 @@ def test_squad_metrics():
 def test_llm_tasks_registered_and_fail_fast(tmp_path):
   import ml_collections
 
-  from experiments.tasks import TASKS, get_task
-  from zoprivacy.data.loaders import MissingDataError
-
   for name in ("sst2", "rte", "boolq", "mnli", "squad", "drop", "trec"):
     assert f"{name}_opt" in TASKS
   config = ml_collections.ConfigDict(
@@ -290,8 +287,6 @@ def test_llm_tasks_registered_and_fail_fast(tmp_path):
 
 def test_llm_task_end_to_end(tmp_path, monkeypatch):
   import ml_collections
-
-  from experiments.tasks import get_task, llm
 
   tok, vocab_size = _char_tokenizer(tmp_path)
   cfg = _tiny_opt_config(vocab_size, layers=1, positions=40)
@@ -362,8 +357,6 @@ def test_llm_task_end_to_end(tmp_path, monkeypatch):
 
 
 def test_generation_evaluation_on_tiny_opt(tmp_path):
-  from zoprivacy.metrics import qa_generation
-
   tok, vocab_size = _char_tokenizer(tmp_path)
   assert qa_generation.answer_text(tok, tok.encode(" Ab\nC").ids) == "Ab"
   cfg = _tiny_opt_config(vocab_size, layers=1, positions=56)

@@ -11,6 +11,7 @@ from adversarial import ADV_BATCH, adversarial_loss
 from keys import with_keys
 
 import zoprivacy
+from zoprivacy.mechanisms import noise as mechanisms
 
 D = 6
 X0 = {"a": jnp.linspace(-1.0, 1.0, 4), "b": jnp.array([0.5, -2.0])}
@@ -504,7 +505,6 @@ def test_bad_mechanism_and_laplace_replace_one():
       expected_batch_size=8.0,
       mechanism="exponential",
     )
-  from zoprivacy.mechanisms import noise as mechanisms
 
   with pytest.raises(ValueError, match="add_or_remove"):
     mechanisms.LaplaceMechanism(1.0, 1.0, 1, "replace_one")

@@ -13,6 +13,7 @@ import pytest
 
 from experiments.run import errors, train
 from experiments.tasks import llm
+from zoprivacy.models import hf_checkpoint, hf_llama
 
 FIXTURES = pathlib.Path(__file__).parents[1] / "fixtures"
 CONFIGS = (
@@ -47,8 +48,6 @@ def _config(name):
 def _no_weight_loading(monkeypatch):
   def refuse(*args, **kwargs):
     raise AssertionError("weights were read before the files were checked")
-
-  from zoprivacy.models import hf_checkpoint, hf_llama
 
   monkeypatch.setattr(hf_checkpoint, "load_opt", refuse)
   monkeypatch.setattr(hf_llama, "load_llama", refuse)
@@ -156,8 +155,6 @@ def test_an_unsupported_model_type_is_refused(tmp_path):
 
 
 def test_the_library_loader_points_a_mistral_folder_to_mistral(tmp_path):
-  from zoprivacy.models import hf_llama
-
   shutil.copy(FIXTURES / "tiny_mistral" / "config.json", tmp_path)
   with pytest.raises(FileNotFoundError) as err:
     hf_llama.load_llama(tmp_path)

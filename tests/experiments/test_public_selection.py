@@ -6,6 +6,7 @@ import pytest
 
 from configs import default
 from experiments import public_selection, tasks
+from experiments.run import report, train
 from experiments.tasks import public_proxy
 
 D = 6
@@ -61,7 +62,7 @@ def test_proxy_task_uses_only_public_rows(synthetic):
   proxy = public_proxy.public_proxy_task(private, eval_size=100, seed=3)
   rows = lambda x: {tuple(r) for r in np.asarray(x)}
   public_rows = rows(private.public_inputs)
-  train, test, rest = (
+  train_rows, test, rest = (
     rows(proxy.train_inputs),
     rows(proxy.test_inputs),
     rows(proxy.public_inputs),
@@ -69,8 +70,8 @@ def test_proxy_task_uses_only_public_rows(synthetic):
   assert proxy.num_train == N_PRIVATE  # same plan: same sampling rate
   assert len(proxy.test_labels) == 100
   assert len(proxy.public_labels) == N_PUBLIC - N_PRIVATE - 100
-  assert train | test | rest == public_rows
-  assert not (train & test or train & rest or test & rest)
+  assert train_rows | test | rest == public_rows
+  assert not (train_rows & test or train_rows & rest or test & rest)
   again = public_proxy.public_proxy_task(private, eval_size=100, seed=3)
   np.testing.assert_array_equal(again.train_inputs, proxy.train_inputs)
 
@@ -164,8 +165,6 @@ def test_axis_parsing_and_unknown_fields(synthetic):
 
 
 def test_a_proxy_run_says_so_in_its_report(synthetic):
-  from experiments.run import report, train
-
   synthetic.num_steps = 2
   synthetic.public_proxy = True
   result = train.train(synthetic, progress=False)

@@ -7,6 +7,7 @@ import os
 import pytest
 
 from configs import default
+from experiments import tasks
 from experiments.run import checkpointing, preflight, train
 from zoprivacy import accounting
 
@@ -110,8 +111,6 @@ def test_tampered_ledger_in_checkpoint_is_reported(tmp_path):
 def test_poisson_from_a_loader_that_cannot_provide_it_is_rejected(
   tmp_path, monkeypatch
 ):
-  from experiments import tasks
-
   digits = tasks.TASKS["digits"]
 
   def streamed_digits(config):

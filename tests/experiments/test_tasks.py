@@ -25,7 +25,7 @@ from experiments.run import preflight, run_setup, train
 from experiments.tasks import peft as peft_tasks
 from zoprivacy.data import tokenize
 from zoprivacy.data.loaders import MissingDataError, write_idx
-from zoprivacy.models import peft
+from zoprivacy.models import bert, peft
 
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
 tokenizers = pytest.importorskip("tokenizers")
@@ -573,8 +573,6 @@ def test_peft_modes_perturb_only_their_parameters(tmp_path, mode):
   The runner's estimator, with its default exact noise; the test noise seed
   makes the step reproducible (so the noisy scalar is a fixed nonzero value).
   """
-  from zoprivacy.models import bert
-
   model_dir = _tiny_hf_checkpoint(tmp_path / "bert", roberta=False)
   bcfg, enc = bert.load_hf_encoder(model_dir)
   params = bert.classifier_params_from_encoder(

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from configs import tiny_opt_sst2
+from experiments import tasks
 from experiments.run import train
 
 pytest.importorskip("tokenizers")
@@ -57,8 +58,6 @@ def test_bfloat16_weights_train_float32_adapters():
   and the layer-wise runner trains on the mixed tree."""
   import jax
   import numpy as np
-
-  from experiments import tasks
 
   losses = {}
   for name in ("float32", "bfloat16"):

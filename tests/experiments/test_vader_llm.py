@@ -16,7 +16,7 @@ from configs import vader_smollm2
 from experiments import tasks
 from experiments.run import train
 from experiments.tasks import llm_states, vader_llm
-from zoprivacy.data.loaders import MissingDataError
+from zoprivacy.data.loaders import MissingDataError, vader
 from zoprivacy.models import llama_split, smollm2
 from zoprivacy.models.gguf_checkpoint import load_gguf_llama
 from zoprivacy.models.llama import LlamaForCausalLM
@@ -76,8 +76,6 @@ def test_step_zero_is_the_pretrained_models_label_logits(files):
 
 
 def _test_sentences(root):
-  from zoprivacy.data.loaders import vader
-
   return vader.load_vader(cache_dir=root / "vader").test.inputs
 
 

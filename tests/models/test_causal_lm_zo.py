@@ -13,8 +13,10 @@ import pytest
 
 import zoprivacy
 from zoprivacy.models import causal_lm_zo, chunked_head, opt, peft
+from zoprivacy.models import perturbed_head as pe
 from zoprivacy.models.opt import OPTConfig, OPTForCausalLM, per_example_lm_loss
 from zoprivacy.training import layerwise
+from zoprivacy.zo import directions as directions_lib
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -332,9 +334,6 @@ def test_answer_window_gives_the_same_losses():
 def test_embedding_perturbed_where_used_equals_the_perturbed_table():
   """Token rows and the chunked tied head (chunks of 16 over 50 rows, the
   last one overlapping) against the whole perturbed table E + l u."""
-  from zoprivacy.models import perturbed_head as pe
-  from zoprivacy.zo import directions
-
   rng = np.random.default_rng(0)
   table = jnp.asarray(rng.normal(size=(50, 8)).astype(np.float32))
   hidden = jnp.asarray(rng.normal(size=(3, 4, 8)).astype(np.float32))
@@ -342,7 +341,7 @@ def test_embedding_perturbed_where_used_equals_the_perturbed_table():
   perturbation = layerwise.Perturbation(
     "gaussian", jax.random.key(4), 0.01, "counter2"
   )
-  u = directions.leaf_slice(
+  u = directions_lib.leaf_slice(
     "gaussian", perturbation.key, 2, table.shape, table.dtype, prng="counter2"
   )
   perturbed = table + (0.01 * u).astype(table.dtype)
@@ -359,7 +358,7 @@ def test_embedding_perturbed_where_used_equals_the_perturbed_table():
     )
   # An untied [D, V] head kernel: its column chunks are those of W + l u.
   kernel = table.T
-  w = directions.leaf_slice(
+  w = directions_lib.leaf_slice(
     "gaussian", perturbation.key, 5, kernel.shape, kernel.dtype, prng="counter2"
   )
   perturbed_kernel = kernel + (0.01 * w).astype(kernel.dtype)

@@ -15,6 +15,7 @@ import pytest
 import safetensors.numpy as safetensors_numpy
 
 from zoprivacy.models import opt
+from zoprivacy.models.hf_checkpoint import load_bpe_tokenizer
 from zoprivacy.models.hf_llama import llama_params_from_hf, load_llama
 from zoprivacy.models.llama import LlamaConfig, LlamaForCausalLM
 from zoprivacy.models.opt_generate import generate
@@ -131,8 +132,6 @@ def test_tokenizer_without_pad_token_pads_with_unk(tmp_path):
   """Llama / Mistral tokenizers have no pad token: padding (masked) uses
   the unknown token, else the end token."""
   from tokenizers import Tokenizer, models
-
-  from zoprivacy.models.hf_checkpoint import load_bpe_tokenizer
 
   tok = Tokenizer(
     models.WordLevel({"<unk>": 0, "</s>": 1, "a": 2}, unk_token="<unk>")

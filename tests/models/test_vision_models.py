@@ -5,8 +5,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from zoprivacy.models.nf_resnet import RELU_GAMMA, NFResNet, WSConv, scaled_relu
-from zoprivacy.models.vit import ViT
+from zoprivacy.models.nf_resnet import (
+  RELU_GAMMA,
+  NFResNet,
+  WSConv,
+  nf_resnet18,
+  scaled_relu,
+)
+from zoprivacy.models.vit import ViT, vit_small_pazo
 
 
 def rbg_key(seed):
@@ -91,9 +97,6 @@ def test_vit_shapes_and_independence(assert_per_example_independent):
 @pytest.mark.slow
 def test_full_size_paper_models_forward():
   """NF-ResNet18 on CIFAR-sized and the PAZO ViT-small on Tiny-ImageNet-sized inputs."""
-  from zoprivacy.models.nf_resnet import nf_resnet18
-  from zoprivacy.models.vit import vit_small_pazo
-
   for model, shape, classes in (
     (nf_resnet18(10), (2, 32, 32, 3), 10),
     (vit_small_pazo(200), (2, 64, 64, 3), 200),

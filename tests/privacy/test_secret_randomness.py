@@ -10,6 +10,8 @@ import optax
 import pytest
 
 import zoprivacy
+from zoprivacy.accounting import discrete_laplace_queries as dlq
+from zoprivacy.accounting import discrete_pld as dpld
 from zoprivacy.data import sampling
 from zoprivacy.privacy import find_plan, randomness
 
@@ -338,9 +340,6 @@ def test_exact_noise_covers_several_queries_and_replace_one():
 def test_laplace_queries_pld_matches_dp_accounting_for_one_query():
   """The sufficient-statistic construction with q = 1 reproduces
   dp_accounting's discrete Laplace PLD (buckets: at most 2% above)."""
-  from zoprivacy.accounting import discrete_laplace_queries as dlq
-  from zoprivacy.accounting import discrete_pld as dpld
-
   kw = dict(sensitivity=1024, sampling_probability=0.08, num_steps=50)
   mine = dlq.discrete_laplace_queries_pld(scale=2048.0, num_queries=1, **kw)
   ref = dpld.discrete_noise_pld(scale=2048.0, **kw)

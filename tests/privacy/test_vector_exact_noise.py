@@ -16,6 +16,8 @@ from scipy import stats
 
 import zoprivacy
 from zoprivacy.accounting import plan_calibration, subsampled_rdp
+from zoprivacy.privacy.ledger import PrivacyLedger
+from zoprivacy.privacy.plan import PrivacyPlan
 from zoprivacy.secret_noise import vector_discrete_mechanism as vdm
 from zoprivacy.secret_noise import vector_discrete_noise as vdn
 
@@ -235,8 +237,6 @@ def test_a_ledger_of_several_vector_plans_composes_their_rdp():
   ledger composes them in RDP (no PLD exists), equal to the direct RDP
   composition and above either segment alone; mixing with a PLD plan is
   refused rather than accounted wrongly."""
-  from zoprivacy.privacy.ledger import PrivacyLedger
-  from zoprivacy.privacy.plan import PrivacyPlan
 
   def plan(sigma, mechanism="vector_discrete_gaussian"):
     return PrivacyPlan.build(

@@ -17,6 +17,7 @@ import optax
 from timing import min_median_round_robin
 
 import zoprivacy
+from zoprivacy.data import sampling
 from zoprivacy.models import small
 
 
@@ -35,7 +36,6 @@ def models():
 
 def bench_exact_noise(model, shape, dataset_size, batch_size, reps):
   """Seconds per runner step, exact vs float noise, sampler included."""
-  from zoprivacy.data import sampling  # pylint: disable=g-import-not-at-top
 
   rng = np.random.default_rng(0)
   data = (

@@ -81,7 +81,7 @@ from report import (  # noqa: E402
 )
 
 import zoprivacy  # noqa: E402
-from zoprivacy.models import small  # noqa: E402
+from zoprivacy.models import bert, minilm, small  # noqa: E402
 
 CLIP, SIGMA, SMOOTHING, LR = 1.0, 1.0, 1e-3, 1e-3
 # DP-SGD rows: ghost clipping with exact noise (the default), with the
@@ -118,7 +118,6 @@ def minilm_task(batch_size, length, weights="pretrained"):
   machine without the checkpoint (a lent GPU); a step's cost and compiled
   memory depend on the shapes only.
   """
-  from zoprivacy.models import bert, minilm  # pylint: disable=g-import-not-at-top
 
   rng = np.random.default_rng(0)
   if weights == "pretrained":

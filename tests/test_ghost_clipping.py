@@ -17,6 +17,7 @@ import numpy as np
 import optax
 import pytest
 
+import zoprivacy
 from zoprivacy.estimators import base
 from zoprivacy.first_order import ghost_clipping
 from zoprivacy.mechanisms import clipping
@@ -293,8 +294,6 @@ def test_norm_pass_memory_below_explicit_for_wide_mlp():
 def test_dp_sgd_ghost_path_equals_explicit_path():
   """``dp_sgd(per_example_clipping='ghost')``: same update, same noise."""
   import pytest  # pylint: disable=g-import-not-at-top
-
-  import zoprivacy  # pylint: disable=g-import-not-at-top
 
   model = MLP(num_classes=3, hidden=(16,))
   rng = np.random.default_rng(0)

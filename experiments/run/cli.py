@@ -37,6 +37,7 @@ from absl import flags, logging
 from ml_collections import config_flags
 
 from experiments.run import config_fields, errors, preflight
+from zoprivacy.core import estimator_manifest
 
 CONFIG = config_flags.DEFINE_config_file(
   "config", None, "Path to a configs/<name>.py file.", lock_config=True
@@ -164,8 +165,6 @@ def switch_estimator_kwargs(config, spec, given: dict) -> dict:
 def check_declared(config) -> None:
   """The checks that need the estimator's declaration, on the JAX-free
   manifest, with the ``estimator_kwargs`` a switch will give."""
-  from zoprivacy.core import estimator_manifest  # pylint: disable=g-import-not-at-top
-
   declaration = estimator_manifest.get(config.estimator)
   every = estimator_manifest.declarations().values()
   config_fields.check(config, declaration.config_fields, _fields_of(every))
@@ -309,6 +308,7 @@ def main(argv=None) -> int:
       check_declared(CONFIG.value)
   except (ValueError, KeyError, OSError) as e:
     return _fail(errors.one_paragraph(e), DEBUG.value, e)
+  # JAX loads here, only once the checks above have passed.
   from experiments.run import report, train  # pylint: disable=g-import-not-at-top
 
   try:

@@ -26,6 +26,8 @@ from __future__ import annotations
 import difflib
 import functools
 
+from configs import default
+
 # Fields every task reads: the public split and the public proxy
 # (experiments/tasks/__init__.py, public_proxy.py) and the data seed.
 COMMON = ("public", "data_seed", "validation_size", "examples_per_class")
@@ -143,7 +145,6 @@ def declare_task(name: str, fields, public_splits=()) -> None:
 @functools.cache
 def default_schema() -> dict:
   """``configs/default.py``'s fields, a fixed block as its set of keys."""
-  from configs import default  # pylint: disable=g-import-not-at-top
 
   return {
     key: tuple(value.keys()) if key in ("mesh", "distributed") else None

@@ -6,7 +6,12 @@ from dp_accounting import mechanism_calibration
 from dp_accounting.pld import pld_privacy_accountant
 
 from zoprivacy import accounting as acc
-from zoprivacy.accounting import search_start
+from zoprivacy.accounting import (
+  calibration,
+  epsilon,
+  pld_size,
+  search_start,
+)
 
 P = 16 / 1000
 T = 75000
@@ -254,11 +259,6 @@ def _laplace_with_guard(monkeypatch, refuse_below):
   """Calibrates Laplace at eps 4, p 0.02, T 300 (multiplier 0.4218; the
   search visits 0.4026 on the way) with the PLD memory guard refusing every
   multiplier below ``refuse_below``."""
-  from zoprivacy.accounting import (  # pylint: disable=g-import-not-at-top
-    calibration,
-    epsilon,
-    pld_size,
-  )
 
   check = pld_size.check_pld_size
   refused = []
@@ -298,7 +298,6 @@ def test_a_refused_multiplier_below_the_root_moves_the_search_up(monkeypatch):
 
 
 def test_a_root_below_what_can_be_accounted_is_an_error(monkeypatch):
-  from zoprivacy.accounting import pld_size  # pylint: disable=g-import-not-at-top
 
   with pytest.raises(pld_size.PLDTooLargeError, match="PLD points"):
     _laplace_with_guard(monkeypatch, refuse_below=0.45)

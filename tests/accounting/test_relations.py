@@ -4,7 +4,7 @@ dp_accounting's ``NeighboringRelation``, read by every conversion."""
 import dp_accounting
 import pytest
 
-from zoprivacy.accounting import relations
+from zoprivacy.accounting import events, relations
 from zoprivacy.core import validation
 from zoprivacy.mechanisms import values
 
@@ -38,7 +38,6 @@ def test_anything_else_is_refused(value):
 
 
 def test_the_mechanism_values_and_the_events_read_the_same_table():
-  from zoprivacy.accounting import events  # pylint: disable=g-import-not-at-top
 
   assert values.relation is relations.relation
   assert events.neighboring_relation is relations.relation

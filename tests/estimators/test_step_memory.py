@@ -10,7 +10,7 @@ import pytest
 
 import zoprivacy
 from zoprivacy.models import small
-from zoprivacy.zo import directions
+from zoprivacy.zo import blockwise_dot, directions
 
 
 def _peak(compiled) -> int:
@@ -94,7 +94,6 @@ def test_a_large_dense_kernel_is_never_copied_whole(kind, monkeypatch):
   for both passes), against
   more than the whole kernel when the perturbed leaf is formed whole. (The
   sphere, slow: the same blocks.)"""
-  from zoprivacy.zo import blockwise_dot  # pylint: disable=g-import-not-at-top
 
   params, extra = _mlp_step_extra((1024, 1024), 16, kind)
   largest = max(v.nbytes for v in jax.tree.leaves(params))

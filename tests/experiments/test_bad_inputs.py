@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+from experiments.run import errors
 from zoprivacy.core import estimator_manifest
 
 ROOT = os.path.dirname(
@@ -191,8 +192,6 @@ def test_ctrl_c_says_where_to_resume_and_the_rerun_does(tmp_path):
 
 def test_a_full_disk_and_ctrl_c_read_as_one_paragraph():
   import errno  # pylint: disable=g-import-not-at-top
-
-  from experiments.run import errors  # pylint: disable=g-import-not-at-top
 
   full = errors.one_paragraph(
     OSError(errno.ENOSPC, "No space left on device", "/run/metrics.csv")

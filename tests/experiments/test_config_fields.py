@@ -16,6 +16,7 @@ import textwrap
 import pytest
 
 from configs import default
+from experiments import tasks
 from experiments.run import cli, config_fields, preflight
 from zoprivacy.core import estimator_manifest
 
@@ -126,7 +127,6 @@ def test_every_shipped_config_reads_every_field_it_sets():
 def test_the_task_table_covers_every_registered_task():
   """The JAX-free table names every task the runner can build, and the
   public splits it lists are the ones the builders accept."""
-  from experiments import tasks  # pylint: disable=g-import-not-at-top
 
   assert set(tasks.TASKS) <= set(config_fields.TASK_FIELDS)
   builtin = {

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from configs import fashion_mnist_dpzero
 from experiments.run import train
 from zoprivacy.data import loaders
 
@@ -19,7 +20,6 @@ def test_fashion_mnist_dpzero_epsilon_two_within_ten_minutes(tmp_path):
     loaders.load_fashion_mnist()
   except loaders.MissingDataError as e:
     pytest.skip(str(e))
-  from configs import fashion_mnist_dpzero  # pylint: disable=g-import-not-at-top
 
   config = fashion_mnist_dpzero.get_config()
   config.workdir = str(tmp_path)

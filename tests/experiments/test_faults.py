@@ -12,7 +12,9 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from experiments.run import checkpointing
+from configs import default
+from experiments.run import checkpointing, train
+from experiments.run import metrics as metrics_lib
 from zoprivacy.privacy import PrivacyPlan
 from zoprivacy.privacy.ledger import CorruptLedgerError, PrivacyLedger
 
@@ -145,9 +147,6 @@ def test_the_ledger_is_persisted_before_every_file_derived_from_a_step(
 ):
   """Each metrics row, checkpoint and result.json is preceded by a durable
   ledger write that already records the steps it reports."""
-  from configs import default  # pylint: disable=g-import-not-at-top
-  from experiments.run import metrics as metrics_lib  # pylint: disable=g-import-not-at-top
-  from experiments.run import train  # pylint: disable=g-import-not-at-top
 
   events = []
   real_save = PrivacyLedger.save

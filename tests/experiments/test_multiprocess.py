@@ -20,6 +20,8 @@ import sys
 
 import pytest
 
+from zoprivacy.estimators import registry
+
 HERE = os.path.dirname(__file__)
 WORKER = os.path.join(HERE, "multiprocess_worker.py")
 
@@ -112,7 +114,6 @@ def test_every_estimator_adds_the_same_secret_noise_on_both_processes(
   """OS-entropy secrets (no test seed): each process draws its own keys at
   init, the runner binds them to the broadcast run secret, so both
   processes add the same noise and end with identical parameters."""
-  from zoprivacy.estimators import registry  # pylint: disable=g-import-not-at-top
 
   results = _launch(
     tmp_path, "every", 2, 2, stop_after=100, mode=("every_estimator",)

@@ -9,9 +9,12 @@ import pytest
 from run_outputs import run_outputs
 
 from configs import default
+from experiments import tasks
 from experiments.run import checkpointing, report, train
 from zoprivacy import accounting
 from zoprivacy.estimators import registry
+from zoprivacy.first_order import per_example_check
+from zoprivacy.privacy import PrivacyPlan
 
 
 def _config(workdir=None, **overrides):
@@ -205,7 +208,6 @@ def test_every_estimator_resumes_exactly_and_reports_one_epsilon(
   if not registry.get(name).private:
     assert saved["epsilon"] in ("inf", float("inf"))
     return
-  from zoprivacy.privacy import PrivacyPlan  # pylint: disable=g-import-not-at-top
 
   plan = PrivacyPlan.from_dict(saved["privacy_plan"])
   ledger = accounting.PrivacyLedger.load(
@@ -220,8 +222,6 @@ def test_every_estimator_resumes_exactly_and_reports_one_epsilon(
 
 def test_runner_refuses_a_loss_that_mixes_examples(monkeypatch):
   """Checked once at start-up, on synthetic inputs, before any private step."""
-  from experiments import tasks  # pylint: disable=g-import-not-at-top
-  from zoprivacy.first_order import per_example_check  # pylint: disable=g-import-not-at-top
 
   digits = tasks.TASKS["digits"]
 

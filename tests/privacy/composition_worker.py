@@ -29,7 +29,9 @@ import importlib  # noqa: E402
 
 import release_recorder  # noqa: E402
 
+from experiments import tune  # noqa: E402
 from experiments.run import train  # noqa: E402
+from experiments.tuning import budget, search  # noqa: E402
 from zoprivacy.privacy import randomness  # noqa: E402
 
 
@@ -78,8 +80,6 @@ def _train(config):
 def _tune(config):
   """The tuner on the config: two trials (the secret count fixed here) over
   two step sizes, their steps recorded as a run's."""
-  from experiments import tune  # pylint: disable=g-import-not-at-top
-  from experiments.tuning import budget, search  # pylint: disable=g-import-not-at-top
 
   budget.draw_trial_count = lambda secret, count: 2
   space = search.from_flags({"learning_rate": "0.01,0.02"})

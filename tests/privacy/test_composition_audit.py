@@ -40,6 +40,9 @@ import sys
 import numpy as np
 import pytest
 
+from configs import default
+from experiments import tune
+from experiments.tuning import budget, search
 from zoprivacy.privacy import randomness
 from zoprivacy.privacy.ledger import PrivacyLedger
 from zoprivacy.secret_noise import ExactNoiseSource
@@ -330,10 +333,6 @@ def test_tuning_with_exact_noise(tmp_path, monkeypatch):
   the secret count fixed here) each release on the lattice with exact
   integer noise, and no two trials share their noise or their batches."""
   import release_recorder  # pylint: disable=g-import-not-at-top
-
-  from configs import default  # pylint: disable=g-import-not-at-top
-  from experiments import tune  # pylint: disable=g-import-not-at-top
-  from experiments.tuning import budget, search  # pylint: disable=g-import-not-at-top
 
   records = []
   release_recorder.install(monkeypatch, records.append)

@@ -12,6 +12,7 @@ import optax
 import pytest
 
 import zoprivacy
+from zoprivacy.estimators import base
 from zoprivacy.mechanisms import noise as mechanisms
 from zoprivacy.privacy import randomness
 from zoprivacy.secret_noise import noise_binding
@@ -133,7 +134,6 @@ def test_float_noise_keys_are_bound_to_the_plan():
   est_a, est_b = _dpzero(noise="float"), _dpzero(noise="float", clip=1.01)
   state = est_a.init(jnp.zeros(D))
   moved = state._replace(privacy_plan=est_b.privacy_plan)
-  from zoprivacy.estimators import base  # pylint: disable=g-import-not-at-top
 
   key_a = jax.random.key_data(base.step_keys(state)[1])
   key_b = jax.random.key_data(base.step_keys(moved)[1])

@@ -16,8 +16,11 @@ from scipy import stats
 
 import zoprivacy
 from zoprivacy.accounting import plan_calibration, subsampled_rdp
+from zoprivacy.estimators import base
+from zoprivacy.first_order import ghost_clipping
 from zoprivacy.privacy.ledger import PrivacyLedger
 from zoprivacy.privacy.plan import PrivacyPlan
+from zoprivacy.secret_noise import rounded_sum_mechanism
 from zoprivacy.secret_noise import vector_discrete_mechanism as vdm
 from zoprivacy.secret_noise import vector_discrete_noise as vdn
 
@@ -148,8 +151,6 @@ def test_default_release_is_on_the_lattice_ghost_clipping_included():
   of two: every float step is exact); with ghost clipping the release
   times B / gamma is (gamma = 2^-k, the rounded sum's grid, from the bound
   of the step's sum)."""
-  from zoprivacy.estimators import base  # pylint: disable=g-import-not-at-top
-  from zoprivacy.first_order import ghost_clipping  # pylint: disable=g-import-not-at-top
 
   params = {"w": jnp.ones((3, 2)), "b": jnp.zeros(2)}
   batch = jnp.arange(24, dtype=jnp.float32).reshape(8, 3) / 10
@@ -180,7 +181,6 @@ def test_default_release_is_on_the_lattice_ghost_clipping_included():
 def tx_mechanism(tx):
   """The runtime mechanism of an estimator built by a factory (its plan's
   values rebuilt as the factory builds them)."""
-  from zoprivacy.secret_noise import rounded_sum_mechanism  # pylint: disable=g-import-not-at-top
 
   plan = tx.privacy_plan
   return rounded_sum_mechanism.RoundedSumDiscreteGaussianMechanism(

@@ -13,8 +13,13 @@ import numpy as np
 import optax
 import pytest
 
-from zoprivacy.estimators import registry
+from configs import default
+from experiments.run import train
+from zoprivacy import accounting
+from zoprivacy.accounting import discrete_pld
+from zoprivacy.estimators import privatization, registry
 from zoprivacy.mechanisms import registry as mechanism_registry
+from zoprivacy.mechanisms import registry as mechanisms
 from zoprivacy.privacy import find_plan
 
 
@@ -110,7 +115,6 @@ def _toy_mechanism_module() -> dict:
 
 
 def _discrete_laplace_epsilon(multiplier, steps, p=64 / 1797):
-  from zoprivacy.accounting import discrete_pld  # pylint: disable=g-import-not-at-top
 
   pld = discrete_pld.discrete_noise_pld(
     scale=multiplier * 64,
@@ -125,9 +129,6 @@ def test_the_toy_mechanism_is_one_module_and_one_registration_line():
   """Defined and registered by the page's module alone: selected by name
   in a plan and by an estimator, accounted and calibrated as the discrete
   Laplace it inherits from."""
-  from zoprivacy import accounting  # pylint: disable=g-import-not-at-top
-  from zoprivacy.estimators import privatization  # pylint: disable=g-import-not-at-top
-  from zoprivacy.mechanisms import registry as mechanisms  # pylint: disable=g-import-not-at-top
 
   ns = _toy_mechanism_module()
   assert mechanisms.get("toy_geometric") is ns["ToyGeometric"]
@@ -202,8 +203,6 @@ def test_dp_zo_trains_with_the_toy_noise():
 def test_the_toy_mechanism_trains_in_the_runner_with_a_correct_epsilon(
   tmp_path,
 ):
-  from configs import default  # pylint: disable=g-import-not-at-top
-  from experiments.run import train  # pylint: disable=g-import-not-at-top
 
   _toy_mechanism_module()
   config = default.get_config()

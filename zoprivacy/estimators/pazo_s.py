@@ -85,11 +85,9 @@ def pazo_s(
     num_public_batches: ``k``.
     candidate_noise_scale: ``s`` (the paper's ``epsilon``), ``>= 0``.
     extra_candidate: whether to add the perturbed candidate ``g_j^ + z'``.
-    dataset_size, neighboring, direction_key, direction_prng: as
-      :func:`pazo_m` (``direction_key`` public, the noise key secret); the
-      PRNG choice applies to ``z'``.
-    noise, grid_points: as :func:`pazo_m` (exact noise, the default: one
-      discrete Gaussian mechanism with ``k(+1)`` quantized queries).
+    dataset_size, neighboring, direction_key, direction_prng, noise,
+      grid_points: as :func:`pazo_m` (``direction_prng`` applies to ``z'``;
+      exact noise, the default: one discrete Gaussian, ``k(+1)`` queries).
 
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """
@@ -124,7 +122,7 @@ def pazo_s(
     compute,
     direction_key=direction_key,
     privacy=privacy,
-    num_released=k + 1 if extra_candidate else k,
+    num_released=privacy.plan.num_queries,  # the k(+1) scores
   )
 
 

@@ -49,20 +49,13 @@ class PrivacyArgs:
   insecure_test_noise_seed: int | None = None
 
   @classmethod
-  def of_arguments(
-    cls, arguments: Mapping[str, Any], **renamed: str
-  ) -> PrivacyArgs:
-    """The privacy arguments among a factory's ``arguments``: the bound
-    arguments of a call with the defaults applied (as
+  def of_arguments(cls, arguments: Mapping[str, Any]) -> PrivacyArgs:
+    """The privacy arguments among a factory's ``arguments`` (the bound
+    arguments of a call, defaults applied, as
     :meth:`~zoprivacy.estimators.registry.EstimatorSpec.plan_template` binds
-    them). Each field is read under
-    its own name, or under the factory's name for it in ``renamed``
-    (``num_queries="num_scores"``); a field the factory does not take keeps
-    this class's default."""
-    names = {
-      f.name: renamed.get(f.name, f.name) for f in dataclasses.fields(cls)
-    }
-    return cls(**{f: arguments[a] for f, a in names.items() if a in arguments})
+    them); a field the factory does not take keeps this class's default."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in arguments.items() if k in names})
 
   def replace(self, **changes) -> PrivacyArgs:
     return dataclasses.replace(self, **changes)

@@ -64,8 +64,9 @@ class EstimatorSpec:
     config_fields: run-config fields beyond the default schema that a
       runner reads for this estimator (any other field is refused).
     privatize: the factory's privatization (mechanism and plan) from its
-      bound arguments, the same function its body calls: the plan a
-      calibration starts from, without building the estimator
+      bound arguments, the one its body builds (equal plans for every
+      estimator of this package: tests/estimators/test_privacy_args.py):
+      the plan a calibration starts from, without building the estimator
       (:meth:`plan_template`).
   """
 

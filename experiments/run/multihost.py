@@ -34,6 +34,7 @@ What each process does differently, and what stays the same:
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 import warnings
@@ -41,6 +42,7 @@ import warnings
 import jax
 import numpy as np
 from jax.experimental import multihost_utils
+from orbax.checkpoint import multihost as orbax_multihost
 
 from zoprivacy.data import sampling
 
@@ -114,6 +116,27 @@ def is_primary() -> bool:
   return jax.process_index() == 0
 
 
+# The coordination service's barrier waits this long for the slowest host.
+# A collective alone gives up after 30 s (Gloo's context set-up on CPU),
+# while hosts of one job may reach their first broadcast minutes apart
+# (imports, data loading and compilation on a loaded machine).
+BARRIER_TIMEOUT_S = 600
+_barrier_ids = itertools.count()
+
+
+def _broadcast(x):
+  """Process 0's ``x`` on every process, once all of them have arrived.
+
+  Every process makes the same broadcasts in the same order, so the
+  numbered barrier names agree.
+  """
+  orbax_multihost.get_barrier_sync_fn()(
+    key=f"zoprivacy_broadcast_{next(_barrier_ids)}",
+    timeout_ms=BARRIER_TIMEOUT_S * 1000,
+  )
+  return multihost_utils.broadcast_one_to_all(x)
+
+
 def share_secret(secret: bytes) -> bytes:
   """Process 0's ``secret`` on every process (a no-op with one process).
 
@@ -122,7 +145,7 @@ def share_secret(secret: bytes) -> bytes:
   """
   if jax.process_count() == 1:
     return secret
-  shared = multihost_utils.broadcast_one_to_all(np.frombuffer(secret, np.uint8))
+  shared = _broadcast(np.frombuffer(secret, np.uint8))
   return bytes(np.asarray(shared, np.uint8))
 
 
@@ -131,11 +154,11 @@ def share_text(text: str) -> str:
   if jax.process_count() == 1:
     return text
   data = np.frombuffer(text.encode(), np.uint8)
-  size = multihost_utils.broadcast_one_to_all(np.int64(data.size))
+  size = _broadcast(np.int64(data.size))
   buffer = np.zeros(int(size), np.uint8)
   if is_primary():
     buffer[:] = data
-  shared = multihost_utils.broadcast_one_to_all(buffer)
+  shared = _broadcast(buffer)
   return bytes(np.asarray(shared, np.uint8)).decode()
 
 

@@ -11,15 +11,22 @@ as JSON. ``NUM_PROCESSES=1`` is the single-process reference.
 steps with secret noise (OS entropy, no test seed) on the same mesh, and
 writes each one's final parameter digest: every process must hold the same
 parameters (the same noise on every host).
+
+``... OUT late_start``: process 1 sleeps 40 s once the job is connected
+and its backend is up (``jax.devices()`` meets the other hosts), as a slow
+host would, longer than a collective waits for its peers (30 s): the run's
+barrier must hold the others until it arrives.
 """
 
 import json
 import os
 import sys
+import time
 
 process_id, num_processes, port, devices = map(int, sys.argv[1:5])
 workdir, stop_after, out = sys.argv[5], int(sys.argv[6]), sys.argv[7]
-every_estimator = sys.argv[8:] == ["every_estimator"]
+every_estimator = "every_estimator" in sys.argv[8:]
+late_start = "late_start" in sys.argv[8:]
 os.environ["XLA_FLAGS"] = (
   os.environ.get("XLA_FLAGS", "")
   + f" --xla_force_host_platform_device_count={devices}"
@@ -110,6 +117,9 @@ placement.sampling.padded_batch = lambda arrays, index_batch: (
   gathered.append((len(index_batch.mask), len(arrays[1])))
   or padded_batch(arrays, index_batch)
 )
+if late_start and process_id == 1:
+  connect = multihost.initialize
+  multihost.initialize = lambda c: (connect(c), jax.devices(), time.sleep(40))
 result = train.train(config, progress=False, stop_after=stop_after)
 # A secret drawn here from OS entropy, shared from process 0: its digest
 # (never the secret itself) must be the same on every process.

@@ -72,13 +72,15 @@ def _launch(*args, **kwargs):
   return _wait(_start(*args, **kwargs))
 
 
-# Slow (about 27 s on 2 cores: three runner processes); CI runs it in its
-# slow step.
+# Slow (about 70 s on 2 cores: three runner processes, one of them starting
+# 40 s late); CI runs it in its slow step.
 @pytest.mark.slow
 @pytest.mark.integration
 def test_two_processes_with_resume_equal_one_process(tmp_path):
   reference = _start(tmp_path, "single", 1, 4, stop_after=100)
-  first = _launch(tmp_path, "multi", 2, 2, stop_after=10)
+  # Process 1 starts 40 s late: process 0 waits at the run's barrier, not
+  # in a collective (which would give up after 30 s).
+  first = _launch(tmp_path, "multi", 2, 2, stop_after=10, mode=("late_start",))
   (single,) = _wait(reference)
   assert [r["interrupted_at"] for r in first] == [10, 10]
   assert len(os.listdir(tmp_path / "multi" / "checkpoints" / "10")) > 0

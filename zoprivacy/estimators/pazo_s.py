@@ -85,9 +85,10 @@ def pazo_s(
     num_public_batches: ``k``.
     candidate_noise_scale: ``s`` (the paper's ``epsilon``), ``>= 0``.
     extra_candidate: whether to add the perturbed candidate ``g_j^ + z'``.
-    dataset_size, neighboring, direction_key, direction_prng, noise,
-      grid_points: as :func:`pazo_m` (``direction_prng`` applies to ``z'``;
-      exact noise, the default: one discrete Gaussian, ``k(+1)`` queries).
+    dataset_size, neighboring, direction_key, direction_prng: as
+      :func:`pazo_m` (``direction_prng`` applies to ``z'``).
+    noise, grid_points: as :func:`pazo_m` (exact noise, the default: one
+      discrete Gaussian, ``k(+1)`` queries).
 
   Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
   """

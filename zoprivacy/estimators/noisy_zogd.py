@@ -38,7 +38,7 @@ adds noise).
 
 Randomness (``docs/conventions.md`` §9): the directions come from the
 PUBLIC ``direction_key`` (step ``t``: ``fold_in(direction_key, t)``); both
-noises come from the state's SECRET ``noise_key`` (OS entropy at ``init``),
+noises come from the state's SECRET noise key (OS entropy, in the process),
 drawn in float32. Nothing the step computes is released: the intermediate
 iterates are the hidden state of the analysis, so the estimator state keeps
 no released scalars (unlike DPZero's public scalar trajectory).
@@ -158,7 +158,7 @@ def noisy_zogd(
       raise ValueError("Estimators need params in update().")
     base.reject_masked_params(params)
     args = base.parse_extra_args(extra_args)
-    dir_key, noise_key = base.step_keys(state)  # public, secret
+    dir_key, noise_key = base.step_keys(base.keyed_state(state))
     u = sampler(dir_key, params)  # leading axis K
     beta = fraction_at(state.step)
     grad = _privatized_gradient(

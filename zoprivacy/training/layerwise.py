@@ -58,7 +58,6 @@ from zoprivacy.models.layer_perturbation import (  # noqa: F401 (re-exported)
   split_stacked,
 )
 from zoprivacy.privacy import plan as plan_lib
-from zoprivacy.secret_noise import host_noise
 from zoprivacy.zo import directions as directions_lib
 
 SLICEABLE_DIRECTIONS = ("gaussian", "rademacher")
@@ -159,9 +158,8 @@ def layerwise_two_point(
     trainable, state, batch, frozen=None, mask=None, discrete_noise=None
   ):
     batch, mask = _unpack_batch(batch, mask)
-    if discrete_noise is None and plan.noise_kind == "discrete":
-      discrete_noise = host_noise.draw_in_jit(plan, state.noise_key, state.step)
-    dir_key, noise_key = base.step_keys(state)
+    keyed, discrete_noise = base.keyed_with_noise(state, discrete_noise)
+    dir_key, noise_key = base.step_keys(keyed)
     query_keys = jax.random.split(dir_key, query.num_queries)
     losses = functools.partial(
       _perturbed_losses,

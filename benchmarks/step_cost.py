@@ -49,7 +49,7 @@ import numpy as np
 import optax
 from exact_noise_cost import exact_noise_section, models
 from results_file import replace_section, write_report
-from timing import min_median_round_robin, peak_bytes
+from timing import min_median_round_robin, peak_bytes, runner_keys
 
 import zoprivacy
 from zoprivacy.zo import directions, queries
@@ -87,7 +87,7 @@ def bench(model_name, model, shape, batch_size, reps, dp_sgd_clipping):
 
   def make_step(est):
     tx = optax.chain(est, optax.sgd(1e-3))
-    state = tx.init(params)
+    state = runner_keys(tx.init(params))
 
     @jax.jit
     def step(p, s, b, m):

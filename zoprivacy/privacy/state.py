@@ -91,9 +91,15 @@ def epsilon(state, delta: float | None = None) -> float:
   """Epsilon spent by the releases ``state`` has made, at ``delta``.
 
   ``find_plan(state).epsilon(num_steps=T, delta=delta)`` with ``T`` the
-  estimator state's step count (every call of its ``update``), so the
-  number of steps cannot be mistyped; ``delta`` defaults to the plan's own
-  (set by :func:`zoprivacy.private`). ``inf`` for a non-private estimator.
+  estimator state's step count (every call of its ``update`` on this
+  state's path: a restored state counts the steps before its save and
+  after its restore), so the number of steps cannot be mistyped; ``delta``
+  defaults to the plan's own (set by :func:`zoprivacy.private`). ``inf``
+  for a non-private estimator. A step computed again from another copy of
+  a state (a second restore, a state stepped from twice) is one more
+  release, which ``T`` does not count: a session key warns when this
+  process computes one (:mod:`zoprivacy.privacy.noise_sessions`); compose
+  such releases with a :class:`~zoprivacy.privacy.ledger.PrivacyLedger`.
 
   Raises:
     PlanError: no plan, no delta, or a wrapper that drops releases (then

@@ -173,8 +173,9 @@ def keyed_state(state: EstimatorState) -> EstimatorState:
 
 
 def step_keys(state: EstimatorState):
-  """``(direction_key, noise_key)`` of the current step, by ``fold_in``
-  (``state`` holds an explicit key: :func:`keyed_state`).
+  """``(direction_key, noise_key)`` of the current step, by ``fold_in``.
+  A state with a session key has it looked up first (:func:`keyed_state`:
+  that serves the step).
 
   The noise key of step ``t`` is bound to the plan: ``noise_key`` folded
   with the plan's fingerprint, then with ``t``; a run resumed under a
@@ -182,6 +183,7 @@ def step_keys(state: EstimatorState):
   "key" is a :class:`~zoprivacy.secret_noise.vector_noise_prefetch.NoiseStep`
   (the plan-bound key and the step), which the sampler prefetches from.
   """
+  state = keyed_state(state)
   noise_key = state.noise_key
   if state.privacy_plan.is_noised:
     for word in state.privacy_plan.fingerprint_words():

@@ -42,8 +42,9 @@ def main():
 
   def check(exact_noise):
     """One step on 8 devices and on one, from the same state (same public
-    direction key, same secret noise key) and, for exact noise, the same
-    host-drawn integer noise (a replicated input)."""
+    direction key, same noise key: bound to a secret, so that both
+    computations of the step draw the same noise) and, for exact noise, the
+    same host-drawn integer noise (a replicated input)."""
     est = zoprivacy.dpzero(
       clip=1.0,
       noise_multiplier=1.0,
@@ -54,7 +55,7 @@ def main():
       exact_noise=exact_noise,
     )
     tx = optax.chain(est, optax.sgd(0.1))
-    state = tx.init(params)
+    state = zoprivacy.refresh_noise_keys(tx.init(params), secret=bytes(32))
     plan = zoprivacy.find_plan(state)
     noise = zoprivacy.ExactNoiseSource(plan).draw(0) if exact_noise else None
 

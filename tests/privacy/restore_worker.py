@@ -46,7 +46,7 @@ BATCH = jnp.concatenate(
 MASKS = (jnp.ones(8, bool), jnp.arange(8) > 0)  # D, and D' = D - {record 0}
 
 
-def _loss(w, x):
+def loss(w, x):
   return jnp.sum((x - w) ** 2, axis=-1)
 
 
@@ -55,7 +55,7 @@ STEP = jax.jit(
     jnp.zeros(DIM),
     s,
     jnp.zeros(DIM),
-    batched_loss=_loss,
+    batched_loss=loss,
     batch=batch,
     mask=mask,
     **kw,

@@ -3,11 +3,17 @@
 A default estimator state holds a session key: a public handle, whose
 secret stays in this process (:mod:`zoprivacy.privacy.noise_sessions`).
 Saved with pickle, orbax or ``flax.serialization`` and restored, here or in
-a new process, it draws fresh noise without any call from the user: two
-steps from one restored copy, or a step from the original and one from the
-copy, never share their noise. The releases are dpzero's exact ones, so the
-noise of each is read exactly: the release times its scale minus the
-noise-free integer sum (the same step with zero noise passed in).
+a new process, it draws fresh noise without any call from the user.
+
+The tests play the attacker of the issue's reproduction. dpzero's exact
+releases are integers on a grid (``rw.SCALE`` units per released unit); the
+attacker steps one restored copy on ``D`` and another (or the same copy
+again) on ``D' = D - {record 0}``. Had the two shared their noise, their
+difference would be the noise-free one (record 0's clipped scalars: the
+whole clip, 1024 units per query) and record 0 would be revealed. A release
+of the same batch twice must differ too. With independent noise (integer
+sigma 4096), two releases agree on all four queries by chance with
+probability below ``1e-16``: every assertion below fails falsely less often.
 """
 
 import os
@@ -17,50 +23,18 @@ import warnings
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 import orbax.checkpoint as ocp
 import pytest
+import restore_worker as rw
 from flax import serialization
 
 import zoprivacy
 from zoprivacy.privacy import noise_sessions, randomness
 from zoprivacy.privacy.noise_keys import explicit_key
 
-D = 3
-A = jnp.linspace(-1.0, 1.0, 8 * D).reshape(8, D)
-B = -jnp.ones((8, D))  # another batch
-
-
-def _loss(w, x):
-  return jnp.sum((x - w) ** 2, axis=-1)
-
-
-EST = zoprivacy.dpzero(
-  clip=1.0,
-  noise_multiplier=2.0,
-  smoothing=1e-3,
-  expected_batch_size=8,
-  dataset_size=100,
-  num_queries=4,  # four draws: all equal by chance w.p. below 1e-14
-)
-TX = optax.chain(EST, optax.sgd(0.1))
-STEP = jax.jit(
-  lambda s, x, **kw: TX.update(
-    jnp.zeros(D), s, jnp.zeros(D), batched_loss=_loss, batch=x, **kw
-  )[1]
-)
-
-
-def _noise(before, after, batch) -> np.ndarray:
-  """The integer noise the step ``before -> after`` added on ``batch``."""
-  plan = zoprivacy.find_plan(before)
-  scale = plan.expected_batch_size * plan.grid_points / plan.clip
-  bound = zoprivacy.refresh_noise_keys(before, secret=bytes(32))
-  zero = jnp.zeros(plan.num_queries, jnp.int32)
-  clean = STEP(bound, batch, discrete_noise=zero)[0].released
-  units = (np.asarray(after[0].released) - np.asarray(clean)) * scale
-  np.testing.assert_allclose(units, np.round(units), atol=1e-2)  # exact
-  return np.round(units).astype(np.int64)
+STEP, TX = rw.STEP, rw.TX  # dpzero, 4 queries, exact noise; (state, mask)
+D = rw.DIM
+RECOMPUTED = noise_sessions.RecomputedStepWarning
 
 
 def _pickle(state, tmp_path):
@@ -84,30 +58,43 @@ SERIALIZERS = {"pickle": _pickle, "flax": _flax, "orbax": _orbax}
 
 
 def _stepped_once():
-  return STEP(TX.init(jnp.zeros(D)), A)
+  return STEP(TX.init(jnp.zeros(D)), rw.MASKS[0])
+
+
+def _residual(on_d, on_d_prime, difference) -> np.ndarray:
+  """The attacker's residual in grid units: the release on ``D`` minus the
+  release on ``D'``, minus the noise-free difference (all zero iff the two
+  releases shared their noise)."""
+  units = (on_d - on_d_prime) * rw.SCALE - difference
+  np.testing.assert_allclose(units, np.round(units), atol=1e-2)  # exact
+  return np.round(units)
 
 
 @pytest.mark.parametrize("name", sorted(SERIALIZERS))
-def test_a_restored_state_never_replays_noise(name, tmp_path):
-  """The original and a restored copy, stepped on the same batch, release
-  different noise; two steps from the one copy on different batches never
-  share noise (their difference is never the noise-free one); epsilon
-  counts the steps before the save and after the restore."""
+def test_a_state_restored_twice_never_reveals_a_record(name, tmp_path):
+  """The issue's attack, for each serializer: the original and a restored
+  copy release the same batch with other noise; a copy stepped on ``D``
+  and a second copy (or the same copy again) on ``D'`` never differ by the
+  noise-free difference; epsilon counts the steps before the save and after
+  the restore."""
   saved = _stepped_once()
-  restored = SERIALIZERS[name](saved, tmp_path)
-  assert isinstance(restored[0].noise_key, noise_sessions.SessionKey)
-  original = STEP(saved, A)
-  with pytest.warns(noise_sessions.RecomputedStepWarning, match="Step 1"):
-    on_a = STEP(restored, A)
-  assert not np.array_equal(original[0].released, on_a[0].released)
-  with pytest.warns(noise_sessions.RecomputedStepWarning):
-    on_b = STEP(restored, B)
-  noises = [_noise(saved, s, x) for s, x in [(original, A), (on_a, A)]]
-  noises.append(_noise(restored, on_b, B))
-  for i, j in [(0, 1), (0, 2), (1, 2)]:
-    assert np.all(noises[i] != noises[j]), (i, j)
-  assert int(on_b[0].step) == 2
-  assert zoprivacy.epsilon(on_b, 1e-5) == EST.privacy_plan.epsilon(2, 1e-5)
+  first, second = (SERIALIZERS[name](saved, tmp_path) for _ in range(2))
+  assert isinstance(first[0].noise_key, noise_sessions.SessionKey)
+  difference = rw.noise_free_difference(saved)
+  assert np.all(np.abs(difference) == rw.PLAN.grid_points)  # record 0: C
+  on_d = rw.release(saved, 0)
+  with pytest.warns(RECOMPUTED, match="Step 1"):
+    stepped = STEP(first, rw.MASKS[0])
+  again = np.asarray(stepped[0].released, np.float64)
+  assert np.any(on_d != again)  # the same batch twice: the noise differs
+  with pytest.warns(RECOMPUTED):
+    from_second = rw.release(second, 1)
+  with pytest.warns(RECOMPUTED):
+    from_first = rw.release(first, 1)
+  for a, b in [(on_d, from_second), (again, from_second), (again, from_first)]:
+    assert np.any(_residual(a, b, difference) != 0)
+  assert int(stepped[0].step) == 2
+  assert zoprivacy.epsilon(stepped, 1e-5) == rw.PLAN.epsilon(2, 1e-5)
 
 
 @pytest.mark.parametrize("name", sorted(SERIALIZERS))
@@ -127,16 +114,26 @@ def test_nothing_saved_holds_the_secret_key(name, tmp_path):
 
 
 def test_a_restore_in_a_new_process_draws_fresh_noise_without_warning():
-  """A new process does not know the saved handle (simulated by emptying
-  the keyring): the restored state's first step opens a fresh session."""
+  """A new process does not know the saved handle (simulated here by
+  emptying the keyring; the slow audit starts real processes): the restored
+  state's first step opens a fresh session, silently, and releases the
+  same batch with other noise and ``D'`` without the noise-free
+  difference."""
   saved = _stepped_once()
   blob = pickle.dumps(saved)
-  original = STEP(saved, A)
+  on_d = rw.release(saved, 0)
+  difference = rw.noise_free_difference(saved)
   noise_sessions.forget_all()
   with warnings.catch_warnings():
-    warnings.simplefilter("error", noise_sessions.RecomputedStepWarning)
-    restored = STEP(pickle.loads(blob), A)
-  assert np.all(_noise(saved, original, A) != _noise(saved, restored, A))
+    warnings.simplefilter("error", RECOMPUTED)
+    again = rw.release(pickle.loads(blob), 0)
+  noise_sessions.forget_all()
+  with warnings.catch_warnings():
+    warnings.simplefilter("error", RECOMPUTED)
+    on_d_prime = rw.release(pickle.loads(blob), 1)
+  assert np.any(on_d != again)
+  assert np.any(_residual(on_d, on_d_prime, difference) != 0)
+  assert np.any(_residual(again, on_d_prime, difference) != 0)
 
 
 @pytest.mark.parametrize(
@@ -156,24 +153,30 @@ def test_float_and_vector_noise_are_fresh_after_a_restore(factory, kw):
   )
   w = jnp.zeros(D)
   step = jax.jit(
-    lambda s: tx.update(jnp.zeros(D), s, w, batched_loss=_loss, batch=A)
+    lambda s: tx.update(
+      jnp.zeros(D), s, w, batched_loss=rw.loss, batch=rw.BATCH
+    )
   )
   state = tx.init(w)
   copy = pickle.loads(pickle.dumps(state))
   g1, _ = step(state)
-  with pytest.warns(noise_sessions.RecomputedStepWarning):
+  with pytest.warns(RECOMPUTED):
     g2, _ = step(copy)
-  assert np.all(np.asarray(g1) != np.asarray(g2))
+  assert np.any(np.asarray(g1) != np.asarray(g2))  # the same noise: equal
   assert step._cache_size() == 1  # a restored key is no new trace
 
 
 def test_a_state_stepped_twice_without_any_save_draws_fresh_noise():
   """The same in memory: one state, stepped from twice (no serializer)."""
   state = _stepped_once()
-  first = STEP(state, A)
-  with pytest.warns(noise_sessions.RecomputedStepWarning):
-    second = STEP(state, A)
-  assert np.all(_noise(state, first, A) != _noise(state, second, A))
+  difference = rw.noise_free_difference(state)
+  on_d = rw.release(state, 0)
+  with pytest.warns(RECOMPUTED):
+    again = rw.release(state, 0)
+  with pytest.warns(RECOMPUTED):
+    on_d_prime = rw.release(state, 1)
+  assert np.any(on_d != again)
+  assert np.any(_residual(on_d, on_d_prime, difference) != 0)
 
 
 def test_test_seeded_and_bound_states_are_explicit_and_replay():
@@ -193,7 +196,18 @@ def test_test_seeded_and_bound_states_are_explicit_and_replay():
     state = est.init(w)
   assert not isinstance(state.noise_key, noise_sessions.SessionKey)
   step = jax.jit(
-    lambda s: est.update(None, s, w, batched_loss=_loss, batch=A)[1]
+    lambda s: est.update(None, s, w, batched_loss=rw.loss, batch=rw.BATCH)[1]
   )
   copy = pickle.loads(pickle.dumps(state))
   assert np.array_equal(step(state).released, step(copy).released)
+
+
+def test_the_attack_reveals_a_record_through_bound_keys():
+  """The attack's control: a state bound to a secret (explicit keys, as
+  every key was before session keys) restored twice releases ``D`` and
+  ``D'`` with the same noise, and the residual is zero on every query."""
+  bound = zoprivacy.refresh_noise_keys(_stepped_once(), secret=bytes(range(32)))
+  first, second = (pickle.loads(pickle.dumps(bound)) for _ in range(2))
+  difference = rw.noise_free_difference(bound)
+  residual = _residual(rw.release(first, 0), rw.release(second, 1), difference)
+  assert np.all(residual == 0)

@@ -59,6 +59,12 @@ PROMPT_TASKS = (
   "snli",
   "boolq",
   "trec",
+  "cb",
+  "copa",
+  "wsc",
+  "wic",
+  "multirc",
+  "record",
   "squad",
   "drop",
 )

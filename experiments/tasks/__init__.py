@@ -12,6 +12,11 @@ cycle); reproductions may register their own with :func:`register`.
 ``mnli``           RoBERTa prompt-based masked-LM classifier   PAZO Table 4, DPZero
 ``sst2``           RoBERTa prompt-based masked-LM classifier   DPZero, DP-ZO
 ``snli``           RoBERTa prompt-based masked-LM classifier   DPZero
+``sst5``           RoBERTa prompt-based masked-LM classifier   DPZero Table 2
+``rte``            RoBERTa prompt-based masked-LM classifier   DPZero Table 2
+``trec``           RoBERTa prompt-based masked-LM classifier   DPZero Table 2
+``<task>_opt``     OPT / Llama / Mistral causal LM, MeZO's     MeZO, DP-ZO, DPZero
+                   prompts (``experiments/tasks/llm.py``)
 ``vader_minilm``   all-MiniLM-L6-v2 encoder + linear head      offline analog (VADER)
 ``vader_llm``      SmolLM2-135M-Instruct (GGUF), label words   DP-ZO Table 1 pattern
 ``fashion_mnist_public``  small CNN, optional 4% public split  offline analog (PAZO)

@@ -24,14 +24,16 @@ def data_seed(config) -> int:
 
 
 def train_eval_split(
-  config, train: Dataset, test: Dataset
+  config, train: Dataset, test: Dataset, few_shot=splits_lib.few_shot_indices
 ) -> tuple[Dataset, Dataset]:
   """Few-shot subsample of the (private) training pool and the evaluation set.
 
   * ``examples_per_class=k``: the ``k`` examples per class of smallest keyed
     hash (:func:`zoprivacy.data.splits.few_shot_subsample`): the private
     training set; neighbouring pools give selections that differ by at most
-    one example in and one out.
+    one example in and one out. ``few_shot``: another rule with that
+    signature and guarantee (TREC: at most ``k`` per class,
+    :func:`zoprivacy.data.loaders.lm_bff.at_most_k_per_class`).
   * ``eval_split="validation"``: the ``validation_size`` examples of
     smallest keyed hash (:mod:`zoprivacy.data.stable_split`, another key)
     among the pool's examples that are not training examples. Without
@@ -46,7 +48,7 @@ def train_eval_split(
   per_class = config.get("examples_per_class")
   all_idx = np.arange(len(train))
   if per_class:
-    chosen = splits_lib.few_shot_indices(train, int(per_class), seed)
+    chosen = few_shot(train, int(per_class), seed)
   else:
     chosen = all_idx
   eval_split = config.get("eval_split") or "test"

@@ -1,4 +1,6 @@
-"""RoBERTa prompt-based masked-LM classifiers: SST-2, MNLI, SNLI (DPZero, DP-ZO, PAZO Table 4)."""
+"""RoBERTa prompt-based masked-LM classifiers: SST-2, SST-5, MNLI, SNLI, RTE
+and TREC (DPZero Table 2, DP-ZO, PAZO Table 4), with MeZO's templates and
+label words (``medium_models/run_fewshot.sh``)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from experiments.tasks.common import (
 from experiments.tasks.peft import peft_args, peft_split
 from zoprivacy.data import loaders, tokenize
 from zoprivacy.data import splits as splits_lib
-from zoprivacy.data.loaders import Dataset
+from zoprivacy.data.loaders import Dataset, lm_bff
 from zoprivacy.data.tokenize import fit_around_mask, label_word_ids, pad_to
 from zoprivacy.models import prompt_mlm
 
@@ -29,10 +31,10 @@ MASK_TOKEN = "<mask>"
 
 
 def _roberta_prompt_task(
-  config, name: str, data, public_pool: Dataset | None
+  config, name: str, data, public_pool: Dataset | None, **split
 ) -> Task:
   model_dir = require_hf_dir(config.get("model_dir"), "RoBERTa", ROBERTA_HOW)
-  train, test = train_eval_split(config, data.train, data.test)
+  train, test = train_eval_split(config, data.train, data.test, **split)
   public = None
   if public_pool is not None:
     public = splits_lib.sample_ood_public(
@@ -136,4 +138,35 @@ def snli_task(config) -> Task:
   """DPZero SNLI with RoBERTa and the MNLI template."""
   return _roberta_prompt_task(
     config, "snli", loaders.load_snli(config.get("data_dir") or None), None
+  )
+
+
+@register("sst5")
+def sst5_task(config) -> Task:
+  """DPZero SST-5 with RoBERTa (LM-BFF's ``sst-5/{train,test}.csv``):
+  ``<sentence> It was<mask>.``, label words `` terrible`` / `` bad`` /
+  `` okay`` / `` good`` / `` great``."""
+  data = lm_bff.load_sst5(config.get("data_dir") or None)
+  return _roberta_prompt_task(config, "sst5", data, None)
+
+
+@register("rte")
+def rte_task(config) -> Task:
+  """DPZero RTE with RoBERTa (GLUE's ``RTE/{train,dev}.tsv``; dev is the
+  test set): the MNLI template, label words `` Yes`` / `` No``."""
+  data = loaders.load_rte(config.get("data_dir") or None)
+  return _roberta_prompt_task(config, "rte", data, None)
+
+
+@register("trec")
+def trec_task(config) -> Task:
+  """DPZero TREC with RoBERTa (LM-BFF's ``trec/{train,test}.csv`` or TREC's
+  release): ``<mask>: <question>``, label words `` Description`` /
+  `` Entity`` / `` Expression`` / `` Human`` / `` Location`` / `` Number``.
+  ``examples_per_class=k`` takes all of a class with fewer than ``k``
+  training questions, as LM-BFF's k-shot sampler does (ABBR has 86: at
+  ``k = 512`` the training set is ``5 * 512 + 86 = 2,646``)."""
+  data = lm_bff.load_trec(config.get("data_dir") or None)
+  return _roberta_prompt_task(
+    config, "trec", data, None, few_shot=lm_bff.at_most_k_per_class
   )

@@ -268,8 +268,9 @@ def _vocab_words():
   return sorted(words)
 
 
-def _tiny_hf_checkpoint(path, roberta: bool, seed=0):
-  """config.json + model.safetensors (Hugging Face names) + tokenizer.json."""
+def _tiny_hf_checkpoint(path, roberta: bool, seed=0, words=()):
+  """config.json + model.safetensors (Hugging Face names) + tokenizer.json;
+  ``words``: more vocabulary words."""
   from tokenizers import models, pre_tokenizers, processors
 
   specials = (
@@ -277,7 +278,8 @@ def _tiny_hf_checkpoint(path, roberta: bool, seed=0):
     if roberta
     else ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
   )
-  vocab = {w: i for i, w in enumerate(specials + _vocab_words())}
+  extra = sorted(set(words) - set(_vocab_words()))
+  vocab = {w: i for i, w in enumerate(specials + _vocab_words() + extra)}
   rng = np.random.default_rng(seed)
   h, f, v, layers, positions = 8, 16, len(vocab), 2, 40
   cfg = dict(

@@ -111,19 +111,23 @@ class Loop:
     return row
 
   def checkpoint(self, done: int) -> None:
-    """Checkpoint hook (the ledger first); the trajectory log with it."""
+    """Checkpoint hook: the ledger, the signal's window and the trajectory
+    log first, then the checkpoint. Everything a resume reads is thus on
+    disk before the checkpoint that resumes from it commits: a kill at any
+    point leaves a log that holds the checkpoint's steps (or more, which a
+    resume truncates)."""
     ckpt = self.run.checkpointer
     if ckpt is None:
       return
     self.persist_ledger()
     self.signal.check_params(self.state["params"], done)
     self.signal.save(done)
+    if self.run.primary:
+      self.trajectory.save()
     ledger = self.run.ledger
     ckpt.save(
       done, self.state, None if ledger is None else ledger.ledger.to_dict()
     )
-    if self.run.primary:
-      self.trajectory.save()
 
   def after_step(self, done: int, seconds: float, bar) -> None:
     config = self.run.config

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from experiments.run import hidden_state_run
+from experiments.run import final_iterate
 from experiments.run.metrics import metric_label
 
 
@@ -34,11 +34,14 @@ def _loose(result: dict[str, Any]) -> list[str]:
     out.append("an RDP bound, looser than the PLD accountant's")
   notes = (result.get("privacy_plan") or {}).get("notes") or []
   out += [n for n in notes if "charged" in n]
-  block = result.get("final_iterate") or {}
-  if block and "refused" not in block:
+  best = final_iterate.best_below(
+    result.get("final_iterate"), result["epsilon"]
+  )
+  if best is not None:
     out.append(
       "every iterate counted as published, while this run publishes only "
-      "the final one (the final-iterate figures below apply to it)"
+      f"the final one, whose epsilon is {_plain(best[0])} ({best[1]}, "
+      "below)"
     )
   return out
 
@@ -71,6 +74,17 @@ def _privacy_lines(result: dict[str, Any]) -> str:
       f"{result['delta']:g}) [{result['privacy']}; noise multiplier "
       f"{result['noise_multiplier_source']}]"
     )
+    segments = (result.get("ledger") or {}).get("segments")
+    if segments:
+      privacy += (
+        f"\nthe epsilon composes the ledger's {len(segments)} plans (a "
+        "resume under another config; the plan above is the last): "
+        + "; ".join(
+          f"{s['num_steps']} steps at noise multiplier "
+          f"{s['noise_multiplier']:.4g}"
+          for s in segments
+        )
+      )
     if result.get("target_epsilon") is not None:
       privacy += (
         f"\nplanned target epsilon {result['target_epsilon']:g}; actual "
@@ -87,8 +101,8 @@ def _privacy_lines(result: dict[str, Any]) -> str:
       f"{result['pure_epsilon']:.4f}"
     )
   if "final_iterate" in result:
-    privacy += "\n" + hidden_state_run.format_final_iterate(
-      result["final_iterate"]
+    privacy += "\n" + final_iterate.format_block(
+      result["final_iterate"], result["epsilon"]
     )
   return privacy
 

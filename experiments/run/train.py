@@ -16,7 +16,8 @@ One run, top to bottom (:func:`train`):
 
 An estimator declared ``takes_setting`` (Noisy-ZOGD) gets its setting from
 :mod:`experiments.run.hidden_state_run`, which also checks it before any data is
-loaded and adds the final-iterate (hidden-state) epsilon to the report.
+loaded; :mod:`experiments.run.final_iterate` adds the final-iterate
+(hidden-state) epsilon of the setting the ledger records to the report.
 
 Randomness: ``config.seed`` is PUBLIC (model initialization, directions,
 public batches). The noise and the Poisson batches come from a 256-bit
@@ -38,7 +39,12 @@ from typing import Any
 
 import ml_collections
 
-from experiments.run import checkpointing, hidden_state_run, task_registry
+from experiments.run import (
+  checkpointing,
+  final_iterate,
+  hidden_state_run,
+  task_registry,
+)
 from experiments.run import metrics as metrics_lib
 from experiments.run.loop import Loop
 from experiments.run.resolved_run import Run, setup
@@ -128,7 +134,13 @@ def _privacy_fields(run: Run, done: int) -> dict[str, Any]:
     "privacy": plan.describe(),
   }
   if run.ledger is not None:
-    out["ledger"] = run.ledger.ledger.summary()
+    ledger = run.ledger.ledger
+    out["ledger"] = ledger.summary()
+    if len(ledger.plans) > 1:  # a resume under another plan
+      out["ledger"]["segments"] = [
+        {"num_steps": n, "noise_multiplier": p.noise_multiplier}
+        for p, n in ledger.segments
+      ]
   target = out["target_epsilon"]
   if target is not None and out["epsilon"] > target * (1 + TARGET_SLACK):
     out["warning"] = (
@@ -169,11 +181,8 @@ def finish(run: Run, loop: Loop) -> dict[str, Any]:
     "params_sha256": checkpointing.tree_digest(loop.state["params"]),
   }
   if run.spec.takes_setting and hidden_state_run.wants_report(config):
-    setting = hidden_state_run.run_setting(
-      config, run.task.num_train, run.plan.noise_multiplier, spec=run.spec
-    )
-    result["final_iterate"] = hidden_state_run.final_iterate(
-      config, setting, done
+    result["final_iterate"] = final_iterate.final_iterate(
+      config, run.ledger.ledger, done, history=history
     )
   if run.workdir and run.primary:
     result["plot"] = metrics_lib.plot_report(

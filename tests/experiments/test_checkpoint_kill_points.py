@@ -22,12 +22,8 @@ class _Killed(BaseException):
 
 def _config(workdir):
   c = default.get_config()
-  c.num_steps = 6
-  c.eval_every = 0
-  c.checkpoint_every = 2
-  c.check_per_example = False
-  c.workdir = str(workdir)
-  c.trajectory_log = True
+  c.update(num_steps=6, eval_every=0, checkpoint_every=2, workdir=str(workdir))
+  c.update(check_per_example=False, trajectory_log=True)
   return c
 
 

@@ -9,27 +9,17 @@ import os
 import shutil
 
 import pytest
+from test_runner_hidden_state import small_config as runner_config
 
-from configs import hidden_state_digits_logreg
 from experiments.run import report, train
 from zoprivacy.hidden_state import privacy as privacy_lib
 from zoprivacy.privacy.ledger import PrivacyLedger
 
 
 def small_config(workdir, **changes):
-  config = hidden_state_digits_logreg.get_config()
-  config.num_steps = 4
-  config.checkpoint_every = 2
-  config.workdir = str(workdir)
-  config.estimator_kwargs.num_directions = 20
-  config.estimator_kwargs.noise_std = 0.05
-  for key, value in changes.items():
-    target = config
-    *path, last = key.split(".")
-    for name in path:
-      target = target[name]
-    target[last] = value
-  return config
+  """The runner tests' small config, in ``workdir``, checkpointed every
+  other step."""
+  return runner_config(workdir=str(workdir), checkpoint_every=2, **changes)
 
 
 def _ledger(workdir) -> PrivacyLedger:

@@ -65,14 +65,17 @@ def setting_differences(settings) -> list[str]:
 
 
 def _replayed(ledger: PrivacyLedger) -> tuple[int, int] | None:
-  """The first and last step recorded more than once, or None."""
-  twice = [
-    t
-    for start, stop in ledger.ranges
-    for t in range(start, stop)
-    if ledger.times_recorded(t) > 1
+  """The first and last step that two recorded ranges hold, or None."""
+  ranges = ledger.ranges
+  both = [
+    (max(a, c), min(b, d))
+    for i, (a, b) in enumerate(ranges)
+    for c, d in ranges[i + 1 :]
+    if max(a, c) < min(b, d)
   ]
-  return (min(twice), max(twice)) if twice else None
+  if not both:
+    return None
+  return min(x for x, _ in both), max(y for _, y in both) - 1
 
 
 def ledger_setting(

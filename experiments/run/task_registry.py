@@ -53,6 +53,10 @@ class Task:
   # argmax of ``apply`` (``experiments.run.metrics.evaluate_task``).
   evaluate: Callable[[Any, Any], dict[str, float]] | None = None
   metric_names: tuple[str, ...] = ("test_accuracy",)
+  # ``(trainable, frozen) -> zoprivacy.models.hf_export.Exportable``: the
+  # fine-tuned model as a Hugging Face checkpoint (python -m
+  # experiments.export). None: the task's model has no such format.
+  export: Callable[[Any, Any], Any] | None = None
 
   @property
   def num_train(self) -> int:

@@ -54,7 +54,7 @@ from experiments.tasks.common import data_seed
 from zoprivacy.data import prompts
 from zoprivacy.data.loaders import mezo_tasks as mt
 from zoprivacy.metrics import qa_generation
-from zoprivacy.models import causal_lm_zo, llama, peft
+from zoprivacy.models import causal_lm_zo, hf_export, llama, peft
 from zoprivacy.models.hf_checkpoint import load_bpe_tokenizer, load_opt
 from zoprivacy.models.hf_llama import load_llama
 from zoprivacy.models.opt import (
@@ -134,16 +134,48 @@ def _fine_tuning(config, params, model_config):
     raise ValueError(
       f"peft={mode!r} for a causal LM task; use 'full', 'lora' or 'prefix'."
     )
-  lora = peft.StackedLoRA(
-    rank=int(config.get("lora_rank") or 8),
-    alpha=float(config.get("lora_alpha") or 16.0),
-    targets=config.get("lora_targets") or peft.StackedLoRA.targets,
-  )
+  lora = stacked_lora(config)
   return (
     (lambda key: (lora.init(key, params), params)),
     (lambda t, f: lora.merge(f, t)),
     model_config,
   )
+
+
+def stacked_lora(config) -> peft.StackedLoRA:
+  """The config's LoRA (``lora_rank``, ``lora_alpha``, ``lora_targets``;
+  MeZO's r = 8, alpha = 16 by default)."""
+  return peft.StackedLoRA(
+    rank=int(config.get("lora_rank") or 8),
+    alpha=float(config.get("lora_alpha") or 16.0),
+    targets=config.get("lora_targets") or peft.StackedLoRA.targets,
+  )
+
+
+def exporter(config, model_config, merged, tokenizer, whole=None):
+  """``(trainable, frozen) -> Exportable`` of a causal LM fine-tuned as
+  ``config.peft`` says (None for prefix tuning, which has no Hugging Face
+  model format). ``whole(part)``: the whole model's parameters from the
+  trained part's (a split model's top blocks, whose adapters start at
+  layer ``L - k``; default: the part is the whole)."""
+  mode = config.get("peft") or "full"
+  if mode not in ("full", "lora"):
+    return None
+  whole = whole or (lambda part: part)
+  lora = stacked_lora(config) if mode == "lora" else None
+
+  def export(trainable, frozen):
+    params = whole(merged(trainable, frozen))
+    if lora is None:
+      return hf_export.Exportable(model_config, params, tokenizer=tokenizer)
+    depth = jax.tree.leaves(trainable)[0].shape[0]
+    first = model_config.num_hidden_layers - depth
+    adapters = hf_export.Adapters(lora, trainable, first)
+    return hf_export.Exportable(
+      model_config, params, whole(frozen), adapters, tokenizer
+    )
+
+  return export
 
 
 @dataclasses.dataclass
@@ -195,7 +227,7 @@ class _LM(NamedTuple):
   """What both task kinds take from the model: the trainable/frozen split
   and its merge, the module, the tokenizer, the per-example loss and its
   in-scan variant (None where the model has none), the batch encoding's
-  keywords and the sequence length."""
+  keywords, the sequence length and the export (:func:`exporter`)."""
 
   init: Any
   merged: Callable
@@ -205,6 +237,7 @@ class _LM(NamedTuple):
   in_scan: Callable | None
   kw: dict
   length: int
+  export: Callable | None = None
 
 
 def _build(config, task: str) -> Task:
@@ -213,6 +246,7 @@ def _build(config, task: str) -> Task:
   length = int(config.get("max_length") or 256)
   init, merged, model_cfg = _fine_tuning(config, params, cfg)
   model = model_class(model_cfg)
+
   pad_id = cfg.pad_token_id
   lm = _LM(
     init=_float32_trainable(init),
@@ -229,6 +263,7 @@ def _build(config, task: str) -> Task:
       pad_id=tok.padding["pad_id"] if pad_id is None else pad_id,
     ),
     length=length,
+    export=exporter(config, cfg, merged, tok),
   )
   if task in prompts.GENERATION_TASKS:
     return _generation_task(config, task, train, test, lm)
@@ -274,6 +309,7 @@ def _lm_task(enc, lm: _LM, loss, in_scan, **fields) -> LMTask:
     lambda t, f, x: -loss(merged(t, f), x)[:, None],
     perturbed_loss=in_scan and (lambda t, f, b, u: in_scan(t, f, b[0], u)),
     lm_loss=lambda t, f, x: loss(merged(t, f), x),
+    export=lm.export,
     **fields,
   )
 
@@ -368,6 +404,7 @@ def _classification_task(task: str, train, test, lm: _LM) -> Task:
     lm.init,
     apply,
     perturbed_loss=perturbed_loss if in_scan is not None else None,
+    export=lm.export,
   )
 
 

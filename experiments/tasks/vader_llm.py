@@ -44,6 +44,7 @@ import numpy as np
 from experiments.run.task_registry import Task, register
 from experiments.tasks import llm_files, llm_states
 from experiments.tasks.common import data_seed, train_eval_split
+from experiments.tasks.llm import exporter, stacked_lora
 from experiments.tasks.minilm import vader_public
 from zoprivacy.data import prompts
 from zoprivacy.data.loaders import MissingDataError, vader
@@ -53,7 +54,6 @@ from zoprivacy.models import (
   hf_llama,
   llama,
   llama_split,
-  peft,
   smollm2,
 )
 from zoprivacy.models.hf_checkpoint import load_bpe_tokenizer
@@ -148,11 +148,7 @@ def _trainable(config, params, model_config, top, k: int):
   if mode == "full":
     return top, {}, (lambda t, f: t), model_config
   if mode == "lora":
-    lora = peft.StackedLoRA(
-      rank=int(config.get("lora_rank") or 8),
-      alpha=float(config.get("lora_alpha") or 16.0),
-      targets=config.get("lora_targets") or peft.StackedLoRA.targets,
-    )
+    lora = stacked_lora(config)
     return lora.init(key, top), top, lambda t, f: lora.merge(f, t), model_config
   if mode == "prefix":
     prefix = PrefixTuning(num_tokens=int(config.get("num_prefix_tokens") or 5))
@@ -232,4 +228,11 @@ def vader_llm_task(config) -> Task:
     apply,
     public_inputs=inputs(public, "public"),
     public_labels=None if public is None else public.labels,
+    export=exporter(
+      config,
+      model_config,
+      merged,
+      tok,
+      lambda top: llama_split.with_top(params, top),
+    ),
   )

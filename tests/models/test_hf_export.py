@@ -139,3 +139,28 @@ def test_a_prefix_tuned_model_is_refused():
   prefixed = type(config)(**{**config.__dict__, "num_prefix_tokens": 5})
   with pytest.raises(ValueError, match="prefix"):
     hf_export.hf_config(prefixed)
+
+
+@pytest.mark.parametrize("name", ["tiny_opt", "tiny_llama", "tiny_mistral"])
+def test_checkpoints_are_written_back_as_transformers_wrote_them(
+  name, tmp_path
+):
+  # The fixtures were saved by transformers: OPT (tied head), Llama (an
+  # untied lm_head), Mistral (a sliding window, tied).
+  source = export_cases.FIXTURES / name
+  load = load_opt if name == "tiny_opt" else load_llama
+  config, params = load(source)
+  hf_export.save_model(tmp_path, params, config)
+  original, written = (
+    SafetensorsCheckpoint(source),
+    SafetensorsCheckpoint(tmp_path),
+  )
+  assert written.names == original.names
+  for tensor in written.names:
+    np.testing.assert_array_equal(written[tensor], original[tensor])
+  settings = json.loads((tmp_path / "config.json").read_text())
+  hf = json.loads((source / "config.json").read_text())
+  for key in ("architectures", "model_type", "tie_word_embeddings"):
+    assert settings[key] == hf[key], key
+  assert settings.get("sliding_window") == hf.get("sliding_window")
+  assert load(tmp_path)[0] == config

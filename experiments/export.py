@@ -48,6 +48,15 @@ def _finished_run(workdir: Path) -> dict:
       "run's final parameters; let the run finish (rerun its command to "
       "resume it) or give the workdir of a finished run."
     )
+  checkpoints = workdir / "checkpoints"
+  if not checkpoints.is_dir() or not any(
+    p.name.isdigit() for p in checkpoints.iterdir()
+  ):
+    raise ValueError(
+      f"{workdir} holds no checkpoint ({checkpoints}): the final parameters"
+      " are read from the run's last checkpoint, which the runner writes at"
+      " the end of every run with a workdir."
+    )
   return json.loads(path.read_text())
 
 
@@ -65,11 +74,14 @@ def _run_config(result: dict, workdir: Path) -> ml_collections.ConfigDict:
 def _exportable(config, result: dict):
   task = tasks.get_task(config)
   if task.export is None:
+    peft = (
+      f" fine-tuned with peft={config.peft!r}" if config.get("peft") else ""
+    )
     raise ValueError(
-      f"the {config.dataset} task (peft={config.get('peft')!r}) has no "
-      "Hugging Face model format: export writes causal LMs (the *_opt tasks "
-      "and vader_llm) fine-tuned fully or with LoRA; prefix tuning's keys "
-      "and values are no weights of the model."
+      f"the {config.dataset} task's model{peft} has no Hugging Face format:"
+      " export writes the causal LMs of the *_opt tasks and vader_llm, "
+      "fine-tuned fully or with LoRA (prefix tuning's keys and values are "
+      "no weights of a model)."
     )
   params, frozen = trials.final_params(config, task, result["params_sha256"])
   return task.export(params, frozen)

@@ -44,7 +44,7 @@ import numpy as np
 from experiments.run.task_registry import Task, register
 from experiments.tasks import llm_files, llm_states
 from experiments.tasks.common import data_seed, train_eval_split
-from experiments.tasks.llm import exporter, stacked_lora
+from experiments.tasks.llm_export import exporter, stacked_lora
 from experiments.tasks.minilm import vader_public
 from zoprivacy.data import prompts
 from zoprivacy.data.loaders import MissingDataError, vader

@@ -67,10 +67,9 @@ def test_words_below_2_32_are_unchanged_on_the_two_word_path(prng):
   hash_ = HASHES[prng]
   # The last 100 positions below 2^32 and an inner block, by both numberings.
   for start in (TOP - 100, 12345):
-    plain = hash_.leaf_bits(KEY, 3, (4, 25), start=start)
-    wide = hash_.leaf_bits(
-      KEY, 3, (4, 25), start=counter_positions.Offset(start, 0)
-    )
+    plain = jax.jit(lambda s=start: hash_.leaf_bits(KEY, 3, (4, 25), start=s))()
+    offset = counter_positions.Offset(start, 0)
+    wide = jax.jit(lambda o=offset: hash_.leaf_bits(KEY, 3, (4, 25), start=o))()
     np.testing.assert_array_equal(plain, wide)
     np.testing.assert_array_equal(
       plain, _reference(prng, 3, start, 100).reshape(4, 25)
@@ -83,7 +82,7 @@ def test_words_below_2_32_are_unchanged_on_the_two_word_path(prng):
 )
 def test_positions_beyond_2_32_match_the_construction(prng, start):
   # A slice of 100 elements from a Python start, across or beyond 2^32.
-  got = HASHES[prng].leaf_bits(KEY, 2, (100,), start=start)
+  got = jax.jit(lambda: HASHES[prng].leaf_bits(KEY, 2, (100,), start=start))()
   np.testing.assert_array_equal(got, _reference(prng, 2, start, 100))
   # The same slice from a traced two-word offset, as a layer's start.
   offset = counter_positions.as_offset(start)
@@ -107,7 +106,11 @@ def test_a_leaf_numbered_by_rows_equals_its_flat_numbering(prng, shape, start):
   # reshaped), as a leaf with an axis of 2^32 elements.
   positions = counter_positions.leaf_positions(shape, start, limit=64)
   assert isinstance(positions, counter_positions.Positions)
-  got = HASHES[prng].bits(KEY, 1, positions)
+  got = jax.jit(
+    lambda: HASHES[prng].bits(
+      KEY, 1, counter_positions.leaf_positions(shape, start, limit=64)
+    )
+  )()
   size = math.prod(shape)
   want = _reference(prng, 1, start, size).reshape(shape)
   np.testing.assert_array_equal(got, want)

@@ -39,6 +39,7 @@ from typing import Any, NamedTuple
 
 import jax
 import numpy as np
+from flax import traverse_util
 
 from zoprivacy.models import peft
 from zoprivacy.models.hf_checkpoint import (
@@ -226,7 +227,7 @@ def save_model(
 def adapter_tensors(adapters: Adapters, config, dtype="float32") -> dict:
   """``{PEFT tensor name: array}`` of the adapters (module docstring)."""
   names = tensor_names(config)
-  flat = peft._flat(adapters.adapters)
+  flat = traverse_util.flatten_dict(adapters.adapters)
   out = {}
   for path in sorted({k[:-1] for k in flat}):
     per_layer = names[path + ("kernel",)]

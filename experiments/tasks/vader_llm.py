@@ -45,7 +45,7 @@ from experiments.run.task_registry import Task, register
 from experiments.tasks import llm_files, llm_states
 from experiments.tasks.common import data_seed, train_eval_split
 from experiments.tasks.llm_export import exporter, stacked_lora
-from experiments.tasks.minilm import vader_public
+from experiments.tasks.minilm import vader_cache, vader_public
 from zoprivacy.data import prompts
 from zoprivacy.data.loaders import MissingDataError, vader
 from zoprivacy.models import (
@@ -164,11 +164,11 @@ def _trainable(config, params, model_config, top, k: int):
 
 def _splits(config):
   """``(train, test, public)`` datasets (public None without ``public``)."""
-  data_dir = config.get("data_dir") or None
-  cache = Path(data_dir) / "vader" if data_dir else None
+  cache = vader_cache(config)
   data = vader.load_vader(vader.PRIVATE_CORPUS, cache, seed=data_seed(config))
-  train, test = train_eval_split(config, data.train, data.test)
-  return train, test, vader_public(config, data.train, cache)
+  pool, public = vader_public(config, data.train)
+  train, test = train_eval_split(config, pool, data.test)
+  return train, test, public
 
 
 def _states_fn(config, model_config, trunk, tok, files, k: int):

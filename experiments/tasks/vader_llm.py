@@ -2,9 +2,9 @@
 classification, by default on SmolLM2-135M-Instruct from its GGUF file.
 
 * Data: VADER's ``movieReviewSnippets`` (Rotten Tomatoes sentences; the
-  loader's seeded, stratified 80/20 split). Training: ``examples_per_class``
+  loader's 80/20 split by keyed coins). Training: ``examples_per_class``
   per class of the 80% (:func:`experiments.tasks.common.train_eval_split`);
-  test: ``test_size`` of the 20% (0: all 2,113). ``public``
+  test: ``test_size`` of the 20% (0: all 1,980 at data seed 0). ``public``
   (``"amazon+tweets"``): out-of-distribution public snippets, ``public_size``
   of them, for the public proxy (:mod:`experiments.tasks.public_proxy`).
 * Prompt: MeZO's SST-2 template, ``"<sentence> It was"``, and its label

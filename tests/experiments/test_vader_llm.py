@@ -56,7 +56,8 @@ def test_step_zero_is_the_pretrained_models_label_logits(files):
   logits at " terrible" / " great" on the left-padded prompts."""
   c = _config(files, trained_blocks=1)
   task = tasks.get_task(c)
-  assert task.num_train == 8 and len(task.test_labels) == 6
+  # the test part: 3 of the 30 snippets, each by a keyed coin of its own
+  assert task.num_train == 8 and len(task.test_labels) == 3
   assert task.train_inputs["hidden"].shape == (8, 16, 64)
   config, params = load_gguf_llama(files / "tiny.gguf")
   tok = vader_llm.load_model(c)[2]

@@ -59,6 +59,7 @@ class Loop:
     )
     self.train_seconds = 0.0
     self.stop_requested = False  # Ctrl-C: stop after the current step
+    self.private_evaluation = metrics_lib.evaluates_private_records(run.config)
 
   # ------------------------------------------------------------- hooks
   def persist_ledger(self) -> None:
@@ -96,11 +97,14 @@ class Loop:
   def evaluate(self, done: int, seconds: float) -> dict:
     """Evaluation hook: one metrics row (after the ledger reaches disk)."""
     self.signal.check_params(self.state["params"], done)
+    scores = metrics_lib.evaluate_task(
+      self.run.task, self.predict, self.state["params"], self.run.frozen
+    )
+    if self.private_evaluation:  # never named a test metric
+      scores = metrics_lib.as_private_validation(scores)
     row = {
       "step": done,
-      **metrics_lib.evaluate_task(
-        self.run.task, self.predict, self.state["params"], self.run.frozen
-      ),
+      **scores,
       "epsilon": self.run.epsilon(),
       "seconds": self.seconds_offset + seconds,
       **self.signal.row(),

@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from experiments.run import final_iterate
-from experiments.run.metrics import metric_label
+from experiments.run.metrics import NOT_ACCOUNTED, metric_label
 
 
 def _mesh_note(mesh) -> str:
@@ -109,8 +109,10 @@ def _privacy_lines(result: dict[str, Any]) -> str:
 
 def format_report(result: dict[str, Any]) -> str:
   """The closing lines of a run: the task's metrics (accuracy, or F1 and
-  exact match), steps and privacy spent; first a warning when the epsilon
-  is weak or loose (:func:`headline_warning`)."""
+  exact match), steps and privacy spent; first a warning when the metrics
+  were computed on private records (``evaluation_privacy``: not private,
+  not accounted), then one when the epsilon is weak or loose
+  (:func:`headline_warning`)."""
   names = result.get("metric_names") or [
     result.get("headline_metric", "test_accuracy")
   ]
@@ -121,7 +123,11 @@ def format_report(result: dict[str, Any]) -> str:
       + labels[0].removeprefix("test ")
       + " (public proxy, no private data)"
     )
+  private_records = result.get("evaluation_privacy")
+  if private_records:
+    labels = [f"{lab} ({NOT_ACCOUNTED})" for lab in labels]
   lines = [
+    f"WARNING: {private_records}." if private_records else None,
     headline_warning(result),
     f"estimator: {result['estimator']} on {result['dataset']}",
     *(f"{lab}: {result[n]:.4f}" for lab, n in zip(labels, names)),

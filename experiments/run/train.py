@@ -180,6 +180,10 @@ def finish(run: Run, loop: Loop) -> dict[str, Any]:
     "history": history,
     "params_sha256": checkpointing.tree_digest(loop.state["params"]),
   }
+  if loop.private_evaluation:
+    result["evaluation_privacy"] = metrics_lib.private_evaluation_note(
+      names, len(run.task.test_labels)
+    )
   if run.spec.takes_setting and hidden_state_run.wants_report(config):
     result["final_iterate"] = final_iterate.final_iterate(
       config, run.ledger.ledger, done, history=history

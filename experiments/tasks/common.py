@@ -39,8 +39,10 @@ def train_eval_split(
     among the pool's examples that are not training examples. Without
     few-shot they leave the training set, which then changes by exactly one
     example between neighbouring pools: the run's guarantee holds for the
-    pool. The validation part is evaluation data: its accuracy is reported,
-    not protected.
+    pool. The validation part is private evaluation data: its accuracy is
+    reported exactly, named ``private_validation_accuracy`` and labelled
+    "not private, not accounted" by every report
+    (:func:`experiments.run.metrics.evaluates_private_records`).
   * otherwise the test set (evaluation data, not protected), subsampled to
     ``test_size`` if set.
   """

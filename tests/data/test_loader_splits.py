@@ -24,7 +24,13 @@ import pytest
 import sklearn.datasets
 
 from zoprivacy.data import loaders
-from zoprivacy.data.loaders import amazon_polarity, base, mezo_tasks, vader
+from zoprivacy.data.loaders import (
+  amazon_polarity,
+  base,
+  lm_bff,
+  mezo_tasks,
+  vader,
+)
 
 ROOT = pathlib.Path(loaders.__file__).parent
 
@@ -183,7 +189,18 @@ CHECKS = {
     lambda e: mezo_tasks.sample_per_class(e, 15, seed=2)
   ),
   "base.held_out_split": lambda tmp, mp: _held_out(tmp),
+  "lm_bff.at_most_k_per_class": lambda tmp, mp: _examples(_k_shot),
 }
+
+
+def _k_shot(rows):
+  """LM-BFF's k-shot sample of ``rows`` (15 per class; class 2 has fewer
+  and is taken whole)."""
+  labels = [2 if r["text"].endswith("77") else r["label"] for r in rows]
+  dataset = base.Dataset(
+    base.text_array([r["text"] for r in rows]), np.array(labels), 3, "k-shot"
+  )
+  return [rows[i] for i in lm_bff.at_most_k_per_class(dataset, 15, seed=2)]
 
 
 def test_every_seeded_loader_function_is_checked():

@@ -10,7 +10,7 @@ import pytest
 
 import zoprivacy
 from zoprivacy.estimators import base
-from zoprivacy.first_order import ghost_certified, ghost_clipping
+from zoprivacy.first_order import ghost_certified, ghost_clipping, ghost_groups
 from zoprivacy.secret_noise import rounded_sum_mechanism as rsm
 
 
@@ -20,8 +20,8 @@ def _dense_sizes(x, g):
   ``g [B, T, d_out]``."""
   d_in, d_out = x.shape[-1], g.shape[-1]
   leaves = [jnp.zeros((d_in, d_out)), jnp.zeros(d_out)]
-  parts, _ = ghost_clipping._dense_group(  # pylint: disable=protected-access
-    [jnp.asarray(x)], [jnp.asarray(g)], {"kernel": 0, "bias": 1}, leaves
+  parts, _ = ghost_groups.dense(
+    None, [[jnp.asarray(x)]], [jnp.asarray(g)], {"kernel": 0, "bias": 1}, leaves
   )
   sizes = ghost_certified.certified_sizes(parts)
   unit = 2.0 ** np.asarray(sizes.exponent, np.float64)
@@ -73,8 +73,9 @@ def test_ghost_norm_alone_can_under_estimate():
   positions is below the true norm (here 0 against a nonzero one)."""
   x = np.ones((1, 2, 3), np.float32)
   g = np.array([[[1.0, 2.0, 3.0], [-1.0, -2.0, -3.0000002]]], np.float32)
-  parts, _ = ghost_clipping._dense_group(  # pylint: disable=protected-access
-    [jnp.asarray(x)],
+  parts, _ = ghost_groups.dense(
+    None,
+    [[jnp.asarray(x)]],
     [jnp.asarray(g)],
     {"kernel": 0},
     [jnp.zeros((3, 3))],

@@ -55,7 +55,10 @@ with weights ``2^(2 (e_p - K))`` (held at ``2^-126`` or more: an upper
 bound), and ``N'^2 = (sum_p w_p S_p + 16 P mu) (1 + gamma(P + 16))`` over
 the ``P`` parts (nonnegative terms: their additions and roundings), ``N' =
 sqrt(N'^2) (1 + 2^-16)``, ``N = 2^K N'``; ``A~ = 2^K A~'`` alike from
-``(A + nu)^2``.
+``(A + nu)^2``. A layer inside a stack of ``L`` layers (a decoder's
+``nn.scan``: one ``[L, ...]`` leaf) is a part of its own, scaled by its own
+exponent, so ``P`` counts every layer of every stack; the layers hold
+disjoint coordinates of the leaf, like the parts.
 
 **A bound on the float error of the sum.** A sum ``fl(sum_i c_i x_i
 y_i^T)`` over ``L`` terms (a batch times positions), with ``c_i`` applied
@@ -166,7 +169,10 @@ class Part(NamedTuple):
   error bound, how many terms its sum adds per example (``positions``: 1
   for a gradient formed per example), the scaling's ``shift [B]`` (``nu``)
   and flush allowance ``floor`` (``eta``), ``ok [B]`` and ``sum_floor``:
-  the flushes' bound on its share of the clipped sum (module docstring)."""
+  the flushes' bound on its share of the clipped sum (module docstring).
+  A layer group inside a stack of ``L`` layers is ``L`` parts in one: its
+  arrays are ``[B, L]`` (each layer scaled by its own exponent) and its
+  ``sum_floor`` is the layers' together."""
 
   sq: jax.Array
   absolute: jax.Array
@@ -265,32 +271,57 @@ class Sizes(NamedTuple):
   ok: jax.Array
 
 
+def _layers(part: Part) -> int:
+  """How many parts ``part`` stands for: ``L`` for a group inside a stack
+  of ``L`` layers (its arrays ``[B, L]``, a part per layer), else 1."""
+  return part.sq.shape[1] if part.sq.ndim == 2 else 1
+
+
+def _per_example(x):
+  """``[B]``: ``x`` summed over a layer axis, if it has one."""
+  return jnp.sum(x, axis=1) if x.ndim == 2 else x
+
+
+def _per_layer(top, like):
+  return top[:, None] if like.ndim == 2 else top
+
+
 def _weights(parts):
-  """``(K [B], [w_p [B]])``: the largest exponent and each part's weight
-  ``2^(2 (e_p - K))`` (at least ``2^-126``, an upper bound)."""
-  top = parts[0].exponent
-  for p in parts[1:]:
-    top = jnp.maximum(top, p.exponent)
-  return top, [pow2(2 * (p.exponent - top)) for p in parts]
+  """``(K [B], [w_p])``: the largest exponent and each part's weight
+  ``2^(2 (e_p - K))`` (at least ``2^-126``, an upper bound; ``[B, L]``
+  for a part with a layer axis)."""
+  top = None
+  for p in parts:
+    e = jnp.max(p.exponent, axis=1) if p.exponent.ndim == 2 else p.exponent
+    top = e if top is None else jnp.maximum(top, e)
+  return top, [
+    pow2(2 * (p.exponent - _per_layer(top, p.exponent))) for p in parts
+  ]
+
+
+def _all_ok(part: Part):
+  return jnp.all(part.ok, axis=1) if part.ok.ndim == 2 else part.ok
 
 
 def certified_sizes(parts) -> Sizes:
   """The certified norms, the bounds of the absolute sizes and the cap
   ratio (module docstring), in scaled units."""
   top, weights = _weights(parts)
-  spread = jnp.float32(1.0 + gamma(len(parts) + 16))
-  flush = jnp.float32(16 * len(parts) * MU)
+  count = sum(_layers(p) for p in parts)  # a layer of a stack: one part
+  spread = jnp.float32(1.0 + gamma(count + 16))
+  flush = jnp.float32(16 * count * MU)
   sq, total = flush, flush
   for p, w in zip(parts, weights):
     a = _bound(p.absolute, p.terms)
     s = jnp.maximum(p.sq, 0.0) + jnp.float32(gamma(p.terms)) * a * a
     s = s + jnp.float32(p.floor) + p.shift * (2.0 * a + p.shift)
-    sq, total = sq + w * s, total + w * jnp.square(a + p.shift)
+    sq = sq + _per_example(w * s)
+    total = total + _per_example(w * jnp.square(a + p.shift))
   norm = jnp.sqrt(sq * spread) * jnp.float32(1.0 + MARGIN)
   absolute = jnp.sqrt(total * spread) * jnp.float32(1.0 + MARGIN)
   ok = jnp.isfinite(norm) & jnp.isfinite(absolute)
   for p in parts:
-    ok = ok & p.ok
+    ok = ok & _all_ok(p)
   ratio = math.sqrt(max(p.positions for p in parts))
   return Sizes(norm, absolute, top, ratio, ok)
 
@@ -324,13 +355,15 @@ def estimated_factor(parts, clip: float, keep):
   the norms in float32 (infinite beyond its range, NaN where not
   finite)."""
   top, weights = _weights(parts)
-  sq = sum(w * jnp.maximum(p.sq, 0.0) for p, w in zip(parts, weights))
+  sq = sum(
+    _per_example(w * jnp.maximum(p.sq, 0.0)) for p, w in zip(parts, weights)
+  )
   scaled = jnp.sqrt(sq)  # NaN where a part is (maximum keeps NaN)
   half = jnp.floor_divide(top, 2)
   norms = scaled * pow2(half) * pow2(top - half)
   ok = keep & jnp.isfinite(scaled)
   for p in parts:
-    ok = ok & p.ok
+    ok = ok & _all_ok(p)
   q = clip / jnp.maximum(scaled, jnp.float32(2.0**-60))
   return jnp.where(ok, unscale_at_most_one(q, top), 0.0), norms
 

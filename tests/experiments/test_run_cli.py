@@ -104,6 +104,10 @@ def test_a_changed_config_is_refused_on_resume_and_the_ledger_is_untouched(
   assert recorded["config"]["learning_rate"] == 0.02
   c.resume = "force"
   assert train.train(c, progress=False)["num_steps"] == 40
+  # A finished run writes only what workdir.check_own takes back as its own.
+  names = {p.name for p in tmp_path.iterdir()}
+  assert "result.json" in names and names <= workdir.ENTRIES["run"], names
+  workdir.check_own(str(tmp_path))
 
 
 def _error(check, *args):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from experiments.run import final_iterate
+from experiments.run import chance, final_iterate
 from experiments.run.metrics import NOT_ACCOUNTED, metric_label
 
 
@@ -111,8 +111,9 @@ def format_report(result: dict[str, Any]) -> str:
   """The closing lines of a run: the task's metrics (accuracy, or F1 and
   exact match), steps and privacy spent; first a warning when the metrics
   were computed on private records (``evaluation_privacy``: not private,
-  not accounted), then one when the epsilon is weak or loose
-  (:func:`headline_warning`)."""
+  not accounted), then a line when the score is within noise of chance
+  (:func:`experiments.run.chance.headline`), then a warning when the
+  epsilon is weak or loose (:func:`headline_warning`)."""
   names = result.get("metric_names") or [
     result.get("headline_metric", "test_accuracy")
   ]
@@ -128,6 +129,7 @@ def format_report(result: dict[str, Any]) -> str:
     labels = [f"{lab} ({NOT_ACCOUNTED})" for lab in labels]
   lines = [
     f"WARNING: {private_records}." if private_records else None,
+    chance.headline(result, labels[0]),
     headline_warning(result),
     f"estimator: {result['estimator']} on {result['dataset']}",
     *(f"{lab}: {result[n]:.4f}" for lab, n in zip(labels, names)),

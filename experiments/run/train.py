@@ -40,6 +40,7 @@ from typing import Any
 import ml_collections
 
 from experiments.run import (
+  chance,
   checkpointing,
   final_iterate,
   hidden_state_run,
@@ -169,6 +170,7 @@ def finish(run: Run, loop: Loop) -> dict[str, Any]:
     **{k: history[-1][k] for k in names},
     "headline_metric": names[0],
     "metric_names": names,
+    **chance.assess(run.task, {k: history[-1][k] for k in names}),
     "public_proxy": bool(config.get("public_proxy")),
     "num_steps": done,
     "learning_rate": config.get("learning_rate"),

@@ -34,8 +34,8 @@ IGNORED = (
 )
 
 
-# What each kind of workdir holds at its top level (a ``.tmp`` suffix: a
-# file being replaced). tests/experiments/test_workdir_owner.py checks that
+# What each kind of workdir holds at its top level (and temporary files
+# replacing them, :func:`_written_by`). tests/experiments/test_workdir_owner.py checks that
 # a run writes nothing else.
 ENTRIES = {
   "run": frozenset(
@@ -108,6 +108,15 @@ def _kind(record: dict) -> str:
   )
 
 
+def _written_by(name: str, own: frozenset[str]) -> bool:
+  """``name`` is one of ``own``, or a temporary file replacing one
+  (``metrics.csv.tmp``, ``privacy_ledger.json.k3j9.tmp``)."""
+  if name in own:
+    return True
+  stem = name.removesuffix(".tmp")
+  return stem != name and any(stem.startswith(o) for o in own)
+
+
 def check_own(workdir: str, kind: str = "run") -> None:
   """Refuses ``workdir`` unless it is missing, empty, or holds a previous
   ``kind`` of work (``'run'`` or ``'tuning'``): see the module's docstring.
@@ -136,7 +145,7 @@ def check_own(workdir: str, kind: str = "run") -> None:
       )
     return
   own = ENTRIES[kind]
-  foreign = [n for n in names if n.removesuffix(".tmp") not in own]
+  foreign = [n for n in names if not _written_by(n, own)]
   if foreign:
     shown = ", ".join(foreign[:5])
     more = f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""

@@ -32,6 +32,7 @@ def test_missing_empty_and_a_run_killed_before_its_config_are_taken(tmp_path):
   workdir.check_own(str(tmp_path))
   (tmp_path / "private").mkdir()  # the lock comes before config.json
   (tmp_path / "config.json.tmp").write_text("{")
+  (tmp_path / "privacy_ledger.json.k3j9x.tmp").write_text("")  # a kill
   workdir.check_own(str(tmp_path))
 
 

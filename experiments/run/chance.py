@@ -60,7 +60,7 @@ def chance_rate(task, metric: str) -> tuple[float | None, str]:
     if len(task.test_labels) == 0:
       return None, "the test set is empty"
     return _classifier_rate(task)
-  if metric == "test_accuracy":
+  if accuracy:
     return None, "the task's own evaluation declares no chance rate"
   return None, (
     f"{metric} is not a count of correct answers (no binomial test "

@@ -29,7 +29,7 @@ def _tail(n, p, k):
   )
 
 
-# digits' test set: 359 examples, the majority class 37 of them.
+# A test set like digits' of old: 359 examples, the majority class 37.
 DIGITS = np.array(
   [3] * 37 + [(0, 1, 2, 4, 5, 6, 7, 8, 9)[i % 9] for i in range(322)]
 )
@@ -55,6 +55,11 @@ def test_a_classifier_is_tested_against_its_majority_class(accuracy, at_chance):
   assert c["p_value"] == pytest.approx(_tail(359, 37 / 359, c["correct"]))
   assert (c["p_value"] > 0.01) is at_chance and c["level"] == 0.01
   assert "label 3: 37 of 359" in c["baseline"] and "0.1000" in c["baseline"]
+
+
+def test_a_private_validation_accuracy_is_tested_the_same_way():
+  out = chance.assess(_classifier(DIGITS), {"private_validation_accuracy": 0.1})
+  assert out["at_chance"] is True and out["chance"]["test_size"] == 359
 
 
 def test_the_level_is_where_the_test_turns():

@@ -32,6 +32,9 @@ def _loose(result: dict[str, Any]) -> list[str]:
   out = []
   if "RDP accountant" in result.get("privacy", ""):
     out.append("an RDP bound, looser than the PLD accountant's")
+  composition = (result.get("ledger") or {}).get("composition")
+  if composition:
+    out.append(f"the ledger is composed by {composition}")
   notes = (result.get("privacy_plan") or {}).get("notes") or []
   out += [n for n in notes if "charged" in n]
   best = final_iterate.best_below(
@@ -74,7 +77,13 @@ def _privacy_lines(result: dict[str, Any]) -> str:
       f"{result['delta']:g}) [{result['privacy']}; noise multiplier "
       f"{result['noise_multiplier_source']}]"
     )
-    segments = (result.get("ledger") or {}).get("segments")
+    ledger = result.get("ledger") or {}
+    if ledger.get("composition"):
+      privacy += (
+        f"\nthe epsilon is composed by {ledger['composition']}, looser than "
+        f"the PLD at the plan's discretization: {ledger['composition_why']}"
+      )
+    segments = ledger.get("segments")
     if segments:
       privacy += (
         f"\nthe epsilon composes the ledger's {len(segments)} plans (a "

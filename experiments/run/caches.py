@@ -11,7 +11,7 @@ noise calibrations, so that a second run of a config starts in seconds.
   as arguments, never as constants (``tests/experiments/
   test_startup_caches.py`` trains on data carrying a canary value and finds
   neither it nor the secret in any stored program).
-* ``calibration/``: the noise calibration's starting points
+* ``calibrations/``: the noise calibration's starting points
   (:mod:`zoprivacy.accounting.calibration_cache`: public numbers; the plan's
   epsilon is recomputed and checked on every run).
 
@@ -70,7 +70,7 @@ def use_calibration_cache() -> None:
   base = root()
   if base is None or os.environ.get(CALIBRATION_VAR):
     return
-  folder = os.path.join(base, "calibration")
+  folder = os.path.join(base, "calibrations")
   if owner_only_folder(folder):
     os.environ[CALIBRATION_VAR] = folder
 

@@ -60,12 +60,9 @@ def _settings(seed: int, count: int, sensitivities, steps=(1, 10, 300, 4000)):
 def _check(setting):
   sigma, m, q, interval, replace, steps, delta = setting
   theirs = _reference(sigma, m, q, interval, replace)
+  step = dict(sensitivity=m, sampling_prob=q, replace=replace)
   ours = fast.discrete_gaussian_pld(
-    sigma,
-    sensitivity=m,
-    sampling_prob=q,
-    value_discretization_interval=interval,
-    replace=replace,
+    sigma, value_discretization_interval=interval, **step
   )
   assert_same_pld(ours, theirs)
   if steps > 1:

@@ -150,7 +150,7 @@ def test_the_cache_folder_follows_the_environment(tmp_path, monkeypatch):
   monkeypatch.delenv(caches.CALIBRATION_VAR, raising=False)
   caches.use_calibration_cache()
   assert os.environ[caches.CALIBRATION_VAR] == str(
-    tmp_path / "zoprivacy" / "calibration"
+    tmp_path / "zoprivacy" / "calibrations"
   )
   monkeypatch.setenv(caches.CALIBRATION_VAR, str(tmp_path / "mine"))
   caches.use_calibration_cache()  # the user's folder wins

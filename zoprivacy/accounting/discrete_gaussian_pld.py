@@ -77,8 +77,8 @@ def discrete_gaussian_pld(
   discrete Gaussian step (add/remove: separate remove and add PMFs, one when
   ``sampling_prob == 1``; ``replace``: the REPLACE pair of
   :class:`~zoprivacy.accounting.dp_accounting_adapter.
-  DiscreteGaussianReplaceLoss`, one PMF), built with numpy and the margin of
-  the module docstring."""
+  DiscreteGaussianReplaceLoss`, one PMF), built with numpy: the same PMFs
+  bit for bit (the module docstring)."""
 
   def pmf(adjacency):
     loss = _adapter.DiscreteGaussianReplaceLoss(
@@ -99,8 +99,8 @@ def discrete_gaussian_pld(
 def connect_dots_pmf(loss, interval: float):
   """The connect-the-dots PMF of one discrete Gaussian ``loss`` (a
   dp_accounting ``DiscreteGaussianPrivacyLoss``), as dp_accounting's
-  ``_create_pld_pmf_from_monotone_privacy_loss`` with ``use_connect_dots``
-  and the margin of the module docstring."""
+  ``_create_pld_pmf_from_monotone_privacy_loss`` with
+  ``use_connect_dots``, built with numpy."""
   bounds = loss.connect_dots_bounds()
   xs = np.arange(bounds.upper_x, bounds.lower_x - 1, -1)  # dp_accounting's
   losses = privacy_losses(loss, xs)  # non-decreasing along xs

@@ -74,11 +74,10 @@ def discrete_gaussian_pld(
   replace: bool = False,
 ) -> _adapter.PLD:
   """dp_accounting's pessimistic connect-the-dots PLD of one subsampled
-  discrete Gaussian step (add/remove: separate remove and add PMFs, one when
-  ``sampling_prob == 1``; ``replace``: the REPLACE pair of
-  :class:`~zoprivacy.accounting.dp_accounting_adapter.
-  DiscreteGaussianReplaceLoss`, one PMF), built with numpy: the same PMFs
-  bit for bit (the module docstring)."""
+  discrete Gaussian step, built with numpy: the same PMFs bit for bit (the
+  module docstring). Add/remove: separate remove and add PMFs (one when
+  ``sampling_prob == 1``); ``replace``: the adapter's REPLACE pair
+  (``DiscreteGaussianReplaceLoss``), one PMF."""
 
   def pmf(adjacency):
     loss = _adapter.DiscreteGaussianReplaceLoss(

@@ -7,11 +7,11 @@ whose hockey-stick divergences come from one Python call of
 ``inverse_privacy_loss`` per point of the loss grid: about a million calls,
 seconds, where the noise is small (a calibration for few steps searches
 multipliers below 1). :func:`event_pld` builds the same PLD for those events
-the same way, the divergences by :func:`~zoprivacy.accounting.hockey_stick.
-deltas` (dp_accounting's operations on numpy arrays: the PMFs are equal bit
-for bit, so the epsilons are too; ``tests/accounting/test_gaussian_pld.py``),
-then composes as the accountant does (``self_compose``, then onto the
-identity). Other events, and the replace-one pair (whose inverse has its own
+the same way, the divergences by
+:func:`~zoprivacy.accounting.hockey_stick.deltas` (dp_accounting's
+operations on numpy arrays: the PMFs are equal bit for bit, so the epsilons
+are too; ``tests/accounting/test_gaussian_pld.py``), then composes as the
+accountant does (``self_compose``, then onto the identity). Other events, and the replace-one pair (whose inverse has its own
 formula), are left to the accountant.
 """
 

@@ -185,3 +185,60 @@ def test_the_bar_names_each_preparation_before_the_steps(tty, monkeypatch):
     assert -1 not in order and order == sorted(order), text
   else:
     assert order[:3] == [-1, -1, -1] and order[3] >= 0, text
+
+
+def _on_a_terminal(args, env) -> str:
+  """The output of the command line run on a pseudo-terminal (80 columns)."""
+  import fcntl
+  import pty
+  import struct
+  import termios
+
+  leader, follower = pty.openpty()
+  fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 80, 0, 0))
+  proc = subprocess.Popen(
+    args, cwd=ROOT, env=env, stdin=follower, stdout=follower, stderr=follower
+  )
+  os.close(follower)
+  chunks = []
+  while True:
+    try:
+      data = os.read(leader, 65536)
+    except OSError:  # the command exited and closed its end
+      break
+    if not data:
+      break
+    chunks.append(data)
+  proc.wait(timeout=600)
+  os.close(leader)
+  assert proc.returncode == 0, b"".join(chunks)[-3000:]
+  return b"".join(chunks).decode(errors="replace")
+
+
+@pytest.mark.slow
+def test_the_command_names_each_preparation_on_a_terminal(tmp_path):
+  """On a terminal the command's bar names what it prepares (the config,
+  JAX, the data, the calibration, the compilation) before the steps it
+  then counts. Slow: a whole (two-step) run."""
+  env = dict(os.environ, PYTHONPATH=ROOT)
+  text = _on_a_terminal(
+    [
+      sys.executable,
+      "-m",
+      "experiments.run",
+      "--config",
+      "configs/default.py",
+      "--config.num_steps=2",
+    ],
+    env,
+  )
+  stages = [
+    "dpzero: checking the config",
+    "dpzero: loading JAX",
+    "dpzero: loading the data",
+    "dpzero: calibrating the noise for epsilon 2",
+    "dpzero: compiling the step",
+    "2/2",
+  ]
+  where = [text.find(stage) for stage in stages]
+  assert -1 not in where and where == sorted(where), (where, text[-2000:])

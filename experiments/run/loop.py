@@ -64,6 +64,7 @@ class Loop:
     )
     self.train_seconds = 0.0
     self.stop_requested = False  # Ctrl-C: stop after the current step
+    self.private_evaluation = metrics_lib.evaluates_private_records(run.config)
 
   # ------------------------------------------------------------- hooks
   def persist_ledger(self) -> None:
@@ -101,11 +102,14 @@ class Loop:
   def evaluate(self, done: int, seconds: float) -> dict:
     """Evaluation hook: one metrics row (after the ledger reaches disk)."""
     self.signal.check_params(self.state["params"], done)
+    scores = metrics_lib.evaluate_task(
+      self.run.task, self.predict, self.state["params"], self.run.frozen
+    )
+    if self.private_evaluation:  # never named a test metric
+      scores = metrics_lib.as_private_validation(scores)
     row = {
       "step": done,
-      **metrics_lib.evaluate_task(
-        self.run.task, self.predict, self.state["params"], self.run.frozen
-      ),
+      **scores,
       "epsilon": self.run.epsilon(),
       "seconds": self.seconds_offset + seconds,
       **self.signal.row(),
@@ -116,19 +120,23 @@ class Loop:
     return row
 
   def checkpoint(self, done: int) -> None:
-    """Checkpoint hook (the ledger first); the trajectory log with it."""
+    """Checkpoint hook: the ledger, the signal's window and the trajectory
+    log first, then the checkpoint. Everything a resume reads is thus on
+    disk before the checkpoint that resumes from it commits: a kill at any
+    point leaves a log that holds the checkpoint's steps (or more, which a
+    resume truncates)."""
     ckpt = self.run.checkpointer
     if ckpt is None:
       return
     self.persist_ledger()
     self.signal.check_params(self.state["params"], done)
     self.signal.save(done)
+    if self.run.primary:
+      self.trajectory.save()
     ledger = self.run.ledger
     ckpt.save(
       done, self.state, None if ledger is None else ledger.ledger.to_dict()
     )
-    if self.run.primary:
-      self.trajectory.save()
 
   def after_step(self, done: int, seconds: float, bar) -> None:
     config = self.run.config

@@ -131,6 +131,7 @@ def _check_workdir(workdir: str) -> None:
     raise ValueError(
       f"workdir {workdir!r} is a file, not a folder; choose another workdir."
     )
+  workdir_lib.check_own(workdir)  # before the lock writes private/
 
 
 def _check_budget(config, plan, ledger) -> None:

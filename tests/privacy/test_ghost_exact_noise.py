@@ -23,8 +23,11 @@ def _dense_sizes(x, g):
   parts, _ = ghost_clipping._dense_group(  # pylint: disable=protected-access
     [jnp.asarray(x)], [jnp.asarray(g)], {"kernel": 0, "bias": 1}, leaves
   )
-  norm, absolute, _ = ghost_certified.certified_sizes(parts)
-  return np.asarray(norm, np.float64), np.asarray(absolute, np.float64)
+  sizes = ghost_certified.certified_sizes(parts)
+  unit = 2.0 ** np.asarray(sizes.exponent, np.float64)
+  ok = np.asarray(sizes.ok)
+  norm = np.where(ok, np.asarray(sizes.norm, np.float64) * unit, np.inf)
+  return norm, np.asarray(sizes.absolute, np.float64) * unit
 
 
 def _true_norm(x, g):
@@ -54,7 +57,7 @@ def _adversarial_inputs(rng, positions):
 def test_certified_norm_bounds_the_float64_norm(positions):
   """On cancelling and badly scaled inputs the certified norm is never
   below the true per-example norm (float64 from the same float32 values)
-  unless it is infinite (the example is then dropped)."""
+  unless the example is refused (factor 0: shown infinite here)."""
   rng = np.random.default_rng(positions)
   for _ in range(20):
     x, g = _adversarial_inputs(rng, positions)
@@ -76,9 +79,11 @@ def test_ghost_norm_alone_can_under_estimate():
     {"kernel": 0},
     [jnp.zeros((3, 3))],
   )
-  assert float(parts[0].sq[0]) < _true_norm(x, g)[0] ** 2
-  norm, _, _ = ghost_certified.certified_sizes(parts)
-  assert float(norm[0]) >= _true_norm(x, g)[0]
+  unit = 4.0 ** int(parts[0].exponent[0])
+  assert float(parts[0].sq[0]) * unit < _true_norm(x, g)[0] ** 2
+  sizes = ghost_certified.certified_sizes(parts)
+  norm = float(sizes.norm[0]) * 2.0 ** int(sizes.exponent[0])
+  assert norm >= _true_norm(x, g)[0]
 
 
 class _Model(nn.Module):

@@ -11,7 +11,7 @@ the package:
   refusing a non-private event (``_contains_non_dp_event``);
 * :func:`direction_pmfs` and :func:`pld_from_remove_pmfs`: a PLD's remove
   and add PMFs (``_pmf_remove``, ``_pmf_add``, ``_symmetric``), and a PLD
-  assembled from two;
+  assembled from two; :func:`dense_probs`: a PMF's dense array (``_probs``);
 * :class:`DiscreteGaussianReplaceLoss` and :func:`monotone_loss_pld`: the
   discrete Gaussian's privacy loss with the REPLACE pair it lacks (its
   ``_inverse_privacy_loss_replace`` hook, ``_truncation_bound``, ``_sigma``)
@@ -64,6 +64,12 @@ def direction_pmfs(pld: PLD):
   """``(remove, add, symmetric)``: the PMFs of the remove and the add
   direction (the same object when ``symmetric``)."""
   return pld._pmf_remove, pld._pmf_add, pld._symmetric
+
+
+def dense_probs(pmf):
+  """The probabilities of ``pmf`` as dp_accounting's dense PMF holds them
+  (a sparse one converted)."""
+  return pmf.to_dense_pmf()._probs
 
 
 def pld_from_remove_pmfs(remove: PLD, add: PLD) -> PLD:

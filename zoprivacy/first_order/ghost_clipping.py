@@ -57,9 +57,12 @@ evaluated on a batch of one) and ``c_i`` is computed from ``||v_i||``
 itself, so every contribution has norm at most ``C`` (up to rounding).
 Non-finite norms get factor 0 and padded rows (``mask`` False) factor 0, with
 ``jnp.where`` (NaN-safe), as in :func:`zoprivacy.mechanisms.clipping.
-clip_tree_per_example`. One difference: an activation so large that
-``<x_t, x_s>`` overflows float32 drops the example where the explicit path
-might still clip it.
+clip_tree_per_example`. Norms are computed from factors scaled per
+example by a power of two (:func:`~zoprivacy.first_order.ghost_certified.
+scale`), so squares that would flush to zero or overflow do not. One
+difference: an example whose dense-layer input or output gradient reaches
+``2^64`` (or a gradient formed per example ``2^126``) contributes nothing,
+where the explicit path might still clip it.
 """
 
 from __future__ import annotations
@@ -69,7 +72,6 @@ import collections
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from zoprivacy.first_order import ghost_certified as certified
 from zoprivacy.first_order import ghost_fallback, layer_capture
@@ -94,11 +96,6 @@ def _weighted_sum(per_example, factor):
   return jnp.einsum("b,b...->...", factor, x, precision=_HIGHEST)
 
 
-def _sq_norms(per_example):
-  x = _wide(per_example)
-  return jnp.sum(jnp.square(x.reshape(x.shape[0], -1)), axis=1)
-
-
 def _dense_group(xs, gs, names, leaves):
   """Ghost norm and clipped sum of a dense layer (Li et al. 2022 eq. (4)).
 
@@ -114,18 +111,19 @@ def _dense_group(xs, gs, names, leaves):
   bias_grads = jnp.sum(g, axis=1)
   parts = []
   if "bias" in names:
-    parts.append(certified.object_part(_sq_norms(bias_grads), d_out))
+    parts.append(certified.object_part(bias_grads))
   if positions * positions <= d_in * d_out:
-    xx = jnp.einsum("btd,bsd->bts", x, x, precision=_HIGHEST)
-    gg = jnp.einsum("btd,bsd->bts", g, g, precision=_HIGHEST)
+    # the norm from factors scaled per example (flushes, .ghost_certified)
+    sx = certified.scale(x, certified.FACTOR_LIMIT)
+    sg = certified.scale(g, certified.FACTOR_LIMIT)
+    xx = jnp.einsum("btd,bsd->bts", sx.values, sx.values, precision=_HIGHEST)
+    gg = jnp.einsum("btd,bsd->bts", sg.values, sg.values, precision=_HIGHEST)
     sq = jnp.maximum(jnp.sum(xx * gg, axis=(1, 2)), 0.0)
-    norms = certified.row_norms(x), certified.row_norms(g)
-    parts.append(certified.ghost_part(sq, *norms, d_in, d_out))
+    parts.append(certified.ghost_part(sq, sx, sg))
     per_example_kernel = None
   else:
     per_example_kernel = jnp.einsum("btd,bte->bde", x, g, precision=_HIGHEST)
-    sq = _sq_norms(per_example_kernel)
-    parts.append(certified.object_part(sq, d_in * d_out))
+    parts.append(certified.object_part(per_example_kernel))
 
   def clipped_sum(factor):
     if per_example_kernel is None:
@@ -153,11 +151,13 @@ def _embed_group(ids_list, gs, names, leaves):
   ids = jnp.where(ids < 0, ids + vocab, ids)  # jnp.take's normalization
   valid = (ids >= 0) & (ids < vocab)  # out of range: no gradient
   same = (ids[:, :, None] == ids[:, None, :]) & valid[:, :, None]
-  gg = jnp.einsum("btd,bsd->bts", g, g, precision=_HIGHEST)
+  scaled = certified.scale(g, certified.VALUE_LIMIT)
+  v = scaled.values
+  gg = jnp.einsum("btd,bsd->bts", v, v, precision=_HIGHEST)
   sq = jnp.sum(jnp.where(same & valid[:, None, :], gg, 0.0), axis=(1, 2))
   sq = jnp.maximum(sq, 0.0)  # a Gram sum: rounding may dip below 0
-  one_hot = valid.astype(g.dtype)  # ||x_t||: 1 for a valid token, else 0
-  part = certified.ghost_part(sq, one_hot, certified.row_norms(g), 0, features)
+  one_hot = certified.one_hot(valid)  # ||x_t||: 1 for a valid token, else 0
+  part = certified.ghost_part(sq, one_hot, scaled, table=vocab)
 
   def clipped_sum(factor):
     keep = factor > 0
@@ -197,8 +197,7 @@ def _local_group(calls, inputs, gs, names, leaves):
 
 def _object(per_example) -> certified.Part:
   """The part of a gradient formed per example (``[B, ...]``)."""
-  size = int(np.prod(per_example.shape[1:], dtype=np.int64))
-  return certified.object_part(_sq_norms(per_example), size)
+  return certified.object_part(_wide(per_example))
 
 
 def _ghost_parts(per_example_loss, params, batch):
@@ -241,14 +240,8 @@ def clipped_gradient_sum_of_loss(
     per_example_loss, params, batch
   )
   size = jax.tree.leaves(batch)[0].shape[0]
-  sq_norms = sum((p.sq for p in parts), jnp.zeros((size,), jnp.float32))
-  norms = jnp.sqrt(sq_norms)
-  keep = jnp.isfinite(norms)
-  if mask is not None:
-    keep = keep & mask.astype(bool)
-  factor = jnp.where(
-    keep, jnp.minimum(1.0, clip / jnp.maximum(norms, 1e-30)), 0.0
-  )
+  keep = jnp.ones((size,), bool) if mask is None else mask.astype(bool)
+  factor, norms = certified.estimated_factor(parts, clip, keep)
   sums = _sums(leaves, summers, free_grads, factor)
   out = [x.astype(jnp.result_type(leaf)) for x, leaf in zip(sums, leaves)]
   return jax.tree.unflatten(treedef, out), norms

@@ -100,30 +100,25 @@ def _wrap(clock, owner, attribute, part):
   setattr(owner, attribute, wrapper)
 
 
+def _timed(clock, importer):
+  """``importer`` (``__import__`` or ``import_module``) timed as imports
+  when outermost, the hooks of :func:`_after_import` run after it."""
+
+  def timed(name, *args, **kwargs):
+    if clock.stack and clock.stack[-1][0] == "imports":
+      return importer(name, *args, **kwargs)
+    with clock.part("imports"):
+      module = importer(name, *args, **kwargs)
+    _after_import(clock)
+    return module
+
+  return timed
+
+
 def _install(clock) -> None:
   """Import, calibration, compilation and step timers."""
-  real_import = builtins.__import__
-
-  def timed_import(name, *args, **kwargs):
-    if clock.stack and clock.stack[-1][0] == "imports":
-      return real_import(name, *args, **kwargs)
-    with clock.part("imports"):
-      module = real_import(name, *args, **kwargs)
-    _after_import(clock)
-    return module
-
-  real_import_module = importlib.import_module
-
-  def timed_import_module(name, *args, **kwargs):
-    if clock.stack and clock.stack[-1][0] == "imports":
-      return real_import_module(name, *args, **kwargs)
-    with clock.part("imports"):
-      module = real_import_module(name, *args, **kwargs)
-    _after_import(clock)
-    return module
-
-  builtins.__import__ = timed_import
-  importlib.import_module = timed_import_module
+  builtins.__import__ = _timed(clock, builtins.__import__)
+  importlib.import_module = _timed(clock, importlib.import_module)
 
 
 _HOOKED = set()

@@ -50,6 +50,7 @@ from absl import app, flags
 
 from experiments import tasks
 from experiments.run import cli, errors, train
+from experiments.run import workdir as workdir_lib
 from experiments.tuning import budget, record, search, store, trials
 from zoprivacy import accounting
 
@@ -203,6 +204,7 @@ def tune(
   _refuse_private_evaluation(config)
   if not config.get("workdir"):
     raise ValueError("A tuning needs config.workdir (its secret lives there).")
+  workdir_lib.check_own(config.workdir, "tuning")  # before secret/ is made
   if not score_noise > 0:
     raise ValueError(f"score_noise must be > 0, got {score_noise!r}.")
   if task is None:

@@ -322,7 +322,14 @@ def _choice_task(config, task: str, train, test, lm: _LM) -> LMTask:
     int(config.get("eval_batch_size") or 64),
   )
   in_scan = functools.partial(lm.in_scan, answer_window=window)
-  return _lm_task(enc, lm, loss, in_scan, evaluate=evaluate)
+  return _lm_task(
+    enc,
+    lm,
+    loss,
+    in_scan,
+    evaluate=evaluate,
+    chance_accuracy=llm_choice.chance_accuracy(task, test),
+  )
 
 
 def _classification_task(task: str, train, test, lm: _LM) -> Task:

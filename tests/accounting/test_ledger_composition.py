@@ -62,6 +62,7 @@ def test_full_batch_multipliers_compose_as_one_gaussian():
   with pytest.warns(ledger_composition.LedgerCompositionWarning):
     composed, peak = _peak_bytes(ledger.composition)
     assert ledger.summary()["composition"] == composed.method
+    assert ledger.summary()["composition_why"] == composed.why
     assert "composed by exact Gaussian composition" in ledger.report()
   mu = math.sqrt(50 / 17.44**2 + 50 / 0.1744**2)
   assert composed.epsilon == eps_lib.gaussian_profile_epsilon(mu, DELTA)

@@ -278,7 +278,9 @@ class PrivacyLedger:
 
   def summary(self) -> dict[str, Any]:
     composed = self.composition()
-    out = {} if not composed.why else {"composition": composed.method}
+    out = {}
+    if composed.why:
+      out = {"composition": composed.method, "composition_why": composed.why}
     return {
       **out,
       "num_steps": self.num_steps,

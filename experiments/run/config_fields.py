@@ -59,6 +59,12 @@ PROMPT_TASKS = (
   "snli",
   "boolq",
   "trec",
+  "cb",
+  "copa",
+  "wsc",
+  "wic",
+  "multirc",
+  "record",
   "squad",
   "drop",
 )
@@ -82,6 +88,9 @@ TASK_FIELDS: dict[str, tuple[str, ...]] = {
   "sst2": ENCODER + ("public_per_class",),
   "mnli": ENCODER + ("public_per_class",),
   "snli": ENCODER + ("public_per_class",),
+  "sst5": ENCODER,
+  "rte": ENCODER,
+  "trec": ENCODER,
   "vader_minilm": ENCODER + ("precompute_features", "public_size"),
   "vader_llm": (
     "model_dir",

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from experiments.run import training_signal
+from experiments.run import training_signal, xla_options
 from experiments.run.batches import public_batch_indices
 from zoprivacy.data import sampling
 
@@ -47,7 +47,7 @@ def make_step(run):
   publishes none)."""
   keeps_state = bool(run.config.get("trajectory_log"))
   body = training_signal.with_signal(run.step_body, not run.spec.takes_setting)
-  return jax.jit(body, donate_argnums=(0,) if keeps_state else (0, 2))
+  return xla_options.jit(body, donate_argnums=(0,) if keeps_state else (0, 2))
 
 
 def step_inputs(run, t: int, draws=None):

@@ -732,7 +732,7 @@ def test_first_order_sensitivity(name, bound):
     )
   else:
     est = _make(name, clip=0.7, noise_multiplier=2.0)
-  state = est.init(X0)
+  state = explicit_keys(est.init(X0))  # one noise for every mask
   if name == "dpmd":  # mid-schedule: the private part has weight 1 - alpha_t
     state = state._replace(step=jnp.asarray(50, jnp.int32))
     bound *= 1.0 - float(public_first_order.dpmd_public_weight(50, 100))

@@ -29,14 +29,17 @@ import zoprivacy
 from zoprivacy.privacy import noise_sessions
 
 DIM = 3
-EST = zoprivacy.dpzero(
-  clip=1.0,
-  noise_multiplier=2.0,
-  smoothing=1e-3,
-  expected_batch_size=8,
-  dataset_size=100,
-  num_queries=4,
-)
+
+
+def dpzero(**overrides):
+  """The audit's estimator: dpzero, 4 queries, exact noise, a batch of 8 of
+  100 (``overrides``: any other factory argument)."""
+  kw = dict(clip=1.0, noise_multiplier=2.0, smoothing=1e-3, num_queries=4)
+  kw.update(expected_batch_size=8, dataset_size=100)
+  return zoprivacy.dpzero(**{**kw, **overrides})
+
+
+EST = dpzero()
 TX = optax.chain(EST, optax.sgd(0.1))
 PLAN = EST.privacy_plan
 SCALE = PLAN.expected_batch_size * PLAN.grid_points / PLAN.clip  # units

@@ -23,13 +23,14 @@ import warnings
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import orbax.checkpoint as ocp
 import pytest
 import restore_worker as rw
 from flax import serialization
 
 import zoprivacy
-from zoprivacy.privacy import noise_sessions, randomness
+from zoprivacy.privacy import PlanError, noise_sessions, randomness
 from zoprivacy.privacy.noise_keys import explicit_key
 
 STEP, TX = rw.STEP, rw.TX  # dpzero, 4 queries, exact noise; (state, mask)
@@ -41,17 +42,21 @@ def _pickle(state, tmp_path):
   return pickle.loads(pickle.dumps(state))
 
 
-def _flax(state, tmp_path):
+def _flax(state, tmp_path, template=None):
+  """Restored into ``template`` (default: ``TX.init``), whose plan it
+  takes (the plan is no leaf); the same for orbax."""
+  template = TX.init(jnp.zeros(D)) if template is None else template
   saved = serialization.to_state_dict(jax.device_get(state))
-  return serialization.from_state_dict(TX.init(jnp.zeros(D)), saved)
+  return serialization.from_state_dict(template, saved)
 
 
-def _orbax(state, tmp_path):
+def _orbax(state, tmp_path, template=None):
+  template = TX.init(jnp.zeros(D)) if template is None else template
   path = tmp_path / f"ckpt{len(os.listdir(tmp_path))}"
   with ocp.StandardCheckpointer() as checkpointer:
     checkpointer.save(path, state)
     checkpointer.wait_until_finished()
-    return checkpointer.restore(path, TX.init(jnp.zeros(D)))
+    return checkpointer.restore(path, template)
 
 
 SERIALIZERS = {"pickle": _pickle, "flax": _flax, "orbax": _orbax}
@@ -183,14 +188,7 @@ def test_test_seeded_and_bound_states_are_explicit_and_replay():
   """Keys from an insecure test seed or bound to a secret are explicit:
   the noise is a pure function of the state (reproducible tests; one noise
   on every process of a run), and refreshing them is their owner's duty."""
-  est = zoprivacy.dpzero(
-    clip=1.0,
-    noise_multiplier=2.0,
-    smoothing=1e-3,
-    expected_batch_size=8,
-    dataset_size=100,
-    insecure_test_noise_seed=3,
-  )
+  est = rw.dpzero(insecure_test_noise_seed=3)
   w = jnp.zeros(D)
   with pytest.warns(randomness.InsecureTestNoiseWarning):
     state = est.init(w)
@@ -211,3 +209,74 @@ def test_the_attack_reveals_a_record_through_bound_keys():
   difference = rw.noise_free_difference(bound)
   residual = _residual(rw.release(first, 0), rw.release(second, 1), difference)
   assert np.all(residual == 0)
+
+
+def test_rows_of_a_vmapped_step_from_one_state_never_share_noise():
+  """``vmap`` over batches (or parameters) from one state maps the key
+  lookup too: ``D`` and ``D'`` stepped side by side are released with
+  independent noise (one lookup for both rows would reveal record 0)."""
+  state = _stepped_once()
+  difference = rw.noise_free_difference(state)
+  rows = jax.jit(jax.vmap(lambda m: STEP(state, m)[0].released))
+  with pytest.warns(RECOMPUTED):  # the second row: another release
+    on_d, on_d_prime = np.asarray(rows(jnp.stack(rw.MASKS)), np.float64)
+  assert np.any(_residual(on_d, on_d_prime, difference) != 0)
+
+
+def test_a_per_device_program_refuses_session_keys():
+  """Inside ``shard_map`` every device would look up its own key and add
+  its own noise to one sum: refused in one paragraph, naming the way out."""
+  mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("d",))
+  P = jax.sharding.PartitionSpec
+  per_device = jax.shard_map(
+    lambda s: STEP(s, rw.MASKS[0])[0].released,
+    mesh=mesh,
+    in_specs=P(),
+    out_specs=P(),
+  )
+  with pytest.raises(ValueError, match="inside shard_map.*bind_noise_secret"):
+    jax.jit(per_device).lower(TX.init(jnp.zeros(D)))
+
+
+def _tx_with_noise(noise_multiplier):
+  return optax.chain(
+    rw.dpzero(noise_multiplier=noise_multiplier), optax.sgd(0.1)
+  )
+
+
+def test_epsilon_never_counts_saved_steps_under_a_templates_plan(tmp_path):
+  """A state saved after a step at noise 2, restored into a template at
+  noise 20: ``flax.serialization`` restores the saved plan (epsilon 0.295,
+  as saved); orbax takes the template's, which would count the step at
+  noise 20 (0.010). The saved stamp refuses that, before and after a later
+  step and after refresh_noise_keys; the same plan, or a state saved
+  before any step, counts as usual."""
+  other = _tx_with_noise(20.0)
+  template = other.init(jnp.zeros(D))
+  restored = _flax(_stepped_once(), tmp_path, template)
+  assert zoprivacy.epsilon(restored, 1e-5) == rw.PLAN.epsilon(1, 1e-5)
+  restored = _orbax(_stepped_once(), tmp_path, template)
+  stepped = jax.jit(
+    lambda s: other.update(
+      jnp.zeros(D), s, jnp.zeros(D), batched_loss=rw.loss, batch=rw.BATCH
+    )[1]
+  )
+  later = stepped(restored)
+  for state in (restored, later, zoprivacy.refresh_noise_keys(restored)):
+    with pytest.raises(PlanError, match="did not all run under its plan"):
+      zoprivacy.epsilon(state, 1e-5)
+  same = _orbax(_stepped_once(), tmp_path, TX.init(jnp.zeros(D)))
+  assert zoprivacy.epsilon(same, 1e-5) == rw.PLAN.epsilon(1, 1e-5)
+  fresh = stepped(_orbax(TX.init(jnp.zeros(D)), tmp_path, template))
+  plan = zoprivacy.find_plan(template)
+  assert zoprivacy.epsilon(fresh, 1e-5) == plan.epsilon(1, 1e-5)
+
+
+def test_another_process_cannot_name_a_session_keys_noise(monkeypatch):
+  """In a job of several processes a jitted step looks its key up on
+  process 0: drawing a step's noise outside it from a session key
+  (``ExactNoiseSource.for_state``) is refused, naming bind_noise_secret."""
+  state = TX.init(jnp.zeros(D))
+  monkeypatch.setattr(jax, "process_count", lambda: 2)
+  with pytest.raises(ValueError, match="bind_noise_secret"):
+    zoprivacy.ExactNoiseSource.for_state(state)

@@ -67,10 +67,10 @@ from zoprivacy.estimators.privatization import (  # noqa: F401 (re-exported)
 )
 from zoprivacy.privacy import noise_sessions, randomness
 from zoprivacy.privacy import plan as plan_lib
-from zoprivacy.secret_noise import (
-  host_noise,
-  session_lookup,
-  vector_noise_prefetch,
+from zoprivacy.secret_noise import vector_noise_prefetch
+from zoprivacy.secret_noise.session_lookup import (  # noqa: F401 (re-exported)
+  keyed_state,
+  keyed_with_noise,
 )
 from zoprivacy.zo import queries
 
@@ -116,7 +116,7 @@ def init_state(
   if not isinstance(direction_key, jax.Array):
     direction_key = jax.random.key(int(direction_key))
   if insecure_test_noise_seed is None:
-    noise_key = noise_sessions.new_session_key()
+    noise_key = noise_sessions.new_session_key(plan)
   else:
     noise_key = randomness.jax_noise_key(
       randomness.insecure_test_secret(insecure_test_noise_seed)
@@ -130,52 +130,21 @@ def init_state(
   )
 
 
-def keyed_with_noise(
-  state: EstimatorState, discrete_noise=None, *, draw_exact: bool = True
-):
-  """``(state, discrete_noise)`` for the state's current step: ``state``
-  with an explicit noise key, and the step's exact scalar noise (the
-  caller's ``discrete_noise`` if given; drawn on the host for an exact
-  scalar plan unless ``draw_exact`` is off; else ``None``).
-
-  A session key is looked up now
-  (:mod:`zoprivacy.secret_noise.session_lookup`, one host call that also
-  draws the exact scalar noise), which serves the step: call this once per
-  computed step, and return the successor of the *given* state (its
-  session key, not the key looked up). A plan without noise needs no key:
-  the handle stands in.
-  """
-  plan, key = state.privacy_plan, state.noise_key
-  draw = draw_exact and plan.noise_kind == "discrete"
-  draw = draw and discrete_noise is None
+def next_state(state: EstimatorState, **changes) -> EstimatorState:
+  """The state after this step: ``step + 1``, a session key's plan stamp
+  carried on (:func:`~zoprivacy.privacy.noise_sessions.successor`), and
+  ``changes``."""
+  key = state.noise_key
   if isinstance(key, noise_sessions.SessionKey):
-    if not plan.is_noised:
-      words = jnp.asarray(key.handle, jnp.uint32)
-      explicit = jax.random.wrap_key_data(words, impl="rbg")
-    elif draw:
-      explicit, discrete_noise = session_lookup.resolve_and_draw(
-        plan, key, state.step
-      )
-      draw = False
-    else:
-      explicit = session_lookup.resolve_in_jit(key, state.step)
-    state = state._replace(noise_key=explicit)
-  if draw:
-    discrete_noise = host_noise.draw_in_jit(plan, state.noise_key, state.step)
-  return state, discrete_noise
+    plan = state.privacy_plan
+    changes["noise_key"] = noise_sessions.successor(key, plan, state.step)
+  return state._replace(step=state.step + 1, **changes)
 
 
-def keyed_state(state: EstimatorState) -> EstimatorState:
-  """``state`` with an explicit noise key for its current step (see
-  :func:`keyed_with_noise`; for a step that draws no exact scalar noise
-  from the host)."""
-  return keyed_with_noise(state, draw_exact=False)[0]
-
-
-def step_keys(state: EstimatorState):
+def step_keys(state: EstimatorState, inputs=()):
   """``(direction_key, noise_key)`` of the current step, by ``fold_in``.
-  A state with a session key has it looked up first (:func:`keyed_state`:
-  that serves the step).
+  A state with a session key has it looked up first (:func:`keyed_state`,
+  with the step's other ``inputs``: that serves the step).
 
   The noise key of step ``t`` is bound to the plan: ``noise_key`` folded
   with the plan's fingerprint, then with ``t``; a run resumed under a
@@ -183,7 +152,7 @@ def step_keys(state: EstimatorState):
   "key" is a :class:`~zoprivacy.secret_noise.vector_noise_prefetch.NoiseStep`
   (the plan-bound key and the step), which the sampler prefetches from.
   """
-  state = keyed_state(state)
+  state = keyed_state(state, inputs)
   noise_key = state.noise_key
   if state.privacy_plan.is_noised:
     for word in state.privacy_plan.fingerprint_words():
@@ -329,13 +298,15 @@ def build_estimator(
       raise ValueError("Estimators need params in update().")
     reject_masked_params(params)
     args = parse_extra_args(extra_args)
-    keyed, noise = keyed_with_noise(state, args.discrete_noise)
+    keyed, noise = keyed_with_noise(
+      state, args.discrete_noise, inputs=(params, extra_args)
+    )
     if noise is not None:
       args = args._replace(extra={**args.extra, "discrete_noise": noise})
     dir_key, noise_key = step_keys(keyed)
     grad, released = compute(params, args, dir_key, noise_key)
     released = jnp.asarray(released, jnp.float32).reshape([-1])
-    return grad, state._replace(step=state.step + 1, released=released)
+    return grad, next_state(state, released=released)
 
   return PrivateEstimator(init_fn, update_fn, plan)
 

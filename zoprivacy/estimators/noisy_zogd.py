@@ -158,13 +158,14 @@ def noisy_zogd(
       raise ValueError("Estimators need params in update().")
     base.reject_masked_params(params)
     args = base.parse_extra_args(extra_args)
-    dir_key, noise_key = base.step_keys(state)  # public, secret
+    inputs = (params, extra_args)
+    dir_key, noise_key = base.step_keys(state, inputs)  # public, secret
     u = sampler(dir_key, params)  # leading axis K
     beta = fraction_at(state.step)
     grad = _privatized_gradient(
       setting, params, args, u, beta, noise_key, smoothing, chunk, snap
     )
-    return grad, state._replace(step=state.step + 1)
+    return grad, base.next_state(state)
 
   return base.PrivateEstimator(init_fn, update_fn, plan)
 

@@ -105,7 +105,10 @@ def refresh_noise_keys(opt_state, *, secret: bytes | None = None):
   def renew(x):
     if not is_estimator_state(x):
       return x
-    return x._replace(noise_key=noise_sessions.new_session_key())
+    old = x.noise_key  # a session key's plan stamp is kept: see epsilon()
+    stamp = old.plan if isinstance(old, noise_sessions.SessionKey) else None
+    key = noise_sessions.new_session_key(x.privacy_plan, stamp)
+    return x._replace(noise_key=key)
 
   return jax.tree.map(renew, opt_state, is_leaf=is_estimator_state)
 
@@ -114,11 +117,20 @@ def explicit_key(est, local=lambda x: x) -> jax.Array:
   """The explicit key that the next computation of ``est``'s step draws
   its noise from (host side): a bound key as it is; for a session key, the
   key this process's keyring will serve it
-  (:func:`~zoprivacy.privacy.noise_sessions.peek`). ``local`` maps a
-  global array to this process's copy."""
+  (:func:`~zoprivacy.privacy.noise_sessions.peek`; refused in a job of
+  several processes, where process 0's keyring serves the jitted step).
+  ``local`` maps a global array to this process's copy."""
   key = est.noise_key
   if not isinstance(key, noise_sessions.SessionKey):
     return key
+  if jax.process_count() > 1:
+    raise ValueError(
+      "This state's noise key is a session key: a jitted step looks it up "
+      "on process 0 only, so this process's keyring cannot name the noise "
+      "that step adds. In a job of several processes, bind the keys to one "
+      "broadcast secret first (zoprivacy.privacy.bind_noise_secret) to "
+      "draw a step's noise outside it."
+    )
   step = int(np.asarray(local(est.step)))
   words = noise_sessions.peek(np.asarray(local(key.handle)), step)
   return jax.random.wrap_key_data(jax.numpy.asarray(words), impl="rbg")

@@ -35,12 +35,21 @@ test keys. Their noise is a pure function of the state; whoever binds them
 gives each recomputation of a step a fresh secret (the runner's attempt
 rule, :mod:`zoprivacy.privacy.randomness`).
 
+A session key also carries a public *stamp*: the fingerprint of the plan
+its state's steps ran under. The plan itself is static (no leaf), so a
+state restored into a template built with another plan holds the
+template's plan; ``zoprivacy.epsilon(state)`` then refuses to count the
+saved steps under it (:func:`plan_matches`).
+
 The lookup is one host call per step (an ``io_callback``; the exact scalar
 noise, which a step always fetched from the host, comes with it): under
-``jax.jit`` on a mesh it runs once per step, on one device, and XLA hands
-its key to every device. Inside ``shard_map`` or on several
-processes each device or process would look up its own key: bind the keys
-to one shared secret there (as the runner does).
+``jax.jit``, on a mesh and over several processes alike, it runs once per
+step, on the computation's first device (process 0's), and XLA hands its
+key to every device, so every process adds the same noise. Under ``vmap``
+each row is served its own key. Inside ``shard_map`` or ``pmap`` each
+device would look up its own key: refused
+(:mod:`zoprivacy.secret_noise.session_lookup`); bind the keys to one
+shared secret there (as the runner does).
 """
 
 from __future__ import annotations
@@ -73,9 +82,21 @@ class SessionKey(NamedTuple):
   Attributes:
     handle: ``uint32[4]`` from OS entropy; it names the key, and nothing
       about the noise can be computed from it.
+    plan: ``uint32[2]``, the fingerprint words of the plan that the state's
+      steps ran under (:meth:`~zoprivacy.privacy.PrivacyPlan.
+      fingerprint_words`), or :data:`MIXED`. A serializer writes it with
+      the handle, while the plan itself comes from the template a state is
+      restored into: ``zoprivacy.epsilon(state)`` refuses a state whose
+      steps ran under another plan than the one it holds
+      (:func:`plan_matches`).
   """
 
   handle: jax.Array
+  plan: jax.Array
+
+
+# The stamp of a state stepped under a plan its earlier steps did not use.
+MIXED = (0xFFFFFFFF, 0xFFFFFFFF)
 
 
 class _Session:
@@ -142,14 +163,35 @@ def peek(handle, step: int) -> np.ndarray:
     return _session_for(handle, int(step)).words.copy()
 
 
-def new_session_key() -> SessionKey:
+def new_session_key(plan, stamp=None) -> SessionKey:
   """A session key with a fresh handle, drawn when the code *runs* (under
   ``jit`` too: an ``io_callback`` fetches the entropy, so a jitted ``init``
-  gives every execution its own handle)."""
+  gives every execution its own handle), stamped with ``plan`` (or with
+  ``stamp``, the plan words of a key it replaces)."""
   words = io_callback(
     _entropy_words, jax.ShapeDtypeStruct((_WORDS,), jnp.uint32)
   )
-  return SessionKey(words)
+  if stamp is None:
+    stamp = plan.fingerprint_words()
+  return SessionKey(words, jnp.asarray(stamp, jnp.uint32))
+
+
+def successor(key: SessionKey, plan, step) -> SessionKey:
+  """The key of the state after step ``step`` under ``plan``: its stamp
+  stays ``plan``'s if every earlier step ran under it (or there was none),
+  else it becomes :data:`MIXED` for good."""
+  words = jnp.asarray(plan.fingerprint_words(), jnp.uint32)
+  kept = (jnp.asarray(step) == 0) | jnp.all(key.plan == words)
+  return key._replace(
+    plan=jnp.where(kept, words, jnp.asarray(MIXED, jnp.uint32))
+  )
+
+
+def plan_matches(key: SessionKey, plan) -> bool:
+  """Whether the steps of the state holding ``key`` all ran under ``plan``
+  (host side, on a concrete key)."""
+  stamp = tuple(int(w) for w in np.asarray(key.plan).reshape(-1))
+  return stamp == tuple(plan.fingerprint_words())
 
 
 def forget_all() -> None:

@@ -157,7 +157,9 @@ def layerwise_two_point(
     trainable, state, batch, frozen=None, mask=None, discrete_noise=None
   ):
     batch, mask = _unpack_batch(batch, mask)
-    keyed, discrete_noise = base.keyed_with_noise(state, discrete_noise)
+    keyed, discrete_noise = base.keyed_with_noise(
+      state, discrete_noise, inputs=(trainable, batch, frozen, mask)
+    )
     dir_key, noise_key = base.step_keys(keyed)
     query_keys = jax.random.split(dir_key, query.num_queries)
     losses = functools.partial(
@@ -179,7 +181,7 @@ def layerwise_two_point(
       trainable, directions, query_keys, scalars, learning_rate, prng
     )
     released = jnp.asarray(scalars, jnp.float32).reshape([-1])
-    return trainable, state._replace(step=state.step + 1, released=released)
+    return trainable, base.next_state(state, released=released)
 
   return LayerwiseZO(init, step, plan, query)
 

@@ -50,6 +50,7 @@ from absl import app, flags
 
 from experiments import tasks
 from experiments.run import cli, errors, train
+from experiments.run import workdir as workdir_lib
 from experiments.tuning import budget, record, search, store, trials
 from zoprivacy import accounting
 
@@ -200,8 +201,10 @@ def tune(
   more, the mean is at least one trial, the total meets the budget.
   """
   space.check()
+  _refuse_private_evaluation(config)
   if not config.get("workdir"):
     raise ValueError("A tuning needs config.workdir (its secret lives there).")
+  workdir_lib.check_own(config.workdir, "tuning")  # before secret/ is made
   if not score_noise > 0:
     raise ValueError(f"score_noise must be > 0, got {score_noise!r}.")
   if task is None:
@@ -255,6 +258,18 @@ def _method(space, count) -> dict:
     "trial_count": "secret (never released)",
     "search": space.describe(),
   }
+
+
+def _refuse_private_evaluation(config) -> None:
+  """The released model's test accuracy must be one: no ``eval_split``."""
+  if (config.get("eval_split") or "test") != "test":
+    raise ValueError(
+      "experiments.tune scores its trials on a private validation part of "
+      "its own (--validation_fraction) with counted noise, and reports the "
+      "released model's test accuracy; config.eval_split="
+      f"{config.eval_split!r} would make that 'test accuracy' one computed "
+      "on private records, counted nowhere. Leave eval_split at 'test'."
+    )
 
 
 def _claim_workdir(config, tuning, options) -> None:

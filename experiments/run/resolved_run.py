@@ -36,6 +36,7 @@ from experiments.run import (
   checkpointing,
   multihost,
   preflight,
+  progress,
   run_ledger,
   task_registry,
 )
@@ -129,6 +130,7 @@ def _check_workdir(workdir: str) -> None:
     raise ValueError(
       f"workdir {workdir!r} is a file, not a folder; choose another workdir."
     )
+  workdir_lib.check_own(workdir)  # before the lock writes private/
 
 
 def _check_budget(config, plan, ledger) -> None:
@@ -203,6 +205,7 @@ def setup(config, *, task=None) -> Run:
   spec = preflight.validate(config)  # 1: no data read yet
   config, lr_source = with_learning_rate(config, spec)
   workdir, secret, ledger = _secret_and_ledger(config, spec, primary)  # 2
+  progress.stage("loading the data")
   task = task or task_registry.get_task(config)  # 3
   n = task.num_train
   preflight.check_dataset_size(config, n)
@@ -213,6 +216,7 @@ def setup(config, *, task=None) -> Run:
   _check_budget(config, plan, ledger)
   sampler = attempts.sampler_for(config, task, spec, secret, plan)
   if config.get("check_per_example", True):
+    progress.stage("checking that the loss is per-example")
     check_loss_is_per_example(
       task, trainable, frozen, sampler.capacity, config.seed
     )

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from experiments.run import layerwise_run, training_signal
+from experiments.run import layerwise_run, training_signal, xla_options
 from experiments.run.batches import public_batch_indices
 from zoprivacy.core import low_precision
 from zoprivacy.data import sampling
@@ -74,7 +74,7 @@ def jit_step(body, config, spec):
   """``body`` jitted as the run's one step (see :func:`make_step`)."""
   keeps_state = bool(config.get("trajectory_log"))
   body = training_signal.with_signal(body, not spec.takes_setting)
-  return jax.jit(body, donate_argnums=(0,) if keeps_state else (0, 2))
+  return xla_options.jit(body, donate_argnums=(0,) if keeps_state else (0, 2))
 
 
 def make_step(run):

@@ -40,12 +40,14 @@ from typing import Any
 import ml_collections
 
 from experiments.run import (
+  chance,
   checkpointing,
   final_iterate,
   hidden_state_run,
   task_registry,
 )
 from experiments.run import metrics as metrics_lib
+from experiments.run import progress as progress_bar
 from experiments.run.loop import Loop
 from experiments.run.resolved_run import Run, setup
 
@@ -79,6 +81,7 @@ def train(
   last = min(last, config.num_steps)
   _announce_resume(run, last)
   if run.restored_step == 0 and not loop.history:
+    progress_bar.stage("evaluating step 0")
     loop.evaluate(0, 0.0)
   loop.run_steps(last)
   done = int(loop.state["step"])
@@ -169,6 +172,7 @@ def finish(run: Run, loop: Loop) -> dict[str, Any]:
     **{k: history[-1][k] for k in names},
     "headline_metric": names[0],
     "metric_names": names,
+    **chance.assess(run.task, {k: history[-1][k] for k in names}),
     "public_proxy": bool(config.get("public_proxy")),
     "num_steps": done,
     "learning_rate": config.get("learning_rate"),
@@ -180,6 +184,10 @@ def finish(run: Run, loop: Loop) -> dict[str, Any]:
     "history": history,
     "params_sha256": checkpointing.tree_digest(loop.state["params"]),
   }
+  if loop.private_evaluation:
+    result["evaluation_privacy"] = metrics_lib.private_evaluation_note(
+      names, len(run.task.test_labels)
+    )
   if run.spec.takes_setting and hidden_state_run.wants_report(config):
     result["final_iterate"] = final_iterate.final_iterate(
       config, run.ledger.ledger, done, history=history

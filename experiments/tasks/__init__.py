@@ -38,7 +38,8 @@ below, so a config only sets what it needs):
 * ``eval_split``: ``"test"`` (default) or ``"validation"``: evaluate on
   ``validation_size`` examples held out from the training pool (examples that
   are not in the training set), so hyper-parameters can be chosen without
-  looking at the test set.
+  looking at the test set. Those examples are private: the run reports
+  ``private_validation_accuracy``, "not private, not accounted".
 * ``test_size``: evaluate on a seeded subsample of the test set.
 * ``public``: public data for the PAZO estimators, returned in
   ``public_inputs``/``public_labels`` and encoded exactly like the private data:

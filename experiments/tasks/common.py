@@ -10,7 +10,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from experiments.run import preflight
+from experiments.run import preflight, xla_options
 from experiments.run.task_registry import Task
 from zoprivacy.data import splits as splits_lib
 from zoprivacy.data import stable_split
@@ -39,8 +39,10 @@ def train_eval_split(
     among the pool's examples that are not training examples. Without
     few-shot they leave the training set, which then changes by exactly one
     example between neighbouring pools: the run's guarantee holds for the
-    pool. The validation part is evaluation data: its accuracy is reported,
-    not protected.
+    pool. The validation part is private evaluation data: its accuracy is
+    reported exactly, named ``private_validation_accuracy`` and labelled
+    "not private, not accounted" by every report
+    (:func:`experiments.run.metrics.evaluates_private_records`).
   * otherwise the test set (evaluation data, not protected), subsampled to
     ``test_size`` if set.
   """
@@ -82,6 +84,23 @@ def train_eval_split(
   return train.subset(np.sort(chosen)), test
 
 
+#: Every function that builds a task's public set, by qualified name: each
+#: is ``builder(config, pool) -> (private, public)``, ``pool`` the task's
+#: private training pool, ``public`` None without ``config.public``. The
+#: public set is a function of public data alone (no private record can
+#: change it); private rows that duplicate a public input leave the private
+#: side. ``tests/experiments/test_public_sets.py`` finds these functions in
+#: the source and checks each one.
+PUBLIC_SET_BUILDERS: dict[str, Callable] = {}
+
+
+def public_set_builder(builder: Callable) -> Callable:
+  """Registers ``builder`` in :data:`PUBLIC_SET_BUILDERS`."""
+  PUBLIC_SET_BUILDERS[f"{builder.__module__}.{builder.__qualname__}"] = builder
+  return builder
+
+
+@public_set_builder
 def image_public_split(
   config, train: Dataset
 ) -> tuple[Dataset, Dataset | None]:
@@ -94,8 +113,9 @@ def image_public_split(
   20 per class on average). Each image is public by a keyed coin of its own
   (neighbour-stable, :func:`~zoprivacy.data.splits.split_public_private`):
   the private part is private, the public part public. Public rows are
-  removed from the private set; exact duplicates of private rows are
-  dropped from the public set; an empty public part is refused.
+  removed from the private set, and so are private rows that duplicate a
+  public input (the public part is never trimmed by a private record); an
+  empty public part is refused.
   """
   public = config.get("public") or ""
   if not public:
@@ -143,7 +163,7 @@ def flax_task(
   call = call or (lambda m, params, inputs: m.apply(params, inputs))
 
   def init(key):
-    return jax.jit(lambda k: call_init(model, k, sample))(key), {}
+    return xla_options.jit(lambda k: call_init(model, k, sample))(key), {}
 
   def apply(trainable, frozen, inputs):
     del frozen

@@ -51,11 +51,12 @@ import optax
 from experiments.run.task_registry import Task, register
 from experiments.tasks import llm_choice, llm_data, llm_files
 from experiments.tasks.common import data_seed
+from experiments.tasks.llm_export import exporter, stacked_lora
 from zoprivacy.core.low_precision import is_narrow
 from zoprivacy.data import prompts
 from zoprivacy.data.loaders import mezo_tasks as mt
 from zoprivacy.metrics import qa_generation
-from zoprivacy.models import causal_lm_zo, llama, peft
+from zoprivacy.models import causal_lm_zo, llama
 from zoprivacy.models.hf_checkpoint import load_bpe_tokenizer, load_opt
 from zoprivacy.models.hf_llama import load_llama
 from zoprivacy.models.opt import (
@@ -141,11 +142,7 @@ def _fine_tuning(config, params, model_config):
     raise ValueError(
       f"peft={mode!r} for a causal LM task; use 'full', 'lora' or 'prefix'."
     )
-  lora = peft.StackedLoRA(
-    rank=int(config.get("lora_rank") or 8),
-    alpha=float(config.get("lora_alpha") or 16.0),
-    targets=config.get("lora_targets") or peft.StackedLoRA.targets,
-  )
+  lora = stacked_lora(config)
   return (
     (lambda key: (lora.init(key, params), params)),
     (lambda t, f: lora.merge(f, t)),
@@ -202,7 +199,7 @@ class _LM(NamedTuple):
   """What both task kinds take from the model: the trainable/frozen split
   and its merge, the module, the tokenizer, the per-example loss and its
   in-scan variant (None where the model has none), the batch encoding's
-  keywords and the sequence length."""
+  keywords, the sequence length and the export (:func:`exporter`)."""
 
   init: Any
   merged: Callable
@@ -212,6 +209,7 @@ class _LM(NamedTuple):
   in_scan: Callable | None
   kw: dict
   length: int
+  export: Callable | None = None
 
 
 def task_with_model(config, loaded) -> Task:
@@ -236,6 +234,7 @@ def _build(config, task: str, loaded=None) -> Task:
   if (config.get("peft") or "full") != "full":
     init = _float32_adapters(init)
   model = model_class(model_cfg)
+
   pad_id = cfg.pad_token_id
   lm = _LM(
     init=init,
@@ -252,6 +251,7 @@ def _build(config, task: str, loaded=None) -> Task:
       pad_id=tok.padding["pad_id"] if pad_id is None else pad_id,
     ),
     length=length,
+    export=exporter(config, cfg, merged, tok),
   )
   if task in prompts.GENERATION_TASKS:
     return _generation_task(config, task, train, test, lm)
@@ -297,6 +297,7 @@ def _lm_task(enc, lm: _LM, loss, in_scan, **fields) -> LMTask:
     lambda t, f, x: -loss(merged(t, f), x)[:, None],
     perturbed_loss=in_scan and (lambda t, f, b, u: in_scan(t, f, b[0], u)),
     lm_loss=lambda t, f, x: loss(merged(t, f), x),
+    export=lm.export,
     **fields,
   )
 
@@ -344,7 +345,14 @@ def _choice_task(config, task: str, train, test, lm: _LM) -> LMTask:
     int(config.get("eval_batch_size") or 64),
   )
   in_scan = functools.partial(lm.in_scan, answer_window=window)
-  return _lm_task(enc, lm, loss, in_scan, evaluate=evaluate)
+  return _lm_task(
+    enc,
+    lm,
+    loss,
+    in_scan,
+    evaluate=evaluate,
+    chance_accuracy=llm_choice.chance_accuracy(task, test),
+  )
 
 
 def _classification_task(task: str, train, test, lm: _LM) -> Task:
@@ -391,6 +399,7 @@ def _classification_task(task: str, train, test, lm: _LM) -> Task:
     lm.init,
     apply,
     perturbed_loss=perturbed_loss if in_scan is not None else None,
+    export=lm.export,
   )
 
 

@@ -49,6 +49,24 @@ def choice_accuracy(scores, owners, golds: list[set[int]]) -> float:
   return correct / len(golds)
 
 
+def chance_accuracy(task: str, examples: list[dict]) -> tuple[float, str]:
+  """``(rate, what it is)``: the larger of a uniform guess's expected
+  accuracy and always taking the first candidate's (a model whose scores
+  are all equal), over ``examples`` (:mod:`experiments.run.chance`)."""
+  template = prompts.TEMPLATES[task]
+  counts = [len(template.candidates(e)) for e in examples]
+  golds = [prompts.gold_candidates(task, e) for e in examples]
+  n = max(len(examples), 1)
+  uniform = sum(len(g) / c for g, c in zip(golds, counts) if c) / n
+  first = sum(1 for g, c in zip(golds, counts) if c and 0 in g) / n
+  if first > uniform:
+    return first, f"always the first candidate ({uniform:.4f} by a guess)"
+  return uniform, (
+    f"a uniform guess among each example's candidates (always the first: "
+    f"{first:.4f})"
+  )
+
+
 def _chunks(batch: dict, size: int):
   """``(chunk, n)``: ``size`` rows at a time, the last padded with its
   first row; ``n`` of them are real."""

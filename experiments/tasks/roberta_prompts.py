@@ -10,6 +10,7 @@ from experiments.run.task_registry import Task, register
 from experiments.tasks.common import (
   data_seed,
   encoded_task,
+  public_set_builder,
   require_hf_dir,
   train_eval_split,
 )
@@ -31,19 +32,10 @@ MASK_TOKEN = "<mask>"
 
 
 def _roberta_prompt_task(
-  config, name: str, data, public_pool: Dataset | None, **split
+  config, name: str, data, public: Dataset | None, **split
 ) -> Task:
   model_dir = require_hf_dir(config.get("model_dir"), "RoBERTa", ROBERTA_HOW)
   train, test = train_eval_split(config, data.train, data.test, **split)
-  public = None
-  if public_pool is not None:
-    public = splits_lib.sample_ood_public(
-      public_pool,
-      train,
-      per_class=int(config.get("public_per_class") or 100),
-      seed=data_seed(config),
-      on_overlap="drop",
-    )
   tokenizer, mask_id = _prompt_tokenizer(model_dir)
   rcfg, params = prompt_mlm.load_roberta_mlm(model_dir)
   length = int(config.get("max_length") or 128)
@@ -123,14 +115,31 @@ def mnli_task(config) -> Task:
   """PAZO Table 4 / DPZero MNLI with RoBERTa: ``premise?<mask>, hypothesis``,
   label words `` Yes`` / `` Maybe`` / `` No``; ``public="snli"`` draws
   ``public_per_class`` (100) SNLI training pairs per class."""
-  data_dir = config.get("data_dir") or None
-  data = loaders.load_mnli(data_dir)
-  pool = None
-  if config.get("public"):
-    if config.public != "snli":
-      raise ValueError(f"public={config.public!r} for mnli; use 'snli' or ''")
-    pool = loaders.load_snli(data_dir).train
-  return _roberta_prompt_task(config, "mnli", data, pool)
+  data = loaders.load_mnli(config.get("data_dir") or None)
+  pool, public = snli_public(config, data.train)
+  return _roberta_prompt_task(
+    config, "mnli", loaders.DatasetSplits(pool, data.test), public
+  )
+
+
+@public_set_builder
+def snli_public(config, pool: Dataset) -> tuple[Dataset, Dataset | None]:
+  """``(private, public)``: ``public_per_class`` (100) SNLI training pairs
+  per class, a function of SNLI and the data seed alone, and the MNLI
+  ``pool`` without any pair that duplicates one of them (``public`` None
+  without ``config.public``)."""
+  if not config.get("public"):
+    return pool, None
+  if config.public != "snli":
+    raise ValueError(f"public={config.public!r} for mnli; use 'snli' or ''")
+  split = splits_lib.ood_public_split(
+    loaders.load_snli(config.get("data_dir") or None).train,
+    pool,
+    per_class=int(config.get("public_per_class") or 100),
+    seed=data_seed(config),
+    on_overlap="drop",
+  )
+  return split.private, split.public
 
 
 @register("snli")

@@ -2,9 +2,9 @@
 classification, by default on SmolLM2-135M-Instruct from its GGUF file.
 
 * Data: VADER's ``movieReviewSnippets`` (Rotten Tomatoes sentences; the
-  loader's seeded, stratified 80/20 split). Training: ``examples_per_class``
+  loader's 80/20 split by keyed coins). Training: ``examples_per_class``
   per class of the 80% (:func:`experiments.tasks.common.train_eval_split`);
-  test: ``test_size`` of the 20% (0: all 2,113). ``public``
+  test: ``test_size`` of the 20% (0: all 1,980 at data seed 0). ``public``
   (``"amazon+tweets"``): out-of-distribution public snippets, ``public_size``
   of them, for the public proxy (:mod:`experiments.tasks.public_proxy`).
 * Prompt: MeZO's SST-2 template, ``"<sentence> It was"``, and its label
@@ -49,7 +49,8 @@ from experiments.run.task_registry import Task, register
 from experiments.tasks import llm_files, llm_states
 from experiments.tasks.common import data_seed, train_eval_split
 from experiments.tasks.llm import param_dtype
-from experiments.tasks.minilm import vader_public
+from experiments.tasks.llm_export import exporter, stacked_lora
+from experiments.tasks.minilm import vader_cache, vader_public
 from zoprivacy.core import low_precision
 from zoprivacy.data import prompts
 from zoprivacy.data.loaders import MissingDataError, vader
@@ -59,7 +60,6 @@ from zoprivacy.models import (
   hf_llama,
   llama,
   llama_split,
-  peft,
   smollm2,
 )
 from zoprivacy.models.hf_checkpoint import load_bpe_tokenizer
@@ -168,11 +168,7 @@ def _trainable(config, params, model_config, top, k: int):
   if mode == "full":
     return top, {}, (lambda t, f: t), model_config
   if mode == "lora":
-    lora = peft.StackedLoRA(
-      rank=int(config.get("lora_rank") or 8),
-      alpha=float(config.get("lora_alpha") or 16.0),
-      targets=config.get("lora_targets") or peft.StackedLoRA.targets,
-    )
+    lora = stacked_lora(config)
     adapters = _float32(lora.init(key, top))
     return adapters, top, lambda t, f: lora.merge(f, t), model_config
   if mode == "prefix":
@@ -189,11 +185,11 @@ def _trainable(config, params, model_config, top, k: int):
 
 def _splits(config):
   """``(train, test, public)`` datasets (public None without ``public``)."""
-  data_dir = config.get("data_dir") or None
-  cache = Path(data_dir) / "vader" if data_dir else None
+  cache = vader_cache(config)
   data = vader.load_vader(vader.PRIVATE_CORPUS, cache, seed=data_seed(config))
-  train, test = train_eval_split(config, data.train, data.test)
-  return train, test, vader_public(config, data.train, cache)
+  pool, public = vader_public(config, data.train)
+  train, test = train_eval_split(config, pool, data.test)
+  return train, test, public
 
 
 def _states_fn(config, model_config, trunk, tok, files, k: int):
@@ -254,4 +250,11 @@ def vader_llm_task(config) -> Task:
     apply,
     public_inputs=inputs(public, "public"),
     public_labels=None if public is None else public.labels,
+    export=exporter(
+      config,
+      model_config,
+      merged,
+      tok,
+      lambda top: llama_split.with_top(params, top),
+    ),
   )

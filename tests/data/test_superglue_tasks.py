@@ -333,6 +333,17 @@ def test_multiple_choice_task_on_tiny_opt(tmp_path, monkeypatch, task):
   )
   got = built.evaluate(trainable, frozen)
   assert got == {"test_accuracy": pytest.approx(expected)}
+  # Its chance rate (experiments.run.chance): COPA's two choices, ReCoRD's
+  # 2 or 3 entities with one answer each.
+  rate, _ = built.chance_accuracy
+  uniform = np.mean(
+    [
+      len(g) / len(prompts.TEMPLATES[task].candidates(e))
+      for g, e in zip(golds, test)
+    ]
+  )
+  first = np.mean([0 in g for g in golds])
+  assert rate == pytest.approx(max(uniform, first)) and 0.3 < rate < 0.7
 
 
 def test_registered_and_refused_where_meaningless(tmp_path):

@@ -46,6 +46,16 @@ def _result(**fields):
       },
       "WARNING: the epsilon is a loose bound: mini-batches are charged",
     ),
+    (
+      {
+        "ledger": {
+          "composition": "Renyi DP",
+          "composition_why": "the PLD would take 9 GiB",
+        }
+      },
+      "WARNING: the epsilon is a loose bound: the ledger is composed by "
+      "Renyi DP",
+    ),
   ],
 )
 def test_the_first_line_names_a_weak_or_loose_epsilon(fields, first):
@@ -77,3 +87,22 @@ def test_a_final_iterate_figure_below_the_headline_is_named_first():
   first = report.headline_warning(_result(epsilon=8.0, final_iterate=views))
   assert "every iterate counted as published" in first
   assert "whose epsilon is 1.5 (hidden state (Thm 3.2), below)" in first
+
+
+def test_a_looser_composition_route_is_named_with_its_reason():
+  """A ledger composed by a route other than the plan's PLD (its memory
+  bound, :mod:`zoprivacy.privacy.ledger_composition`) says which and why
+  in the privacy lines, not only in result.json."""
+  text = report.format_report(
+    _result(
+      ledger={
+        "composition": "the PLD at discretization 0.001",
+        "composition_why": "the PLD at 1e-4 would take 9 GiB",
+      }
+    )
+  )
+  assert (
+    "the epsilon is composed by the PLD at discretization 0.001, looser "
+    "than the PLD at the plan's discretization: the PLD at 1e-4 would take "
+    "9 GiB"
+  ) in text

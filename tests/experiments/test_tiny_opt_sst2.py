@@ -97,8 +97,19 @@ def _full(dtype, **overrides):
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
-@pytest.mark.parametrize("layerwise", [True, False])
-def test_16bit_full_fine_tuning_stores_the_weights_in_their_dtype(layerwise):
+@pytest.mark.parametrize(
+  "layerwise,dtype",
+  [
+    (False, "bfloat16"),
+    (True, "float16"),
+    # the other pairs in CI's slow step (~30 s each on 2 cores)
+    pytest.param(True, "bfloat16", marks=pytest.mark.slow),
+    pytest.param(False, "float16", marks=pytest.mark.slow),
+  ],
+)
+def test_16bit_full_fine_tuning_stores_the_weights_in_their_dtype(
+  layerwise, dtype
+):
   """bfloat16 and float16 full fine-tuning: the trainable weights are stored
   in the dtype when the task is built, and the runner's own step (the
   layer-wise one, or the generic one) returns them in it; its state holds
@@ -107,17 +118,16 @@ def test_16bit_full_fine_tuning_stores_the_weights_in_their_dtype(layerwise):
 
   from experiments.run import resolved_run, step
 
-  for dtype in ("bfloat16", "float16"):
-    config = _full(dtype, num_steps=2, num_eval=8, layerwise=layerwise)
-    run = resolved_run.setup(config)
-    state = run.initial_state
-    size = sum(x.size for x in jax.tree.leaves(state["params"]))
-    params, opt_state, _ = step.make_step(run)(
-      state["params"], run.frozen, state["opt_state"], *step.step_inputs(run, 0)
-    )
-    for tree in (state["params"], params):
-      assert {x.dtype.name for x in jax.tree.leaves(tree)} == {dtype}
-    assert sum(x.size for x in jax.tree.leaves(opt_state)) < size / 100
+  config = _full(dtype, num_steps=2, num_eval=8, layerwise=layerwise)
+  run = resolved_run.setup(config)
+  state = run.initial_state
+  size = sum(x.size for x in jax.tree.leaves(state["params"]))
+  params, opt_state, _ = step.make_step(run)(
+    state["params"], run.frozen, state["opt_state"], *step.step_inputs(run, 0)
+  )
+  for tree in (state["params"], params):
+    assert {x.dtype.name for x in jax.tree.leaves(tree)} == {dtype}
+  assert sum(x.size for x in jax.tree.leaves(opt_state)) < size / 100
 
 
 @pytest.mark.slow  # 4 runs of 200 steps: ~2-3 min on 2 cores

@@ -143,7 +143,7 @@ def _decoder_prefix(names) -> str:
   )
 
 
-def _opt_tensor_names(config: OPTConfig, prefix: str) -> dict:
+def opt_tensor_names(config: OPTConfig, prefix: str) -> dict:
   """``{flax path: HF name (or list of per-layer names, to stack)}``."""
   c = config
   out = {
@@ -183,7 +183,7 @@ def opt_params_from_hf(
   with ``config`` or an untied ``lm_head.weight``.
   """
   names = getattr(checkpoint, "names", None) or frozenset(checkpoint)
-  wanted = _opt_tensor_names(config, _decoder_prefix(names))
+  wanted = opt_tensor_names(config, _decoder_prefix(names))
   model = OPTForCausalLM(config, param_dtype=param_dtype)
   params = params_from_names(checkpoint, wanted, model, param_dtype, "OPT")
   if "lm_head.weight" in names:

@@ -18,9 +18,8 @@ import jax
 import jax.numpy as jnp
 
 from zoprivacy.core import low_precision
+from zoprivacy.zo import counter_positions
 from zoprivacy.zo import directions as directions_lib
-
-MAX_LEAF_SIZE = 2**32  # counter-hash positions are uint32 within a leaf
 
 
 class Perturbation(NamedTuple):
@@ -51,14 +50,17 @@ class Perturbation(NamedTuple):
     """Whole leaves (the non-scanned part): leaf ``numbers[i]`` of ``u``."""
     return jax.tree.map(self._add, tree, numbers)
 
-  def apply_layer(self, layer_tree, numbers, layer):
+  def apply_layer(self, layer_tree, numbers, layer, num_layers: int):
     """One layer's slices ``[...]`` of stacked leaves ``[L, ...]``: the
     elements ``layer * size .. (layer + 1) * size - 1`` of each leaf of
-    ``u``, i.e. the same slice of the full draw."""
+    ``u``, i.e. the same slice of the full draw. ``num_layers``: ``L`` (a
+    stack of 2^32 elements or more starts its layers at 64-bit
+    positions)."""
 
     def add(leaf, number):
       size = math.prod(jnp.shape(leaf))
-      start = jnp.asarray(layer, jnp.uint32) * jnp.uint32(size)
+      total = size * num_layers
+      start = counter_positions.row_offset(layer, size, total)
       return self._add(leaf, number, start)
 
     return jax.tree.map(add, layer_tree, numbers)
@@ -73,12 +75,6 @@ def perturbation_dtype(leaf):
 def leaf_numbers(tree):
   """A tree like ``tree`` holding each leaf's index in ``jax.tree.leaves``."""
   leaves, treedef = jax.tree.flatten(tree)
-  for leaf in leaves:
-    if math.prod(jnp.shape(leaf)) >= MAX_LEAF_SIZE:
-      raise ValueError(
-        f"A leaf of shape {jnp.shape(leaf)} has 2^32 or more elements, "
-        "more than the counter hash numbers within one leaf."
-      )
   return jax.tree.unflatten(treedef, list(range(len(leaves))))
 
 

@@ -51,7 +51,6 @@ from zoprivacy.estimators import base, two_point
 from zoprivacy.estimators.privacy_args import PrivacyArgs
 from zoprivacy.mechanisms import clipping
 from zoprivacy.models.layer_perturbation import (  # noqa: F401 (re-exported)
-  MAX_LEAF_SIZE,
   Perturbation,
   PerturbedLoss,
   leaf_numbers,

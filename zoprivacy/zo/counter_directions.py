@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from zoprivacy.core import low_precision
+from zoprivacy.zo import counter_positions
 from zoprivacy.zo.directions import (
   SPHERE_RADII,
   PyTree,
@@ -57,8 +58,9 @@ def _leaf_sum_of_squares(
 
   total = jnp.zeros((), jnp.float32)
   if full:
+    start = lambda j: counter_positions.row_offset(j, chunk, size)
     total = jax.lax.fori_loop(
-      0, full, lambda j, acc: acc + chunk_sum(j * chunk, chunk), total
+      0, full, lambda j, acc: acc + chunk_sum(start(j), chunk), total
     )
   if rest:
     total = total + chunk_sum(full * chunk, rest)

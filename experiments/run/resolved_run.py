@@ -34,7 +34,6 @@ import numpy as np
 from experiments.run import (
   attempts,
   checkpointing,
-  layerwise_run,
   multihost,
   preflight,
   progress,
@@ -51,7 +50,7 @@ from experiments.run.run_setup import (
   resolve,
   run_secret,
 )
-from experiments.run.step import generic_step_fn
+from experiments.run.step import step_body
 from zoprivacy import accounting
 from zoprivacy.privacy import randomness
 from zoprivacy.privacy.ledger import PrivacyLedger
@@ -160,11 +159,7 @@ def _optimizer(config, spec, task, placement, n, secret):
   tx, plan = resolved.tx, resolved.plan
   trainable, frozen = task.init(jax.random.key(config.seed))
   trainable, frozen = placement.params(trainable), placement.params(frozen)
-  if config.get("layerwise"):  # the in-scan step: inference-level memory
-    zo = layerwise_run.make(config, resolved, task)
-    init, body = zo.init, layerwise_run.step_fn(zo, placement)
-  else:
-    init, body = tx.init, generic_step_fn(spec, task, tx, placement)
+  init, body = step_body(config, spec, resolved, task, placement)
   opt_state = init_optimizer_state(init, trainable, secret)
   if not config.get("layerwise"):
     plan = held_plan(opt_state, config)  # the plan the state holds

@@ -29,7 +29,14 @@ the width; the loss on each example's answer window of 8 tokens, as in
   weights frozen (the runner's ``config.peft='lora'``; DP-ZO's LoRA
   setting);
 * ``dp_sgd ghost``: first-order DP-SGD with ghost clipping + SGD
-  (``llm_memory.step_functions``).
+  (``llm_memory.step_functions``);
+* ``the runner's full fine-tuning``: the step a run of
+  ``configs/dpzero_table4_5_opt.py`` on SQuAD jits (``runner_program``:
+  :func:`experiments.run.step_program.lowered`, not a copy; every weight
+  trained and stored in the dtype, the layer-wise step, exact noise), its
+  loss over every predicted position (the positions whose logits MeZO's
+  and DP-ZO's programs compute, by vocabulary chunks here), placed as the
+  runner places a run (``config.mesh``) on the FSDP mesh.
 
 Sections: ``table5``: DP-ZO Table 5's setting, OPT-2.7B on one device,
 batch 2, sequence 128 / 512 / 2048, full precision (float32) as the paper,
@@ -40,7 +47,9 @@ the batch split over the devices, as the runner places a run), bfloat16,
 batch 16 x 2048 (2 sequences per device); ``accelerator``: the programs and
 shapes that ``accelerator.py`` runs on a lent device (opt-1.3b to 13b,
 bfloat16, batch 16 x 256), so that its measured peaks can be set beside
-these. Writes ``benchmarks/results/paper_scale_memory.md``, and each row's
+these; ``full``: the runner's full fine-tuning step of OPT-13B, 30B and
+66B in bfloat16, float32 and float16, batch 2 x 2048 on one device and
+16 x 2048 on the fsdp=8 mesh (bfloat16 first: the order to stop in). Writes ``benchmarks/results/paper_scale_memory.md``, and each row's
 figures to ``paper_scale_memory.json`` beside it: a rerun reads the rows
 found there (a stopped run resumes), ``--fresh`` measures them all again.
 """
@@ -66,6 +75,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import llm_memory  # noqa: E402
 import paper_scale_report  # noqa: E402
+import runner_program  # noqa: E402
 from accelerator import opt_shape  # noqa: E402
 from llm_memory import LAYERWISE, WINDOW  # noqa: E402
 from timing import compiled_peak  # noqa: E402
@@ -77,8 +87,11 @@ from zoprivacy.training import layerwise  # noqa: E402
 
 FORWARD, IN_SCAN, GHOST = "forward", "forward (in-scan)", "dp_sgd ghost"
 LORA = "dp_zo layer-wise, LoRA"
+RUNNER_FULL = "the runner's full fine-tuning"
 ROWS = (FORWARD, LAYERWISE, LORA, GHOST)
 MESH_DEVICES = 8
+FULL_MODELS = ("opt-13b", "opt-30b", "opt-66b")
+FULL_DTYPES = ("bfloat16", "float32", "float16")
 
 
 MODELS = {  # the published OPT shapes (accelerator.py's, then 30b and 66b)
@@ -99,7 +112,7 @@ class Setting(NamedTuple):
 
   section: str
   model: str
-  dtype: str  # "float32" | "bfloat16"
+  dtype: str  # "float32" | "bfloat16" | "float16"
   batch: int
   length: int
   devices: int  # 1, or MESH_DEVICES on an fsdp mesh
@@ -127,7 +140,12 @@ def settings(tiny: bool = False) -> list[Setting]:
     )
     for m in ACCELERATOR
   ]
-  return out
+  return out + [
+    Setting("full", m, dtype, 2 * devices, long, devices, (RUNNER_FULL,))
+    for dtype in FULL_DTYPES
+    for m in FULL_MODELS
+    for devices in (1, MESH_DEVICES)
+  ]
 
 
 def _with_sharding(tree, shardings):
@@ -189,8 +207,19 @@ def _lora_lowered(model, params, batch, mask, mesh):
   return jitted.lower(adapters, state, params, batch, mask)
 
 
+def _runner_lowered(setting: Setting, config):
+  """The runner's own full fine-tuning step (module docstring) on
+  ``config``'s shapes, on the fsdp mesh when ``setting.devices > 1``."""
+  mesh = {"data": 1, "fsdp": setting.devices, "model": 1}
+  return runner_program.runner_step(
+    config, setting.dtype, setting.batch, length=setting.length, mesh=mesh
+  )
+
+
 def _lowered(row: str, setting: Setting, config):
   """The lowered program of ``row`` in ``setting``."""
+  if row == RUNNER_FULL:
+    return _runner_lowered(setting, config)
   model, params, batch, mask, mesh = _placed(setting, config)
   if row == LORA:
     return _lora_lowered(model, params, batch, mask, mesh)
@@ -302,7 +331,9 @@ def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--tiny", action="store_true")
   parser.add_argument("--child", help=argparse.SUPPRESS)
-  parser.add_argument("--sections", default="table5,single,mesh,accelerator")
+  parser.add_argument(
+    "--sections", default="table5,single,mesh,accelerator,full"
+  )
   parser.add_argument("--models", default=",".join(MODELS))
   parser.add_argument(
     "--fresh",

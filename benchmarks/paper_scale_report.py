@@ -21,6 +21,15 @@ PAPER_TABLE5 = {
 }
 
 
+# What the stored papers say of full-parameter fine-tuning at these sizes
+# (no measured figure: MeZO's memory table is not among them): MeZO's
+# abstract (float16) and DP-ZO's Section 5 (OPT-66B on one A100).
+PAPER_FULL = {
+  ("opt-30b", "float16"): "MeZO: fits one A100 80GB (abstract)",
+  ("opt-66b", "float16"): "DP-ZO: does not fit one A100 (Sec. 5)",
+}
+
+
 UNIT = {"GiB": GIB, "MiB": 2**20}  # --tiny's shapes are reported in MiB
 
 
@@ -96,6 +105,73 @@ def table5_lines(results: dict, counts: dict, unit: str) -> list[str]:
   return lines + [""]
 
 
+def _both(r: dict, unit: str) -> str:
+  """A cell in ``unit`` and, for GiB, in GB (10^9 bytes) beside it (None:
+  not compiled)."""
+  if r is None:
+    return "not compiled in this run"
+  cell = _cell(r, unit)
+  if "peak" not in r or unit != "GiB":
+    return cell
+  return (
+    cell.replace(" (over)", "")
+    + f" / {r['peak'] / 1e9:.2f}"
+    + (" (over)" if r["peak"] > FIT_BYTES else "")
+  )
+
+
+def full_lines(results: dict, counts: dict, unit: str) -> list[str]:
+  """The ``full`` section: one row per model and dtype, one device beside
+  the fsdp mesh's per-device peak."""
+  chosen = {s: r for s, r in results.items() if s.section == "full"}
+  if not chosen:
+    return []
+  first = next(iter(chosen))
+  cells = {}
+  for s, rows in chosen.items():
+    cells.setdefault((s.model, s.dtype), {})[s.devices] = [*rows.values()][0]
+  per = "GiB / GB" if unit == "GiB" else unit
+  lines = [
+    f"## The runner's full fine-tuning step: batch 2 per device x "
+    f"{first.length} tokens",
+    "",
+    "The step a run of `configs/dpzero_table4_5_opt.py` on SQuAD jits "
+    "(`experiments.run.step_program.lowered` on abstract weights: the "
+    "layer-wise DP step, every weight trained and stored in the dtype, "
+    "16-bit leaves perturbed in float32 one layer at a time and updated by "
+    "stochastic rounding, exact noise), placed as the runner places a run "
+    "(`config.mesh`). Its loss is over every one of the "
+    f"{first.length - 1} predicted positions (the head by vocabulary "
+    "chunks): the positions whose logits MeZO's and DP-ZO's programs "
+    "(Hugging Face `OPTForCausalLM`) compute, before their loss masks all "
+    "but the answer; those programs hold the whole positions x 50,272 "
+    "logits at once. One device: batch 2; fsdp=8: batch 16 (2 per device), "
+    "the peak per device.",
+    "",
+    f"| model | parameters | dtype | weights {per} | one device {per} | "
+    f"fsdp=8, per device {per} | the papers | compile s |",
+    "|---|---|---|---|---|---|---|---|",
+  ]
+  for (model, dtype), by in cells.items():
+    count = counts[model]
+    size = 4 if dtype == "float32" else 2
+    one, mesh = by.get(1), next((v for d, v in by.items() if d > 1), None)
+    weights = count * size / UNIT[unit]
+    row = [
+      model,
+      f"{count / 1e9:.2f}B",
+      dtype,
+      f"{weights:.2f}"
+      + (f" / {count * size / 1e9:.2f}" if unit == "GiB" else ""),
+      _both(one, unit),
+      _both(mesh, unit),
+      PAPER_FULL.get((model, dtype), ""),
+      f"{sum(r.get('compile_s', 0) for r in by.values()):.0f}",
+    ]
+    lines.append("| " + " | ".join(row) + " |")
+  return lines + [""]
+
+
 TITLES = {
   "single": "## One device, bfloat16, batch 2 x {length}",
   "mesh": "## 8-device FSDP mesh (fsdp=8), bfloat16, batch {batch} x "
@@ -164,8 +240,10 @@ def head_lines(results: dict, seconds: float, tiny: bool) -> list[str]:
     "temporaries - aliased, `compiled.memory_analysis()`); `(over)`: more "
     f"than {FIT_BYTES // GIB} GiB, what an 80 GB device (A100 / H100 80GB) "
     "leaves a program after the runtime's own allocations. `fits 80 GB` "
-    "lists the programs at or under that. Every loss is on an answer "
-    "window of 8 tokens (the LM head on 8 positions, by vocabulary chunks).",
+    "lists the programs at or under that. Every loss but the runner's full "
+    "fine-tuning section's is on an answer window of 8 tokens (the LM head "
+    "on 8 positions, by vocabulary chunks); that section's is over every "
+    "position.",
     "",
     "**XLA:CPU's compiled peak is a proxy for GPU memory, not a GPU "
     "measurement.** The CPU compiler makes its own fusion and buffer "
@@ -182,16 +260,20 @@ def head_lines(results: dict, seconds: float, tiny: bool) -> list[str]:
 NOTES = [
   "## Notes",
   "",
-  "- `dp_sgd ghost` is this project's ghost clipping on these models: it "
-  "sees the Dense and Embed layers a loss calls directly, not those inside "
-  "the models' layer `nn.scan`, so every decoder layer falls back to "
-  "per-example gradients (one copy of the layers' gradients per example "
-  "in the batch, per device); the row is what a user gets, and it is "
-  "not the per-layer ghost norms of Li et al. (2022) that Table 5's "
-  "DP-SGD ghost column measures.",
-  "- The float32 rows are the paper's precision; the project's bfloat16 "
-  "policy stores weights in bfloat16 and computes in float32 (the "
-  "perturbation is added in float32).",
+  "- `dp_sgd ghost` in the tables above was compiled before ghost "
+  "clipping reached the layers inside the models' `nn.scan`: every decoder "
+  "layer then fell back to per-example gradients, so those cells are not "
+  "the per-layer ghost norms of Li et al. (2022). Ghost clipping now runs "
+  "through the stacks (`zoprivacy/first_order/layer_stack.py`: each "
+  "scanned Dense/LayerNorm its own certified part); a rerun of the first "
+  "row (float32, sequence 128) compiled dp_sgd ghost at **63.18 GiB** (was "
+  "88.59; the paper's ghost DP-SGD 32.9 GB), the remaining gap being the "
+  "tied embedding, which the LM head also reads and which falls back to "
+  "its per-example gradient (named by the fallback warning). The other "
+  "ghost cells await a rerun of `python benchmarks/paper_scale_memory.py`.",
+  "- The float32 rows are the paper's precision; the project's 16-bit "
+  "policy stores weights in bfloat16 (or float16) and computes in float32 "
+  "(the perturbation is added in float32).",
   "- The mesh places each parameter leaf sharded on its largest dimension "
   "divisible by 8 (`zoprivacy.core.sharding.param_shardings`) and the "
   "batch split over the 8 devices; XLA gathers each layer's parameters "
@@ -200,13 +282,13 @@ NOTES = [
 
 
 ERROR_NOTES = {
-  "2^32": "- `refused: a leaf of 2^32+ elements`: the layer-wise step draws "
+  "2^32": "- `refused: a leaf of 2^32+ elements`: the layer-wise step drew "
   "its direction with the counter hash, which numbers the elements of one "
   "leaf with 32-bit counters, and refuses a stacked leaf of 2^32 elements "
   "or more (OPT-30B's FFN kernels stack 48 x 7168 x 28672 = 9.9e9 "
-  "elements, OPT-66B's 64 x 9216 x 36864). Full fine-tuning at those "
-  "shapes does not compile until the generator numbers wider leaves; LoRA "
-  "(the paper's setting at 30B and 66B) does.",
+  "elements, OPT-66B's 64 x 9216 x 36864). That was the generator when "
+  "these cells were compiled; it now numbers leaves of any size, and the "
+  "runner's full fine-tuning section compiles these shapes.",
   "aborted": "- `XLA:CPU aborts compiling`: the compiler stops on a failed "
   "check (`hlo_instruction.cc`: a reshape of one float32 array of more "
   "than 2^31 elements, whose size overflows XLA:CPU's 32-bit shape "
@@ -223,6 +305,7 @@ def report(results: dict, counts: dict, seconds: float, tiny=False):
     lines += table5_lines(results, counts, unit)
   for section in ("mesh", "single", "accelerator"):
     lines += section_lines(section, results, counts, unit)
+  lines += full_lines(results, counts, unit)
   errors = [
     r.get("error", "") for rows in results.values() for r in rows.values()
   ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import platform
 import resource
+import sys
 
 import jax
 
@@ -120,6 +121,17 @@ def _both(r: dict, unit: str) -> str:
   )
 
 
+def _ratios(narrow: dict, f32: dict) -> str:
+  """``narrow``'s peaks over float32's, per placement (``{devices:
+  result}``)."""
+  out = []
+  for devices in sorted(narrow):
+    a, b = narrow[devices], f32.get(devices, {})
+    ok = "peak" in a and "peak" in b
+    out.append(f"{a['peak'] / b['peak']:.3f}" if ok else "-")
+  return ", ".join(out)
+
+
 def full_lines(results: dict, counts: dict, unit: str) -> list[str]:
   """The ``full`` section: one row per model and dtype, one device beside
   the fsdp mesh's per-device peak."""
@@ -148,9 +160,10 @@ def full_lines(results: dict, counts: dict, unit: str) -> list[str]:
     "logits at once. One device: batch 2; fsdp=8: batch 16 (2 per device), "
     "the peak per device.",
     "",
-    f"| model | parameters | dtype | weights {per} | one device {per} | "
-    f"fsdp=8, per device {per} | the papers | compile s |",
-    "|---|---|---|---|---|---|---|---|",
+    f"| model | parameters | dtype | weights {per} (all) | one device {per} "
+    f"| fsdp=8, per device {per} | / float32 (one device, fsdp=8) | "
+    "the papers | compile s |",
+    "|---|---|---|---|---|---|---|---|---|",
   ]
   for (model, dtype), by in cells.items():
     count = counts[model]
@@ -165,6 +178,7 @@ def full_lines(results: dict, counts: dict, unit: str) -> list[str]:
       + (f" / {count * size / 1e9:.2f}" if unit == "GiB" else ""),
       _both(one, unit),
       _both(mesh, unit),
+      _ratios(by, cells.get((model, "float32"), {})) if size == 2 else "",
       PAPER_FULL.get((model, dtype), ""),
       f"{sum(r.get('compile_s', 0) for r in by.values()):.0f}",
     ]
@@ -219,20 +233,25 @@ def section_lines(section, results: dict, counts: dict, unit: str):
 
 
 def head_lines(results: dict, seconds: float, tiny: bool) -> list[str]:
+  every = [r for rows in results.values() for r in rows.values()]
+  compiling = sum(r.get("compile_s", 0.0) for r in every)
   rss = max(
-    [r.get("host_rss", 0) for rows in results.values() for r in rows.values()]
+    [r.get("host_rss", 0) for r in every]
     + [resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024]
   )
   return [
     "# Paper-scale memory by compilation: per-device compiled peak",
     "",
-    "Command: `python benchmarks/paper_scale_memory.py"
-    + (" --tiny`" if tiny else "`")
-    + "  ",
-    f"Machine: {platform.machine()}, {jax.device_count()} simulated "
+    "Command: `"
+    + " ".join(["python benchmarks/paper_scale_memory.py", *sys.argv[1:]])
+    + "`  ",
+    f"Machine: {platform.machine()}, {os.cpu_count()} cores, "
+    f"{jax.device_count()} simulated "
     f"{jax.devices()[0].platform} devices, jax {jax.__version__}; compiled "
     f"only, nothing run, no weights, each row in its own process "
-    f"({seconds:.0f} s, largest host peak RSS "
+    f"({compiling:.0f} s of compiling in all, the rows' `compile s`; this "
+    f"invocation {seconds:.0f} s, the rest read from the .json; largest "
+    "host peak RSS "
     f"{rss / GIB:.1f} GiB, load {tuple(round(x, 2) for x in os.getloadavg())}"
     ").  ",
     f"Cells: the compiled peak per device in {'MiB' if tiny else 'GiB'} "
@@ -255,6 +274,19 @@ def head_lines(results: dict, seconds: float, tiny: bool) -> list[str]:
     "this script's figures for the same programs at that script's shapes.",
     "",
   ]
+
+
+FULL_NOTE = (
+  "- The runner's full fine-tuning section: `the papers` quotes what the "
+  "stored papers say of full-parameter fine-tuning at these sizes. DP-ZO's "
+  "Table 5 measures OPT-2.7B only (the first table); MeZO's memory figures "
+  "are not among the stored papers, so none stands here; MeZO's abstract "
+  "says full-parameter MeZO of a 30B model runs on one A100 80GB "
+  "(float16 weights), DP-ZO's Section 5 that OPT-66B's parameters do not "
+  "fit one A100. float16 and bfloat16 store the same bytes; on one device "
+  "XLA:CPU gives the float16 step more temporaries (the same on the mesh), "
+  "which was not investigated."
+)
 
 
 NOTES = [
@@ -310,4 +342,5 @@ def report(results: dict, counts: dict, seconds: float, tiny=False):
     r.get("error", "") for rows in results.values() for r in rows.values()
   ]
   notes = [n for k, n in ERROR_NOTES.items() if any(k in e for e in errors)]
-  return lines + NOTES + notes
+  full = [FULL_NOTE] if any(s.section == "full" for s in results) else []
+  return lines + NOTES + full + notes

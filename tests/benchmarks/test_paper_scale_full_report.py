@@ -1,7 +1,7 @@
 """The runner's full fine-tuning section of paper_scale_memory's report,
 from made-up measurements (no compilation): GB beside GiB, one device
-beside the mesh's per-device peak, what is missing named, the papers'
-statements only where they make one."""
+beside the mesh's per-device peak, 16-bit over float32, what is missing
+named, the papers' statements only where they make one."""
 
 import pathlib
 import sys
@@ -30,6 +30,7 @@ def _results():
     full("opt-30b", "float16", 1): {row: {"peak": 60 * GIB, "compile_s": 3}},
     full("opt-30b", "float16", 8): {row: {"peak": 9 * GIB, "compile_s": 4}},
     full("opt-66b", "float32", 1): {row: {"peak": 250 * GIB}},
+    full("opt-30b", "float32", 1): {row: {"peak": 120 * GIB}},
   }
 
 
@@ -38,13 +39,15 @@ def test_full_rows_give_gb_beside_gib_and_the_mesh_beside_one_device():
   lines = report.full_lines(_results(), counts, "GiB")
   text = "\n".join(lines)
   assert "2047 predicted positions" in text
-  (half,) = [l for l in lines if l.startswith("| opt-30b |")]
+  (half,) = [l for l in lines if l.startswith("| opt-30b |") and "float16" in l]
   cells = [c.strip() for c in half.strip("|").split("|")]
   assert cells[2] == "float16"
   assert cells[3] == f"{2 * counts['opt-30b'] / GIB:.2f} / 59.95"
   assert cells[4] == f"60.00 / {60 * GIB / 1e9:.2f}"
   assert cells[5] == f"9.00 / {9 * GIB / 1e9:.2f}"
-  assert "MeZO" in cells[6] and cells[7] == "7"
+  assert cells[6] == "0.500, -"  # over float32's one-device peak; no mesh
+  assert "MeZO" in cells[7] and cells[8] == "7"
   (full,) = [l for l in lines if l.startswith("| opt-66b |")]
+  assert full.split("|")[7].strip() == ""  # no ratio on a float32 row
   assert "(over)" in full and "not compiled in this run" in full
   assert "DP-ZO" not in full  # its statement is about the float16 run

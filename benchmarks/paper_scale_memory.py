@@ -302,17 +302,24 @@ def cache_key(setting: Setting, row: str) -> str:
   return "|".join(map(str, fields))
 
 
-def run(chosen: list[Setting], tiny: bool, write, cache_path) -> dict:
+def run(chosen: list[Setting], tiny: bool, write, cache_path, every=()) -> dict:
   """``{setting: {row: measure(...)}}``, printed as it goes. Each row's
   result is kept in the JSON file ``cache_path`` (a stopped run resumes
   there; ``--fresh`` measures again), and ``write(results)`` runs after
-  each setting (what a stopped run has measured)."""
+  each setting (what a stopped run has measured). The settings of
+  ``every`` not chosen are reported as the file has them (when it has
+  all their rows): a run of some sections keeps the others' tables."""
   cache = {}
   if cache_path and os.path.exists(cache_path):
     with open(cache_path) as f:
       cache = json.load(f)
   results = {}
-  for setting in chosen:
+  for setting in [*every, *(s for s in chosen if s not in every)]:
+    if setting not in chosen:
+      rows = {r: cache.get(cache_key(setting, r)) for r in setting.rows}
+      if None not in rows.values():
+        results[setting] = rows
+      continue
     results[setting] = {}
     for row in setting.rows:
       key = cache_key(setting, row)
@@ -359,7 +366,8 @@ def main(argv=None):
     if s.section in sections and s.model in models
   ]
   start = time.perf_counter()
-  counts = {m: param_count(configs[m]) for m in {s.model for s in chosen}}
+  every = settings(args.tiny)  # the unchosen are reported from the .json
+  counts = {m: param_count(configs[m]) for m in {s.model for s in every}}
 
   def write(results):
     lines = paper_scale_report.report(
@@ -372,7 +380,7 @@ def main(argv=None):
   cache = os.path.splitext(args.out)[0] + ".json"
   if args.fresh and os.path.exists(cache):
     os.remove(cache)
-  print("\n".join(write(run(chosen, args.tiny, write, cache))))
+  print("\n".join(write(run(chosen, args.tiny, write, cache, every))))
 
 
 if __name__ == "__main__":

@@ -292,17 +292,18 @@ FULL_NOTE = (
 NOTES = [
   "## Notes",
   "",
-  "- `dp_sgd ghost` in the tables above was compiled before ghost "
-  "clipping reached the layers inside the models' `nn.scan`: every decoder "
-  "layer then fell back to per-example gradients, so those cells are not "
-  "the per-layer ghost norms of Li et al. (2022). Ghost clipping now runs "
-  "through the stacks (`zoprivacy/first_order/layer_stack.py`: each "
-  "scanned Dense/LayerNorm its own certified part); a rerun of the first "
-  "row (float32, sequence 128) compiled dp_sgd ghost at **63.18 GiB** (was "
-  "88.59; the paper's ghost DP-SGD 32.9 GB), the remaining gap being the "
-  "tied embedding, which the LM head also reads and which falls back to "
-  "its per-example gradient (named by the fallback warning). The other "
-  "ghost cells await a rerun of `python benchmarks/paper_scale_memory.py`.",
+  "- `dp_sgd ghost` in DP-ZO Table 5's setting (the first table) is ghost "
+  "clipping through the layer stacks (`zoprivacy/first_order/"
+  "layer_stack.py`: each scanned Dense/LayerNorm its own certified part): "
+  "63.18 / 71.99 / 132.10 GiB at 128 / 512 / 2048 tokens in float32, where "
+  "per-example gradients in every decoder layer compiled to 88.59 / 88.61 "
+  "/ 158.79 (the paper's ghost DP-SGD: 32.9 / 39.6 GB / OOM). The tied "
+  "embedding, which the LM head also reads, still falls back to its "
+  "per-example gradient (named by the fallback warning); the rest of the "
+  "gap to the paper was not attributed. The `dp_sgd ghost` cells of the "
+  "mesh and one-device sections were compiled before ghost clipping "
+  "reached the scanned layers (every decoder layer then fell back to "
+  "per-example gradients) and await a rerun.",
   "- The float32 rows are the paper's precision; the project's 16-bit "
   "policy stores weights in bfloat16 (or float16) and computes in float32 "
   "(the perturbation is added in float32).",

@@ -52,7 +52,7 @@ def test_layerwise_step_on_the_mesh_gathers_one_layer_at_a_time():
 RUNNER_FULL = "the runner's full fine-tuning"
 
 
-@pytest.mark.slow  # the runner's step compiled on 1 and 8 devices: ~90 s
+@pytest.mark.slow  # the runner's step compiled on 1 and 8 devices: ~40 s
 def test_the_runners_full_step_is_placed_on_the_fsdp_mesh():
   """experiments.run.step_program lowers the run's step on the mesh of
   config.mesh: an eighth of the weights per device, one layer gathered at

@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from zoprivacy.core import low_precision
 from zoprivacy.zo import blockwise_dot, directions, queries
 
 
@@ -57,10 +58,13 @@ def test_first_use_perturbation_equals_the_materialized_one(name, scale):
   @jax.jit
   def first_use(params, batch):
     def perturb_leaf(i, leaf, after):
+      # as queries.perturb: u drawn and added in float32 for the 16-bit
+      # leaf (low_precision), in the leaf's dtype otherwise
+      dtype = low_precision.compute_dtype(leaf)
       u = directions.leaf_slice(
-        name, directions.key_after(key, after), i, leaf.shape, leaf.dtype
+        name, directions.key_after(key, after), i, leaf.shape, dtype
       )
-      return leaf + (scale * u).astype(leaf.dtype)
+      return low_precision.perturbed(leaf, scale * u)
 
     return queries.loss_perturbed_at_first_use(
       _loss, params, batch, perturb_leaf

@@ -3,9 +3,10 @@ r"""The command line of ``python -m experiments.run --config configs/<name>.py``
 Override any field with ``--config.<field>=<value>``, e.g.
 
   python -m experiments.run --config configs/default.py \
-      --config.target_epsilon=4 --config.num_steps=2000
+      --config.privacy.target_epsilon=4 --config.num_steps=2000
   python -m experiments.run --config configs/default.py \
-      --config.noise_multiplier=3.0 --config.target_epsilon=None
+      --config.privacy.noise_multiplier=3.0 \
+      --config.privacy.target_epsilon=None
   python -m experiments.run --config configs/default.py \
       --config.estimator=mezo --config.optimizer=adamw
   python -m experiments.run --config configs/fashion_mnist_pazo_public4.py \
@@ -21,7 +22,8 @@ line may switch).
 
 Switching ``--config.estimator`` resets ``estimator_kwargs`` to the new
 estimator's registered defaults, except the ``--config.estimator_kwargs.*``
-given on the command line; the config's values for hyperparameters the new
+given on the command line, and ``privacy.clip`` (in the estimator's own
+units) to the new estimator's default unless the command line sets it; the config's values for hyperparameters the new
 estimator takes but has no default for are carried over, and the note and
 the report name them. ``--resume=force`` resumes a workdir written by a
 different config. User errors print one paragraph, no traceback
@@ -36,7 +38,7 @@ import ml_collections
 from absl import flags, logging
 from ml_collections import config_flags
 
-from experiments.run import config_fields, errors, preflight
+from experiments.run import config_fields, errors, preflight, privacy_config
 from zoprivacy.core import estimator_manifest
 
 CONFIG = config_flags.DEFINE_config_file(
@@ -149,8 +151,9 @@ def switched_kwargs(old: dict, accepted, defaults: dict, given: dict):
 def switch_estimator_kwargs(config, spec, given: dict) -> dict:
   """``estimator_kwargs`` for a switched estimator: its registered defaults,
   the config's values it takes but has no default for (carried over), and
-  ``given`` (the command line's) on top. Returns what was carried, reset
-  and dropped."""
+  ``given`` (the command line's) on top; ``privacy.clip`` is the new
+  estimator's default (:func:`_reset_clip`). Returns what was carried,
+  reset and dropped."""
   new, changes = switched_kwargs(
     dict(config.estimator_kwargs),
     inspect.signature(spec.factory).parameters,
@@ -159,6 +162,8 @@ def switch_estimator_kwargs(config, spec, given: dict) -> dict:
   )
   with config.unlocked():
     config.estimator_kwargs = new
+  if _reset_clip(config) and spec.private:
+    changes["reset to the registered default"].append("privacy.clip")
   return changes
 
 
@@ -199,10 +204,15 @@ def _apply_taken_out(config):
     with config.unlocked():
       config.estimator = estimator
   for field in _LATE["none"]:
-    if field not in config:
-      raise ValueError(f"Unknown config field {field!r}.")
-    with config.unlocked():
-      setattr(config, field, None)
+    *blocks, leaf = field.split(".")
+    node = config
+    for block in blocks:
+      node = node.get(block) if hasattr(node, "get") else None
+    if node is None or leaf not in node:
+      moved = privacy_config.moved_hint(field)
+      raise ValueError(f"Unknown config field {moved or repr(field)}.")
+    with node.unlocked():
+      setattr(node, leaf, None)
   with config.unlocked(), config.estimator_kwargs.unlocked():
     config.estimator_kwargs.update(_LATE["estimator_kwargs"])
     if flags.FLAGS.is_parsed() and RESUME.value:
@@ -240,6 +250,19 @@ def apply_late_overrides(config, argv_had_estimator: bool | None = None):
 
 
 CARRIED: list[str] = []
+
+
+def _reset_clip(config) -> bool:
+  """On an estimator switch, ``privacy.clip`` back to the new estimator's
+  default (each clips its own quantity), unless the command line sets it;
+  whether it was reset."""
+  if any(a.startswith("--config.privacy.clip=") for a in sys.argv):
+    return False
+  if config.privacy.get("clip") is None:
+    return False
+  with config.privacy.unlocked():
+    config.privacy.clip = None
+  return True
 
 
 def _check_live(config) -> None:

@@ -148,9 +148,9 @@ def test_the_runner_draws_no_noise_inside_its_first_step(monkeypatch, tmp_path):
   for name in ("dpzero", "dp_sgd"):
     c = default.get_config()
     c.update(num_steps=3, eval_every=0, checkpoint_every=0, workdir="")
-    c.update(target_epsilon=None, noise_multiplier=2.0)
+    c.privacy.update(target_epsilon=None, noise_multiplier=2.0)
     if name != "dpzero":
-      c.estimator, c.estimator_kwargs = name, {"clip": 1.0}
+      c.estimator, c.estimator_kwargs = name, {}
     train.train(c, progress=False)
   assert {s for s, _ in scalar} >= {0, 1, 2}
   assert {s for s, _ in vector} >= {0, 1, 2}

@@ -186,13 +186,7 @@ def test_plan_survives_wrappers_pickle_and_jit():
       optax.inject_hyperparams(
         zoprivacy.dpzero,
         static_args=zoprivacy.static_args(zoprivacy.dpzero),
-      )(
-        clip=1.0,
-        noise_multiplier=3.0,
-        smoothing=1e-3,
-        expected_batch_size=16,
-        dataset_size=1000,
-      ),
+      )(est.privacy, smoothing=1e-3),
       optax.inject_hyperparams(optax.sgd)(learning_rate=0.1),
     ),
   ):
@@ -209,15 +203,13 @@ def test_plan_survives_wrappers_pickle_and_jit():
 
 
 def test_privacy_hyperparameters_cannot_be_injected():
-  tx = optax.inject_hyperparams(zoprivacy.dpzero)(
-    clip=1.0,
-    noise_multiplier=3.0,
-    smoothing=1e-3,
-    expected_batch_size=16,
-    dataset_size=1000,
-  )
-  with pytest.raises(TypeError, match="privacy hyperparameter"):
-    tx.init(jnp.zeros(D))
+  """The value is static under inject_hyperparams (optax injects numbers
+  only), and a traced number cannot become one of its fields."""
+  privacy = _dpzero().privacy
+  tx = optax.inject_hyperparams(zoprivacy.dpzero)(privacy, smoothing=1e-3)
+  assert find_plan(tx.init(jnp.zeros(D))) == _dpzero().privacy_plan
+  with pytest.raises(TypeError, match="Python number"):
+    jax.jit(lambda c: privacy.replace(clip=c))(1.0)
 
 
 def test_find_plan_refuses_a_chain_without_an_estimator():
@@ -347,9 +339,9 @@ def test_laplace_queries_pld_matches_dp_accounting_for_one_query():
   assert eps_ref - 1e-6 <= eps <= 1.02 * eps_ref
 
 
-def test_the_deprecated_exact_noise_flag_still_works():
-  with pytest.warns(DeprecationWarning, match="noise='float'"):
-    assert _dpzero(exact_noise=False).privacy_plan.mechanism.name == "gaussian"
+def test_the_exact_noise_flag_is_gone_with_its_replacement_named():
+  with pytest.raises(TypeError, match=r"noise=zoprivacy\.Float\(\)"):
+    _dpzero(exact_noise=False)
 
 
 def test_a_test_seed_cannot_feed_exact_noise_of_a_plan_that_promises_secrecy():

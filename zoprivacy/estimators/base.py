@@ -21,27 +21,28 @@ estimator's sensitivity bound; check it with
 :func:`zoprivacy.first_order.per_example_check.assert_per_example`.
 
 Secret noise: a private estimator's noise key comes from OS entropy at
-``init`` (never from ``direction_key``, which is public) unless the factory's
-``insecure_test_noise_seed`` is set, which makes the run NOT private. Every
+``init`` (never from ``direction_key``, which is public) unless its privacy
+value's noise is ``zoprivacy.TestNoise(seed)``, which makes the run NOT
+private. Every
 noise draw of step ``t`` is keyed by ``(noise_key, plan fingerprint, t)``:
 a pure function of the state. Restoring a state and stepping again on other
 inputs would add the same noise to another sum (the difference of the two
 releases is noise-free); give a restored state fresh keys with
 :func:`zoprivacy.privacy.refresh_noise_keys` and count every computed step.
 
-Noise kinds (the ``noise=`` argument of the factories):
+Noise kinds (the ``noise`` of the privacy value, :class:`zoprivacy.Privacy`):
 
-* ``'exact'`` (the default): each clipped scalar is quantized to an
+* ``zoprivacy.Exact()`` (the default): each clipped scalar is quantized to an
   integer grid and exact discrete Gaussian / Laplace noise is added to the
   integer sum; the update fetches the noise from the host sampler by itself
   (:mod:`zoprivacy.secret_noise.host_noise`), or takes it as the extra argument
   ``discrete_noise=``. The vector estimators put each example's clipped
   vector on an integer lattice and add exact vector discrete Gaussian noise
   (:mod:`zoprivacy.secret_noise.vector_discrete_mechanism`);
-* ``'secure_mode'`` (Noisy-ZOGD's, an opt-in elsewhere): floating-point
+* ``zoprivacy.SecureMode()`` (Noisy-ZOGD's, an opt-in elsewhere): floating-point
   Gaussian noise, each draw the scaled sum of 4 independent Gaussians
   (Opacus' defence, Holohan & Braghin 2021);
-* ``'float'``: plain floating-point noise, an explicit opt-in exposed to
+* ``zoprivacy.Float()``: plain floating-point noise, an explicit opt-in exposed to
   floating-point attacks (Mironov 2012); the plan and every report say so.
 """
 
@@ -55,15 +56,12 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from zoprivacy.estimators.privatization import (  # noqa: F401 (re-exported)
-  NOISE_KINDS,
-  Privatization,
-  make_plan,
-  noise_kind,
-  privacy_spec,
-)
 from zoprivacy.privacy import plan as plan_lib
 from zoprivacy.privacy import randomness
+from zoprivacy.privacy.privatization import (  # noqa: F401 (re-exported)
+  Privatization,
+  make_plan,
+)
 from zoprivacy.secret_noise import host_noise, vector_noise_prefetch
 from zoprivacy.zo import queries
 
@@ -236,12 +234,15 @@ class PrivateEstimator(optax.GradientTransformationExtraArgs):
       eps = plan.epsilon(num_steps=T, delta=1e-5)
 
   ``privacy_plan`` on the estimator object is the same plan, for
-  convenience before ``init``.
+  convenience before ``init``; ``privacy`` the (calibrated) privacy value
+  a factory built it from (its ``sampler()`` draws the batches the plan
+  accounts; ``None`` for the estimators built otherwise).
   """
 
   def __new__(cls, init, update, privacy_plan: plan_lib.PrivacyPlan):
     self = super().__new__(cls, init, update)
     self.privacy_plan = privacy_plan
+    self.privacy = None
     return self
 
 

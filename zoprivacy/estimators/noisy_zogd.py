@@ -241,7 +241,7 @@ def _privatized_gradient(
     ("model", "linear"),
     ("l2", 0.5),
     ("radius", 0.5),
-    ("sampling", "full_batch"),
+    ("privacy.sampling", "full_batch"),
   ),
   config_fields=("l2", "radius", "hidden_state"),
 )

@@ -142,7 +142,13 @@ def test_the_keyword_form_is_one_shim_that_warns_and_assumes_its_sampling():
     old = zoprivacy.dpzero(
       clip=1.0, noise_multiplier=1.3, expected_batch_size=8, dataset_size=200
     )
-  assert old.privacy_plan == zoprivacy.dpzero(BASE).privacy_plan
+  assumed = zoprivacy.dpzero(BASE.replace(assume_sampling=True)).privacy_plan
+  assert old.privacy_plan == assumed and assumed.sampling_assumed
+  # The assumption changes no release: the noise is keyed as before.
+  new = zoprivacy.dpzero(BASE).privacy_plan
+  assert assumed.fingerprint() == new.fingerprint() and assumed != new
+  assert "sampling_assumed" not in new.to_dict()
+  assert type(new).from_dict(assumed.to_dict()) == assumed
   with pytest.raises(TypeError, match="noise=zoprivacy.Float"):
     with warnings.catch_warnings():
       warnings.simplefilter("ignore", DeprecationWarning)

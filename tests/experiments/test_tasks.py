@@ -608,8 +608,8 @@ def test_peft_modes_perturb_only_their_parameters(tmp_path, mode):
     state,
     trainable,
     batched_loss=loss,
-    batch=batch,
-    mask=np.ones(4, bool),
+    # A batch standing for one the run's sampler draws (its selection).
+    batch=zoprivacy.Batch(batch, np.ones(4, bool), est.privacy.sampling),
     discrete_noise=noise,
   )
   new = optax.apply_updates(trainable, updates)

@@ -184,6 +184,7 @@ class LossArgs(NamedTuple):
   per_example_loss: Any
   batched_loss: Any
   extra: dict  # every keyword extra argument, e.g. public batches
+  selection: Any = None  # the batch's selection (a zoprivacy.Batch's)
 
   @property
   def discrete_noise(self):
@@ -194,7 +195,8 @@ def parse_extra_args(extra_args: dict) -> LossArgs:
   """Reads ``per_example_loss`` / ``batched_loss``, ``batch`` and ``mask``.
 
   A batch that carries its own mask (a :class:`~zoprivacy.data.sampling.
-  PaddedBatch`) supplies it; a padded batch without a mask is refused.
+  Batch`) supplies it, and the selection it was drawn under; a padded batch
+  without a mask is refused.
   """
   _reject_misspellings(extra_args)
   per_example_loss = extra_args.get("per_example_loss")
@@ -205,15 +207,51 @@ def parse_extra_args(extra_args: dict) -> LossArgs:
     )
   loss = queries.as_batched_loss(per_example_loss, batched_loss)
   batch, mask = extra_args["batch"], extra_args.get("mask")
+  selection = getattr(batch, "selection", None)
   if hasattr(batch, "mask") and hasattr(batch, "data"):
     if mask is not None:
-      raise ValueError(
-        "Pass either a PaddedBatch or batch= with mask=, not both."
-      )
+      raise ValueError("Pass either a Batch or batch= with mask=, not both.")
     batch, mask = batch.data, batch.mask
   return LossArgs(
-    loss, batch, mask, per_example_loss, batched_loss, dict(extra_args)
+    loss,
+    batch,
+    mask,
+    per_example_loss,
+    batched_loss,
+    dict(extra_args),
+    selection,
   )
+
+
+class UnaccountedBatchError(ValueError):
+  """A private step was given a batch its plan does not account."""
+
+
+def check_batch(plan: plan_lib.PrivacyPlan, selection) -> None:
+  """Refuses, when the step is traced (the selection is static), a batch
+  that ``plan`` does not account: one drawn under another selection (a
+  sampler at another rate, fixed-size batches for a Poisson plan), or one
+  that carries none (arrays from elsewhere) unless the plan assumes its
+  sampling (``zoprivacy.Privacy(assume_sampling=True)``)."""
+  if not plan.is_noised:
+    return
+  if selection is None:
+    if plan.sampling_assumed:
+      return
+    raise UnaccountedBatchError(
+      "This private estimator was given a batch that does not say how it "
+      f"was drawn, and its plan accounts {plan.sampling.describe()}: the "
+      "epsilon it reports holds only for batches drawn so. Draw them with "
+      "the sampler of the privacy value it was built from (sampler = "
+      "privacy.sampler(); batch = zoprivacy.padded_batch(arrays, "
+      "sampler.batch_indices(t))), or, for batches of your own whose "
+      "sampling you vouch for, build the value with assume_sampling=True "
+      "(every report then says the sampling is assumed, not checked)."
+    )
+  try:
+    selection.check_plan(plan)
+  except ValueError as err:
+    raise UnaccountedBatchError(str(err)) from None
 
 
 def forward_kwargs(factory, hyperparameters) -> dict:
@@ -285,7 +323,9 @@ def build_estimator(
     if params is None:
       raise ValueError("Estimators need params in update().")
     reject_masked_params(params)
-    args = with_exact_noise(state, parse_extra_args(extra_args))
+    args = parse_extra_args(extra_args)
+    check_batch(plan, args.selection)  # at trace time: the selection is static
+    args = with_exact_noise(state, args)
     dir_key, noise_key = step_keys(state)
     grad, released = compute(params, args, dir_key, noise_key)
     released = jnp.asarray(released, jnp.float32).reshape([-1])

@@ -119,7 +119,7 @@ class BatchSelection:
     than this selection draws (scheme, probability or sizes)."""
     if not plan.is_noised:
       return
-    if not self.private or not _same_batches(plan.sampling, self.scheme()):
+    if not self.private or not _accounted(plan, self.scheme()):
       raise BatchSelectionError(
         f"The batches drawn ({self.describe()}) are not those the privacy "
         f"plan accounts ({plan.sampling.describe()}): the epsilon it "
@@ -154,6 +154,24 @@ def _same_batches(a, b) -> bool:
     return False
   return (
     a.name == "full_batch" or a.expected_batch_size == b.expected_batch_size
+  )
+
+
+def _accounted(plan, drawn) -> bool:
+  """Whether ``plan`` accounts batches drawn by the scheme ``drawn``: the
+  same batches, or a subset of a full-batch plan's data set drawn
+  independently of the data (no amplification is claimed): Poisson's (one
+  example changes one example's membership), or fixed-size batches under
+  replace-one (a replaced example changes one row of the batch; under
+  add/remove a fixed size would reveal it)."""
+  a = plan.sampling
+  if _same_batches(a, drawn):
+    return True
+  if a.name != "full_batch" or a.dataset_size != drawn.dataset_size:
+    return False
+  replace_one = getattr(plan.neighboring, "name", "") == "REPLACE_ONE"
+  return drawn.name == "poisson" or (
+    drawn.name == "without_replacement" and replace_one
   )
 
 

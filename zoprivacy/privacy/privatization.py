@@ -95,4 +95,5 @@ def make_plan(mechanism, privacy, notes=()) -> plan_lib.PrivacyPlan:
     notes=tuple(notes),
     float_defence=getattr(mechanism, "float_defence", None),
     delta=None if target is None else target.delta,
+    sampling_assumed=privacy.assume_sampling,
   )

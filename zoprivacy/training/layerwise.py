@@ -157,6 +157,7 @@ def layerwise_two_point(
   def step(
     trainable, state, batch, frozen=None, mask=None, discrete_noise=None
   ):
+    base.check_batch(plan, getattr(batch, "selection", None))
     batch, mask = _unpack_batch(batch, mask)
     if discrete_noise is None and plan.noise_kind == "discrete":
       discrete_noise = host_noise.draw_in_jit(plan, state.noise_key, state.step)
@@ -187,10 +188,10 @@ def layerwise_two_point(
 
 
 def _unpack_batch(batch, mask):
-  """``(data, mask)`` of a ``PaddedBatch``, or ``(batch, mask)`` as given."""
-  if hasattr(batch, "mask") and hasattr(batch, "data"):  # a PaddedBatch
+  """``(data, mask)`` of a ``Batch``, or ``(batch, mask)`` as given."""
+  if hasattr(batch, "mask") and hasattr(batch, "data"):  # a Batch
     if mask is not None:
-      raise ValueError("Pass either a PaddedBatch or mask=, not both.")
+      raise ValueError("Pass either a Batch or mask=, not both.")
     batch, mask = batch.data, batch.mask
   return batch, mask
 

@@ -98,6 +98,7 @@ TASK_FIELDS: dict[str, tuple[str, ...]] = {
   "vader_llm": (
     "model_dir",
     "model_family",
+    "param_dtype",
     "max_length",
     "peft",
     "num_prefix_tokens",

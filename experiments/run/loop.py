@@ -19,10 +19,15 @@ import time
 
 import jax
 import numpy as np
-import tqdm
 
 from experiments.run import metrics as metrics_lib
-from experiments.run import multihost, run_ledger, trajectory_log
+from experiments.run import (
+  multihost,
+  progress,
+  run_ledger,
+  trajectory_log,
+  xla_options,
+)
 from experiments.run.attempts import StepRandomness
 from experiments.run.errors import RunInterrupted
 from experiments.run.step import make_step, step_inputs
@@ -52,7 +57,7 @@ class Loop:
     self.signal = Signal(run, first)  # released values' statistics
     self.reserved = first  # the ledger already counts steps before this
     self.randomness = StepRandomness(run)
-    apply = jax.jit(run.task.apply)
+    apply = xla_options.jit(run.task.apply)
     replicated = run.placement.replicated
     self.predict = lambda params, frozen, inputs: multihost.fetch(
       apply(params, frozen, replicated(inputs))
@@ -202,17 +207,17 @@ class Loop:
   def _steps(self, step, first: int, last: int) -> None:
     bar, start = None, None
     try:
+      progress.stage("compiling the step")
       for t in range(first, last):
         params = self._one_step(step, t, last)
         if start is None:  # the first step compiles: not timed
           jax.block_until_ready(params)
           start = time.time()
-          bar = tqdm.tqdm(
-            initial=t + 1,
-            total=self.run.config.num_steps,
-            disable=not self.progress,
-            desc=self.run.config.estimator,
-            mininterval=1.0,
+          bar = progress.training_bar(
+            t + 1,
+            self.run.config.num_steps,
+            self.run.config.estimator,
+            self.progress,
           )
         else:
           bar.update(1)

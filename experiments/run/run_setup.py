@@ -15,7 +15,12 @@ import jax
 import numpy as np
 import optax
 
-from experiments.run import hidden_state_run, preflight, privacy_config
+from experiments.run import (
+  hidden_state_run,
+  preflight,
+  privacy_config,
+  progress,
+)
 from experiments.run.optimizers import learning_rate_of, make_optimizer
 from zoprivacy import accounting
 from zoprivacy.data import sampling
@@ -114,6 +119,7 @@ def calibrated(config, spec, kwargs) -> tuple[dict, str]:
       "run."
     )
   how = f"calibrated for target epsilon {block.target_epsilon:g}"
+  progress.stage(f"calibrating the noise for epsilon {block.target_epsilon:g}")
   if spec.takes_setting:
     probe = spec.factory(**dict(kwargs, noise_multiplier=1.0))
     plan = accounting.calibrate_plan(
@@ -135,6 +141,7 @@ def resolve(config, dataset_size, *, spec) -> Resolved:
   kwargs, how = calibrated(
     config, spec, estimator_kwargs(config, dataset_size, spec=spec)
   )
+  progress.stage("building the model and the optimizer")
   estimator = spec.factory(**kwargs)
   tx = (
     estimator  # a setting's update holds its step size and projection

@@ -47,6 +47,7 @@ from experiments.run import (
   task_registry,
 )
 from experiments.run import metrics as metrics_lib
+from experiments.run import progress as progress_bar
 from experiments.run.loop import Loop
 from experiments.run.resolved_run import Run, setup
 
@@ -80,6 +81,7 @@ def train(
   last = min(last, config.num_steps)
   _announce_resume(run, last)
   if run.restored_step == 0 and not loop.history:
+    progress_bar.stage("evaluating step 0")
     loop.evaluate(0, 0.0)
   loop.run_steps(last)
   done = int(loop.state["step"])

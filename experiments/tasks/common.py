@@ -10,7 +10,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from experiments.run import preflight
+from experiments.run import preflight, xla_options
 from experiments.run.task_registry import Task
 from zoprivacy.data import splits as splits_lib
 from zoprivacy.data import stable_split
@@ -163,7 +163,7 @@ def flax_task(
   call = call or (lambda m, params, inputs: m.apply(params, inputs))
 
   def init(key):
-    return jax.jit(lambda k: call_init(model, k, sample))(key), {}
+    return xla_options.jit(lambda k: call_init(model, k, sample))(key), {}
 
   def apply(trainable, frozen, inputs):
     del frozen

@@ -52,6 +52,7 @@ from experiments.run.task_registry import Task, register
 from experiments.tasks import llm_choice, llm_data, llm_files
 from experiments.tasks.common import data_seed
 from experiments.tasks.llm_export import exporter, stacked_lora
+from zoprivacy.core.low_precision import is_narrow
 from zoprivacy.data import prompts
 from zoprivacy.data.loaders import mezo_tasks as mt
 from zoprivacy.metrics import qa_generation
@@ -84,12 +85,17 @@ def _causal_lm(config):
   return model_class, cfg, params, tokenizer
 
 
-PARAM_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+PARAM_DTYPES = {
+  "float32": jnp.float32,
+  "bfloat16": jnp.bfloat16,
+  "float16": jnp.float16,  # MeZO's --load_float16
+}
 
 
 def param_dtype(config):
   """``config.param_dtype``: the dtype the pretrained weights are stored in
-  (``'float32'``, the default, or ``'bfloat16'``)."""
+  (``'float32'``, the default, ``'bfloat16'`` or ``'float16'``); with
+  ``peft='full'`` also the dtype the trained weights are stored in."""
   name = config.get("param_dtype") or "float32"
   if name not in PARAM_DTYPES:
     raise ValueError(
@@ -98,15 +104,16 @@ def param_dtype(config):
   return PARAM_DTYPES[name]
 
 
-def _float32_trainable(init):
-  """``init`` with the trainable leaves in float32: bfloat16 weights are
-  perturbed in float32 (a perturbation of 1e-3 is below bfloat16's rounding
-  step for weights above 0.25; :mod:`zoprivacy.models.opt`, "Precision"),
-  while the frozen ones stay as stored."""
+def _float32_adapters(init):
+  """``init`` with the trainable adapters (LoRA, prefix) in float32: they
+  are small and new, while the frozen weights stay as stored. Fully
+  fine-tuned weights are not cast: they stay in the stored dtype, perturbed
+  in float32 one layer at a time and stochastically rounded when updated
+  (:mod:`zoprivacy.core.low_precision`)."""
 
   def float32_init(key):
     trainable, frozen = init(key)
-    cast = lambda x: x.astype(jnp.float32) if x.dtype == jnp.bfloat16 else x
+    cast = lambda x: x.astype(jnp.float32) if is_narrow(x) else x
     return jax.tree.map(cast, trainable), frozen
 
   return float32_init
@@ -205,16 +212,32 @@ class _LM(NamedTuple):
   export: Callable | None = None
 
 
-def _build(config, task: str) -> Task:
+def task_with_model(config, loaded) -> Task:
+  """``config``'s task (``config.dataset``, one of the ``<name>_opt``
+  tasks) on ``loaded`` = ``(model class, model config, params,
+  tokenizer)`` instead of the weights in ``config.model_dir``: e.g. the
+  shapes of a model too large to load (``jax.ShapeDtypeStruct`` params,
+  stored in their dtype), whose step
+  :func:`experiments.run.step_program.lowered` compiles. The data and the
+  files are read and checked as for a run."""
+  name = config.dataset.removesuffix("_opt")
+  if name not in prompts.TEMPLATES or name == config.dataset:
+    raise ValueError(f"{config.dataset!r} is not a causal LM task.")
+  return _build(config, name, loaded)
+
+
+def _build(config, task: str, loaded=None) -> Task:
   train, test = _sample(config, task)
-  model_class, cfg, params, tok = _causal_lm(config)
+  model_class, cfg, params, tok = loaded or _causal_lm(config)
   length = int(config.get("max_length") or 256)
   init, merged, model_cfg = _fine_tuning(config, params, cfg)
+  if (config.get("peft") or "full") != "full":
+    init = _float32_adapters(init)
   model = model_class(model_cfg)
 
   pad_id = cfg.pad_token_id
   lm = _LM(
-    init=_float32_trainable(init),
+    init=init,
     merged=merged,
     model=model,
     tok=tok,

@@ -44,6 +44,22 @@ def test_digits_shapes_range_and_split():
   np.testing.assert_array_equal(s.test.labels, s2.test.labels)
 
 
+def test_digits_are_scikit_learns_without_importing_it(monkeypatch):
+  """The bundled file read directly is ``sklearn.datasets.load_digits``;
+  where the file is not found, scikit-learn loads it."""
+  from sklearn.datasets import load_digits as sk_load_digits
+
+  from zoprivacy.data.loaders import digits
+
+  images, targets = digits._bundled_digits()
+  raw = sk_load_digits()
+  np.testing.assert_array_equal(images, raw.images)
+  np.testing.assert_array_equal(targets, raw.target)
+  monkeypatch.setattr(digits.os.path, "exists", lambda path: False)
+  again, _ = digits._bundled_digits()
+  np.testing.assert_array_equal(again, raw.images)
+
+
 def _write_fashion(tmp_path, n_train=12, n_test=5, gz=True):
   rng = np.random.default_rng(0)
   d = tmp_path / "fashion-mnist"

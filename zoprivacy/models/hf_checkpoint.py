@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from zoprivacy.core import low_precision
 from zoprivacy.models.opt import OPTConfig, OPTForCausalLM
 
 SINGLE_FILE = "model.safetensors"
@@ -237,7 +238,9 @@ def params_from_names(checkpoint, wanted: dict, model, param_dtype, family):
     node = params
     for key in path[:-1]:
       node = node.setdefault(key, {})
-    node[path[-1]] = jnp.asarray(value).astype(param_dtype)
+    node[path[-1]] = low_precision.cast_weights(
+      value, param_dtype, "/".join(path)
+    )
   return params
 
 

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from zoprivacy.models import narrow_slices
+from zoprivacy.core import low_precision
 from zoprivacy.zo import counter_positions
 from zoprivacy.zo import directions as directions_lib
 
@@ -41,13 +41,10 @@ class Perturbation(NamedTuple):
       start=start,
       prng=self.prng,
     )
-    if narrow_slices.is_narrow(leaf):
-      # float32(w) + l u in float32: l = 1e-3 added in bfloat16 would be
-      # rounded away (8 significant bits); the result feeds a float32
-      # forward pass (opt.perturb_float32).
-      return leaf.astype(jnp.float32) + self.scale * u
-    # exactly queries.perturb: p + (scale * u).astype(p.dtype)
-    return leaf + (self.scale * u).astype(leaf.dtype)
+    # exactly queries.perturb: float32(w) + l u for a 16-bit w (l = 1e-3
+    # added in bfloat16 would be rounded away; the result feeds a float32
+    # forward pass), else p + (scale * u).astype(p.dtype)
+    return low_precision.perturbed(leaf, self.scale * u)
 
   def apply(self, tree, numbers):
     """Whole leaves (the non-scanned part): leaf ``numbers[i]`` of ``u``."""
@@ -72,9 +69,7 @@ class Perturbation(NamedTuple):
 def perturbation_dtype(leaf):
   """The dtype ``u`` is drawn in for ``leaf``: float32 for 16-bit float
   leaves (perturbed and updated in float32), else the leaf's own."""
-  if narrow_slices.is_narrow(leaf):
-    return jnp.float32
-  return jnp.result_type(leaf)
+  return low_precision.compute_dtype(leaf)
 
 
 def leaf_numbers(tree):

@@ -58,12 +58,14 @@ class Composition(NamedTuple):
 
 class _Shape(NamedTuple):
   """One step of a plan: ``ratio`` (``Delta / sigma``, the worst of the
-  mechanism and its continuous twin), ``p`` and ``whole`` (an unsampled
-  Gaussian: dp_accounting builds ``T`` steps as one Gaussian)."""
+  mechanism and its continuous twin), ``p``, ``whole`` (an unsampled
+  Gaussian: dp_accounting builds ``T`` steps as one Gaussian) and
+  ``gaussian`` (the step, or its continuous twin, is a Gaussian)."""
 
   ratio: float
   p: float
   whole: bool
+  gaussian: bool = False
 
 
 def _shape(plan) -> _Shape | None:
@@ -81,7 +83,8 @@ def _shape(plan) -> _Shape | None:
     p, event = event.sampling_probability, event.event
   if isinstance(event, dp_accounting.GaussianDpEvent):
     ratio = sens * math.sqrt(count) / event.noise_multiplier
-    return _Shape(ratio, p, p >= 1.0 and plan.step_event() is not None)
+    whole = p >= 1.0 and plan.step_event() is not None
+    return _Shape(ratio, p, whole, gaussian=True)
   if isinstance(event, dp_accounting.LaplaceDpEvent):
     return _Shape(sens * count / event.noise_multiplier, p, False)
   if isinstance(event, dp_accounting.DiscreteLaplaceDpEvent):
@@ -180,18 +183,18 @@ def _within(cost: float, segments, delta: float, interval: float):
 
 
 def _rdp_events(segments, shapes):
-  """``[(event, num_steps)]`` in RDP (add/remove Gaussians and discrete
-  Gaussians), or ``None`` if a segment has none."""
+  """``[(event, num_steps)]`` in RDP, or ``None`` if a segment has none.
+
+  A Gaussian step (or a discrete Gaussian one, whose RDP is at most its
+  continuous twin's, Canonne et al. 2020) of ratio ``Delta / sigma`` is the
+  add/remove Gaussian of noise multiplier ``1 / ratio`` under its sampling."""
   out = []
   for (plan, n), shape in zip(segments, shapes):
-    if shape is None or plan.neighboring != relations.ADD_OR_REMOVE:
+    if shape is None or not shape.gaussian:
       return None
-    if plan.mechanism.name == "discrete_gaussian":
-      out.append((subsampled_rdp.step_event(plan.noise_multiplier, shape.p), n))
-    elif plan.mechanism.name == "gaussian":
-      out.append((plan.step_event(), n))
-    else:
+    if plan.neighboring != relations.ADD_OR_REMOVE:
       return None
+    out.append((subsampled_rdp.step_event(1.0 / shape.ratio, shape.p), n))
   return out
 
 

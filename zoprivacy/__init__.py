@@ -11,7 +11,7 @@ transformations built from it that go first in a chain::
     tx = optax.chain(zoprivacy.dpzero(privacy, smoothing=1e-3),
                      optax.sgd(0.02))
     step = zoprivacy.make_step(tx, loss_fn)  # loss_fn(params, batch) -> [B]
-    state = tx.init(params)
+    state = zoprivacy.init(tx, params)      # the composition checked
     sampler = privacy.sampler()             # the batches the plan accounts
     for t in range(T):
       batch = zoprivacy.padded_batch((X, Y), sampler.batch_indices(t))
@@ -121,6 +121,7 @@ _EXPORTS = {
   "PoissonSampler": "zoprivacy.data.sampling",
   "padded_batch": "zoprivacy.data.sampling",
   "refresh_noise_keys": "zoprivacy.privacy",
+  "init": "zoprivacy.training.training_step",
   "make_step": "zoprivacy.training.training_step",
 }
 
@@ -205,7 +206,7 @@ if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
     WithoutReplacement,
   )
   from zoprivacy.secret_noise import ExactNoiseSource  # noqa: F401
-  from zoprivacy.training.training_step import make_step  # noqa: F401
+  from zoprivacy.training.training_step import init, make_step  # noqa: F401
   from zoprivacy.zo import directions, projection, queries  # noqa: F401
 
 # Arguments that fix the privacy plan: static, never injected. Pass them in

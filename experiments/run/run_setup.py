@@ -24,6 +24,7 @@ from experiments.run import (
 from experiments.run.optimizers import learning_rate_of, make_optimizer
 from zoprivacy import accounting
 from zoprivacy.data import sampling
+from zoprivacy.estimators import composition
 from zoprivacy.first_order import per_example_check
 from zoprivacy.privacy import find_plan, randomness
 from zoprivacy.secret_noise import bind_noise_secret
@@ -164,7 +165,8 @@ def init_optimizer_state(init, trainable, secret: bytes):
   state's noise belongs here, and only here."""
   # Every noise key from the broadcast run secret: all hosts add the same
   # noise, bound to the plan (zoprivacy.secret_noise.noise_binding).
-  return bind_noise_secret(init(trainable), secret)
+  # Checked whole before any release (zoprivacy.init's check), and marked.
+  return bind_noise_secret(composition.check(init(trainable)), secret)
 
 
 def state_template(config, task):
@@ -176,7 +178,7 @@ def state_template(config, task):
   spec = preflight.validate(config)
   tx = resolve(config, task.num_train, spec=spec).tx
   trainable, frozen = task.init(jax.random.key(config.seed))
-  opt_state = tx.init(trainable)
+  opt_state = composition.check(tx.init(trainable))
   return trainable, frozen, opt_state, held_plan(opt_state, config)
 
 

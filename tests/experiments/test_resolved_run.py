@@ -137,7 +137,7 @@ def test_multisteps_in_library_code_runs_the_estimator_once_per_k_calls():
   )
   tx = optax.MultiSteps(optax.chain(est, optax.sgd(0.1)), every_k_schedule=4)
   params = {"w": jnp.ones(3)}
-  state = tx.init(params)
+  state = zoprivacy.init(tx, params)
   loss = lambda p, batch: jnp.sum((batch - p["w"]) ** 2, axis=-1)
   for t in range(8):
     batch = jnp.full((4, 3), float(t))

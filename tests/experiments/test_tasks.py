@@ -596,7 +596,7 @@ def test_peft_modes_perturb_only_their_parameters(tmp_path, mode):
   c.privacy.clip = 10.0
   est = run_setup.build_estimator(c, 1.0, 16, spec=preflight.validate(c))
   tx = optax.chain(est, optax.sgd(0.1))
-  state = tx.init(trainable)
+  state = zoprivacy.init(tx, trainable)
   plan = zoprivacy.find_plan(state)
   assert plan.mechanism.name == "discrete_gaussian" and not plan.is_private
   noise = zoprivacy.ExactNoiseSource(

@@ -1,7 +1,9 @@
 """The library road as a user's script walks it (``user_roads.py``, a
-subprocess): batches the plan does not account are refused before the
-first release, in one paragraph; the value's own sampler, or arrays whose
-sampling the value assumes (and says so), run."""
+subprocess, about 15 s of CPU for 21 roads): what the plan does not account
+is refused before the first release, in one paragraph (batches drawn
+otherwise, a loss that mixes examples, a wrapper that drops releases, a
+second private estimator, lookahead); the value's own sampler, arrays
+whose sampling the value assumes (and says so) and mechanize run."""
 
 import json
 import os
@@ -60,3 +62,40 @@ def test_arrays_run_only_when_the_value_assumes_their_sampling(roads):
   _refused(roads["arrays from elsewhere"], "assume_sampling=True")
   text = roads["arrays, sampling assumed"]
   assert text.startswith("ran: ") and "sampling ASSUMED, not checked" in text
+
+
+def test_a_batch_mean_loss_is_refused_by_make_step(roads):
+  """It passed through ``make_step`` and reported epsilon 1.29: only the
+  runner checked the per-example contract."""
+  _refused(roads["a batch-mean loss"], "mixes examples")
+
+
+def test_the_docs_update_loop_runs_from_zoprivacy_init(roads):
+  """Two steps: mechanize post-processes the releases, the same epsilon."""
+  assert roads["the docs' tx.update loop"].startswith("ran: epsilon ")
+  assert roads["the docs' tx.update loop"] == roads["mechanize, zoprivacy.init"]
+
+
+@pytest.mark.parametrize("around", ["MultiSteps", "two estimators"])
+def test_wrappers_and_two_estimators_are_refused_before_any_release(
+  roads, around
+):
+  """On every road: ``make_step`` when it traces its step, ``zoprivacy.init``
+  when it makes the state, and an estimator asked to release from a state
+  ``tx.init`` made alone (the user's own loop) at its first update."""
+  why = {
+    "MultiSteps": "optax.MultiSteps wraps a zoprivacy estimator",
+    "two estimators": "holds 2 private estimators",
+  }[around]
+  _refused(roads[f"{around}, make_step"], why)
+  _refused(roads[f"{around}, zoprivacy.init"], why)
+  _refused(roads[f"{around}, tx.init"], "state = zoprivacy.init(tx, params)")
+  _refused(roads["tx.init alone, tx.update"], "zoprivacy.init(tx, params)")
+
+
+def test_mechanize_runs_and_lookahead_is_refused_as_the_docs_say(roads):
+  """mechanize keeps the initial parameters in its state: ``make_step``
+  donated that buffer twice; lookahead cannot take the loss."""
+  assert roads["mechanize, make_step"].startswith("ran: epsilon ")
+  _refused(roads["lookahead around, make_step"], "optax.lookahead is in")
+  _refused(roads["lookahead after, zoprivacy.init"], "optax.lookahead is in")

@@ -3,8 +3,10 @@
 as one JSON object, ``{road: "ran: ..." or "refused: <message>"}``.
 
 Every road builds DPZero on a small linear regression from one privacy
-value and feeds it batches some way; the ones its plan does not account
-must be refused when the step is first traced, before any release.
+value and trains it some way: with batches drawn some way, a loss, a
+wrapper or a second estimator around it, on ``make_step`` or the docs'
+``tx.update`` loop. What its plan does not account must be refused when
+the step is first traced or the state made, before any release.
 """
 
 import json
@@ -14,6 +16,7 @@ import warnings
 import jax.numpy as jnp
 import numpy as np
 import optax
+from optax import contrib
 
 import zoprivacy
 from zoprivacy.privacy import batch_selection
@@ -31,20 +34,57 @@ PRIVACY = zoprivacy.Privacy(
 )
 
 
-def _train(privacy, batches, steps=2):
-  """Two steps of ``make_step``: the epsilon the state reports and the
-  plan's description."""
-  tx = optax.chain(zoprivacy.dpzero(privacy, smoothing=1e-3), optax.sgd(1e-3))
-  step = zoprivacy.make_step(tx, LOSS)
-  w, state = jnp.zeros(D), tx.init(jnp.zeros(D))
+def _tx(privacy=PRIVACY, around=lambda tx: tx):
+  est = zoprivacy.dpzero(privacy, smoothing=1e-3)
+  return around(optax.chain(est, optax.sgd(1e-3)))
+
+
+def _train(privacy, batches, *, loss=LOSS, steps=2):
+  """Two steps of ``make_step`` from ``zoprivacy.init``'s state: the
+  epsilon the state reports and the plan's description."""
+  tx = _tx(privacy)
+  step = zoprivacy.make_step(tx, loss)
+  w = jnp.zeros(D)
+  state = zoprivacy.init(tx, w)
   for t in range(steps):
     w, state = step(w, state, batches(t))
   plan = zoprivacy.find_plan(state)
   return f"epsilon {zoprivacy.epsilon(state):.4f}; {plan.describe()}"
 
 
+def _make_step(around):
+  """``make_step`` on ``tx.init``'s state: the step checks it when traced."""
+  tx, w = _tx(around=around), jnp.zeros(D)
+  step = zoprivacy.make_step(tx, LOSS)
+  w, state = step(w, tx.init(w), _padded(PRIVACY.sampler())(0))
+  return f"epsilon {zoprivacy.epsilon(state):.4f}"
+
+
+def _manual(around, init):
+  """The docs' own loop with ``tx.update``, from ``init(tx, params)``."""
+  tx, w = _tx(around=around), jnp.zeros(D)
+  state, sampler = init(tx, w), PRIVACY.sampler()
+  for t in range(2):
+    batch = zoprivacy.padded_batch((X, Y), sampler.batch_indices(t))
+    updates, state = tx.update(w, state, w, batched_loss=LOSS, batch=batch)
+    w = optax.apply_updates(w, updates)
+  return f"epsilon {zoprivacy.epsilon(state):.4f}"
+
+
 def _padded(sampler):
   return lambda t: zoprivacy.padded_batch((X, Y), sampler.batch_indices(t))
+
+
+def _mean_subtracted(w, b):
+  losses = LOSS(w, b)
+  return losses - losses.mean()  # one example moves every other's loss
+
+
+MULTI_STEPS = lambda tx: optax.MultiSteps(tx, 2)  # noqa: E731
+TWO = lambda tx: optax.chain(zoprivacy.dpzero(PRIVACY), tx)  # noqa: E731
+TX_INIT = lambda tx, w: tx.init(w)  # noqa: E731
+MECHANIZE = contrib.mechanize  # keeps the initial parameters in its state
+LOOKAHEAD = lambda tx: optax.lookahead(tx, 2, 0.5)  # noqa: E731
 
 
 ROADS = {
@@ -69,6 +109,23 @@ ROADS = {
   "arrays from elsewhere": lambda: _train(PRIVACY, lambda t: (X[:64], Y[:64])),
   "arrays, sampling assumed": lambda: _train(
     PRIVACY.replace(assume_sampling=True), lambda t: (X[:64], Y[:64])
+  ),
+  "a batch-mean loss": lambda: _train(
+    PRIVACY, _padded(PRIVACY.sampler()), loss=_mean_subtracted
+  ),
+  "the docs' tx.update loop": lambda: _manual(lambda tx: tx, zoprivacy.init),
+  "tx.init alone, tx.update": lambda: _manual(lambda tx: tx, TX_INIT),
+  "MultiSteps, make_step": lambda: _make_step(MULTI_STEPS),
+  "MultiSteps, zoprivacy.init": lambda: _manual(MULTI_STEPS, zoprivacy.init),
+  "MultiSteps, tx.init": lambda: _manual(MULTI_STEPS, TX_INIT),
+  "two estimators, make_step": lambda: _make_step(TWO),
+  "two estimators, zoprivacy.init": lambda: _manual(TWO, zoprivacy.init),
+  "two estimators, tx.init": lambda: _manual(TWO, TX_INIT),
+  "mechanize, make_step": lambda: _make_step(MECHANIZE),
+  "mechanize, zoprivacy.init": lambda: _manual(MECHANIZE, zoprivacy.init),
+  "lookahead around, make_step": lambda: _make_step(LOOKAHEAD),
+  "lookahead after, zoprivacy.init": lambda: _manual(
+    lambda tx: optax.chain(tx, LOOKAHEAD(optax.sgd(1e-3))), zoprivacy.init
   ),
 }
 

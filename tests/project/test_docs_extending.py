@@ -76,7 +76,7 @@ def test_extending_example_registers_and_trains(noise):
     est = spec.factory(privacy, smoothing=0.5)
   tx = optax.chain(est, optax.sgd(2e-3))
   w = jnp.zeros(4)
-  state = tx.init(w)
+  state = zoprivacy.init(tx, w)
   plan = find_plan(state)
   exact = noise is None
   assert plan.mechanism.name == ("discrete_gaussian" if exact else "gaussian")
@@ -178,7 +178,7 @@ def test_dp_zo_trains_with_the_toy_noise():
   loss = lambda w, b: (b[0] @ w - b[1]) ** 2
   tx = optax.chain(ns["estimator"], optax.sgd(1e-3))
   w = jnp.zeros(4)
-  state = tx.init(w)
+  state = zoprivacy.init(tx, w)
   plan = find_plan(state)
   assert plan.mechanism.name == "toy_geometric" and plan.is_private
   assert plan.noise_multiplier == ns["calibrated"].noise_multiplier

@@ -56,6 +56,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from zoprivacy.estimators import composition as composition_lib
 from zoprivacy.privacy import plan as plan_lib
 from zoprivacy.privacy import randomness
 from zoprivacy.privacy.privatization import (  # noqa: F401 (re-exported)
@@ -85,6 +86,10 @@ class EstimatorState(NamedTuple):
       norm of the privatized gradient): public post-processing.
     privacy_plan: the :class:`~zoprivacy.privacy.PrivacyPlan` of one step,
       a pytree node without leaves (see :func:`zoprivacy.privacy.find_plan`).
+    composition: whether the whole optimizer state was checked before the
+      first release (:func:`zoprivacy.init`), a node without leaves; a
+      private estimator releases only from a checked state or inside
+      :func:`zoprivacy.make_step` (:mod:`zoprivacy.estimators.composition`).
   """
 
   direction_key: jax.Array
@@ -92,6 +97,7 @@ class EstimatorState(NamedTuple):
   step: jax.Array
   released: jax.Array
   privacy_plan: plan_lib.PrivacyPlan
+  composition: composition_lib.Composition = composition_lib.UNCHECKED
 
 
 def init_state(
@@ -227,16 +233,19 @@ class UnaccountedBatchError(ValueError):
   """A private step was given a batch its plan does not account."""
 
 
-def check_batch(plan: plan_lib.PrivacyPlan, selection) -> None:
+def check_batch(plan: plan_lib.PrivacyPlan, selection, rows=None) -> None:
   """Refuses, when the step is traced (the selection is static), a batch
   that ``plan`` does not account: one drawn under another selection (a
   sampler at another rate, fixed-size batches for a Poisson plan), or one
   that carries none (arrays from elsewhere) unless the plan assumes its
-  sampling (``zoprivacy.Privacy(assume_sampling=True)``)."""
+  sampling (``zoprivacy.Privacy(assume_sampling=True)``) or the batch is
+  the whole data set of a full-batch plan (``rows``, its static number of
+  rows, is the plan's dataset size: there is no sampling to assume)."""
   if not plan.is_noised:
     return
   if selection is None:
-    if plan.sampling_assumed:
+    whole = plan.sampling.name == "full_batch"
+    if plan.sampling_assumed or (whole and rows == plan.dataset_size):
       return
     raise UnaccountedBatchError(
       "This private estimator was given a batch that does not say how it "
@@ -252,6 +261,17 @@ def check_batch(plan: plan_lib.PrivacyPlan, selection) -> None:
     selection.check_plan(plan)
   except ValueError as err:
     raise UnaccountedBatchError(str(err)) from None
+
+
+def guard_release(state: EstimatorState, args: LossArgs) -> None:
+  """Before a private estimator computes a release, when its update is
+  traced: the batch is one its plan accounts (:func:`check_batch`) and the
+  composition around it was checked (:func:`composition_lib.
+  refuse_unchecked`)."""
+  leaves = jax.tree.leaves(args.batch)
+  rows = leaves[0].shape[0] if leaves and jnp.ndim(leaves[0]) else None
+  check_batch(state.privacy_plan, args.selection, rows)
+  composition_lib.refuse_unchecked(state)
 
 
 def forward_kwargs(factory, hyperparameters) -> dict:
@@ -324,7 +344,7 @@ def build_estimator(
       raise ValueError("Estimators need params in update().")
     reject_masked_params(params)
     args = parse_extra_args(extra_args)
-    check_batch(plan, args.selection)  # at trace time: the selection is static
+    guard_release(state, args)  # at trace time: both are static
     args = with_exact_noise(state, args)
     dir_key, noise_key = step_keys(state)
     grad, released = compute(params, args, dir_key, noise_key)

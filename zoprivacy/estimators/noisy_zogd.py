@@ -158,6 +158,7 @@ def noisy_zogd(
       raise ValueError("Estimators need params in update().")
     base.reject_masked_params(params)
     args = base.parse_extra_args(extra_args)
+    base.guard_release(state, args)  # at trace time: both are static
     dir_key, noise_key = base.step_keys(state)  # public, secret
     u = sampler(dir_key, params)  # leading axis K
     beta = fraction_at(state.step)

@@ -106,12 +106,7 @@ def privatization(privacy, *, ghost: bool = False) -> base.Privatization:
   (one Gaussian query, clip 1.0 by default): exact vector noise for
   :class:`~zoprivacy.Exact` (on the per-example lattice, or on the rounded
   sum for ``ghost``), else the floating-point Gaussian."""
-  if privacy.mechanism != "gaussian" or privacy.num_queries != 1:
-    raise ValueError(
-      "A vector estimator releases one Gaussian per step: its privacy "
-      "value's mechanism is 'gaussian' and num_queries 1, got "
-      f"{privacy.mechanism!r} and {privacy.num_queries}."
-    )
+  privatization_lib.require_one_gaussian(privacy, "A vector estimator releases")
   if privacy.noise.kind != "exact":
     return privatization_lib.privatize(privacy)
   mech = vector_exact.VectorDiscreteGaussianMechanism(

@@ -142,11 +142,7 @@ def _privatization(privacy, a) -> tuple[base.Privatization, tuple]:
   privacy value (its clip is the embedding clip ``C0``, default 1.0; its
   multiplier the effective one) and (bound) arguments ``a``: the
   mechanism, its plan and the two parts."""
-  if privacy.mechanism != "gaussian" or privacy.num_queries != 1:
-    raise ValueError(
-      "GEP releases one (composed) Gaussian per step: its privacy value's "
-      "mechanism is 'gaussian' and num_queries 1."
-    )
+  privatization_lib.require_one_gaussian(privacy, "GEP releases (composed)")
   embedding_clip = 1.0 if privacy.clip is None else privacy.clip
   residual_clip = validation.positive("residual_clip", a["residual_clip"])
   split = _split_noise(

@@ -16,6 +16,7 @@ from typing import NamedTuple
 from zoprivacy.core import validation
 from zoprivacy.mechanisms import noise as mechanisms
 from zoprivacy.mechanisms import registry
+from zoprivacy.mechanisms import values as mechanism_values
 from zoprivacy.privacy import plan as plan_lib
 
 
@@ -30,6 +31,18 @@ class Privatization(NamedTuple):
   @property
   def expected_batch_size(self) -> float:
     return self.plan.expected_batch_size
+
+
+def require_one_gaussian(privacy, releases: str) -> None:
+  """Refuses a value whose mechanism is not the Gaussian, or that asks for
+  more than one query: ``releases`` says what the estimator releases."""
+  gaussian = registry.get(privacy.mechanism) is mechanism_values.Gaussian
+  if not gaussian or privacy.num_queries != 1:
+    raise ValueError(
+      f"{releases} one Gaussian per step: its privacy value's mechanism is "
+      f"'gaussian' and num_queries 1, got {privacy.mechanism!r} and "
+      f"{privacy.num_queries}."
+    )
 
 
 class UncalibratedError(ValueError):

@@ -422,7 +422,7 @@ def _check_sampling(sampling, neighboring: str) -> None:
       "batches are drawn afresh each step; shuffling is for the non-private "
       "baseline (zoprivacy.mezo) only."
     )
-  if sampling.name == "without_replacement" and neighboring != "replace_one":
+  if sampling.name == "without_replacement" and not _replace_one(neighboring):
     raise PrivacyValueError(
       "Sampling without replacement (fixed-size batches) is analysed under "
       "replace-one neighbouring only: a fixed batch size would reveal "
@@ -430,6 +430,15 @@ def _check_sampling(sampling, neighboring: str) -> None:
       "neighboring='replace_one' (its epsilon is larger), or use "
       "zoprivacy.Poisson(...) sampling."
     )
+
+
+def _replace_one(neighboring: str) -> bool:
+  # Imported on use (fixed-size batches only): the one conversion of a
+  # relation's name loads dp_accounting, kept out of the config checks
+  # that run before JAX loads.
+  from zoprivacy.accounting import relations  # pylint: disable=g-import-not-at-top
+
+  return relations.relation(neighboring) is relations.REPLACE_ONE
 
 
 def _noise_words(noise) -> str:

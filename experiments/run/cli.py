@@ -32,6 +32,7 @@ different config. User errors print one paragraph, no traceback
 
 import ast
 import inspect
+import re
 import sys
 
 import ml_collections
@@ -294,6 +295,24 @@ def _fail(message: str, debug: bool, error=None) -> int:
   return 2
 
 
+def _unknown_override(text: str, argv) -> str:
+  """One line for a ``--config.a.b=...`` whose last field the config lacks
+  (ml_collections names only that field): the whole flag, and its close
+  name if ml_collections found one."""
+  text = text.replace("\\n", " ").replace("\\'", "").strip("\"' ")
+  field = text.split()[0] if text else ""
+  flags_given = [a.split("=")[0].removeprefix("--") for a in argv[1:]]
+  named = [f for f in flags_given if f.endswith(f".{field}")]
+  close = re.search(r'Did you mean "([^"]+)"', text)
+  if not (named and close):
+    return f"error: unknown config field in the overrides: {text}"
+  parent = named[0][: -len(field)]
+  return (
+    f"error: unknown config field in the overrides: {named[0]} (did you "
+    f"mean {parent}{close.group(1)}?)."
+  )
+
+
 def parse(argv) -> int | None:
   """Parses ``argv`` with absl; a usage error is one paragraph (returns 2)."""
   debug = "--debug" in argv
@@ -308,10 +327,7 @@ def parse(argv) -> int | None:
       return _fail(f"error: unexpected arguments {rest[1:]}.\n{USAGE}", debug)
     CONFIG.value.keys()  # a file that failed to load raises here
   except AttributeError as e:  # a --config.<field> that the config lacks
-    text = str(e).replace("\\n", " ").replace("\\'", "").strip("\"' ")
-    return _fail(
-      f"error: unknown config field in the overrides: {text}", debug, e
-    )
+    return _fail(_unknown_override(str(e), argv), debug, e)
   except Exception as e:  # pylint: disable=broad-except
     lines = [x.strip() for x in str(e).splitlines() if x.strip()]
     first = lines[-1] if "Errno" in str(e) else (lines or [""])[0]

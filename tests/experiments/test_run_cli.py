@@ -61,6 +61,10 @@ def test_overrides_none_noise_multiplier_estimator_switch_and_optimizer():
     ),
     (("--config.nosie=1",), "unknown config field"),
     (
+      ("--config.privacy.clp=0.5",),
+      "config.privacy.clp (did you mean config.privacy.clip?)",
+    ),
+    (
       ("--config.epsilon_budget=0.5", "--config.num_steps=4000"),
       "privacy.target_epsilon to at most",
     ),

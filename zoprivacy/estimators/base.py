@@ -266,8 +266,8 @@ def check_batch(plan: plan_lib.PrivacyPlan, selection, rows=None) -> None:
 def guard_release(state: EstimatorState, args: LossArgs) -> None:
   """Before a private estimator computes a release, when its update is
   traced: the batch is one its plan accounts (:func:`check_batch`) and the
-  composition around it was checked (:func:`composition_lib.
-  refuse_unchecked`)."""
+  composition around it was checked
+  (:func:`~zoprivacy.estimators.composition.refuse_unchecked`)."""
   leaves = jax.tree.leaves(args.batch)
   rows = leaves[0].shape[0] if leaves and jnp.ndim(leaves[0]) else None
   check_batch(state.privacy_plan, args.selection, rows)

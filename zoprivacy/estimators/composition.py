@@ -3,8 +3,8 @@
 An estimator sees its own state, never the chain around it: it cannot tell
 that ``optax.MultiSteps`` keeps its state only every k-th call, or that a
 second private estimator releases beside it. Those are found where the
-whole optimizer state is visible (:func:`zoprivacy.privacy.state.
-check_composition`), and every road to a release goes through that check
+whole optimizer state is visible
+(:func:`~zoprivacy.privacy.state.check_composition`), and every road to a release goes through that check
 BEFORE the first release:
 
 * :func:`zoprivacy.init` (``state = zoprivacy.init(tx, params)``) runs
@@ -87,10 +87,10 @@ def _is_estimator_state(x) -> bool:
 
 
 def check(state):
-  """``state`` (a whole optimizer state) checked (:func:`zoprivacy.privacy.
-  state.check_composition`: one plan, at most one private estimator, no
-  wrapper that drops or repeats its releases, no member that reads the
-  loss) and each estimator state in it marked :data:`CHECKED`."""
+  """``state`` (a whole optimizer state) checked and each estimator state
+  in it marked :data:`CHECKED`: one plan, at most one private estimator,
+  no wrapper that drops or repeats its releases, no member that reads the
+  loss (:func:`~zoprivacy.privacy.state.check_composition`)."""
   state_lib.check_composition(state)
   return jax.tree.map(
     lambda x: x._replace(composition=CHECKED) if _is_estimator_state(x) else x,

@@ -79,9 +79,10 @@ def make_step(
       example) -> scalar`` (``per_example_loss=``).
     per_example: which of the two loss forms ``loss`` is.
     check_per_example: on the first call, check that entry ``i`` of the
-      loss depends on example ``i`` only (:func:`zoprivacy.first_order.
-      per_example_check.assert_per_example`, on a synthetic batch shaped
-      like the first batch, reading only each leaf's min and max), and
+      loss depends on example ``i`` only
+      (:func:`~zoprivacy.first_order.per_example_check.assert_per_example`,
+      on a synthetic batch shaped like the first batch, reading only each
+      leaf's min and max), and
       refuse a loss that mixes examples (a batch mean, batch statistics),
       which breaks every estimator's sensitivity bound. ``False`` trusts
       the loss unchecked: for a loss checked otherwise, e.g. one too large

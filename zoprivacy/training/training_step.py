@@ -148,7 +148,17 @@ def _check_loss(batched_loss, params, batch) -> None:
   (its data, for a :class:`zoprivacy.Batch`): never on its values."""
   data = getattr(batch, "data", batch)
   synthetic = per_example_check.synthetic_batch_like(data, jax.random.key(0))
-  report = per_example_check.check_per_example(batched_loss, params, synthetic)
+  try:
+    report = per_example_check.check_per_example(
+      batched_loss, params, synthetic
+    )
+  except ValueError as err:  # a batch the check cannot vary row by row
+    raise ValueError(
+      f"{err} make_step checks on its first call that the loss is "
+      "per-example, on a synthetic batch shaped like this one; for a batch "
+      "it cannot vary row by row, check the loss yourself and give "
+      "make_step(..., check_per_example=False)."
+    ) from None
   if not report.ok:
     raise per_example_check.CrossExampleDependenceError(report, paragraph=True)
 

@@ -43,13 +43,19 @@ def make_sampler(
       f"sampling, not {name!r} ('shuffle' is only for the "
       "non-private baseline)."
     )
-  selection = batch_selection.BatchSelection(
-    name, dataset_size, config.privacy.expected_batch_size
-  )
+  selection = selection_of(config, dataset_size)
   if plan is not None:
     selection.check_plan(plan)  # the batches drawn are those accounted
   batch_secret = randomness.derive(secret, f"{name} sampler", num_bytes=32)
   return selection.sampler(secret=batch_secret, seed=config.seed + 1)
+
+
+def selection_of(config, dataset_size: int) -> batch_selection.BatchSelection:
+  """How the run's private batches are drawn: what every batch carries, so
+  that its step can check it against the plan when traced."""
+  return batch_selection.BatchSelection(
+    config.privacy.sampling, dataset_size, config.privacy.expected_batch_size
+  )
 
 
 def public_batch_indices(

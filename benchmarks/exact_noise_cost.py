@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from timing import min_median_round_robin
+from timing import min_median_round_robin, runner_keys
 
 import zoprivacy
 from zoprivacy.data import sampling
@@ -63,7 +63,7 @@ def bench_exact_noise(model, shape, dataset_size, batch_size, reps):
       noise="float" if kind == "float" else "exact",
     )
     tx = optax.chain(est, optax.sgd(1e-3))
-    state = zoprivacy.init(tx, params)
+    state = runner_keys(zoprivacy.init(tx, params))
     plan = zoprivacy.find_plan(state)
     source = zoprivacy.ExactNoiseSource(plan) if kind == "exact" else None
     sampler = sampling.PoissonSampler(dataset_size, batch_size)

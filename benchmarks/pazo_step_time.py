@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from timing import time_round_robin
+from timing import runner_keys, time_round_robin
 
 import zoprivacy
 from zoprivacy.models import nf_resnet, small
@@ -93,7 +93,7 @@ def bench_model(model, shape, reps, min_seconds, methods):
     factory = zoprivacy.ESTIMATORS["pazo_p" if name == "pazo_p_prime" else name]
     est = factory(noise_multiplier=1.0, expected_batch_size=BATCH, **kwargs)
     tx = optax.chain(est, optax.sgd(1e-3))
-    state = zoprivacy.init(tx, params)
+    state = runner_keys(zoprivacy.init(tx, params))
     extra = (
       {}
       if public_arg is None

@@ -23,7 +23,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import optax  # noqa: E402
-from timing import min_median_round_robin  # noqa: E402
+from timing import min_median_round_robin, runner_keys  # noqa: E402
 
 import zoprivacy  # noqa: E402
 from zoprivacy.core import sharding  # noqa: E402
@@ -59,7 +59,7 @@ def row(batch_size: int, reps: int) -> str:
     split = sharding.data_sharding(mesh)
     batch = jax.device_put((x, y), split)
     mask = jax.device_put(np.ones(batch_size, bool), split)
-    state = zoprivacy.init(tx, placed)
+    state = runner_keys(zoprivacy.init(tx, placed))
 
     @jax.jit
     def step(p, s, b, m):

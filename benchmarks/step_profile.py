@@ -48,7 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from exact_noise_cost import models
-from timing import paired_round_robin
+from timing import paired_round_robin, runner_keys
 
 import zoprivacy
 from zoprivacy.estimators import two_point
@@ -123,7 +123,8 @@ def _donated_step(params, batch, loss, est, noise_given=False):
   step = zoprivacy.make_step(tx, loss)
   held = {"p": jax.tree.map(jnp.copy, params), "s": tx.init(params)}
   extra = {}
-  if noise_given:
+  if noise_given:  # the runner's keys too: bound, no session lookup
+    held["s"] = runner_keys(held["s"])
     source = zoprivacy.ExactNoiseSource.for_state(held["s"])
     extra["discrete_noise"] = jnp.asarray(source.draw_now(0))
 

@@ -8,6 +8,17 @@ from typing import NamedTuple
 
 import jax
 
+import zoprivacy
+from zoprivacy.privacy import randomness
+
+
+def runner_keys(opt_state):
+  """``opt_state`` with its noise keys bound to a fresh secret, as the
+  runner binds them: a call repeated from one state computes the same step
+  each time, at the runner's cost. (A default state's session keys give
+  every repeat fresh noise, with a warning: a recomputed step.)"""
+  return zoprivacy.refresh_noise_keys(opt_state, secret=randomness.new_secret())
+
 
 def peak_bytes(jitted, *args) -> int:
   """Compiled peak: arguments + outputs + temporaries, less aliased buffers."""

@@ -42,8 +42,9 @@ def main():
 
   def check(exact_noise):
     """One step on 8 devices and on one, from the same state (same public
-    direction key, same secret noise key) and, for exact noise, the same
-    host-drawn integer noise (a replicated input)."""
+    direction key, same noise key: bound to a secret, so that both
+    computations of the step draw the same noise) and, for exact noise, the
+    same host-drawn integer noise (a replicated input)."""
     privacy = zoprivacy.Privacy(
       clip=1.0,
       noise=zoprivacy.Exact() if exact_noise else zoprivacy.Float(),
@@ -53,7 +54,9 @@ def main():
     )
     est = zoprivacy.dpzero(privacy, smoothing=1e-3, direction_key=42)
     tx = optax.chain(est, optax.sgd(0.1))
-    state = zoprivacy.init(tx, params)
+    state = zoprivacy.refresh_noise_keys(
+      zoprivacy.init(tx, params), secret=bytes(32)
+    )
     plan = zoprivacy.find_plan(state)
     noise = zoprivacy.ExactNoiseSource(plan).draw(0) if exact_noise else None
 

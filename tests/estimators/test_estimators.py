@@ -8,7 +8,7 @@ import numpy as np
 import optax
 import pytest
 from adversarial import ADV_BATCH, adversarial_loss
-from keys import with_keys
+from keys import explicit_keys, with_keys
 
 import zoprivacy
 from zoprivacy.mechanisms import noise as mechanisms
@@ -187,7 +187,7 @@ def test_no_example_exceeds_the_clip(name, clip, unit):
   smoothing = 1e-3
   tx = _private(name, clip=clip, smoothing=smoothing, noise_multiplier=2.0)
   params = X0
-  state = zoprivacy.init(tx, params)
+  state = explicit_keys(zoprivacy.init(tx, params))
   full_mask = jnp.ones(8, bool)
 
   def run(mask):
@@ -229,7 +229,7 @@ def test_dp_sgd_no_example_exceeds_the_clip():
     return v
 
   tx = zoprivacy.dp_sgd(clip=0.5, noise_multiplier=1.0, expected_batch_size=8.0)
-  state = zoprivacy.init(tx, X0)
+  state = explicit_keys(zoprivacy.init(tx, X0))
   run = lambda m: _flat(
     tx.update(None, state, X0, per_example_loss=loss, batch=ADV_BATCH, mask=m)[
       0
@@ -320,7 +320,7 @@ def test_padding_contributes_nothing(name):
     )
   else:
     tx = _private(name, clip=1.0)
-  state = zoprivacy.init(tx, X0)
+  state = explicit_keys(zoprivacy.init(tx, X0))
   garbage = jnp.concatenate([BATCH[:5], jnp.full((3, D), jnp.nan)], 0)
   garbage = garbage.at[6].set(1e30)
   mask = jnp.arange(8) < 5
@@ -388,7 +388,7 @@ def test_key_determinism(name):
 
 def test_batched_loss_equals_per_example_loss():
   tx = _private("dpzero", clip=1.0)
-  state = zoprivacy.init(tx, X0)
+  state = explicit_keys(zoprivacy.init(tx, X0))
   batched = jax.vmap(quadratic_loss, (None, 0))
   a, _ = tx.update(
     None, state, X0, per_example_loss=quadratic_loss, batch=BATCH
@@ -462,7 +462,7 @@ def test_jitted_chain_composes_and_descends(name, opt):
 def test_chain_with_sgd_scales_the_estimate():
   est = _private("dpzero", clip=1.0)
   tx = optax.chain(est, optax.sgd(0.1))
-  state = zoprivacy.init(tx, X0)
+  state = explicit_keys(zoprivacy.init(tx, X0))
   g, _ = est.update(
     None, state[0], X0, per_example_loss=quadratic_loss, batch=BATCH
   )

@@ -18,7 +18,7 @@ import numpy as np
 import optax
 import pytest
 from adversarial import ADV_BATCH, adversarial_loss
-from keys import with_keys
+from keys import explicit_keys, with_keys
 
 import zoprivacy
 from zoprivacy import accounting
@@ -487,9 +487,9 @@ def test_pazo_s_chain_with_sgd_is_the_candidate_step():
   eta = 0.1
   est = _make("pazo_s", learning_rate=eta)
   tx = optax.chain(est, optax.sgd(eta))
-  state = zoprivacy.init(
-    tx, X0
-  )  # one state: the estimator alone sees the same keys
+  state = explicit_keys(
+    zoprivacy.init(tx, X0)
+  )  # the estimator alone: the same keys
   g, _ = est.update(
     None,
     state[0],
@@ -661,10 +661,11 @@ def test_removing_one_example_moves_released_values_by_at_most_clip_over_b(
   name, kw
 ):
   """The default (exact noise, drawn by the update's own host callback) and
-  the float opt-in: the same state draws the same noise whatever the mask."""
+  the float opt-in: the same bound keys draw the same noise whatever the
+  mask."""
   clip = 0.7
   est = _make(name, clip=clip, noise_multiplier=2.0, **kw)
-  state = zoprivacy.init(est, X0)
+  state = explicit_keys(zoprivacy.init(est, X0))  # one noise for every mask
   full = jnp.ones(8, bool)
   plan = est.privacy_plan
   exact = kw.get("noise", "exact") == "exact"
@@ -733,7 +734,7 @@ def test_first_order_sensitivity(name, bound):
     )
   else:
     est = _make(name, clip=0.7, noise_multiplier=2.0)
-  state = zoprivacy.init(est, X0)
+  state = explicit_keys(zoprivacy.init(est, X0))  # one noise for every mask
   if name == "dpmd":  # mid-schedule: the private part has weight 1 - alpha_t
     state = state._replace(step=jnp.asarray(50, jnp.int32))
     bound *= 1.0 - float(public_first_order.dpmd_public_weight(50, 100))
@@ -1066,7 +1067,7 @@ def test_key_determinism_and_batched_loss(name):
 )
 def test_padding_contributes_nothing(name):
   est = _make(name)
-  state = zoprivacy.init(est, X0)  # one state: both calls use the same keys
+  state = explicit_keys(zoprivacy.init(est, X0))  # both calls: the same keys
   garbage = jnp.concatenate([BATCH[:5], jnp.full((3, D), jnp.nan)], 0)
   garbage = garbage.at[6].set(1e30)
   call = dict(per_example_loss=quadratic_loss, **_public(name))

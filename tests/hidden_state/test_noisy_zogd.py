@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from keys import explicit_keys
 
 import zoprivacy
 from zoprivacy.data import sampling
@@ -122,7 +123,7 @@ def test_gradient_is_average_of_clipped_directional_derivatives():
   setting = make_setting(noise_std=1e-9, clip=1.5)
   est = zoprivacy.noisy_zogd(setting, direction_key=3)
   w = {"w": jnp.full((4, 4), 0.1), "b": jnp.full((4,), -0.2)}
-  state = zoprivacy.init(est, w)
+  state = explicit_keys(zoprivacy.init(est, w))  # the step's keys read twice
   g, _ = est.update(None, state, w, per_example_loss=quadratic_loss, batch=DATA)
   dkey, _ = base.step_keys(state)
   mat = np.asarray(jax.vmap(flat)(directions.stiefel(dkey, w, K)))
@@ -136,7 +137,9 @@ def test_schedule_is_indexed_by_step():
   setting = make_setting(directional_fraction=(1.0, 0.0))
   est = zoprivacy.noisy_zogd(setting, direction_key=0)
   const = lambda p, x: jnp.zeros(())
-  state = zoprivacy.init(est, PARAMS)
+  state = explicit_keys(
+    zoprivacy.init(est, PARAMS)
+  )  # the step's keys read twice
   out = []
   for _ in range(2):
     dkey, _ = base.step_keys(state)

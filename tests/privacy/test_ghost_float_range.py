@@ -16,6 +16,7 @@ import optax
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from keys import explicit_keys
 
 import zoprivacy
 from zoprivacy.estimators import base
@@ -53,8 +54,9 @@ def _repro_loss(model):
 
 def _released_sums(est, params, loss, batch, masks):
   """The step's releases times the expected batch size (the noisy sums),
-  one per mask, from one compiled step and one state (the noise shared)."""
-  state = zoprivacy.init(est, params)
+  one per mask, from one compiled step and one state (the noise shared:
+  explicit keys)."""
+  state = explicit_keys(zoprivacy.init(est, params))
   zeros = jax.tree.map(jnp.zeros_like, params)
   step = jax.jit(
     lambda s, m: est.update(

@@ -132,7 +132,10 @@ def test_plan_fingerprint_is_stable_and_binds_the_noise():
 
 def test_float_noise_keys_are_bound_to_the_plan():
   est_a, est_b = _dpzero(noise="float"), _dpzero(noise="float", clip=1.01)
-  state = zoprivacy.init(est_a, jnp.zeros(D))
+  secret = randomness.new_secret()
+  state = noise_binding.bind_noise_secret(
+    zoprivacy.init(est_a, jnp.zeros(D)), secret
+  )
   moved = state._replace(privacy_plan=est_b.privacy_plan)
 
   key_a = jax.random.key_data(base.step_keys(state)[1])
@@ -177,11 +180,9 @@ def test_bind_noise_secret_gives_equal_keys_and_noise_on_every_process():
 
   w = jnp.zeros(D)
   secret = randomness.new_secret()
-  s1, s2 = make().init(w), make().init(w)  # two processes' OS-entropy keys
+  s1, s2 = make().init(w), make().init(w)  # two processes' session keys
   (e1,), (e2,) = (noise_binding.estimator_states(s) for s in (s1, s2))
-  assert not np.array_equal(
-    jax.random.key_data(e1.noise_key), jax.random.key_data(e2.noise_key)
-  )
+  assert not np.array_equal(e1.noise_key.handle, e2.noise_key.handle)
   b1 = noise_binding.bind_noise_secret(s1, secret)
   b2 = noise_binding.bind_noise_secret(s2, secret)
   (e1,), (e2,) = (noise_binding.estimator_states(s) for s in (b1, b2))

@@ -4,18 +4,20 @@ A step computed again over other inputs must not reuse its noise (or its
 batch): subtracting the two releases would reveal the noise-free difference
 of the sums. The runner's ledger records the reserved step ranges, and the
 attempt of a step (how many earlier ranges hold it) selects an independent
-secret; a library user refreshes a restored state's keys.
+secret; a bound state's keys are refreshed (a default state's session keys
+need nothing: tests/privacy/test_restored_noise.py).
 """
 
 import json
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import zoprivacy
 from experiments.run import run_ledger
-from zoprivacy.privacy import PrivacyPlan, randomness
+from zoprivacy.privacy import PrivacyPlan, noise_sessions, randomness
 from zoprivacy.privacy.ledger import PrivacyLedger
 
 PLAN = PrivacyPlan.build(
@@ -118,47 +120,58 @@ def _loss(w, x):
 
 
 def _integers(state):
-  """The released value of a dpzero step, as the integer sum + noise."""
+  """The released values of a dpzero step, as integer sums + noise."""
   plan = zoprivacy.find_plan(state)
   scale = plan.expected_batch_size * plan.grid_points / plan.clip
-  return float(state[0].released[0]) * scale
+  return np.asarray(state[0].released, np.float64) * scale
 
 
-def test_a_restored_state_steps_again_with_fresh_noise_after_refresh():
-  """The library's replay: restore a state, step on other inputs. Without
-  a refresh the two releases share their noise (their difference is the
-  noise-free difference of the integer sums); after it they do not."""
+def test_a_bound_state_replays_its_noise_until_its_keys_are_refreshed():
+  """Keys bound to a secret (the runner's, a multi-process job's) make the
+  noise a pure function of the state: restored and stepped on other
+  inputs, a bound state adds the same noise to another sum (the difference
+  of the two releases is noise-free), which is why the runner binds every
+  recomputed step to its attempt's secret. ``refresh_noise_keys`` gives new
+  keys: bound to a new secret, or session keys (the default's)."""
   est = zoprivacy.dpzero(
     clip=1.0,
     noise_multiplier=2.0,
     smoothing=1e-3,
     expected_batch_size=8,
     dataset_size=100,
+    num_queries=3,
   )
   tx = jax.jit(
     lambda s, x: est.update(None, s, jnp.zeros(3), batched_loss=_loss, batch=x)
   )
-  saved = zoprivacy.init(est, jnp.zeros(3))
+  saved = zoprivacy.refresh_noise_keys(
+    zoprivacy.init(est, jnp.zeros(3)), secret=randomness.new_secret()
+  )
   a, b = jnp.ones((8, 3)), -jnp.ones((8, 3))
   source = zoprivacy.ExactNoiseSource.for_state((saved,), block_size=0)
-  noise = int(source.draw_now(0)[0])
+  noise = source.draw_now(0)
   _, first = tx(saved, a)
-  _, again = tx(saved, b)  # the bug: the same noise over another sum
+  _, again = tx(saved, b)  # bound: the same noise over another sum
   sum_a = _integers((first,)) - noise
   sum_b = _integers((again,)) - noise
-  assert abs(sum_a - round(sum_a)) < 1e-2 and abs(sum_b - round(sum_b)) < 1e-2
+  np.testing.assert_allclose(sum_a, np.round(sum_a), atol=1e-2)
+  np.testing.assert_allclose(sum_b, np.round(sum_b), atol=1e-2)
   bound = 8 * saved.privacy_plan.grid_points  # 8 examples, each |k| <= m
-  assert abs(sum_a) <= bound and abs(sum_b) <= bound  # noise-free sums
-  (fresh,) = zoprivacy.refresh_noise_keys((saved,))
-  assert fresh.step == saved.step and fresh.privacy_plan == saved.privacy_plan
-  assert jnp.array_equal(
-    jax.random.key_data(fresh.direction_key),
-    jax.random.key_data(saved.direction_key),
-  )
-  new_noise = int(
-    zoprivacy.ExactNoiseSource.for_state((fresh,), block_size=0).draw_now(0)[0]
-  )
-  assert new_noise != noise
-  _, replay = tx(fresh, b)
-  assert _integers((replay,)) - new_noise == pytest.approx(sum_b, abs=1e-2)
+  assert np.all(np.abs(sum_a) <= bound) and np.all(np.abs(sum_b) <= bound)
+  (fresh,) = zoprivacy.refresh_noise_keys((saved,), secret=bytes(32))
+  (session,) = zoprivacy.refresh_noise_keys((saved,))
+  assert isinstance(session.noise_key, noise_sessions.SessionKey)
+  for new in (fresh, session):
+    assert new.step == saved.step and new.privacy_plan == saved.privacy_plan
+    assert jnp.array_equal(
+      jax.random.key_data(new.direction_key),
+      jax.random.key_data(saved.direction_key),
+    )
+    new_noise = zoprivacy.ExactNoiseSource.for_state((new,), block_size=0)
+    new_noise = new_noise.draw_now(0)
+    assert np.all(new_noise != noise)  # each equal w.p. ~2e-4
+    _, replay = tx(new, b)
+    np.testing.assert_allclose(
+      _integers((replay,)) - new_noise, sum_b, atol=1e-2
+    )
   assert zoprivacy.refresh_noise_keys is zoprivacy.privacy.refresh_noise_keys

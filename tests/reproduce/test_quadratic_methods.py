@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from keys import explicit_keys
 
 import zoprivacy
 from experiments.reproductions import quadratic, quadratic_grid
@@ -40,7 +41,7 @@ def _setup(mode="rank_sqrt_d"):
 
 
 def _estimator_grad(est, x, loss, data):
-  state = zoprivacy.init(est, x)
+  state = explicit_keys(zoprivacy.init(est, x))  # the step's keys read twice
   grad, _ = est.update(
     jnp.zeros_like(x), state, x, per_example_loss=loss, batch=data
   )

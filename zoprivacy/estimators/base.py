@@ -20,15 +20,17 @@ that mixes examples (batch normalization, in-batch negatives) breaks every
 estimator's sensitivity bound; check it with
 :func:`zoprivacy.first_order.per_example_check.assert_per_example`.
 
-Secret noise: a private estimator's noise key comes from OS entropy at
-``init`` (never from ``direction_key``, which is public) unless its privacy
-value's noise is ``zoprivacy.TestNoise(seed)``, which makes the run NOT
-private. Every
-noise draw of step ``t`` is keyed by ``(noise_key, plan fingerprint, t)``:
-a pure function of the state. Restoring a state and stepping again on other
-inputs would add the same noise to another sum (the difference of the two
-releases is noise-free); give a restored state fresh keys with
-:func:`zoprivacy.privacy.refresh_noise_keys` and count every computed step.
+Secret noise: a private estimator's state holds no secret. Its noise key
+is a :class:`~zoprivacy.privacy.noise_sessions.SessionKey`, a public handle
+to a key from OS entropy held in this process's memory only (never derived
+from ``direction_key``, which is public), looked up when the step runs
+(:func:`keyed_state`); a step computed again, from a restored or copied
+state, gets a fresh key, so no serializer can save the noise and no
+restore can replay it. Every noise draw of step ``t`` is keyed by ``(key,
+plan fingerprint, t)``. Two kinds of explicit keys make that a pure
+function of the state: a privacy value's ``zoprivacy.TestNoise(seed)``
+(NOT private) and keys bound to a shared secret
+(:func:`zoprivacy.privacy.bind_noise_secret`, the runner's).
 
 Noise kinds (the ``noise`` of the privacy value, :class:`zoprivacy.Privacy`):
 
@@ -57,13 +59,17 @@ import jax.numpy as jnp
 import optax
 
 from zoprivacy.estimators import composition as composition_lib
+from zoprivacy.privacy import noise_sessions, randomness
 from zoprivacy.privacy import plan as plan_lib
-from zoprivacy.privacy import randomness
 from zoprivacy.privacy.privatization import (  # noqa: F401 (re-exported)
   Privatization,
   make_plan,
 )
-from zoprivacy.secret_noise import host_noise, vector_noise_prefetch
+from zoprivacy.secret_noise import vector_noise_prefetch
+from zoprivacy.secret_noise.session_lookup import (  # noqa: F401 (re-exported)
+  keyed_state,
+  keyed_with_noise,
+)
 from zoprivacy.zo import queries
 
 plan_lib.register_pytree()  # every estimator state holds a plan
@@ -76,10 +82,12 @@ class EstimatorState(NamedTuple):
     direction_key: PUBLIC key of the directions; step ``t`` uses
       ``fold_in(direction_key, t)``. It may be published: with the released
       scalars it replays the trajectory (DP-ZO Sec. 5, "seed + scalar").
-    noise_key: SECRET 128-bit key of the floating-point noise, from OS
-      entropy at ``init`` (never derived from the direction key or a config
-      value); step ``t`` uses ``fold_in(noise_key, t)``. A checkpoint that
-      holds this state is secret material.
+    noise_key: by default a :class:`~zoprivacy.privacy.noise_sessions.
+      SessionKey`, the public handle of a secret key held in this process
+      only (OS entropy, never derived from the direction key or a config
+      value); or an explicit 128-bit ``rbg`` key, bound to a run secret or
+      to an insecure test seed, which makes a checkpoint of this state
+      secret material. Step ``t`` uses ``fold_in(key, t)``.
     step: number of updates taken.
     released: the privatized values released at the last step (for the
       scalar estimators, the ``q`` scalars ``s_j``; for the vector ones, the
@@ -106,11 +114,12 @@ def init_state(
   num_released: int = 1,
   insecure_test_noise_seed: int | None = None,
 ) -> EstimatorState:
-  """A fresh state: public direction key, secret noise key, step 0."""
+  """A fresh state: public direction key, a session noise key (or the
+  insecure test key), step 0."""
   if not isinstance(direction_key, jax.Array):
     direction_key = jax.random.key(int(direction_key))
   if insecure_test_noise_seed is None:
-    noise_key = randomness.fresh_noise_key()
+    noise_key = noise_sessions.new_session_key(plan)
   else:
     noise_key = randomness.jax_noise_key(
       randomness.insecure_test_secret(insecure_test_noise_seed)
@@ -124,8 +133,21 @@ def init_state(
   )
 
 
-def step_keys(state: EstimatorState):
+def next_state(state: EstimatorState, **changes) -> EstimatorState:
+  """The state after this step: ``step + 1``, a session key's plan stamp
+  carried on (:func:`~zoprivacy.privacy.noise_sessions.successor`), and
+  ``changes``."""
+  key = state.noise_key
+  if isinstance(key, noise_sessions.SessionKey):
+    plan = state.privacy_plan
+    changes["noise_key"] = noise_sessions.successor(key, plan, state.step)
+  return state._replace(step=state.step + 1, **changes)
+
+
+def step_keys(state: EstimatorState, inputs=()):
   """``(direction_key, noise_key)`` of the current step, by ``fold_in``.
+  A state with a session key has it looked up first (:func:`keyed_state`,
+  with the step's other ``inputs``: that serves the step).
 
   The noise key of step ``t`` is bound to the plan: ``noise_key`` folded
   with the plan's fingerprint, then with ``t``; a run resumed under a
@@ -133,6 +155,7 @@ def step_keys(state: EstimatorState):
   "key" is a :class:`~zoprivacy.secret_noise.vector_noise_prefetch.NoiseStep`
   (the plan-bound key and the step), which the sampler prefetches from.
   """
+  state = keyed_state(state, inputs)
   noise_key = state.noise_key
   if state.privacy_plan.is_noised:
     for word in state.privacy_plan.fingerprint_words():
@@ -143,17 +166,6 @@ def step_keys(state: EstimatorState):
     # the host needs a step-independent key and the step to prefetch.
     return direction_key, vector_noise_prefetch.NoiseStep(noise_key, state.step)
   return direction_key, jax.random.fold_in(noise_key, state.step)
-
-
-def with_exact_noise(state: EstimatorState, args: LossArgs) -> LossArgs:
-  """``args`` with the step's exact integer noise: the caller's
-  ``discrete_noise=`` if given, else drawn on the host by an
-  host callback keyed by the state's secret noise key, plan and step."""
-  plan = state.privacy_plan
-  if plan.noise_kind != "discrete" or args.discrete_noise is not None:
-    return args
-  noise = host_noise.draw_in_jit(plan, state.noise_key, state.step)
-  return args._replace(extra={**args.extra, "discrete_noise": noise})
 
 
 # Extra arguments the estimators read; anything close to one of these but not
@@ -345,11 +357,15 @@ def build_estimator(
     reject_masked_params(params)
     args = parse_extra_args(extra_args)
     guard_release(state, args)  # at trace time: both are static
-    args = with_exact_noise(state, args)
-    dir_key, noise_key = step_keys(state)
+    keyed, noise = keyed_with_noise(
+      state, args.discrete_noise, inputs=(params, extra_args)
+    )
+    if noise is not None:
+      args = args._replace(extra={**args.extra, "discrete_noise": noise})
+    dir_key, noise_key = step_keys(keyed)
     grad, released = compute(params, args, dir_key, noise_key)
     released = jnp.asarray(released, jnp.float32).reshape([-1])
-    return grad, state._replace(step=state.step + 1, released=released)
+    return grad, next_state(state, released=released)
 
   return PrivateEstimator(init_fn, update_fn, plan)
 

@@ -38,7 +38,7 @@ adds noise).
 
 Randomness (``docs/conventions.md`` §9): the directions come from the
 PUBLIC ``direction_key`` (step ``t``: ``fold_in(direction_key, t)``); both
-noises come from the state's SECRET ``noise_key`` (OS entropy at ``init``),
+noises come from the state's SECRET noise key (OS entropy, in the process),
 drawn in float32. Nothing the step computes is released: the intermediate
 iterates are the hidden state of the analysis, so the estimator state keeps
 no released scalars (unlike DPZero's public scalar trajectory).
@@ -159,13 +159,14 @@ def noisy_zogd(
     base.reject_masked_params(params)
     args = base.parse_extra_args(extra_args)
     base.guard_release(state, args)  # at trace time: both are static
-    dir_key, noise_key = base.step_keys(state)  # public, secret
+    inputs = (params, extra_args)
+    dir_key, noise_key = base.step_keys(state, inputs)  # public, secret
     u = sampler(dir_key, params)  # leading axis K
     beta = fraction_at(state.step)
     grad = _privatized_gradient(
       setting, params, args, u, beta, noise_key, smoothing, chunk, snap
     )
-    return grad, state._replace(step=state.step + 1)
+    return grad, base.next_state(state)
 
   return base.PrivateEstimator(init_fn, update_fn, plan)
 

@@ -14,8 +14,11 @@
   the members that read the loss themselves
   (:mod:`~zoprivacy.privacy.wrappers`);
 * :mod:`~zoprivacy.privacy.ledger`: the write-ahead record of every release;
-* :mod:`~zoprivacy.privacy.noise_keys`: the estimators' secret noise keys in
-  an optax state, bound to a shared secret or refreshed
+* :mod:`~zoprivacy.privacy.noise_sessions`: the default noise keys, whose
+  secrets never leave the process: no restored or copied state replays
+  its noise;
+* :mod:`~zoprivacy.privacy.noise_keys`: the estimators' noise keys in an
+  optax state, bound to a shared secret or refreshed
   (:func:`refresh_noise_keys`) so that no step reuses noise over other
   inputs.
 
@@ -34,6 +37,7 @@ __getattr__, __dir__, __all__ = lazy_package(
     "LossReadingError": "zoprivacy.privacy.wrappers",
     "PlanError": "zoprivacy.privacy.plan",
     "PrivacyPlan": "zoprivacy.privacy.plan",
+    "RecomputedStepWarning": "zoprivacy.privacy.noise_sessions",
     "SkippingWrapperError": "zoprivacy.privacy.wrappers",
     "calibrate_noise_multiplier": "zoprivacy.privacy.calibration",
     "epsilon": "zoprivacy.privacy.state",

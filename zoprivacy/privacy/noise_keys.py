@@ -1,30 +1,33 @@
-"""The estimators' secret noise keys in an optax state: bind or refresh them.
+"""The estimators' noise keys in an optax state: session keys or bound ones.
 
 Every estimator state (``EstimatorState``, however chained or wrapped)
-holds a secret ``noise_key``; the noise of step ``t`` is a pure function of
-``(noise_key, plan, t)``. Two consequences, and the two functions here:
+holds a ``noise_key``; the noise of step ``t`` is keyed by ``(key, plan,
+t)``. Two kinds of key:
 
-* **One noise on every host.** Every process of a run calls ``init``
-  itself, and each would draw its own key. :func:`bind_noise_secret`
-  derives every estimator's key from one secret shared by all processes
-  (broadcast from OS entropy, never a public value), so every process adds
-  the same noise.
-* **No noise twice.** Restoring an old state and stepping again on other
-  inputs (other parameters after a crash, another learning rate, another
-  batch) would add the *same* noise to a *different* sum: subtracting the
-  two releases reveals the noise-free difference. Call
-  :func:`refresh_noise_keys` on a state that may already have been stepped
-  from (a restored checkpoint whose later steps may have run): every later
-  step draws fresh noise, and each computed step must be counted (a replay
-  is a fresh release, charged again). The runner (``python -m
-  experiments.run``) does the same by itself, from its ledger.
+* **Session keys** (the default, :mod:`zoprivacy.privacy.noise_sessions`):
+  the state holds a public handle; the secret key stays in this process,
+  and a step computed again (a restored or copied state stepped on, a state
+  stepped from twice) gets a fresh key. Nothing secret is saved with the
+  state, and no restore replays noise, without any call from the user.
+* **Bound keys**: :func:`bind_noise_secret` derives every estimator's key
+  from one secret shared by all processes of a run (broadcast from OS
+  entropy, never a public value), so that every process adds the same
+  noise. Such a state is secret material (a checkpoint of it replays its
+  noise), and its noise is a pure function of the state: a step computed
+  again must be bound to a fresh secret first (the runner, ``python -m
+  experiments.run``, does so from its ledger: the attempt rule), and
+  counted again.
+
+:func:`refresh_noise_keys` gives a state new keys: session keys by
+default, or keys bound to a new secret.
 """
 
 from __future__ import annotations
 
 import jax
+import numpy as np
 
-from zoprivacy.privacy import randomness
+from zoprivacy.privacy import noise_sessions, randomness
 
 
 def is_estimator_state(x) -> bool:
@@ -53,7 +56,9 @@ def bind_noise_secret(opt_state, secret: bytes):
   exact noise streams (:meth:`ExactNoiseSource.for_state`) follow from it.
   Processes that share ``secret`` (broadcast from OS entropy, never a
   public value) hold identical keys and add identical noise. Other leaves
-  are returned unchanged.
+  are returned unchanged. The bound keys are explicit: the noise is a pure
+  function of the returned state, which is secret material (write it
+  owner-only), and a step computed again from it needs a new secret first.
 
   Args:
     opt_state: an optax state (any tree holding ``EstimatorState`` nodes).
@@ -73,23 +78,59 @@ def bind_noise_secret(opt_state, secret: bytes):
 
 
 def refresh_noise_keys(opt_state, *, secret: bytes | None = None):
-  """``opt_state`` with a fresh secret noise key in every estimator state,
-  everything else unchanged (step counters, direction keys, plans).
+  """``opt_state`` with new noise keys in every estimator state, everything
+  else unchanged (step counters, direction keys, plans).
 
-  Call it after restoring a state from which steps may already have been
-  computed, before stepping again: the later steps then draw noise that no
-  earlier release used. Charge every computed step, the recomputed ones
-  included (a replay is an independent release).
+  A default (session-keyed) state needs no refresh: a restored one draws
+  fresh noise by itself. Refresh a state whose keys are bound to a secret
+  (:func:`bind_noise_secret`) after restoring it, before stepping again,
+  so that no step reuses its noise over other inputs; charge every
+  computed step, the recomputed ones included (a replay is an independent
+  release).
 
   Args:
     opt_state: an optax state (any tree holding ``EstimatorState`` nodes).
-    secret: 32 secret bytes the fresh keys derive from; default: drawn now
-      from OS entropy. In a job of several processes, draw it on one
-      process and broadcast it (every process must add the same noise).
+    secret: 32 secret bytes the new keys are bound to. Default: new
+      session keys (:mod:`zoprivacy.privacy.noise_sessions`), whose
+      secrets never leave this process. In a job of several processes,
+      draw a secret on one process and broadcast it (every process must
+      add the same noise).
 
   The new keys are plain (uncommitted) arrays: place them on your mesh as
   you placed the state.
   """
-  if secret is None:
-    secret = randomness.new_secret()
-  return bind_noise_secret(opt_state, secret)
+  if secret is not None:
+    return bind_noise_secret(opt_state, secret)
+
+  def renew(x):
+    if not is_estimator_state(x):
+      return x
+    old = x.noise_key  # a session key's plan stamp is kept: see epsilon()
+    stamp = old.plan if isinstance(old, noise_sessions.SessionKey) else None
+    key = noise_sessions.new_session_key(x.privacy_plan, stamp)
+    return x._replace(noise_key=key)
+
+  return jax.tree.map(renew, opt_state, is_leaf=is_estimator_state)
+
+
+def explicit_key(est, local=lambda x: x) -> jax.Array:
+  """The explicit key that the next computation of ``est``'s step draws
+  its noise from (host side): a bound key as it is; for a session key, the
+  key this process's keyring will serve it
+  (:func:`~zoprivacy.privacy.noise_sessions.peek`; refused in a job of
+  several processes, where process 0's keyring serves the jitted step).
+  ``local`` maps a global array to this process's copy."""
+  key = est.noise_key
+  if not isinstance(key, noise_sessions.SessionKey):
+    return key
+  if jax.process_count() > 1:
+    raise ValueError(
+      "This state's noise key is a session key: a jitted step looks it up "
+      "on process 0 only, so this process's keyring cannot name the noise "
+      "that step adds. In a job of several processes, bind the keys to one "
+      "broadcast secret first (zoprivacy.privacy.bind_noise_secret) to "
+      "draw a step's noise outside it."
+    )
+  step = int(np.asarray(local(est.step)))
+  words = noise_sessions.peek(np.asarray(local(key.handle)), step)
+  return jax.random.wrap_key_data(jax.numpy.asarray(words), impl="rbg")

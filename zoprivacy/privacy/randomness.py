@@ -6,9 +6,11 @@
 * **Secret** randomness draws the privacy noise and the Poisson batches. Its
   key has 256 bits from the operating system's entropy
   (:func:`secrets.token_bytes`) by default. It is never derived from the
-  direction key, from a config value or from anything written to results;
-  it lives only in the estimator state and in checkpoints, which are
-  therefore secret material.
+  direction key, from a config value or from anything written to results.
+  A library state's key stays in its process's memory
+  (:mod:`zoprivacy.privacy.noise_sessions`); a runner's secret and the keys
+  bound to it live in its state and checkpoints, which are therefore secret
+  material (owner-only).
 
 From one 256-bit secret, independent streams are derived by domain
 separation with keyed BLAKE2b (a pseudorandom function):
@@ -45,7 +47,6 @@ import warnings
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.experimental import io_callback
 
 SECRET_BYTES = 32
 _TEST_DOMAIN = b"zoprivacy insecure test noise, never use for a private run"
@@ -123,20 +124,6 @@ def jax_noise_key(secret: bytes, purpose: str = "noise") -> jax.Array:
   """A 128-bit ``rbg`` JAX key derived from the secret."""
   words = np.frombuffer(derive(secret, purpose), np.uint32)
   return jax.random.wrap_key_data(jnp.asarray(words), impl="rbg")
-
-
-def fresh_noise_key() -> jax.Array:
-  """A 128-bit ``rbg`` key from OS entropy, drawn when the code *runs*.
-
-  The entropy is fetched by an ``io_callback``, so a jitted ``init`` draws a
-  new key at every execution instead of baking one into its executable.
-  """
-
-  def entropy():
-    return np.frombuffer(_secrets.token_bytes(16), np.uint32).copy()
-
-  words = io_callback(entropy, jax.ShapeDtypeStruct((4,), jnp.uint32))
-  return jax.random.wrap_key_data(words, impl="rbg")
 
 
 class KeyedStream:

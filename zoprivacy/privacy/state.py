@@ -101,9 +101,15 @@ def epsilon(state, delta: float | None = None) -> float:
   """Epsilon spent by the releases ``state`` has made, at ``delta``.
 
   ``find_plan(state).epsilon(num_steps=T, delta=delta)`` with ``T`` the
-  estimator state's step count (every call of its ``update``), so the
-  number of steps cannot be mistyped; ``delta`` defaults to the plan's own
-  (set by :func:`zoprivacy.private`). ``inf`` for a non-private estimator.
+  estimator state's step count (every call of its ``update`` on this
+  state's path: a restored state counts the steps before its save and
+  after its restore), so the number of steps cannot be mistyped; ``delta``
+  defaults to the plan's own (set by :func:`zoprivacy.private`). ``inf``
+  for a non-private estimator. A step computed again from another copy of
+  a state (a second restore, a state stepped from twice) is one more
+  release, which ``T`` does not count: a session key warns when this
+  process computes one (:mod:`zoprivacy.privacy.noise_sessions`); compose
+  such releases with a :class:`~zoprivacy.privacy.ledger.PrivacyLedger`.
 
   Raises:
     PlanError: no plan, no delta, or a wrapper that drops releases (then
@@ -117,4 +123,28 @@ def epsilon(state, delta: float | None = None) -> float:
       "epsilon(state) needs delta: pass it (zoprivacy.epsilon(state, "
       "1e-5)), or build the estimator with zoprivacy.private(..., delta=)."
     )
-  return plan.epsilon(released_steps(state), delta=delta)
+  steps = released_steps(state)
+  _refuse_another_plan(state, plan, steps)
+  return plan.epsilon(steps, delta=delta)
+
+
+def _refuse_another_plan(state, plan: PrivacyPlan, steps: int) -> None:
+  """Raises if a session key's stamp says the state's steps did not all
+  run under ``plan`` (a state restored into a template built with another
+  plan: the plan is the template's, the stamp is what was saved)."""
+  # JAX only once a state is read: importing the package stays JAX-free.
+  from zoprivacy.privacy import noise_sessions  # pylint: disable=g-import-not-at-top
+
+  key = _counters(state)[0].noise_key
+  if not steps or not isinstance(key, noise_sessions.SessionKey):
+    return
+  if not noise_sessions.plan_matches(key, plan):
+    raise PlanError(
+      f"This state's releases ({steps} steps) did not all run under its "
+      "plan: it was restored (orbax takes the plan from the template) into "
+      "a template built with another plan, or stepped on after such a "
+      "restore. epsilon(state) would count every step under the template's "
+      f"plan ({plan.describe()}) and could under-report. Restore it into a "
+      "template built with the plan it was saved under, or compose each "
+      "plan's steps with a zoprivacy.privacy.ledger.PrivacyLedger."
+    )

@@ -17,6 +17,8 @@ run's :class:`~zoprivacy.privacy.plan.PrivacyPlan`.
 * :mod:`~zoprivacy.secret_noise.vector_discrete_noise`,
   :mod:`~zoprivacy.secret_noise.vector_noise_prefetch`: the d-dimensional
   exact sampler and its background prefetch;
+* :mod:`~zoprivacy.secret_noise.session_lookup`: a default state's session
+  key looked up, with its exact scalar noise, when the jitted step runs;
 * :mod:`~zoprivacy.secret_noise.predraw`: the first step's noise (after a
   start, a resume or new keys) drawn before that step runs;
 * :mod:`~zoprivacy.secret_noise.vector_discrete_mechanism`: the exact vector
@@ -37,6 +39,7 @@ __getattr__, __dir__, __all__ = lazy_package(
     "host_noise",
     "noise_binding",
     "predraw",
+    "session_lookup",
     "vector_discrete_noise",
     "vector_noise_prefetch",
     "vector_discrete_mechanism",

@@ -18,8 +18,8 @@ t)``: the same secret gives the same noise, so a step must never be
 computed twice over other inputs from one secret. The runner gives each
 computation of a step the secret of its attempt
 (:func:`zoprivacy.privacy.randomness.attempt_secret`; the replay rule of
-its ledger), and a library user refreshes a restored
-state's keys (:func:`zoprivacy.privacy.refresh_noise_keys`). A run resumed
+its ledger); a library state's session key gets a fresh secret for a step
+computed again (:mod:`zoprivacy.privacy.noise_sessions`). A run resumed
 under a changed plan (see :meth:`~zoprivacy.privacy.PrivacyPlan.
 fingerprint`) gets independent noise. The secret comes from OS entropy
 unless an insecure test seed was asked for.
@@ -41,8 +41,8 @@ import threading
 import numpy as np
 
 from zoprivacy.mechanisms import values as mechanisms_accounting
+from zoprivacy.privacy import noise_keys, randomness
 from zoprivacy.privacy import plan as plan_lib
-from zoprivacy.privacy import randomness
 from zoprivacy.secret_noise import discrete_noise, noise_binding
 
 PURPOSE = "discrete_noise"
@@ -106,10 +106,14 @@ class ExactNoiseSource:
   def for_state(cls, state, **kwargs) -> ExactNoiseSource:
     """The source whose draws equal the ones an estimator's jitted update
     adds by itself: keyed by the noise key in ``state`` (an optimizer state
-    holding exactly one exact-noise estimator, however wrapped)."""
+    holding exactly one exact-noise estimator, however wrapped); for a
+    session key, the key that the next computation of the state's step
+    will get in this process (its later steps too, until a step is
+    computed again)."""
     (est,) = noise_binding.estimator_states(state)
     plan = est.privacy_plan
-    words = np.asarray(noise_binding.key_words(est.noise_key))
+    key = noise_keys.explicit_key(est)
+    words = np.asarray(noise_binding.key_words(key))
     return cls(plan, randomness.secret_from_key_data(words), **kwargs)
 
   @property

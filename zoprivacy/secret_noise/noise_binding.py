@@ -1,16 +1,18 @@
 """One noise on every host: bind the estimators' noise keys to a run secret.
 
-Each estimator draws its secret ``noise_key`` from OS entropy at ``init``.
+Each estimator's default noise key is a session key, whose secret (OS
+entropy) stays in its process (:mod:`zoprivacy.privacy.noise_sessions`).
 In a run over several processes every process calls ``init`` itself, so each
-would draw its own key and add its own noise to the same clipped sum: the
+would hold its own key and add its own noise to the same clipped sum: the
 "replicated" parameters would diverge, and the sum would be released once
 per process with independent noise. A runner that broadcasts one run secret
 to every process calls :func:`bind_noise_secret` right after ``init``: every
 estimator's key is then derived from ``(run secret, the estimator's plan
 fingerprint, its position in the state)``, the same on every process, so
-every process adds the same noise (float or exact).
-:func:`refresh_noise_keys` gives a restored state fresh keys, so that a
-step computed again never reuses its noise over another sum. Both live in
+every process adds the same noise (float or exact). Bound keys live in the
+state (a checkpoint of it is secret material): :func:`refresh_noise_keys`
+binds a restored state to a new secret, so that a step computed again
+never reuses its noise over another sum. Both live in
 :mod:`zoprivacy.privacy.noise_keys`.
 """
 

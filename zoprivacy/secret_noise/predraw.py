@@ -34,7 +34,10 @@ def _local(x):
   return x
 
 
-def _local_key(key):
+def _local_key(est):
+  """The explicit key of ``est``'s next step, as an array of this process
+  (a session key: the one this process's keyring will serve)."""
+  key = noise_keys.explicit_key(est, local=_local)
   data = _local(jax.random.key_data(key))
   return jax.random.wrap_key_data(
     np.asarray(data), impl=jax.random.key_impl(key)
@@ -58,7 +61,7 @@ def predraw(opt_state, vector_draws=(), *, in_jit_scalar: bool = True):
   for est in noise_keys.estimator_states(opt_state):
     kind = est.privacy_plan.noise_kind
     step = int(np.asarray(_local(est.step)))
-    key = _local_key(est.noise_key)
+    key = _local_key(est)
     if kind == "discrete" and in_jit_scalar:
       words = np.asarray(noise_binding.key_words(key))
       host_noise.source_for(est.privacy_plan, words).warm(step)

@@ -58,7 +58,6 @@ from zoprivacy.models.layer_perturbation import (  # noqa: F401 (re-exported)
 )
 from zoprivacy.privacy import plan as plan_lib
 from zoprivacy.privacy import privatization
-from zoprivacy.secret_noise import host_noise
 from zoprivacy.zo import directions as directions_lib
 from zoprivacy.zo import rounding
 
@@ -178,9 +177,10 @@ def layerwise_two_point(
   ):
     base.check_batch(plan, getattr(batch, "selection", None))
     batch, mask = _unpack_batch(batch, mask)
-    if discrete_noise is None and plan.noise_kind == "discrete":
-      discrete_noise = host_noise.draw_in_jit(plan, state.noise_key, state.step)
-    dir_key, noise_key = base.step_keys(state)
+    keyed, discrete_noise = base.keyed_with_noise(
+      state, discrete_noise, inputs=(trainable, batch, frozen, mask)
+    )
+    dir_key, noise_key = base.step_keys(keyed)
     query_keys = jax.random.split(dir_key, query.num_queries)
     losses = functools.partial(
       _perturbed_losses,
@@ -207,7 +207,7 @@ def layerwise_two_point(
       rounding_key=rounding.step_key(dir_key),
     )
     released = jnp.asarray(scalars, jnp.float32).reshape([-1])
-    return trainable, state._replace(step=state.step + 1, released=released)
+    return trainable, base.next_state(state, released=released)
 
   return LayerwiseZO(init, step, plan, query)
 

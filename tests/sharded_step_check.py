@@ -45,17 +45,18 @@ def main():
     direction key, same noise key: bound to a secret, so that both
     computations of the step draw the same noise) and, for exact noise, the
     same host-drawn integer noise (a replicated input)."""
-    est = zoprivacy.dpzero(
+    privacy = zoprivacy.Privacy(
       clip=1.0,
+      noise=zoprivacy.Exact() if exact_noise else zoprivacy.Float(),
       noise_multiplier=1.0,
-      smoothing=1e-3,
-      expected_batch_size=50.0,
-      dataset_size=1000,
-      direction_key=42,
-      exact_noise=exact_noise,
+      sampling=zoprivacy.Poisson(dataset_size=1000, expected_batch_size=50),
+      assume_sampling=True,  # the same arrays on 8 devices and on one
     )
+    est = zoprivacy.dpzero(privacy, smoothing=1e-3, direction_key=42)
     tx = optax.chain(est, optax.sgd(0.1))
-    state = zoprivacy.refresh_noise_keys(tx.init(params), secret=bytes(32))
+    state = zoprivacy.refresh_noise_keys(
+      zoprivacy.init(tx, params), secret=bytes(32)
+    )
     plan = zoprivacy.find_plan(state)
     noise = zoprivacy.ExactNoiseSource(plan).draw(0) if exact_noise else None
 

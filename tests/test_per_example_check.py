@@ -7,6 +7,7 @@ import numpy as np
 import optax
 import pytest
 
+import zoprivacy
 from zoprivacy.first_order import per_example_check as pec
 from zoprivacy.models import small
 from zoprivacy.zo import queries
@@ -308,3 +309,25 @@ def test_probes_are_reproducible_from_the_public_key():
   assert first.probes == again.probes
   assert first.replacements == again.replacements
   assert other.probes != first.probes
+
+
+def test_make_step_checks_the_loss_on_its_first_call_or_is_told_not_to():
+  """``make_step`` refuses a loss that mixes examples before any step (as
+  the runner does); ``check_per_example=False`` trusts it; a batch the check
+  cannot vary row by row names that opt-out."""
+  tx = zoprivacy.mezo(smoothing=1e-3)
+  mixing = lambda w, b: (b @ w) - jnp.mean(b @ w)  # noqa: E731
+  w, batch = (
+    jnp.ones(3),
+    jnp.asarray(np.random.default_rng(0).normal(size=(8, 3))),
+  )
+  with pytest.raises(pec.CrossExampleDependenceError) as err:
+    zoprivacy.make_step(tx, mixing)(w, tx.init(w), batch)
+  assert "mixes examples" in str(err.value) and "\n" not in str(err.value)
+  assert not w.is_deleted()  # refused before the step ran (nothing donated)
+  step = zoprivacy.make_step(tx, mixing, check_per_example=False)
+  assert step(jnp.ones(3), tx.init(w), batch)[0].shape == (3,)
+  ragged = {"x": batch, "scale": jnp.ones(2)}
+  loss = lambda w, b: b["x"] @ w * b["scale"][0]  # noqa: E731
+  with pytest.raises(ValueError, match="check_per_example=False"):
+    zoprivacy.make_step(tx, loss)(w, tx.init(w), ragged)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from experiments.run import preflight
+from experiments.run import batches, preflight
 from experiments.run.optimizers import with_learning_rate
 from experiments.run.placement import Placement
 from experiments.run.run_setup import init_optimizer_state, resolve
@@ -87,8 +87,10 @@ def lowered(config, task, rows: int):
     lambda a: jax.ShapeDtypeStruct((rows, *a.shape[1:]), a.dtype),
     (task.train_inputs, task.train_labels),
   )
-  batch = sampling.PaddedBatch(
-    examples, jax.ShapeDtypeStruct((rows,), jnp.bool_)
+  batch = sampling.Batch(  # as the run's sampler draws it
+    examples,
+    jax.ShapeDtypeStruct((rows,), jnp.bool_),
+    batches.selection_of(config, task.num_train),
   )
   plan = resolved.plan
   noise = None

@@ -56,7 +56,7 @@ def _released_sums(est, params, loss, batch, masks):
   """The step's releases times the expected batch size (the noisy sums),
   one per mask, from one compiled step and one state (the noise shared:
   explicit keys)."""
-  state = explicit_keys(est.init(params))
+  state = explicit_keys(zoprivacy.init(est, params))
   zeros = jax.tree.map(jnp.zeros_like, params)
   step = jax.jit(
     lambda s, m: est.update(

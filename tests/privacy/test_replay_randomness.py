@@ -145,7 +145,7 @@ def test_a_bound_state_replays_its_noise_until_its_keys_are_refreshed():
     lambda s, x: est.update(None, s, jnp.zeros(3), batched_loss=_loss, batch=x)
   )
   saved = zoprivacy.refresh_noise_keys(
-    est.init(jnp.zeros(3)), secret=randomness.new_secret()
+    zoprivacy.init(est, jnp.zeros(3)), secret=randomness.new_secret()
   )
   a, b = jnp.ones((8, 3)), -jnp.ones((8, 3))
   source = zoprivacy.ExactNoiseSource.for_state((saved,), block_size=0)

@@ -90,7 +90,9 @@ def test_a_prefetched_dp_sgd_step_makes_no_sampler_call(monkeypatch):
   tx, update = _dp_sgd_update(monkeypatch)
   vnp._sources.clear()
   # Bound keys: step 1 is computed twice from one state below.
-  state = zoprivacy.refresh_noise_keys(tx.init(PARAMS), secret=bytes(32))
+  state = zoprivacy.refresh_noise_keys(
+    zoprivacy.init(tx, PARAMS), secret=bytes(32)
+  )
   _, state = jax.block_until_ready(update(state))  # step 0, on demand
   for source in vnp._sources.values():
     source.join(1)

@@ -41,7 +41,7 @@ def _setup(mode="rank_sqrt_d"):
 
 
 def _estimator_grad(est, x, loss, data):
-  state = explicit_keys(est.init(x))  # the step's keys read twice
+  state = explicit_keys(zoprivacy.init(est, x))  # the step's keys read twice
   grad, _ = est.update(
     jnp.zeros_like(x), state, x, per_example_loss=loss, batch=data
   )

@@ -28,23 +28,23 @@ from ``direction_key``, which is public), looked up when the step runs
 state, gets a fresh key, so no serializer can save the noise and no
 restore can replay it. Every noise draw of step ``t`` is keyed by ``(key,
 plan fingerprint, t)``. Two kinds of explicit keys make that a pure
-function of the state: the factory's ``insecure_test_noise_seed`` (NOT
-private) and keys bound to a shared secret
+function of the state: a privacy value's ``zoprivacy.TestNoise(seed)``
+(NOT private) and keys bound to a shared secret
 (:func:`zoprivacy.privacy.bind_noise_secret`, the runner's).
 
-Noise kinds (the ``noise=`` argument of the factories):
+Noise kinds (the ``noise`` of the privacy value, :class:`zoprivacy.Privacy`):
 
-* ``'exact'`` (the default): each clipped scalar is quantized to an
+* ``zoprivacy.Exact()`` (the default): each clipped scalar is quantized to an
   integer grid and exact discrete Gaussian / Laplace noise is added to the
   integer sum; the update fetches the noise from the host sampler by itself
   (:mod:`zoprivacy.secret_noise.host_noise`), or takes it as the extra argument
   ``discrete_noise=``. The vector estimators put each example's clipped
   vector on an integer lattice and add exact vector discrete Gaussian noise
   (:mod:`zoprivacy.secret_noise.vector_discrete_mechanism`);
-* ``'secure_mode'`` (Noisy-ZOGD's, an opt-in elsewhere): floating-point
+* ``zoprivacy.SecureMode()`` (Noisy-ZOGD's, an opt-in elsewhere): floating-point
   Gaussian noise, each draw the scaled sum of 4 independent Gaussians
   (Opacus' defence, Holohan & Braghin 2021);
-* ``'float'``: plain floating-point noise, an explicit opt-in exposed to
+* ``zoprivacy.Float()``: plain floating-point noise, an explicit opt-in exposed to
   floating-point attacks (Mironov 2012); the plan and every report say so.
 """
 
@@ -58,15 +58,13 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from zoprivacy.estimators.privatization import (  # noqa: F401 (re-exported)
-  NOISE_KINDS,
-  Privatization,
-  make_plan,
-  noise_kind,
-  privacy_spec,
-)
+from zoprivacy.estimators import composition as composition_lib
 from zoprivacy.privacy import noise_sessions, randomness
 from zoprivacy.privacy import plan as plan_lib
+from zoprivacy.privacy.privatization import (  # noqa: F401 (re-exported)
+  Privatization,
+  make_plan,
+)
 from zoprivacy.secret_noise import vector_noise_prefetch
 from zoprivacy.secret_noise.session_lookup import (  # noqa: F401 (re-exported)
   keyed_state,
@@ -96,6 +94,10 @@ class EstimatorState(NamedTuple):
       norm of the privatized gradient): public post-processing.
     privacy_plan: the :class:`~zoprivacy.privacy.PrivacyPlan` of one step,
       a pytree node without leaves (see :func:`zoprivacy.privacy.find_plan`).
+    composition: whether the whole optimizer state was checked before the
+      first release (:func:`zoprivacy.init`), a node without leaves; a
+      private estimator releases only from a checked state or inside
+      :func:`zoprivacy.make_step` (:mod:`zoprivacy.estimators.composition`).
   """
 
   direction_key: jax.Array
@@ -103,6 +105,7 @@ class EstimatorState(NamedTuple):
   step: jax.Array
   released: jax.Array
   privacy_plan: plan_lib.PrivacyPlan
+  composition: composition_lib.Composition = composition_lib.UNCHECKED
 
 
 def init_state(
@@ -199,6 +202,7 @@ class LossArgs(NamedTuple):
   per_example_loss: Any
   batched_loss: Any
   extra: dict  # every keyword extra argument, e.g. public batches
+  selection: Any = None  # the batch's selection (a zoprivacy.Batch's)
 
   @property
   def discrete_noise(self):
@@ -209,7 +213,8 @@ def parse_extra_args(extra_args: dict) -> LossArgs:
   """Reads ``per_example_loss`` / ``batched_loss``, ``batch`` and ``mask``.
 
   A batch that carries its own mask (a :class:`~zoprivacy.data.sampling.
-  PaddedBatch`) supplies it; a padded batch without a mask is refused.
+  Batch`) supplies it, and the selection it was drawn under; a padded batch
+  without a mask is refused.
   """
   _reject_misspellings(extra_args)
   per_example_loss = extra_args.get("per_example_loss")
@@ -220,15 +225,65 @@ def parse_extra_args(extra_args: dict) -> LossArgs:
     )
   loss = queries.as_batched_loss(per_example_loss, batched_loss)
   batch, mask = extra_args["batch"], extra_args.get("mask")
+  selection = getattr(batch, "selection", None)
   if hasattr(batch, "mask") and hasattr(batch, "data"):
     if mask is not None:
-      raise ValueError(
-        "Pass either a PaddedBatch or batch= with mask=, not both."
-      )
+      raise ValueError("Pass either a Batch or batch= with mask=, not both.")
     batch, mask = batch.data, batch.mask
   return LossArgs(
-    loss, batch, mask, per_example_loss, batched_loss, dict(extra_args)
+    loss,
+    batch,
+    mask,
+    per_example_loss,
+    batched_loss,
+    dict(extra_args),
+    selection,
   )
+
+
+class UnaccountedBatchError(ValueError):
+  """A private step was given a batch its plan does not account."""
+
+
+def check_batch(plan: plan_lib.PrivacyPlan, selection, rows=None) -> None:
+  """Refuses, when the step is traced (the selection is static), a batch
+  that ``plan`` does not account: one drawn under another selection (a
+  sampler at another rate, fixed-size batches for a Poisson plan), or one
+  that carries none (arrays from elsewhere) unless the plan assumes its
+  sampling (``zoprivacy.Privacy(assume_sampling=True)``) or the batch is
+  the whole data set of a full-batch plan (``rows``, its static number of
+  rows, is the plan's dataset size: there is no sampling to assume)."""
+  if not plan.is_noised:
+    return
+  if selection is None:
+    whole = plan.sampling.name == "full_batch"
+    if plan.sampling_assumed or (whole and rows == plan.dataset_size):
+      return
+    raise UnaccountedBatchError(
+      "This private estimator was given a batch that does not say how it "
+      f"was drawn, and its plan accounts {plan.sampling.describe()}: the "
+      "epsilon it reports holds only for batches drawn so. Draw them with "
+      "the sampler of the privacy value it was built from (sampler = "
+      "privacy.sampler(); batch = zoprivacy.padded_batch(arrays, "
+      "sampler.batch_indices(t))), or, for batches of your own whose "
+      "sampling you vouch for, build the value with assume_sampling=True "
+      "(every report then says the sampling is assumed, not checked)."
+    )
+  try:
+    selection.check_plan(plan)
+  except ValueError as err:
+    raise UnaccountedBatchError(str(err)) from None
+
+
+def guard_release(state: EstimatorState, args: LossArgs) -> None:
+  """Before a private estimator computes a release, when its update is
+  traced: the batch is one its plan accounts (:func:`check_batch`) and the
+  composition around it was checked
+  (:func:`~zoprivacy.estimators.composition.refuse_unchecked`)."""
+  leaves = jax.tree.leaves(args.batch)
+  rows = leaves[0].shape[0] if leaves and jnp.ndim(leaves[0]) else None
+  check_batch(state.privacy_plan, args.selection, rows)
+  composition_lib.refuse_unchecked(state)
 
 
 def forward_kwargs(factory, hyperparameters) -> dict:
@@ -249,12 +304,15 @@ class PrivateEstimator(optax.GradientTransformationExtraArgs):
       eps = plan.epsilon(num_steps=T, delta=1e-5)
 
   ``privacy_plan`` on the estimator object is the same plan, for
-  convenience before ``init``.
+  convenience before ``init``; ``privacy`` the (calibrated) privacy value
+  a factory built it from (its ``sampler()`` draws the batches the plan
+  accounts; ``None`` for the estimators built otherwise).
   """
 
   def __new__(cls, init, update, privacy_plan: plan_lib.PrivacyPlan):
     self = super().__new__(cls, init, update)
     self.privacy_plan = privacy_plan
+    self.privacy = None
     return self
 
 
@@ -298,6 +356,7 @@ def build_estimator(
       raise ValueError("Estimators need params in update().")
     reject_masked_params(params)
     args = parse_extra_args(extra_args)
+    guard_release(state, args)  # at trace time: both are static
     keyed, noise = keyed_with_noise(
       state, args.discrete_noise, inputs=(params, extra_args)
     )

@@ -158,6 +158,7 @@ def noisy_zogd(
       raise ValueError("Estimators need params in update().")
     base.reject_masked_params(params)
     args = base.parse_extra_args(extra_args)
+    base.guard_release(state, args)  # at trace time: both are static
     inputs = (params, extra_args)
     dir_key, noise_key = base.step_keys(state, inputs)  # public, secret
     u = sampler(dir_key, params)  # leading axis K
@@ -242,7 +243,7 @@ def _privatized_gradient(
     ("model", "linear"),
     ("l2", 0.5),
     ("radius", 0.5),
-    ("sampling", "full_batch"),
+    ("privacy.sampling", "full_batch"),
   ),
   config_fields=("l2", "radius", "hidden_state"),
 )

@@ -118,7 +118,7 @@ def plus(start, within: jax.Array):
 
 
 def is_wide(size: int, start) -> bool:
-  """Whether positions ``start .. start + size - 1`` need two words."""
+  """Whether positions ``start`` to ``start + size - 1`` need two words."""
   if isinstance(start, Offset):
     return True
   if isinstance(start, int | np.integer):

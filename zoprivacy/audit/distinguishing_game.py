@@ -54,6 +54,7 @@ def _replace_one(neighboring) -> bool:
 
 CANARY_LOSS_SCALE = 1e6
 STATISTICS = ("released", "gradient")
+CHUNK_SIZE = 32768  # trials per compiled, vmapped call (memory bound)
 
 
 def canary_loss(params, example):
@@ -169,30 +170,9 @@ def canary_direction(
   return diff
 
 
-def game_scores(
-  estimator,
-  game: CanaryGame,
-  *,
-  include_canary: bool,
-  num_trials: int,
-  seed: int,
-  statistic: str = "released",
-  direction: np.ndarray | None = None,
-  chunk_size: int = 32768,
-  extra_args=None,
-  step: int = 0,
-) -> np.ndarray:
-  """``[num_trials]`` scores ``<release, c> / <c, c>`` of one world, each
-  from an independent noise key derived from ``seed`` (jit + vmap, in
-  chunks of ``chunk_size`` trials). ``include_canary``: one bool for the
-  whole world, or one per trial (the canary's Poisson coin, see
-  :func:`run_game`)."""
-  if num_trials < 1:
-    raise ValueError(f"num_trials must be >= 1, got {num_trials}.")
-  if direction is None:
-    direction = canary_direction(
-      estimator, game, statistic=statistic, extra_args=extra_args, step=step
-    )
+def _scorer(estimator, game, statistic, direction, extra_args, step):
+  """``(keys, include) -> scores`` of one chunk of trials, jitted once (both
+  worlds of a game share its compilation: ``include`` is an argument)."""
   release = _release_fn(estimator, game, statistic, extra_args, step)
   unit = jnp.asarray(direction / np.dot(direction, direction), jnp.float32)
 
@@ -201,9 +181,19 @@ def game_scores(
     flat = jax.vmap(release)(keys, include)
     return flat @ unit
 
+  return chunk_scores
+
+
+def _scores(chunk_scores, include_canary, num_trials, seed, chunk_size):
+  """``chunk_scores`` over ``num_trials`` keys from ``seed``, in the fewest
+  chunks of at most ``chunk_size`` trials, all of one size (the last padded
+  by at most one trial per chunk: one compiled shape, little waste)."""
+  if num_trials < 1:
+    raise ValueError(f"num_trials must be >= 1, got {num_trials}.")
   keys = jax.random.split(jax.random.key(seed), num_trials)
   include = np.broadcast_to(np.asarray(include_canary, bool), [num_trials])
-  size = min(chunk_size, num_trials)
+  num_chunks = -(-num_trials // max(int(chunk_size), 1))
+  size = -(-num_trials // num_chunks)
   out = []
   for start in range(0, num_trials, size):
     part = keys[start : start + size]
@@ -214,6 +204,36 @@ def game_scores(
       part_include = np.concatenate([part_include, include[: size - n]])
     out.append(np.asarray(chunk_scores(part, part_include), np.float64)[:n])
   return np.concatenate(out)
+
+
+def game_scores(
+  estimator,
+  game: CanaryGame,
+  *,
+  include_canary: bool,
+  num_trials: int,
+  seed: int,
+  statistic: str = "released",
+  direction: np.ndarray | None = None,
+  chunk_size: int = CHUNK_SIZE,
+  extra_args=None,
+  step: int = 0,
+) -> np.ndarray:
+  """``[num_trials]`` scores ``<release, c> / <c, c>`` of one world, each
+  from an independent noise key derived from ``seed`` (jit + vmap, in
+  chunks of at most ``chunk_size`` trials). ``include_canary``: one bool
+  for the whole world, or one per trial (the canary's Poisson coin, see
+  :func:`run_game`)."""
+  if num_trials < 1:
+    raise ValueError(f"num_trials must be >= 1, got {num_trials}.")
+  if direction is None:
+    direction = canary_direction(
+      estimator, game, statistic=statistic, extra_args=extra_args, step=step
+    )
+  chunk_scores = _scorer(
+    estimator, game, statistic, direction, extra_args, step
+  )
+  return _scores(chunk_scores, include_canary, num_trials, seed, chunk_size)
 
 
 class GameResult(NamedTuple):
@@ -313,17 +333,16 @@ def run_game(
     estimator, game, statistic=statistic, extra_args=extra_args, step=step
   )
   world_seeds = np.random.SeedSequence(seed).generate_state(2)
+  chunk_scores = _scorer(
+    estimator, game, statistic, direction, extra_args, step
+  )
   scores = tuple(
-    game_scores(
-      estimator,
-      game,
-      include_canary=in_world_1 if world else False,
-      num_trials=num_trials,
-      seed=int(world_seeds[world]),
-      statistic=statistic,
-      direction=direction,
-      extra_args=extra_args,
-      step=step,
+    _scores(
+      chunk_scores,
+      in_world_1 if world else False,
+      num_trials,
+      int(world_seeds[world]),
+      CHUNK_SIZE,
     )
     for world in (0, 1)
   )

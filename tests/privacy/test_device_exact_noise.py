@@ -246,7 +246,7 @@ def test_draws_are_a_pure_function_of_key_step_sigma_and_size():
   assert not np.array_equal(a, _draw(1000, 5000, step=8))
   assert not np.array_equal(a, _draw(1000, 5000, key=KEY + 1, step=7))
   keys = jnp.stack([KEY, KEY + 1])
-  rows = jax.vmap(lambda k: ddg.draw(k, 7, 1000, 5000))(keys)
+  rows = jax.jit(jax.vmap(lambda k: ddg.draw(k, 7, 1000, 5000)))(keys)
   assert np.array_equal(np.asarray(rows[0]), a)
   assert np.array_equal(
     np.asarray(rows[1]), _draw(1000, 5000, key=KEY + 1, step=7)

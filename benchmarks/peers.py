@@ -29,10 +29,11 @@ peak memory (arguments + outputs + temporaries - aliased) for:
   twin is ``torch_bert.py``, the same logits), timed in the same
   round-robin; its memory is parameters + batch + the resident growth over
   one step, measured in a child process;
-* the floor of a zeroth-order step (``floor.py``): two plain forward
-  passes plus one donated in-place pass over the parameters, timed in the
-  same round-robin; every row reports its time against the floor and
-  against two forward passes.
+* the floor of a zeroth-order step (``floor.py``): one compiled program
+  holding two plain forward passes and one donated in-place pass over the
+  parameters; every other call is timed right after a floor call, and
+  every row reports the median over its calls of its time over that floor
+  call's, in wall time and (in brackets) in this process's CPU time.
 
 A JAX step whose compiled peak exceeds ``--max-run-gib`` is compiled (its
 peak is reported) but not run. A second table pins a child process to one
@@ -57,7 +58,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from results_file import write_report
-from timing import min_median_round_robin, peak_bytes
+from timing import min_median_round_robin, paired_round_robin, peak_bytes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "peers"))
@@ -242,7 +243,8 @@ def torch_memory(torch_twin, batch_size, device):
 
 
 def bench(task, torch_twin, batch_size, reps, max_run_bytes, microbatch):
-  """``(num_params, param_bytes, times, memory, not_run)`` for one setting."""
+  """``(num_params, param_bytes, Paired times, memory, not_run)`` for one
+  setting, every call timed right after a call of the floor."""
   batched_loss, params, batch = task
   steps = jax_methods(batched_loss, params, batch_size, microbatch)
   memory, not_run = {}, {}
@@ -292,10 +294,10 @@ def bench(task, torch_twin, batch_size, reps, max_run_bytes, microbatch):
       not_run[OPACUS] = "opacus not installed"
     else:
       fns[f"{OPACUS} ({os.cpu_count()} threads)"] = opacus_call
-  times = min_median_round_robin(fns, reps)
+  paired = paired_round_robin(floor.FLOOR, fns, reps)
   num_params = sum(v.size for v in jax.tree.leaves(params))
   param_bytes = sum(v.nbytes for v in jax.tree.leaves(params))
-  return num_params, param_bytes, times, memory, not_run
+  return num_params, param_bytes, paired, memory, not_run
 
 
 def opacus_ghost_call(model_name, batch_size):
@@ -502,7 +504,7 @@ def main():
       )
       title = f"{label}, batch {batch_size}"
       lines += setting_lines(title, n, pb, t, mem, not_run)
-      results[title] = (t, mem, model is None)
+      results[title] = (t.times, mem, model is None)
       print("\n".join(lines[-(len(ORDER) + 8) :]), flush=True)
       write_report(args.out, lines)  # what a stopped run has measured
   lines += target_lines(results)

@@ -1,37 +1,38 @@
-r"""Where the default dpzero step's time goes, part by part.
+r"""Where the default dpzero step's time goes, part by part, against its
+floor.
 
     python benchmarks/step_profile.py [--quick] [--batch-size 64]
 
-On the wide MLP, side by side in one run (round-robin after warm-up), each
-part jitted alone, with the counter hash the default draws with
-(``direction_prng='auto'``: ``'counter2'`` on this model): one forward
-pass; the floor's update pass (``p a + b`` over the donated parameters);
-the two passes at ``x +- l u`` as the step evaluates them (side by side,
-each leaf perturbed at its first use, a large kernel's row blocks drawn
-once for both, the first kernel's ``x @ W`` shared); the same two passes
-with one plain product per layer (``u`` drawn whole first and ``x +- l u``
-materialized: the structure without row blocks, at two parameter copies);
-the sphere's norm pass; the update ``x - a s u`` (regenerating ``u``);
-``u`` drawn alone (materialized); and the whole step (``make_step``,
-donated), also with the first counter hash.
+On the wide MLP, every program timed right after a call of the floor
+(``floor.py``: two plain forward passes and one donated update pass, one
+compiled program), so each has a floor call beside it under the same load.
 
-Two what-if rows bound what a cheaper generator could give: the whole
-step traced with the hash replaced by one multiply and an xor (``words = i
-* phi ^ key``), and with that and the Gaussian transform replaced by a
-plain integer-to-float scaling. They are not directions anyone should use
-(the words are a permutation of the counter and the values uniform, not
-Gaussian); they keep the step's structure, so the second is the step's time
-with a draw that costs almost nothing.
+The default step (``zoprivacy.dpzero`` with no direction or noise option:
+sphere directions drawn by the counter hash 'auto' picks, exact noise drawn
+by the update itself, ``make_step``, donated) is decomposed in place: a
+chain of whole steps, each adding one part to the one before (:data:`STEPS`,
+:data:`PARTS`): two forwards alone; the floor; mezo with Gaussian
+directions whose draw is made near free (the hash replaced by one multiply
+and an xor, the Gaussian transform by an integer-to-float scaling: not
+directions anyone should use, but the step's structure kept), which adds
+forming ``x +- l u``, the blocked products and the update's own pass; the
+same with sphere directions (the norm pass's structure); the real draws;
+clipping and float noise; exact noise given as an argument (the
+quantization); and the default, which draws its exact noise on the host
+through a callback (the fetch). Each part is a difference of the steps'
+paired ratios to the floor.
 
-A second table times the draw of 4.18M values alone: the hash to a
+A second table times the default's parts jitted alone (the two passes as
+the step runs them, the update ``x - a s u``, the sphere's norm pass, ``u``
+drawn alone), and a third the draw of 4.18M values alone: the hash to a
 uniform, each counter hash's Gaussian, and a log-free inverse CDF on the
 central region (an odd polynomial in ``s`` for ``|s| <= 0.8``, 2.9e-7
 relative) with the exact transform selected for the other lanes: compiled
 for a CPU's vector units, a select evaluates both sides on every lane.
 
-Each figure is min / median of interleaved calls in wall time and in this
-process's CPU time (both threads of XLA's pool): on a shared machine the
-CPU time is the steadier measure of the work.
+Each figure is min / median in wall time and in this process's CPU time
+(both threads of XLA's pool): on a shared machine the CPU time is the
+steadier measure of the work.
 """
 
 from __future__ import annotations
@@ -39,39 +40,26 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import statistics
-import time
 
+import draw_cost
+import floor
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 from exact_noise_cost import models
+from timing import paired_round_robin
 
 import zoprivacy
 from zoprivacy.estimators import two_point
 from zoprivacy.zo import (
   counter_directions,
   counter_hash,
-  counter_hash2,
   directions,
   queries,
 )
 
 SMOOTHING = 1e-3
-# sqrt(2) erfinv(s) / s = P(s^2) for |s| <= 0.8, degree 8, lowest first
-# (2.9e-7 relative in float32): the log-free central region.
-_CENTRAL = (
-  1.2533143758773804,
-  0.3280530571937561,
-  0.18287989497184753,
-  0.08542689681053162,
-  0.36278975009918213,
-  -1.0138065814971924,
-  2.512296676635742,
-  -2.904970407485962,
-  1.5801717042922974,
-)
 
 
 def _one_multiply_bits(key, leaf, positions):
@@ -85,16 +73,6 @@ def _scaled_words(words, dtype):
   """A near-free stand-in for ``to_gaussian`` (what-if rows only)."""
   m = (words >> 9).astype(jnp.int32) - 2**22
   return (m.astype(jnp.float32) * np.float32(2.0**-21)).astype(dtype)
-
-
-def _central_or_exact(words, dtype):
-  """The log-free central polynomial where ``|s| <= 0.8``, the second
-  hash's exact transform elsewhere, selected per element."""
-  m = (words >> 9).astype(jnp.int32).astype(jnp.float32)
-  s = m * np.float32(2.0**-22) + np.float32(2.0**-23 - 1.0)
-  central = s * counter_hash._horner(_CENTRAL, s * s)
-  exact = counter_hash2.normal_quantile_on_grid(s)
-  return jnp.where(jnp.abs(s) <= 0.8, central, exact).astype(dtype)
 
 
 @contextlib.contextmanager
@@ -123,47 +101,103 @@ def _setup(batch_size):
   return params, (x, y), loss
 
 
-def _donated_step(params, batch, loss, name, prng):
-  """A zero-argument call of ``make_step``'s donated step, carrying state."""
-  tx = optax.chain(
-    zoprivacy.dpzero(
-      clip=1.0,
-      noise_multiplier=1.0,
-      smoothing=SMOOTHING,
-      expected_batch_size=batch[0].shape[0],
-      directions=name,
-      direction_prng=prng,
-    ),
-    optax.sgd(1e-3),
+def _estimator(name, batch_size, noise):
+  """mezo (``noise=None``) or dpzero with ``name`` directions, 'auto'."""
+  if noise is None:
+    return zoprivacy.mezo(smoothing=SMOOTHING, directions=name)
+  return zoprivacy.dpzero(
+    clip=1.0,
+    noise_multiplier=1.0,
+    smoothing=SMOOTHING,
+    expected_batch_size=batch_size,
+    directions=name,
+    noise=noise,
   )
+
+
+def _donated_step(params, batch, loss, est, noise_given=False):
+  """A zero-argument call of ``make_step``'s donated step, carrying state;
+  ``noise_given``: exact noise drawn once beforehand and passed as
+  ``discrete_noise=`` (the runner's path, the draw not timed)."""
+  tx = optax.chain(est, optax.sgd(1e-3))
   step = zoprivacy.make_step(tx, loss)
   held = {"p": jax.tree.map(jnp.copy, params), "s": tx.init(params)}
+  extra = {}
+  if noise_given:
+    source = zoprivacy.ExactNoiseSource.for_state(held["s"])
+    extra["discrete_noise"] = jnp.asarray(source.draw_now(0))
 
   def call():
-    held["p"], held["s"] = step(held["p"], held["s"], batch)
+    held["p"], held["s"] = step(held["p"], held["s"], batch, **extra)
     return held["p"]
 
   jax.block_until_ready(call())  # traced (and compiled) here
   return call
 
 
-def _floor_update(params):
-  """The floor's second part: ``p a + b`` over the donated parameters."""
-  update = jax.jit(
-    lambda p, a: jax.tree.map(lambda x: x * a + np.float32(1e-9), p),
-    donate_argnums=0,
-  )
-  held = {"p": jax.tree.map(jnp.copy, params)}
+# The whole-step programs of the in-place decomposition, cheapest first:
+# (label, directions, noise (None: mezo), near-free draw, noise given).
+STEPS = (
+  ("mezo, Gaussian, draw near free", "gaussian", None, True, False),
+  ("mezo, sphere, draw near free", "sphere", None, True, False),
+  ("mezo, Gaussian", "gaussian", None, False, False),
+  ("mezo, sphere", "sphere", None, False, False),
+  ("dpzero, sphere, float noise", "sphere", "float", False, False),
+  ("dpzero, sphere, exact noise given", "sphere", "exact", False, True),
+  (
+    "dpzero default (sphere, exact noise drawn by the update)",
+    "sphere",
+    "exact",
+    False,
+    False,
+  ),
+)
+DEFAULT_STEP = STEPS[-1][0]
+TWO_FORWARDS = "two forwards (one program, no update)"
 
-  def call():
-    held["p"] = update(held["p"], np.float32(0.999999))
-    return held["p"]
+# The default step part by part: (part, what it adds, minuend, subtrahend);
+# each part is a difference of medians of paired ratios to the floor.
+PARTS = (
+  ("the two forwards", TWO_FORWARDS, None),
+  ("the floor's update pass", floor.FLOOR, TWO_FORWARDS),
+  (
+    "forming x +- l u, the blocked products, the update's own pass "
+    "(draw near free)",
+    STEPS[0][0],
+    floor.FLOOR,
+  ),
+  ("the sphere's norm pass, draw near free", STEPS[1][0], STEPS[0][0]),
+  ("two draws of u (the passes', the update's)", STEPS[2][0], STEPS[0][0]),
+  ("the sphere's third draw (its norm)", None, None),
+  ("clipping, float noise", STEPS[4][0], STEPS[3][0]),
+  ("quantization, exact noise added", STEPS[5][0], STEPS[4][0]),
+  ("the exact-noise fetch (host draw, callback)", STEPS[6][0], STEPS[5][0]),
+)
 
-  return call
+
+def in_place_steps(batch_size):
+  """``{name: zero-argument call}``: the floor, two forwards, the
+  :data:`STEPS` (wide MLP, ``make_step``, donated)."""
+  params, batch, loss = _setup(batch_size)
+  two = jax.jit(lambda p, b, b2: (loss(p, b), loss(p, b2)))
+  out = {
+    floor.FLOOR: floor.floor_call(loss, params, batch),
+    TWO_FORWARDS: lambda: two(params, batch, batch),
+  }
+  generator = directions.COUNTER_GENERATORS[
+    directions.generator("auto", params)
+  ]
+  for label, name, noise, free, given in STEPS:
+    est = _estimator(name, batch_size, noise)
+    replaced = (_one_multiply_bits, _scaled_words) if free else None
+    with _generator(generator, *replaced) if free else contextlib.nullcontext():
+      out[label] = _donated_step(params, batch, loss, est, given)
+  return out
 
 
-def parts(batch_size, name, prng=directions.AUTO_COUNTER):
-  """``{part: zero-argument call}`` for directions ``name``."""
+def alone_parts(batch_size, name="sphere", prng=directions.AUTO_COUNTER):
+  """``{part: zero-argument call}``: the default step's parts, each jitted
+  alone (``name`` directions drawn by ``prng``)."""
   params, batch, loss = _setup(batch_size)
   query = two_point.make_query(
     directions=name,
@@ -176,7 +210,6 @@ def parts(batch_size, name, prng=directions.AUTO_COUNTER):
   keys = key[None]
   scales = query.direction_scales(params, keys)
   scale = None if scales is None else scales[0]
-  sampler = directions.get_sampler(name, prng=prng)
 
   @jax.jit
   def two_passes(p, k, sc):
@@ -189,42 +222,20 @@ def parts(batch_size, name, prng=directions.AUTO_COUNTER):
 
     return queries.losses_perturbed_at_first_use(loss, p, batch, perturb_both)
 
-  plain = jax.jit(
-    lambda p, k: queries.two_point_losses(
-      loss, p, sampler(k, p), SMOOTHING, batch
-    )
-  )
   update = jax.jit(
     lambda p, s: two_point.released_update(query, p, keys, s, scales)
   )
-  forward, draw = jax.jit(loss), jax.jit(sampler)
+  draw = jax.jit(directions.get_sampler(name, prng=prng))
   out = {
-    "forward": lambda: forward(params, batch),
-    "floor's update pass (donated p a + b)": _floor_update(params),
-    "two passes (as the step: blocks, shared x @ W)": lambda: two_passes(
-      params, key, scale
+    floor.FLOOR: floor.floor_call(loss, params, batch),
+    "two passes at x +- l u (as the step: blocks, shared x @ W)": (
+      lambda: two_passes(params, key, scale)
     ),
-    "two passes, one plain product per layer (u whole)": lambda: plain(
-      params, key
+    "update x - a s u (u regenerated)": lambda: update(
+      params, jnp.ones([1], jnp.float32)
     ),
-    "update x - a s u": lambda: update(params, jnp.ones([1], jnp.float32)),
     "u drawn alone (materialized)": lambda: draw(key, params),
-    "whole dpzero step (donated)": _donated_step(
-      params, batch, loss, name, prng
-    ),
-    "whole step, first counter hash": _donated_step(
-      params, batch, loss, name, "counter"
-    ),
   }
-  hash_module = directions.COUNTER_GENERATORS[prng]
-  for label, replaced in (
-    ("hash = one multiply", (_one_multiply_bits, hash_module.to_gaussian)),
-    ("hash and transform near free", (_one_multiply_bits, _scaled_words)),
-  ):
-    with _generator(hash_module, *replaced):
-      out[f"what-if: whole step, {label}"] = _donated_step(
-        params, batch, loss, name, prng
-      )
   if name in directions.SPHERE_RADII:
     norm = jax.jit(
       lambda p: counter_directions.counter_sphere_scale(name, key, p, prng)
@@ -233,92 +244,90 @@ def parts(batch_size, name, prng=directions.AUTO_COUNTER):
   return out
 
 
-def draws(size=4_179_210):
-  """``{transform: zero-argument call}``: ``size`` values drawn alone."""
-  key = jax.random.key(1)
-  rows = (size // 128, 128)
-
-  def drawn(bits, transform):
-    f = jax.jit(lambda k: transform(bits(k, 0, _positions(rows)), jnp.float32))
-    return lambda: f(key)
-
-  uniform = lambda w, dtype: counter_hash.to_uniform(w)
-  return {
-    "second hash -> uniform (no transform)": drawn(counter_hash2.bits, uniform),
-    "first hash -> Gaussian ('counter')": drawn(
-      counter_hash.bits, counter_hash.to_gaussian
-    ),
-    "second hash -> Gaussian ('counter2')": drawn(
-      counter_hash2.bits, counter_hash2.to_gaussian
-    ),
-    "second hash -> log-free central, exact tails (select)": drawn(
-      counter_hash2.bits, _central_or_exact
-    ),
-  }
-
-
-def _positions(shape):
-  return jax.lax.iota(jnp.uint32, shape[0] * shape[1]).reshape(shape)
-
-
-def min_median_wall_and_cpu(fns, reps):
-  """``{name: (wall min, wall median, cpu min, cpu median)}`` seconds over
-  ``reps`` interleaved rounds after two warm-up calls each."""
-  for f in fns.values():
-    jax.block_until_ready(f())
-    jax.block_until_ready(f())
-  wall = {k: [] for k in fns}
-  cpu = {k: [] for k in fns}
-  for _ in range(reps):
-    for k, f in fns.items():
-      c0, t0 = time.process_time(), time.perf_counter()
-      jax.block_until_ready(f())
-      wall[k].append(time.perf_counter() - t0)
-      cpu[k].append(time.process_time() - c0)
-  return {
-    k: (
-      min(wall[k]),
-      statistics.median(wall[k]),
-      min(cpu[k]),
-      statistics.median(cpu[k]),
-    )
-    for k in fns
-  }
-
-
 def _load():
   return tuple(round(x, 2) for x in os.getloadavg())
 
 
-def _row(label, t, floor):
-  ms = lambda a, b: f"{a * 1e3:.2f} / {b * 1e3:.2f}"
-  return (
-    f"| {label} | {ms(t[0], t[1])} | {ms(t[2], t[3])} | "
-    f"{t[1] / floor[0]:.2f} | {t[3] / floor[1]:.2f} |"
+def _ms(pair):
+  return f"{pair[0] * 1e3:.2f} / {pair[1] * 1e3:.2f}"
+
+
+def _program_rows(paired):
+  """``| program | wall ms | CPU ms | / floor wall | / floor CPU |`` rows."""
+  return [
+    f"| {k} | {_ms(paired.times[k])} | {_ms(paired.cpu_times[k])} | "
+    f"{paired.ratios[k]:.2f} | {paired.cpu_ratios[k]:.2f} |"
+    for k in paired.times
+  ]
+
+
+def part_rows(paired):
+  """The default step part by part: ``| part | / floor wall | / floor CPU
+  | ms |``, each a difference of :data:`PARTS` programs' paired ratios
+  (ms at the floor's median wall time)."""
+
+  def part(ratios, plus, minus):
+    if plus is None:  # the sphere's third draw
+      return (ratios[STEPS[3][0]] - ratios[STEPS[1][0]]) - (
+        ratios[STEPS[2][0]] - ratios[STEPS[0][0]]
+      )
+    return ratios[plus] - (0.0 if minus is None else ratios[minus])
+
+  base = paired.times[floor.FLOOR][1]
+  rows = []
+  for label, plus, minus in PARTS:
+    wall = part(paired.ratios, plus, minus)
+    cpu = part(paired.cpu_ratios, plus, minus)
+    rows.append(
+      f"| {label} | {wall:.2f} | {cpu:.2f} | {wall * base * 1e3:.2f} |"
+    )
+  total = paired.ratios[DEFAULT_STEP], paired.cpu_ratios[DEFAULT_STEP]
+  rows.append(
+    f"| **the default step** | **{total[0]:.2f}** | **{total[1]:.2f}** | "
+    f"{total[0] * base * 1e3:.2f} |"
   )
+  return rows
 
 
 def profile_section(reps, batch_size=64):
+  load = _load()
+  steps = paired_round_robin(floor.FLOOR, in_place_steps(batch_size), reps)
   lines = [
-    f"## Profile: where the default step's time goes (wide MLP, batch "
-    f"{batch_size})",
+    f"## Profile: the default step part by part (wide MLP, batch {batch_size})",
     "",
-    "`python benchmarks/step_profile.py`: each part jitted alone, side by "
-    f"side, min / median ms of {reps} interleaved calls, wall time and "
-    "this process's CPU time; the floor is two forwards plus the update "
-    f"pass (medians). Load before: {_load()}. The parts overlap inside "
-    "the step (XLA fuses each draw into its use), so they need not sum "
-    "to it.",
+    "`python benchmarks/step_profile.py`: whole programs, each called "
+    "right after a call of the floor (floor, a, floor, b, ...), "
+    f"{reps} rounds; min / median ms in wall time and in this process's "
+    "CPU time; `/ floor` is the median over calls of each call's time "
+    "over the floor call's just before it. Every step is `make_step`'s "
+    f"(donated), directions 'auto'. Load before: {load}.",
     "",
-    "| directions | part | wall ms | CPU ms | / floor, wall | / floor, CPU |",
-    "|---|---|---|---|---|---|",
+    "| program | wall ms | CPU ms | / floor, wall | / floor, CPU |",
+    "|---|---|---|---|---|",
+    *_program_rows(steps),
+    "",
+    "The default step part by part: each part is the difference of two "
+    "programs above (what one adds to the other), as a multiple of the "
+    "floor; ms at the floor's median. The draw made near free replaces "
+    "the hash by one multiply and an xor and the Gaussian transform by an "
+    "integer-to-float scaling (not directions; the step's structure "
+    "kept).",
+    "",
+    "| part | / floor, wall | / floor, CPU | ms |",
+    "|---|---|---|---|",
+    *part_rows(steps),
+    "",
   ]
-  for name in ("gaussian", "sphere"):
-    times = min_median_wall_and_cpu(parts(batch_size, name), reps)
-    fwd, upd = times["forward"], times["floor's update pass (donated p a + b)"]
-    floor = (2 * fwd[1] + upd[1], 2 * fwd[3] + upd[3])
-    lines += [f"| {name} {_row(part, t, floor)}" for part, t in times.items()]
-  times = min_median_wall_and_cpu(draws(), reps)
+  alone = paired_round_robin(floor.FLOOR, alone_parts(batch_size), reps)
+  lines += [
+    "The default step's parts jitted alone (they overlap inside the step, "
+    "where XLA fuses each draw into its use), same pairing:",
+    "",
+    "| program | wall ms | CPU ms | / floor, wall | / floor, CPU |",
+    "|---|---|---|---|---|",
+    *_program_rows(alone),
+  ]
+  times = draw_cost.min_median_wall_and_cpu(draw_cost.draws(), reps)
   lines += [
     "",
     f"The draw alone, 4,179,210 values (load {_load()}):",
@@ -327,10 +336,7 @@ def profile_section(reps, batch_size=64):
     "|---|---|---|",
   ]
   for label, t in times.items():
-    lines.append(
-      f"| {label} | {t[0] * 1e3:.2f} / {t[1] * 1e3:.2f} | "
-      f"{t[2] * 1e3:.2f} / {t[3] * 1e3:.2f} |"
-    )
+    lines.append(f"| {label} | {_ms(t[:2])} | {_ms(t[2:])} |")
   lines.append(f"\nLoad after: {_load()}.\n")
   return lines
 

@@ -1,6 +1,7 @@
 """DPZero Table 2: DPZero fine-tuning RoBERTa-large (355M), 512 examples per
 class, (2, 1e-5)-DP. SST-2 by default; ``--config.dataset=snli`` or ``mnli``
-for the other supported columns (SST-5, RTE and TREC have no loader here).
+for two other columns; SST-5, RTE and TREC have their own configs
+(``dpzero_table2_roberta_{sst5,rte,trec}.py``: their data and lengths).
 
 Hyper-parameters (DPZero Table 8): 10,000 iterations, batch 64, smoothing
 1e-3, step size 1e-6, Gaussian directions, 1,000 test examples; the clipping
@@ -25,9 +26,12 @@ import ml_collections
 from configs import default
 
 
-def get_config() -> ml_collections.ConfigDict:
+def get_config(dataset: str = "sst2") -> ml_collections.ConfigDict:
+  """The setting of ``dataset`` (``--config=<this file>:rte`` on the
+  command line): RTE with 256 tokens, as MeZO's ``run_fewshot.sh`` passes
+  it ``--max_seq_len 256``; 128 otherwise."""
   config = default.get_config()
-  config.dataset = "sst2"
+  config.dataset = dataset
   config.model = "roberta_prompt"
   config.model_kwargs = ml_collections.ConfigDict()
   config.model_dir = ""
@@ -36,7 +40,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.lora_alpha = 16.0
   config.lora_targets = r"(query|value)/kernel$"
   config.examples_per_class = 512
-  config.max_length = 128
+  config.max_length = 256 if dataset == "rte" else 128
   config.public = ""
   config.eval_split = "test"
   config.validation_size = 1000

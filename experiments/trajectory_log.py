@@ -23,7 +23,7 @@ import jax
 import numpy as np
 
 from experiments import tasks
-from experiments.run import checkpointing
+from experiments.run import checkpointing, cli
 from experiments.run import metrics as metrics_lib
 from experiments.run.optimizers import make_optimizer
 from zoprivacy.estimators import registry
@@ -75,9 +75,9 @@ def main(argv) -> None:
   if command == "info":
     out = _info(log)
   elif command == "replay":
-    config = _CONFIG.value
-    if config is None:
+    if _CONFIG.value is None:
       raise SystemExit("replay needs --config (the run's config file).")
+    config = cli.apply_late_overrides(_CONFIG.value)
     out = replay_run(config, log)
   else:
     raise SystemExit(f"Unknown command {command!r}: use replay or info.")
@@ -86,11 +86,11 @@ def main(argv) -> None:
 
 if __name__ == "__main__":
   from absl import app, flags  # pylint: disable=g-import-not-at-top
-  from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
 
-  _CONFIG = config_flags.DEFINE_config_file(
-    "config", None, "The run's configs/<name>.py file.", lock_config=True
-  )
+  # The runner's --config flag and its late overrides
+  # (--config.estimator_kwargs.<k>, --config.<field>=None, an estimator
+  # switch), so a replay takes the command line its run took.
+  _CONFIG = cli.CONFIG
   flags.DEFINE_string("log", None, "Path of trajectory.bin.", required=True)
   flags.DEFINE_string("command", "replay", "replay or info.")
   # ``python -m experiments.trajectory_log replay --log ...``: the first
@@ -98,4 +98,5 @@ if __name__ == "__main__":
   argv = list(sys.argv)
   if len(argv) > 1 and not argv[1].startswith("-"):
     argv = [argv[0], f"--command={argv[1]}", *argv[2:]]
+  sys.argv = argv = cli.split_argv(argv)
   app.run(main, argv=argv)

@@ -51,7 +51,7 @@ from absl import app, flags
 from experiments import tasks
 from experiments.run import cli, errors, train
 from experiments.run import workdir as workdir_lib
-from experiments.tuning import budget, search, store, trials
+from experiments.tuning import budget, record, search, store, trials
 from zoprivacy import accounting
 
 _SEARCH: dict[str, str] = {}
@@ -106,10 +106,10 @@ def _plan_and_noise(config, trial_task, count, score_noise, trial_epsilon):
   return plan, total
 
 
-def _run_trials(config, space, count, trial_task, plan, score_noise, secret):
-  """Runs (or resumes) the ``K`` trials; returns the state with scores."""
-  workdir = config.workdir
-  state = store.load_state(workdir)
+def _run_trials(config, space, count, trial_task, plan, score_noise, secrets):
+  """Runs (or resumes) the ``K`` trials; ``secrets``: the tuning's secret
+  and its state, which gets the scores."""
+  workdir, (secret, state) = config.workdir, secrets
   num_trials = budget.draw_trial_count(secret, count)
   size = len(trial_task.test_labels)
   for i in range(num_trials):
@@ -144,12 +144,22 @@ def _run_trials(config, space, count, trial_task, plan, score_noise, secret):
 
 
 def _release(config, task, trial_task, plan, state):
-  """The best trial's point, noisy score, model and test accuracy."""
+  """The best trial's point, noisy score, model and test accuracy (the
+  selection recorded first)."""
   done = state["trials"]
   if not done:  # K = 0 is a possible draw: nothing to release
     return None
   best = max(sorted(done, key=int), key=lambda i: done[i]["score"])
   entry = done[best]
+  record.record_release(
+    config.workdir,
+    state,
+    {
+      "trial": int(best),
+      "score": entry["score"],
+      "params_sha256": entry["params_sha256"],
+    },
+  )
   trial_config = trials.with_fields(
     trials.trial_base(config),
     {
@@ -191,42 +201,42 @@ def tune(
   more, the mean is at least one trial, the total meets the budget.
   """
   space.check()
+  _refuse_private_evaluation(config)
   if not config.get("workdir"):
     raise ValueError("A tuning needs config.workdir (its secret lives there).")
+  workdir_lib.check_own(config.workdir, "tuning")  # before secret/ is made
   if not score_noise > 0:
     raise ValueError(f"score_noise must be > 0, got {score_noise!r}.")
   if task is None:
     task = tasks.get_task(config)
   trial_task = trials.validation_split(task, validation_fraction, config.seed)
   size = len(trial_task.test_labels)
-  plan, total = _plan_and_noise(
+  plan, _ = _plan_and_noise(
     config, trial_task, count, score_noise, trial_epsilon
   )
+  state = store.load_state(config.workdir)
   _claim_workdir(
-    config, space, count, (score_noise, trial_epsilon, validation_fraction)
+    config,
+    (space, count, state),
+    (score_noise, trial_epsilon, validation_fraction),
   )
   insecure = config.get("insecure_test_noise") and config.get("test_run")
   secret = store.load_or_create_secret(
     config.workdir, config.seed if insecure else None
   )
   state = _run_trials(
-    config, space, count, trial_task, plan, score_noise, secret
+    config, space, count, trial_task, plan, score_noise, (secret, state)
   )
+  steps = record.recorded_steps(config.workdir, plan, config.num_steps)
   result = {
-    "method": "repeat and select (Papernot and Steinke 2022)",
-    "trial_count_distribution": {
-      "distribution": count.distribution,
-      "mean": count.mean,
-      "shape": count.shape if math.isfinite(count.shape) else "inf",
-    },
-    "trial_count": "secret (never released)",
-    "search": space.describe(),
-    **_per_trial(config, plan),
+    **_method(space, count),
+    **_per_trial(config, plan, steps),
     "score_noise": score_noise,
     "validation_fraction": validation_fraction,
     "validation_size": size,
-    "total_epsilon": total,
-    "delta": plan.delta,
+    **record.total(
+      plan, steps, score_noise, count, config.get("target_epsilon")
+    ),
     "accountant": ACCOUNTANT,
     "private": plan.is_private and not insecure,
     "released": _release(config, task, trial_task, plan, state),
@@ -236,12 +246,40 @@ def tune(
   return result
 
 
-def _claim_workdir(config, space, count, options) -> None:
+def _method(space, count) -> dict:
+  """The result's method, trial-count distribution and search space."""
+  return {
+    "method": "repeat and select (Papernot and Steinke 2022)",
+    "trial_count_distribution": {
+      "distribution": count.distribution,
+      "mean": count.mean,
+      "shape": count.shape if math.isfinite(count.shape) else "inf",
+    },
+    "trial_count": "secret (never released)",
+    "search": space.describe(),
+  }
+
+
+def _refuse_private_evaluation(config) -> None:
+  """The released model's test accuracy must be one: no ``eval_split``."""
+  if (config.get("eval_split") or "test") != "test":
+    raise ValueError(
+      "experiments.tune scores its trials on a private validation part of "
+      "its own (--validation_fraction) with counted noise, and reports the "
+      "released model's test accuracy; config.eval_split="
+      f"{config.eval_split!r} would make that 'test accuracy' one computed "
+      "on private records, counted nowhere. Leave eval_split at 'test'."
+    )
+
+
+def _claim_workdir(config, tuning, options) -> None:
   """Claims the workdir for this tuning (config, search, trial count and
-  ``(score_noise, trial_epsilon, validation_fraction)``): a rerun of the
-  same tuning resumes, another is refused."""
+  ``(score_noise, trial_epsilon, validation_fraction)``) and binds its
+  secret state to it: a rerun of the same tuning resumes, another is
+  refused, ``--resume=force`` or not (:mod:`experiments.tuning.record`)."""
+  space, count, state = tuning
   score_noise, trial_epsilon, validation_fraction = options
-  workdir_lib.claim(
+  record.claim(
     config.workdir,
     {
       **config.to_dict(),
@@ -253,20 +291,27 @@ def _claim_workdir(config, space, count, options) -> None:
         "validation_fraction": validation_fraction,
       },
     },
-    config.get("resume", ""),
+    state,
   )
 
 
-def _per_trial(config, plan) -> dict:
-  """The result's per-trial privacy: one trial's plan and its epsilon."""
-  return {
+def _per_trial(config, plan, steps: int) -> dict:
+  """The result's per-trial privacy: one trial's plan and its epsilon at
+  the most steps a trial's ledger records (``steps``)."""
+  out = {
     "per_trial_noise": NOISE[plan.noise_kind],
     "per_trial_noise_multiplier": plan.noise_multiplier,
-    "per_trial_epsilon": plan.epsilon(config.num_steps),
+    "per_trial_epsilon": plan.epsilon(steps),
     "per_trial_privacy": plan.describe(),
     "per_trial_plan": plan.to_dict(),
-    "per_trial_num_steps": config.num_steps,
+    "per_trial_num_steps": steps,
   }
+  if steps > config.num_steps:
+    out["replayed_steps"] = (
+      f"a trial's ledger records {steps} steps, not {config.num_steps}: "
+      "steps computed again after a kill are charged, to every trial"
+    )
+  return out
 
 
 def format_report(result: dict) -> str:
@@ -284,6 +329,11 @@ def format_report(result: dict) -> str:
     f"exact discrete Gaussian noise {result['score_noise']:g}",
     f"  total: epsilon {result['total_epsilon']:.4f}, delta "
     f"{result['delta']:g} ({result['accountant']})",
+  ]
+  lines += [
+    f"  WARNING: {result[k]}"
+    for k in ("replayed_steps", "warning")
+    if result.get(k)
   ]
   released = result["released"]
   if released is None:

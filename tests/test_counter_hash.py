@@ -12,6 +12,7 @@ and not by chance. Both counter hashes ('counter', the first, and
 
 import math
 
+import counter_reference
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -28,51 +29,6 @@ FROZEN2_KEY0_LEAF0 = [2320675478, 333401932, 1455641035, 179446603]
 FROZEN2_KEY7_LEAF2 = [4274795458, 3706752741, 2639080731, 745581543]
 HASHES = {"counter": counter_hash, "counter2": counter_hash2}
 each_hash = pytest.mark.parametrize("hash_", HASHES.values(), ids=HASHES)
-
-
-def _np_mix_a(x):
-  x = x ^ (x >> np.uint32(16))
-  x = x * np.uint32(0x7FEB352D)
-  x = x ^ (x >> np.uint32(15))
-  x = x * np.uint32(0x846CA68B)
-  return x ^ (x >> np.uint32(16))
-
-
-def _np_mix_b(x):
-  x = x ^ (x >> np.uint32(17))
-  x = x * np.uint32(0xED5AD4BB)
-  x = x ^ (x >> np.uint32(11))
-  x = x * np.uint32(0xAC4C1B51)
-  x = x ^ (x >> np.uint32(15))
-  x = x * np.uint32(0x31848BAB)
-  return x ^ (x >> np.uint32(14))
-
-
-def _np_bits(k0, k1, leaf, i):
-  """An independent NumPy transcription of the documented construction."""
-  with np.errstate(over="ignore"):
-    k0 = _np_mix_b(np.uint32(k0) ^ np.uint32(0x85EBCA6B))
-    k1 = _np_mix_a(np.uint32(k1) ^ np.uint32(0xC2B2AE35))
-    leaf = np.uint32(leaf)
-    i = i.astype(np.uint32)
-    rot = (k1 << np.uint32(16)) | (k1 >> np.uint32(16))
-    a = _np_mix_a((i * np.uint32(0x9E3779B9)) ^ k0 ^ _np_mix_b(leaf + k1))
-    b = _np_mix_b(a ^ k1)
-    c = _np_mix_a(i ^ rot ^ _np_mix_a(leaf ^ k0))
-    return b ^ c
-
-
-def _np_bits2(k0, k1, leaf, i):
-  """The same for the second hash's construction."""
-  with np.errstate(over="ignore"):
-    k0 = _np_mix_b(np.uint32(k0) ^ np.uint32(0x85EBCA6B))
-    k1 = _np_mix_a(np.uint32(k1) ^ np.uint32(0xC2B2AE35))
-    leaf = np.uint32(leaf)
-    ka = _np_mix_b(_np_mix_a(leaf ^ k0) + k1)
-    kb = _np_mix_a(_np_mix_b(leaf + k1) ^ k0)
-    i = i.astype(np.uint32)
-    rot = (i << np.uint32(16)) | (i >> np.uint32(16))
-    return _np_mix_a(i ^ ka) ^ _np_mix_a(rot ^ kb)
 
 
 def _words(n, key=KEY, leaf=0, hash_=counter_hash):
@@ -92,7 +48,7 @@ def test_matches_the_documented_construction_and_a_test_vector():
   positions = np.arange(1000, dtype=np.uint32)
   for leaf in (0, 3):
     np.testing.assert_array_equal(
-      _words(1000, leaf=leaf), _np_bits(k0, k1, leaf, positions)
+      _words(1000, leaf=leaf), counter_reference.bits(k0, k1, leaf, positions)
     )
   # Frozen vectors: a change of the generator changes every replayed run.
   first = counter_hash.bits(jax.random.key(0), 0, jnp.arange(4))
@@ -107,13 +63,13 @@ def test_second_hash_matches_its_construction_and_test_vectors():
   for leaf in (0, 3):
     np.testing.assert_array_equal(
       _words(1000, leaf=leaf, hash_=counter_hash2),
-      _np_bits2(k0, k1, leaf, positions),
+      counter_reference.bits2(k0, k1, leaf, positions),
     )
   # Large positions too (the swapped halves of i).
   far = np.arange(2**31, 2**31 + 64, dtype=np.uint32)
   np.testing.assert_array_equal(
     np.asarray(counter_hash2.bits(KEY, 5, jnp.asarray(far))),
-    _np_bits2(k0, k1, 5, far),
+    counter_reference.bits2(k0, k1, 5, far),
   )
   first = counter_hash2.bits(jax.random.key(0), 0, jnp.arange(4))
   assert np.asarray(first).tolist() == FROZEN2_KEY0_LEAF0
@@ -284,11 +240,6 @@ def test_log_on_the_whole_grid_against_float64():
   v = v[np.isfinite(v)]
   got = np.asarray(jax.jit(counter_hash.log_positive)(v), np.float64)
   np.testing.assert_allclose(got, np.log(v.astype(np.float64)), rtol=2e-7)
-
-
-def test_too_large_leaf_is_refused():
-  with pytest.raises(ValueError, match="2\\^32"):
-    counter_hash.leaf_bits(KEY, 0, (1 << 16, 1 << 16))
 
 
 @each_hash

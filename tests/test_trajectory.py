@@ -3,6 +3,7 @@
 import dataclasses
 import hashlib
 import json
+import pathlib
 import struct
 
 import jax
@@ -390,3 +391,30 @@ def test_runner_refuses_a_log_of_a_vector_estimator(tmp_path):
   config = _runner_config("", estimator="dpzero")
   with pytest.raises(ValueError, match="workdir"):
     trajectory_log.for_run(config, PARAMS, 0)
+
+
+@pytest.mark.slow  # two processes, ~20 s on 2 cores
+def test_replay_command_takes_the_runs_estimator_kwargs_overrides(tmp_path):
+  """``python -m experiments.trajectory_log replay`` parses the command
+  line as the runner does: an ``--config.estimator_kwargs.<k>`` override
+  that the config file does not name replays to the run's parameters."""
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+
+  overrides = [
+    "--config=configs/default.py",
+    "--config.num_steps=3",
+    "--config.insecure_test_noise=True",
+    "--config.estimator_kwargs.direction_prng=counter",
+  ]
+  root = pathlib.Path(__file__).resolve().parents[1]
+  run = [sys.executable, "-m", "experiments.run", *overrides]
+  work = [f"--config.workdir={tmp_path}", "--config.trajectory_log=True"]
+  subprocess.run([*run, *work], cwd=root, check=True, capture_output=True)
+  replay = [sys.executable, "-m", "experiments.trajectory_log", "replay"]
+  log = f"--log={tmp_path / 'trajectory.bin'}"
+  out = subprocess.run(
+    [*replay, log, *overrides], cwd=root, check=True, capture_output=True
+  )
+  result = json.loads((tmp_path / "result.json").read_text())
+  assert json.loads(out.stdout)["params_sha256"] == result["params_sha256"]

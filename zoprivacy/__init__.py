@@ -167,11 +167,11 @@ if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
   from zoprivacy.estimators.calibrated import private  # noqa: F401
   from zoprivacy.mechanisms import clipping  # noqa: F401
   from zoprivacy.privacy import (  # noqa: F401
-    ExactNoiseSource,
     PrivacyPlan,
     epsilon,
     find_plan,
   )
+  from zoprivacy.secret_noise import ExactNoiseSource  # noqa: F401
   from zoprivacy.training.training_step import make_step  # noqa: F401
   from zoprivacy.zo import directions, projection, queries  # noqa: F401
 

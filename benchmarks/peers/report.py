@@ -15,6 +15,7 @@ OPACUS = "opacus ghost"  # a prefix: the label names its thread count
 FIRST_ORDER = (GHOST, "dp_sgd explicit", "optax dpsgd", "jax_privacy", OPACUS)
 TORCH = "torch dpzero (1 thread)"
 TORCH_CUDA = "torch dpzero (CUDA)"
+FLOOR_CALLS = (floor.FLOOR, floor.FORWARD)  # timed beside, not rows
 
 
 def optional(name):
@@ -61,16 +62,17 @@ ORDER = [
 ]
 
 
-def _floor_cells(times, median) -> str:
-  """``time / floor | time / (2 forward)`` cells (empty without the
-  floor's calls)."""
-  if floor.FORWARD not in times or floor.UPDATE not in times:
-    return " | "
-  two = 2 * times[floor.FORWARD][1]
-  return f"{median / floor.floor_seconds(times):.2f} | {median / two:.2f}"
+def _floor_cells(paired, name) -> str:
+  """``time / floor (CPU)`` of ``name``: the median over its calls of its
+  time over the floor call's just before it (empty without a floor)."""
+  if floor.FLOOR not in paired.times or name not in paired.ratios:
+    return ""
+  return f"{paired.ratios[name]:.2f} ({paired.cpu_ratios[name]:.2f})"
 
 
-def setting_lines(title, n, param_bytes, times, memory, not_run):
+def setting_lines(title, n, param_bytes, paired, memory, not_run):
+  """One setting's section from its :class:`timing.Paired` times."""
+  times = {k: t for k, t in paired.times.items() if k not in FLOOR_CALLS}
   base_t, base_m = times[DEFAULT][1], memory[DEFAULT]
   lines = [
     f"## {title} ({n:,} parameters, {mib_str(param_bytes)} MiB)",
@@ -78,16 +80,16 @@ def setting_lines(title, n, param_bytes, times, memory, not_run):
     f"Load after: {load_str()}.",
     "",
   ]
-  if floor.FORWARD in times and floor.UPDATE in times:
-    lines += [floor.floor_text(times), ""]
+  if floor.FLOOR in paired.times:
+    lines += [floor.floor_text(paired.times), ""]
   lines += [
-    "| implementation | min / median ms | time / default | time / floor | "
-    "time / (2 forward) | peak MiB | peak / default |",
-    "|---|---|---|---|---|---|---|",
+    "| implementation | min / median ms | time / default | time / floor "
+    "(CPU) | peak MiB | peak / default |",
+    "|---|---|---|---|---|---|",
   ]
   present = set(times) | set(not_run)
   if optional("jax_privacy") is None:
-    lines.append("| jax_privacy | not installed | | | |")
+    lines.append("| jax_privacy | not installed | | | | |")
   for name in [n for o in ORDER for n in sorted(present) if n.startswith(o)]:
     mem = memory.get(name)
     mem_cells = (
@@ -97,10 +99,10 @@ def setting_lines(title, n, param_bytes, times, memory, not_run):
       t = times[name]
       lines.append(
         f"| {name} | {ms_str(t)} | {t[1] / base_t:.2f} | "
-        f"{_floor_cells(times, t[1])} | {mem_cells} |"
+        f"{_floor_cells(paired, name)} | {mem_cells} |"
       )
     else:
-      lines.append(f"| {name} | not run: {not_run[name]} | | | | {mem_cells} |")
+      lines.append(f"| {name} | not run: {not_run[name]} | | | {mem_cells} |")
   return lines + [""]
 
 

@@ -158,6 +158,7 @@ def main(
   result = {
     "config": dataclasses.asdict(cfg),
     "condition_ratio": ratio,
+    "num_train": task.num_train,
     "rows": rows,
     "feasibility": feasibility,
     "seconds": time.time() - start,
@@ -226,7 +227,7 @@ def summary(result: dict) -> str:
     "# Noisy-ZOGD on digits: accuracy against final-iterate epsilon",
     "",
     f"L2-regularized logistic regression, m/M = "
-    f"{result['condition_ratio']:.3g}, d = 650, n = 1437, T = "
+    f"{result['condition_ratio']:.3g}, d = 650, n = {result['num_train']}, T = "
     f"{cfg['num_steps']}, eta = K/M, delta = 1e-5 ({result['seconds']:.0f}"
     " s).",
     "",

@@ -49,7 +49,11 @@ from configs import default
 from experiments import public_selection, tasks, tune
 from experiments.run import train
 from experiments.run.task_registry import register
-from experiments.tasks.common import flax_task, model_kwargs
+from experiments.tasks.common import (
+  flax_task,
+  model_kwargs,
+  public_set_builder,
+)
 from experiments.tuning import budget, search, trials
 from zoprivacy.data import loaders, splits
 from zoprivacy.models import small
@@ -69,12 +73,21 @@ def digits_public_half(config):
   """Digits with 60% of its training set public and 40% private (in
   expectation; neighbour-stable)."""
   data = loaders.load_digits(seed=config.seed)
-  split = splits.split_public_private(
-    data.train, 1.0 - PRIVATE_FRACTION, seed=config.seed + 101
-  )
-  private, public = split.private, split.public
+  private, public = public_half(config, data.train)
   model = small.SmallCNN(num_classes=10, **model_kwargs(config, small.SmallCNN))
   return flax_task(model, private, data.test, public)
+
+
+@public_set_builder
+def public_half(config, pool):
+  """``(private, public)``: each image of ``pool`` public by a keyed coin of
+  its own at rate ``1 - PRIVATE_FRACTION``; a private image that duplicates
+  a public one is refused (none does in digits: identical images take the
+  same side)."""
+  split = splits.split_public_private(
+    pool, 1.0 - PRIVATE_FRACTION, seed=config.seed + 101
+  )
+  return split.private, split.public
 
 
 def base_config(seed: int, num_steps: int):

@@ -32,7 +32,6 @@ from typing import Any
 
 import jax
 import numpy as np
-import orbax.checkpoint as ocp
 
 from experiments.run import multihost
 
@@ -95,10 +94,19 @@ def restrict_permissions(directory: str) -> None:
         os.chmod(path, 0o600)
 
 
+def _orbax():
+  """``orbax.checkpoint``, imported on first use: it takes about a second
+  to import, and a run without a workdir never checkpoints."""
+  import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
+
+  return ocp
+
+
 class Checkpointer:
   """Saves and restores ``(train_state, ledger_dict)`` under ``directory``."""
 
   def __init__(self, directory: str, *, max_to_keep: int = 2):
+    ocp = _orbax()
     self.directory = os.path.abspath(directory)
     os.makedirs(self.directory, mode=0o700, exist_ok=True)
     os.chmod(self.directory, 0o700)  # secret material: owner only
@@ -113,6 +121,7 @@ class Checkpointer:
     return self._manager.latest_step()
 
   def save(self, step: int, train_state: Any, ledger: dict | None) -> None:
+    ocp = _orbax()
     manifest = {
       "step": int(step),
       "state_sha256": tree_digest(train_state),
@@ -134,6 +143,7 @@ class Checkpointer:
 
   def restore(self, step: int, template: Any) -> tuple[Any, dict | None]:
     """Restores step ``step`` into the structure of ``template``."""
+    ocp = _orbax()
     abstract = jax.tree.map(
       ocp.utils.to_shape_dtype_struct, _to_storable(template)
     )

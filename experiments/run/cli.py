@@ -36,7 +36,7 @@ import ml_collections
 from absl import flags, logging
 from ml_collections import config_flags
 
-from experiments.run import config_fields, errors, preflight
+from experiments.run import caches, config_fields, errors, preflight, progress
 from zoprivacy.core import estimator_manifest
 
 CONFIG = config_flags.DEFINE_config_file(
@@ -254,6 +254,7 @@ def _check_live(config) -> None:
 
 
 def _fail(message: str, debug: bool, error=None) -> int:
+  progress.close()
   if debug and error is not None:
     raise error
   hint = "(run with --debug for the traceback)"
@@ -298,6 +299,7 @@ def main(argv=None) -> int:
   if code is not None:
     return code
   logging.set_verbosity(logging.WARNING)
+  _open_progress(CONFIG.value)
 
   live = "zoprivacy.estimators.registry" in sys.modules
   try:  # the numbers, then the declaration's checks, before JAX loads
@@ -308,19 +310,14 @@ def main(argv=None) -> int:
       check_declared(CONFIG.value)
   except (ValueError, KeyError, OSError) as e:
     return _fail(errors.one_paragraph(e), DEBUG.value, e)
-  # JAX loads here, only once the checks above have passed.
-  from experiments.run import report, train  # pylint: disable=g-import-not-at-top
-
   try:
-    config = apply_late_overrides(CONFIG.value)
-    if live:
-      _check_live(config)
-    result = train.train(config)
+    result = _train(live)
   except errors.RunInterrupted as e:  # on its own line, never in the bar
     if DEBUG.value:
       raise
     import tqdm  # pylint: disable=g-import-not-at-top
 
+    progress.close()
     tqdm.tqdm.write(str(e), file=sys.stderr)
     return 2
   except errors.user_errors() as e:
@@ -328,7 +325,33 @@ def main(argv=None) -> int:
   except KeyboardInterrupt as e:
     message = "interrupted before the first step; rerun the same command."
     return _fail(message, DEBUG.value, e)
+  finally:
+    progress.close()
   if CARRIED:
     result["estimator_kwargs_carried_over"] = list(CARRIED)
+  # The report's module is read only now: nothing of it is needed before.
+  from experiments.run import report  # pylint: disable=g-import-not-at-top
+
   print(report.format_report(result))
   return 0
+
+
+def _open_progress(config) -> None:
+  """The progress bar, on a terminal, as soon as the config is read."""
+  progress.start(_LATE["estimator"] or config.estimator, config.num_steps)
+  progress.stage("checking the config")
+
+
+def _train(live: bool):
+  """Loads JAX (only once the checks have passed) and trains, with the
+  caches in the user's cache folder (:mod:`experiments.run.caches`)."""
+  progress.stage("loading JAX")
+  # JAX loads here, only once the checks before have passed.
+  from experiments.run import train  # pylint: disable=g-import-not-at-top
+
+  caches.use_compilation_cache()  # before anything is compiled
+  caches.use_calibration_cache()
+  config = apply_late_overrides(CONFIG.value)
+  if live:
+    _check_live(config)
+  return train.train(config)

@@ -13,8 +13,9 @@ the ledger, calibration, result.json) follows the runner's ordinary path.
 * :func:`factory_kwargs` gives the factory its setting once the dataset
   size is known.
 * :func:`published_outputs` lists what the run publishes from intermediate
-  iterates; :func:`final_iterate` refuses the final-iterate epsilon when the
-  list is not empty (``docs/hidden_state.md``).
+  iterates; :func:`experiments.run.final_iterate.final_iterate` refuses the
+  final-iterate epsilon when the list is not empty, and computes it from
+  the ledger's record of the setting otherwise (``docs/hidden_state.md``).
 
 Config fields: ``estimator_kwargs`` (``num_directions``, ``noise_std``,
 ``clip``, ``smoothing``, ``directional_fraction``; defaults from the
@@ -30,7 +31,6 @@ from __future__ import annotations
 from typing import Any
 
 from experiments.run import logreg_constants as logreg
-from zoprivacy.hidden_state import privacy as privacy_lib
 from zoprivacy.hidden_state import setting as setting_lib
 
 SAMPLING = ("full_batch", "without_replacement")
@@ -121,20 +121,18 @@ def factory_kwargs(config, dataset_size: int, *, spec) -> dict[str, Any]:
   return dict(extra, setting=make_setting(config, dataset_size, spec=spec))
 
 
-def run_setting(
-  config, dataset_size: int, noise_multiplier: float, *, spec
-) -> setting_lib.NoisyZOGDSetting:
-  """The setting the run used: its ``sigma`` gives the plan's multiplier
-  (set, calibrated or from ``noise_std``)."""
-  return privacy_lib.with_plan_multiplier(
-    make_setting(config, dataset_size, spec=spec), noise_multiplier
-  )
-
-
-def published_outputs(config) -> list[str]:
-  """Outputs computed from intermediate iterates that the run publishes."""
+def published_outputs(config, history=()) -> list[str]:
+  """Outputs computed from intermediate iterates that the run publishes
+  (``config``'s), or that an earlier attempt published (``history``: the
+  run's metrics rows, kept across resumes)."""
   out = []
   every, steps = config.get("eval_every") or 0, config.num_steps
+  earlier = sorted({r["step"] for r in history if 0 < r["step"] < steps})
+  if earlier and not (every and every < steps):
+    out.append(
+      f"test accuracy of intermediate iterates (steps {earlier[0]}.."
+      f"{earlier[-1]}, evaluated before a resume)"
+    )
   if every and every < steps:
     out.append(
       f"test accuracy of intermediate iterates (eval_every={every},"
@@ -155,33 +153,6 @@ def published_outputs(config) -> list[str]:
     if config.get(name):
       out.append(f"the trajectory log ({name}) publishes intermediate iterates")
   return out
-
-
-def final_iterate(config, setting, num_steps: int) -> dict[str, Any]:
-  """The three epsilons of the run, or why they are refused."""
-  published = published_outputs(config)
-  if published:
-    return {
-      "refused": "the final-iterate (hidden-state) epsilon does not "
-      "apply: intermediate outputs are published: " + "; ".join(published)
-    }
-  report = privacy_lib.final_iterate(setting, num_steps, config.delta)
-  out = report.to_dict()
-  out["text"] = report.format()
-  if not setting.full_batch:
-    out["text"] += (
-      "\n  (the ledger charges each mini-batch step as a "
-      "full-batch release, without amplification by sampling; "
-      "the composition figure above is amplified, WBK'19)"
-    )
-  out["condition_ratio"] = setting.assumptions.condition_ratio
-  return out
-
-
-def format_final_iterate(block: dict[str, Any]) -> str:
-  if "refused" in block:
-    return "final-iterate epsilon: not reported (" + block["refused"] + ")"
-  return block["text"] + f"\n  m/M = {block['condition_ratio']:.3g}"
 
 
 def wants_report(config) -> bool:

@@ -19,10 +19,15 @@ import time
 
 import jax
 import numpy as np
-import tqdm
 
 from experiments.run import metrics as metrics_lib
-from experiments.run import multihost, run_ledger, trajectory_log
+from experiments.run import (
+  multihost,
+  progress,
+  run_ledger,
+  trajectory_log,
+  xla_options,
+)
 from experiments.run.attempts import StepRandomness
 from experiments.run.errors import RunInterrupted
 from experiments.run.step import make_step, step_inputs
@@ -52,13 +57,14 @@ class Loop:
     self.signal = Signal(run, first)  # released values' statistics
     self.reserved = first  # the ledger already counts steps before this
     self.randomness = StepRandomness(run)
-    apply = jax.jit(run.task.apply)
+    apply = xla_options.jit(run.task.apply)
     replicated = run.placement.replicated
     self.predict = lambda params, frozen, inputs: multihost.fetch(
       apply(params, frozen, replicated(inputs))
     )
     self.train_seconds = 0.0
     self.stop_requested = False  # Ctrl-C: stop after the current step
+    self.private_evaluation = metrics_lib.evaluates_private_records(run.config)
 
   # ------------------------------------------------------------- hooks
   def persist_ledger(self) -> None:
@@ -96,11 +102,14 @@ class Loop:
   def evaluate(self, done: int, seconds: float) -> dict:
     """Evaluation hook: one metrics row (after the ledger reaches disk)."""
     self.signal.check_params(self.state["params"], done)
+    scores = metrics_lib.evaluate_task(
+      self.run.task, self.predict, self.state["params"], self.run.frozen
+    )
+    if self.private_evaluation:  # never named a test metric
+      scores = metrics_lib.as_private_validation(scores)
     row = {
       "step": done,
-      **metrics_lib.evaluate_task(
-        self.run.task, self.predict, self.state["params"], self.run.frozen
-      ),
+      **scores,
       "epsilon": self.run.epsilon(),
       "seconds": self.seconds_offset + seconds,
       **self.signal.row(),
@@ -111,19 +120,23 @@ class Loop:
     return row
 
   def checkpoint(self, done: int) -> None:
-    """Checkpoint hook (the ledger first); the trajectory log with it."""
+    """Checkpoint hook: the ledger, the signal's window and the trajectory
+    log first, then the checkpoint. Everything a resume reads is thus on
+    disk before the checkpoint that resumes from it commits: a kill at any
+    point leaves a log that holds the checkpoint's steps (or more, which a
+    resume truncates)."""
     ckpt = self.run.checkpointer
     if ckpt is None:
       return
     self.persist_ledger()
     self.signal.check_params(self.state["params"], done)
     self.signal.save(done)
+    if self.run.primary:
+      self.trajectory.save()
     ledger = self.run.ledger
     ckpt.save(
       done, self.state, None if ledger is None else ledger.ledger.to_dict()
     )
-    if self.run.primary:
-      self.trajectory.save()
 
   def after_step(self, done: int, seconds: float, bar) -> None:
     config = self.run.config
@@ -194,17 +207,17 @@ class Loop:
   def _steps(self, step, first: int, last: int) -> None:
     bar, start = None, None
     try:
+      progress.stage("compiling the step")
       for t in range(first, last):
         params = self._one_step(step, t, last)
         if start is None:  # the first step compiles: not timed
           jax.block_until_ready(params)
           start = time.time()
-          bar = tqdm.tqdm(
-            initial=t + 1,
-            total=self.run.config.num_steps,
-            disable=not self.progress,
-            desc=self.run.config.estimator,
-            mininterval=1.0,
+          bar = progress.training_bar(
+            t + 1,
+            self.run.config.num_steps,
+            self.run.config.estimator,
+            self.progress,
           )
         else:
           bar.update(1)

@@ -77,6 +77,41 @@ def metric_label(name: str) -> str:
 # The released values' statistics in a row (experiments.run.training_signal).
 SIGNAL_PREFIX = "released_"
 
+# The metrics of a run that evaluates on records held out of its private
+# training pool (``config.eval_split="validation"``) take this prefix in
+# place of ``test_``; every report names them so, first.
+PRIVATE_VALIDATION_PREFIX = "private_validation_"
+NOT_ACCOUNTED = "not private, not accounted"
+
+
+def evaluates_private_records(config) -> bool:
+  """Whether the run's evaluation set is held out of its private training
+  pool: ``eval_split="validation"`` on the private data (a public proxy
+  evaluates on public data)."""
+  split = config.get("eval_split") or "test"
+  return split == "validation" and not config.get("public_proxy")
+
+
+def as_private_validation(scores: dict[str, float]) -> dict[str, float]:
+  """``test_accuracy`` -> ``private_validation_accuracy`` (each name)."""
+  return {
+    PRIVATE_VALIDATION_PREFIX + k.removeprefix("test_"): v
+    for k, v in scores.items()
+  }
+
+
+def private_evaluation_note(names, size: int) -> str:
+  """What a report says first about metrics computed on private records."""
+  labels = ", ".join(metric_label(n) for n in names)
+  return (
+    f"{NOT_ACCOUNTED}: the {labels} is computed exactly on {size:,} "
+    "records held out of the private training pool "
+    "(config.eval_split='validation') and released without noise; no "
+    "epsilon covers it, so neither publish it nor choose the "
+    "hyperparameters of a released model with it (experiments.tune scores "
+    "its trials with counted noise)"
+  )
+
 
 def metric_names(row: dict) -> list[str]:
   """The metric names of a history row (what is neither step, epsilon,

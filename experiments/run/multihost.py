@@ -42,7 +42,6 @@ import warnings
 import jax
 import numpy as np
 from jax.experimental import multihost_utils
-from orbax.checkpoint import multihost as orbax_multihost
 
 from zoprivacy.data import sampling
 
@@ -130,6 +129,10 @@ def _broadcast(x):
   Every process makes the same broadcasts in the same order, so the
   numbered barrier names agree.
   """
+  # Imported on use: orbax takes a second to import, and only a run of
+  # several processes broadcasts.
+  from orbax.checkpoint import multihost as orbax_multihost  # pylint: disable=g-import-not-at-top
+
   orbax_multihost.get_barrier_sync_fn()(
     key=f"zoprivacy_broadcast_{next(_barrier_ids)}",
     timeout_ms=BARRIER_TIMEOUT_S * 1000,

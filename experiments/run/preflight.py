@@ -25,6 +25,7 @@ import math
 import os
 
 from experiments.run import config_fields, optimizer_names
+from experiments.run import workdir as workdir_lib
 from zoprivacy.core import estimator_manifest
 
 # The accountant composes up to this many steps in a few seconds (a PLD of
@@ -293,7 +294,8 @@ def validate(config):
 
 
 def check_workdir(config) -> None:
-  """The workdir is (or can be made) a writable folder (no JAX needed)."""
+  """The workdir is (or can be made) a writable folder that is the run's
+  own (:func:`experiments.run.workdir.check_own`; no JAX needed)."""
   workdir = config.get("workdir")
   if not workdir:
     return
@@ -301,6 +303,7 @@ def check_workdir(config) -> None:
     raise ValueError(
       f"workdir {workdir!r} is a file, not a folder; choose another workdir."
     )
+  workdir_lib.check_own(workdir)  # another program's folder: refused
   os.makedirs(workdir, exist_ok=True)  # OSError: a file on its path, ...
   if not os.access(workdir, os.W_OK | os.X_OK):
     raise PermissionError(

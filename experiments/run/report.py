@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from experiments.run import hidden_state_run
-from experiments.run.metrics import metric_label
+from experiments.run import chance, final_iterate
+from experiments.run.metrics import NOT_ACCOUNTED, metric_label
 
 
 def _mesh_note(mesh) -> str:
@@ -32,13 +32,19 @@ def _loose(result: dict[str, Any]) -> list[str]:
   out = []
   if "RDP accountant" in result.get("privacy", ""):
     out.append("an RDP bound, looser than the PLD accountant's")
+  composition = (result.get("ledger") or {}).get("composition")
+  if composition:
+    out.append(f"the ledger is composed by {composition}")
   notes = (result.get("privacy_plan") or {}).get("notes") or []
   out += [n for n in notes if "charged" in n]
-  block = result.get("final_iterate") or {}
-  if block and "refused" not in block:
+  best = final_iterate.best_below(
+    result.get("final_iterate"), result["epsilon"]
+  )
+  if best is not None:
     out.append(
       "every iterate counted as published, while this run publishes only "
-      "the final one (the final-iterate figures below apply to it)"
+      f"the final one, whose epsilon is {_plain(best[0])} ({best[1]}, "
+      "below)"
     )
   return out
 
@@ -71,6 +77,23 @@ def _privacy_lines(result: dict[str, Any]) -> str:
       f"{result['delta']:g}) [{result['privacy']}; noise multiplier "
       f"{result['noise_multiplier_source']}]"
     )
+    ledger = result.get("ledger") or {}
+    if ledger.get("composition"):
+      privacy += (
+        f"\nthe epsilon is composed by {ledger['composition']}, looser than "
+        f"the PLD at the plan's discretization: {ledger['composition_why']}"
+      )
+    segments = ledger.get("segments")
+    if segments:
+      privacy += (
+        f"\nthe epsilon composes the ledger's {len(segments)} plans (a "
+        "resume under another config; the plan above is the last): "
+        + "; ".join(
+          f"{s['num_steps']} steps at noise multiplier "
+          f"{s['noise_multiplier']:.4g}"
+          for s in segments
+        )
+      )
     if result.get("target_epsilon") is not None:
       privacy += (
         f"\nplanned target epsilon {result['target_epsilon']:g}; actual "
@@ -87,16 +110,19 @@ def _privacy_lines(result: dict[str, Any]) -> str:
       f"{result['pure_epsilon']:.4f}"
     )
   if "final_iterate" in result:
-    privacy += "\n" + hidden_state_run.format_final_iterate(
-      result["final_iterate"]
+    privacy += "\n" + final_iterate.format_block(
+      result["final_iterate"], result["epsilon"]
     )
   return privacy
 
 
 def format_report(result: dict[str, Any]) -> str:
   """The closing lines of a run: the task's metrics (accuracy, or F1 and
-  exact match), steps and privacy spent; first a warning when the epsilon
-  is weak or loose (:func:`headline_warning`)."""
+  exact match), steps and privacy spent; first a warning when the metrics
+  were computed on private records (``evaluation_privacy``: not private,
+  not accounted), then a line when the score is within noise of chance
+  (:func:`experiments.run.chance.headline`), then a warning when the
+  epsilon is weak or loose (:func:`headline_warning`)."""
   names = result.get("metric_names") or [
     result.get("headline_metric", "test_accuracy")
   ]
@@ -107,7 +133,12 @@ def format_report(result: dict[str, Any]) -> str:
       + labels[0].removeprefix("test ")
       + " (public proxy, no private data)"
     )
+  private_records = result.get("evaluation_privacy")
+  if private_records:
+    labels = [f"{lab} ({NOT_ACCOUNTED})" for lab in labels]
   lines = [
+    f"WARNING: {private_records}." if private_records else None,
+    chance.headline(result, labels[0]),
     headline_warning(result),
     f"estimator: {result['estimator']} on {result['dataset']}",
     *(f"{lab}: {result[n]:.4f}" for lab, n in zip(labels, names)),

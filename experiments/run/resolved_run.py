@@ -34,9 +34,9 @@ import numpy as np
 from experiments.run import (
   attempts,
   checkpointing,
-  layerwise_run,
   multihost,
   preflight,
+  progress,
   run_ledger,
   task_registry,
 )
@@ -50,7 +50,7 @@ from experiments.run.run_setup import (
   resolve,
   run_secret,
 )
-from experiments.run.step import generic_step_fn
+from experiments.run.step import step_body
 from zoprivacy import accounting
 from zoprivacy.privacy import randomness
 from zoprivacy.privacy.ledger import PrivacyLedger
@@ -130,6 +130,7 @@ def _check_workdir(workdir: str) -> None:
     raise ValueError(
       f"workdir {workdir!r} is a file, not a folder; choose another workdir."
     )
+  workdir_lib.check_own(workdir)  # before the lock writes private/
 
 
 def _check_budget(config, plan, ledger) -> None:
@@ -158,11 +159,7 @@ def _optimizer(config, spec, task, placement, n, secret):
   tx, plan = resolved.tx, resolved.plan
   trainable, frozen = task.init(jax.random.key(config.seed))
   trainable, frozen = placement.params(trainable), placement.params(frozen)
-  if config.get("layerwise"):  # the in-scan step: inference-level memory
-    zo = layerwise_run.make(config, resolved, task)
-    init, body = zo.init, layerwise_run.step_fn(zo, placement)
-  else:
-    init, body = tx.init, generic_step_fn(spec, task, tx, placement)
+  init, body = step_body(config, spec, resolved, task, placement)
   opt_state = init_optimizer_state(init, trainable, secret)
   if not config.get("layerwise"):
     plan = held_plan(opt_state, config)  # the plan the state holds
@@ -208,6 +205,7 @@ def setup(config, *, task=None) -> Run:
   spec = preflight.validate(config)  # 1: no data read yet
   config, lr_source = with_learning_rate(config, spec)
   workdir, secret, ledger = _secret_and_ledger(config, spec, primary)  # 2
+  progress.stage("loading the data")
   task = task or task_registry.get_task(config)  # 3
   n = task.num_train
   preflight.check_dataset_size(config, n)
@@ -218,6 +216,7 @@ def setup(config, *, task=None) -> Run:
   _check_budget(config, plan, ledger)
   sampler = attempts.sampler_for(config, task, spec, secret, plan)
   if config.get("check_per_example", True):
+    progress.stage("checking that the loss is per-example")
     check_loss_is_per_example(
       task, trainable, frozen, sampler.capacity, config.seed
     )

@@ -15,7 +15,7 @@ import jax
 import numpy as np
 import optax
 
-from experiments.run import hidden_state_run, preflight
+from experiments.run import hidden_state_run, preflight, progress
 from experiments.run.optimizers import learning_rate_of, make_optimizer
 from zoprivacy import accounting
 from zoprivacy.data import sampling
@@ -101,6 +101,9 @@ def noise_multiplier_of(config, spec, kwargs):
     return float(config.noise_multiplier), "set by noise_multiplier"
   if config.get("target_epsilon") is not None:
     template = spec.plan_template(dict(kwargs, noise_multiplier=1.0))
+    progress.stage(
+      f"calibrating the noise for epsilon {config.target_epsilon:g}"
+    )
     plan = accounting.calibrate_plan(
       template.replace(delta=config.delta),
       target_epsilon=config.target_epsilon,
@@ -122,6 +125,7 @@ def resolve(config, dataset_size, *, spec) -> Resolved:
   sigma, how = noise_multiplier_of(config, spec, kwargs)
   if spec.private:
     kwargs["noise_multiplier"] = sigma
+  progress.stage("building the model and the optimizer")
   estimator = spec.factory(**kwargs)
   tx = (
     estimator  # a setting's update holds its step size and projection

@@ -53,6 +53,15 @@ class Task:
   # argmax of ``apply`` (``experiments.run.metrics.evaluate_task``).
   evaluate: Callable[[Any, Any], dict[str, float]] | None = None
   metric_names: tuple[str, ...] = ("test_accuracy",)
+  # ``(rate, what it is)``: the accuracy of chance on the test set, for a
+  # task with its own evaluate that scores an accuracy (multiple choice).
+  # None: from the test labels for a classifier, untested for F1
+  # (experiments.run.chance).
+  chance_accuracy: tuple[float, str] | None = None
+  # ``(trainable, frozen) -> zoprivacy.models.hf_export.Exportable``: the
+  # fine-tuned model as a Hugging Face checkpoint (python -m
+  # experiments.export). None: the task's model has no such format.
+  export: Callable[[Any, Any], Any] | None = None
 
   @property
   def num_train(self) -> int:

@@ -16,7 +16,8 @@ One run, top to bottom (:func:`train`):
 
 An estimator declared ``takes_setting`` (Noisy-ZOGD) gets its setting from
 :mod:`experiments.run.hidden_state_run`, which also checks it before any data is
-loaded and adds the final-iterate (hidden-state) epsilon to the report.
+loaded; :mod:`experiments.run.final_iterate` adds the final-iterate
+(hidden-state) epsilon of the setting the ledger records to the report.
 
 Randomness: ``config.seed`` is PUBLIC (model initialization, directions,
 public batches). The noise and the Poisson batches come from a 256-bit
@@ -38,8 +39,15 @@ from typing import Any
 
 import ml_collections
 
-from experiments.run import checkpointing, hidden_state_run, task_registry
+from experiments.run import (
+  chance,
+  checkpointing,
+  final_iterate,
+  hidden_state_run,
+  task_registry,
+)
 from experiments.run import metrics as metrics_lib
+from experiments.run import progress as progress_bar
 from experiments.run.loop import Loop
 from experiments.run.resolved_run import Run, setup
 
@@ -73,6 +81,7 @@ def train(
   last = min(last, config.num_steps)
   _announce_resume(run, last)
   if run.restored_step == 0 and not loop.history:
+    progress_bar.stage("evaluating step 0")
     loop.evaluate(0, 0.0)
   loop.run_steps(last)
   done = int(loop.state["step"])
@@ -128,7 +137,13 @@ def _privacy_fields(run: Run, done: int) -> dict[str, Any]:
     "privacy": plan.describe(),
   }
   if run.ledger is not None:
-    out["ledger"] = run.ledger.ledger.summary()
+    ledger = run.ledger.ledger
+    out["ledger"] = ledger.summary()
+    if len(ledger.plans) > 1:  # a resume under another plan
+      out["ledger"]["segments"] = [
+        {"num_steps": n, "noise_multiplier": p.noise_multiplier}
+        for p, n in ledger.segments
+      ]
   target = out["target_epsilon"]
   if target is not None and out["epsilon"] > target * (1 + TARGET_SLACK):
     out["warning"] = (
@@ -157,6 +172,7 @@ def finish(run: Run, loop: Loop) -> dict[str, Any]:
     **{k: history[-1][k] for k in names},
     "headline_metric": names[0],
     "metric_names": names,
+    **chance.assess(run.task, {k: history[-1][k] for k in names}),
     "public_proxy": bool(config.get("public_proxy")),
     "num_steps": done,
     "learning_rate": config.get("learning_rate"),
@@ -168,12 +184,13 @@ def finish(run: Run, loop: Loop) -> dict[str, Any]:
     "history": history,
     "params_sha256": checkpointing.tree_digest(loop.state["params"]),
   }
-  if run.spec.takes_setting and hidden_state_run.wants_report(config):
-    setting = hidden_state_run.run_setting(
-      config, run.task.num_train, run.plan.noise_multiplier, spec=run.spec
+  if loop.private_evaluation:
+    result["evaluation_privacy"] = metrics_lib.private_evaluation_note(
+      names, len(run.task.test_labels)
     )
-    result["final_iterate"] = hidden_state_run.final_iterate(
-      config, setting, done
+  if run.spec.takes_setting and hidden_state_run.wants_report(config):
+    result["final_iterate"] = final_iterate.final_iterate(
+      config, run.ledger.ledger, done, history=history
     )
   if run.workdir and run.primary:
     result["plot"] = metrics_lib.plot_report(

@@ -9,6 +9,13 @@ resumes anyway; a new workdir starts afresh.
 Fields that do not change what a run computes or spends (where it writes,
 how often it evaluates, checkpoints or prints) are left out of the
 fingerprint.
+
+A workdir is the run's own (:func:`check_own`): an existing folder is taken
+only if it is empty, holds a previous run of the same kind (a run's, or a
+tuning's, ``config.json``: the fingerprint check above then decides), or
+holds only files a run of that kind writes (one killed before its
+``config.json``). Any other folder (``/``, a home folder, a model's folder
+with its own ``config.json``) is refused before anything is written.
 """
 
 from __future__ import annotations
@@ -27,8 +34,38 @@ IGNORED = (
 )
 
 
+# What each kind of workdir holds at its top level (and temporary files
+# replacing them, :func:`_written_by`). tests/experiments/test_workdir_owner.py checks that
+# a run writes nothing else.
+ENTRIES = {
+  "run": frozenset(
+    {
+      "config.json",
+      "private",  # the run's secret, its lock
+      "privacy_ledger.json",
+      "checkpoints",
+      "metrics.csv",
+      "metrics.jsonl",
+      "tensorboard",
+      "trajectory.bin",
+      "released_signal.json",
+      "report.png",
+      "result.json",
+    }
+  ),
+  "tuning": frozenset(
+    {"config.json", "secret", "result.json", "model.msgpack"}
+  ),
+}
+KIND_NAMES = {"run": "a run", "tuning": "a tuning (experiments.tune)"}
+
+
 class ConfigMismatchError(ValueError):
   """The workdir holds a run of a different configuration."""
+
+
+class WorkdirNotOwnedError(ValueError):
+  """The workdir is a folder that holds something other than a run."""
 
 
 def _flat(d, prefix=""):
@@ -49,6 +86,75 @@ def fingerprint(config_dict: dict) -> tuple[str, dict]:
   }
   text = json.dumps(flat, sort_keys=True, default=str)
   return hashlib.sha256(text.encode()).hexdigest(), json.loads(text)
+
+
+def _record(path: str) -> dict | None:
+  """``config.json``'s record if :func:`claim` wrote it, else None."""
+  try:
+    with open(path) as f:
+      record = json.load(f)
+  except (OSError, ValueError):
+    return None
+  if not isinstance(record, dict) or set(record) != {"fingerprint", "config"}:
+    return None
+  return record if isinstance(record["config"], dict) else None
+
+
+def _kind(record: dict) -> str:
+  return (
+    "tuning"
+    if any(k.startswith("tuning.") for k in record["config"])
+    else "run"
+  )
+
+
+def _written_by(name: str, own: frozenset[str]) -> bool:
+  """``name`` is one of ``own``, or a temporary file replacing one
+  (``metrics.csv.tmp``, ``privacy_ledger.json.k3j9.tmp``)."""
+  if name in own:
+    return True
+  stem = name.removesuffix(".tmp")
+  return stem != name and any(stem.startswith(o) for o in own)
+
+
+def check_own(workdir: str, kind: str = "run") -> None:
+  """Refuses ``workdir`` unless it is missing, empty, or holds a previous
+  ``kind`` of work (``'run'`` or ``'tuning'``): see the module's docstring.
+  Reads only; writes nothing."""
+  if not os.path.isdir(workdir):
+    return  # missing (made later) or a file (refused by the caller)
+  names = sorted(os.listdir(workdir))
+  if not names:
+    return
+  what = KIND_NAMES[kind]
+  if "config.json" in names:
+    record = _record(os.path.join(workdir, "config.json"))
+    if record is None:
+      raise WorkdirNotOwnedError(
+        f"workdir {workdir!r} holds a config.json that no run or tuning "
+        f"wrote (another program's folder?): it is not {what}'s workdir. "
+        "A workdir is the run's own; choose a new or empty folder."
+      )
+    held = _kind(record)
+    if held != kind:
+      raise WorkdirNotOwnedError(
+        f"workdir {workdir!r} holds {KIND_NAMES[held]}, not {what}; "
+        f"{what} cannot resume or take it over (--resume=force either): "
+        "the two write different files and keep different secrets. "
+        "Choose a new or empty folder."
+      )
+    return
+  own = ENTRIES[kind]
+  foreign = [n for n in names if not _written_by(n, own)]
+  if foreign:
+    shown = ", ".join(foreign[:5])
+    more = f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
+    raise WorkdirNotOwnedError(
+      f"workdir {workdir!r} is a folder that holds no previous run ({shown}"
+      f"{more}): {what} would write its config, metrics, secret and "
+      "checkpoints among these files. A workdir is the run's own: choose a "
+      "new or empty folder."
+    )
 
 
 def claim(
@@ -83,7 +189,9 @@ def claim(
   if not write:
     return
   os.makedirs(workdir, exist_ok=True)
-  with open(path, "w") as f:
+  tmp = path + ".tmp"  # replaced whole: a kill leaves no half-written record
+  with open(tmp, "w") as f:
     json.dump(
       {"fingerprint": digest, "config": flat}, f, indent=2, sort_keys=True
     )
+  os.replace(tmp, path)

@@ -12,6 +12,11 @@ cycle); reproductions may register their own with :func:`register`.
 ``mnli``           RoBERTa prompt-based masked-LM classifier   PAZO Table 4, DPZero
 ``sst2``           RoBERTa prompt-based masked-LM classifier   DPZero, DP-ZO
 ``snli``           RoBERTa prompt-based masked-LM classifier   DPZero
+``sst5``           RoBERTa prompt-based masked-LM classifier   DPZero Table 2
+``rte``            RoBERTa prompt-based masked-LM classifier   DPZero Table 2
+``trec``           RoBERTa prompt-based masked-LM classifier   DPZero Table 2
+``<task>_opt``     OPT / Llama / Mistral causal LM, MeZO's     MeZO, DP-ZO, DPZero
+                   prompts (``experiments/tasks/llm.py``)
 ``vader_minilm``   all-MiniLM-L6-v2 encoder + linear head      offline analog (VADER)
 ``vader_llm``      SmolLM2-135M-Instruct (GGUF), label words   DP-ZO Table 1 pattern
 ``fashion_mnist_public``  small CNN, optional 4% public split  offline analog (PAZO)
@@ -33,7 +38,8 @@ below, so a config only sets what it needs):
 * ``eval_split``: ``"test"`` (default) or ``"validation"``: evaluate on
   ``validation_size`` examples held out from the training pool (examples that
   are not in the training set), so hyper-parameters can be chosen without
-  looking at the test set.
+  looking at the test set. Those examples are private: the run reports
+  ``private_validation_accuracy``, "not private, not accounted".
 * ``test_size``: evaluate on a seeded subsample of the test set.
 * ``public``: public data for the PAZO estimators, returned in
   ``public_inputs``/``public_labels`` and encoded exactly like the private data:

@@ -10,7 +10,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from experiments.run import preflight
+from experiments.run import preflight, xla_options
 from experiments.run.task_registry import Task
 from zoprivacy.data import splits as splits_lib
 from zoprivacy.data import stable_split
@@ -24,21 +24,25 @@ def data_seed(config) -> int:
 
 
 def train_eval_split(
-  config, train: Dataset, test: Dataset
+  config, train: Dataset, test: Dataset, few_shot=splits_lib.few_shot_indices
 ) -> tuple[Dataset, Dataset]:
   """Few-shot subsample of the (private) training pool and the evaluation set.
 
   * ``examples_per_class=k``: the ``k`` examples per class of smallest keyed
     hash (:func:`zoprivacy.data.splits.few_shot_subsample`): the private
     training set; neighbouring pools give selections that differ by at most
-    one example in and one out.
+    one example in and one out. ``few_shot``: another rule with that
+    signature and guarantee (TREC: at most ``k`` per class,
+    :func:`zoprivacy.data.loaders.lm_bff.at_most_k_per_class`).
   * ``eval_split="validation"``: the ``validation_size`` examples of
     smallest keyed hash (:mod:`zoprivacy.data.stable_split`, another key)
     among the pool's examples that are not training examples. Without
     few-shot they leave the training set, which then changes by exactly one
     example between neighbouring pools: the run's guarantee holds for the
-    pool. The validation part is evaluation data: its accuracy is reported,
-    not protected.
+    pool. The validation part is private evaluation data: its accuracy is
+    reported exactly, named ``private_validation_accuracy`` and labelled
+    "not private, not accounted" by every report
+    (:func:`experiments.run.metrics.evaluates_private_records`).
   * otherwise the test set (evaluation data, not protected), subsampled to
     ``test_size`` if set.
   """
@@ -46,7 +50,7 @@ def train_eval_split(
   per_class = config.get("examples_per_class")
   all_idx = np.arange(len(train))
   if per_class:
-    chosen = splits_lib.few_shot_indices(train, int(per_class), seed)
+    chosen = few_shot(train, int(per_class), seed)
   else:
     chosen = all_idx
   eval_split = config.get("eval_split") or "test"
@@ -80,6 +84,23 @@ def train_eval_split(
   return train.subset(np.sort(chosen)), test
 
 
+#: Every function that builds a task's public set, by qualified name: each
+#: is ``builder(config, pool) -> (private, public)``, ``pool`` the task's
+#: private training pool, ``public`` None without ``config.public``. The
+#: public set is a function of public data alone (no private record can
+#: change it); private rows that duplicate a public input leave the private
+#: side. ``tests/experiments/test_public_sets.py`` finds these functions in
+#: the source and checks each one.
+PUBLIC_SET_BUILDERS: dict[str, Callable] = {}
+
+
+def public_set_builder(builder: Callable) -> Callable:
+  """Registers ``builder`` in :data:`PUBLIC_SET_BUILDERS`."""
+  PUBLIC_SET_BUILDERS[f"{builder.__module__}.{builder.__qualname__}"] = builder
+  return builder
+
+
+@public_set_builder
 def image_public_split(
   config, train: Dataset
 ) -> tuple[Dataset, Dataset | None]:
@@ -92,8 +113,9 @@ def image_public_split(
   20 per class on average). Each image is public by a keyed coin of its own
   (neighbour-stable, :func:`~zoprivacy.data.splits.split_public_private`):
   the private part is private, the public part public. Public rows are
-  removed from the private set; exact duplicates of private rows are
-  dropped from the public set; an empty public part is refused.
+  removed from the private set, and so are private rows that duplicate a
+  public input (the public part is never trimmed by a private record); an
+  empty public part is refused.
   """
   public = config.get("public") or ""
   if not public:
@@ -141,7 +163,7 @@ def flax_task(
   call = call or (lambda m, params, inputs: m.apply(params, inputs))
 
   def init(key):
-    return jax.jit(lambda k: call_init(model, k, sample))(key), {}
+    return xla_options.jit(lambda k: call_init(model, k, sample))(key), {}
 
   def apply(trainable, frozen, inputs):
     del frozen

@@ -24,6 +24,7 @@ from experiments.tasks.common import (
   data_seed,
   flax_task,
   model_kwargs,
+  public_set_builder,
   train_eval_split,
 )
 from zoprivacy.data import loaders
@@ -75,20 +76,26 @@ def public_vocabulary(config):
   return loaders.build_vocab(corpus.inputs, max_size=size)
 
 
-def _amazon_public(config, private_train):
-  """``public_size`` Amazon Polarity reviews, one streaming pass."""
+@public_set_builder
+def imdb_public(config, pool):
+  """``(private, public)``: ``public_size`` Amazon Polarity reviews (one
+  streaming pass; a function of the public file and the data seed alone)
+  and ``pool`` without any review that duplicates one of them; ``public``
+  None without ``config.public``."""
+  if not config.get("public"):
+    return pool, None
   if config.public != "amazon":
     raise ValueError(f"public={config.public!r} for imdb; use 'amazon' or ''")
   root = _amazon_root(
     config.get("data_dir") or None, "public='amazon' reads it"
   )
-  pool = loaders.read_amazon_csv(
+  public = loaders.read_amazon_csv(
     root / "train.csv",
     int(config.get("public_size") or 2000),
     data_seed(config),
     name="amazon_polarity/public",
   )
-  return splits_lib.check_no_overlap(pool, private_train, "drop")
+  return splits_lib.exclude_public(pool, public, "drop"), public
 
 
 @register("imdb")
@@ -98,12 +105,13 @@ def imdb_task(config) -> Task:
   Texts are encoded one by one with :func:`public_vocabulary`,
   ``max_length`` (default 256) tokens per review, truncated at the end.
   ``public="amazon"``: ``public_size`` (2,000 = 4% of IMDB's 25,000 training
-  reviews) Amazon Polarity reviews, sampled in one streaming pass.
+  reviews) Amazon Polarity reviews, sampled in one streaming pass
+  (:func:`imdb_public`).
   """
   data = loaders.load_imdb(config.get("data_dir") or None)
   vocab = public_vocabulary(config)
-  public = _amazon_public(config, data.train) if config.get("public") else None
-  train, test = train_eval_split(config, data.train, data.test)
+  pool, public = imdb_public(config, data.train)
+  train, test = train_eval_split(config, pool, data.test)
   max_length = int(config.get("max_length") or 256)
 
   def encode(ds):

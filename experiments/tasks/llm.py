@@ -1,12 +1,20 @@
 """OPT causal-LM tasks of the MeZO / DP-ZO / DPZero suite.
 
 Classification (``sst2_opt``, ``sst5_opt``, ``rte_opt``, ``qnli_opt``,
-``mnli_opt``, ``snli_opt``, ``boolq_opt``, ``trec_opt``): each example's
-inputs are its ``C`` candidate sequences (``prompts.candidate_batch``,
-``[N, C, S]``); ``apply`` returns the logits ``-loss_c`` with ``loss_c`` the
-mean negative log-likelihood of candidate ``c``'s verbalizer tokens, so the
-task's cross-entropy is MeZO's ``train_as_classification`` objective and
-argmax of the logits is MeZO's prediction.
+``mnli_opt``, ``snli_opt``, ``boolq_opt``, ``trec_opt``, ``cb_opt``,
+``wsc_opt``, ``wic_opt``, ``multirc_opt``): each example's inputs are its
+``C`` candidate sequences (``prompts.candidate_batch``, ``[N, C, S]``);
+``apply`` returns the logits ``-loss_c`` with ``loss_c`` the mean negative
+log-likelihood of candidate ``c``'s verbalizer tokens, so the task's
+cross-entropy is MeZO's ``train_as_classification`` objective and argmax of
+the logits is MeZO's prediction.
+
+Multiple choice (``copa_opt``, ``record_opt``): the candidates come from the
+example (COPA's two choices, ReCoRD's passage entities). As in MeZO
+(``--train_as_classification False``), the inputs are the gold candidate's
+sequence and ``batched_loss`` its teacher-forced loss; the task evaluates
+itself by the accuracy of the best-scoring candidate
+(:mod:`experiments.tasks.llm_choice`; ``test_accuracy``).
 
 Generation (``squad_opt``, ``drop_opt``): inputs are prompt + first gold
 answer, ``batched_loss`` is the teacher-forced answer loss
@@ -16,17 +24,16 @@ scored by MeZO's SQuAD F1 and exact match (``test_f1``,
 ``test_exact_match``; never an accuracy).
 
 Config: ``model_dir`` (Hugging Face OPT folder), ``data_dir``, ``num_train``
-(MeZO: 1000) or ``examples_per_class`` (k-shot), ``num_eval`` (1000),
-``max_length`` (256), ``data_seed``; for generation ``max_new_tokens``
-(50) and ``eval_batch_size`` (8); ``peft`` (``full``, ``lora`` with
+(MeZO: 1000) or, for classification, ``examples_per_class`` (k-shot),
+``num_eval`` (1000), ``max_length`` (256), ``data_seed``; for generation
+``max_new_tokens`` (50) and ``eval_batch_size`` (8 sequences; multiple
+choice: 64 candidate rows); ``peft`` (``full``, ``lora`` with
 ``lora_rank``, ``lora_alpha``, ``lora_targets``, or ``prefix`` with
 ``num_prefix_tokens``).
 
-Files, under ``data_dir``: ``<task>/train.{jsonl,parquet,tsv}`` and
-``<task>/validation.{jsonl,parquet,tsv}`` (Hugging Face exports, GLUE TSVs
-renamed), with ``<task>`` one of ``sst2 sst5 rte qnli mnli snli boolq trec``;
-``squad/train-v1.1.json`` + ``squad/dev-v1.1.json``;
-``drop/drop_dataset_train.json`` + ``drop/drop_dataset_dev.json``.
+Files, under ``data_dir``: :mod:`experiments.tasks.llm_data` (Hugging Face
+exports as ``<task>/{train,validation}.jsonl``, SuperGLUE's release
+folders, SQuAD v1.1 and DROP in their original JSON).
 """
 
 from __future__ import annotations
@@ -34,7 +41,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
@@ -43,13 +49,14 @@ import numpy as np
 import optax
 
 from experiments.run.task_registry import Task, register
-from experiments.tasks import llm_files
+from experiments.tasks import llm_choice, llm_data, llm_files
 from experiments.tasks.common import data_seed
+from experiments.tasks.llm_export import exporter, stacked_lora
+from zoprivacy.core.low_precision import is_narrow
 from zoprivacy.data import prompts
-from zoprivacy.data.loaders import MissingDataError
 from zoprivacy.data.loaders import mezo_tasks as mt
 from zoprivacy.metrics import qa_generation
-from zoprivacy.models import causal_lm_zo, llama, peft
+from zoprivacy.models import causal_lm_zo, llama
 from zoprivacy.models.hf_checkpoint import load_bpe_tokenizer, load_opt
 from zoprivacy.models.hf_llama import load_llama
 from zoprivacy.models.opt import (
@@ -58,70 +65,6 @@ from zoprivacy.models.opt import (
   per_example_lm_loss,
 )
 from zoprivacy.models.prefix_tuning import PrefixTuning
-
-DATA_HOW = (
-  "export the Hugging Face dataset splits (to_json / to_parquet; glue/sst2, "
-  "SetFit/sst5, super_glue/rte, glue/qnli, glue/mnli (validation_matched), "
-  "snli, super_glue/boolq, trec) as <data_dir>/<task>/{train,validation}.jsonl"
-  "; SQuAD v1.1 and DROP in their original JSON"
-)
-SUFFIXES = (".jsonl", ".parquet", ".tsv", ".json")
-
-
-def _find(root: Path, stem: str) -> Path | None:
-  for s in SUFFIXES:
-    if (root / f"{stem}{s}").is_file():
-      return root / f"{stem}{s}"
-  return None
-
-
-GENERATION_FILES = {
-  "squad": ("squad/train-v1.1.json", "squad/dev-v1.1.json"),
-  "drop": ("drop/drop_dataset_train.json", "drop/drop_dataset_dev.json"),
-}
-
-
-def _data_files(data_dir: Path, task: str) -> tuple[list, list]:
-  """``(files, missing)``: the task's train and evaluation files."""
-  if task in GENERATION_FILES:
-    files = [data_dir / n for n in GENERATION_FILES[task]]
-    return files, [p for p in files if not p.is_file()]
-  stems = ("train", "validation")
-  files = [_find(data_dir / task, s) for s in stems]
-  missing = [
-    data_dir / task / f"{s}.jsonl" for s, f in zip(stems, files) if f is None
-  ]
-  return files, missing
-
-
-def check_files(config, task: str) -> list:
-  """The data files of ``task``, after checking that they and every file
-  of the checkpoint folder exist (:mod:`experiments.tasks.llm_files`):
-  else one :class:`MissingDataError` naming all that is missing, before
-  anything is read."""
-  data_dir = Path(config.get("data_dir") or ".").expanduser()
-  files, missing_data = _data_files(data_dir, task)
-  if not config.get("data_dir"):
-    missing_data = [f"<config.data_dir>/{p}" for p in missing_data]
-  what, missing_model, how = llm_files.missing_model_files(config)
-  if missing_model and missing_data:
-    raise MissingDataError(
-      f"{what} and the {task} data",
-      missing_model + missing_data,
-      f"{how} For the data: {DATA_HOW}.",
-    )
-  if missing_model:
-    raise MissingDataError(what, missing_model, how)
-  if missing_data:
-    raise MissingDataError(task, missing_data, DATA_HOW)
-  return files
-
-
-def _read_data(files, task: str):
-  if task in GENERATION_FILES:
-    read = mt.load_squad_json if task == "squad" else mt.load_drop_json
-    return [read(p) for p in files]
-  return [mt.normalize_classification(task, mt.read_records(f)) for f in files]
 
 
 def _causal_lm(config):
@@ -142,12 +85,17 @@ def _causal_lm(config):
   return model_class, cfg, params, tokenizer
 
 
-PARAM_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+PARAM_DTYPES = {
+  "float32": jnp.float32,
+  "bfloat16": jnp.bfloat16,
+  "float16": jnp.float16,  # MeZO's --load_float16
+}
 
 
 def param_dtype(config):
   """``config.param_dtype``: the dtype the pretrained weights are stored in
-  (``'float32'``, the default, or ``'bfloat16'``)."""
+  (``'float32'``, the default, ``'bfloat16'`` or ``'float16'``); with
+  ``peft='full'`` also the dtype the trained weights are stored in."""
   name = config.get("param_dtype") or "float32"
   if name not in PARAM_DTYPES:
     raise ValueError(
@@ -156,15 +104,16 @@ def param_dtype(config):
   return PARAM_DTYPES[name]
 
 
-def _float32_trainable(init):
-  """``init`` with the trainable leaves in float32: bfloat16 weights are
-  perturbed in float32 (a perturbation of 1e-3 is below bfloat16's rounding
-  step for weights above 0.25; :mod:`zoprivacy.models.opt`, "Precision"),
-  while the frozen ones stay as stored."""
+def _float32_adapters(init):
+  """``init`` with the trainable adapters (LoRA, prefix) in float32: they
+  are small and new, while the frozen weights stay as stored. Fully
+  fine-tuned weights are not cast: they stay in the stored dtype, perturbed
+  in float32 one layer at a time and stochastically rounded when updated
+  (:mod:`zoprivacy.core.low_precision`)."""
 
   def float32_init(key):
     trainable, frozen = init(key)
-    cast = lambda x: x.astype(jnp.float32) if x.dtype == jnp.bfloat16 else x
+    cast = lambda x: x.astype(jnp.float32) if is_narrow(x) else x
     return jax.tree.map(cast, trainable), frozen
 
   return float32_init
@@ -193,11 +142,7 @@ def _fine_tuning(config, params, model_config):
     raise ValueError(
       f"peft={mode!r} for a causal LM task; use 'full', 'lora' or 'prefix'."
     )
-  lora = peft.StackedLoRA(
-    rank=int(config.get("lora_rank") or 8),
-    alpha=float(config.get("lora_alpha") or 16.0),
-    targets=config.get("lora_targets") or peft.StackedLoRA.targets,
-  )
+  lora = stacked_lora(config)
   return (
     (lambda key: (lora.init(key, params), params)),
     (lambda t, f: lora.merge(f, t)),
@@ -207,7 +152,8 @@ def _fine_tuning(config, params, model_config):
 
 @dataclasses.dataclass
 class LMTask(Task):
-  """A generation task: the loss is the teacher-forced answer loss."""
+  """A generation or multiple-choice task: the loss is the teacher-forced
+  loss of each example's answer (or gold candidate)."""
 
   lm_loss: object = None
 
@@ -253,7 +199,7 @@ class _LM(NamedTuple):
   """What both task kinds take from the model: the trainable/frozen split
   and its merge, the module, the tokenizer, the per-example loss and its
   in-scan variant (None where the model has none), the batch encoding's
-  keywords and the sequence length."""
+  keywords, the sequence length and the export (:func:`exporter`)."""
 
   init: Any
   merged: Callable
@@ -263,18 +209,35 @@ class _LM(NamedTuple):
   in_scan: Callable | None
   kw: dict
   length: int
+  export: Callable | None = None
 
 
-def _build(config, task: str) -> Task:
-  generation = task in prompts.GENERATION_TASKS
-  train, test = _sample(config, task, generation)
-  model_class, cfg, params, tok = _causal_lm(config)
+def task_with_model(config, loaded) -> Task:
+  """``config``'s task (``config.dataset``, one of the ``<name>_opt``
+  tasks) on ``loaded`` = ``(model class, model config, params,
+  tokenizer)`` instead of the weights in ``config.model_dir``: e.g. the
+  shapes of a model too large to load (``jax.ShapeDtypeStruct`` params,
+  stored in their dtype), whose step
+  :func:`experiments.run.step_program.lowered` compiles. The data and the
+  files are read and checked as for a run."""
+  name = config.dataset.removesuffix("_opt")
+  if name not in prompts.TEMPLATES or name == config.dataset:
+    raise ValueError(f"{config.dataset!r} is not a causal LM task.")
+  return _build(config, name, loaded)
+
+
+def _build(config, task: str, loaded=None) -> Task:
+  train, test = _sample(config, task)
+  model_class, cfg, params, tok = loaded or _causal_lm(config)
   length = int(config.get("max_length") or 256)
   init, merged, model_cfg = _fine_tuning(config, params, cfg)
+  if (config.get("peft") or "full") != "full":
+    init = _float32_adapters(init)
   model = model_class(model_cfg)
+
   pad_id = cfg.pad_token_id
   lm = _LM(
-    init=_float32_trainable(init),
+    init=init,
     merged=merged,
     model=model,
     tok=tok,
@@ -288,19 +251,27 @@ def _build(config, task: str) -> Task:
       pad_id=tok.padding["pad_id"] if pad_id is None else pad_id,
     ),
     length=length,
+    export=exporter(config, cfg, merged, tok),
   )
-  if generation:
+  if task in prompts.GENERATION_TASKS:
     return _generation_task(config, task, train, test, lm)
+  if task in prompts.CHOICE_TASKS:
+    return _choice_task(config, task, train, test, lm)
   return _classification_task(task, train, test, lm)
 
 
-def _sample(config, task: str, generation: bool):
+def _sample(config, task: str):
   """The task's train and test examples: ``examples_per_class`` per class
   (classification) or ``num_train``; ``num_eval`` test examples."""
-  train, test = _read_data(check_files(config, task), task)
-  seed = data_seed(config)
   k = int(config.get("examples_per_class") or 0)
-  if k and not generation:
+  if k and not prompts.TEMPLATES[task].verbalizer:
+    raise ValueError(
+      f"examples_per_class={k} for {task}_opt: only a classification task "
+      "has classes to sample per class; set num_train (MeZO: 1000) instead."
+    )
+  train, test = llm_data.read_data(llm_data.check_files(config, task), task)
+  seed = data_seed(config)
+  if k:
     train = mt.sample_per_class(train, k, seed=seed)
   else:
     train = mt.sample_examples(
@@ -312,25 +283,75 @@ def _sample(config, task: str, generation: bool):
   return train, test
 
 
-def _generation_task(config, task: str, train, test, lm: _LM) -> LMTask:
-  """A question-answering task: trained on the answer's tokens, evaluated
-  by generation (F1 and exact match)."""
-  enc = [
-    prompts.training_batch(task, d, lm.tok, **lm.kw) for d in (train, test)
-  ]
-  loss, merged, in_scan = lm.loss, lm.merged, lm.in_scan
+def _lm_task(enc, lm: _LM, loss, in_scan, **fields) -> LMTask:
+  """The task trained on the teacher-forced ``loss`` of ``enc``'s train and
+  test sequences (one per example; the labels are placeholders)."""
+  merged = lm.merged
   return LMTask(
     enc[0],
-    np.zeros(len(train), np.int32),
+    np.zeros(len(enc[0]["input_ids"]), np.int32),
     enc[1],
-    np.zeros(len(test), np.int32),
+    np.zeros(len(enc[1]["input_ids"]), np.int32),
     1,
     lm.init,
     lambda t, f, x: -loss(merged(t, f), x)[:, None],
     perturbed_loss=in_scan and (lambda t, f, b, u: in_scan(t, f, b[0], u)),
-    evaluate=_qa_evaluate(config, task, test, lm.tok, lm.model, merged, lm.kw),
-    metric_names=("test_f1", "test_exact_match"),
     lm_loss=lambda t, f, x: loss(merged(t, f), x),
+    export=lm.export,
+    **fields,
+  )
+
+
+def _encode(task: str, train, test, lm: _LM) -> list[dict]:
+  return [
+    prompts.training_batch(task, d, lm.tok, **lm.kw) for d in (train, test)
+  ]
+
+
+def _generation_task(config, task: str, train, test, lm: _LM) -> LMTask:
+  """A question-answering task: trained on the answer's tokens, evaluated
+  by generation (F1 and exact match)."""
+  return _lm_task(
+    _encode(task, train, test, lm),
+    lm,
+    lm.loss,
+    lm.in_scan,
+    evaluate=_qa_evaluate(
+      config, task, test, lm.tok, lm.model, lm.merged, lm.kw
+    ),
+    metric_names=("test_f1", "test_exact_match"),
+  )
+
+
+def _choice_task(config, task: str, train, test, lm: _LM) -> LMTask:
+  """A multiple-choice task (COPA, ReCoRD): trained, as MeZO trains it, on
+  the teacher-forced loss of the gold candidate's tokens; evaluated by the
+  accuracy of its best-scoring candidate
+  (:mod:`experiments.tasks.llm_choice`), ``eval_batch_size`` (64)
+  candidate rows per forward pass."""
+  enc = _encode(task, train, test, lm)
+  rows, owners = llm_choice.encode_candidates(task, test, lm.tok, **lm.kw)
+  window = answer_window(
+    np.concatenate([enc[0]["loss_mask"], rows["loss_mask"]])
+  )
+  loss = functools.partial(lm.loss, answer_window=window)
+  merged = lm.merged
+  evaluate = llm_choice.choice_evaluate(
+    lambda t, f, x: -loss(merged(t, f), x),
+    task,
+    test,
+    rows,
+    owners,
+    int(config.get("eval_batch_size") or 64),
+  )
+  in_scan = functools.partial(lm.in_scan, answer_window=window)
+  return _lm_task(
+    enc,
+    lm,
+    loss,
+    in_scan,
+    evaluate=evaluate,
+    chance_accuracy=llm_choice.chance_accuracy(task, test),
   )
 
 
@@ -378,6 +399,7 @@ def _classification_task(task: str, train, test, lm: _LM) -> Task:
     lm.init,
     apply,
     perturbed_loss=perturbed_loss if in_scan is not None else None,
+    export=lm.export,
   )
 
 

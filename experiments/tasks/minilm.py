@@ -12,6 +12,7 @@ from experiments.tasks.common import (
   HF_FILES,
   data_seed,
   encoded_task,
+  public_set_builder,
   require_hf_dir,
   train_eval_split,
 )
@@ -75,9 +76,10 @@ def encoder_features(
 def vader_minilm_task(config) -> Task:
   """VADER movie-review snippets (private) with all-MiniLM-L6-v2 and a linear head.
 
-  * Data: ``movieReviewSnippets`` (10,568 labelled sentences) split 80/20
-    train/test (seeded, stratified, :func:`~zoprivacy.data.loaders.load_vader`);
-    training on ``examples_per_class`` seeded examples per class of the 80%.
+  * Data: ``movieReviewSnippets`` (10,568 labelled sentences) split about
+    80/20 train/test by keyed coins (:func:`~zoprivacy.data.loaders.load_vader`:
+    8,588 / 1,980 at data seed 0); training on ``examples_per_class``
+    examples per class of the train part (the smallest keyed hashes).
     ``data_dir``: a root holding ``vader/hutto_ICWSM_2014/`` (default
     ``$ZOPRIVACY_DATA_DIR`` or ``~/.cache/zoprivacy``).
   * Model: :class:`~zoprivacy.models.bert.BertClassifier` with mean pooling
@@ -91,13 +93,11 @@ def vader_minilm_task(config) -> Task:
   * ``public``: ``"amazon+tweets"`` (OOD public data; ``public_size`` samples,
     default all 7,806), tokenized like the private data.
   """
-  data_dir = config.get("data_dir") or None
-  cache_dir = Path(data_dir) / "vader" if data_dir else None
   data = vader.load_vader(
-    vader.PRIVATE_CORPUS, cache_dir, seed=data_seed(config)
+    vader.PRIVATE_CORPUS, vader_cache(config), seed=data_seed(config)
   )
-  train, test = train_eval_split(config, data.train, data.test)
-  public = vader_public(config, data.train, cache_dir)
+  pool, public = vader_public(config, data.train)
+  train, test = train_eval_split(config, pool, data.test)
 
   model_dir = _minilm_dir(config)
   bcfg, encoder_params = bert.load_hf_encoder(model_dir)
@@ -139,36 +139,46 @@ def _encoder_model(bcfg, split, merge):
   return lambda key: split, apply
 
 
-def vader_public(config, private_train: Dataset, cache_dir) -> Dataset | None:
-  """``config.public``'s out-of-distribution corpora, sampled without any
-  sentence of the private training set (None without ``public``):
-  ``public_per_class`` per class if set, else ``public_size`` uniformly
-  (0: all)."""
+def vader_cache(config):
+  """The VADER folder under ``config.data_dir`` (None: the default)."""
+  data_dir = config.get("data_dir") or None
+  return Path(data_dir) / "vader" if data_dir else None
+
+
+@public_set_builder
+def vader_public(config, pool: Dataset) -> tuple[Dataset, Dataset | None]:
+  """``(private, public)``: ``config.public``'s out-of-distribution corpora,
+  ``public_per_class`` per class if set, else ``public_size`` uniformly (0:
+  all), a function of the public corpora and the data seed alone; and
+  ``pool`` without any sentence that one of them duplicates (``public``
+  None without ``config.public``)."""
   if not config.get("public"):
-    return None
+    return pool, None
   if config.public not in VADER_PUBLIC:
     raise ValueError(
       f"public={config.public!r} for {config.dataset}; use one of "
       f"{sorted(VADER_PUBLIC)} or ''"
     )
+  cache_dir = vader_cache(config)
   parts = [
     vader.load_vader_corpus(c, cache_dir) for c in VADER_PUBLIC[config.public]
   ]
-  pool = Dataset(
+  source = Dataset(
     np.concatenate([p.inputs for p in parts]),
     np.concatenate([p.labels for p in parts]),
     2,
     f"vader/{config.public}",
   )
   size, per_class = config.get("public_size"), config.get("public_per_class")
-  return splits_lib.sample_ood_public(
+  split = splits_lib.ood_public_split(
+    source,
     pool,
-    private_train,
     num_samples=int(size) if size and not per_class else None,
     per_class=int(per_class) if per_class else None,
     seed=data_seed(config),
     on_overlap="drop",
   )
+  return split.private, split.public
 
 
 def _tokenize_fn(model_dir, bcfg, length: int):

@@ -1,4 +1,6 @@
-"""RoBERTa prompt-based masked-LM classifiers: SST-2, MNLI, SNLI (DPZero, DP-ZO, PAZO Table 4)."""
+"""RoBERTa prompt-based masked-LM classifiers: SST-2, SST-5, MNLI, SNLI, RTE
+and TREC (DPZero Table 2, DP-ZO, PAZO Table 4), with MeZO's templates and
+label words (``medium_models/run_fewshot.sh``)."""
 
 from __future__ import annotations
 
@@ -8,13 +10,14 @@ from experiments.run.task_registry import Task, register
 from experiments.tasks.common import (
   data_seed,
   encoded_task,
+  public_set_builder,
   require_hf_dir,
   train_eval_split,
 )
 from experiments.tasks.peft import peft_args, peft_split
 from zoprivacy.data import loaders, tokenize
 from zoprivacy.data import splits as splits_lib
-from zoprivacy.data.loaders import Dataset
+from zoprivacy.data.loaders import Dataset, lm_bff
 from zoprivacy.data.tokenize import fit_around_mask, label_word_ids, pad_to
 from zoprivacy.models import prompt_mlm
 
@@ -29,19 +32,10 @@ MASK_TOKEN = "<mask>"
 
 
 def _roberta_prompt_task(
-  config, name: str, data, public_pool: Dataset | None
+  config, name: str, data, public: Dataset | None, **split
 ) -> Task:
   model_dir = require_hf_dir(config.get("model_dir"), "RoBERTa", ROBERTA_HOW)
-  train, test = train_eval_split(config, data.train, data.test)
-  public = None
-  if public_pool is not None:
-    public = splits_lib.sample_ood_public(
-      public_pool,
-      train,
-      per_class=int(config.get("public_per_class") or 100),
-      seed=data_seed(config),
-      on_overlap="drop",
-    )
+  train, test = train_eval_split(config, data.train, data.test, **split)
   tokenizer, mask_id = _prompt_tokenizer(model_dir)
   rcfg, params = prompt_mlm.load_roberta_mlm(model_dir)
   length = int(config.get("max_length") or 128)
@@ -121,14 +115,31 @@ def mnli_task(config) -> Task:
   """PAZO Table 4 / DPZero MNLI with RoBERTa: ``premise?<mask>, hypothesis``,
   label words `` Yes`` / `` Maybe`` / `` No``; ``public="snli"`` draws
   ``public_per_class`` (100) SNLI training pairs per class."""
-  data_dir = config.get("data_dir") or None
-  data = loaders.load_mnli(data_dir)
-  pool = None
-  if config.get("public"):
-    if config.public != "snli":
-      raise ValueError(f"public={config.public!r} for mnli; use 'snli' or ''")
-    pool = loaders.load_snli(data_dir).train
-  return _roberta_prompt_task(config, "mnli", data, pool)
+  data = loaders.load_mnli(config.get("data_dir") or None)
+  pool, public = snli_public(config, data.train)
+  return _roberta_prompt_task(
+    config, "mnli", loaders.DatasetSplits(pool, data.test), public
+  )
+
+
+@public_set_builder
+def snli_public(config, pool: Dataset) -> tuple[Dataset, Dataset | None]:
+  """``(private, public)``: ``public_per_class`` (100) SNLI training pairs
+  per class, a function of SNLI and the data seed alone, and the MNLI
+  ``pool`` without any pair that duplicates one of them (``public`` None
+  without ``config.public``)."""
+  if not config.get("public"):
+    return pool, None
+  if config.public != "snli":
+    raise ValueError(f"public={config.public!r} for mnli; use 'snli' or ''")
+  split = splits_lib.ood_public_split(
+    loaders.load_snli(config.get("data_dir") or None).train,
+    pool,
+    per_class=int(config.get("public_per_class") or 100),
+    seed=data_seed(config),
+    on_overlap="drop",
+  )
+  return split.private, split.public
 
 
 @register("snli")
@@ -136,4 +147,35 @@ def snli_task(config) -> Task:
   """DPZero SNLI with RoBERTa and the MNLI template."""
   return _roberta_prompt_task(
     config, "snli", loaders.load_snli(config.get("data_dir") or None), None
+  )
+
+
+@register("sst5")
+def sst5_task(config) -> Task:
+  """DPZero SST-5 with RoBERTa (LM-BFF's ``sst-5/{train,test}.csv``):
+  ``<sentence> It was<mask>.``, label words `` terrible`` / `` bad`` /
+  `` okay`` / `` good`` / `` great``."""
+  data = lm_bff.load_sst5(config.get("data_dir") or None)
+  return _roberta_prompt_task(config, "sst5", data, None)
+
+
+@register("rte")
+def rte_task(config) -> Task:
+  """DPZero RTE with RoBERTa (GLUE's ``RTE/{train,dev}.tsv``; dev is the
+  test set): the MNLI template, label words `` Yes`` / `` No``."""
+  data = loaders.load_rte(config.get("data_dir") or None)
+  return _roberta_prompt_task(config, "rte", data, None)
+
+
+@register("trec")
+def trec_task(config) -> Task:
+  """DPZero TREC with RoBERTa (LM-BFF's ``trec/{train,test}.csv`` or TREC's
+  release): ``<mask>: <question>``, label words `` Description`` /
+  `` Entity`` / `` Expression`` / `` Human`` / `` Location`` / `` Number``.
+  ``examples_per_class=k`` takes all of a class with fewer than ``k``
+  training questions, as LM-BFF's k-shot sampler does (ABBR has 86: at
+  ``k = 512`` the training set is ``5 * 512 + 86 = 2,646``)."""
+  data = lm_bff.load_trec(config.get("data_dir") or None)
+  return _roberta_prompt_task(
+    config, "trec", data, None, few_shot=lm_bff.at_most_k_per_class
   )

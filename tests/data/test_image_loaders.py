@@ -34,13 +34,30 @@ def test_digits_shapes_range_and_split():
   assert s.train.num_classes == 10 and set(np.unique(s.test.labels)) == set(
     range(10)
   )
-  # stratified: every class ~20% in test
-  frac = s.test.class_counts() / (
-    s.train.class_counts() + s.test.class_counts()
-  )
-  assert np.all(np.abs(frac - 0.2) < 0.02)
-  s2 = load_digits(test_fraction=0.2, seed=0)
+  # each image by a coin of its own (tests/data/test_loader_splits.py): the
+  # test part of every class is binomial, within 5 standard deviations
+  n = s.train.class_counts() + s.test.class_counts()
+  sd = np.sqrt(n * 0.2 * 0.8)
+  assert np.all(np.abs(s.test.class_counts() - 0.2 * n) < 5 * sd)
+  assert (len(s.train), len(s.test)) == (1431, 366)  # seed 0, documented
+  s2 = load_digits(test_fraction=0.2, seed=0, dtype=np.float64)
   np.testing.assert_array_equal(s.test.labels, s2.test.labels)
+
+
+def test_digits_are_scikit_learns_without_importing_it(monkeypatch):
+  """The bundled file read directly is ``sklearn.datasets.load_digits``;
+  where the file is not found, scikit-learn loads it."""
+  from sklearn.datasets import load_digits as sk_load_digits
+
+  from zoprivacy.data.loaders import digits
+
+  images, targets = digits._bundled_digits()
+  raw = sk_load_digits()
+  np.testing.assert_array_equal(images, raw.images)
+  np.testing.assert_array_equal(targets, raw.target)
+  monkeypatch.setattr(digits.os.path, "exists", lambda path: False)
+  again, _ = digits._bundled_digits()
+  np.testing.assert_array_equal(again, raw.images)
 
 
 def _write_fashion(tmp_path, n_train=12, n_test=5, gz=True):

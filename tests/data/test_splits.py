@@ -7,9 +7,11 @@ from zoprivacy.data.splits import (
   DataOverlapError,
   DataOverlapWarning,
   check_no_overlap,
+  exclude_public,
   few_shot_subsample,
   find_overlap,
   imbalanced_class_proportions,
+  ood_public_split,
   pazo_cifar10_split,
   public_rates,
   row_hashes,
@@ -107,13 +109,13 @@ def test_duplicates_between_public_and_private_are_flagged():
   assert len(s.public) == 10
   with pytest.warns(DataOverlapWarning, match="dropping"):
     s = split_public_private(dup, 0.1, props, seed=0, on_overlap="drop")
-  assert (
-    len(s.public) == 8
-    and 0 not in s.public_indices
-    and 10 not in s.public_indices
-  )
+  # the public set is kept whole; the private duplicates 1 and 11 leave
+  assert len(s.public) == 10 and {0, 10} <= set(s.public_indices)
+  assert 1 not in s.private_indices and 11 not in s.private_indices
+  assert len(s.private) == 88
   assert len(find_overlap(s.public.inputs, s.private.inputs)) == 0
   np.testing.assert_array_equal(s.public.inputs, dup.inputs[s.public_indices])
+  np.testing.assert_array_equal(s.private.inputs, dup.inputs[s.private_indices])
 
 
 def test_hash_is_dtype_aware_and_exact():
@@ -139,7 +141,7 @@ def test_ood_public_sampling_and_overlap():
     2,
     "amazon",
   )
-  with pytest.raises(DataOverlapError, match="1 of 51"):
+  with pytest.raises(DataOverlapError, match="1 of 4 movies"):
     sample_ood_public(pool, private)
   pub = sample_ood_public(
     pool.subset(np.arange(50)), private, num_samples=20, seed=0
@@ -150,8 +152,13 @@ def test_ood_public_sampling_and_overlap():
   )
   np.testing.assert_array_equal(per.class_counts(), [5, 5])
   with pytest.warns(DataOverlapWarning):
-    kept = sample_ood_public(pool, private, on_overlap="drop")
-  assert len(kept) == 50 and "bad film" not in set(kept.inputs)
+    split = ood_public_split(pool, private, on_overlap="drop")
+  # the public sample is the pool's; the private duplicate leaves
+  assert len(split.public) == 51 and "bad film" in set(split.public.inputs)
+  assert list(split.private.inputs) == ["good film", "fine", "awful"]
+  np.testing.assert_array_equal(split.private_indices, [0, 2, 3])
+  with pytest.raises(ValueError, match="ood_public_split"):
+    sample_ood_public(pool, private, on_overlap="drop")
   three = Dataset(text_array(["x"]), np.array([2], np.int32), 3, "nli")
   with pytest.raises(ValueError, match="classes"):
     sample_ood_public(three, private)
@@ -171,3 +178,20 @@ def test_check_no_overlap_validates_mode():
   ds = _images(n=10)
   with pytest.raises(ValueError, match="on_overlap"):
     check_no_overlap(ds, ds, on_overlap="ignore")
+  with pytest.raises(ValueError, match="exclude_public"):
+    check_no_overlap(ds, ds, on_overlap="drop")
+
+
+def test_exclude_public_drops_private_duplicates_only():
+  public = _images(n=10)
+  private = _images(n=20, seed=1)
+  x = private.inputs.copy()
+  x[[3, 7]] = public.inputs[[0, 5]]
+  private = Dataset(x, private.labels, 10, "private")
+  with pytest.raises(DataOverlapError, match="2 of 20"):
+    exclude_public(private, public)
+  with pytest.warns(DataOverlapWarning):
+    assert exclude_public(private, public, "warn") is private
+  with pytest.warns(DataOverlapWarning, match="public set is kept"):
+    kept = exclude_public(private, public, "drop")
+  np.testing.assert_array_equal(kept.inputs, np.delete(x, [3, 7], axis=0))

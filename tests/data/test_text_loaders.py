@@ -204,7 +204,7 @@ def test_amazon_polarity_csv(tmp_path):
   assert len(sample) == 2 and set(sample.inputs) <= set(s.train.inputs)
   head = read_amazon_csv(root / "train.csv", head=2)
   assert list(head.inputs) == list(s.train.inputs[:2])
-  # the reservoir sample is uniform: each of 3 rows kept with probability 2/3
+  # the keyed-hash sample is uniform over seeds: each row kept w.p. 1/3
   rows = []
   many = "".join(f'"{1 + i % 2}","t{i}","c{i}"\n' for i in range(30))
   (root / "many.csv").write_text(many)

@@ -56,6 +56,7 @@ BAD_INPUTS = [
   ("batch > data", [*BASE, "--config.expected_batch_size=5000"], True),
   # A target above the budget is refused from the two numbers alone.
   ("budget too small", [*BASE, "--config.epsilon_budget=0.5"], False),
+  ("workdir not a run's", [*BASE, "--config.workdir={a_folder}"], False),
 ]
 # Every check that needs no data is reported in under FAST_CPU_S. Load
 # policy: the bound is on the CPU time of the child process (user + system,
@@ -81,7 +82,12 @@ def _run(args, tmp_path, *, watch_jax=False):
   bad.write_text("def get_config(:\n")
   a_file = tmp_path / "a_file"
   a_file.write_text("")
-  args = [a.format(bad_config=bad, a_file=a_file) for a in args]
+  a_folder = tmp_path / "a_folder"  # another program's files
+  a_folder.mkdir()
+  (a_folder / "notes.txt").write_text("")
+  args = [
+    a.format(bad_config=bad, a_file=a_file, a_folder=a_folder) for a in args
+  ]
   start, before = time.time(), _children_cpu()
   out = subprocess.run(
     [sys.executable, *(["-c", WATCH_JAX] if watch_jax else ["-m"])]
@@ -112,7 +118,9 @@ def _check(out, seconds, cpu, needs_data):
 
 
 # The estimator's declaration (4, 9, 17, 18, 20, 24) comes from the manifest.
-@pytest.mark.parametrize("index", [0, 1, 2, 3, 4, 5, 7, 9, 13, 17, 18, 20, 24])
+@pytest.mark.parametrize(
+  "index", [0, 1, 2, 3, 4, 5, 7, 9, 13, 17, 18, 20, 24, 25]
+)
 def test_errors_found_before_jax_loads_are_one_paragraph(index, tmp_path):
   what, args, needs_data = BAD_INPUTS[index]
   if what == "unknown optimizer" and estimator_manifest.optax_names() is None:
@@ -131,7 +139,9 @@ def test_twenty_bad_inputs_table(tmp_path):
       r"'?/tmp/\S*", "<tmp>", _check(out, seconds, cpu, needs_data)
     )
     shown = " ".join(a for a in args if a not in BASE).format(
-      bad_config="(a file with a syntax error)", a_file="(a file)"
+      bad_config="(a file with a syntax error)",
+      a_file="(a file)",
+      a_folder="(a folder of other files)",
     )
     rows.append(
       f"| {what} | `{shown or '(none)'}` | {first.replace('|', '/')} "

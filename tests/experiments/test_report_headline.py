@@ -46,6 +46,16 @@ def _result(**fields):
       },
       "WARNING: the epsilon is a loose bound: mini-batches are charged",
     ),
+    (
+      {
+        "ledger": {
+          "composition": "Renyi DP",
+          "composition_why": "the PLD would take 9 GiB",
+        }
+      },
+      "WARNING: the epsilon is a loose bound: the ledger is composed by "
+      "Renyi DP",
+    ),
   ],
 )
 def test_the_first_line_names_a_weak_or_loose_epsilon(fields, first):
@@ -54,11 +64,45 @@ def test_the_first_line_names_a_weak_or_loose_epsilon(fields, first):
 
 def test_the_hidden_state_config_says_so_on_its_first_line():
   """``configs/hidden_state_digits_logreg.py`` (here 5 of its 200 steps):
-  a composition epsilon in the thousands, counted as if every iterate were
-  published."""
+  a composition epsilon in the hundreds. Thm 3.2 gives nothing smaller
+  here, so the first line claims no smaller final-iterate figure, and the
+  views below are labelled against the headline."""
   c = hidden_state_digits_logreg.get_config()
   c.num_steps = 5
   r = train.train(c, progress=False)
-  first = report.format_report(r).splitlines()[0]
+  text = report.format_report(r)
+  first = text.splitlines()[0]
   assert first.startswith("WARNING: epsilon ") and "is above 10" in first
+  assert "every iterate counted as published" not in first
+  assert "hidden state (Thm 3.2)" in text and "which stands" in text
+  assert "looser than the headline's PLD" in text
+
+
+def test_a_final_iterate_figure_below_the_headline_is_named_first():
+  views = {
+    "hidden_state_epsilon": {"standard": 2.0, "improved": 1.5},
+    "composition_epsilon": {"standard": 9.0, "improved": 8.5},
+    "output_perturbation_epsilon": {"standard": 50.0, "improved": 49.0},
+  }
+  first = report.headline_warning(_result(epsilon=8.0, final_iterate=views))
   assert "every iterate counted as published" in first
+  assert "whose epsilon is 1.5 (hidden state (Thm 3.2), below)" in first
+
+
+def test_a_looser_composition_route_is_named_with_its_reason():
+  """A ledger composed by a route other than the plan's PLD (its memory
+  bound, :mod:`zoprivacy.privacy.ledger_composition`) says which and why
+  in the privacy lines, not only in result.json."""
+  text = report.format_report(
+    _result(
+      ledger={
+        "composition": "the PLD at discretization 0.001",
+        "composition_why": "the PLD at 1e-4 would take 9 GiB",
+      }
+    )
+  )
+  assert (
+    "the epsilon is composed by the PLD at discretization 0.001, looser "
+    "than the PLD at the plan's discretization: the PLD at 1e-4 would take "
+    "9 GiB"
+  ) in text

@@ -94,7 +94,7 @@ def test_a_batch_larger_than_the_data_is_refused_before_the_model(
     raise AssertionError("the model was built before the batch was checked")
 
   monkeypatch.setattr(task, "init", no_model)
-  with pytest.raises(ValueError, match="larger than the 1438"):
+  with pytest.raises(ValueError, match="larger than the 1431"):
     resolved_run.setup(_config(expected_batch_size=5000), task=task)
 
 

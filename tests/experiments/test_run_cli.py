@@ -104,6 +104,15 @@ def test_a_changed_config_is_refused_on_resume_and_the_ledger_is_untouched(
   assert recorded["config"]["learning_rate"] == 0.02
   c.resume = "force"
   assert train.train(c, progress=False)["num_steps"] == 40
+  # A finished run writes only what workdir.check_own takes back as its own.
+  names = {p.name for p in tmp_path.iterdir()}
+  assert "result.json" in names and names <= workdir.ENTRIES["run"], names
+  workdir.check_own(str(tmp_path))
+  # result.json says whether the score is within noise of chance
+  # (experiments.run.chance: the majority class of digits' test labels).
+  written = json.loads((tmp_path / "result.json").read_text())
+  assert written["chance"]["tested"] and written["chance"]["test_size"] > 300
+  assert written["at_chance"] == (written["chance"]["p_value"] > 0.01)
 
 
 def _error(check, *args):

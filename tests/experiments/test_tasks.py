@@ -16,6 +16,7 @@ import ml_collections
 import numpy as np
 import optax
 import pytest
+from fashion_files import write_fashion
 from flax import traverse_util
 
 import zoprivacy
@@ -24,7 +25,7 @@ from experiments import tasks
 from experiments.run import preflight, run_setup, train
 from experiments.tasks import peft as peft_tasks
 from zoprivacy.data import tokenize
-from zoprivacy.data.loaders import MissingDataError, write_idx
+from zoprivacy.data.loaders import MissingDataError
 from zoprivacy.models import bert, peft
 
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
@@ -268,8 +269,9 @@ def _vocab_words():
   return sorted(words)
 
 
-def _tiny_hf_checkpoint(path, roberta: bool, seed=0):
-  """config.json + model.safetensors (Hugging Face names) + tokenizer.json."""
+def _tiny_hf_checkpoint(path, roberta: bool, seed=0, words=()):
+  """config.json + model.safetensors (Hugging Face names) + tokenizer.json;
+  ``words``: more vocabulary words."""
   from tokenizers import models, pre_tokenizers, processors
 
   specials = (
@@ -277,7 +279,8 @@ def _tiny_hf_checkpoint(path, roberta: bool, seed=0):
     if roberta
     else ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
   )
-  vocab = {w: i for i, w in enumerate(specials + _vocab_words())}
+  extra = sorted(set(words) - set(_vocab_words()))
+  vocab = {w: i for i, w in enumerate(specials + _vocab_words() + extra)}
   rng = np.random.default_rng(seed)
   h, f, v, layers, positions = 8, 16, len(vocab), 2, 40
   cfg = dict(
@@ -395,18 +398,7 @@ def test_tiny_imagenet_vit_with_stratified_public(tmp_path):
 
 
 def test_fashion_mnist_public_split(tmp_path):
-  d = tmp_path / "fashion-mnist"
-  d.mkdir()
-  rng = np.random.default_rng(0)
-  for prefix, n in (("train", 250), ("t10k", 20)):
-    write_idx(
-      d / f"{prefix}-images-idx3-ubyte.gz",
-      rng.integers(0, 256, (n, 28, 28), dtype=np.uint8),
-    )
-    write_idx(
-      d / f"{prefix}-labels-idx1-ubyte.gz",
-      (np.arange(n) % 10).astype(np.uint8),
-    )
+  write_fashion(tmp_path, 250, 20)
   c = _config(
     "fashion_mnist_public",
     tmp_path,

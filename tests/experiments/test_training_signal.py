@@ -31,7 +31,7 @@ def _switched(estimator: str, **fields):
   [
     (1e30, "values it released is not finite"),  # inf parameters at once
     (0.05, "times the RMS of the first 5 steps"),  # grows, stays finite
-    (0.3, "exactly 0 for 20 steps"),  # below float precision: frozen
+    (5.0, "exactly 0 for 20 steps"),  # below float precision: frozen
   ],
 )
 def test_a_diverging_run_stops_with_one_paragraph(learning_rate, what):

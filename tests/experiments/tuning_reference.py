@@ -1,4 +1,5 @@
-"""A tuning's total epsilon computed by hand, independently of dp_accounting.
+"""A tuning's total epsilon computed by hand, independently of dp_accounting
+(and the tuner tests' small config, :func:`small_config`).
 
 The RDP of one trial at integer orders ``a`` (the sampled Gaussian's
 binomial expansion, Mironov, Talwar and Zhang 2019, Sec. 3.3, composed over
@@ -11,7 +12,19 @@ import math
 
 import numpy as np
 
+from configs import default
 from zoprivacy.privacy import PrivacyPlan
+
+
+def small_config(workdir, **changes):
+  """The default config with a small MLP and 30 steps, in ``workdir``."""
+  config = default.get_config()
+  config.update(
+    model="mlp", num_steps=30, eval_every=0, checkpoint_every=0, **changes
+  )
+  config.model_kwargs = {"hidden": (16,)}
+  config.workdir = str(workdir)
+  return config
 
 
 def plan(mechanism="discrete_gaussian", **changes) -> PrivacyPlan:

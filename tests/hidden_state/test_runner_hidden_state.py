@@ -4,7 +4,7 @@ import pytest
 
 from configs import hidden_state_digits_logreg
 from experiments import tasks
-from experiments.run import hidden_state_run, report, train
+from experiments.run import final_iterate, hidden_state_run, report, train
 
 
 def small_config(**changes):
@@ -57,11 +57,11 @@ def test_final_iterate_epsilon_refused_when_intermediates_published():
   }
   for changes, reason in cases.values():
     config = small_config(**changes)
-    block = hidden_state_run.final_iterate(
-      config, setting=None, num_steps=config.num_steps
+    block = final_iterate.final_iterate(
+      config, ledger=None, num_steps=config.num_steps
     )
     assert reason in block["refused"] and "intermediate" in block["refused"]
-    assert "not reported" in hidden_state_run.format_final_iterate(block)
+    assert "not reported" in final_iterate.format_block(block, 1.0)
   # Private checkpoints for resuming, no evaluation: nothing is published.
   assert not hidden_state_run.published_outputs(
     small_config(workdir="/tmp/x", checkpoint_every=2)

@@ -10,7 +10,7 @@ import pytest
 
 import zoprivacy
 from zoprivacy.estimators import base
-from zoprivacy.first_order import ghost_certified, ghost_clipping
+from zoprivacy.first_order import ghost_certified, ghost_clipping, ghost_groups
 from zoprivacy.secret_noise import rounded_sum_mechanism as rsm
 
 
@@ -20,11 +20,14 @@ def _dense_sizes(x, g):
   ``g [B, T, d_out]``."""
   d_in, d_out = x.shape[-1], g.shape[-1]
   leaves = [jnp.zeros((d_in, d_out)), jnp.zeros(d_out)]
-  parts, _ = ghost_clipping._dense_group(  # pylint: disable=protected-access
-    [jnp.asarray(x)], [jnp.asarray(g)], {"kernel": 0, "bias": 1}, leaves
+  parts, _ = ghost_groups.dense(
+    None, [[jnp.asarray(x)]], [jnp.asarray(g)], {"kernel": 0, "bias": 1}, leaves
   )
-  norm, absolute, _ = ghost_certified.certified_sizes(parts)
-  return np.asarray(norm, np.float64), np.asarray(absolute, np.float64)
+  sizes = ghost_certified.certified_sizes(parts)
+  unit = 2.0 ** np.asarray(sizes.exponent, np.float64)
+  ok = np.asarray(sizes.ok)
+  norm = np.where(ok, np.asarray(sizes.norm, np.float64) * unit, np.inf)
+  return norm, np.asarray(sizes.absolute, np.float64) * unit
 
 
 def _true_norm(x, g):
@@ -54,7 +57,7 @@ def _adversarial_inputs(rng, positions):
 def test_certified_norm_bounds_the_float64_norm(positions):
   """On cancelling and badly scaled inputs the certified norm is never
   below the true per-example norm (float64 from the same float32 values)
-  unless it is infinite (the example is then dropped)."""
+  unless the example is refused (factor 0: shown infinite here)."""
   rng = np.random.default_rng(positions)
   for _ in range(20):
     x, g = _adversarial_inputs(rng, positions)
@@ -70,15 +73,18 @@ def test_ghost_norm_alone_can_under_estimate():
   positions is below the true norm (here 0 against a nonzero one)."""
   x = np.ones((1, 2, 3), np.float32)
   g = np.array([[[1.0, 2.0, 3.0], [-1.0, -2.0, -3.0000002]]], np.float32)
-  parts, _ = ghost_clipping._dense_group(  # pylint: disable=protected-access
-    [jnp.asarray(x)],
+  parts, _ = ghost_groups.dense(
+    None,
+    [[jnp.asarray(x)]],
     [jnp.asarray(g)],
     {"kernel": 0},
     [jnp.zeros((3, 3))],
   )
-  assert float(parts[0].sq[0]) < _true_norm(x, g)[0] ** 2
-  norm, _, _ = ghost_certified.certified_sizes(parts)
-  assert float(norm[0]) >= _true_norm(x, g)[0]
+  unit = 4.0 ** int(parts[0].exponent[0])
+  assert float(parts[0].sq[0]) * unit < _true_norm(x, g)[0] ** 2
+  sizes = ghost_certified.certified_sizes(parts)
+  norm = float(sizes.norm[0]) * 2.0 ** int(sizes.exponent[0])
+  assert norm >= _true_norm(x, g)[0]
 
 
 class _Model(nn.Module):
@@ -204,3 +210,62 @@ def test_ghost_default_is_exact_with_the_bound_in_its_plan(name):
   )
   updates, _ = step(tx.init(params))
   assert all(np.all(np.isfinite(u)) for u in jax.tree.leaves(updates))
+
+
+def test_a_large_formed_gradient_is_certified_in_two_stages():
+  """A gradient formed per example of more than 2^20 entries (a tied
+  embedding's, which falls back) sums its squares row by row, then the
+  rows: ``c + r`` roundings, where ``gamma(n)`` has no bound from 2^23
+  entries; its certified norm still bounds the float64 norm, with rows of
+  very different magnitudes (1e-30 to 1e30) in one example."""
+  rng = np.random.default_rng(3)
+  v = rng.normal(size=(2, 1100, 1000)).astype(np.float32)
+  v[0] *= (10.0 ** rng.integers(-30, 31, size=(1100, 1))).astype(np.float32)
+  part = ghost_certified.object_part(jnp.asarray(v))
+  assert part.terms == 1100 + 1000 + 6
+  sizes = ghost_certified.certified_sizes([part])
+  norm = np.asarray(sizes.norm, np.float64) * 2.0 ** np.asarray(
+    sizes.exponent, np.float64
+  )
+  true = np.sqrt(np.sum(np.asarray(v, np.float64) ** 2, axis=(1, 2)))
+  assert np.all(np.asarray(sizes.ok)) and np.all(norm >= true)
+  assert np.all(norm <= true * 1.001)
+
+
+def test_default_exact_ghost_dp_sgd_traces_with_a_tied_embedding_of_10m():
+  """The default (exact) ghost DP-SGD on an OPT whose tied embedding
+  (50,272 x 192 = 9.7M entries, also read by the LM head) falls back to
+  its per-example gradient: traced, not refused for want of a float error
+  bound."""
+  from zoprivacy.models.opt import (  # pylint: disable=g-import-not-at-top
+    OPTConfig,
+    OPTForCausalLM,
+    per_example_lm_loss,
+  )
+
+  config = OPTConfig(
+    hidden_size=192, num_hidden_layers=2, ffn_dim=384, num_attention_heads=4
+  )
+  model = OPTForCausalLM(config)
+  ids = jax.ShapeDtypeStruct((2, 16), jnp.int32)
+  params = jax.eval_shape(
+    lambda: model.init(
+      jax.random.key(0), jnp.zeros((1, 4), jnp.int32), jnp.ones((1, 4))
+    )["params"]
+  )
+  batch = {"input_ids": ids, "attention_mask": ids, "loss_mask": ids}
+  loss = lambda p, b: per_example_lm_loss(p, b, model=model, answer_window=4)
+
+  bounds = []  # static: read at trace time
+
+  def clipped_sum(p, b):
+    args = base.parse_extra_args(dict(batched_loss=loss, batch=b))
+    sums, bound = ghost_clipping.certified_clipped_sum(args, p, clip=1.0)
+    bounds.append(bound)
+    return sums
+
+  with pytest.warns(UserWarning, match="embed_tokens"):
+    sums = jax.eval_shape(clipped_sum, params, batch)
+  (bound,) = bounds
+  assert bound.error(1.0) < 1e-3
+  assert jax.tree.structure(sums) == jax.tree.structure(params)

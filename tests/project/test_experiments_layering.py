@@ -25,7 +25,7 @@ LAYERS = (
   ("runner", ("run",)),
   ("tasks", ("tasks",)),
   ("tuning", ("tuning",)),
-  ("commands", ("tune", "clip_scale", "public_selection", "trajectory_log")),
+  ("commands", ("tune", "clip_scale", "public_selection", "trajectory_log", "export")),
   ("reproductions", ("reproductions",)),
   ("reproduce", ("reproduce",)),
 )  # fmt: skip

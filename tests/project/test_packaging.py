@@ -46,3 +46,16 @@ def test_python_and_packages_metadata():
   assert include == ["zoprivacy", "zoprivacy.*"]
   extras = cfg["options.extras_require"]
   assert {"tensorboard", "plots", "test"} <= set(extras)
+
+
+def test_cuda_extra_pins_jax_cuda_wheels_to_the_jax_pin():
+  cfg = configparser.ConfigParser()
+  cfg.read(ROOT / "setup.cfg")
+  jax = next(r for r in _requirements() if r.name == "jax")
+  lines = cfg["options.extras_require"]["cuda12"].strip().splitlines()
+  cuda = {r.name: r for r in (Requirement(x.strip()) for x in lines if x)}
+  assert set(cuda) == {"jax", "jax-cuda12-plugin", "jax-cuda12-pjrt"}
+  assert cuda["jax"].extras == {"cuda12"}
+  assert cuda["jax-cuda12-plugin"].extras == {"with-cuda"}
+  for req in cuda.values():
+    assert req.specifier == jax.specifier, (req, jax)

@@ -7,8 +7,11 @@ moves the integer sum by at most ``m``), plus discrete Gaussian or discrete
 Laplace noise, with Poisson subsampling, composed over ``num_steps`` steps.
 
 ``dp_accounting`` (0.6) has no ``DpEvent`` for these mechanisms, so their
-PLDs are built directly (:func:`discrete_noise_pld`) with ``from_discrete_gaussian_mechanism`` /
-``from_discrete_laplace_mechanism`` and composed with ``self_compose``:
+PLDs are built directly (:func:`discrete_noise_pld`): the discrete Gaussian's
+is dp_accounting's ``from_discrete_gaussian_mechanism``, built with numpy
+(:mod:`~zoprivacy.accounting.discrete_gaussian_pld`, the same PLD bit for
+bit), the discrete Laplace's is ``from_discrete_laplace_mechanism``; both
+are composed with ``self_compose``:
 
 * always ``pessimistic_estimate=True`` (the epsilon is an upper bound up to
   the library's ``1e-15`` tail truncation in composition);
@@ -53,8 +56,8 @@ import math
 
 from dp_accounting.pld import privacy_loss_distribution as _pld_lib
 
+from zoprivacy.accounting import discrete_gaussian_pld, relations
 from zoprivacy.accounting import dp_accounting_adapter as _adapter
-from zoprivacy.accounting import relations
 from zoprivacy.accounting.epsilon import (
   DirectionalEpsilon,
   epsilon_by_direction,
@@ -95,17 +98,19 @@ def _single_pld(
   rel: relations.Relation = relations.ADD_OR_REMOVE,
 ) -> PLD:
   """One subsampled step of ``builder``'s noise (:data:`GAUSSIAN` or
-  :data:`LAPLACE`): the expensive part (dp_accounting evaluates the privacy
-  loss point by point over the noise's support), cached so that a run's
-  evaluations at successive step counts only compose it."""
-  if rel == relations.REPLACE_ONE:  # the discrete Gaussian (checked)
-    loss = _adapter.DiscreteGaussianReplaceLoss(
+  :data:`LAPLACE`), cached so that a run's evaluations at successive step
+  counts only compose it. The discrete Gaussian (either relation) is built
+  with numpy by :mod:`~zoprivacy.accounting.discrete_gaussian_pld`:
+  dp_accounting's PLD bit for bit, in milliseconds where dp_accounting
+  loops over the noise's support in Python for seconds."""
+  if builder is GAUSSIAN:
+    return discrete_gaussian_pld.discrete_gaussian_pld(
       parameter,
       sensitivity=sensitivity,
       sampling_prob=p,
-      adjacency_type=_adapter.AdjacencyType.REPLACE,
+      value_discretization_interval=interval,
+      replace=rel == relations.REPLACE_ONE,
     )
-    return _adapter.monotone_loss_pld(loss, interval)
   return builder(
     parameter,
     sensitivity=sensitivity,
@@ -150,9 +155,10 @@ def discrete_noise_pld(
   (``P[Y = y]`` proportional to ``exp(-|y| / scale)``, as drawn by
   ``discrete_laplace_noise``). dp_accounting parametrizes the Laplace by
   ``parameter = 1 / scale``; that float is rounded up, so the accounted
-  noise is never larger than the sampled one. Built by dp_accounting's
-  ``from_discrete_gaussian_mechanism`` / ``from_discrete_laplace_mechanism``
-  (pessimistic, connect-the-dots) and ``self_compose``. Cached (LRU, 16
+  noise is never larger than the sampled one. dp_accounting's
+  ``from_discrete_gaussian_mechanism`` (built with numpy, bit for bit) /
+  ``from_discrete_laplace_mechanism`` (pessimistic, connect-the-dots) and
+  ``self_compose``. Cached (LRU, 16
   entries) on the arguments. Unsubsampled, one Laplace step is
   ``sensitivity / scale``-DP (pure).
 

@@ -11,12 +11,14 @@ the package:
   refusing a non-private event (``_contains_non_dp_event``);
 * :func:`direction_pmfs` and :func:`pld_from_remove_pmfs`: a PLD's remove
   and add PMFs (``_pmf_remove``, ``_pmf_add``, ``_symmetric``), and a PLD
-  assembled from two;
+  assembled from two; :func:`dense_probs`: a PMF's dense array (``_probs``);
 * :class:`DiscreteGaussianReplaceLoss` and :func:`monotone_loss_pld`: the
   discrete Gaussian's privacy loss with the REPLACE pair it lacks (its
   ``_inverse_privacy_loss_replace`` hook, ``_truncation_bound``, ``_sigma``)
   and dp_accounting's PLD of a monotone privacy loss
   (``_create_pld_pmf_from_monotone_privacy_loss``);
+  :func:`discrete_gaussian_parameters` reads the first two for the numpy
+  build of :mod:`~zoprivacy.accounting.discrete_gaussian_pld`;
 * :func:`truncated_negative_binomial_gamma`: the RDP accountant's map from
   a truncated negative binomial's mean to its ``gamma``.
 
@@ -64,6 +66,12 @@ def direction_pmfs(pld: PLD):
   return pld._pmf_remove, pld._pmf_add, pld._symmetric
 
 
+def dense_probs(pmf):
+  """The probabilities of ``pmf`` as dp_accounting's dense PMF holds them
+  (a sparse one converted)."""
+  return pmf.to_dense_pmf()._probs
+
+
 def pld_from_remove_pmfs(remove: PLD, add: PLD) -> PLD:
   """The PLD whose remove direction is ``remove``'s remove PMF and whose
   add direction is ``add``'s (each built as a remove pair)."""
@@ -104,17 +112,28 @@ class DiscreteGaussianReplaceLoss(loss_lib.DiscreteGaussianPrivacyLoss):
     return math.floor(min(max(x, -bound - 1), bound))
 
 
+def discrete_gaussian_parameters(loss) -> tuple[float, int]:
+  """``(sigma, truncation bound)`` of a dp_accounting
+  ``DiscreteGaussianPrivacyLoss``: its noise is supported on
+  ``[-bound, bound]``."""
+  return loss._sigma, loss._truncation_bound
+
+
+def monotone_loss_pmf(loss, interval: float):
+  """dp_accounting's PMF of a monotone privacy ``loss``, pessimistic,
+  connect-the-dots."""
+  return pld_lib._create_pld_pmf_from_monotone_privacy_loss(
+    loss,
+    pessimistic_estimate=True,
+    value_discretization_interval=interval,
+    use_connect_dots=True,
+  )
+
+
 def monotone_loss_pld(loss, interval: float) -> PLD:
   """The symmetric PLD of a monotone privacy ``loss`` (one PMF),
   pessimistic, connect-the-dots."""
-  return PLD(
-    pld_lib._create_pld_pmf_from_monotone_privacy_loss(
-      loss,
-      pessimistic_estimate=True,
-      value_discretization_interval=interval,
-      use_connect_dots=True,
-    )
-  )
+  return PLD(monotone_loss_pmf(loss, interval))
 
 
 def truncated_negative_binomial_gamma(shape: float, mean: float) -> float:

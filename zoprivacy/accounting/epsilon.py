@@ -18,7 +18,7 @@ from dp_accounting.pld import pld_privacy_accountant as _pld_accountant
 
 from zoprivacy.accounting import dp_accounting_adapter as _adapter
 from zoprivacy.accounting import events as _ev
-from zoprivacy.accounting import pld_size
+from zoprivacy.accounting import gaussian_pld, pld_size
 from zoprivacy.accounting.dp_warnings import summarize_warnings
 from zoprivacy.core import validation
 
@@ -58,9 +58,13 @@ def build_pld(
 
 def _build_pld(event, count: int, rel, interval: float) -> PLD:
   """Checks ``event`` (clear errors, memory guard), then lets
-  dp_accounting's ``PLDAccountant`` compose it."""
+  dp_accounting's ``PLDAccountant`` compose it; a (Poisson-sampled)
+  Gaussian under add/remove is composed as the accountant composes it, its
+  one-step PLD built with numpy (:mod:`~zoprivacy.accounting.gaussian_pld`:
+  the accountant's PLD bit for bit, without its per-point Python loop)."""
   _check(event, count, rel, interval)
-  return _adapter.accountant_pld(event, rel, interval)
+  pld = gaussian_pld.event_pld(event, rel, interval)
+  return _adapter.accountant_pld(event, rel, interval) if pld is None else pld
 
 
 def _check(event, count: int, rel, interval: float, p: float = 1.0) -> None:

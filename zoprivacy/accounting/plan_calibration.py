@@ -12,7 +12,8 @@ compute, so a calibrated run can never report more than its target:
    Laplace, itself or the discrete mechanism's continuous counterpart,
    whose epsilon is within a fraction of a percent), which also starts it;
 2. the plan's epsilon is evaluated at the warm start and the multiplier is
-   raised by factors of ``1 + rtol`` until it meets the target.
+   raised by factors of ``1 + rtol`` until it meets the target (the first
+   raise that does, found by doubling the raise and bisecting).
 
 The warm start may come from the optional on-disk cache of
 :mod:`~zoprivacy.accounting.calibration_cache`; step 2 always runs, so the
@@ -20,6 +21,8 @@ cache cannot make a plan miss its target.
 """
 
 from __future__ import annotations
+
+import math
 
 from zoprivacy.accounting import calibration, calibration_cache, relations
 from zoprivacy.accounting.dp_warnings import summarize_warnings
@@ -93,12 +96,74 @@ def calibrate_plan(
     key,
     lambda: search_noise_multiplier(start, **search).noise_multiplier,
   )
-  for _ in range(max_raises):
-    candidate = plan.replace(noise_multiplier=sigma, delta=float(delta))
-    if candidate.epsilon(num_steps) <= target_epsilon:
-      return candidate
-    sigma *= 1.0 + rtol
-  raise ValueError(
-    f"No noise multiplier up to {sigma:.4g} meets epsilon "
-    f"{target_epsilon} for {plan.describe()}."
+  found = _first_raise_meeting(
+    plan, sigma, float(delta), target_epsilon, num_steps, rtol, max_raises
   )
+  if found is None:
+    raise ValueError(
+      f"No noise multiplier up to {sigma * (1 + rtol) ** max_raises:.4g} "
+      f"meets epsilon {target_epsilon} for {plan.describe()}."
+    )
+  return found
+
+
+def _first_raise_meeting(
+  plan, sigma, delta, target_epsilon, num_steps, rtol, max_raises
+):
+  """The plan at the first multiplier of ``sigma``, ``sigma (1 + rtol)``,
+  ``sigma (1 + rtol)^2``, ... (``max_raises`` of them) whose own epsilon
+  meets the target, or ``None``: the same answer as trying them in turn
+  (epsilon falls as the multiplier grows), found in a few evaluations (a
+  mechanism accounted in RDP sits 30-40 raises above its PLD start). The
+  raise is interpolated from ``log epsilon``, linear in it (secant steps,
+  the first at slope -1), inside the bracket of raises known to miss and
+  to meet; bisected where interpolation stalls. Every plan returned has
+  had its epsilon computed and met."""
+  sigmas = [sigma]
+  for _ in range(max_raises - 1):
+    sigmas.append(sigmas[-1] * (1.0 + rtol))
+  last, plans, gaps = len(sigmas) - 1, {}, {}
+
+  def gap(k):  # log(epsilon / target): <= 0 meets
+    plans[k] = plan.replace(noise_multiplier=sigmas[k], delta=delta)
+    eps = plans[k].epsilon(num_steps)
+    met = eps <= target_epsilon
+    gaps[k] = (
+      min(math.log(eps / target_epsilon), 50.0)
+      if not met
+      else (math.log(max(eps, 1e-300) / target_epsilon))
+    )
+    return met
+
+  if gap(0):
+    return plans[0]
+  lo, hi = 0, None  # lo misses, hi meets
+  k = min(max(1, math.ceil(gaps[0] / math.log1p(rtol))), last)
+  for tries in range(2 * max_raises):
+    if gap(k):
+      hi = k
+    else:
+      lo = k
+      if k == last:
+        return None
+    if hi is not None and hi - lo == 1:
+      return plans[hi]
+    k = _next_raise(lo, hi, gaps, last, bisect=tries % 3 == 2)
+  raise RuntimeError("The raise search did not converge.")  # unreachable
+
+
+def _next_raise(lo, hi, gaps, last, bisect: bool) -> int:
+  """The secant root from the two raises nearest it (with no raise known
+  to meet, beyond ``lo``), rounded up and kept strictly inside the bracket
+  (so next to an end when the root is); the midpoint every third step,
+  where the secant would creep from one side."""
+  if hi is None:
+    a, b = sorted(gaps)[-2:]  # the two largest raises, both missing
+    slope = (gaps[b] - gaps[a]) / (b - a)
+    guess = b + (math.ceil(-gaps[b] / slope) if slope < 0 else b)
+    return min(max(guess, lo + 1), last)
+  if bisect:
+    return (lo + hi) // 2
+  slope = (gaps[hi] - gaps[lo]) / (hi - lo)
+  guess = math.ceil(lo - gaps[lo] / slope) if slope < 0 else lo + 1
+  return min(max(guess, lo + 1), hi - 1)

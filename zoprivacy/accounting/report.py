@@ -1,5 +1,6 @@
-"""Side-by-side epsilon report of a privacy plan: PLD (with the add/remove
-split), RDP, and the pure epsilon where the mechanism has one."""
+"""Side-by-side epsilon report of a privacy plan: the plan's own epsilon
+(what a run reports), PLD (with the add/remove split), RDP, and the pure
+epsilon where the mechanism has one."""
 
 from __future__ import annotations
 
@@ -34,13 +35,15 @@ class EpsilonReport(NamedTuple):
   num_steps: int
   delta: float
   num_queries: int
-  pld_epsilon: float
+  pld_epsilon: float | None
   pld_epsilon_remove: float | None
   pld_epsilon_add: float | None
   rdp_epsilon: float | None
   rdp_note: str
   pure_epsilon: float | None
   value_discretization_interval: float
+  plan_epsilon: float | None = None
+  accountant: str = ""
 
   def format(self) -> str:
     def fmt(x):
@@ -53,9 +56,15 @@ class EpsilonReport(NamedTuple):
       f"sampling_probability {self.sampling_probability:.6g}",
       f"num_steps            {self.num_steps}",
       f"delta                {self.delta:.3g}",
-      f"PLD epsilon          {fmt(self.pld_epsilon)}   (pessimistic, "
-      f"interval {self.value_discretization_interval:g}"
-      + (", max of add/remove)" if self.pld_epsilon_add is not None else ")"),
+      f"epsilon              {fmt(self.plan_epsilon)}   (the plan's: "
+      f"{self.accountant}, as a run reports it)",
+      f"PLD epsilon          {fmt(self.pld_epsilon)}   "
+      + (
+        "(the lattice's noise has no PLD)"
+        if self.pld_epsilon is None
+        else f"(pessimistic, interval {self.value_discretization_interval:g}"
+        + (", max of add/remove)" if self.pld_epsilon_add is not None else ")")
+      ),
     ]
     if self.pld_epsilon_add is not None:
       lines.append(
@@ -97,8 +106,12 @@ def epsilon_report(
   interval = validation.discretization_interval(value_discretization_interval)
   rel = _ev.neighboring_relation(plan.neighboring)
   step = plan.step_event()
-  remove = add = rdp = None
-  if step is None:
+  remove = add = rdp = eps = None
+  own = plan.mechanism.rdp_event(plan.sampling)
+  if step is None and own is not None:  # a lattice: no PLD, its RDP bound
+    rdp = plan.epsilon(steps, delta)
+    note = "the plan's bound: sampled Gaussian, integer orders"
+  elif step is None:
     pld = plan.pld(steps)
     eps = pld_epsilon_for_delta(pld, delta)
     if rel == NeighborRel.ADD_OR_REMOVE_ONE:
@@ -127,6 +140,8 @@ def epsilon_report(
     rdp_note=note,
     pure_epsilon=plan.mechanism.pure_epsilon(p, steps),
     value_discretization_interval=interval,
+    plan_epsilon=plan.epsilon(steps, delta),
+    accountant=plan.mechanism.accountant_name(plan.sampling),
   )
 
 

@@ -20,6 +20,31 @@ template; MNLI/SNLI MeZO's CB template ``'Suppose <premise> Can we infer that
 ``"<question> Answer type: {Description|Entity|Expression|Human|Location|
 Number}"``.
 
+SuperGLUE's other tasks take MeZO's ``large_models`` templates (each task's
+``template_version`` 0, the one ``tasks.py`` uses):
+
+* CB (``CBTemplate``): ``'Suppose <premise> Can we infer that
+  "<hypothesis>"? Yes, No, or Maybe?\\n{Yes|No|Maybe}'`` (labels entailment,
+  contradiction, neutral).
+* WSC (``WSCTemplate``): ``'<text>\\nIn the previous sentence, does the
+  pronoun "<span2 lower-cased>" refer to <span1>? Yes or No?\\n{No|Yes}'``.
+* WiC (``WICTemplate``): ``'Does the word "<word>" have the same meaning in
+  these two sentences? Yes, No?\\n<sentence1>\\n<sentence2>\\n{No|Yes}'``.
+* MultiRC (``MultiRCTemplate``): ``'<paragraph>\\nQuestion: <question>\\nI
+  found this answer "<answer>". Is that correct? Yes or No?\\n{No|Yes}'``.
+* COPA (``CopaTemplate``, capitalization "correct"): the premise without
+  its final period, then ``" so"`` (effect) or ``" because"`` (cause); each
+  choice is a candidate, its first word lower-cased unless it is "I".
+* ReCoRD (``ReCoRDTemplateGPT3``): the passage with ``"@highlight\\n"``
+  replaced by ``"- "``, then ``"\\n-"``; each candidate is the query with
+  ``@placeholder`` replaced by one of the passage's entities.
+
+COPA and ReCoRD are multiple choice (:data:`CHOICE_TASKS`): their candidates
+come from the example, and MeZO trains them on the teacher-forced loss of
+the gold candidate (``--train_as_classification False`` in its
+``mezo.sh``); ReCoRD's gold set is every answer, its training target the
+first.
+
 Tokenization follows MeZO's ``encode_prompt``: the prompt and the full
 candidate text are encoded separately (with OPT's BOS), the candidate's
 ``option_len = len(full) - len(prompt)`` last tokens are the verbalizer /
@@ -38,16 +63,19 @@ import numpy as np
 @dataclasses.dataclass(frozen=True)
 class Template:
   """``prompt(example)`` -> prompt text; candidate ``c`` appended as
-  ``prompt + separator + verbalizer[c]``."""
+  ``prompt + separator + verbalizer[c]``, or, for a multiple-choice task,
+  ``prompt + separator + options(example)[c]``."""
 
   prompt: Callable[[dict], str]
   verbalizer: tuple[str, ...] = ()
   separator: str = " "
+  options: Callable[[dict], list[str]] | None = None
 
   def candidates(self, example: dict) -> list[str]:
-    """Full text of each candidate (one per label)."""
+    """Full text of each candidate (one per label, or per option)."""
     p = self.prompt(example)
-    return [p + self.separator + v for v in self.verbalizer]
+    words = self.verbalizer if self.options is None else self.options(example)
+    return [p + self.separator + v for v in words]
 
   def with_answer(self, example: dict, answer: str) -> str:
     return self.prompt(example) + self.separator + answer
@@ -75,6 +103,53 @@ def _cb_prompt(ex: dict) -> str:
   )
 
 
+def _wsc_prompt(ex: dict) -> str:
+  return (
+    f'{ex["text"]}\nIn the previous sentence, does the pronoun '
+    f'"{ex["span2_text"].lower()}" refer to {ex["span1_text"]}? Yes or No?\n'
+  )
+
+
+def _wic_prompt(ex: dict) -> str:
+  return (
+    f'Does the word "{ex["word"]}" have the same meaning in these two '
+    f"sentences? Yes, No?\n{ex['sentence1']}\n{ex['sentence2']}\n"
+  )
+
+
+def _multirc_prompt(ex: dict) -> str:
+  return (
+    f"{ex['paragraph']}\nQuestion: {ex['question']}\nI found this answer "
+    f'"{ex["answer"]}". Is that correct? Yes or No?\n'
+  )
+
+
+def _copa_prompt(ex: dict) -> str:
+  premise = ex["premise"].rstrip()
+  if premise.endswith("."):
+    premise = premise[:-1]
+  conjunction = {"effect": " so", "cause": " because"}[ex["question"]]
+  return (premise + conjunction).strip(" ")
+
+
+def _copa_choice(choice: str) -> str:
+  """CopaTemplate's "correct" capitalization: the first word lower-cased
+  unless it is "I"."""
+  words = choice.rstrip(" ").split(" ")
+  if words[0] != "I":
+    words[0] = words[0].lower()
+  return " ".join(words)
+
+
+def _record_prompt(ex: dict) -> str:
+  return ex["passage"].replace("@highlight\n", "- ") + "\n-"
+
+
+def record_option(ex: dict, entity: str) -> str:
+  """ReCoRD's candidate text for ``entity``: the query, filled in."""
+  return ex["query"].replace("@placeholder", entity).rstrip(" ")
+
+
 TEMPLATES = {
   "sst2": Template(
     lambda e: f"{e['sentence'].strip()} It was", ("terrible", "great")
@@ -92,6 +167,18 @@ TEMPLATES = {
     lambda e: f"{e['text'].strip()} Answer type:",
     ("Description", "Entity", "Expression", "Human", "Location", "Number"),
   ),
+  "cb": Template(_cb_prompt, ("Yes", "No", "Maybe"), separator=""),
+  "wsc": Template(_wsc_prompt, ("No", "Yes"), separator=""),
+  "wic": Template(_wic_prompt, ("No", "Yes"), separator=""),
+  "multirc": Template(_multirc_prompt, ("No", "Yes"), separator=""),
+  "copa": Template(
+    _copa_prompt,
+    options=lambda e: [_copa_choice(e["choice1"]), _copa_choice(e["choice2"])],
+  ),
+  "record": Template(
+    _record_prompt,
+    options=lambda e: [record_option(e, x) for x in e["entities"]],
+  ),
   "squad": Template(
     lambda e: (
       f"Title: {e['title']}\nContext: {e['context']}\n"
@@ -105,6 +192,28 @@ TEMPLATES = {
   ),
 }
 GENERATION_TASKS = ("squad", "drop")
+CHOICE_TASKS = ("copa", "record")
+
+
+def gold_candidates(task: str, example: dict) -> set[int]:
+  """The indices of ``example``'s correct candidates: its label, or for
+  ReCoRD every entity among its answers (MeZO counts any as correct)."""
+  if task == "record":
+    answers = set(example["answers"])
+    return {i for i, e in enumerate(example["entities"]) if e in answers}
+  return {int(example["label"])}
+
+
+def training_text(task: str, example: dict) -> str:
+  """The sequence a training step scores: the correct candidate, the
+  prompt + first gold answer (generation), or ReCoRD's query filled with
+  the first answer."""
+  t = TEMPLATES[task]
+  if task in GENERATION_TASKS:
+    return t.with_answer(example, example["answers"][0])
+  if task == "record":
+    return t.with_answer(example, record_option(example, example["answers"][0]))
+  return t.candidates(example)[example["label"]]
 
 
 def encode_with_option(
@@ -163,10 +272,7 @@ def training_batch(
   t = TEMPLATES[task]
   rows, masks = [], []
   for ex in examples:
-    if task in GENERATION_TASKS:
-      full = t.with_answer(ex, ex["answers"][0])
-    else:
-      full = t.candidates(ex)[ex["label"]]
+    full = training_text(task, ex)
     ids, m = encode_with_option(tokenizer, t.prompt(ex), full, max_length)
     rows.append(ids)
     masks.append(m)

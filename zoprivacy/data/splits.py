@@ -26,15 +26,20 @@ removed; :func:`few_shot_subsample` (its selection is the private training
 set) keeps exactly ``k`` per class and may displace one other record.
 :func:`sample_ood_public` samples a public pool: nothing in it is private.
 
-Public data must not contain private examples (that would make "public"
-gradients depend on private records). Every split function hashes the input
-rows and flags public rows that exactly duplicate a private row: it raises
-:class:`DataOverlapError` (``on_overlap="raise"``, the default), warns with
-:class:`DataOverlapWarning` (``"warn"``), or warns and removes those public
-rows (``"drop"``). Only exact duplicates (byte-identical arrays of the same
-dtype and shape, identical strings) are detected. Identical inputs hash
-alike, so within one split they fall on one side unless their classes'
-rates differ.
+Public data must not contain private examples, and no private record may
+change the public set (the public set is used without accounting). Every
+split function hashes the input rows and flags private rows that exactly
+duplicate a public input: it raises :class:`DataOverlapError`
+(``on_overlap="raise"``, the default), warns with :class:`DataOverlapWarning`
+(``"warn"``), or warns and removes those rows *from the private set*
+(``"drop"``, :func:`exclude_public`). The public set is a function of the
+public candidates alone: never of the private records (a rule that dropped
+public rows which a private record duplicates would let one private record
+shrink the public set). Dropping a private row by a test of that row alone
+against the fixed public set keeps neighbouring private sets neighbouring.
+Only exact duplicates (byte-identical arrays of the same dtype and shape,
+identical strings) are detected. Identical inputs hash alike, so within one
+split they fall on one side unless their classes' rates differ.
 """
 
 from __future__ import annotations
@@ -93,44 +98,94 @@ def find_overlap(
   )
 
 
-def check_no_overlap(
-  public: Dataset, private: Dataset, on_overlap: str = "raise"
-) -> Dataset:
-  """Flags public examples whose input duplicates a private input.
+def _overlap_message(rows, of: Dataset, other: Dataset) -> str:
+  return (
+    f"{len(rows)} of {len(of)} {of.name} examples are exact duplicates of "
+    f"{other.name} examples; indices {rows[:10].tolist()}"
+    f"{' ...' if len(rows) > 10 else ''}"
+  )
 
-  ``on_overlap``: ``"raise"`` -> :class:`DataOverlapError`; ``"warn"`` ->
-  :class:`DataOverlapWarning` and ``public`` unchanged; ``"drop"`` ->
-  warning and ``public`` without the overlapping rows. Returns the public set.
-  """
+
+def _check_mode(on_overlap: str) -> None:
   if on_overlap not in _ON_OVERLAP:
     raise ValueError(
       f"on_overlap must be one of {_ON_OVERLAP}, got {on_overlap!r}"
     )
-  if (
-    public.inputs.shape[1:] != private.inputs.shape[1:]
-    and public.inputs.dtype != object
-  ):
-    return public  # differently shaped inputs cannot be identical
-  overlap = find_overlap(public.inputs, private.inputs)
-  if len(overlap) == 0:
-    return public
-  msg = (
-    f"{len(overlap)} of {len(public)} public examples ({public.name}) are exact "
-    f"duplicates of private examples ({private.name}); public indices "
-    f"{overlap[:10].tolist()}{' ...' if len(overlap) > 10 else ''}"
+
+
+def _comparable(public: Dataset, private: Dataset) -> bool:
+  """Whether rows of the two sets can be identical at all."""
+  return (
+    public.inputs.shape[1:] == private.inputs.shape[1:]
+    or public.inputs.dtype == object
   )
+
+
+def check_no_overlap(
+  public: Dataset, private: Dataset, on_overlap: str = "raise"
+) -> Dataset:
+  """Flags public examples whose input duplicates a private input; returns
+  ``public``, unchanged.
+
+  ``on_overlap``: ``"raise"`` -> :class:`DataOverlapError`; ``"warn"`` ->
+  :class:`DataOverlapWarning`. ``"drop"`` is refused: dropping public rows
+  that private records duplicate lets a private record change the public
+  set; drop the private duplicates instead (:func:`exclude_public`).
+  """
+  _check_mode(on_overlap)
+  if on_overlap == "drop":
+    raise ValueError(
+      "check_no_overlap never drops public rows: a private record that "
+      "duplicated one would then change the public set, which is used "
+      "without accounting. Keep the public set and drop the private "
+      "duplicates: exclude_public(private, public, on_overlap='drop')."
+    )
+  exclude_public(private, public, on_overlap)
+  return public
+
+
+def kept_private_rows(
+  private: Dataset, public: Dataset, on_overlap: str = "raise"
+) -> np.ndarray:
+  """Indices of the rows of ``private`` that :func:`exclude_public` keeps."""
+  _check_mode(on_overlap)
+  keep = np.arange(len(private), dtype=np.int64)
+  if not _comparable(public, private):
+    return keep  # differently shaped inputs cannot be identical
+  dup = find_overlap(private.inputs, public.inputs)
+  if len(dup) == 0:
+    return keep
+  msg = _overlap_message(dup, private, public)
   if on_overlap == "raise":
-    raise DataOverlapError(msg + ". Pass on_overlap='drop' to remove them.")
+    raise DataOverlapError(
+      msg + ". Pass on_overlap='drop' to remove them from the private set."
+    )
   if on_overlap == "warn":
-    warnings.warn(msg, DataOverlapWarning, stacklevel=2)
-    return public
+    warnings.warn(msg, DataOverlapWarning, stacklevel=3)
+    return keep
   warnings.warn(
-    msg + "; dropping them from the public set",
+    msg + "; dropping them from the private set (the public set is kept)",
     DataOverlapWarning,
-    stacklevel=2,
+    stacklevel=3,
   )
-  keep = np.setdiff1d(np.arange(len(public)), overlap)
-  return public.subset(keep)
+  return np.setdiff1d(keep, dup)
+
+
+def exclude_public(
+  private: Dataset, public: Dataset, on_overlap: str = "raise"
+) -> Dataset:
+  """``private`` checked against the fixed ``public`` set.
+
+  Private rows whose input duplicates a public input: ``"raise"`` ->
+  :class:`DataOverlapError`; ``"warn"`` -> :class:`DataOverlapWarning`, kept;
+  ``"drop"`` -> warning, removed from the private set. ``public`` is never
+  read for anything but this test, and never changed: no private record can
+  change it. Each private row is kept or dropped by a test of itself
+  against ``public``, so adding or removing one private record changes the
+  result by that record only.
+  """
+  keep = kept_private_rows(private, public, on_overlap)
+  return private if len(keep) == len(private) else private.subset(keep)
 
 
 def imbalanced_class_proportions(
@@ -203,10 +258,11 @@ def split_public_private(
   changes the private part by that record at most and moves no other, so
   the private run's guarantee holds for the dataset's records that fall
   private. The public part is public (never protected); each part's size is
-  binomial, treated as public like the dataset size. Public rows that
-  duplicate a private input (same input, another label) are handled per
-  ``on_overlap`` (see :func:`check_no_overlap`); with ``"drop"`` they are
-  removed from the public set.
+  binomial, treated as public like the dataset size. Private rows that
+  duplicate a public input (same input, another label, at a lower public
+  rate) are handled per ``on_overlap`` (:func:`exclude_public`); with
+  ``"drop"`` they are removed from the private set. The public part is the
+  records whose own coins say public, whatever the private records are.
   """
   rates = public_rates(dataset.num_classes, public_fraction, class_proportions)
   u = stable_split.record_uniforms(
@@ -217,11 +273,9 @@ def split_public_private(
   private_idx = np.flatnonzero(~is_public).astype(np.int64)
   public = dataset.subset(public_idx, f"{dataset.name}/public")
   private = dataset.subset(private_idx, f"{dataset.name}/private")
-  checked = check_no_overlap(public, private, on_overlap)
-  if len(checked) != len(public):
-    dup = find_overlap(public.inputs, private.inputs)
-    public_idx = np.delete(public_idx, dup)
-    public = checked
+  keep = kept_private_rows(private, public, on_overlap)
+  if len(keep) != len(private):
+    private, private_idx = private.subset(keep), private_idx[keep]
   return PublicPrivateSplit(public, private, public_idx, private_idx)
 
 
@@ -270,22 +324,43 @@ def few_shot_subsample(
   return dataset.subset(idx, f"{dataset.name}/{per_class}-shot")
 
 
-def sample_ood_public(
+def _ood_sample_indices(pool, num_samples, per_class, seed) -> np.ndarray:
+  """Indices of the pool's public sample: a function of the pool and the
+  public ``seed`` alone."""
+  if num_samples is not None and per_class is not None:
+    raise ValueError("give num_samples or per_class, not both")
+  if per_class is not None:
+    return few_shot_indices(pool, per_class, seed)
+  if num_samples is not None:
+    if num_samples > len(pool):
+      raise ValueError(
+        f"num_samples={num_samples} exceeds the pool size {len(pool)}"
+      )
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.choice(len(pool), num_samples, replace=False))
+  return np.arange(len(pool), dtype=np.int64)
+
+
+def ood_public_split(
   pool: Dataset,
   private: Dataset,
   num_samples: int | None = None,
   per_class: int | None = None,
   seed: int = 0,
   on_overlap: str = "raise",
-) -> Dataset:
+) -> PublicPrivateSplit:
   """Out-of-distribution public data: a seeded sample of a *different*
-  dataset ``pool`` with the same label space as ``private``.
+  dataset ``pool`` with the same label space as ``private``, and
+  ``private`` checked against it.
 
   Give either ``num_samples`` (uniform sample; PAZO IMDB: 2,000 Amazon
   Polarity reviews) or ``per_class`` (PAZO MNLI: 100 SNLI pairs per class);
-  with neither the whole pool is used. The result is checked against
-  ``private`` for exact duplicates (see :func:`check_no_overlap`). The pool
-  is public data, so its sample needs no neighbour-stable rule.
+  with neither the whole pool is used. The sample is a function of the pool
+  and ``seed`` alone (the pool is public data: no neighbour-stable rule is
+  needed). Private rows that duplicate a sampled input are handled per
+  ``on_overlap`` (:func:`exclude_public`: ``"drop"`` removes them from the
+  private set). ``public_indices`` index ``pool``, ``private_indices``
+  ``private``.
   """
   if pool.num_classes != private.num_classes:
     raise ValueError(
@@ -297,19 +372,28 @@ def sample_ood_public(
       f"input shapes differ: public {pool.inputs.shape[1:]}, "
       f"private {private.inputs.shape[1:]}"
     )
-  if num_samples is not None and per_class is not None:
-    raise ValueError("give num_samples or per_class, not both")
+  idx = _ood_sample_indices(pool, num_samples, per_class, seed)
   if per_class is not None:
-    public = few_shot_subsample(pool, per_class, seed)
+    name = f"{pool.name}/{per_class}-shot"
   elif num_samples is not None:
-    if num_samples > len(pool):
-      raise ValueError(
-        f"num_samples={num_samples} exceeds the pool size {len(pool)}"
-      )
-    idx = np.sort(
-      np.random.default_rng(seed).choice(len(pool), num_samples, replace=False)
-    )
-    public = pool.subset(idx, f"{pool.name}/public{num_samples}")
+    name = f"{pool.name}/public{num_samples}"
   else:
-    public = pool
-  return check_no_overlap(public, private, on_overlap)
+    name = pool.name
+  public = pool if len(idx) == len(pool) else pool.subset(idx, name)
+  keep = kept_private_rows(private, public, on_overlap)
+  kept = private if len(keep) == len(private) else private.subset(keep)
+  return PublicPrivateSplit(public, kept, idx, keep)
+
+
+def sample_ood_public(pool: Dataset, private: Dataset, **options) -> Dataset:
+  """The public sample of :func:`ood_public_split` (same keyword options:
+  ``num_samples``, ``per_class``, ``seed``, ``on_overlap`` ``"raise"`` or
+  ``"warn"``). ``"drop"`` is refused here, since it changes the *private*
+  set: call :func:`ood_public_split` and train on its ``private``."""
+  if options.get("on_overlap") == "drop":
+    raise ValueError(
+      "sample_ood_public(on_overlap='drop') would return the public sample "
+      "without the private set it drops rows from; call ood_public_split "
+      "(same arguments) and use both its public and its private parts."
+    )
+  return ood_public_split(pool, private, **options).public

@@ -87,22 +87,25 @@ def record_bytes(inputs) -> Iterator[bytes]:
     yield b"".join(len(r).to_bytes(8, "little") + r for r in rows)
 
 
-def _key(seed: int, purpose: str) -> bytes:
+def split_key(seed: int, purpose: str) -> bytes:
+  """The BLAKE2b key of a split: the public ``seed`` and ``purpose``."""
   return hashlib.sha256(
     f"zoprivacy split\x00{purpose}\x00{int(seed)}".encode()
   ).digest()
 
 
+def uniform(record: bytes, key: bytes) -> float:
+  """``u`` of one record's bytes (:func:`record_bytes`) under ``key``."""
+  draw = hashlib.blake2b(record, key=key, digest_size=8).digest()
+  return (int.from_bytes(draw, "big") >> 11) * 2.0**-53
+
+
 def record_uniforms(inputs, *, seed: int, purpose: str) -> np.ndarray:
   """``u`` in ``[0, 1)`` of every record (float64, multiples of 2^-53):
   BLAKE2b of its bytes keyed by the public ``seed`` and ``purpose``."""
-  key = _key(seed, purpose)
-  draws = [
-    int.from_bytes(hashlib.blake2b(r, key=key, digest_size=8).digest(), "big")
-    >> 11
-    for r in record_bytes(inputs)
-  ]
-  return np.asarray(draws, dtype=np.float64) * 2.0**-53
+  key = split_key(seed, purpose)
+  draws = [uniform(r, key) for r in record_bytes(inputs)]
+  return np.asarray(draws, dtype=np.float64)
 
 
 def below(u: np.ndarray, rate, labels: np.ndarray | None = None) -> np.ndarray:

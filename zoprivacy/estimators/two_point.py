@@ -190,7 +190,7 @@ def two_point_scalars(
     def perturb_both(i, leaf, after, lanes, start=0):
       u = leaf_u(i, after, start=start, shape=jnp.shape(leaf))
       signs = (smoothing, -smoothing)
-      return tuple(leaf + (signs[k] * u).astype(leaf.dtype) for k in lanes)
+      return tuple(queries.perturb(leaf, u, signs[k]) for k in lanes)
 
     f_plus, f_minus = queries.losses_perturbed_at_first_use(
       args.loss, params, args.batch, perturb_both

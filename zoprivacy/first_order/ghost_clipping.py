@@ -33,15 +33,29 @@ parameters handed to them unchanged, i.e. the very leaves of ``params``):
   ``vjp`` of the module on its recorded input (small for norms; ``B`` copies
   of a conv kernel).
 
-This covers :class:`~zoprivacy.models.small.MLP`, ``SmallCNN`` and every
-Dense/Embed/LayerNorm/patch-Conv of the BERT and ViT encoders. Every other
+Layer stacks: the same layers inside a stack of ``L`` layers stacked on a
+leading axis, run through :func:`zoprivacy.first_order.layer_stack.scan`
+(the ``nn.scan`` decoder stacks of the OPT and Llama/Mistral models, by
+:func:`zoprivacy.models.stacked_layers.scan_layers`), get the same rules
+layer by layer: their inputs and output gradients come out of the scan as
+``[L, B, ...]`` arrays, the per-example squared norm sums over the ``L``
+layers (each layer its own part of the certified norm) and the clipped sum
+of an ``[L, ...]`` leaf is the stack of its layers' sums
+(:mod:`~zoprivacy.first_order.ghost_groups`). The stack's backward pass
+keeps each layer's products, not a copy of its parameter slices.
+
+This covers :class:`~zoprivacy.models.small.MLP`, ``SmallCNN``, every
+Dense/Embed/LayerNorm/patch-Conv of the BERT and ViT encoders and every
+Dense and LayerNorm of the causal LMs' decoder layers. Every other
 parameter falls back to explicit per-example gradients (computed in the same
 backward pass, for those leaves only): parameters declared directly in a
-non-leaf module (ViT's ``cls_token``, ``pos_embedding``), layers inside a
-lifted or nested transform (``nn.scan``/``nn.RNN`` as in the LSTM,
-``nn.remat``, a ``jax.jit`` or ``vmap`` inside the loss), parameters
+non-leaf module (ViT's ``cls_token``, ``pos_embedding``, Llama's RMSNorm
+scales), layers inside a lifted or nested transform not run as a stack
+above (``nn.scan``/``nn.RNN`` as in the LSTM, ``nn.remat``, a ``jax.jit``
+or ``vmap`` inside the loss), parameters
 transformed before ``apply`` (a LoRA merge, a dtype cast), tied weights read
-outside their module's ``__call__`` (``Embed.attend``). The fallback is
+outside their module's ``__call__`` (``Embed.attend``, the causal LMs' tied
+or chunked LM heads). The fallback is
 decided at trace time by a dependency check on the loss's jaxpr: a layer is
 ghost-clipped only if the loss depends on its parameters through its
 intercepted calls alone, so a parameter that is also used elsewhere (a
@@ -57,148 +71,24 @@ evaluated on a batch of one) and ``c_i`` is computed from ``||v_i||``
 itself, so every contribution has norm at most ``C`` (up to rounding).
 Non-finite norms get factor 0 and padded rows (``mask`` False) factor 0, with
 ``jnp.where`` (NaN-safe), as in :func:`zoprivacy.mechanisms.clipping.
-clip_tree_per_example`. One difference: an activation so large that
-``<x_t, x_s>`` overflows float32 drops the example where the explicit path
-might still clip it.
+clip_tree_per_example`. Norms are computed from factors scaled per
+example by a power of two (:func:`~zoprivacy.first_order.ghost_certified.
+scale`), so squares that would flush to zero or overflow do not. One
+difference: an example whose dense-layer input or output gradient reaches
+``2^64`` (or a gradient formed per example ``2^126``) contributes nothing,
+where the explicit path might still clip it.
 """
 
 from __future__ import annotations
 
 import collections
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from zoprivacy.first_order import ghost_certified as certified
-from zoprivacy.first_order import ghost_fallback, layer_capture
+from zoprivacy.first_order import ghost_fallback, ghost_groups, layer_capture
 from zoprivacy.zo import queries
-
-_HIGHEST = jax.lax.Precision.HIGHEST
-_LOCAL_TYPES = (nn.Conv, nn.LayerNorm, nn.RMSNorm, nn.Dense, nn.Embed)
-
-
-def _rows(x, keep):
-  """Zeroes (``where``, NaN-safe) the examples with ``keep`` False."""
-  return jnp.where(keep.reshape((-1,) + (1,) * (x.ndim - 1)), x, 0)
-
-
-def _wide(x):
-  return x.astype(jnp.promote_types(x.dtype, jnp.float32))
-
-
-def _weighted_sum(per_example, factor):
-  """``sum_i factor_i x_i`` over rows with ``factor_i > 0`` (NaN-safe)."""
-  x = _rows(_wide(per_example), factor > 0)
-  return jnp.einsum("b,b...->...", factor, x, precision=_HIGHEST)
-
-
-def _sq_norms(per_example):
-  x = _wide(per_example)
-  return jnp.sum(jnp.square(x.reshape(x.shape[0], -1)), axis=1)
-
-
-def _dense_group(xs, gs, names, leaves):
-  """Ghost norm and clipped sum of a dense layer (Li et al. 2022 eq. (4)).
-
-  Returns ``(parts, sum_fn(factor) -> {leaf index: array})``: the parts'
-  squared norms add up to the per-example ``||grad_i||^2``, with the
-  sizes that bound their float error (:mod:`.ghost_certified`).
-  """
-  d_in, d_out = leaves[names["kernel"]].shape
-  batch = xs[0].shape[0]
-  x = _wide(jnp.concatenate([a.reshape(batch, -1, d_in) for a in xs], 1))
-  g = _wide(jnp.concatenate([b.reshape(batch, -1, d_out) for b in gs], 1))
-  positions = x.shape[1]
-  bias_grads = jnp.sum(g, axis=1)
-  parts = []
-  if "bias" in names:
-    parts.append(certified.object_part(_sq_norms(bias_grads), d_out))
-  if positions * positions <= d_in * d_out:
-    xx = jnp.einsum("btd,bsd->bts", x, x, precision=_HIGHEST)
-    gg = jnp.einsum("btd,bsd->bts", g, g, precision=_HIGHEST)
-    sq = jnp.maximum(jnp.sum(xx * gg, axis=(1, 2)), 0.0)
-    norms = certified.row_norms(x), certified.row_norms(g)
-    parts.append(certified.ghost_part(sq, *norms, d_in, d_out))
-    per_example_kernel = None
-  else:
-    per_example_kernel = jnp.einsum("btd,bte->bde", x, g, precision=_HIGHEST)
-    sq = _sq_norms(per_example_kernel)
-    parts.append(certified.object_part(sq, d_in * d_out))
-
-  def clipped_sum(factor):
-    if per_example_kernel is None:
-      keep = factor > 0
-      weighted = _rows(g, keep) * factor[:, None, None]
-      kernel_sum = jnp.einsum(
-        "btd,bte->de", _rows(x, keep), weighted, precision=_HIGHEST
-      )
-    else:
-      kernel_sum = _weighted_sum(per_example_kernel, factor)
-    out = {names["kernel"]: kernel_sum}
-    if "bias" in names:
-      out[names["bias"]] = _weighted_sum(bias_grads, factor)
-    return out
-
-  return parts, clipped_sum
-
-
-def _embed_group(ids_list, gs, names, leaves):
-  """Ghost norm over token ids and clipped sum of an embedding table."""
-  vocab, features = leaves[names["embedding"]].shape
-  batch = ids_list[0].shape[0]
-  ids = jnp.concatenate([i.reshape(batch, -1) for i in ids_list], axis=1)
-  g = _wide(jnp.concatenate([b.reshape(batch, -1, features) for b in gs], 1))
-  ids = jnp.where(ids < 0, ids + vocab, ids)  # jnp.take's normalization
-  valid = (ids >= 0) & (ids < vocab)  # out of range: no gradient
-  same = (ids[:, :, None] == ids[:, None, :]) & valid[:, :, None]
-  gg = jnp.einsum("btd,bsd->bts", g, g, precision=_HIGHEST)
-  sq = jnp.sum(jnp.where(same & valid[:, None, :], gg, 0.0), axis=(1, 2))
-  sq = jnp.maximum(sq, 0.0)  # a Gram sum: rounding may dip below 0
-  one_hot = valid.astype(g.dtype)  # ||x_t||: 1 for a valid token, else 0
-  part = certified.ghost_part(sq, one_hot, certified.row_norms(g), 0, features)
-
-  def clipped_sum(factor):
-    keep = factor > 0
-    weighted = _rows(g, keep) * factor[:, None, None]
-    rows = jnp.where(valid, ids, vocab).reshape(-1)
-    total = jnp.zeros((vocab, features), g.dtype)
-    total = total.at[rows].add(weighted.reshape(-1, features), mode="drop")
-    return {names["embedding"]: total}
-
-  return [part], clipped_sum
-
-
-def _local_group(calls, inputs, gs, names, leaves):
-  """Per-example gradients of one module's own parameters by a local vjp of
-  the module on each recorded input (chain rule, summed over its calls)."""
-  params = {n: leaves[i] for n, i in names.items()}
-  per_example = jax.tree.map(lambda p: 0.0, params)
-  for call, arrays, g in zip(calls, inputs, gs):
-
-    def local(arrays, g, call=call):
-      flat, pos = [], iter(arrays)
-      for k in range(call.arg_tree.num_leaves):
-        flat.append(call.static[k] if k in call.static else next(pos))
-      args, kwargs = jax.tree.unflatten(call.arg_tree, flat)
-      apply = lambda p: call.module.apply({"params": p}, *args, **kwargs)
-      _, vjp = jax.vjp(apply, params)
-      return vjp(g)[0]
-
-    per_example = jax.tree.map(jnp.add, per_example, jax.vmap(local)(arrays, g))
-  parts = [_object(v) for v in per_example.values()]
-
-  def clipped_sum(factor):
-    return {names[n]: _weighted_sum(v, factor) for n, v in per_example.items()}
-
-  return parts, clipped_sum
-
-
-def _object(per_example) -> certified.Part:
-  """The part of a gradient formed per example (``[B, ...]``)."""
-  size = int(np.prod(per_example.shape[1:], dtype=np.int64))
-  return certified.object_part(_sq_norms(per_example), size)
 
 
 def _ghost_parts(per_example_loss, params, batch):
@@ -215,13 +105,15 @@ def _ghost_parts(per_example_loss, params, batch):
     per_example_loss, leaves, treedef, batch, calls, covered, tapped_idx
   )
   parts, summers = _ghost_sq_norms(calls, tapped_idx, inputs, out_grads, leaves)
-  parts += [_object(g) for g in free_grads.values()]
+  parts += [ghost_groups.object_part(g) for g in free_grads.values()]
   return leaves, treedef, parts, summers, free_grads
 
 
 def _sums(leaves, summers, free_grads, factor):
   """``{leaf index: sum_i factor_i grad_i}`` in float32 (or wider)."""
-  sums = {i: _weighted_sum(g, factor) for i, g in free_grads.items()}
+  sums = {
+    i: ghost_groups.weighted_sum(g, factor) for i, g in free_grads.items()
+  }
   for fn in summers:
     sums.update(fn(factor))
   return [sums[i] for i in range(len(leaves))]
@@ -241,14 +133,8 @@ def clipped_gradient_sum_of_loss(
     per_example_loss, params, batch
   )
   size = jax.tree.leaves(batch)[0].shape[0]
-  sq_norms = sum((p.sq for p in parts), jnp.zeros((size,), jnp.float32))
-  norms = jnp.sqrt(sq_norms)
-  keep = jnp.isfinite(norms)
-  if mask is not None:
-    keep = keep & mask.astype(bool)
-  factor = jnp.where(
-    keep, jnp.minimum(1.0, clip / jnp.maximum(norms, 1e-30)), 0.0
-  )
+  keep = jnp.ones((size,), bool) if mask is None else mask.astype(bool)
+  factor, norms = certified.estimated_factor(parts, clip, keep)
   sums = _sums(leaves, summers, free_grads, factor)
   out = [x.astype(jnp.result_type(leaf)) for x, leaf in zip(sums, leaves)]
   return jax.tree.unflatten(treedef, out), norms
@@ -283,35 +169,43 @@ def _tapped_gradients(
   in_group = {i for g in covered for i in g}
   fixed = {i: x for i, x in enumerate(leaves) if i in in_group}
   free = {i: x for i, x in enumerate(leaves) if i not in in_group}
-  taps = {
-    k: jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), calls[k].out)
-    for k in tapped_idx
-  }
+  taps = {k: _zero_taps(calls[k]) for k in tapped_idx}
+  sites = {k: calls[k].site for k in tapped_idx if calls[k].layers}
+  # a stack's taps, inputs and output gradients keep the layer axis first
+  # ([L, B, ...]: sliced layer by layer without a transpose)
+  axis = [1 if calls[k].layers else 0 for k in tapped_idx]
   seen_calls = []
 
   def tapped(fixed, free, taps, example):
     inside = [fixed[i] if i in fixed else free[i] for i in range(len(leaves))]
-    icpt = layer_capture.Interceptor(
-      inside, cut=frozenset(), covered=covered, taps=taps
-    )
-    with nn.intercept_methods(icpt):
+    with layer_capture.Interceptor(
+      inside, cut=frozenset(), covered=covered, taps=taps, sites=sites
+    ) as icpt:
       loss = per_example_loss(jax.tree.unflatten(treedef, inside), example)
     seen_calls.append(icpt.calls)
-    return loss, icpt.inputs
+    return loss, [icpt.inputs.get(k) for k in tapped_idx]
 
   grad_fn = jax.grad(tapped, argnums=(1, 2), has_aux=True)
   (free_grads, out_grads), inputs = jax.vmap(
-    grad_fn, in_axes=(None, None, None, 0)
+    grad_fn,
+    in_axes=(None, None, None, 0),
+    out_axes=((0, dict(zip(tapped_idx, axis))), axis),
   )(fixed, free, taps, batch)
-  same = [(c.group, c.kind) for c in seen_calls[0]] == [
-    (c.group, c.kind) for c in calls
+  same = [(c.group, c.kind, c.layers) for c in seen_calls[0]] == [
+    (c.group, c.kind, c.layers) for c in calls
   ]
-  if not same or set(inputs) != set(tapped_idx):
+  if not same or any(x is None for x in inputs):
     raise RuntimeError(
       "Ghost clipping: the loss called its layers differently in two traces "
       "of the same example; use the explicit per-example path."
     )
-  return free_grads, out_grads, inputs
+  return free_grads, out_grads, dict(zip(tapped_idx, inputs))
+
+
+def _zero_taps(call):
+  """A call's taps: zeros like its output (``[L, ...]`` in a stack)."""
+  lead = (call.layers,) if call.layers else ()
+  return jax.tree.map(lambda s: jnp.zeros(lead + s.shape, s.dtype), call.out)
 
 
 def _ghost_sq_norms(calls, tapped_idx, inputs, out_grads, leaves):
@@ -323,16 +217,12 @@ def _ghost_sq_norms(calls, tapped_idx, inputs, out_grads, leaves):
     groups[calls[k].group].append(k)
   parts, summers = [], []
   for ks in groups.values():
-    call = calls[ks[0]]
-    xs, gs = [inputs[k] for k in ks], [out_grads[k] for k in ks]
-    if call.kind == "dense":
-      more, fn = _dense_group([x[0] for x in xs], gs, call.names, leaves)
-    elif call.kind == "embed":
-      more, fn = _embed_group([x[0] for x in xs], gs, call.names, leaves)
-    else:
-      more, fn = _local_group(
-        [calls[k] for k in ks], xs, gs, call.names, leaves
-      )
+    more, fn = ghost_groups.group(
+      [calls[k] for k in ks],
+      [inputs[k] for k in ks],
+      [out_grads[k] for k in ks],
+      leaves,
+    )
     parts, summers = parts + more, summers + [fn]
   return parts, summers
 

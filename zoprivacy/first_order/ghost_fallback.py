@@ -24,8 +24,9 @@ _UNCALLED = (
   "no flax nn.Dense / nn.Embed / nn.Conv / nn.LayerNorm / nn.RMSNorm call "
   "reads them directly in the loss (a model written as plain functions, a "
   "parameter declared in a module that is not a leaf layer, a layer inside "
-  "nn.scan / nn.remat / jax.jit / vmap in the loss, or parameters "
-  "transformed before apply)"
+  "nn.scan / nn.remat / jax.jit / vmap in the loss (a stack of layers is "
+  "seen through zoprivacy.models.stacked_layers.scan_layers), or "
+  "parameters transformed before apply)"
 )
 _SHARED = (
   "they reach the loss outside their layer's call too (tied or shared "

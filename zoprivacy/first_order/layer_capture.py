@@ -5,14 +5,27 @@ supported layer call records its input and gets a zero tensor added to its
 output (a "tap"), so one ``vmap(grad)`` with respect to the taps gives every
 per-example output gradient. :func:`discover` traces the loss once and keeps a
 layer only if the loss depends on its parameters through its intercepted calls
-alone (a dependency check on the jaxpr), so no parameter is under-counted.
+alone (a dependency check on the jaxpr, which follows the loss into scans
+and jitted calls), so no parameter is under-counted.
+
+Layer stacks. A model that runs a stack of layers through
+:func:`zoprivacy.first_order.layer_stack.scan` (the causal LMs' decoder
+stacks) has its stack run by :meth:`Interceptor.scan_stack`: a ``lax.scan``
+over the layer index whose body slices every stack, applies the layer and
+intercepts its calls as above, a call's parameters being matched to the
+stacks they are sliced from. A tapped call inside a stack of ``L`` layers
+gets its taps as a scanned ``[L, ...]`` input and returns its inputs as
+scanned ``[L, ...]`` outputs (calls on the same input array share it), so
+one ``vmap(grad)`` gives every layer's inputs and output gradients.
 Used by :mod:`zoprivacy.first_order.ghost_clipping`.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
+import functools
 from typing import Any
 
 import flax.linen as nn
@@ -21,6 +34,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax.linen import dtypes as flax_dtypes
 from jax.extend import core as jex_core
+
+from zoprivacy.first_order import layer_stack
 
 LOCAL_TYPES = (nn.Conv, nn.LayerNorm, nn.RMSNorm, nn.Dense, nn.Embed)
 
@@ -35,7 +50,21 @@ class _Call:
   module: Any  # unbound clone, for the local vjp
   arg_tree: Any  # treedef of (args, kwargs)
   static: dict[int, Any]  # non-array leaves of (args, kwargs) by position
-  out: Any = None  # abstract output of one example
+  out: Any = None  # abstract output of one example (of one layer)
+  layers: int = 0  # 0: called in the loss itself; L: in a stack of L layers
+  site: int = -1  # which of the loss's stacks (in the order they run)
+
+
+@dataclasses.dataclass
+class _Frame:
+  """One layer stack's body while it is traced."""
+
+  top: Any  # the body's trace state
+  leaf_of: dict[int, int]  # id(layer slice) -> index of its stacked leaf
+  layers: int
+  site: int
+  taps: dict[int, Any]  # call index -> this layer's tap
+  inputs: dict[int, Any] = dataclasses.field(default_factory=dict)
 
 
 def _is_array(x) -> bool:
@@ -87,24 +116,43 @@ class Interceptor:
   Discovery (``taps is None``): calls of the groups in ``cut`` return zeros,
   so the loss's jaxpr shows whether their parameters are used elsewhere.
   Tapping: calls of the ``covered`` groups record their inputs and return
-  ``output + z`` (``z = 0``, differentiated to get the output gradient).
+  ``output + z`` (``z = 0``, differentiated to get the output gradient);
+  ``sites`` names the stack of each tapped call inside a stack. Use it as
+  a context manager around the loss.
   """
 
-  def __init__(self, leaves, *, cut=None, covered=(), taps=None):
+  def __init__(self, leaves, *, cut=None, covered=(), taps=None, sites=None):
     counts = collections.Counter(id(x) for x in leaves)
     self.leaf_of = {
       id(x): i for i, x in enumerate(leaves) if counts[id(x)] == 1
     }
     self.top = _trace_state()
     self.cut, self.covered, self.taps = cut, covered, taps
+    self.sites = sites or {}
     self.calls: list[_Call] = []
     self.inputs: dict[int, list] = {}
+    self.frame: _Frame | None = None
+    self.stacks = 0
+    self._contexts = []
+
+  def __enter__(self):
+    ctx = contextlib.ExitStack()
+    ctx.enter_context(nn.intercept_methods(self))
+    ctx.enter_context(layer_stack.capturing(self.scan_stack))
+    self._contexts.append(ctx)
+    return self
+
+  def __exit__(self, *exc):
+    return self._contexts.pop().__exit__(*exc)
 
   def _eligible(self, args, kwargs, context) -> _Call | None:
     module = context.module
     if context.method_name != "__call__" or type(module) not in LOCAL_TYPES:
       return None
-    if _trace_state() != self.top:  # inside a nested transform
+    frame = self.frame
+    top = self.top if frame is None else frame.top
+    leaf_of = self.leaf_of if frame is None else frame.leaf_of
+    if _trace_state() != top:  # inside a nested transform
       return None
     try:
       variables = module.variables
@@ -113,17 +161,20 @@ class Interceptor:
     if set(variables) != {"params"} or not variables["params"]:
       return None
     params = dict(variables["params"])
-    if not all(_is_array(v) and id(v) in self.leaf_of for v in params.values()):
+    if not all(_is_array(v) and id(v) in leaf_of for v in params.values()):
       return None
     kind = _kind(module, params, args, kwargs)
     if kind is None:
       return None
-    names = {n: self.leaf_of[id(v)] for n, v in params.items()}
+    names = {n: leaf_of[id(v)] for n, v in params.items()}
     flat, arg_tree = jax.tree.flatten((args, kwargs))
     static = {i: x for i, x in enumerate(flat) if not _is_array(x)}
     clone = module.clone(parent=None)
     group = tuple(sorted(names.values()))
-    return _Call(group, kind, names, clone, arg_tree, static)
+    call = _Call(group, kind, names, clone, arg_tree, static)
+    if frame is not None:
+      call.layers, call.site = frame.layers, frame.site
+    return call
 
   def __call__(self, next_fun, args, kwargs, context):
     call = self._eligible(args, kwargs, context)
@@ -139,21 +190,132 @@ class Interceptor:
       return out
     if call.group not in self.covered:
       return out
-    flat = jax.tree.leaves((args, kwargs))
-    self.inputs[index] = [x for x in flat if _is_array(x)]
-    return jax.tree.map(
-      lambda o, z: o + z.astype(o.dtype), out, self.taps[index]
-    )
+    arrays = [x for x in jax.tree.leaves((args, kwargs)) if _is_array(x)]
+    if self.frame is None:
+      self.inputs[index] = arrays
+      tap = self.taps[index]
+    else:
+      self.frame.inputs[index] = arrays
+      tap = self.frame.taps[index]
+    return jax.tree.map(lambda o, z: o + z.astype(o.dtype), out, tap)
+
+  def scan_stack(self, stacked, step, x, xs, slice_layer):
+    """:func:`zoprivacy.first_order.layer_stack.scan`: the stack run as a
+    ``lax.scan`` over the layer index whose calls are intercepted (module
+    docstring); ``None`` (the model runs its own scan) for a stack inside a
+    nested transform or one that holds no parameter leaf."""
+    flat, tree = jax.tree.flatten(stacked)
+    owner = [self.leaf_of.get(id(a)) for a in flat]
+    if self.frame is not None or _trace_state() != self.top:
+      return None
+    if not flat or all(i is None for i in owner):
+      return None
+    site, layers, base = self.stacks, flat[0].shape[0], len(self.calls)
+    self.stacks += 1
+    taps = {
+      k: t for k, t in (self.taps or {}).items() if self.sites.get(k) == site
+    }
+    same = {}
+
+    @functools.partial(jax.checkpoint, policy=_SAVED)
+    def layer(index, carry, xs_l, taps_l):
+      del self.calls[base:]  # a body traced again replaces its calls
+      slices = [slice_layer(a, index) for a in flat]
+      leaf_of = {id(v): i for v, i in zip(slices, owner) if i is not None}
+      self.frame = _Frame(_trace_state(), leaf_of, layers, site, taps_l)
+      try:
+        carry, ys = step(jax.tree.unflatten(tree, slices), carry, xs_l)
+        own, shared = _shared_inputs(self.frame.inputs)
+      finally:
+        self.frame = None
+      same.clear()
+      same.update(shared)
+      return carry, (ys, own)
+
+    def body(carry, scanned_in):
+      index, xs_l, taps_l = scanned_in
+      return layer(index, carry, xs_l, taps_l)
+
+    indices = jnp.arange(layers, dtype=jnp.int32)
+    x, (ys, own) = jax.lax.scan(body, x, (indices, xs, taps))
+    self.inputs.update(own)
+    self.inputs.update({k: own[first] for k, first in same.items()})
+    return x, ys
 
 
-def _used_inputs(closed_jaxpr) -> list[bool]:
-  """Which inputs the outputs may depend on (conservative: an equation that
-  produces a used value uses all its inputs, sub-jaxprs included)."""
-  jaxpr = closed_jaxpr.jaxpr
-  used = {v for v in jaxpr.outvars if isinstance(v, jex_core.Var)}
+# What a stack's backward pass keeps of each layer: the outputs of its
+# products; the rest (the layer's parameter slices above all, which a
+# scan would otherwise keep as an [L, ...] copy of every stack, in the
+# compute dtype) is formed again, layer by layer, from the stacks.
+_SAVED = jax.checkpoint_policies.dots_saveable
+
+
+def _shared_inputs(inputs):
+  """``(own, same)``: the recorded inputs of one layer's calls, each array
+  once (``own``, by call), and ``same[k]``: the earlier call whose inputs
+  call ``k``'s are (the query, key and value projections share theirs)."""
+  own, same, seen = {}, {}, {}
+  for k, arrays in inputs.items():
+    key = tuple(id(a) for a in arrays)
+    if key in seen:
+      same[k] = seen[key]
+    else:
+      seen[key], own[k] = k, arrays
+  return own, same
+
+
+_CALL_PRIMITIVES = (
+  "jit",
+  "pjit",
+  "closed_call",
+  "core_call",
+  "checkpoint",
+  "remat2",
+)
+
+
+def _eqn_used(eqn, wanted: list[bool]) -> list[bool]:
+  """Which inputs of ``eqn`` its ``wanted`` outputs may depend on: through
+  a scan's body (to a fixed point over its carry), a call's jaxpr or an
+  optimization barrier (output ``i`` reads input ``i``); every input for
+  any other equation with a wanted output, and for one with effects."""
+  name = eqn.primitive.name
+  if eqn.effects:
+    return [True] * len(eqn.invars)
+  if name == "optimization_barrier":
+    return wanted
+  body = eqn.params.get("jaxpr")
+  if name == "scan":
+    consts, carries = eqn.params["num_consts"], eqn.params["num_carry"]
+    carry = wanted[:carries]
+    while True:
+      used = _used_inputs(body, carry + wanted[carries:])
+      more = [a or b for a, b in zip(carry, used[consts : consts + carries])]
+      if more == carry:
+        return used
+      carry = more
+  if name in _CALL_PRIMITIVES and body is not None:
+    return _used_inputs(body, wanted)
+  return [True] * len(eqn.invars)
+
+
+def _used_inputs(jaxpr, wanted=None) -> list[bool]:
+  """Which inputs of ``jaxpr`` (closed or open) its ``wanted`` outputs
+  (default: all) may depend on; conservative (:func:`_eqn_used`)."""
+  jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+  wanted = [True] * len(jaxpr.outvars) if wanted is None else wanted
+  used = {
+    v
+    for v, w in zip(jaxpr.outvars, wanted)
+    if w and isinstance(v, jex_core.Var)
+  }
   for eqn in reversed(jaxpr.eqns):
-    if eqn.effects or any(v in used for v in eqn.outvars):
-      used.update(v for v in eqn.invars if isinstance(v, jex_core.Var))
+    out = [v in used for v in eqn.outvars]
+    if not (any(out) or eqn.effects):
+      continue
+    for v, u in zip(eqn.invars, _eqn_used(eqn, out)):
+      if u and isinstance(v, jex_core.Var):
+        used.add(v)
   return [v in used for v in jaxpr.invars]
 
 
@@ -174,8 +336,7 @@ def discover(loss_one, leaves, treedef, batch):
     found = []
 
     def probe(leaves, example, cut=cut, found=found):
-      icpt = Interceptor(leaves, cut=cut)
-      with nn.intercept_methods(icpt):
+      with Interceptor(leaves, cut=cut) as icpt:
         loss = loss_one(jax.tree.unflatten(treedef, leaves), example)
       found.append(icpt.calls)
       return loss
@@ -189,7 +350,9 @@ def discover(loss_one, leaves, treedef, batch):
       cut -= {g for g in groups if any(owners[i] > 1 for i in g)}
       by_group = collections.defaultdict(set)
       for c in calls:
-        by_group[c.group].add((c.kind, tuple(sorted(c.names.items()))))
+        by_group[c.group].add(
+          (c.kind, c.layers, tuple(sorted(c.names.items())))
+        )
       cut -= {g for g, kinds in by_group.items() if len(kinds) > 1}
       if cut != groups:
         continue

@@ -10,7 +10,8 @@ Zeroth-Order Optimization with Hidden States". One
 * :func:`composition_rdp`, :func:`output_perturbation_rdp`: the baselines;
 * :func:`final_iterate_report`: the three side by side;
 * :func:`composition_plan`: the per-step privacy plan the estimator
-  carries (Thm 3.1, for the ledger).
+  carries (Thm 3.1, for the ledger), which records the setting;
+  :func:`setting_of_plan` reads it back.
 
 See ``docs/hidden_state.md`` for when the final-iterate guarantee applies.
 """
@@ -25,7 +26,11 @@ from zoprivacy.hidden_state.closed_form import (
   minimum_directions,
   saturation_window,
 )
-from zoprivacy.hidden_state.privacy import composition_plan, final_iterate
+from zoprivacy.hidden_state.privacy import (
+  composition_plan,
+  final_iterate,
+  setting_of_plan,
+)
 from zoprivacy.hidden_state.rdp import CONVERSIONS, RdpCurve
 from zoprivacy.hidden_state.report import (
   FinalIterateReport,

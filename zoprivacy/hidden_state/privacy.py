@@ -19,9 +19,17 @@ accountant, ``docs/conventions.md`` §3).
 
 :func:`final_iterate` gives the hidden-state, composition and
 output-perturbation epsilons of the final iterate (the extra report).
+
+The plan records every other parameter of Thm 3.2 in its ``analysis``
+(:func:`analysis_of`: ``d``, ``n``, ``K``, ``eta``, ``Delta``, ``R``,
+``xi``, ``beta``, ``b`` and the declared loss; ``sigma`` is the plan's
+multiplier), so a ledger's segments hold the setting each step ran under
+and :func:`setting_of_plan` rebuilds it from the ledger alone.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from zoprivacy.hidden_state import baselines
 from zoprivacy.hidden_state import report as report_lib
@@ -77,7 +85,41 @@ def composition_plan(
     ),
     notes=tuple(notes),
     float_defence="secure_mode",  # the estimator's Gaussians (Opacus' defence)
+    analysis=analysis_of(setting),
   )
+
+
+ANALYSIS = "noisy_zogd_final_iterate"
+_LOSS = ("smoothness", "lipschitz", "strong_convexity", "convex")
+
+
+def analysis_of(setting: setting_lib.NoisyZOGDSetting) -> dict:
+  """The plan's record of ``setting``: every field but ``noise_std`` (the
+  plan's multiplier gives it), the declared loss as ``loss_*`` fields."""
+  out = {
+    f.name: getattr(setting, f.name)
+    for f in dataclasses.fields(setting)
+    if f.name not in ("noise_std", "assumptions")
+  }
+  if setting.assumptions is not None:
+    out.update({f"loss_{k}": getattr(setting.assumptions, k) for k in _LOSS})
+  return {"kind": ANALYSIS, **out}
+
+
+def setting_of_plan(plan) -> setting_lib.NoisyZOGDSetting | None:
+  """The setting a Noisy-ZOGD plan was built from (``sigma`` from its
+  multiplier), or ``None`` for a plan that records none (another estimator,
+  or a ledger written before plans recorded it)."""
+  record = dict(plan.analysis)
+  if record.pop("kind", None) != ANALYSIS:
+    return None
+  loss = {k: record.pop(f"loss_{k}") for k in _LOSS if f"loss_{k}" in record}
+  setting = setting_lib.NoisyZOGDSetting(
+    **record,
+    noise_std=1.0,
+    assumptions=setting_lib.LossAssumptions(**loss) if loss else None,
+  )
+  return with_plan_multiplier(setting, plan.noise_multiplier)
 
 
 def with_plan_multiplier(

@@ -252,7 +252,9 @@ def _scan_layers(
     # never converted whole (narrow_slices); float32 from here on.
     t_layer, f_layer = narrow_slices.index_layer((t_layers, f_layers), index)
     if perturbation is not None:
-      t_layer = perturbation.apply_layer(t_layer, n_layers, index)
+      t_layer = perturbation.apply_layer(
+        t_layer, n_layers, index, model.config.num_hidden_layers
+      )
     params = {"params": assemble(t_layer, f_layer)}
     x, _ = layer.apply(params, x, None, allowed, 0, *extra)
     return x, None

@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from zoprivacy.core import low_precision
 from zoprivacy.models.opt import OPTConfig, OPTForCausalLM
 
 SINGLE_FILE = "model.safetensors"
@@ -142,7 +143,7 @@ def _decoder_prefix(names) -> str:
   )
 
 
-def _opt_tensor_names(config: OPTConfig, prefix: str) -> dict:
+def opt_tensor_names(config: OPTConfig, prefix: str) -> dict:
   """``{flax path: HF name (or list of per-layer names, to stack)}``."""
   c = config
   out = {
@@ -182,7 +183,7 @@ def opt_params_from_hf(
   with ``config`` or an untied ``lm_head.weight``.
   """
   names = getattr(checkpoint, "names", None) or frozenset(checkpoint)
-  wanted = _opt_tensor_names(config, _decoder_prefix(names))
+  wanted = opt_tensor_names(config, _decoder_prefix(names))
   model = OPTForCausalLM(config, param_dtype=param_dtype)
   params = params_from_names(checkpoint, wanted, model, param_dtype, "OPT")
   if "lm_head.weight" in names:
@@ -237,7 +238,9 @@ def params_from_names(checkpoint, wanted: dict, model, param_dtype, family):
     node = params
     for key in path[:-1]:
       node = node.setdefault(key, {})
-    node[path[-1]] = jnp.asarray(value).astype(param_dtype)
+    node[path[-1]] = low_precision.cast_weights(
+      value, param_dtype, "/".join(path)
+    )
   return params
 
 

@@ -17,10 +17,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from zoprivacy.models import narrow_slices
+from zoprivacy.core import low_precision
+from zoprivacy.zo import counter_positions
 from zoprivacy.zo import directions as directions_lib
-
-MAX_LEAF_SIZE = 2**32  # counter-hash positions are uint32 within a leaf
 
 
 class Perturbation(NamedTuple):
@@ -42,26 +41,26 @@ class Perturbation(NamedTuple):
       start=start,
       prng=self.prng,
     )
-    if narrow_slices.is_narrow(leaf):
-      # float32(w) + l u in float32: l = 1e-3 added in bfloat16 would be
-      # rounded away (8 significant bits); the result feeds a float32
-      # forward pass (opt.perturb_float32).
-      return leaf.astype(jnp.float32) + self.scale * u
-    # exactly queries.perturb: p + (scale * u).astype(p.dtype)
-    return leaf + (self.scale * u).astype(leaf.dtype)
+    # exactly queries.perturb: float32(w) + l u for a 16-bit w (l = 1e-3
+    # added in bfloat16 would be rounded away; the result feeds a float32
+    # forward pass), else p + (scale * u).astype(p.dtype)
+    return low_precision.perturbed(leaf, self.scale * u)
 
   def apply(self, tree, numbers):
     """Whole leaves (the non-scanned part): leaf ``numbers[i]`` of ``u``."""
     return jax.tree.map(self._add, tree, numbers)
 
-  def apply_layer(self, layer_tree, numbers, layer):
+  def apply_layer(self, layer_tree, numbers, layer, num_layers: int):
     """One layer's slices ``[...]`` of stacked leaves ``[L, ...]``: the
     elements ``layer * size .. (layer + 1) * size - 1`` of each leaf of
-    ``u``, i.e. the same slice of the full draw."""
+    ``u``, i.e. the same slice of the full draw. ``num_layers``: ``L`` (a
+    stack of 2^32 elements or more starts its layers at 64-bit
+    positions)."""
 
     def add(leaf, number):
       size = math.prod(jnp.shape(leaf))
-      start = jnp.asarray(layer, jnp.uint32) * jnp.uint32(size)
+      total = size * num_layers
+      start = counter_positions.row_offset(layer, size, total)
       return self._add(leaf, number, start)
 
     return jax.tree.map(add, layer_tree, numbers)
@@ -70,20 +69,12 @@ class Perturbation(NamedTuple):
 def perturbation_dtype(leaf):
   """The dtype ``u`` is drawn in for ``leaf``: float32 for 16-bit float
   leaves (perturbed and updated in float32), else the leaf's own."""
-  if narrow_slices.is_narrow(leaf):
-    return jnp.float32
-  return jnp.result_type(leaf)
+  return low_precision.compute_dtype(leaf)
 
 
 def leaf_numbers(tree):
   """A tree like ``tree`` holding each leaf's index in ``jax.tree.leaves``."""
   leaves, treedef = jax.tree.flatten(tree)
-  for leaf in leaves:
-    if math.prod(jnp.shape(leaf)) >= MAX_LEAF_SIZE:
-      raise ValueError(
-        f"A leaf of shape {jnp.shape(leaf)} has 2^32 or more elements, "
-        "more than the counter hash numbers within one leaf."
-      )
   return jax.tree.unflatten(treedef, list(range(len(leaves))))
 
 

@@ -66,6 +66,19 @@ def split_params(params: dict, config: LlamaConfig, trained_blocks: int):
   return trunk, top
 
 
+def with_top(params: dict, top: dict) -> dict:
+  """``params`` with its top ``k`` blocks and final norm replaced by
+  ``top`` (as :func:`split_params` cut them): the whole model after the
+  top was trained (a stacked leaf in the wider of the two dtypes)."""
+  k = jax.tree.leaves(top["layers"])[0].shape[0]
+  cut = jax.tree.leaves(params["layers"])[0].shape[0] - k
+  join = lambda x, t: jnp.concatenate([x[:cut], t]).astype(
+    jnp.result_type(x, t)
+  )
+  layers = jax.tree.map(join, params["layers"], top["layers"])
+  return {**params, "layers": layers, "norm": top["norm"]}
+
+
 def label_rows(params: dict, config: LlamaConfig, label_ids) -> jax.Array:
   """``[C, hidden]``: the LM head's rows of the label words (the tied
   embedding's rows, or the untied head's columns)."""

@@ -31,11 +31,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-
-def is_narrow(x) -> bool:
-  """A 16-bit floating array (bfloat16, float16)."""
-  dtype = jnp.result_type(x)
-  return jnp.issubdtype(dtype, jnp.floating) and dtype.itemsize == 2
+from zoprivacy.core.low_precision import is_narrow  # noqa: F401 (re-exported)
 
 
 def _bits(x):

@@ -33,7 +33,7 @@ import jax.numpy as jnp
 
 from zoprivacy.models import narrow_slices
 from zoprivacy.models.chunked_head import ChunkRows
-from zoprivacy.zo import directions
+from zoprivacy.zo import counter_positions, directions
 
 EMBED_KEY, TABLE_KEY = "embed_tokens", "embedding"
 
@@ -58,9 +58,10 @@ def with_embedding(tree: dict, table) -> dict:
   return out
 
 
-def _rows_of_u(perturbation, number, first_row, shape, dtype):
-  """Rows ``first_row ...`` of leaf ``number``'s ``u``, ``shape = (R, D)``."""
-  start = jnp.asarray(first_row, jnp.uint32) * jnp.uint32(shape[-1])
+def _rows_of_u(perturbation, number, first_row, shape, dtype, total):
+  """Rows ``first_row ...`` of leaf ``number``'s ``u`` (``total``
+  elements), ``shape = (R, D)``."""
+  start = counter_positions.row_offset(first_row, shape[-1], total)
   return directions.leaf_slice(
     perturbation.direction,
     perturbation.key,
@@ -92,9 +93,9 @@ def token_rows_delta(perturbation, number: int, table, input_ids):
   dim = table.shape[-1]
   flat = input_ids.reshape(-1)
   dtype = _u_dtype(table)
-  rows = jax.vmap(lambda i: _rows_of_u(perturbation, number, i, (dim,), dtype))(
-    flat
-  )
+  rows = jax.vmap(
+    lambda i: _rows_of_u(perturbation, number, i, (dim,), dtype, table.size)
+  )(flat)
   delta = (perturbation.scale * rows).astype(dtype)
   return delta.reshape(*input_ids.shape, dim)
 
@@ -107,7 +108,9 @@ def perturbed_rows(perturbation, number: int, table) -> ChunkRows:
   def rows(first, size):
     part = narrow_slices.dynamic_slice_in_dim(table, first, size, axis=0)
     shape = (size, table.shape[1])
-    u = _rows_of_u(perturbation, number, first, shape, _u_dtype(table))
+    u = _rows_of_u(
+      perturbation, number, first, shape, _u_dtype(table), table.size
+    )
     return _plus(part, perturbation.scale * u)
 
   return rows
@@ -124,8 +127,9 @@ def perturbed_columns(perturbation, number: int, kernel) -> ChunkRows:
     columns = jnp.asarray(first, jnp.uint32) + jnp.arange(
       size, dtype=jnp.uint32
     )
-    rows_start = jnp.arange(dim, dtype=jnp.uint32) * jnp.uint32(vocab)
-    positions = rows_start[:, None] + columns[None, :]
+    row = jax.lax.iota(jnp.uint32, dim)[:, None]
+    rows_start = counter_positions.row_offset(row, vocab, kernel.size)
+    positions = counter_positions.plus(rows_start, columns[None, :])
     u = directions.leaf_at(
       perturbation.direction,
       perturbation.key,

@@ -20,7 +20,9 @@ sliced as their bits) and applies the unbound layer module to them, so only
 one layer is ever converted to the compute dtype. The arithmetic is the
 layer's own, unchanged; the float32 path (no 16-bit leaf) and
 initialization keep Flax's ``nn.scan`` (the same compiled program as
-before).
+before). Ghost clipping's traces of a loss run the stack through
+:func:`zoprivacy.first_order.layer_stack.scan`, which taps the layers
+inside it (the same layers and arithmetic, one ``lax.scan``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from zoprivacy.first_order import layer_stack
 from zoprivacy.models import narrow_slices
 
 
@@ -44,13 +47,21 @@ def scan_layers(scanned: nn.Module, layer: nn.Module, x, cache, *broadcast):
   if scanned.is_initializing():
     return scanned(x, cache, *broadcast)
   stacked = scanned.variables["params"]
+
+  def step(params, x, layer_cache):
+    return layer.apply({"params": params}, x, layer_cache, *broadcast)
+
+  captured = layer_stack.scan(
+    stacked, step, x, cache, narrow_slices.index_layer
+  )
+  if captured is not None:  # ghost clipping's trace (layer_stack)
+    return captured
   if not any(narrow_slices.is_narrow(p) for p in jax.tree.leaves(stacked)):
     return scanned(x, cache, *broadcast)
 
   def body(x, scanned_in):
     index, layer_cache = scanned_in
-    params = narrow_slices.index_layer(stacked, index)
-    return layer.apply({"params": params}, x, layer_cache, *broadcast)
+    return step(narrow_slices.index_layer(stacked, index), x, layer_cache)
 
   layers = jax.tree.leaves(stacked)[0].shape[0]
   indices = jnp.arange(layers, dtype=jnp.int32)

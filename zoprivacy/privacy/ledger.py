@@ -8,7 +8,8 @@ many times a step may already have been computed, which a runner uses to
 draw fresh randomness for every computation of a step. Epsilon is always computed from those plans by the one
 route every report uses (:meth:`PrivacyPlan.pld`: dp_accounting's
 pessimistic PLD, add/remove maximum, float64); segments with different plans
-are composed with ``PrivacyLossDistribution.compose``. A budget, if set, is
+are composed with ``PrivacyLossDistribution.compose`` within a memory bound,
+or by a route :mod:`~zoprivacy.privacy.ledger_composition` names. A budget, if set, is
 checked *before* a step is recorded, and the ledger round-trips through JSON
 next to a checkpoint.
 """
@@ -22,6 +23,7 @@ import tempfile
 from typing import Any
 
 from zoprivacy.accounting import subsampled_rdp
+from zoprivacy.privacy import ledger_composition
 from zoprivacy.privacy import plan as plan_lib
 
 _FORMAT = "zoprivacy.accounting.PrivacyLedger"
@@ -102,21 +104,27 @@ class PrivacyLedger:
     return tuple(dict.fromkeys(p for p, _ in self._segments))
 
   def _epsilon_of(self, segments) -> float:
+    return self._composition_of(segments).epsilon
+
+  def _composition_of(self, segments) -> ledger_composition.Composition:
     segments = [(p, n) for p, n in segments if n > 0]
     if not segments:
-      return 0.0
+      return ledger_composition.Composition(0.0, "")
     if any(not p.is_noised for p, _ in segments):
-      return math.inf
+      return ledger_composition.Composition(math.inf, "")
     if len(segments) == 1:
       plan, n = segments[0]
-      return plan.epsilon(n, self.delta)
+      return ledger_composition.Composition(plan.epsilon(n, self.delta), "")
     rdp = [(p.mechanism.rdp_event(p.sampling), n) for p, n in segments]
     if any(event is not None for event, _ in rdp):
-      return _rdp_epsilon(rdp, self.delta)
-    pld = segments[0][0].pld(segments[0][1])
-    for plan, n in segments[1:]:
-      pld = pld.compose(plan.pld(n))
-    return float(pld.get_epsilon_for_delta(self.delta))
+      return ledger_composition.Composition(_rdp_epsilon(rdp, self.delta), "")
+    # PLDs within a memory bound, or a looser route it names
+    return ledger_composition.compose(segments, self.delta)
+
+  def composition(self) -> ledger_composition.Composition:
+    """The epsilon of every recorded step and how it was composed (a
+    route other than each plan's own accountant is named)."""
+    return self._composition_of(self._segments)
 
   def _prefix(self, num_steps: int):
     out, left = [], int(num_steps)
@@ -255,10 +263,13 @@ class PrivacyLedger:
 
   # ------------------------------------------------------------- reporting
   def report(self) -> str:
+    composed = self.composition()
     lines = [
       f"privacy ledger: {self.num_steps} steps, (epsilon, delta) = "
-      f"({self.epsilon():.4f}, {self.delta:g})"
+      f"({composed.epsilon:.4f}, {self.delta:g})"
     ]
+    if composed.why:
+      lines.append(f"  composed by {composed.method}: {composed.why}")
     for plan, n in self._segments:
       lines.append(f"  {n} steps: {plan.describe()}")
     if self.epsilon_budget is not None:
@@ -266,9 +277,14 @@ class PrivacyLedger:
     return "\n".join(lines)
 
   def summary(self) -> dict[str, Any]:
+    composed = self.composition()
+    out = {}
+    if composed.why:
+      out = {"composition": composed.method, "composition_why": composed.why}
     return {
+      **out,
       "num_steps": self.num_steps,
-      "epsilon": self.epsilon(),
+      "epsilon": composed.epsilon,
       "delta": self.delta,
       "epsilon_budget": self.epsilon_budget,
       "plans": [p.describe() for p in self.plans],

@@ -54,7 +54,14 @@ NOISE_SOURCES = ("os_entropy", "insecure_test_seed")
 VALUE_DISCRETIZATION_INTERVAL = 1e-4
 FLOAT_NOISE_WARNING = mech_lib.FLOAT_NOISE_WARNING
 SECURE_MODE_NOTE = mech_lib.SECURE_MODE_NOTE
-_PLAN_KEYS = ("clip", "neighboring", "noise_source", "delta", "notes")
+_PLAN_KEYS = (
+  "clip",
+  "neighboring",
+  "noise_source",
+  "delta",
+  "notes",
+  "analysis",
+)
 
 
 class PlanError(ValueError):
@@ -81,6 +88,11 @@ class PrivacyPlan:
       private: anyone with the seed can regenerate the noise).
     delta: the run's delta, set by whoever runs it.
     notes: human-readable remarks, printed in every report.
+    analysis: the parameters of a further analysis of the same release that
+      the composition accountant does not read (Noisy-ZOGD's final-iterate
+      setting, :func:`zoprivacy.hidden_state.privacy.setting_of_plan`), as
+      sorted ``(name, value)`` pairs (a mapping is accepted); part of the
+      plan, so ledger segments that differ in it stay apart. Empty: none.
 
   :meth:`build` makes a plan from flat keyword arguments (a mechanism name).
   """
@@ -92,6 +104,7 @@ class PrivacyPlan:
   noise_source: str = "os_entropy"
   delta: float | None = None
   notes: tuple[str, ...] = ()
+  analysis: tuple[tuple[str, Any], ...] = ()
 
   def __post_init__(self):
     if "jax" in sys.modules:  # a plan made where JAX runs can meet a pytree
@@ -114,6 +127,7 @@ class PrivacyPlan:
         f"{self.noise_source!r}."
       )
     object.__setattr__(self, "notes", tuple(self.notes))
+    object.__setattr__(self, "analysis", _frozen_pairs(self.analysis))
 
   @classmethod
   def build(cls, mechanism="none", **flat) -> PrivacyPlan:
@@ -316,6 +330,9 @@ class PrivacyPlan:
       neighboring=relations.name(self.neighboring),
       notes=list(self.notes),
     )
+    out.pop("analysis")  # absent when empty: other plans' JSON is unchanged
+    if self.analysis:
+      out["analysis"] = {k: _jsonable(v) for k, v in self.analysis}
     return out
 
   @classmethod
@@ -335,6 +352,22 @@ class PrivacyPlan:
   @classmethod
   def non_private(cls) -> PrivacyPlan:
     return cls(mechanism=mech_lib.NoNoise())
+
+
+def _frozen(value):
+  return (
+    tuple(map(_frozen, value)) if isinstance(value, list | tuple) else value
+  )
+
+
+def _frozen_pairs(pairs) -> tuple[tuple[str, Any], ...]:
+  """``analysis`` as sorted, hashable ``(name, value)`` pairs."""
+  items = pairs.items() if isinstance(pairs, dict) else pairs
+  return tuple(sorted((str(k), _frozen(v)) for k, v in items))
+
+
+def _jsonable(value):
+  return list(map(_jsonable, value)) if isinstance(value, tuple) else value
 
 
 @functools.cache

@@ -16,8 +16,9 @@ step's temporaries are 0.13x the parameters (2.1 layers, the same 2.1 with
 1.81x and 2.81x for the generic counter-hash dpzero step
 (``tests/models/test_causal_lm_zo.py``). 16-bit float leaves are sliced
 and perturbed in float32 one layer at a time, and updated in float32
-within each leaf's one elementwise expression (``docs/llm.md``, bfloat16
-in the layer-wise step).
+within each leaf's one elementwise expression, stored stochastically
+rounded from the step's public rounding key (:mod:`zoprivacy.zo.rounding`;
+``docs/llm.md``, 16-bit weights).
 
 The direction is THE direction of the generic step: leaf ``i`` is numbered
 in the ``jax.tree.leaves`` order of the whole trainable tree and its
@@ -45,12 +46,11 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from zoprivacy.core import validation
+from zoprivacy.core import low_precision, validation
 from zoprivacy.estimators import base, two_point
 from zoprivacy.estimators.privacy_args import PrivacyArgs
 from zoprivacy.mechanisms import clipping
 from zoprivacy.models.layer_perturbation import (  # noqa: F401 (re-exported)
-  MAX_LEAF_SIZE,
   Perturbation,
   PerturbedLoss,
   leaf_numbers,
@@ -60,12 +60,20 @@ from zoprivacy.models.layer_perturbation import (  # noqa: F401 (re-exported)
 from zoprivacy.privacy import plan as plan_lib
 from zoprivacy.secret_noise import host_noise
 from zoprivacy.zo import directions as directions_lib
+from zoprivacy.zo import rounding
 
 SLICEABLE_DIRECTIONS = ("gaussian", "rademacher")
 
 
 def descend(
-  params, direction: str, query_keys, scalars, learning_rate, prng="counter"
+  params,
+  direction: str,
+  query_keys,
+  scalars,
+  learning_rate,
+  prng="counter",
+  *,
+  rounding_key=None,
 ):
   """``x - a (1/q) sum_j s_j u_j`` leaf by leaf, each ``u_j`` regenerated
   inside the leaf's one elementwise expression (no copy of ``u``) by the
@@ -73,14 +81,23 @@ def descend(
 
   The arithmetic is that of :func:`~zoprivacy.estimators.two_point.
   average_of_directions` followed by ``optax.sgd``: ``s u`` (``q = 1``) or
-  ``sum_j (s_j / q) u_j``, times ``-a``, added to ``x``.
+  ``sum_j (s_j / q) u_j``, times ``-a``, added to ``x``. A 16-bit float
+  leaf is updated in float32 and stored stochastically rounded with the
+  step's public ``rounding_key`` (:func:`zoprivacy.zo.rounding.step_key`;
+  required when ``params`` has such a leaf), as the generic step's
+  :func:`zoprivacy.zo.rounding.apply_updates` stores it.
   """
   num_queries = query_keys.shape[0]
   numbers = leaf_numbers(params)
+  if rounding_key is None and low_precision.has_narrow(params):
+    raise ValueError(
+      "descend on 16-bit float leaves needs the step's rounding_key "
+      "(zoprivacy.zo.rounding.step_key of its direction key)."
+    )
 
   def update(leaf, number):
     # A 16-bit float leaf is updated in float32 (its u as in the passes)
-    # and rounded once, to nearest, when stored.
+    # and stochastically rounded when stored.
     dtype = perturbation_dtype(leaf)
     # Each draw follows the released scalars, so that XLA cannot hoist it
     # above the forward passes and keep a full u alive.
@@ -100,7 +117,8 @@ def descend(
         grad = grad + (scalars[j] / num_queries).astype(dtype) * draw(
           query_keys[j]
         )
-    return (leaf.astype(dtype) + (-learning_rate) * grad).astype(leaf.dtype)
+    value = leaf.astype(dtype) + (-learning_rate) * grad
+    return rounding.store(leaf, value, rounding_key, number, after=scalars)
 
   return jax.tree.map(update, params, numbers)
 
@@ -179,7 +197,13 @@ def layerwise_two_point(
       per_example, mask, noise_key, query, discrete_noise
     )
     trainable = descend(
-      trainable, directions, query_keys, scalars, learning_rate, prng
+      trainable,
+      directions,
+      query_keys,
+      scalars,
+      learning_rate,
+      prng,
+      rounding_key=rounding.step_key(dir_key),
     )
     released = jnp.asarray(scalars, jnp.float32).reshape([-1])
     return trainable, state._replace(step=state.step + 1, released=released)

@@ -21,6 +21,7 @@ from zoprivacy.training.trajectory_format import (
   TrajectoryLogError,
   params_signature,
 )
+from zoprivacy.zo import rounding
 
 
 def replay_step_fn(log: TrajectoryLog, optimizer):
@@ -28,8 +29,11 @@ def replay_step_fn(log: TrajectoryLog, optimizer):
 
   ``g_t = released_update(query, params, split(fold_in(key, t), q), s_t)``:
   the training step's own step-5 computation (DP-ZO Alg. 1 line 17), then
-  ``optimizer`` as it followed the estimator.
+  ``optimizer`` as it followed the estimator; 16-bit float leaves stored as
+  the log's ``update_rounding`` says (stochastically, with the step's
+  rounding key :func:`zoprivacy.zo.rounding.step_key`, as training).
   """
+  mode = log.update_rounding
   query = two_point.make_query(
     directions=log.header["directions"],
     direction_prng=log.header["direction_prng"],
@@ -46,7 +50,8 @@ def replay_step_fn(log: TrajectoryLog, optimizer):
     query_keys = jax.random.split(step_key, query.num_queries)
     grad = two_point.released_update(query, params, query_keys, scalars)
     updates, opt_state = optimizer.update(grad, opt_state, params)
-    return optax.apply_updates(params, updates), opt_state
+    key = rounding.step_key(step_key)
+    return rounding.apply_updates(params, updates, key, mode), opt_state
 
   return step
 

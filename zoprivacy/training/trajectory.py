@@ -37,6 +37,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
+from zoprivacy.core import low_precision
 from zoprivacy.estimators import base
 from zoprivacy.training.replay import replay, replay_step_fn  # noqa: F401 (re-exported)
 from zoprivacy.training.trajectory_format import (  # noqa: F401 (re-exported)
@@ -98,6 +99,7 @@ class TrajectoryLogger:
     )
     self._estimator = estimator
     self._tree, self._leaves = params_signature(params)
+    self._narrow = low_precision.has_narrow(params)
     self._key: tuple[str, list[int]] | None = None
     self._first_step: int | None = None
     self._rows: list[np.ndarray] = []
@@ -119,6 +121,12 @@ class TrajectoryLogger:
       self._leaves,
     ]:
       raise TrajectoryLogError("The saved log is of other parameters.")
+    if self._narrow and log.update_rounding != "stochastic":
+      raise TrajectoryLogError(
+        f"The saved log rounded 16-bit updates {log.update_rounding!r}; "
+        "this version rounds them stochastically, so one log cannot hold "
+        "both: start a new log (a new run)."
+      )
     self._key = (
       log.header["direction_key_impl"],
       log.header["direction_key_data"],
@@ -180,4 +188,6 @@ class TrajectoryLogger:
       "num_steps": int(scalars.shape[0]),
       "privacy_note": PRIVACY_NOTE,
     }
+    if self._narrow:  # how training stored them (zoprivacy.zo.rounding)
+      header["update_rounding"] = "stochastic"
     return TrajectoryLog(header, scalars.astype(np.float32))

@@ -23,6 +23,7 @@ import numpy as np
 
 from zoprivacy.estimators import registry
 from zoprivacy.zo import directions as directions_lib
+from zoprivacy.zo import rounding
 
 FORMAT_VERSION = 1
 MAGIC = b"ZOTRAJ\x00\x01"
@@ -46,6 +47,11 @@ HEADER_KEYS = frozenset(
     "privacy_note",
   )
 )
+# Optional fields, all public: ``update_rounding`` ("stochastic"), how the
+# 16-bit float leaves were stored after each update
+# (:mod:`zoprivacy.zo.rounding`); written only when there are such leaves,
+# absent ("nearest") in logs written before stochastic rounding.
+OPTIONAL_HEADER_KEYS = frozenset(("update_rounding",))
 PRIVACY_NOTE = (
   "publishing this log publishes every intermediate iterate: composition "
   "accounting only, no hidden-state (final-iterate) bound"
@@ -124,6 +130,12 @@ class TrajectoryLog:
       data, impl=self.header["direction_key_impl"]
     )
 
+  @property
+  def update_rounding(self) -> str:
+    """How the 16-bit float leaves were stored after each update
+    (:data:`zoprivacy.zo.rounding.MODES`)."""
+    return str(self.header.get("update_rounding", "nearest"))
+
   def truncated(self, num_steps: int) -> TrajectoryLog:
     """The first ``num_steps`` steps (a run resumed from a checkpoint)."""
     header = dict(self.header, num_steps=int(num_steps))
@@ -183,11 +195,16 @@ class TrajectoryLog:
 def _check_header(header: dict) -> None:
   if not isinstance(header, dict):
     raise TrajectoryLogError("The trajectory header is not a JSON object.")
-  extra = sorted(set(header) - HEADER_KEYS)
+  extra = sorted(set(header) - HEADER_KEYS - OPTIONAL_HEADER_KEYS)
   missing = sorted(HEADER_KEYS - set(header))
   if extra or missing:
     raise TrajectoryLogError(
       f"Trajectory header fields: unexpected {extra}, missing {missing}."
+    )
+  if header.get("update_rounding", "nearest") not in rounding.MODES:
+    raise TrajectoryLogError(
+      f"Trajectory update_rounding {header['update_rounding']!r}; this "
+      f"reads {rounding.MODES}."
     )
   if header["format_version"] != FORMAT_VERSION:
     raise TrajectoryLogError(

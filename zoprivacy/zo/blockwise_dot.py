@@ -12,6 +12,8 @@ import jax
 import jax.numpy as jnp
 from jax.extend import core as jax_core
 
+from zoprivacy.zo import counter_positions
+
 # On one device, a dense kernel of at least DOT_BLOCK_MIN_ELEMENTS, read
 # only by one ``x @ W`` (a ``dot_general`` contracting its first axis), is
 # perturbed block by block of rows inside that product. At most
@@ -119,7 +121,7 @@ def blockwise_perturbed_dot(
   zeros = jnp.zeros((block, cols), leaf.dtype)
 
   def direction(j):
-    start = j * block * cols
+    start = counter_positions.row_offset(j, block * cols, leaf.size)
     return perturb_lanes(i, zeros, after, (0,), start=start)[0]
 
   def products(j, step):
@@ -176,7 +178,8 @@ def shared_input_dot(eqn, lhs, leaf, i, perturb_lanes, after, block):
   zeros = jnp.zeros((block, cols), leaf.dtype)
 
   def product(j):
-    step = perturb_lanes(i, zeros, after, (0,), start=j * block * cols)[0]
+    start = counter_positions.row_offset(j, block * cols, leaf.size)
+    step = perturb_lanes(i, zeros, after, (0,), start=start)[0]
     rows = jax.lax.dynamic_slice_in_dim(moved, j * block, block, ndim - 1)
     return eqn.primitive.bind(rows, step, **params)
 

@@ -12,6 +12,8 @@ import math
 import jax
 import jax.numpy as jnp
 
+from zoprivacy.core import low_precision
+from zoprivacy.zo import counter_positions
 from zoprivacy.zo.directions import (
   SPHERE_RADII,
   PyTree,
@@ -28,7 +30,7 @@ def _leaf_sum_of_squares(
   key: jax.Array, leaf: int, like, prng: str
 ) -> jax.Array:
   """``sum(z_i^2)`` over the Gaussian leaf ``leaf`` of ``key`` (drawn in
-  ``like``'s dtype, summed in float32), in chunks of 2^16 elements (a
+  ``like``'s compute dtype, as the leaf's ``u``; summed in float32), in chunks of 2^16 elements (a
   quarter of a smaller leaf, at least 1024).
 
   A loop over :func:`leaf_slice` chunks: XLA's CPU compiler hands a
@@ -36,7 +38,7 @@ def _leaf_sum_of_squares(
   so a chunk's squares are materialized instead of a leaf's.
   """
   size = math.prod(jnp.shape(like))
-  dtype = jnp.result_type(like)
+  dtype = low_precision.compute_dtype(like)
   chunk = min(_NORM_CHUNK, max(1024, size // 4))
   full, rest = divmod(size, chunk)
 
@@ -56,8 +58,9 @@ def _leaf_sum_of_squares(
 
   total = jnp.zeros((), jnp.float32)
   if full:
+    start = lambda j: counter_positions.row_offset(j, chunk, size)
     total = jax.lax.fori_loop(
-      0, full, lambda j, acc: acc + chunk_sum(j * chunk, chunk), total
+      0, full, lambda j, acc: acc + chunk_sum(start(j), chunk), total
     )
   if rest:
     total = total + chunk_sum(full * chunk, rest)
@@ -112,7 +115,8 @@ def counter_leaf_directions(
       key_after(key, after),
       i,
       jnp.shape(leaf) if shape is None else shape,
-      jnp.result_type(leaf),
+      # float32 for a 16-bit leaf: its points and update are float32
+      low_precision.compute_dtype(leaf),
       start=start,
       prng=prng,
     )

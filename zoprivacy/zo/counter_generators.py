@@ -37,6 +37,10 @@ def leaf_slice(
   """Elements ``start, start + 1, ...`` (``shape``) of leaf ``leaf`` of the
   counter-hash direction ``name`` drawn from ``key`` by the counter hash
   ``prng`` (:data:`COUNTER_PRNGS`; the first, ``'counter'``, unless given).
+  ``start``: a Python integer of any size, a traced integer below 2^32, or
+  a :class:`~zoprivacy.zo.counter_positions.Offset` (a traced position of
+  a leaf of 2^32 or more elements, :func:`~zoprivacy.zo.counter_positions.
+  row_offset`).
 
   The per-layer and sharded paths regenerate their slice of ``u`` with this:
   it equals the same slice of ``directions.get_sampler(name,
@@ -59,7 +63,9 @@ def leaf_at(
   prng: str = "counter",
 ) -> jax.Array:
   """The elements at flat ``positions`` (any shape; e.g. a column block of
-  a ``[D, V]`` kernel) of leaf ``leaf``, as :func:`leaf_slice` draws them."""
+  a ``[D, V]`` kernel) of leaf ``leaf``, as :func:`leaf_slice` draws them:
+  ``uint32``, or :class:`~zoprivacy.zo.counter_positions.Positions` in a
+  leaf of 2^32 or more elements."""
   words = _counter(prng).bits(key, leaf, positions)
   return _from_words(name, words, dtype, prng)
 

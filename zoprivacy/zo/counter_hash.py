@@ -19,6 +19,12 @@ for two fixed salts (so that the all-zero key is not a fixed point)::
     c = mix_a(i ^ rot(k1, 16) ^ mix_a(l ^ k0))     an independent lane
     out = b ^ c
 
+A position of 2^32 or more (a stacked leaf of many layers) is ``i +
+2^32 h``: ``i`` as above, and its high word ``h`` keys both lanes, ``mix_b(l
++ k1)`` xored with ``mix_b(h (k1 | 1))`` and ``mix_a(l ^ k0)`` with ``mix_a(h
+(k0 | 1))``; both are 0 where ``h`` is 0, so that every position below 2^32
+keeps its word (``zoprivacy/zo/counter_positions.py``).
+
 ``mix_a`` and ``mix_b`` are the two "lowbias32"/"triple32"-style 32-bit
 integer finalizers found by C. Wellons' hash-prospector (multiply by an odd
 constant and xor-shift, three rounds; each is a bijection with avalanche
@@ -43,6 +49,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from zoprivacy.zo import counter_positions
 
 _PHI = np.uint32(0x9E3779B9)  # 2^32 / golden ratio: spreads the counter
 _K0_SALT = np.uint32(0x85EBCA6B)  # arbitrary odd constants (MurmurHash3's)
@@ -78,48 +86,49 @@ def key_words(key: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 
 def bits(
-  key: jax.Array, leaf: int | jax.Array, positions: jax.Array
+  key: jax.Array,
+  leaf: int | jax.Array,
+  positions: jax.Array | counter_positions.Positions,
 ) -> jax.Array:
   """``uint32`` outputs for the element ``positions`` of leaf ``leaf``.
 
-  ``positions`` are flat element indices within the leaf (any shape, any
-  integer dtype below 2^32); the result has their shape. The same
+  ``positions`` are flat element indices within the leaf: ``uint32`` (any
+  shape, any integer dtype below 2^32), or
+  :class:`~zoprivacy.zo.counter_positions.Positions` beyond 2^32, whose
+  high word is folded into the leaf's key words (0 where it is 0: the same
+  words as ``uint32`` positions). The result has their shape. The same
   ``(key, leaf, position)`` always gives the same word, whatever else is
   drawn alongside it.
   """
-  k0, k1 = key_words(key)
-  k0 = _mix_b(k0 ^ _K0_SALT)  # so that key 0 does not give the fixed point 0
-  k1 = _mix_a(k1 ^ _K1_SALT)
-  i = positions.astype(jnp.uint32)
+  k0, k1 = salted_key_words(key)
   leaf = jnp.asarray(leaf, jnp.uint32)
+  lane_a = _mix_b(leaf + k1)
+  lane_c = _mix_a(leaf ^ k0)
+  if isinstance(positions, counter_positions.Positions):
+    lane_a = lane_a ^ counter_positions.per_position(positions, k1, _mix_b)
+    lane_c = lane_c ^ counter_positions.per_position(positions, k0, _mix_a)
+    positions = positions.low
+  i = positions.astype(jnp.uint32)
   rot_k1 = (k1 << 16) | (k1 >> 16)
-  a = _mix_a((i * _PHI) ^ k0 ^ _mix_b(leaf + k1))
+  a = _mix_a((i * _PHI) ^ k0 ^ lane_a)
   b = _mix_b(a ^ k1)
-  c = _mix_a(i ^ rot_k1 ^ _mix_a(leaf ^ k0))
+  c = _mix_a(i ^ rot_k1 ^ lane_c)
   return b ^ c
 
 
-def leaf_bits(
-  key: jax.Array, leaf: int, shape, *, start: int | jax.Array = 0
-) -> jax.Array:
+def salted_key_words(key: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """``(k0, k1)``: the key's words mixed with two salts (so that key 0 does
+  not give the fixed point 0)."""
+  k0, k1 = key_words(key)
+  return _mix_b(k0 ^ _K0_SALT), _mix_a(k1 ^ _K1_SALT)
+
+
+def leaf_bits(key: jax.Array, leaf: int, shape, *, start=0) -> jax.Array:
   """Outputs for a leaf of ``shape``, or for its slice of that shape from
-  flat position ``start`` (a layer of a stacked leaf, a shard)."""
-  return bits(key, leaf, leaf_positions(shape, start))
-
-
-def leaf_positions(shape, start: int | jax.Array = 0) -> jax.Array:
-  """The flat positions ``start, start + 1, ...`` of a leaf's slice of
-  ``shape`` (``uint32``; a leaf has at most 2^32 elements)."""
-  size = 1
-  for n in shape:
-    size *= int(n)
-  if size >= 2**32:
-    raise ValueError(
-      f"A leaf of {size} elements exceeds the 2^32 positions of one leaf; "
-      "split it into several leaves."
-    )
-  positions = jax.lax.iota(jnp.uint32, size).reshape(shape)
-  return positions + jnp.asarray(start, jnp.uint32)
+  flat position ``start`` (a layer of a stacked leaf, a shard): a Python
+  integer of any size, a traced integer below 2^32 or a
+  :class:`~zoprivacy.zo.counter_positions.Offset`."""
+  return bits(key, leaf, counter_positions.leaf_positions(shape, start))
 
 
 def to_rademacher(words: jax.Array, dtype) -> jax.Array:

@@ -23,6 +23,9 @@ words ``(w0, w1)``, with ``mix_a`` and ``mix_b`` the two finalizers of
     kb = mix_a(mix_b(l + k1) ^ k0)               per leaf: 32 more
     out = mix_a(i ^ ka) ^ mix_a(rot(i) ^ kb)
 
+A position ``i + 2^32 h`` of 2^32 or more xors ``ka`` with ``mix_b(h (k1 |
+1))`` and ``kb`` with ``mix_a(h (k0 | 1))`` (0 where ``h`` is 0).
+
 Each lane is a keyed bijection of ``i`` (2 multiplies); the second reads
 ``i`` with its halves swapped, so the two lanes see different bit orders
 and their xor is not a permutation (32-bit words collide as often as
@@ -52,15 +55,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from zoprivacy.zo import counter_hash
+from zoprivacy.zo import counter_hash, counter_positions
 from zoprivacy.zo.counter_hash import (  # noqa: F401 (the same transforms)
   key_words,
   to_rademacher,
   to_uniform,
 )
-
-_K0_SALT = np.uint32(0x85EBCA6B)  # the first hash's salts
-_K1_SALT = np.uint32(0xC2B2AE35)
 
 # ``log1p(f) = f + f^2 P(f)`` over ``f`` in ``[sqrt(1/2) - 1, sqrt(2) - 1]``,
 # ``P`` of degree 5 fitted here to minimax error (1.3e-6 absolute in
@@ -97,9 +97,7 @@ QUANTILE_FIT = counter_hash.QuantileFit(
 
 def leaf_keys(key: jax.Array, leaf) -> tuple[jax.Array, jax.Array]:
   """The two 32-bit words ``(ka, kb)`` that key leaf ``leaf``'s lanes."""
-  w0, w1 = key_words(key)
-  k0 = counter_hash._mix_b(w0 ^ _K0_SALT)
-  k1 = counter_hash._mix_a(w1 ^ _K1_SALT)
+  k0, k1 = counter_hash.salted_key_words(key)
   leaf = jnp.asarray(leaf, jnp.uint32)
   ka = counter_hash._mix_b(counter_hash._mix_a(leaf ^ k0) + k1)
   kb = counter_hash._mix_a(counter_hash._mix_b(leaf + k1) ^ k0)
@@ -107,11 +105,19 @@ def leaf_keys(key: jax.Array, leaf) -> tuple[jax.Array, jax.Array]:
 
 
 def bits(
-  key: jax.Array, leaf: int | jax.Array, positions: jax.Array
+  key: jax.Array,
+  leaf: int | jax.Array,
+  positions: jax.Array | counter_positions.Positions,
 ) -> jax.Array:
   """``uint32`` outputs for the element ``positions`` of leaf ``leaf``
-  (as :func:`zoprivacy.zo.counter_hash.bits`, another construction)."""
+  (as :func:`zoprivacy.zo.counter_hash.bits`, another construction; a
+  high word keys ``ka`` and ``kb`` as the first hash's lanes)."""
   ka, kb = leaf_keys(key, leaf)
+  if isinstance(positions, counter_positions.Positions):
+    k0, k1 = counter_hash.salted_key_words(key)
+    ka = ka ^ counter_positions.per_position(positions, k1, counter_hash._mix_b)
+    kb = kb ^ counter_positions.per_position(positions, k0, counter_hash._mix_a)
+    positions = positions.low
   i = positions.astype(jnp.uint32)
   # rot(i) ^ kb, formed as rot(i ^ rot(kb)) (rot is a bit permutation, its
   # own inverse): the same words, but no key-free function of the positions
@@ -123,12 +129,10 @@ def bits(
   return counter_hash._mix_a(i ^ ka) ^ counter_hash._mix_a(swapped)
 
 
-def leaf_bits(
-  key: jax.Array, leaf: int, shape, *, start: int | jax.Array = 0
-) -> jax.Array:
+def leaf_bits(key: jax.Array, leaf: int, shape, *, start=0) -> jax.Array:
   """Outputs for a leaf of ``shape``, or for its slice of that shape from
-  flat position ``start`` (a layer of a stacked leaf, a shard)."""
-  return bits(key, leaf, counter_hash.leaf_positions(shape, start))
+  flat position ``start`` (as :func:`zoprivacy.zo.counter_hash.leaf_bits`)."""
+  return bits(key, leaf, counter_positions.leaf_positions(shape, start))
 
 
 def normal_quantile_on_grid(s: jax.Array) -> jax.Array:

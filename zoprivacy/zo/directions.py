@@ -36,6 +36,7 @@ import jax.flatten_util
 import jax.numpy as jnp
 
 from zoprivacy.core import linalg
+from zoprivacy.core.low_precision import compute_dtype
 from zoprivacy.zo import counter_hash
 from zoprivacy.zo.counter_generators import (  # noqa: F401 (re-exported)
   AUTO_COUNTER,
@@ -130,7 +131,9 @@ def perturbs_leafwise(prng: str, params: PyTree) -> bool:
 
 
 def _leaf_draws(key: jax.Array, params: PyTree, prng: str, draw: Callable):
-  """One draw per leaf, shaped and typed like it.
+  """One draw per leaf, shaped like it, in its dtype (float32 for a 16-bit
+  float leaf, whose points and update are float32:
+  :func:`zoprivacy.core.low_precision.compute_dtype`).
 
   ``draw(leaf_key_or_words, leaf_number, shape, dtype)``: with a counter
   hash (``prng`` in :data:`COUNTER_PRNGS`, or ``'auto'`` choosing one) it
@@ -143,13 +146,13 @@ def _leaf_draws(key: jax.Array, params: PyTree, prng: str, draw: Callable):
   if prng in COUNTER_PRNGS:
     hash_ = COUNTER_GENERATORS[prng]
     out = [
-      draw(hash_.leaf_bits(key, i, jnp.shape(x)), jnp.result_type(x))
+      draw(hash_.leaf_bits(key, i, jnp.shape(x)), compute_dtype(x))
       for i, x in enumerate(leaves)
     ]
   else:
     keys = jax.random.split(direction_key(key, prng), len(leaves))
     out = [
-      draw(k, jnp.shape(x), jnp.result_type(x)) for k, x in zip(keys, leaves)
+      draw(k, jnp.shape(x), compute_dtype(x)) for k, x in zip(keys, leaves)
     ]
   return jax.tree.unflatten(treedef, out)
 

@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 from jax.extend import core as jax_core
 
+from zoprivacy.core import low_precision
 from zoprivacy.zo import blockwise_dot
 
 PerExampleLoss = Callable[[Any, Any], jax.Array]
@@ -66,13 +67,16 @@ def as_per_example_loss(
 
 
 def perturb(params, direction, scale):
-  """``params + scale * direction`` leaf-wise, in each leaf's dtype.
+  """``params + scale * direction`` leaf-wise, in each leaf's dtype, except
+  16-bit float leaves: their points are float32
+  (:func:`~zoprivacy.core.low_precision.perturbed`; ``l u`` would be
+  rounded away in 16 bits).
 
   MeZO / DP-ZO Alg. 2 "PerturbParameters"; with ``scale = +-lambda`` this is
   ``x +- lambda u`` of DPZero eq. (2).
   """
   return jax.tree.map(
-    lambda p, u: p + (scale * u).astype(p.dtype), params, direction
+    lambda p, u: low_precision.perturbed(p, scale * u), params, direction
   )
 
 
@@ -150,7 +154,8 @@ def losses_perturbed_at_first_use(
   ``x - l u``, as in every two-point step).
   """
   leaves = jax.tree.leaves(params)
-  closed, out_shape = _trace(loss, params, batch)
+  # Traced at the points' dtypes: a 16-bit leaf's copies are float32.
+  closed, out_shape = _trace(loss, _point_shapes(params), batch)
   evaluation = _FirstUseEvaluation(
     closed, leaves, jax.tree.leaves(batch), perturb_lanes, passes
   )
@@ -160,6 +165,19 @@ def losses_perturbed_at_first_use(
   out_tree = jax.tree.structure(out_shape)
   return tuple(
     jax.tree.unflatten(out_tree, evaluation.outputs(k)) for k in range(passes)
+  )
+
+
+def _point_shapes(params):
+  """``params`` with each 16-bit float leaf replaced by a float32 shape:
+  the dtype of its perturbed copies (:func:`perturb`)."""
+  return jax.tree.map(
+    lambda x: (
+      jax.ShapeDtypeStruct(jnp.shape(x), jnp.float32)
+      if low_precision.is_narrow(x)
+      else x
+    ),
+    params,
   )
 
 
@@ -210,8 +228,15 @@ class _FirstUseEvaluation:
       if blockwise_dot.is_pending(v, self.pending):
         i = self.pending.pop(v)
         self.env[v] = blockwise_dot.Lanes(
-          self.perturb_lanes(i, self.leaves[i], after, range(self.passes))
+          self._perturbed(v, i, after, range(self.passes))
         )
+
+  def _perturbed(self, v, i, after, lanes):
+    """``perturb_lanes`` of leaf ``i`` (variable ``v``), in the dtype the
+    loss was traced with (float32 for a 16-bit leaf: a copy returned in
+    16 bits is widened exactly)."""
+    copies = self.perturb_lanes(i, self.leaves[i], after, lanes)
+    return [jnp.asarray(c).astype(v.aval.dtype) for c in copies]
 
   def run(self, eqn, after):
     """Evaluates ``eqn`` (per pass where it reads a perturbed value);
@@ -273,7 +298,7 @@ class _FirstUseEvaluation:
     for k in range(self.passes):
       for v in fresh:
         i = self.pending[v]
-        copies[v] += self.perturb_lanes(i, self.leaves[i], after, (k,))
+        copies[v] += self._perturbed(v, i, after, (k,))
       values = [
         copies[v][k] if v in copies else blockwise_dot.lane(self.read(v), k)
         for v in eqn.invars

@@ -20,7 +20,12 @@ from zoprivacy.data.loaders.base import (
 from zoprivacy.data.loaders.cifar10 import load_cifar10
 from zoprivacy.data.loaders.digits import load_digits
 from zoprivacy.data.loaders.fashion_mnist import load_fashion_mnist
-from zoprivacy.data.loaders.glue import load_mnli, load_snli, load_sst2
+from zoprivacy.data.loaders.glue import (
+  load_mnli,
+  load_rte,
+  load_snli,
+  load_sst2,
+)
 from zoprivacy.data.loaders.idx import read_idx, write_idx
 from zoprivacy.data.loaders.imdb import load_imdb
 from zoprivacy.data.loaders.text import (
@@ -61,6 +66,7 @@ __all__ = [
   "load_digits",
   "load_fashion_mnist",
   "load_mnli",
+  "load_rte",
   "load_snli",
   "load_sst2",
   "read_idx",

@@ -2,8 +2,10 @@
 
 PAZO setting (3): out-of-distribution public data for the IMDB LSTM (2,000
 examples, 4% of the IMDB training size). Since the full training CSV is 1.5 GB,
-:func:`load_amazon_polarity` can draw a uniform random sample while streaming
-(reservoir sampling) instead of holding all 3.6M reviews in memory.
+:func:`load_amazon_polarity` can draw a sample while streaming instead of
+holding all 3.6M reviews in memory: the reviews of smallest keyed hash
+(:mod:`zoprivacy.data.stable_split`), so adding or removing one review
+changes the sample by at most one review in and one out.
 
 Expected layout (``amazon_review_polarity_csv.tgz`` extracted)::
 
@@ -18,10 +20,10 @@ Labels: 0 = negative, 1 = positive. Input text = ``title + " " + content``
 from __future__ import annotations
 
 import csv
+import heapq
 from pathlib import Path
 
-import numpy as np
-
+from zoprivacy.data import stable_split
 from zoprivacy.data.loaders import base
 
 SUBDIR = "amazon_review_polarity_csv"
@@ -67,12 +69,15 @@ def read_amazon_csv(
   name: str = "amazon_polarity",
   head: int | None = None,
 ) -> base.Dataset:
-  """Reads one Amazon Polarity CSV; with ``sample_size`` keeps a uniform random
-  subset of that many rows (seeded reservoir sampling, single pass), in file
-  order. ``head=n`` reads only the file's first ``n`` rows (and samples
-  among them)."""
-  rng = np.random.default_rng(seed)
-  kept = []  # (row_number, label, text)
+  """Reads one Amazon Polarity CSV; with ``sample_size`` keeps that many
+  rows, in file order: those whose text has the smallest keyed hash
+  (:func:`zoprivacy.data.stable_split.uniform`, public ``seed``; single
+  pass). The selection depends on each row's own text, not on its position:
+  adding or removing one row changes it by at most one row in and one out.
+  ``head=n`` reads only the file's first ``n`` rows (and samples among
+  them)."""
+  key = stable_split.split_key(seed, "amazon polarity sample")
+  kept = []  # heap of (-u, -row, label, text): the sample_size smallest u
   for i, (label, title, content) in enumerate(_rows(Path(path))):
     if head is not None and i >= head:
       break
@@ -81,17 +86,19 @@ def read_amazon_csv(
       if join_title
       else _clean(content)
     )
-    item = (i, int(label) - 1, text)
-    if sample_size is None or len(kept) < sample_size:
-      kept.append(item)
-    else:
-      j = int(rng.integers(0, i + 1))
-      if j < sample_size:
-        kept[j] = item
-  kept.sort()
+    if sample_size is None:
+      kept.append((0.0, -i, int(label) - 1, text))
+      continue
+    u = stable_split.uniform(text.encode("utf-8"), key)
+    entry = (-u, -i, int(label) - 1, text)
+    if len(kept) < sample_size:
+      heapq.heappush(kept, entry)
+    elif entry > kept[0]:
+      heapq.heapreplace(kept, entry)
+  rows = sorted((-e[1], e[2], e[3]) for e in kept)
   return base.Dataset(
-    base.text_array([t for _, _, t in kept]),
-    base.as_labels([l for _, l, _ in kept]),
+    base.text_array([t for _, _, t in rows]),
+    base.as_labels([l for _, l, _ in rows]),
     2,
     name,
     CLASS_NAMES,
@@ -105,7 +112,8 @@ def load_amazon_polarity(
   seed: int = 0,
   join_title: bool = True,
 ) -> base.DatasetSplits:
-  """Loads Amazon Polarity train/test, optionally as seeded uniform samples."""
+  """Loads Amazon Polarity train/test, optionally as samples of each
+  (:func:`read_amazon_csv`)."""
   root = amazon_polarity_dir(data_dir)
   return base.DatasetSplits(
     read_amazon_csv(

@@ -18,6 +18,8 @@ from typing import NamedTuple, Union
 
 import numpy as np
 
+from zoprivacy.data import stable_split
+
 PathLike = Union[str, "os.PathLike[str]"]
 
 #: Environment variable that overrides the root of all local dataset copies.
@@ -202,19 +204,21 @@ def text_array(texts: Sequence) -> np.ndarray:
   return arr
 
 
-def stratified_train_test_split(
-  labels: np.ndarray, test_fraction: float, seed: int
+def held_out_split(
+  records, test_fraction: float, seed: int
 ) -> tuple[np.ndarray, np.ndarray]:
-  """Seeded stratified split of indices, for datasets without an official
-  test split. Returns sorted ``(train_idx, test_idx)``."""
+  """Sorted ``(train_idx, test_idx)`` for a dataset without an official
+  test split, neighbour-stable: a record is a test record when its keyed
+  hash falls below ``test_fraction`` (:func:`zoprivacy.data.stable_split.below`,
+  public ``seed``), a coin of its own. Adding or removing one record moves
+  no other record between the parts; each part's size (and its class
+  counts) is binomial, about ``test_fraction`` of each class. ``records``:
+  the raw records as the file holds them (hashed, so the split does not
+  depend on how they are converted afterwards)."""
   if not 0.0 < test_fraction < 1.0:
     raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
-  rng = np.random.default_rng(seed)
-  train, test = [], []
-  for c in np.unique(labels):
-    idx = np.flatnonzero(labels == c)
-    rng.shuffle(idx)
-    n_test = int(round(test_fraction * len(idx)))
-    test.append(idx[:n_test])
-    train.append(idx[n_test:])
-  return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))
+  u = stable_split.record_uniforms(
+    records, seed=seed, purpose="train/test split"
+  )
+  test = stable_split.below(u, test_fraction)
+  return np.flatnonzero(~test), np.flatnonzero(test)

@@ -1,5 +1,5 @@
 """Sentence(-pair) classification tasks in their distributed file formats:
-MNLI and SST-2 as GLUE TSV files, SNLI as its original jsonl/txt release.
+MNLI, SST-2 and RTE as GLUE TSV files, SNLI as its original jsonl/txt release.
 
 Paper settings served:
 
@@ -16,6 +16,7 @@ Expected layouts::
                 sentence1_parse sentence2_parse sentence1 sentence2 label1 [label2..label5]
                 gold_label
     SST-2/train.tsv, SST-2/dev.tsv          header: sentence<TAB>label (0 neg, 1 pos)
+    RTE/train.tsv, RTE/dev.tsv              header: index sentence1 sentence2 label
     snli_1.0/snli_1.0_{train,dev,test}.jsonl  (keys gold_label, sentence1, sentence2), or
     snli_1.0/snli_1.0_{train,dev,test}.txt    (TSV with the same column names)
 
@@ -125,18 +126,24 @@ def _sst2_split(path: Path, name: str) -> base.Dataset:
   )
 
 
-def load_sst2(data_dir: base.PathLike | None = None) -> base.DatasetSplits:
-  """SST-2 from GLUE TSVs: ``train.tsv`` and ``dev.tsv`` (as the test set)."""
+def _train_and_dev(task: str, data_dir, read_split, name: str):
+  """GLUE's ``task/train.tsv`` and ``task/dev.tsv`` (the test set: GLUE's
+  test files carry no labels), each read by ``read_split(path, name)``."""
   root = base.find_dir_with(
     ("train.tsv", "dev.tsv"),
-    base.candidate_dirs("SST-2", data_dir),
-    "SST-2",
-    GLUE_INSTRUCTIONS.format(task="SST-2", zip="SST-2.zip"),
+    base.candidate_dirs(task, data_dir),
+    task,
+    GLUE_INSTRUCTIONS.format(task=task, zip=f"{task}.zip"),
   )
   return base.DatasetSplits(
-    _sst2_split(root / "train.tsv", "sst2/train"),
-    _sst2_split(root / "dev.tsv", "sst2/dev"),
+    read_split(root / "train.tsv", f"{name}/train"),
+    read_split(root / "dev.tsv", f"{name}/dev"),
   )
+
+
+def load_sst2(data_dir: base.PathLike | None = None) -> base.DatasetSplits:
+  """SST-2 from GLUE TSVs: ``train.tsv`` and ``dev.tsv`` (as the test set)."""
+  return _train_and_dev("SST-2", data_dir, _sst2_split, "sst2")
 
 
 def _snli_jsonl(path: Path, name: str) -> base.Dataset:
@@ -188,3 +195,34 @@ def load_snli(
     SNLI_INSTRUCTIONS + " (the .txt TSV files are accepted as well)",
   )
   raise AssertionError("unreachable")
+
+
+RTE_CLASS_NAMES = ("entailment", "not_entailment")
+
+
+def _rte_split(path: Path, name: str) -> base.Dataset:
+  header, rows = read_tsv(path)
+  s1, s2 = (
+    _column(header, "sentence1", path),
+    _column(header, "sentence2", path),
+  )
+  lab = _column(header, "label", path)
+  labels = []
+  for i, r in enumerate(rows, 2):
+    if r[lab] not in RTE_CLASS_NAMES:
+      raise ValueError(f"{path}:{i}: label {r[lab]!r} not in {RTE_CLASS_NAMES}")
+    labels.append(RTE_CLASS_NAMES.index(r[lab]))
+  return base.Dataset(
+    base.text_array([(r[s1], r[s2]) for r in rows]),
+    base.as_labels(labels),
+    2,
+    name,
+    RTE_CLASS_NAMES,
+  )
+
+
+def load_rte(data_dir: base.PathLike | None = None) -> base.DatasetSplits:
+  """RTE from GLUE TSVs (``index sentence1 sentence2 label``, labels
+  ``entailment`` = 0 / ``not_entailment`` = 1): ``train.tsv`` and
+  ``dev.tsv`` (as the test set, as LM-BFF, MeZO and DPZero use it)."""
+  return _train_and_dev("RTE", data_dir, _rte_split, "rte")

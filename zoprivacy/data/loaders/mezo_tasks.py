@@ -10,7 +10,9 @@ Face ``datasets`` releases, which MeZO's ``large_models/tasks.py`` reads):
   neutral, contradiction). GLUE TSVs (``sentence1``/``sentence2``,
   ``question``/``sentence``) are mapped to these names.
 * BoolQ: ``passage``, ``question``, ``label`` (1 = true; SuperGLUE JSONL).
-* TREC: ``text``, ``label`` (coarse label, 0..5).
+* TREC: ``text``, ``label`` (coarse label, 0..5 in LM-BFF's order, the
+  verbalizer's: :func:`zoprivacy.data.loaders.lm_bff.trec_label` maps the
+  Hugging Face exports' ``coarse_label`` / ``label-coarse`` numbering).
 * SQuAD v1.1: ``title``, ``context``, ``question``, ``answers`` (list of
   strings, duplicates kept as in the official file).
 * DROP: ``context``, ``question``, ``answers`` (each answer rendered as one
@@ -37,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from zoprivacy.data import stable_split
+from zoprivacy.data.loaders import lm_bff
 from zoprivacy.data.loaders.glue import read_tsv
 
 NLI3 = {"entailment": 0, "neutral": 1, "contradiction": 2}
@@ -113,9 +116,8 @@ def normalize_classification(task: str, rows: list[dict]) -> list[dict]:
         "question": r["question"],
         "raw_label": lab,
       }
-    elif task == "trec":
-      lab = r.get("coarse_label", r.get("label-coarse", r.get("label")))
-      ex = {"text": r["text"], "raw_label": lab}
+    elif task == "trec":  # LM-BFF's class order, whatever the export's
+      ex = {"text": r["text"], "raw_label": lm_bff.trec_label(r)}
     else:
       raise ValueError(f"unknown classification task {task!r}")
     raw = ex.pop("raw_label")

@@ -10,8 +10,8 @@ classifier, and the prompt templates of prompt-based masked-LM fine-tuning.
   on its own.
 * PAZO setting (4) and DPZero / DP-ZO (RoBERTa): prompt-based fine-tuning with
   the LM-BFF / MeZO templates and label words (:func:`mnli_prompt`,
-  :func:`sst2_prompt`, :data:`LABEL_WORDS`). The prompt's ``<mask>`` position is
-  scored against the label words by
+  :func:`sst2_prompt`, :func:`trec_prompt`, :data:`LABEL_WORDS`). The
+  prompt's ``<mask>`` position is scored against the label words by
   :class:`zoprivacy.models.prompt_mlm.PromptMLMClassifier`.
 """
 
@@ -137,6 +137,17 @@ LABEL_WORDS: dict[str, tuple[str, ...]] = {
   "mnli": (" Yes", " Maybe", " No"),  # entailment, neutral, contradiction
   "snli": (" Yes", " Maybe", " No"),
   "sst2": (" terrible", " great"),  # negative, positive
+  "sst5": (" terrible", " bad", " okay", " good", " great"),
+  "rte": (" Yes", " No"),  # entailment, not_entailment
+  # LM-BFF's TREC classes: DESC, ENTY, ABBR, HUM, LOC, NUM (loaders.lm_bff)
+  "trec": (
+    " Description",
+    " Entity",
+    " Expression",
+    " Human",
+    " Location",
+    " Number",
+  ),
 }
 
 
@@ -157,16 +168,25 @@ def sst2_prompt(sentence: str, mask_token: str = "<mask>") -> str:
   return f"{sentence.strip()} It was{mask_token}."
 
 
+def trec_prompt(question: str, mask_token: str = "<mask>") -> str:
+  """MeZO / LM-BFF TREC template ``*cls**mask*:*+sent_0**sep+*``."""
+  return f"{mask_token}: {question.strip()}"
+
+
 def prompts_for(
   task: str, inputs: np.ndarray, mask_token: str = "<mask>"
 ) -> list[str]:
-  """Applies the task's template to a loader's ``inputs`` array."""
-  if task in ("mnli", "snli"):
+  """Applies the task's template to a loader's ``inputs`` array (MeZO's
+  ``medium_models/run_fewshot.sh``: RTE takes the MNLI template, SST-5 the
+  SST-2 one)."""
+  if task in ("mnli", "snli", "rte"):
     return [mnli_prompt(p, h, mask_token) for p, h in inputs]
-  if task == "sst2":
+  if task in ("sst2", "sst5"):
     return [sst2_prompt(s, mask_token) for s in inputs]
+  if task == "trec":
+    return [trec_prompt(q, mask_token) for q in inputs]
   raise ValueError(
-    f"no prompt template for task {task!r}; known: mnli, snli, sst2"
+    f"no prompt template for task {task!r}; known: {sorted(LABEL_WORDS)}"
   )
 
 

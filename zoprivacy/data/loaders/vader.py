@@ -208,12 +208,13 @@ def load_vader(
   test_fraction: float = 0.2,
   seed: int = 0,
 ) -> base.DatasetSplits:
-  """A VADER corpus split into train/test (seeded, stratified; the corpora have
-  no official split)."""
+  """A VADER corpus split into train/test (the corpora have no official
+  split): each sentence is a test sentence by a keyed coin of its own at
+  rate ``test_fraction`` (:func:`~zoprivacy.data.loaders.base.held_out_split`,
+  public ``seed``), so adding or removing one sentence moves no other;
+  identical sentences take the same side."""
   full = load_vader_corpus(corpus, cache_dir)
-  train_idx, test_idx = base.stratified_train_test_split(
-    full.labels, test_fraction, seed
-  )
+  train_idx, test_idx = base.held_out_split(full.inputs, test_fraction, seed)
   return base.DatasetSplits(
     full.subset(train_idx, f"vader/{corpus}/train"),
     full.subset(test_idx, f"vader/{corpus}/test"),

@@ -116,7 +116,10 @@ def test_blockwise_perturbed_dot_equals_the_materialized_one(name, monkeypatch):
   x = jnp.asarray(np.random.default_rng(3).normal(size=(5, 64)), jnp.float32)
   key, scale = jax.random.key(8), 1e-2
   sampler = directions.get_sampler(name, prng="counter")
-  want = _dense_loss(queries.perturb(params, sampler(key, params), scale), x)
+  materialized = jax.jit(  # one program (op by op: most of the test's time)
+    lambda p, x: _dense_loss(queries.perturb(p, sampler(key, p), scale), x)
+  )
+  want = materialized(params, x)
 
   def first_use(params, x):
     def perturb_leaf(i, leaf, after, start=0):

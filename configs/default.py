@@ -40,6 +40,10 @@ def get_config() -> ml_collections.ConfigDict:
     64  # public-data methods (PAZO, DPMD, DOPE-SGD, GEP)
   )
   config.expected_batch_size = 64
+  # None: each step's batch at once. An int P: the step's per-example work
+  # runs P rows at a time (a logical batch larger than memory), still one
+  # release per step; not a privacy setting (docs/experiments.md).
+  config.physical_batch_size = config_dict.placeholder(int)
   config.num_steps = 4000
   config.target_epsilon = config_dict.placeholder(float)
   config.target_epsilon = 2.0  # calibrate the noise for this epsilon

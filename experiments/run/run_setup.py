@@ -80,6 +80,14 @@ def estimator_kwargs(config, noise_multiplier, dataset_size, *, spec) -> dict:
       )
     if config.get("insecure_test_noise"):
       kwargs["insecure_test_noise_seed"] = config.seed
+  if config.get("physical_batch_size") is not None:
+    if "physical_batch_size" not in accepted:
+      raise ValueError(
+        f"{config.estimator} takes no physical_batch_size (its factory "
+        "does not evaluate a batch in physical chunks); unset "
+        "config.physical_batch_size."
+      )
+    kwargs["physical_batch_size"] = config.physical_batch_size
   if spec.exact_noise and "noise" not in kwargs:
     kwargs["noise"] = "exact" if config.get("exact_noise", True) else "float"
   if spec.needs_num_steps:

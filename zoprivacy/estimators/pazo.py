@@ -53,12 +53,15 @@ def _finite_difference_query(
   )
 
 
-def _estimator(compute, query, direction_key) -> base.PrivateEstimator:
+def _estimator(
+  compute, query, direction_key, physical_batch_size
+) -> base.PrivateEstimator:
   return base.build_estimator(
     compute,
     direction_key=direction_key,
     privacy=query.privacy,
     num_released=query.num_queries,
+    physical_batch_size=physical_batch_size,
   )
 
 
@@ -88,6 +91,7 @@ def pazo_m(
   grid_points: int = 1024,
   exact_noise: bool | None = None,
   insecure_test_noise_seed: int | None = None,
+  physical_batch_size: int | None = None,
 ) -> base.PrivateEstimator:
   """PAZO-M (PAZO Alg. 1): mix the public gradient with private DPZero.
 
@@ -119,7 +123,8 @@ def pazo_m(
     direction_prng, noise, grid_points, exact_noise, insecure_test_noise_seed:
       as in :func:`~zoprivacy.estimators.scalar_zo.dpzero`.
 
-  Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
+  Per-example contract, secret noise keys and ``physical_batch_size``: see
+  :mod:`zoprivacy.estimators.base`.
   """
   privacy = PrivacyArgs(
     clip=clip,
@@ -150,7 +155,7 @@ def pazo_m(
     g_pub = public_data.public_gradient(public_loss, params, public_batch)
     return public_data.combine(alpha, g_pub, g_private), scalars
 
-  return _estimator(compute, query, direction_key)
+  return _estimator(compute, query, direction_key, physical_batch_size)
 
 
 # ------------------------------------------------------------------- PAZO-P
@@ -179,6 +184,7 @@ def pazo_p(
   grid_points: int = 1024,
   exact_noise: bool | None = None,
   insecure_test_noise_seed: int | None = None,
+  physical_batch_size: int | None = None,
 ) -> base.PrivateEstimator:
   """PAZO-P (PAZO Alg. 2) and PAZO-P' (``orthonormalize=False``).
 
@@ -200,7 +206,8 @@ def pazo_p(
     orthonormalize: True for PAZO-P, False for PAZO-P'.
     Others: as :func:`pazo_m`.
 
-  Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
+  Per-example contract, secret noise keys and ``physical_batch_size``: see
+  :mod:`zoprivacy.estimators.base`.
   """
   privacy = PrivacyArgs(
     clip=clip,
@@ -234,7 +241,7 @@ def pazo_p(
     )
 
   compute = _pazo_p_compute(query, k, orthonormalize, coefficients)
-  return _estimator(compute, query, direction_key)
+  return _estimator(compute, query, direction_key, physical_batch_size)
 
 
 def _in_span(basis, c):

@@ -61,6 +61,7 @@ def pazo_s(
   direction_prng: str = "threefry",
   noise: str = "exact",
   grid_points: int = 1024,
+  physical_batch_size: int | None = None,
 ) -> base.PrivateEstimator:
   """PAZO-S (PAZO Alg. 3): select the best public gradient by private loss.
 
@@ -90,7 +91,8 @@ def pazo_s(
     noise, grid_points: as :func:`pazo_m` (exact noise, the default: one
       discrete Gaussian, ``k(+1)`` queries).
 
-  Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
+  Per-example contract, secret noise keys and ``physical_batch_size``: see
+  :mod:`zoprivacy.estimators.base`.
   """
   privacy = privatization(
     dict(
@@ -124,6 +126,7 @@ def pazo_s(
     direction_key=direction_key,
     privacy=privacy,
     num_released=privacy.plan.num_queries,  # the k(+1) scores
+    physical_batch_size=physical_batch_size,
   )
 
 

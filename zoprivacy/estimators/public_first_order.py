@@ -54,6 +54,7 @@ def dpmd(
   insecure_test_noise_seed: int | None = None,
   per_example_clipping: str = "explicit",
   noise: str = "exact",
+  physical_batch_size: int | None = None,
 ) -> base.PrivateEstimator:
   """DPMD (Amid et al. 2022, public-data-assisted mirror descent), first order.
 
@@ -67,7 +68,8 @@ def dpmd(
   Privacy: exactly DP-SGD's (the public gradient is free). Cost (Table 6):
   ``b`` private forward+backward (vmapped), one public forward+backward.
 
-  Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
+  Per-example contract, secret noise keys and ``physical_batch_size``: see
+  :mod:`zoprivacy.estimators.base`.
   """
   privacy = PrivacyArgs(
     clip=clip,
@@ -83,12 +85,13 @@ def dpmd(
     privacy,
     per_example_clipping=per_example_clipping,
     direction_key=direction_key,
+    physical_batch_size=physical_batch_size,
   )
 
   def update_fn(updates, state, params=None, **extra_args):
     public_data.require_params(params)
     g_private, new_state = private.update(updates, state, params, **extra_args)
-    args = base.parse_extra_args(extra_args)
+    args = base.parse_extra_args(extra_args, physical_batch_size)
     g_pub = public_data.public_batch_gradient(args, params)
     weight = dpmd_public_weight(state.step, num_steps)
     return public_data.combine(weight, g_pub, g_private), new_state
@@ -115,6 +118,7 @@ def dope_sgd(
   direction_key=0,
   insecure_test_noise_seed: int | None = None,
   noise: str = "exact",
+  physical_batch_size: int | None = None,
 ) -> base.PrivateEstimator:
   """DOPE-SGD's gradient (Nasr et al. 2023): clip around the public gradient.
 
@@ -133,7 +137,8 @@ def dope_sgd(
   vector noise on an integer lattice, as DP-SGD's. Cost (Table 6): ``b``
   private forward+backward (vmapped), one public forward+backward.
 
-  Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
+  Per-example contract, secret noise keys and ``physical_batch_size``: see
+  :mod:`zoprivacy.estimators.base`.
   """
   privacy = privatization(
     PrivacyArgs(
@@ -156,4 +161,5 @@ def dope_sgd(
     gradient,
     direction_key=direction_key,
     privacy=privacy,
+    physical_batch_size=physical_batch_size,
   )

@@ -34,6 +34,7 @@ RUNNER_ARGUMENTS = frozenset(
     "num_steps",
     "learning_rate",
     "setting",
+    "physical_batch_size",  # config.physical_batch_size
   )
 )
 

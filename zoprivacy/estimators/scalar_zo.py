@@ -22,6 +22,7 @@ def mezo(
   directions: str = "gaussian",
   direction_key=0,
   direction_prng: str = "auto",
+  physical_batch_size: int | None = None,
 ) -> base.PrivateEstimator:
   """MeZO (Malladi et al. 2023): non-private two-point SPSA, the baseline.
 
@@ -39,7 +40,8 @@ def mezo(
       and :func:`~zoprivacy.zo.directions.perturbs_leafwise`), 'counter',
       'threefry', 'rbg' or 'unsafe_rbg' (directions).
 
-  Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
+  Per-example contract, secret noise keys and ``physical_batch_size``: see
+  :mod:`zoprivacy.estimators.base`.
   """
   query = two_point.make_query(
     directions=directions,
@@ -49,7 +51,11 @@ def mezo(
     privacy=None,
     num_queries=num_queries,
   )
-  return two_point.two_point_estimator(query, direction_key=direction_key)
+  return two_point.two_point_estimator(
+    query,
+    direction_key=direction_key,
+    physical_batch_size=physical_batch_size,
+  )
 
 
 def _private_scalar_estimator(
@@ -57,14 +63,19 @@ def _private_scalar_estimator(
 ) -> base.PrivateEstimator:
   """DPZero / DP-ZO: the two-point step with ``privacy``'s mechanism and
   plan; ``direction_args``: ``directions``, ``direction_prng``,
-  ``smoothing`` and ``direction_key``."""
+  ``smoothing``, ``direction_key`` and ``physical_batch_size``."""
   direction_key = direction_args.pop("direction_key")
+  physical_batch_size = direction_args.pop("physical_batch_size")
   query = two_point.make_query(
     clip_target=clip_target,
     privacy=privacy.privatization(),
     **direction_args,
   )
-  return two_point.two_point_estimator(query, direction_key=direction_key)
+  return two_point.two_point_estimator(
+    query,
+    direction_key=direction_key,
+    physical_batch_size=physical_batch_size,
+  )
 
 
 @registry.estimator(
@@ -86,6 +97,7 @@ def dpzero(
   grid_points: int = 1024,
   exact_noise: bool | None = None,
   insecure_test_noise_seed: int | None = None,
+  physical_batch_size: int | None = None,
 ) -> base.PrivateEstimator:
   """DPZero (Zhang et al. 2024, Alg. 2): scalar Gaussian noise.
 
@@ -126,6 +138,9 @@ def dpzero(
     insecure_test_noise_seed: REPRODUCIBLE noise for tests and debugging;
       the run is then NOT private and its plan says so. By default the noise
       key comes from OS entropy at ``init``.
+    physical_batch_size: rows per physical chunk of the forward passes
+      (``None``: the whole batch at once); the release is one per batch
+      whatever it is (:mod:`zoprivacy.core.physical_batches`).
 
   Per-example contract (entry ``i`` of the batched loss depends only on
   example ``i``; :mod:`zoprivacy.first_order.per_example_check`): see
@@ -149,6 +164,7 @@ def dpzero(
     direction_prng=direction_prng,
     smoothing=smoothing,
     direction_key=direction_key,
+    physical_batch_size=physical_batch_size,
   )
 
 
@@ -173,6 +189,7 @@ def dp_zo(
   grid_points: int = 1024,
   exact_noise: bool | None = None,
   insecure_test_noise_seed: int | None = None,
+  physical_batch_size: int | None = None,
 ) -> base.PrivateEstimator:
   """DP-ZO (Tang et al. 2024, Alg. 1/2): Gaussian or Laplace scalar noise.
 
@@ -198,8 +215,9 @@ def dp_zo(
     directions: 'gaussian' (the paper's) or another sampler name.
     clip_target: 'raw_difference' (the paper's) or 'finite_difference'.
 
-  ``direction_key``, ``direction_prng``, ``noise``, ``grid_points`` and
-  ``insecure_test_noise_seed`` are as in :func:`dpzero`. The loss must satisfy
+  ``direction_key``, ``direction_prng``, ``noise``, ``grid_points``,
+  ``insecure_test_noise_seed`` and ``physical_batch_size`` are as in
+  :func:`dpzero`. The loss must satisfy
   the per-example contract (:mod:`zoprivacy.first_order.per_example_check`).
   """
   return _private_scalar_estimator(
@@ -220,4 +238,5 @@ def dp_zo(
     direction_prng=direction_prng,
     smoothing=smoothing,
     direction_key=direction_key,
+    physical_batch_size=physical_batch_size,
   )

@@ -37,6 +37,7 @@ def dpgd_zeroth(
   direction_key=0,
   insecure_test_noise_seed: int | None = None,
   noise: str = "exact",
+  physical_batch_size: int | None = None,
 ) -> base.PrivateEstimator:
   """DPGD-0th, DPZero Alg. 1 lines 2-3.
 
@@ -56,7 +57,8 @@ def dpgd_zeroth(
   ``sigma C`` per coordinate, event ``GaussianDpEvent(sigma)`` Poisson-sampled
   at ``p = B/n``: the same accounting as DP-SGD.
 
-  Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
+  Per-example contract, secret noise keys and ``physical_batch_size``: see
+  :mod:`zoprivacy.estimators.base`.
   """
   privacy_args = PrivacyArgs(
     clip=clip,
@@ -101,4 +103,5 @@ def dpgd_zeroth(
     gradient,
     direction_key=direction_key,
     privacy=privacy,
+    physical_batch_size=physical_batch_size,
   )

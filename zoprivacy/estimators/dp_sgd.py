@@ -144,35 +144,25 @@ def privatization(
 def ghost_gradient(privacy, params, args, noise_key):
   """DP-SGD's privatized mean gradient by ghost clipping: exact noise on
   the rounded sum with certified factors and its float error bound, or
-  the float mechanism on the plain clipped sum. Over physical chunks
-  (``args.physical_batch_size``), the chunks' float sums are added and the
-  bound covers the additions (:meth:`~zoprivacy.first_order.
-  ghost_certified.SumBound.over_chunks`)."""
+  the float mechanism on the plain clipped sum; over physical chunks
+  (``args.physical_batch_size``), each chunk's sum added to the batch's
+  (the certified bound covers the additions)."""
   mech = privacy.mechanism
-  certified = isinstance(mech, rounded_sum.RoundedSumDiscreteGaussianMechanism)
-  bounds = []  # each chunk's (static) bound, recorded as it is traced
-
-  def clipped_sum(batch, mask):
-    chunk = args._replace(batch=batch, mask=mask)
-    if not certified:
-      return ghost_clipping.clipped_gradient_sum(chunk, params, clip=mech.clip)[
-        0
-      ]
+  if isinstance(mech, rounded_sum.RoundedSumDiscreteGaussianMechanism):
     sums, bound = ghost_clipping.certified_clipped_sum(
-      chunk, params, clip=mech.clip
+      args, params, clip=mech.clip
     )
-    bounds.append(bound)
-    return sums
-
-  sums, chunks = physical_batches.sum_rows(
-    clipped_sum, args.batch, args.mask, args.physical_batch_size
+    noisy = mech.privatize_sum(noise_key, sums, bound, like=params)
+    return jax.tree.map(lambda x: x / privacy.expected_batch_size, noisy)
+  clipped_sum, _ = physical_batches.sum_rows(
+    lambda batch, mask: ghost_clipping.clipped_gradient_sum(
+      args._replace(batch=batch, mask=mask), params, clip=mech.clip
+    )[0],
+    args.batch,
+    args.mask,
+    args.physical_batch_size,
   )
-  if not certified:
-    return base.noisy_mean(privacy, noise_key, sums)
-  entries = sum(x.size for x in jax.tree.leaves(sums))
-  bound = bounds[0].over_chunks(chunks, entries)
-  noisy = mech.privatize_sum(noise_key, sums, bound, like=params)
-  return jax.tree.map(lambda x: x / privacy.expected_batch_size, noisy)
+  return base.noisy_mean(privacy, noise_key, clipped_sum)
 
 
 def private_gradient(privacy, params, args, noise_key, *, origin=None):

@@ -179,3 +179,44 @@ def test_ghost_exact_noise_bound_covers_the_chunk_additions():
   gamma = 2.0**-k
   steps = np.abs(released(3) - released(None)) * 8.0 / gamma
   assert np.all(steps <= np.abs(chunked - whole) / gamma + 1.0 + 1e-6)
+
+
+def _compiled_peak(factory, size, rows=1024, **kw):
+  """The compiled peak (arguments + outputs + temporaries - aliased) of
+  one step on a batch of ``rows`` (abstract: nothing is allocated), for a
+  loss whose hidden layer is materialized (a cumulative sum reads it)."""
+  params = {"w": jnp.zeros((32, 256)), "v": jnp.zeros((256, 8))}
+
+  def per_example(p, x):
+    h = jnp.tanh(x @ p["w"])
+    return jnp.sum(h @ p["v"]) + jnp.max(jnp.cumsum(h))
+
+  tx = factory(**PRIVACY, **kw, physical_batch_size=size)
+  batch = jax.ShapeDtypeStruct((rows, 32), jnp.float32)
+  step = jax.jit(
+    lambda s, b: tx.update(
+      None, s, params, per_example_loss=per_example, batch=b
+    )
+  )
+  m = step.lower(tx.init(params), batch).compile().memory_analysis()
+  return (
+    m.argument_size_in_bytes
+    + m.output_size_in_bytes
+    + m.temp_size_in_bytes
+    - m.alias_size_in_bytes
+  )
+
+
+@pytest.mark.parametrize(
+  "factory, cap_mib, ratio",
+  [(zoprivacy.dp_sgd, 32.0, 8.0), (zoprivacy.dpzero, 2.0, 3.0)],
+)
+def test_the_compiled_peak_falls_with_the_chunk(factory, cap_mib, ratio):
+  """A logical batch of 1,024 rows over a memory cap: DP-SGD's
+  per-example gradients (10,240 floats a row) and DPZero's hidden layer
+  (256 a row) need more than ``cap_mib`` at once, and ``ratio`` times less
+  in physical chunks of 64."""
+  whole = _compiled_peak(factory, None, noise="float")
+  chunked = _compiled_peak(factory, 64, noise="float")
+  assert whole > cap_mib * 2**20 > chunked
+  assert chunked * ratio < whole, (whole, chunked)

@@ -53,12 +53,19 @@ def num_chunks(rows: int, physical_batch_size: int | None) -> int:
   return -(-rows // physical_batch_size)
 
 
-def _chunked(tree, chunks: int, size: int):
-  """Leaves ``[chunks * size, ...]`` as ``[chunks, size, ...]`` with
-  chunk ``j`` holding rows ``j, j + chunks, ...`` (strided)."""
+def _strided(tree, chunks: int):
+  """Leaves ``[chunks * size, ...]`` viewed as ``[size, chunks, ...]`` (a
+  reshape, no copy): chunk ``j`` is ``[:, j]``, rows ``j, j + chunks, ...``
+  (strided)."""
   return jax.tree.map(
-    lambda x: jnp.swapaxes(x.reshape((size, chunks) + x.shape[1:]), 0, 1),
-    tree,
+    lambda x: x.reshape((x.shape[0] // chunks, chunks) + x.shape[1:]), tree
+  )
+
+
+def _chunk(view, j):
+  """Chunk ``j`` of a :func:`_strided` view, read in place."""
+  return jax.tree.map(
+    lambda x: jax.lax.dynamic_index_in_dim(x, j, axis=1, keepdims=False), view
   )
 
 
@@ -79,9 +86,8 @@ def map_rows(fn, batch, physical_batch_size: int | None):
   if chunks == 1:
     return fn(batch)
   size = physical_batch_size
-  out = jax.lax.map(
-    fn, _chunked(_filled(batch, chunks * size - rows), chunks, size)
-  )
+  view = _strided(_filled(batch, chunks * size - rows), chunks)
+  out = jax.lax.map(lambda j: fn(_chunk(view, j)), jnp.arange(chunks))
   return jax.tree.map(
     lambda y: jnp.swapaxes(y, 0, 1).reshape((chunks * size,) + y.shape[2:])[
       :rows
@@ -116,14 +122,14 @@ def sum_rows(fn, batch, mask, physical_batch_size: int | None):
   if mask is None:
     mask = jnp.ones((rows,), bool)
   mask = jnp.concatenate([mask.astype(bool), jnp.zeros((extra,), bool)])
-  chunked = _chunked((_filled(batch, extra), mask), chunks, size)
+  view = _strided((_filled(batch, extra), mask), chunks)
   # The total starts at zero: 0 + s is exact, so the sums of the chunks
   # are added with chunks - 1 roundings.
-  shapes = jax.eval_shape(fn, *jax.tree.map(lambda x: x[0], chunked))
+  shapes = jax.eval_shape(fn, *_chunk(view, 0))
   zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
 
-  def add(total, chunk):
-    return jax.tree.map(jnp.add, total, fn(*chunk)), None
+  def add(total, j):
+    return jax.tree.map(jnp.add, total, fn(*_chunk(view, j))), None
 
-  total, _ = jax.lax.scan(add, zeros, chunked)
+  total, _ = jax.lax.scan(add, zeros, jnp.arange(chunks))
   return total, chunks

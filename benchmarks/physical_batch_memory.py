@@ -53,7 +53,9 @@ TINY_STEPS = {
 }
 
 
-def _tiny_config(size, **fields):
+def tiny_config(size, **fields):
+  """``configs/tiny_opt_sst2.py`` (a set multiplier: nothing calibrated)
+  in physical chunks of ``size`` rows, with ``fields`` changed."""
   config = tiny_opt_sst2.get_config()
   config.num_train, config.num_eval = 64, 16
   config.noise_multiplier, config.target_epsilon = 1.0, None
@@ -62,7 +64,8 @@ def _tiny_config(size, **fields):
   return config
 
 
-def _peak_mib(lowered) -> tuple[float, float]:
+def peak_mib(lowered) -> tuple[float, float]:
+  """``(compiled peak in MiB, compile seconds)``."""
   start = time.perf_counter()
   compiled = lowered.compile()
   return compiled_peak(compiled) / 2**20, time.perf_counter() - start
@@ -70,12 +73,12 @@ def _peak_mib(lowered) -> tuple[float, float]:
 
 def tiny_rows() -> dict:
   """``{step: {chunk: (peak MiB, compile s)}}`` on the tiny OPT task."""
-  task = tasks.get_task(_tiny_config(None))
+  task = tasks.get_task(tiny_config(None))
   out = {}
   for name, fields in TINY_STEPS.items():
     out[name] = {
-      size: _peak_mib(
-        step_program.lowered(_tiny_config(size, **fields), task, TINY_ROWS)
+      size: peak_mib(
+        step_program.lowered(tiny_config(size, **fields), task, TINY_ROWS)
       )
       for size in TINY_CHUNKS
     }
@@ -85,7 +88,7 @@ def tiny_rows() -> dict:
 def opt_rows() -> dict:
   """``{chunk: (peak MiB, compile s)}`` of the opt-125m runner step."""
   return {
-    size: _peak_mib(
+    size: peak_mib(
       runner_program.runner_step(
         OPTConfig(),
         "float32",

@@ -46,12 +46,15 @@ class Placement:
     placement.check_physical_batch()
     return placement
 
-  @property
-  def row_multiple(self) -> int:
-    """Padded batches have a multiple of this many rows: the devices the
-    batch is split over, and the physical batch (whole chunks)."""
+  def row_multiple(self, rows: int) -> int:
+    """A padded batch of ``rows`` rows is padded to a multiple of this:
+    the devices it is split over, and the physical batch (whole chunks)
+    when it takes more than one."""
     multiple = sharding.batch_multiple(self.mesh)
-    return math.lcm(multiple, self.physical_batch_size or 1)
+    size = self.physical_batch_size
+    return (
+      multiple if size is None or size >= rows else math.lcm(multiple, size)
+    )
 
   def check_physical_batch(self) -> None:
     """A physical chunk is split over the batch's devices: its rows are a
@@ -110,8 +113,8 @@ class Placement:
     return jax.lax.with_sharding_constraint(tree, self.param_shardings(tree))
 
   def index_batch(self, batch: sampling.IndexBatch) -> sampling.IndexBatch:
-    """Pads with masked rows to :attr:`row_multiple`."""
-    multiple = self.row_multiple
+    """Pads with masked rows to :meth:`row_multiple`."""
+    multiple = self.row_multiple(len(batch.mask))
     extra = -len(batch.mask) % multiple
     if not extra:
       return batch
@@ -125,7 +128,7 @@ class Placement:
     ``None`` with one."""
     if not self.multiprocess:
       return None
-    multiple = self.row_multiple
+    multiple = sharding.batch_multiple(self.mesh)
     if multiple % jax.process_count():
       raise ValueError(
         f"The batch is split over {multiple} devices, not a multiple of the "

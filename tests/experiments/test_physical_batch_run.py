@@ -41,6 +41,9 @@ def test_the_padded_batch_holds_whole_chunks():
   batch = sampling.IndexBatch(np.arange(50, dtype=np.int32), np.ones(50, bool))
   padded = place.index_batch(batch)
   assert len(padded.mask) == 72 and padded.mask.sum() == 50
+  # a physical batch larger than the batch: one chunk, no extra rows
+  wide = placement.Placement(sharding.make_mesh(None), 256)
+  assert len(wide.index_batch(batch).mask) == 50
 
 
 def test_a_chunk_not_split_evenly_over_the_devices_is_refused(monkeypatch):

@@ -29,7 +29,14 @@ the width; the loss on each example's answer window of 8 tokens, as in
   weights frozen (the runner's ``config.peft='lora'``; DP-ZO's LoRA
   setting);
 * ``dp_sgd ghost``: first-order DP-SGD with ghost clipping + SGD
-  (``llm_memory.step_functions``).
+  (``llm_memory.step_functions``);
+* ``the runner's full fine-tuning``: the step a run of
+  ``configs/dpzero_table4_5_opt.py`` on SQuAD jits (``runner_program``:
+  :func:`experiments.run.step_program.lowered`, not a copy; every weight
+  trained and stored in the dtype, the layer-wise step, exact noise), its
+  loss over every predicted position (the positions whose logits MeZO's
+  and DP-ZO's programs compute, by vocabulary chunks here), placed as the
+  runner places a run (``config.mesh``) on the FSDP mesh.
 
 Sections: ``table5``: DP-ZO Table 5's setting, OPT-2.7B on one device,
 batch 2, sequence 128 / 512 / 2048, full precision (float32) as the paper,
@@ -40,7 +47,9 @@ the batch split over the devices, as the runner places a run), bfloat16,
 batch 16 x 2048 (2 sequences per device); ``accelerator``: the programs and
 shapes that ``accelerator.py`` runs on a lent device (opt-1.3b to 13b,
 bfloat16, batch 16 x 256), so that its measured peaks can be set beside
-these. Writes ``benchmarks/results/paper_scale_memory.md``, and each row's
+these; ``full``: the runner's full fine-tuning step of OPT-13B, 30B and
+66B in bfloat16, float32 and float16, batch 2 x 2048 on one device and
+16 x 2048 on the fsdp=8 mesh (bfloat16 first: the order to stop in). Writes ``benchmarks/results/paper_scale_memory.md``, and each row's
 figures to ``paper_scale_memory.json`` beside it: a rerun reads the rows
 found there (a stopped run resumes), ``--fresh`` measures them all again.
 """
@@ -66,6 +75,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import llm_memory  # noqa: E402
 import paper_scale_report  # noqa: E402
+import runner_program  # noqa: E402
 from accelerator import opt_shape  # noqa: E402
 from llm_memory import LAYERWISE, WINDOW  # noqa: E402
 from timing import compiled_peak  # noqa: E402
@@ -77,8 +87,11 @@ from zoprivacy.training import layerwise  # noqa: E402
 
 FORWARD, IN_SCAN, GHOST = "forward", "forward (in-scan)", "dp_sgd ghost"
 LORA = "dp_zo layer-wise, LoRA"
+RUNNER_FULL = "the runner's full fine-tuning"
 ROWS = (FORWARD, LAYERWISE, LORA, GHOST)
 MESH_DEVICES = 8
+FULL_MODELS = ("opt-13b", "opt-30b", "opt-66b")
+FULL_DTYPES = ("bfloat16", "float32", "float16")
 
 
 MODELS = {  # the published OPT shapes (accelerator.py's, then 30b and 66b)
@@ -99,7 +112,7 @@ class Setting(NamedTuple):
 
   section: str
   model: str
-  dtype: str  # "float32" | "bfloat16"
+  dtype: str  # "float32" | "bfloat16" | "float16"
   batch: int
   length: int
   devices: int  # 1, or MESH_DEVICES on an fsdp mesh
@@ -127,7 +140,12 @@ def settings(tiny: bool = False) -> list[Setting]:
     )
     for m in ACCELERATOR
   ]
-  return out
+  return out + [
+    Setting("full", m, dtype, 2 * devices, long, devices, (RUNNER_FULL,))
+    for dtype in FULL_DTYPES
+    for m in FULL_MODELS
+    for devices in (1, MESH_DEVICES)
+  ]
 
 
 def _with_sharding(tree, shardings):
@@ -189,8 +207,19 @@ def _lora_lowered(model, params, batch, mask, mesh):
   return jitted.lower(adapters, state, params, batch, mask)
 
 
+def _runner_lowered(setting: Setting, config):
+  """The runner's own full fine-tuning step (module docstring) on
+  ``config``'s shapes, on the fsdp mesh when ``setting.devices > 1``."""
+  mesh = {"data": 1, "fsdp": setting.devices, "model": 1}
+  return runner_program.runner_step(
+    config, setting.dtype, setting.batch, length=setting.length, mesh=mesh
+  )
+
+
 def _lowered(row: str, setting: Setting, config):
   """The lowered program of ``row`` in ``setting``."""
+  if row == RUNNER_FULL:
+    return _runner_lowered(setting, config)
   model, params, batch, mask, mesh = _placed(setting, config)
   if row == LORA:
     return _lora_lowered(model, params, batch, mask, mesh)
@@ -273,17 +302,24 @@ def cache_key(setting: Setting, row: str) -> str:
   return "|".join(map(str, fields))
 
 
-def run(chosen: list[Setting], tiny: bool, write, cache_path) -> dict:
+def run(chosen: list[Setting], tiny: bool, write, cache_path, every=()) -> dict:
   """``{setting: {row: measure(...)}}``, printed as it goes. Each row's
   result is kept in the JSON file ``cache_path`` (a stopped run resumes
   there; ``--fresh`` measures again), and ``write(results)`` runs after
-  each setting (what a stopped run has measured)."""
+  each setting (what a stopped run has measured). The settings of
+  ``every`` not chosen are reported as the file has them (when it has
+  all their rows): a run of some sections keeps the others' tables."""
   cache = {}
   if cache_path and os.path.exists(cache_path):
     with open(cache_path) as f:
       cache = json.load(f)
   results = {}
-  for setting in chosen:
+  for setting in [*every, *(s for s in chosen if s not in every)]:
+    if setting not in chosen:
+      rows = {r: cache.get(cache_key(setting, r)) for r in setting.rows}
+      if None not in rows.values():
+        results[setting] = rows
+      continue
     results[setting] = {}
     for row in setting.rows:
       key = cache_key(setting, row)
@@ -302,7 +338,9 @@ def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--tiny", action="store_true")
   parser.add_argument("--child", help=argparse.SUPPRESS)
-  parser.add_argument("--sections", default="table5,single,mesh,accelerator")
+  parser.add_argument(
+    "--sections", default="table5,single,mesh,accelerator,full"
+  )
   parser.add_argument("--models", default=",".join(MODELS))
   parser.add_argument(
     "--fresh",
@@ -328,7 +366,8 @@ def main(argv=None):
     if s.section in sections and s.model in models
   ]
   start = time.perf_counter()
-  counts = {m: param_count(configs[m]) for m in {s.model for s in chosen}}
+  every = settings(args.tiny)  # the unchosen are reported from the .json
+  counts = {m: param_count(configs[m]) for m in {s.model for s in every}}
 
   def write(results):
     lines = paper_scale_report.report(
@@ -341,7 +380,7 @@ def main(argv=None):
   cache = os.path.splitext(args.out)[0] + ".json"
   if args.fresh and os.path.exists(cache):
     os.remove(cache)
-  print("\n".join(write(run(chosen, args.tiny, write, cache))))
+  print("\n".join(write(run(chosen, args.tiny, write, cache, every))))
 
 
 if __name__ == "__main__":

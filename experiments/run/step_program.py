@@ -13,7 +13,11 @@ parameters, the optimizer state its ``init`` builds, a padded batch of
 and no secret is drawn (the state's noise keys are bound to a fixed
 placeholder secret: their shapes are all that is used), so a task built on
 abstract weights (:func:`experiments.tasks.llm.task_with_model`) compiles
-at any model size. One device: the placement's sharding is not applied.
+at any model size. On a mesh (``config.mesh`` over several devices) the
+arguments carry the run's placement (:class:`~experiments.run.placement.
+Placement`): the parameters and the optimizer state sharded FSDP-style on
+``fsdp``, the batch and its mask split over ``data`` x ``fsdp``, the noise
+replicated; the compiled peak is then per device.
 """
 
 from __future__ import annotations
@@ -26,25 +30,55 @@ from experiments.run.optimizers import with_learning_rate
 from experiments.run.placement import Placement
 from experiments.run.run_setup import init_optimizer_state, resolve
 from experiments.run.step import jit_step, step_body
+from zoprivacy.core import sharding
 from zoprivacy.data import sampling
 
 _PLACEHOLDER_SECRET = bytes(32)  # shapes only: no run is keyed by it
 
 
-def _shapes(tree):
-  return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), tree)
+def _shapes(tree, shardings=None):
+  """``tree``'s shapes, each placed on its leaf of ``shardings`` (a tree
+  like ``tree``; None: unplaced)."""
+  if shardings is None:
+    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), tree)
+  return jax.tree.map(
+    lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+    tree,
+    shardings,
+  )
+
+
+def _placed(placement: Placement, trainable, frozen, opt_state, batch, noise):
+  """The abstract arguments placed as a run places them (unchanged on one
+  device)."""
+  if placement.num_devices == 1:
+    return trainable, frozen, opt_state, batch, noise
+  on_params = lambda tree: _shapes(tree, placement.param_shardings(tree))
+  every = lambda tree, s: _shapes(tree, jax.tree.map(lambda _: s, tree))
+  replicated = jax.sharding.NamedSharding(
+    placement.mesh, jax.sharding.PartitionSpec()
+  )
+  return (
+    on_params(trainable),
+    on_params(frozen),
+    on_params(opt_state),
+    every(batch, sharding.data_sharding(placement.mesh)),
+    None if noise is None else every(noise, replicated),
+  )
 
 
 def lowered(config, task, rows: int):
   """The run's one step for ``config`` and ``task`` (built), lowered on
-  abstract arguments with a batch of ``rows`` examples:
+  abstract arguments with a batch of ``rows`` examples (padded to a
+  multiple of the batch-sharded devices, as a run pads it):
   ``lowered(...).compile().memory_analysis()`` is its compiled memory."""
   spec = preflight.validate(config)
   config, _ = with_learning_rate(config, spec)
   resolved = resolve(config, task.num_train, spec=spec)
-  init, body = step_body(
-    config, spec, resolved, task, Placement.from_config(config)
-  )
+  placement = Placement.from_config(config)
+  init, body = step_body(config, spec, resolved, task, placement)
+  multiple = sharding.batch_multiple(placement.mesh)  # as a run pads it
+  rows = -(-rows // multiple) * multiple
   trainable, frozen = _shapes(task.init(jax.random.key(config.seed)))
   opt_state = jax.eval_shape(
     lambda p: init_optimizer_state(init, p, _PLACEHOLDER_SECRET), trainable
@@ -60,6 +94,9 @@ def lowered(config, task, rows: int):
   noise = None
   if plan is not None and plan.noise_kind == "discrete":
     noise = jax.ShapeDtypeStruct((plan.num_queries,), jnp.int32)
+  trainable, frozen, opt_state, batch, noise = _placed(
+    placement, trainable, frozen, opt_state, batch, noise
+  )
   return jit_step(body, config, spec).lower(
     trainable, frozen, opt_state, batch, None, noise
   )

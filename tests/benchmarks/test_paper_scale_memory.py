@@ -47,3 +47,22 @@ def test_layerwise_step_on_the_mesh_gathers_one_layer_at_a_time():
   # every stack gathered whole before the loop would be param_bytes per
   # device on top of the shards
   assert mesh["peak"] < 0.5 * param_bytes, (mesh, param_bytes)
+
+
+RUNNER_FULL = "the runner's full fine-tuning"
+
+
+@pytest.mark.slow  # the runner's step compiled on 1 and 8 devices: ~40 s
+def test_the_runners_full_step_is_placed_on_the_fsdp_mesh():
+  """experiments.run.step_program lowers the run's step on the mesh of
+  config.mesh: an eighth of the weights per device, one layer gathered at
+  a time (not the single-device program with sharded inputs)."""
+  result = _check(RUNNER_FULL)
+  one, mesh = (
+    result["rows"][RUNNER_FULL]["one"],
+    result["rows"][RUNNER_FULL]["mesh"],
+  )
+  param_bytes = 2 * result["params"]  # bfloat16, every weight trainable
+  assert one["arguments"] >= param_bytes, (one, param_bytes)
+  assert mesh["arguments"] < 0.15 * one["arguments"], (mesh, one)
+  assert mesh["peak"] < 0.5 * param_bytes, (mesh, param_bytes)

@@ -206,19 +206,14 @@ class SumBound(NamedTuple):
     return relative + self.floor
 
   def over_chunks(self, chunks: int, entries: int) -> SumBound:
-    """The bound of the float32 sum of ``chunks`` sums each bounded by this
-    one (physical chunks of a logical batch), added one after another
-    into a total that starts at zero: ``chunks - 1`` more roundings.
-
-    Entrywise, each chunk's sum is off by ``gamma(L + 1) A_c`` plus its
-    flushes (``A_c`` the chunk's sum of ``c_i |x_i| |y_i|^T``); adding the
-    ``n`` chunk sums costs ``gamma(n - 1) sum_c |S~_c|`` plus ``mu`` per
-    addition and entry (Higham 2002, eq. (4.4)), and ``gamma(L + 1) +
-    gamma(n - 1) (1 + gamma(L + 1)) <= gamma(L + n)`` (Lemma 3.3). So the
-    total is bounded as one sum of ``L + n - 1`` terms over all
-    ``n rows`` rows, with the floors ``(1 + gamma(n)) (n F + (n - 1)
-    sqrt(entries) mu)`` (Frobenius norms over ``entries`` coordinates).
-    """
+    """The bound of ``chunks`` float32 sums each bounded by this one (the
+    physical chunks of a batch) added one after another from zero. Each is
+    off by ``gamma(L + 1) A_c`` entrywise plus flushes (``A_c = sum_c c_i
+    |x_i| |y_i|^T``); the ``n - 1`` additions by ``gamma(n - 1) sum_c
+    |S~_c|`` plus ``mu`` each (Higham 2002, eq. (4.4)); ``gamma(L + 1) +
+    gamma(n - 1) (1 + gamma(L + 1)) <= gamma(L + n)`` (Lemma 3.3): one sum
+    of ``L + n - 1`` terms over the ``n rows`` rows, floors ``(1 +
+    gamma(n)) (n F + (n - 1) sqrt(entries) mu)``."""
     if chunks == 1:
       return self
     flushes = chunks * self.floor + (chunks - 1) * math.sqrt(entries) * MU

@@ -240,7 +240,7 @@ def child_dp_sgd(config, batch_size, length, reps) -> dict:
     )
     return optax.apply_updates(p, updates), s
 
-  live = {"params": params, "state": tx.init(params)}
+  live = {"params": params, "state": zoprivacy.init(tx, params)}
   try:
     compiled = (
       jax.jit(step, donate_argnums=(0, 1))

@@ -15,6 +15,7 @@ properties of the compiled step.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import platform
 import sys
@@ -81,7 +82,7 @@ def step_collectives(name, hidden, axes):
     lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), t, sh
   )
   p_abs = abstract(params, param_sh)
-  s_abs = jax.eval_shape(tx.init, params)
+  s_abs = jax.eval_shape(functools.partial(zoprivacy.init, tx), params)
   batch = (
     jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=split),
     jax.ShapeDtypeStruct(y.shape, y.dtype, sharding=split),

@@ -63,7 +63,7 @@ def bench_exact_noise(model, shape, dataset_size, batch_size, reps):
       noise="float" if kind == "float" else "exact",
     )
     tx = optax.chain(est, optax.sgd(1e-3))
-    state = tx.init(params)
+    state = zoprivacy.init(tx, params)
     plan = zoprivacy.find_plan(state)
     source = zoprivacy.ExactNoiseSource(plan) if kind == "exact" else None
     sampler = sampling.PoissonSampler(dataset_size, batch_size)

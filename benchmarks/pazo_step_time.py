@@ -93,7 +93,7 @@ def bench_model(model, shape, reps, min_seconds, methods):
     factory = zoprivacy.ESTIMATORS["pazo_p" if name == "pazo_p_prime" else name]
     est = factory(noise_multiplier=1.0, expected_batch_size=BATCH, **kwargs)
     tx = optax.chain(est, optax.sgd(1e-3))
-    state = tx.init(params)
+    state = zoprivacy.init(tx, params)
     extra = (
       {}
       if public_arg is None

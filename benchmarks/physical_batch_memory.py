@@ -58,7 +58,8 @@ def tiny_config(size, **fields):
   in physical chunks of ``size`` rows, with ``fields`` changed."""
   config = tiny_opt_sst2.get_config()
   config.num_train, config.num_eval = 64, 16
-  config.noise_multiplier, config.target_epsilon = 1.0, None
+  config.privacy.noise_multiplier = 1.0
+  config.privacy.target_epsilon = None
   for name, value in dict(fields, physical_batch_size=size).items():
     setattr(config, name, value)  # replaces a block (estimator_kwargs)
   return config

@@ -43,7 +43,7 @@ def runner_config(
   config.num_train, config.num_eval = 64, 8
   config.max_length = length
   config.param_dtype = param_dtype
-  config.noise_multiplier = 1.0
+  config.privacy.noise_multiplier = 1.0
   config.update(overrides)
   return config
 

@@ -59,7 +59,7 @@ def row(batch_size: int, reps: int) -> str:
     split = sharding.data_sharding(mesh)
     batch = jax.device_put((x, y), split)
     mask = jax.device_put(np.ones(batch_size, bool), split)
-    state = tx.init(placed)
+    state = zoprivacy.init(tx, placed)
 
     @jax.jit
     def step(p, s, b, m):

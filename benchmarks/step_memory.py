@@ -149,7 +149,7 @@ def measure(loss, params, batch, batch_size, hand_written=True):
       continue
     jitted = jax.jit(step, donate_argnums=donate)
     if kind == "estimator":
-      args = (params, tx.init(params), batch, mask)
+      args = (params, zoprivacy.init(tx, params), batch, mask)
     elif kind == "key":
       args = (params, key, batch)
     else:

@@ -18,12 +18,7 @@ def get_config() -> ml_collections.ConfigDict:
 
   config.estimator = "dpzero"
   config.estimator_kwargs = ml_collections.ConfigDict(
-    {
-      "clip": 1.0,  # on the per-example finite difference
-      "smoothing": 1e-3,
-      "directions": "gaussian",
-      "num_queries": 1,
-    }
+    {"smoothing": 1e-3, "directions": "gaussian"}
   )
   config.optimizer = "sgd"  # any optax optimizer by name
   config.optimizer_kwargs = ml_collections.ConfigDict()
@@ -35,27 +30,41 @@ def get_config() -> ml_collections.ConfigDict:
   config.schedule_kwargs = ml_collections.ConfigDict()
   config.data_dir = ""
 
-  config.sampling = "poisson"
   config.public_batch_size = (
     64  # public-data methods (PAZO, DPMD, DOPE-SGD, GEP)
   )
-  config.expected_batch_size = 64
   # None: each step's batch at once. An int P: the step's per-example work
   # runs P rows at a time (a logical batch larger than memory), still one
   # release per step; not a privacy setting (docs/experiments.md).
   config.physical_batch_size = config_dict.placeholder(int)
   config.num_steps = 4000
-  config.target_epsilon = config_dict.placeholder(float)
-  config.target_epsilon = 2.0  # calibrate the noise for this epsilon
-
-  config.noise_multiplier = config_dict.placeholder(float)
-  config.delta = 1e-5
+  # The run's privacy value (zoprivacy.Privacy), every privacy setting once:
+  # the estimator, its sampler, its plan and every epsilon come from it.
+  config.privacy = ml_collections.ConfigDict(
+    {
+      # Per-example clip in the estimator's own units (dpzero: the finite
+      # difference); None: the estimator's default (1.0; dp_zo's 2e-3 on
+      # the raw loss difference).
+      "clip": config_dict.FieldReference(1.0, field_type=float),
+      # 'exact' (exact discrete noise on a grid of grid_points steps per
+      # clip), 'secure_mode' or 'float' (exposed to floating-point attacks).
+      "noise": "exact",
+      "grid_points": 1024,
+      # Calibrate the noise for this epsilon (None: noise_multiplier).
+      "target_epsilon": config_dict.FieldReference(2.0, field_type=float),
+      "noise_multiplier": config_dict.placeholder(float),  # or set it
+      "delta": 1e-5,
+      # 'poisson'; Noisy-ZOGD's 'full_batch' or 'without_replacement';
+      # 'shuffle' for the non-private baseline only.
+      "sampling": "poisson",
+      "expected_batch_size": 64,
+      "neighboring": "add_or_remove",  # or 'replace_one'
+      "num_queries": 1,  # directions per step on one batch
+      "mechanism": "gaussian",  # or 'laplace' (DP-ZO's)
+    }
+  )
   # Optional hard limit: the ledger refuses any step that would exceed it.
   config.epsilon_budget = config_dict.placeholder(float)
-
-  # Exact discrete noise on a quantized sum (scalar estimators, one query,
-  # add/remove); other cases fall back to float noise and the report says so.
-  config.exact_noise = True
   # Reproducible noise and batches from the seed: NOT private; for tests and
   # debugging only. Rejected with epsilon_budget unless test_run is set.
   config.insecure_test_noise = False

@@ -1,7 +1,7 @@
 """A search space for ``configs/default.py``: ``python -m experiments.tune
 --config configs/default.py --search=configs/default_search.py``.
 
-Step size from a log-uniform range, clip from three values. Only fields
+Step size from a log-uniform range, privacy.clip from three values. Only fields
 that leave a trial's privacy event unchanged may be searched
 (``experiments/tuning/search.py``).
 """
@@ -10,5 +10,5 @@ that leave a trial's privacy event unchanged may be searched
 def get_search() -> dict:
   return {
     "learning_rate": "loguniform(0.005, 0.08)",
-    "estimator_kwargs.clip": [0.5, 1.0, 2.0],
+    "privacy.clip": [0.5, 1.0, 2.0],
   }

@@ -11,6 +11,7 @@ from configs import default
 def get_config() -> ml_collections.ConfigDict:
   config = default.get_config()
   config.estimator = "dp_sgd"
-  config.estimator_kwargs = ml_collections.ConfigDict({"clip": 1.0})
+  config.estimator_kwargs = ml_collections.ConfigDict({})
+  config.privacy.clip = 1.0
   config.learning_rate = 0.2
   return config

@@ -13,11 +13,11 @@ def get_config() -> ml_collections.ConfigDict:
   config.estimator = "dp_zo"
   config.estimator_kwargs = ml_collections.ConfigDict(
     {
-      "clip": 2e-3,
       "smoothing": 1e-3,
-      "mechanism": "gaussian",
       "clip_target": "raw_difference",
     }
   )
+  config.privacy.clip = 2e-3
+  config.privacy.mechanism = "gaussian"
   config.learning_rate = 0.02
   return config

@@ -12,7 +12,8 @@ def get_config() -> ml_collections.ConfigDict:
   config = default.get_config()
   config.estimator = "dpgd_zeroth"
   config.estimator_kwargs = ml_collections.ConfigDict(
-    {"clip": 1.0, "smoothing": 1e-3, "directions": "sphere"}
+    {"smoothing": 1e-3, "directions": "sphere"}
   )
+  config.privacy.clip = 1.0
   config.learning_rate = 0.02
   return config

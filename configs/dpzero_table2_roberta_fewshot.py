@@ -6,7 +6,7 @@ for two other columns; SST-5, RTE and TREC have their own configs
 Hyper-parameters (DPZero Table 8): 10,000 iterations, batch 64, smoothing
 1e-3, step size 1e-6, Gaussian directions, 1,000 test examples; the clipping
 threshold is searched over {50, ..., 400} per task in the paper, 200 here
-(set ``--config.estimator_kwargs.clip``). Prompts and label words are MeZO's
+(set ``--config.privacy.clip``). Prompts and label words are MeZO's
 (SST-2: ``<sentence> It was<mask>.``, terrible / great; NLI:
 ``premise?<mask>, hypothesis``, Yes / Maybe / No). The paper's Poisson /
 add-remove accounting differs from its Alg. 2 analysis (docs/accounting.md);
@@ -49,18 +49,18 @@ def get_config(dataset: str = "sst2") -> ml_collections.ConfigDict:
   config.estimator = "dpzero"
   config.estimator_kwargs = ml_collections.ConfigDict(
     {
-      "clip": 200.0,
       "smoothing": 1e-3,
       "directions": "gaussian",
-      "num_queries": 1,
     }
   )
+  config.privacy.clip = 200.0
+  config.privacy.num_queries = 1
   config.optimizer = "sgd"
   config.learning_rate = 1e-6
-  config.expected_batch_size = 64
+  config.privacy.expected_batch_size = 64
   config.num_steps = 10_000
-  config.target_epsilon = 2.0
-  config.delta = 1e-5
+  config.privacy.target_epsilon = 2.0
+  config.privacy.delta = 1e-5
   config.eval_every = 2_000
   config.checkpoint_every = 2_000
   return config

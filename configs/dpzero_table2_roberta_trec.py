@@ -1,5 +1,5 @@
 """DPZero Table 2, TREC column: DPZero fine-tuning RoBERTa-large, 512
-examples per class, (2, 1e-5)-DP (``--config.target_epsilon=6`` for the
+examples per class, (2, 1e-5)-DP (``--config.privacy.target_epsilon=6`` for the
 other row); Table 8's hyper-parameters (``dpzero_table2_roberta_fewshot``).
 
 MeZO's prompt and label words (``medium_models/run_fewshot.sh``):

@@ -12,7 +12,7 @@ divided by 2 lambda).
 
   python -m experiments.run --config configs/dpzero_table4_5_opt.py \\
       --config.model_dir=/models/opt-1.3b --config.data_dir=/data \\
-      --config.target_epsilon=2
+      --config.privacy.target_epsilon=2
 """
 
 import ml_collections
@@ -27,16 +27,16 @@ def get_config() -> ml_collections.ConfigDict:
   config.estimator = "dpzero"
   config.estimator_kwargs = ml_collections.ConfigDict(
     {
-      "clip": 50.0,
       "smoothing": 1e-3,
       "directions": "gaussian",
       "direction_prng": "counter",
     }
   )
+  config.privacy.clip = 50.0
   config.optimizer = "sgd"
   config.learning_rate = 1e-6
-  config.expected_batch_size = 8
+  config.privacy.expected_batch_size = 8
   config.num_steps = 20_000
-  config.target_epsilon = 2.0
-  config.delta = 1e-5
+  config.privacy.target_epsilon = 2.0
+  config.privacy.delta = 1e-5
   return config

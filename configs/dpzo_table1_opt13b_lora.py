@@ -13,7 +13,7 @@ value projections.
 
   python -m experiments.run --config configs/dpzo_table1_opt13b_lora.py \\
       --config.model_dir=/models/opt-13b --config.data_dir=/data \\
-      --config.target_epsilon=1
+      --config.privacy.target_epsilon=1
 """
 
 import ml_collections
@@ -26,18 +26,18 @@ def get_config() -> ml_collections.ConfigDict:
   config.estimator = "dp_zo"
   config.estimator_kwargs = ml_collections.ConfigDict(
     {
-      "clip": 0.05,
       "smoothing": 0.01,
-      "mechanism": "gaussian",
       "clip_target": "raw_difference",
       "directions": "gaussian",
       "direction_prng": "counter",
     }
   )
+  config.privacy.clip = 0.05
+  config.privacy.mechanism = "gaussian"
   config.optimizer = "sgd"
   config.learning_rate = 2e-5
-  config.expected_batch_size = 16
+  config.privacy.expected_batch_size = 16
   config.num_steps = 75_000
-  config.target_epsilon = 1.0
-  config.delta = 1e-5
+  config.privacy.target_epsilon = 1.0
+  config.privacy.delta = 1e-5
   return config

@@ -22,5 +22,5 @@ from configs import dpzo_table1_opt13b_lora
 def get_config() -> ml_collections.ConfigDict:
   config = dpzo_table1_opt13b_lora.get_config()
   config.dataset = "squad_opt"
-  config.target_epsilon = 1.0
+  config.privacy.target_epsilon = 1.0
   return config

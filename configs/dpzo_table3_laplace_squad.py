@@ -8,7 +8,7 @@ quantity the table states. Other hyper-parameters as Table 1.
 
   python -m experiments.run --config configs/dpzo_table3_laplace_squad.py \\
       --config.model_dir=/models/opt-13b --config.data_dir=/data \\
-      --config.target_epsilon=4
+      --config.privacy.target_epsilon=4
 """
 
 import ml_collections
@@ -18,6 +18,6 @@ from configs import dpzo_table1_opt13b_lora
 
 def get_config() -> ml_collections.ConfigDict:
   config = dpzo_table1_opt13b_lora.get_config()
-  config.estimator_kwargs.mechanism = "laplace"
-  config.target_epsilon = 4.0
+  config.privacy.mechanism = "laplace"
+  config.privacy.target_epsilon = 4.0
   return config

@@ -27,5 +27,5 @@ def get_config() -> ml_collections.ConfigDict:
   # Names the family in the message about a missing or empty model_dir
   # (a folder's config.json, once there, says it).
   config.model_family = "mistral"
-  config.target_epsilon = 1.0
+  config.privacy.target_epsilon = 1.0
   return config

@@ -19,16 +19,16 @@ def get_config() -> ml_collections.ConfigDict:
   config.estimator = "dpzero"
   config.estimator_kwargs = ml_collections.ConfigDict(
     {
-      "clip": 1.0,
       "smoothing": 1e-3,
       "directions": "gaussian",
-      "num_queries": 1,
     }
   )
-  config.expected_batch_size = 256
+  config.privacy.clip = 1.0
+  config.privacy.num_queries = 1
+  config.privacy.expected_batch_size = 256
   config.num_steps = 6000
   config.learning_rate = 0.02
-  config.target_epsilon = 2.0
-  config.delta = 1e-5
+  config.privacy.target_epsilon = 2.0
+  config.privacy.delta = 1e-5
   config.eval_every = 1000
   return config

@@ -29,17 +29,17 @@ def get_config() -> ml_collections.ConfigDict:
     {
       "num_directions": 200,  # K <= d/2 = 325
       "noise_std": 3e-4,  # sigma of eq. (3)
-      "clip": 2.0,  # Delta >= sqrt(2) + l2 (R + xi)
       "smoothing": 1e-4,  # xi
       "directional_fraction": 0.5,  # beta: directional share of sigma^2
     }
   )
+  config.privacy.clip = 2.0  # Delta >= sqrt(2) + l2 (R + xi)
   config.learning_rate = config_dict.placeholder(float)  # None: eta = K/M
-  config.sampling = "full_batch"
+  config.privacy.sampling = "full_batch"
   config.num_steps = 200
-  config.target_epsilon = None
-  config.noise_multiplier = None
-  config.delta = 1e-5
+  config.privacy.target_epsilon = None
+  config.privacy.noise_multiplier = None
+  config.privacy.delta = 1e-5
   config.eval_every = 0  # any intermediate evaluation is published
   config.checkpoint_every = 0
   config.hidden_state = ml_collections.ConfigDict(

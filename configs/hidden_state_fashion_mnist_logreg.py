@@ -22,7 +22,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.dataset = "fashion_mnist_logreg"
   config.estimator_kwargs.num_directions = 400  # K <= d/2 = 3925
   config.estimator_kwargs.noise_std = 1e-2
-  config.sampling = "without_replacement"
-  config.expected_batch_size = 1000  # b, fixed
+  config.privacy.sampling = "without_replacement"
+  config.privacy.expected_batch_size = 1000  # b, fixed
   config.num_steps = 100
   return config

@@ -45,7 +45,7 @@ def get_config() -> ml_collections.ConfigDict:
   # is added inside the layer scan, so a step holds no extra copy of the
   # parameters. Plain SGD with mezo, dpzero or dp_zo; set False for others.
   config.layerwise = True
-  config.exact_noise = True  # exact discrete noise on the quantized scalar
+  config.privacy.noise = "exact"  # exact discrete noise on the quantized scalar
   config.eval_every = 0
   config.checkpoint_every = 1000
   return config

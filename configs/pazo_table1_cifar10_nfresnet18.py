@@ -37,18 +37,18 @@ def get_config() -> ml_collections.ConfigDict:
   config.estimator = "dpzero"
   config.estimator_kwargs = ml_collections.ConfigDict(
     {
-      "clip": 1.0,
       "smoothing": 1e-2,
       "directions": "gaussian",
-      "num_queries": 5,
     }
   )
+  config.privacy.clip = 1.0
+  config.privacy.num_queries = 5
   config.optimizer = "sgd"
   config.learning_rate = 0.1
-  config.expected_batch_size = 64
+  config.privacy.expected_batch_size = 64
   config.num_steps = 150_000  # 200 epochs of 48,000 private images
-  config.target_epsilon = 2.0
-  config.delta = 1.0 / 48_000
+  config.privacy.target_epsilon = 2.0
+  config.privacy.delta = 1.0 / 48_000
   config.eval_every = 10_000
   config.checkpoint_every = 10_000
   return config

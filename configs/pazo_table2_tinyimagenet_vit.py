@@ -35,18 +35,18 @@ def get_config() -> ml_collections.ConfigDict:
   config.estimator = "dpzero"
   config.estimator_kwargs = ml_collections.ConfigDict(
     {
-      "clip": 1.0,
       "smoothing": 1e-2,
       "directions": "gaussian",
-      "num_queries": 5,
     }
   )
+  config.privacy.clip = 1.0
+  config.privacy.num_queries = 5
   config.optimizer = "sgd"
   config.learning_rate = 5e-4
-  config.expected_batch_size = 64
+  config.privacy.expected_batch_size = 64
   config.num_steps = 300_000  # 200 epochs of 96,000 private images
-  config.target_epsilon = 2.0
-  config.delta = 1.0 / 96_000
+  config.privacy.target_epsilon = 2.0
+  config.privacy.delta = 1.0 / 96_000
   config.eval_every = 20_000
   config.checkpoint_every = 20_000
   return config

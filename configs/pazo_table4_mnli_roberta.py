@@ -31,15 +31,15 @@ def get_config() -> ml_collections.ConfigDict:
 
   config.estimator_kwargs = ml_collections.ConfigDict(
     {
-      "clip": 100.0,
       "smoothing": 1e-3,
       "directions": "gaussian",
-      "num_queries": 5,
     }
   )
+  config.privacy.clip = 100.0
+  config.privacy.num_queries = 5
   config.learning_rate = 1e-5
   config.num_steps = 4_800  # 200 epochs of 1,536 examples
-  config.delta = 1.0 / 1_536
+  config.privacy.delta = 1.0 / 1_536
   config.eval_every = 1_000
   config.checkpoint_every = 1_000
   return config

@@ -34,10 +34,10 @@ def get_config() -> ml_collections.ConfigDict:
   config.max_length = 96  # prompt and answer (the prompts are <= 81 tokens)
   config.max_new_tokens = 16
   config.eval_batch_size = 8
-  config.expected_batch_size = 16
+  config.privacy.expected_batch_size = 16
   config.num_steps = 20
-  config.target_epsilon = 8.0
-  config.estimator_kwargs.clip = 0.2
+  config.privacy.target_epsilon = 8.0
+  config.privacy.clip = 0.2
   config.learning_rate = 1e-2
   config.eval_every = 10
   config.checkpoint_every = 0

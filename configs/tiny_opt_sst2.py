@@ -38,11 +38,11 @@ def get_config() -> ml_collections.ConfigDict:
   # default query + value targets learn this task far more slowly (MeZO on
   # the tuning split: 64% after 1,000 steps against 85%).
   config.lora_targets = r"(v_proj|out_proj|fc2)/kernel$"
-  config.estimator_kwargs.clip = 0.2  # on the raw loss difference
+  config.privacy.clip = 0.2  # on the raw loss difference
   config.learning_rate = 1e-2
-  config.expected_batch_size = 32
+  config.privacy.expected_batch_size = 32
   config.num_steps = 1000
-  config.target_epsilon = 8.0
+  config.privacy.target_epsilon = 8.0
   config.eval_every = 0
   config.checkpoint_every = 0
   return config

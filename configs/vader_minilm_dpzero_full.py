@@ -56,19 +56,19 @@ def vader_base() -> ml_collections.ConfigDict:
   config.estimator = "dpzero"
   config.estimator_kwargs = ml_collections.ConfigDict(
     {
-      "clip": 5.0,
       "smoothing": 1e-3,
       "directions": "gaussian",
-      "num_queries": 1,
     }
   )
+  config.privacy.clip = 5.0
+  config.privacy.num_queries = 1
   config.optimizer = "sgd"
   config.momentum = 0.0
-  config.sampling = "poisson"
-  config.expected_batch_size = 32
+  config.privacy.sampling = "poisson"
+  config.privacy.expected_batch_size = 32
   config.num_steps = 1000
-  config.target_epsilon = 2.0
-  config.delta = 1e-5
+  config.privacy.target_epsilon = 2.0
+  config.privacy.delta = 1e-5
   config.eval_every = 0  # evaluate once, at the end
   config.checkpoint_every = 0
   return config
@@ -77,7 +77,7 @@ def vader_base() -> ml_collections.ConfigDict:
 def get_config() -> ml_collections.ConfigDict:
   config = vader_base()
   config.peft = "full"
-  config.estimator_kwargs.clip = 20.0
+  config.privacy.clip = 20.0
   config.num_steps = 400
   config.learning_rate = 1e-5
   return config

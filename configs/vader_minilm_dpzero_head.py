@@ -23,7 +23,7 @@ def get_config() -> ml_collections.ConfigDict:
   config = vader_minilm_dpzero_full.vader_base()
   config.peft = "head"
   config.precompute_features = True
-  config.estimator_kwargs.clip = 5.0
+  config.privacy.clip = 5.0
   # Selected on public data at epsilon = 2 (module docstring).
   config.learning_rate = 1e-2
   return config

@@ -25,7 +25,7 @@ from configs import vader_minilm_dpzero_full
 def get_config() -> ml_collections.ConfigDict:
   config = vader_minilm_dpzero_full.vader_base()
   config.peft = "lora"
-  config.estimator_kwargs.clip = 5.0
+  config.privacy.clip = 5.0
   config.num_steps = 400
   config.learning_rate = 0.003  # selected on public data at epsilon = 2
   return config

@@ -32,6 +32,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.precompute_features = True
   config.estimator = "dp_sgd"
   # Selected on public data at epsilon = 2 (module docstring).
-  config.estimator_kwargs = ml_collections.ConfigDict({"clip": 2.0})
+  config.estimator_kwargs = ml_collections.ConfigDict({})
+  config.privacy.clip = 2.0
   config.learning_rate = 0.03
   return config

@@ -50,20 +50,20 @@ def get_config() -> ml_collections.ConfigDict:
   config.estimator = "dp_zo"
   config.estimator_kwargs = ml_collections.ConfigDict(
     {
-      "clip": 0.05,
       "smoothing": 1e-3,
-      "mechanism": "gaussian",
       "clip_target": "raw_difference",
       "directions": "gaussian",
     }
   )
+  config.privacy.clip = 0.05
+  config.privacy.mechanism = "gaussian"
   config.optimizer = "sgd"
   config.learning_rate = 1e-3
-  config.sampling = "poisson"
-  config.expected_batch_size = 32
+  config.privacy.sampling = "poisson"
+  config.privacy.expected_batch_size = 32
   config.num_steps = 500
-  config.target_epsilon = 2.0
-  config.delta = 1e-5
+  config.privacy.target_epsilon = 2.0
+  config.privacy.delta = 1e-5
   config.eval_every = 100
   config.checkpoint_every = 0
   return config

@@ -6,7 +6,7 @@ clipped, exact discrete Gaussian noise on the sum.
 
   python -m experiments.run --config configs/vader_smollm2_dp_zo.py
   python -m experiments.run --config configs/vader_smollm2_dp_zo.py \\
-      --config.target_epsilon=8 --config.learning_rate=1e-2
+      --config.privacy.target_epsilon=8 --config.learning_rate=1e-2
 
 The step sizes were selected on public data at no privacy cost: the public
 proxy (out-of-distribution Amazon and tweet snippets) at 300 steps and 128

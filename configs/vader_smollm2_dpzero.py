@@ -10,7 +10,7 @@ Gaussian noise.
 
   python -m experiments.run --config configs/vader_smollm2_dpzero.py
   python -m experiments.run --config configs/vader_smollm2_dpzero.py \\
-      --config.target_epsilon=8 --config.learning_rate=1e-2
+      --config.privacy.target_epsilon=8 --config.learning_rate=1e-2
 
 DPZero's own step sizes, selected on public data at no privacy cost (the
 public proxy as for configs/vader_smollm2_dp_zo.py, three runs per point,
@@ -36,7 +36,8 @@ def get_config() -> ml_collections.ConfigDict:
   config = vader_smollm2.get_config()
   config.estimator = "dpzero"
   config.estimator_kwargs = ml_collections.ConfigDict(
-    {"clip": 25.0, "smoothing": 1e-3, "directions": "sphere"}
+    {"smoothing": 1e-3, "directions": "sphere"}
   )
+  config.privacy.clip = 25.0
   config.learning_rate = 3e-3  # selected on public data at epsilon 2 (above)
   return config

@@ -16,7 +16,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.estimator_kwargs = ml_collections.ConfigDict(
     {"smoothing": 1e-3, "directions": "gaussian"}
   )
-  config.target_epsilon = None
-  config.sampling = "shuffle"
+  config.privacy.target_epsilon = None
+  config.privacy.sampling = "shuffle"
   config.learning_rate = 1e-2
   return config

@@ -66,8 +66,8 @@ def _run_config(result: dict, workdir: Path) -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict(result["config"])
   config.workdir = str(workdir)
   if result.get("noise_multiplier") is not None:
-    config.noise_multiplier = result["noise_multiplier"]
-    config.target_epsilon = None
+    config.privacy.noise_multiplier = result["noise_multiplier"]
+    config.privacy.target_epsilon = None
   return config
 
 

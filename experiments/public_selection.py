@@ -46,8 +46,7 @@ from experiments.tuning.trials import with_fields
 TRAINING_FIELDS = frozenset(
   {
     "learning_rate",
-    "target_epsilon",
-    "noise_multiplier",
+    "privacy",
     "num_steps",
     "estimator_kwargs",
     "optimizer",
@@ -55,8 +54,6 @@ TRAINING_FIELDS = frozenset(
     "momentum",
     "schedule",
     "schedule_kwargs",
-    "expected_batch_size",
-    "delta",
   }
 )
 

@@ -21,14 +21,14 @@ accounted mechanism. Only the best trial's model and noisy score are
 released.
 
 Trials add exact discrete noise, as any run does by default
-(``--config.exact_noise=False`` is the weaker floating-point opt-in, named
+(``--config.privacy.noise=float`` is the weaker floating-point opt-in, named
 in the plan and the report). The total epsilon is dp_accounting's RDP
 epsilon of ``RepeatAndSelectDpEvent(trial_event, mean, shape)`` at integer
 orders, ``trial_event`` being one trial's ``num_steps`` Poisson-subsampled
 Gaussian steps (at integer orders, a bound on the subsampled discrete
 Gaussian's; :mod:`experiments.tuning.budget`) composed with its score. The
 per-trial noise multiplier is the smallest whose total meets
-``config.target_epsilon`` (or ``--trial_epsilon`` sets the per-trial
+``config.privacy.target_epsilon`` (or ``--trial_epsilon`` sets the per-trial
 target, refused when the total would exceed ``target_epsilon`` or
 ``epsilon_budget``).
 
@@ -74,7 +74,7 @@ def _plan_and_noise(config, trial_task, count, score_noise, trial_epsilon):
   base = trials.trial_base(config)
   plan = trials.trial_plan(base, trial_task)
   budget.step_rdp_event(plan)  # refuses a plan without an integer-order bound
-  target = config.get("target_epsilon")
+  target = config.privacy.get("target_epsilon")
   cap = config.get("epsilon_budget")
   limit = min(x for x in (target, cap, math.inf) if x is not None)
   if not math.isfinite(limit):

@@ -71,7 +71,7 @@ def main():
   out = {"num_params": int(sum(v.size for v in jax.tree.leaves(params)))}
   for name, est in estimators(1000).items():
     tx = optax.chain(est, optax.sgd(0.1))
-    state = tx.init(params)
+    state = zoprivacy.init(tx, params)
 
     def step(p, s, batch, m, pub, tx=tx):
       updates, s = tx.update(
@@ -97,7 +97,7 @@ def main():
       param_sh = sharding.param_shardings(mesh, params)
       split = sharding.data_sharding(mesh)
       placed = sharding.place_like(params, param_sh)
-      s0 = tx.init(placed)
+      s0 = zoprivacy.init(tx, placed)
       batch = jax.device_put((x, y), split)
       m = jax.device_put(mask, split)
 
@@ -169,7 +169,7 @@ def fsdp_memory():
     param_sh = sharding.param_shardings(mesh, params)
     split = sharding.data_sharding(mesh)
     p = sharding.place_like(params, param_sh)
-    s = tx.init(p)
+    s = zoprivacy.init(tx, p)
     b, m = jax.device_put((x, y), split), jax.device_put(mask, split)
     jitted = jax.jit(step, out_shardings=(param_sh, None), donate_argnums=0)
     jitted = jitted.lower(p, s, b, m).compile()

@@ -46,18 +46,21 @@ def main():
     direction key, same secret noise key) and, for exact noise, the same
     host-drawn integer noise (a replicated input); the batch's work in
     physical chunks of ``physical_batch_size`` rows, if given."""
-    est = zoprivacy.dpzero(
+    privacy = zoprivacy.Privacy(
       clip=1.0,
+      noise=zoprivacy.Exact() if exact_noise else zoprivacy.Float(),
       noise_multiplier=1.0,
+      sampling=zoprivacy.Poisson(dataset_size=1000, expected_batch_size=50),
+      assume_sampling=True,  # the same arrays on 8 devices and on one
+    )
+    est = zoprivacy.dpzero(
+      privacy,
       smoothing=1e-3,
-      expected_batch_size=50.0,
-      dataset_size=1000,
       direction_key=42,
-      exact_noise=exact_noise,
       physical_batch_size=physical_batch_size,
     )
     tx = optax.chain(est, optax.sgd(0.1))
-    state = tx.init(params)
+    state = zoprivacy.init(tx, params)
     plan = zoprivacy.find_plan(state)
     noise = zoprivacy.ExactNoiseSource(plan).draw(0) if exact_noise else None
 

@@ -10,6 +10,7 @@ from flax import nnx
 
 import zoprivacy
 from zoprivacy.core import nnx_support
+from zoprivacy.training import nnx_optimizer
 
 X = jax.random.normal(jax.random.key(1), (64, 4))
 Y = X @ jnp.arange(4.0)
@@ -42,7 +43,7 @@ def _dpzero():
 def test_nnx_optimizer_trains_with_a_private_estimator():
   model = Model(nnx.Rngs(0))
   est = _dpzero()
-  optimizer = nnx.Optimizer(
+  optimizer = nnx_optimizer.optimizer(
     model, optax.chain(est, optax.sgd(1e-2)), wrt=nnx.Param
   )
   loss = nnx_support.batched_loss(model, lambda m, b: (m(b[0]) - b[1]) ** 2)
@@ -60,13 +61,30 @@ def test_nnx_optimizer_trains_with_a_private_estimator():
   assert zoprivacy.find_plan(optimizer.opt_state) == est.privacy_plan
 
 
+def test_a_plain_nnx_optimizer_is_refused_before_any_release():
+  """``nnx.Optimizer`` makes its state with ``tx.init`` alone: the
+  composition around the estimator was never checked."""
+  model = Model(nnx.Rngs(0))
+  optimizer = nnx.Optimizer(
+    model,
+    optax.MultiSteps(optax.chain(_dpzero(), optax.sgd(1e-2)), 2),
+    wrt=nnx.Param,
+  )
+  loss = nnx_support.batched_loss(model, lambda m, b: (m(b[0]) - b[1]) ** 2)
+  zeros = jax.tree.map(jnp.zeros_like, nnx.state(model, nnx.Param))
+  with pytest.raises(ValueError, match="zoprivacy.init"):
+    optimizer.update(model, zeros, batched_loss=loss, batch=(X, Y))
+  with pytest.raises(ValueError, match="optax.MultiSteps wraps"):
+    nnx_optimizer.optimizer(model, optimizer.tx, wrt=nnx.Param)
+
+
 def test_split_tree_freezing_trains_only_the_trainable_part():
   params = {"w": jnp.zeros(4), "frozen_scale": jnp.asarray(2.0)}
   trainable = {"w": params["w"]}
   frozen = {"frozen_scale": params["frozen_scale"]}
   loss = lambda p, b: (b[0] @ p["w"] * frozen["frozen_scale"] - b[1]) ** 2
   tx = optax.chain(_dpzero(), optax.sgd(2e-3))
-  state = tx.init(trainable)
+  state = zoprivacy.init(tx, trainable)
 
   @jax.jit
   def step(p, s):
@@ -96,7 +114,7 @@ def test_partition_and_masked_freezing_give_a_clear_error(wrap):
     )
   else:
     tx = optax.masked(_dpzero(), {"a": True, "b": False})
-  state = tx.init(params)
+  state = zoprivacy.init(tx, params)
   loss = lambda p, b: jnp.sum(p["a"]) + jnp.sum(p["b"]) + b * 0.0
   with pytest.raises(ValueError, match="docs/freezing.md"):
     tx.update(

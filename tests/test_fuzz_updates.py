@@ -83,7 +83,7 @@ def test_finite_losses_never_give_nonfinite_parameters(
   mask = np.ones(8, bool) if huge_is_real and name != "mezo" else _MASK
   losses = _loss(_PARAMS, (_X, _Y))
   assert np.all(np.isfinite(losses)) and float(np.max(losses)) >= 0
-  state = tx.init(_PARAMS)
+  state = zoprivacy.init(tx, _PARAMS)
 
   @jax.jit
   def step(p, s):

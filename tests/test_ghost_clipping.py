@@ -317,7 +317,7 @@ def test_dp_sgd_ghost_path_equals_explicit_path():
       per_example_clipping=method,
       noise="secure_mode",  # ghost has no exact path: same noise for both
     )
-    state = est.init(params)
+    state = zoprivacy.init(est, params)
     updates[method], _ = est.update(
       jax.tree.map(jnp.zeros_like, params),
       state,

@@ -52,7 +52,7 @@ def _train(name, optimizer, num_steps, num_queries=1, **directions):
   final optimizer state). ``directions``: ``directions=`` and
   ``direction_prng=`` of the estimator (default Gaussian, 'auto')."""
   tx = optax.chain(_estimator(name, num_queries, **directions), optimizer)
-  opt_state = tx.init(PARAMS)
+  opt_state = zoprivacy.init(tx, PARAMS)
 
   @jax.jit
   def step(p, s):
@@ -130,7 +130,7 @@ def _default_run(params, features, num_steps, **options):
     **options,
   )
   tx = optax.chain(zoprivacy.dpzero(**kw), optax.sgd(0.05))
-  opt_state = tx.init(params)
+  opt_state = zoprivacy.init(tx, params)
 
   @jax.jit
   def step(p, s):
@@ -343,7 +343,7 @@ def test_replay_refuses_other_parameters_and_skipped_steps():
   with pytest.raises(trajectory.TrajectoryLogError, match="parameter tree"):
     trajectory.replay({"w": jnp.zeros((10, 3))}, log, optax.sgd(0.05))
   tx = optax.chain(_estimator("dpzero", 1), optax.sgd(0.05))
-  state = tx.init(PARAMS)
+  state = zoprivacy.init(tx, PARAMS)
   logger = trajectory.TrajectoryLogger(estimator="dpzero", params=PARAMS)
   step = jax.jit(
     lambda p, s: tx.update(p, s, p, batched_loss=_loss, batch=(X, Y))[1]

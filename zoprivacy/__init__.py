@@ -1,19 +1,22 @@
 """zoprivacy: differentially private zeroth-order optimization in JAX.
 
-Estimators are optax transformations that go first in a chain::
+Every privacy hyperparameter is one value; estimators are optax
+transformations built from it that go first in a chain::
 
-    est = zoprivacy.dpzero(clip=1.0, noise_multiplier=2.0, smoothing=1e-3,
-                           expected_batch_size=64, dataset_size=1437)
-    tx = optax.chain(est, optax.sgd(1e-3))
-    state = tx.init(params)
-    updates, state = tx.update(zeros, state, params,
-                               per_example_loss=loss_fn, batch=batch, mask=mask)
-    plan = zoprivacy.find_plan(state)       # the one privacy plan
-    epsilon = zoprivacy.epsilon(state, delta=1e-5)  # the releases made so far
-
-or, from a target epsilon, ``est, plan = zoprivacy.private(zoprivacy.dpzero,
-target_epsilon=2.0, delta=1e-5, num_steps=T, expected_batch_size=64,
-dataset_size=1437, ...)``; draw the batches with ``zoprivacy.PoissonSampler``.
+    privacy = zoprivacy.Privacy(
+        clip=1.0,
+        sampling=zoprivacy.Poisson(dataset_size=1437, expected_batch_size=64),
+        target=zoprivacy.Target(epsilon=2.0, delta=1e-5, num_steps=T),
+    )
+    tx = optax.chain(zoprivacy.dpzero(privacy, smoothing=1e-3),
+                     optax.sgd(0.02))
+    step = zoprivacy.make_step(tx, loss_fn)  # loss_fn(params, batch) -> [B]
+    state = zoprivacy.init(tx, params)      # the composition checked
+    sampler = privacy.sampler()             # the batches the plan accounts
+    for t in range(T):
+      batch = zoprivacy.padded_batch((X, Y), sampler.batch_indices(t))
+      params, state = step(params, state, batch)
+    epsilon = zoprivacy.epsilon(state)      # the releases made so far
 """
 
 import importlib
@@ -96,6 +99,21 @@ _EXPORTS = {
   "pazo_s": "zoprivacy.estimators",
   "registry": "zoprivacy.estimators",
   "private": "zoprivacy.estimators.calibrated",
+  **{
+    name: "zoprivacy.privacy.value"
+    for name in (
+      "Exact",
+      "Float",
+      "FullBatch",
+      "Poisson",
+      "Privacy",
+      "SecureMode",
+      "Target",
+      "TestNoise",
+      "WithoutReplacement",
+    )
+  },
+  "Batch": "zoprivacy.data.sampling",
   "ExactNoiseSource": "zoprivacy.secret_noise",
   "PrivacyPlan": "zoprivacy.privacy",
   "epsilon": "zoprivacy.privacy",
@@ -103,6 +121,7 @@ _EXPORTS = {
   "PoissonSampler": "zoprivacy.data.sampling",
   "padded_batch": "zoprivacy.data.sampling",
   "refresh_noise_keys": "zoprivacy.privacy",
+  "init": "zoprivacy.training.training_step",
   "make_step": "zoprivacy.training.training_step",
 }
 
@@ -144,7 +163,11 @@ if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
     mechanisms,
     privacy,
   )
-  from zoprivacy.data.sampling import PoissonSampler, padded_batch  # noqa: F401
+  from zoprivacy.data.sampling import (  # noqa: F401
+    Batch,
+    PoissonSampler,
+    padded_batch,
+  )
   from zoprivacy.estimators import (  # noqa: F401
     ESTIMATORS,
     EstimatorState,
@@ -171,38 +194,41 @@ if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
     epsilon,
     find_plan,
   )
+  from zoprivacy.privacy.value import (  # noqa: F401
+    Exact,
+    Float,
+    FullBatch,
+    Poisson,
+    Privacy,
+    SecureMode,
+    Target,
+    TestNoise,
+    WithoutReplacement,
+  )
   from zoprivacy.secret_noise import ExactNoiseSource  # noqa: F401
-  from zoprivacy.training.training_step import make_step  # noqa: F401
+  from zoprivacy.training.training_step import init, make_step  # noqa: F401
   from zoprivacy.zo import directions, projection, queries  # noqa: F401
 
-# Hyperparameters that fix the privacy plan: static, never injected. Pass
-# them in ``optax.inject_hyperparams(..., static_args=...)``.
+# Arguments that fix the privacy plan: static, never injected. Pass them in
+# ``optax.inject_hyperparams(..., static_args=...)`` (the privacy value is
+# static anyway: optax injects numbers only).
 PRIVACY_HYPERPARAMETERS = (
-  "clip",
-  "noise_multiplier",
-  "expected_batch_size",
-  "dataset_size",
-  "num_queries",
+  "privacy",
   "num_public_batches",
-  "grid_points",
-  "embedding_clip",
   "residual_clip",
   "embedding_noise_multiplier",
   "residual_noise_multiplier",
-  "insecure_test_noise_seed",
-  "noise",
-  "exact_noise",
 )
 
 
 def static_args(factory) -> tuple[str, ...]:
   """The ``static_args`` to give ``optax.inject_hyperparams(factory, ...)``:
-  the privacy hyperparameters (and the direction key and the physical
-  batch, which fixes shapes) that ``factory`` takes::
+  the privacy arguments (and the direction key and the physical batch,
+  which fixes shapes) that ``factory`` takes::
 
       tx = optax.inject_hyperparams(
           zoprivacy.dpzero, static_args=zoprivacy.static_args(zoprivacy.dpzero)
-      )(clip=1.0, noise_multiplier=2.0, smoothing=1e-3, ...)
+      )(privacy, smoothing=1e-3)
   """
   names = inspect.signature(factory).parameters
   return tuple(

@@ -28,6 +28,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+import zoprivacy
+
 
 def _noise_seed(insecure_test_noise_seed):
   if insecure_test_noise_seed is None:
@@ -48,7 +50,7 @@ def _example_loss(batched_loss):
 def zoprivacy_step(estimator, batched_loss, params, *, learning_rate: float):
   """A zoprivacy estimator (its privatized gradient) + SGD, one jitted step."""
   tx = optax.chain(estimator, optax.sgd(learning_rate))
-  state = tx.init(params)
+  state = zoprivacy.init(tx, params)
 
   @functools.partial(jax.jit, donate_argnums=(0, 1))
   def step(p, s, batch):

@@ -82,7 +82,7 @@ def train_once(config, task) -> tuple[float, hidden_state.NoisyZOGDSetting]:
       return (optax.apply_updates(p, up), state), None
 
     (p, _), _ = jax.lax.scan(
-      step, (params, tx.init(params)), None, length=config.num_steps
+      step, (params, zoprivacy.init(tx, params)), None, length=config.num_steps
     )
     return p
 

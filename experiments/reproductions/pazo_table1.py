@@ -64,7 +64,8 @@ EPSILONS = (0.1, 0.5, 1.0, 2.0, 3.0)
 DELTA = 1e-5
 K = 4  # public batches for PAZO-P/P'/S
 
-# name -> (estimator, estimator_kwargs, step-size grid)
+# name -> (estimator, estimator_kwargs and the privacy block's clip, step-size
+# grid)
 METHODS = {
   "DP-SGD": ("dp_sgd", {"clip": 1.0}, (0.1, 0.3)),
   "DPZero": (
@@ -149,7 +150,7 @@ def make_config(
   if method != "MeZO":
     # The same noise multiplier in selection and final runs: calibrated for
     # epsilon on the private pool (in a selection run the data are public).
-    c.noise_multiplier = noise_multiplier(method, epsilon, budget)
+    c.privacy.noise_multiplier = noise_multiplier(method, epsilon, budget)
   return c
 
 
@@ -158,21 +159,24 @@ def _config(method, learning_rate, seed, budget, selection, num_steps=None):
   c.dataset = data.SELECTION_TASK if selection else data.PRIVATE_TASK
   c.model_kwargs = ml_collections.ConfigDict({"features": budget.features})
   c.seed = seed
-  c.expected_batch_size = budget.expected_batch_size
+  c.privacy.expected_batch_size = budget.expected_batch_size
   c.public_batch_size = budget.public_batch_size
   c.num_steps = num_steps or budget.num_steps
   c.learning_rate = learning_rate
-  c.delta = DELTA
+  c.privacy.delta = DELTA
   c.eval_every = 0
-  c.target_epsilon = None
+  c.privacy.target_epsilon = None
   if method == "MeZO":
     c.estimator = "mezo"
     c.estimator_kwargs = ml_collections.ConfigDict({"smoothing": 1e-3})
-    c.sampling = "shuffle"
+    c.privacy.sampling = "shuffle"
     return c
   estimator, kwargs, _ = METHODS[method]
   c.estimator = estimator
-  c.estimator_kwargs = ml_collections.ConfigDict(dict(kwargs))
+  kwargs = dict(kwargs)
+  c.privacy.clip = kwargs.pop("clip", kwargs.pop("embedding_clip", None))
+  c.privacy.num_queries = 1  # one query per step, as each method's default
+  c.estimator_kwargs = ml_collections.ConfigDict(kwargs)
   return c
 
 
@@ -183,7 +187,7 @@ def noise_multiplier(method: str, epsilon: float, budget: Budget) -> float:
   per method and epsilon instead of once per run."""
 
   c = _config(method, METHODS[method][2][0], 0, budget, False)
-  c.target_epsilon = epsilon
+  c.privacy.target_epsilon = epsilon
   task = tasks.get_task(c)
   plan = run_setup.state_template(c, task)[3]
   return float(plan.noise_multiplier)

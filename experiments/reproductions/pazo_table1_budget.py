@@ -82,7 +82,7 @@ def curve(
   for method, lr in CURVE_RUNS:
     c = _config(method, lr, 0, budget, True, steps)
     if method != "MeZO":
-      c.target_epsilon = CURVE_EPSILON
+      c.privacy.target_epsilon = CURVE_EPSILON
     c.eval_every = every
     r = train.train(c, progress=False)
     name = f"{method} lr {lr:g}"

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from zoprivacy.data import batch_selection
-from zoprivacy.privacy import randomness
+from zoprivacy.privacy import batch_selection, randomness
 
 
 def make_sampler(
@@ -27,30 +26,29 @@ def make_sampler(
   """The batch sampler; its randomness is the run's SECRET (except the
   non-private baseline's shuffling, which is seeded). ``spec``: the run's
   estimator declaration; ``plan``: the run's privacy plan, whose sampling
-  scheme must account the batches drawn (:mod:`zoprivacy.data.batch_selection`)."""
-  if config.sampling not in supported:
+  scheme must account the batches drawn (:mod:`zoprivacy.privacy.batch_selection`)."""
+  name = config.privacy.sampling
+  if name not in supported:
     raise ValueError(
-      f"config.sampling={config.sampling!r}, but the {config.dataset!r} loader "
+      f"privacy.sampling={name!r}, but the {config.dataset!r} loader "
       f"can only provide {supported}: it cannot draw the batches whose privacy "
       "the accountant would report."
     )
-  if spec.private and config.sampling not in spec.sampling:
+  if spec.private and name not in spec.sampling:
     schemes = " or ".join(
       "Poisson" if name == "poisson" else repr(name) for name in spec.sampling
     )
     raise ValueError(
       f"{config.estimator}'s privacy is accounted under {schemes} "
-      f"sampling, not {config.sampling!r} ('shuffle' is only for the "
+      f"sampling, not {name!r} ('shuffle' is only for the "
       "non-private baseline)."
     )
   selection = batch_selection.BatchSelection(
-    config.sampling, dataset_size, config.expected_batch_size
+    name, dataset_size, config.privacy.expected_batch_size
   )
   if plan is not None:
     selection.check_plan(plan)  # the batches drawn are those accounted
-  batch_secret = randomness.derive(
-    secret, f"{config.sampling} sampler", num_bytes=32
-  )
+  batch_secret = randomness.derive(secret, f"{name} sampler", num_bytes=32)
   return selection.sampler(secret=batch_secret, seed=config.seed + 1)
 
 

@@ -3,9 +3,10 @@ r"""The command line of ``python -m experiments.run --config configs/<name>.py``
 Override any field with ``--config.<field>=<value>``, e.g.
 
   python -m experiments.run --config configs/default.py \
-      --config.target_epsilon=4 --config.num_steps=2000
+      --config.privacy.target_epsilon=4 --config.num_steps=2000
   python -m experiments.run --config configs/default.py \
-      --config.noise_multiplier=3.0 --config.target_epsilon=None
+      --config.privacy.noise_multiplier=3.0 \
+      --config.privacy.target_epsilon=None
   python -m experiments.run --config configs/default.py \
       --config.estimator=mezo --config.optimizer=adamw
   python -m experiments.run --config configs/fashion_mnist_pazo_public4.py \
@@ -21,7 +22,8 @@ line may switch).
 
 Switching ``--config.estimator`` resets ``estimator_kwargs`` to the new
 estimator's registered defaults, except the ``--config.estimator_kwargs.*``
-given on the command line; the config's values for hyperparameters the new
+given on the command line, and ``privacy.clip`` (in the estimator's own
+units) to the new estimator's default unless the command line sets it; the config's values for hyperparameters the new
 estimator takes but has no default for are carried over, and the note and
 the report name them. ``--resume=force`` resumes a workdir written by a
 different config. User errors print one paragraph, no traceback
@@ -30,13 +32,21 @@ different config. User errors print one paragraph, no traceback
 
 import ast
 import inspect
+import re
 import sys
 
 import ml_collections
 from absl import flags, logging
 from ml_collections import config_flags
 
-from experiments.run import caches, config_fields, errors, preflight, progress
+from experiments.run import (
+  caches,
+  config_fields,
+  errors,
+  preflight,
+  privacy_config,
+  progress,
+)
 from zoprivacy.core import estimator_manifest
 
 CONFIG = config_flags.DEFINE_config_file(
@@ -149,8 +159,9 @@ def switched_kwargs(old: dict, accepted, defaults: dict, given: dict):
 def switch_estimator_kwargs(config, spec, given: dict) -> dict:
   """``estimator_kwargs`` for a switched estimator: its registered defaults,
   the config's values it takes but has no default for (carried over), and
-  ``given`` (the command line's) on top. Returns what was carried, reset
-  and dropped."""
+  ``given`` (the command line's) on top; ``privacy.clip`` is the new
+  estimator's default (:func:`_reset_clip`). Returns what was carried,
+  reset and dropped."""
   new, changes = switched_kwargs(
     dict(config.estimator_kwargs),
     inspect.signature(spec.factory).parameters,
@@ -159,6 +170,8 @@ def switch_estimator_kwargs(config, spec, given: dict) -> dict:
   )
   with config.unlocked():
     config.estimator_kwargs = new
+  if _reset_clip(config) and spec.private:
+    changes["reset to the registered default"].append("privacy.clip")
   return changes
 
 
@@ -199,10 +212,15 @@ def _apply_taken_out(config):
     with config.unlocked():
       config.estimator = estimator
   for field in _LATE["none"]:
-    if field not in config:
-      raise ValueError(f"Unknown config field {field!r}.")
-    with config.unlocked():
-      setattr(config, field, None)
+    *blocks, leaf = field.split(".")
+    node = config
+    for block in blocks:
+      node = node.get(block) if hasattr(node, "get") else None
+    if node is None or leaf not in node:
+      moved = privacy_config.moved_hint(field)
+      raise ValueError(f"Unknown config field {moved or repr(field)}.")
+    with node.unlocked():
+      setattr(node, leaf, None)
   with config.unlocked(), config.estimator_kwargs.unlocked():
     config.estimator_kwargs.update(_LATE["estimator_kwargs"])
     if flags.FLAGS.is_parsed() and RESUME.value:
@@ -242,6 +260,19 @@ def apply_late_overrides(config, argv_had_estimator: bool | None = None):
 CARRIED: list[str] = []
 
 
+def _reset_clip(config) -> bool:
+  """On an estimator switch, ``privacy.clip`` back to the new estimator's
+  default (each clips its own quantity), unless the command line sets it;
+  whether it was reset."""
+  if any(a.startswith("--config.privacy.clip=") for a in sys.argv):
+    return False
+  if config.privacy.get("clip") is None:
+    return False
+  with config.privacy.unlocked():
+    config.privacy.clip = None
+  return True
+
+
 def _check_live(config) -> None:
   """:func:`check_declared`'s field check on the live registry (the run's
   own checks do the rest)."""
@@ -264,6 +295,24 @@ def _fail(message: str, debug: bool, error=None) -> int:
   return 2
 
 
+def _unknown_override(text: str, argv) -> str:
+  """One line for a ``--config.a.b=...`` whose last field the config lacks
+  (ml_collections names only that field): the whole flag, and its close
+  name if ml_collections found one."""
+  text = text.replace("\\n", " ").replace("\\'", "").strip("\"' ")
+  field = text.split()[0] if text else ""
+  flags_given = [a.split("=")[0].removeprefix("--") for a in argv[1:]]
+  named = [f for f in flags_given if f.endswith(f".{field}")]
+  close = re.search(r'Did you mean "([^"]+)"', text)
+  if not (named and close):
+    return f"error: unknown config field in the overrides: {text}"
+  parent = named[0][: -len(field)]
+  return (
+    f"error: unknown config field in the overrides: {named[0]} (did you "
+    f"mean {parent}{close.group(1)}?)."
+  )
+
+
 def parse(argv) -> int | None:
   """Parses ``argv`` with absl; a usage error is one paragraph (returns 2)."""
   debug = "--debug" in argv
@@ -278,10 +327,7 @@ def parse(argv) -> int | None:
       return _fail(f"error: unexpected arguments {rest[1:]}.\n{USAGE}", debug)
     CONFIG.value.keys()  # a file that failed to load raises here
   except AttributeError as e:  # a --config.<field> that the config lacks
-    text = str(e).replace("\\n", " ").replace("\\'", "").strip("\"' ")
-    return _fail(
-      f"error: unknown config field in the overrides: {text}", debug, e
-    )
+    return _fail(_unknown_override(str(e), argv), debug, e)
   except Exception as e:  # pylint: disable=broad-except
     lines = [x.strip() for x in str(e).splitlines() if x.strip()]
     first = lines[-1] if "Errno" in str(e) else (lines or [""])[0]

@@ -8,8 +8,10 @@ estimator declares (``config_fields`` of its registry entry, in the JAX-free
 manifest). A field outside these, set in a config file or on the command
 line, would be ignored without a word (``c.num_step = 100`` leaves
 ``num_steps`` at 4000), so :func:`check` refuses it, naming the closest
-field the run reads. Inside the fixed blocks (``mesh``, ``distributed``,
-``hidden_state``) the keys are checked the same way; the free-form blocks
+field the run reads (or where a field of earlier releases moved: the
+privacy settings are in the ``privacy`` block). Inside the fixed blocks
+(``mesh``, ``distributed``, ``privacy``, ``hidden_state``) the keys are
+checked the same way; the free-form blocks
 (``estimator_kwargs``, ``model_kwargs``, ...) are checked against what they
 are passed to.
 
@@ -27,6 +29,7 @@ import difflib
 import functools
 
 from configs import default
+from experiments.run import privacy_config
 
 # Fields every task reads: the public split and the public proxy
 # (experiments/tasks/__init__.py, public_proxy.py) and the data seed.
@@ -129,6 +132,7 @@ PUBLIC_SPLITS: dict[str, tuple[str, ...]] = {
 }
 
 # Blocks whose keys are fixed (their defaults' keys, or listed here).
+FIXED_BLOCKS = ("mesh", "distributed", "privacy")
 NESTED = {"hidden_state": ("report", "checkpoints_private")}
 
 
@@ -157,7 +161,7 @@ def default_schema() -> dict:
   """``configs/default.py``'s fields, a fixed block as its set of keys."""
 
   return {
-    key: tuple(value.keys()) if key in ("mesh", "distributed") else None
+    key: tuple(value.keys()) if key in FIXED_BLOCKS else None
     for key, value in default.get_config().items()
   }
 
@@ -196,7 +200,11 @@ def run_fields(config, estimator_fields) -> set[str]:
 
 
 def _hint(name: str, known, config, estimators: dict) -> str:
-  """``'name' (did you mean ...?)``, or which tasks and estimators read it."""
+  """``'name' (did you mean ...?)``, which tasks and estimators read it, or
+  where a field of earlier releases moved."""
+  moved = privacy_config.moved_hint(name)
+  if moved:
+    return moved
   others = readers(name, estimators) if "." not in name else []
   if others:  # a real field, of another task or estimator
     return (

@@ -18,12 +18,14 @@ the ledger, calibration, result.json) follows the runner's ordinary path.
   the ledger's record of the setting otherwise (``docs/hidden_state.md``).
 
 Config fields: ``estimator_kwargs`` (``num_directions``, ``noise_std``,
-``clip``, ``smoothing``, ``directional_fraction``; defaults from the
-registry; any other key goes to the factory), ``learning_rate`` (the
-step size ``eta``; ``None``: the theorem's limit, ``K/M`` for a strongly
-convex loss), ``radius``, ``l2``, ``sampling`` ('full_batch' or
-'without_replacement' with ``expected_batch_size`` as the batch size) and
-``hidden_state`` (``report``, ``checkpoints_private``).
+``smoothing``, ``directional_fraction``; defaults from the registry; any
+other key goes to the factory), ``privacy`` (``clip``, the ``Delta`` of the
+setting, default 2.0; ``sampling``, 'full_batch' or 'without_replacement'
+with ``expected_batch_size`` as the batch size; ``delta``; the noise
+multiplier or target epsilon), ``learning_rate`` (the step size ``eta``;
+``None``: the theorem's limit, ``K/M`` for a strongly convex loss),
+``radius``, ``l2`` and ``hidden_state`` (``report``,
+``checkpoints_private``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from __future__ import annotations
 from typing import Any
 
 from experiments.run import logreg_constants as logreg
+from experiments.run import privacy_config
 from zoprivacy.hidden_state import setting as setting_lib
 
 SAMPLING = ("full_batch", "without_replacement")
@@ -41,11 +44,17 @@ SETTING_FIELDS = (
   "smoothing",
   "directional_fraction",
 )
+# The setting's fields the privacy block holds (never estimator_kwargs).
+SETTING_PRIVACY = ("clip",)
 
 
 def _kwargs(config, spec) -> dict[str, Any]:
+  """The setting's hyperparameters: the registered defaults, the
+  ``estimator_kwargs`` and the privacy block's clip (``Delta``)."""
   kw = dict(spec.defaults)
   kw.update(config.estimator_kwargs)
+  if config.privacy.get("clip") is not None:
+    kw["clip"] = config.privacy.clip
   return kw
 
 
@@ -84,12 +93,13 @@ def make_setting(
     if assumptions is None:
       raise ValueError("Set learning_rate (the step size eta).")
     eta = setting_lib.step_size_limit(assumptions, k)
-  if config.sampling not in SAMPLING:
+  block = config.privacy
+  if block.sampling not in SAMPLING:
     raise ValueError(
-      f"Noisy-ZOGD samples {SAMPLING}, got sampling={config.sampling!r}."
+      f"Noisy-ZOGD samples {SAMPLING}, got privacy.sampling={block.sampling!r}."
     )
   batch = (
-    None if config.sampling == "full_batch" else int(config.expected_batch_size)
+    None if block.sampling == "full_batch" else int(block.expected_batch_size)
   )
   return setting_lib.NoisyZOGDSetting(
     dimension=logreg.dimension(_dataset(config)),
@@ -108,8 +118,18 @@ def make_setting(
 
 def preflight(config, *, spec) -> None:
   """Every check that needs no data (a stand-in dataset size is used)."""
+  moved = [k for k in config.estimator_kwargs if k in SETTING_PRIVACY]
+  if moved:
+    raise ValueError(
+      f"{spec.name} does not take "
+      + ", ".join(
+        privacy_config.moved_hint(f"estimator_kwargs.{k}") for k in moved
+      )
+      + ": its setting's clip is the privacy block's."
+    )
+  block = config.privacy
   stand_in = (
-    1 if config.sampling == "full_batch" else int(config.expected_batch_size)
+    1 if block.sampling == "full_batch" else int(block.expected_batch_size)
   )
   make_setting(config, stand_in, spec=spec)
 

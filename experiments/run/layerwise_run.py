@@ -75,6 +75,9 @@ def make(config, resolved, task):
   kwargs = dict(resolved.kwargs)
   if kwargs.get("direction_prng", "auto") == "auto":  # a large model's choice
     kwargs["direction_prng"] = directions.AUTO_COUNTER
+  privacy = kwargs.get("privacy")
+  if privacy is not None and privacy.clip is None:  # the estimator's default
+    kwargs["privacy"] = privacy.replace(clip=resolved.plan.clip)
   zo = STEPS[config.estimator](
     perturbed_loss=task.perturbed_loss,
     learning_rate=config.learning_rate,

@@ -247,4 +247,4 @@ class HostShard:
     indices[: own.size] = own
     mask = np.zeros(self.capacity, bool)
     mask[: own.size] = True
-    return sampling.IndexBatch(indices, mask)
+    return sampling.IndexBatch(indices, mask, index_batch.selection)

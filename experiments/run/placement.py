@@ -118,9 +118,11 @@ class Placement:
     extra = -len(batch.mask) % multiple
     if not extra:
       return batch
-    return sampling.IndexBatch(
-      np.concatenate([batch.indices, np.zeros(extra, batch.indices.dtype)]),
-      np.concatenate([batch.mask, np.zeros(extra, bool)]),
+    return batch._replace(
+      indices=np.concatenate(
+        [batch.indices, np.zeros(extra, batch.indices.dtype)]
+      ),
+      mask=np.concatenate([batch.mask, np.zeros(extra, bool)]),
     )
 
   def host_shard(self, dataset_size: int, sampler):
@@ -140,7 +142,7 @@ class Placement:
 
   def gather_batch(
     self, arrays, index_batch: sampling.IndexBatch, host_shard=None
-  ) -> sampling.PaddedBatch:
+  ) -> sampling.Batch:
     """The padded batch of ``index_batch`` placed on the mesh. With several
     processes, ``arrays`` is this host's range (``host_shard.rows``) and
     each host gathers only its own block."""
@@ -154,7 +156,7 @@ class Placement:
       local, sharding.data_sharding(self.mesh), rows
     )
 
-  def batch(self, batch: sampling.PaddedBatch) -> sampling.PaddedBatch:
+  def batch(self, batch: sampling.Batch) -> sampling.Batch:
     """The batch and its mask split over ``data`` x ``fsdp``."""
     if self.num_devices == 1:
       return batch

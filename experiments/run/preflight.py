@@ -24,7 +24,7 @@ import errno
 import math
 import os
 
-from experiments.run import config_fields, optimizer_names
+from experiments.run import config_fields, optimizer_names, privacy_config
 from experiments.run import workdir as workdir_lib
 from zoprivacy.core import estimator_manifest
 
@@ -40,7 +40,12 @@ STEP_WRAPPERS = ("MultiSteps", "apply_every")
 
 
 def _positive(
-  config, name: str, *, allow_none: bool = True, allow_zero: bool = False
+  config,
+  name: str,
+  *,
+  allow_none: bool = True,
+  allow_zero: bool = False,
+  label: str | None = None,
 ) -> None:
   value = config.get(name)
   if value is None and allow_none:
@@ -53,7 +58,9 @@ def _positive(
     or (value == 0 and not allow_zero)
   ):
     bound = ">= 0" if allow_zero else "> 0"
-    raise ValueError(f"{name} must be a finite number {bound}, got {value!r}.")
+    raise ValueError(
+      f"{label or name} must be a finite number {bound}, got {value!r}."
+    )
 
 
 def _check_steps(config) -> None:
@@ -97,29 +104,37 @@ def check_numbers(config) -> None:
   needed, no JAX)."""
   _check_steps(config)
   _check_step_wrapper(config)
-  delta = config.get("delta")
+  block = config.get("privacy")
+  if block is None:
+    raise ValueError(
+      "The config has no privacy block: start it from configs/default.py "
+      "(config = default.get_config()), whose privacy block holds the clip, "
+      "noise, target epsilon or noise multiplier, delta and sampling."
+    )
+  delta = block.get("delta")
   if delta is not None and (
     not isinstance(delta, (int, float)) or not 0.0 < delta < 1.0
   ):
-    raise ValueError(f"delta must lie in (0, 1), got {delta!r}.")
-  for name in ("target_epsilon", "noise_multiplier", "epsilon_budget"):
-    _positive(config, name)
-  batch = config.get("expected_batch_size")
-  if config.get("sampling") != "full_batch" and not (
+    raise ValueError(f"privacy.delta must lie in (0, 1), got {delta!r}.")
+  for name in ("target_epsilon", "noise_multiplier", "clip"):
+    _positive(block, name, label=f"privacy.{name}")
+  _positive(config, "epsilon_budget")
+  batch = block.get("expected_batch_size")
+  if block.get("sampling") != "full_batch" and not (
     isinstance(batch, (int, float)) and batch >= 1
   ):
-    raise ValueError(f"expected_batch_size must be >= 1, got {batch!r}.")
+    raise ValueError(
+      f"privacy.expected_batch_size must be >= 1, got {batch!r}."
+    )
   # 0 is a legitimate control (public selection compares it).
   _positive(config, "learning_rate", allow_zero=True)
   kwargs = dict(config.get("estimator_kwargs") or {})
   _check_physical_batch(config, kwargs)
-  for name in ("clip", "smoothing"):
-    value = kwargs.get(name)
-    if value is None or isinstance(value, (list, tuple)):
-      continue  # unset, or per-layer values: the estimator checks each
+  value = kwargs.get("smoothing")
+  if value is not None and not isinstance(value, (list, tuple)):
     if not isinstance(value, (int, float)) or not value > 0:
       raise ValueError(
-        f"estimator_kwargs.{name} must be > 0, got {value!r} "
+        f"estimator_kwargs.smoothing must be > 0, got {value!r} "
         f"({config.get('estimator')})."
       )
 
@@ -146,41 +161,55 @@ def _check_physical_batch(config, kwargs) -> None:
 def _check_privacy(config, spec) -> None:
   if not spec.private:
     return
-  if not 0.0 < (config.get("delta") or 0.0) < 1.0:
-    raise ValueError(f"delta must lie in (0, 1), got {config.get('delta')!r}.")
+  block = config.privacy
+  if not 0.0 < (block.get("delta") or 0.0) < 1.0:
+    raise ValueError(
+      f"privacy.delta must lie in (0, 1), got {block.get('delta')!r}."
+    )
   if (
     not spec.takes_setting
-    and config.get("target_epsilon") is None
-    and config.get("noise_multiplier") is None
+    and block.get("target_epsilon") is None
+    and block.get("noise_multiplier") is None
   ):
     raise ValueError(
-      "Set target_epsilon or noise_multiplier for a private run."
+      "Set privacy.target_epsilon or privacy.noise_multiplier for a private "
+      "run."
     )
-  if spec.private and config.sampling not in spec.sampling:
+  if block.sampling not in spec.sampling:
     schemes = " or ".join(
       "Poisson" if s == "poisson" else repr(s) for s in spec.sampling
     )
     raise ValueError(
       f"{config.estimator}'s privacy is accounted under {schemes} "
-      f"sampling, not {config.sampling!r} ('shuffle' is only for the "
+      f"sampling, not {block.sampling!r} ('shuffle' is only for the "
       "non-private baseline)."
     )
+  if not spec.takes_setting:  # the value's own checks, before JAX loads
+    privacy_config.value(config, 1 << 30)
 
 
 def check_kwarg_names(estimator: str, kwargs, accepted) -> None:
   """Refuses keyword names the estimator's factory (or the model, for
-  ``model_kwargs``) does not take, naming the closest accepted one."""
+  ``model_kwargs``) does not take, naming the closest accepted one (or the
+  privacy field a privacy setting of earlier releases moved to)."""
   unknown = [k for k in kwargs if k not in accepted]
   if unknown:
     hints = []
     for k in unknown:
-      close = difflib.get_close_matches(str(k), list(accepted), n=1)
+      moved = privacy_config.moved_hint(f"estimator_kwargs.{k}")
+      if "privacy" in accepted and moved:
+        hints.append(moved)
+        continue
+      names = {name: name for name in accepted}
+      if "privacy" in accepted:  # a misspelt privacy field: the block's
+        names.update({f: f"privacy.{f}" for f in privacy_config.MOVED_KWARGS})
+      close = difflib.get_close_matches(str(k), list(names), n=1)
       hints.append(
-        repr(k) + (f" (did you mean {close[0]!r}?)" if close else "")
+        repr(k) + (f" (did you mean {names[close[0]]!r}?)" if close else "")
       )
     raise ValueError(
       f"{estimator} does not take {', '.join(hints)}; "
-      f"it takes {', '.join(sorted(accepted))}."
+      f"it takes {', '.join(sorted(a for a in accepted if a != 'privacy'))}."
     )
 
 
@@ -224,16 +253,17 @@ def check_budget_against_target(config, private: bool) -> None:
   """A run calibrated for ``target_epsilon`` spends it over its planned
   steps, so a smaller ``epsilon_budget`` refuses it; found from the two
   numbers alone (no accounting), before JAX loads."""
-  budget, target = config.get("epsilon_budget"), config.get("target_epsilon")
+  block = config.privacy
+  budget, target = config.get("epsilon_budget"), block.get("target_epsilon")
   if not private or budget is None or target is None:
     return
-  if config.get("noise_multiplier") is not None or not target > budget:
+  if block.get("noise_multiplier") is not None or not target > budget:
     return  # a set multiplier wins over the target: the ledger checks it
   raise BudgetBelowTargetError(
-    f"target_epsilon={target:g} is above epsilon_budget={budget:g}: the "
+    f"privacy.target_epsilon={target:g} is above epsilon_budget={budget:g}: the "
     f"noise is calibrated to spend epsilon {target:g} over the "
     f"{config.num_steps} planned steps, which the budget refuses. Set "
-    f"target_epsilon to at most {budget:g} (more noise), or raise "
+    f"privacy.target_epsilon to at most {budget:g} (more noise), or raise "
     "epsilon_budget."
   )
 
@@ -244,8 +274,8 @@ def _check_run_settings(config, declaration) -> None:
   them all when the config lacks them."""
   settings = dict(declaration.run_settings)
   if not settings or (
-    all(k in config for k in settings)
-    and config.get("sampling") in declaration.sampling
+    all(_has(config, k) for k in settings)
+    and config.privacy.get("sampling") in declaration.sampling
   ):
     return
   shown = " ".join(f"--config.{k}={v}" for k, v in settings.items())
@@ -254,6 +284,16 @@ def _check_run_settings(config, declaration) -> None:
     + ", ".join(f"{k}={v!r}" for k, v in settings.items())
     + f" (the config lacks some of them); add {shown}."
   )
+
+
+def _has(config, dotted: str) -> bool:
+  """Whether ``config`` has the (dotted) field."""
+  node = config
+  for key in dotted.split("."):
+    if not hasattr(node, "keys") or key not in node:
+      return False
+    node = node[key]
+  return True
 
 
 def check_spec(config, spec) -> None:
@@ -340,8 +380,9 @@ def check_before_jax(config) -> None:
 
 def check_dataset_size(config, num_train: int) -> None:
   """A batch larger than the training set (checked as soon as it is known)."""
-  if config.sampling != "full_batch" and config.expected_batch_size > num_train:
+  block = config.privacy
+  if block.sampling != "full_batch" and block.expected_batch_size > num_train:
     raise ValueError(
-      f"expected_batch_size={config.expected_batch_size} is larger than the "
-      f"{num_train} training examples of {config.dataset!r}."
+      f"privacy.expected_batch_size={block.expected_batch_size} is larger "
+      f"than the {num_train} training examples of {config.dataset!r}."
     )

@@ -112,7 +112,7 @@ def _secret_and_ledger(config, spec, primary):
   if spec.private:
     ledger = run_ledger.WriteAheadLedger.open(
       workdir,
-      delta=config.delta,
+      delta=config.privacy.delta,
       epsilon_budget=config.get("epsilon_budget"),
       write=primary,
     )
@@ -145,7 +145,7 @@ def _check_budget(config, plan, ledger) -> None:
     raise accounting.PrivacyBudgetExceededError(
       f"The run plans {config.num_steps} steps but only "
       f"{ledger.num_steps + fits} fit epsilon_budget "
-      f"{config.epsilon_budget:g} at delta {config.delta:g} "
+      f"{config.epsilon_budget:g} at delta {config.privacy.delta:g} "
       f"[{plan.describe()}].",
       projected_epsilon=ledger.ledger.projected_epsilon(plan, left),
       epsilon_budget=config.epsilon_budget,
@@ -164,7 +164,7 @@ def _optimizer(config, spec, task, placement, n, secret):
   if not config.get("layerwise"):
     plan = held_plan(opt_state, config)  # the plan the state holds
   elif plan.is_noised:
-    plan = plan.replace(delta=config.delta)
+    plan = plan.replace(delta=config.privacy.delta)
   return (
     tx,
     plan,

@@ -15,10 +15,16 @@ import jax
 import numpy as np
 import optax
 
-from experiments.run import hidden_state_run, preflight, progress
+from experiments.run import (
+  hidden_state_run,
+  preflight,
+  privacy_config,
+  progress,
+)
 from experiments.run.optimizers import learning_rate_of, make_optimizer
 from zoprivacy import accounting
 from zoprivacy.data import sampling
+from zoprivacy.estimators import composition
 from zoprivacy.first_order import per_example_check
 from zoprivacy.privacy import find_plan, randomness
 from zoprivacy.secret_noise import bind_noise_secret
@@ -55,14 +61,17 @@ class Resolved(NamedTuple):
 
 def build_estimator(config, noise_multiplier, dataset_size, *, spec):
   """The estimator named by ``config.estimator``, from its declaration
-  ``spec`` (the run's, from :func:`experiments.run.preflight.validate`)."""
-  return spec.factory(
-    **estimator_kwargs(config, noise_multiplier, dataset_size, spec=spec)
-  )
+  ``spec`` (the run's, from :func:`experiments.run.preflight.validate`), at
+  ``noise_multiplier``."""
+  kwargs = estimator_kwargs(config, dataset_size, spec=spec)
+  return spec.factory(**_with_multiplier(kwargs, spec, noise_multiplier))
 
 
-def estimator_kwargs(config, noise_multiplier, dataset_size, *, spec) -> dict:
-  """The keyword arguments :func:`build_estimator` passes to the factory."""
+def estimator_kwargs(config, dataset_size, *, spec) -> dict:
+  """The keyword arguments :func:`resolve` passes to the factory: its
+  registered defaults, ``config.estimator_kwargs`` and, for a private
+  estimator, the run's privacy value (:mod:`experiments.run.privacy_config`,
+  uncalibrated when the config sets a target)."""
   if spec.takes_setting:  # the setting holds the hyperparameters
     kwargs = hidden_state_run.factory_kwargs(config, dataset_size, spec=spec)
   else:
@@ -71,15 +80,10 @@ def estimator_kwargs(config, noise_multiplier, dataset_size, *, spec) -> dict:
   accepted = inspect.signature(spec.factory).parameters
   preflight.check_kwarg_names(config.estimator, kwargs, accepted)
   kwargs["direction_key"] = config.seed
-  if spec.private:
-    kwargs["noise_multiplier"] = noise_multiplier
-    if not spec.takes_setting:  # a setting fixes its batches
-      kwargs.update(
-        expected_batch_size=config.expected_batch_size,
-        dataset_size=dataset_size,
-      )
-    if config.get("insecure_test_noise"):
-      kwargs["insecure_test_noise_seed"] = config.seed
+  if spec.private and not spec.takes_setting:
+    kwargs["privacy"] = privacy_config.value(config, dataset_size)
+  elif spec.private and config.get("insecure_test_noise"):
+    kwargs["insecure_test_noise_seed"] = config.seed
   if config.get("physical_batch_size") is not None:
     if "physical_batch_size" not in accepted:
       raise ValueError(
@@ -88,8 +92,6 @@ def estimator_kwargs(config, noise_multiplier, dataset_size, *, spec) -> dict:
         "config.physical_batch_size."
       )
     kwargs["physical_batch_size"] = config.physical_batch_size
-  if spec.exact_noise and "noise" not in kwargs:
-    kwargs["noise"] = "exact" if config.get("exact_noise", True) else "float"
   if spec.needs_num_steps:
     kwargs.setdefault("num_steps", config.num_steps)
   if spec.needs_learning_rate:
@@ -97,31 +99,47 @@ def estimator_kwargs(config, noise_multiplier, dataset_size, *, spec) -> dict:
   return kwargs
 
 
-def noise_multiplier_of(config, spec, kwargs):
-  """``(sigma, how)``: the set multiplier, or the one calibrated on the
-  plan's own epsilon for ``target_epsilon``. The plan template is the one
-  the factory would build from the run's ``kwargs`` at multiplier 1, from
-  its declared privatization (:meth:`EstimatorSpec.plan_template`): no
-  estimator is built for it."""
+def _with_multiplier(kwargs, spec, sigma) -> dict:
+  """``kwargs`` whose privacy value (or, for a setting, whose
+  ``noise_multiplier``) is ``sigma``."""
   if not spec.private:
-    return None, "non-private"
-  if config.get("noise_multiplier") is not None:
-    return float(config.noise_multiplier), "set by noise_multiplier"
-  if config.get("target_epsilon") is not None:
-    template = spec.plan_template(dict(kwargs, noise_multiplier=1.0))
-    progress.stage(
-      f"calibrating the noise for epsilon {config.target_epsilon:g}"
+    return kwargs
+  if spec.takes_setting:
+    return dict(kwargs, noise_multiplier=sigma)
+  privacy = kwargs["privacy"].replace(noise_multiplier=sigma, target=None)
+  return dict(kwargs, privacy=privacy)
+
+
+def calibrated(config, spec, kwargs) -> tuple[dict, str]:
+  """``(kwargs, how)``: the factory's arguments with the noise multiplier
+  set or calibrated (the privacy value's own calibration, on the
+  estimator's plan: :meth:`zoprivacy.Privacy.calibrate`), and where it came
+  from. Nothing is built."""
+  if not spec.private:
+    return kwargs, "non-private"
+  block = config.privacy
+  if block.get("noise_multiplier") is not None:
+    return kwargs, "set by noise_multiplier"
+  if block.get("target_epsilon") is None:
+    if spec.takes_setting:
+      return kwargs, "set by the setting's noise_std"
+    raise ValueError(
+      "Set privacy.target_epsilon or privacy.noise_multiplier for a private "
+      "run."
     )
+  how = f"calibrated for target epsilon {block.target_epsilon:g}"
+  progress.stage(f"calibrating the noise for epsilon {block.target_epsilon:g}")
+  if spec.takes_setting:
+    probe = spec.factory(**dict(kwargs, noise_multiplier=1.0))
     plan = accounting.calibrate_plan(
-      template.replace(delta=config.delta),
-      target_epsilon=config.target_epsilon,
+      probe.privacy_plan.replace(delta=block.delta),
+      target_epsilon=block.target_epsilon,
       num_steps=config.num_steps,
     )
-    how = f"calibrated for target epsilon {config.target_epsilon:g}"
-    return plan.noise_multiplier, how
-  if spec.takes_setting:
-    return None, "set by the setting's noise_std"
-  raise ValueError("Set target_epsilon or noise_multiplier for a private run.")
+    return dict(kwargs, noise_multiplier=plan.noise_multiplier), how
+  rest = {k: v for k, v in kwargs.items() if k != "privacy"}
+  privacy = kwargs["privacy"].calibrate(estimator=spec.factory, **rest)
+  return dict(kwargs, privacy=privacy), how
 
 
 def resolve(config, dataset_size, *, spec) -> Resolved:
@@ -129,10 +147,9 @@ def resolve(config, dataset_size, *, spec) -> Resolved:
   and the reproductions all call it): the factory's arguments computed once,
   the noise multiplier set or calibrated, the estimator and the optimizer
   built once each; no state is initialized."""
-  kwargs = estimator_kwargs(config, None, dataset_size, spec=spec)
-  sigma, how = noise_multiplier_of(config, spec, kwargs)
-  if spec.private:
-    kwargs["noise_multiplier"] = sigma
+  kwargs, how = calibrated(
+    config, spec, estimator_kwargs(config, dataset_size, spec=spec)
+  )
   progress.stage("building the model and the optimizer")
   estimator = spec.factory(**kwargs)
   tx = (
@@ -146,7 +163,7 @@ def resolve(config, dataset_size, *, spec) -> Resolved:
 def held_plan(opt_state, config):
   """The plan ``opt_state`` holds, with the run's ``delta`` when noised."""
   plan = find_plan(opt_state)
-  return plan.replace(delta=config.delta) if plan.is_noised else plan
+  return plan.replace(delta=config.privacy.delta) if plan.is_noised else plan
 
 
 def init_optimizer_state(init, trainable, secret: bytes):
@@ -156,7 +173,8 @@ def init_optimizer_state(init, trainable, secret: bytes):
   state's noise belongs here, and only here."""
   # Every noise key from the broadcast run secret: all hosts add the same
   # noise, bound to the plan (zoprivacy.secret_noise.noise_binding).
-  return bind_noise_secret(init(trainable), secret)
+  # Checked whole before any release (zoprivacy.init's check), and marked.
+  return bind_noise_secret(composition.check(init(trainable)), secret)
 
 
 def state_template(config, task):
@@ -168,7 +186,7 @@ def state_template(config, task):
   spec = preflight.validate(config)
   tx = resolve(config, task.num_train, spec=spec).tx
   trainable, frozen = task.init(jax.random.key(config.seed))
-  opt_state = tx.init(trainable)
+  opt_state = composition.check(tx.init(trainable))
   return trainable, frozen, opt_state, held_plan(opt_state, config)
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from experiments.run import preflight
+from experiments.run import preflight, privacy_config
 from experiments.run.optimizers import with_learning_rate
 from experiments.run.placement import Placement
 from experiments.run.run_setup import init_optimizer_state, resolve
@@ -89,7 +89,9 @@ def lowered(config, task, rows: int):
     (task.train_inputs, task.train_labels),
   )
   batch = sampling.PaddedBatch(
-    examples, jax.ShapeDtypeStruct((rows,), jnp.bool_)
+    examples,
+    jax.ShapeDtypeStruct((rows,), jnp.bool_),
+    privacy_config.selection(config, task.num_train),  # as a run draws it
   )
   plan = resolved.plan
   noise = None

@@ -128,10 +128,12 @@ def _privacy_fields(run: Run, done: int) -> dict[str, Any]:
     "noise_multiplier": plan.noise_multiplier if plan.is_noised else None,
     "noise_multiplier_source": run.how,
     "target_epsilon": (
-      config.get("target_epsilon") if run.how.startswith("calibrated") else None
+      config.privacy.get("target_epsilon")
+      if run.how.startswith("calibrated")
+      else None
     ),
     "epsilon": run.epsilon(),
-    "delta": config.delta if plan.is_noised else None,
+    "delta": config.privacy.delta if plan.is_noised else None,
     "private": plan.is_private,
     "privacy_plan": plan.to_dict(),
     "privacy": plan.describe(),

@@ -41,6 +41,15 @@ class _NoLog:
     pass
 
 
+def _direction_kwargs(config) -> dict:
+  """The estimator's keywords, with the queries per step of a private
+  estimator (its privacy block's ``num_queries``; MeZO's is its own
+  keyword, which comes first)."""
+  kwargs = dict(config.estimator_kwargs)
+  kwargs.setdefault("num_queries", config.privacy.get("num_queries", 1))
+  return kwargs
+
+
 class RunTrajectory:
   """The log of one run in its workdir: ``record`` after each step,
   ``save`` with each checkpoint."""
@@ -49,7 +58,7 @@ class RunTrajectory:
     self.path = os.path.join(config.workdir, FILE_NAME)
     self.logger = trajectory.TrajectoryLogger(
       estimator=config.estimator,
-      estimator_kwargs=dict(config.estimator_kwargs),
+      estimator_kwargs=_direction_kwargs(config),
       params=params,
     )
     if first_step:  # resumed: the log up to the checkpoint goes on

@@ -16,6 +16,12 @@ tuning's, ``config.json``: the fingerprint check above then decides), or
 holds only files a run of that kind writes (one killed before its
 ``config.json``). Any other folder (``/``, a home folder, a model's folder
 with its own ``config.json``) is refused before anything is written.
+
+A workdir written by an earlier release, whose config kept the privacy
+settings at the top level (``target_epsilon``, ``exact_noise``,
+``estimator_kwargs.clip``, ...), is read in the ``privacy`` block's names
+(:func:`normalized`): the same run resumes, and its ``config.json`` is
+rewritten in the new form; a differing one is refused as any other.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+
+from experiments.run import privacy_config
 
 IGNORED = (
   "workdir",
@@ -59,6 +67,17 @@ ENTRIES = {
   ),
 }
 KIND_NAMES = {"run": "a run", "tuning": "a tuning (experiments.tune)"}
+
+# What the privacy block's fields meant when an earlier release's config
+# did not name them: each factory's own default (clip: the estimator's).
+LEGACY_DEFAULTS = {
+  "privacy.clip": None,
+  "privacy.noise": "exact",
+  "privacy.grid_points": 1024,
+  "privacy.neighboring": "add_or_remove",
+  "privacy.num_queries": 1,
+  "privacy.mechanism": "gaussian",
+}
 
 
 class ConfigMismatchError(ValueError):
@@ -158,6 +177,27 @@ def check_own(workdir: str, kind: str = "run") -> None:
     )
 
 
+def normalized(old: dict, new: dict) -> dict:
+  """The flat config ``old`` of an earlier release in the privacy block's
+  names (``new``: the flat config of this run, which says which
+  ``estimator_kwargs`` its estimator still takes)."""
+  if not any(privacy_config.new_name(k) for k in old):
+    return old
+  out = dict(old)
+  for name in list(out):
+    target = privacy_config.new_name(name)
+    if target is None or name in new or target not in new:
+      continue
+    value = out.pop(name)
+    if name == "exact_noise":
+      value = "exact" if value else "float"
+    out[target] = value
+  for key, value in LEGACY_DEFAULTS.items():
+    if key in new:
+      out.setdefault(key, value)
+  return out
+
+
 def claim(
   workdir: str, config_dict: dict, resume: str = "", *, write: bool = True
 ) -> None:
@@ -170,23 +210,32 @@ def claim(
   if os.path.exists(path):
     with open(path) as f:
       recorded = json.load(f)
-    if recorded["fingerprint"] != digest and resume != "force":
-      old = recorded["config"]
+    if recorded["fingerprint"] == digest:
+      return
+    old = normalized(recorded["config"], flat)
+    renamed = old is not recorded["config"]
+    same = renamed and fingerprint(_nested(old))[0] == digest
+    if not same and resume != "force":
       keys = sorted(set(old) | set(flat))
       diffs = [
         f"  {k}: {old.get(k, '<unset>')!r} -> {flat.get(k, '<unset>')!r}"
         for k in keys
         if old.get(k) != flat.get(k)
       ]
+      earlier = (
+        " (its config, from an earlier release, read in the privacy "
+        "block's names: set the fields below to carry it over)"
+        if renamed
+        else ""
+      )
       raise ConfigMismatchError(
-        f"{workdir} holds a run of a different configuration; resuming it "
-        "would mix two runs (and their privacy ledgers). Differences:\n"
+        f"{workdir} holds a run of a different configuration{earlier}; "
+        "resuming it would mix two runs (and their privacy ledgers). "
+        "Differences:\n"
         + "\n".join(diffs)
         + "\nUse a new workdir, or --resume=force to "
         "resume anyway."
       )
-    if recorded["fingerprint"] == digest:
-      return
   if not write:
     return
   os.makedirs(workdir, exist_ok=True)
@@ -196,3 +245,15 @@ def claim(
       {"fingerprint": digest, "config": flat}, f, indent=2, sort_keys=True
     )
   os.replace(tmp, path)
+
+
+def _nested(flat: dict) -> dict:
+  """The flat ``{"a.b": v}`` config as nested dicts (as ``to_dict``)."""
+  out: dict = {}
+  for key, value in flat.items():
+    *blocks, leaf = key.split(".")
+    node = out
+    for block in blocks:
+      node = node.setdefault(block, {})
+    node[leaf] = value
+  return out

@@ -157,7 +157,7 @@ def step_rdp_event(plan) -> dp_accounting.DpEvent:
     raise ValueError(
       "The integer-order bound of the subsampled discrete Gaussian covers "
       f"Poisson sampling (or the full batch), not {sampling.describe()}; "
-      "use config.sampling='poisson'."
+      "use config.privacy.sampling='poisson'."
     )
   return sampling.wrap(dp_accounting.GaussianDpEvent(mech.noise_multiplier))
 

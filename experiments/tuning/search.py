@@ -3,7 +3,7 @@ r"""The search space of a tuning: values to choose from, or distributions.
 Two ways to declare it, as ml_collections users expect:
 
 * on the command line, ``--search.<field>=<spec>`` (dotted fields such as
-  ``estimator_kwargs.clip`` work), repeatable;
+  ``privacy.clip`` work), repeatable;
 * in a Python file, ``--search=configs/<name>_search.py``, whose
   ``get_search()`` returns ``{field: spec}``.
 
@@ -30,22 +30,30 @@ from zoprivacy.privacy import randomness
 FORBIDDEN = frozenset(
   {
     "num_steps",
-    "expected_batch_size",
-    "target_epsilon",
-    "noise_multiplier",
-    "delta",
+    # The privacy block but its clip (the noise scales with it).
+    *(
+      f"privacy.{name}"
+      for name in (
+        "target_epsilon",
+        "noise_multiplier",
+        "delta",
+        "sampling",
+        "expected_batch_size",
+        "noise",
+        "grid_points",
+        "neighboring",
+        "num_queries",
+        "mechanism",
+      )
+    ),
     "epsilon_budget",
     "estimator",
-    "sampling",
     "dataset",
-    "exact_noise",
     "insecure_test_noise",
     "test_run",
     "workdir",
     "public_proxy",
     "validation_size",
-    "estimator_kwargs.num_queries",
-    "estimator_kwargs.neighboring",
   }
 )
 

@@ -9,7 +9,7 @@ import dataclasses
 import jax
 import numpy as np
 
-from experiments.run import checkpointing
+from experiments.run import checkpointing, privacy_config
 from experiments.run import metrics as metrics_lib
 from experiments.run.run_setup import state_template
 from zoprivacy.data import stable_split
@@ -71,7 +71,8 @@ def with_fields(config, fields: dict):
       for p in parents:
         node = node[p]
       if leaf not in node:
-        raise ValueError(f"Unknown config field {name!r}.")
+        moved = privacy_config.moved_hint(name)
+        raise ValueError(f"Unknown config field {moved or repr(name)}.")
       if isinstance(node[leaf], float) and isinstance(value, int):
         value = float(value)
       node[leaf] = value
@@ -80,13 +81,13 @@ def with_fields(config, fields: dict):
 
 def trial_base(config):
   """The trials' common config: the user's noise (exact discrete noise by
-  default; ``exact_noise=False`` is the weaker floating-point opt-in, named
-  in every plan and report) at a set multiplier, no workdir yet."""
+  default; ``privacy.noise='float'`` is the weaker floating-point opt-in,
+  named in every plan and report) at a set multiplier, no workdir yet."""
   return with_fields(
     config,
     {
-      "target_epsilon": None,
-      "noise_multiplier": 1.0,
+      "privacy.target_epsilon": None,
+      "privacy.noise_multiplier": 1.0,
       "workdir": "",
     },
   )

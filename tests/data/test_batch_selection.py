@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from experiments.run import batches
-from zoprivacy.data import batch_selection, sampling
+from zoprivacy.data import sampling
+from zoprivacy.privacy import batch_selection, sampling_scheme
 from zoprivacy.privacy import plan as plan_lib
-from zoprivacy.privacy import sampling_scheme
 
 SECRET = bytes(range(32))
 
@@ -82,8 +82,7 @@ def test_a_plan_accounting_other_batches_is_refused(name, batch, n):
 def test_the_runner_samples_from_the_selection_its_plan_accounts():
   config = ml_collections.ConfigDict(
     {
-      "sampling": "poisson",
-      "expected_batch_size": 64,
+      "privacy": {"sampling": "poisson", "expected_batch_size": 64},
       "dataset": "digits",
       "estimator": "dpzero",
       "seed": 0,

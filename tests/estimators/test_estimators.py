@@ -39,7 +39,7 @@ def _estimates(tx, loss, num_keys, batch=BATCH, mask=None, params=X0):
   """Estimator outputs (flattened) for num_keys different keys, vmapped."""
 
   def one(key):
-    state = with_keys(tx.init(params), key)
+    state = with_keys(zoprivacy.init(tx, params), key)
     g, new_state = tx.update(
       None, state, params, per_example_loss=loss, batch=batch, mask=mask
     )
@@ -91,7 +91,7 @@ def test_counter_sphere_update_uses_the_sampled_directions(num_queries):
     num_queries=num_queries,
     direction_key=5,
   )
-  state = tx.init(X0)
+  state = zoprivacy.init(tx, X0)
   g, state = jax.jit(
     lambda s: tx.update(
       None, s, X0, per_example_loss=quadratic_loss, batch=BATCH
@@ -187,7 +187,7 @@ def test_no_example_exceeds_the_clip(name, clip, unit):
   smoothing = 1e-3
   tx = _private(name, clip=clip, smoothing=smoothing, noise_multiplier=2.0)
   params = X0
-  state = tx.init(params)
+  state = zoprivacy.init(tx, params)
   full_mask = jnp.ones(8, bool)
 
   def run(mask):
@@ -229,7 +229,7 @@ def test_dp_sgd_no_example_exceeds_the_clip():
     return v
 
   tx = zoprivacy.dp_sgd(clip=0.5, noise_multiplier=1.0, expected_batch_size=8.0)
-  state = tx.init(X0)
+  state = zoprivacy.init(tx, X0)
   run = lambda m: _flat(
     tx.update(None, state, X0, per_example_loss=loss, batch=ADV_BATCH, mask=m)[
       0
@@ -320,7 +320,7 @@ def test_padding_contributes_nothing(name):
     )
   else:
     tx = _private(name, clip=1.0)
-  state = tx.init(X0)
+  state = zoprivacy.init(tx, X0)
   garbage = jnp.concatenate([BATCH[:5], jnp.full((3, D), jnp.nan)], 0)
   garbage = garbage.at[6].set(1e30)
   mask = jnp.arange(8) < 5
@@ -372,7 +372,11 @@ def test_key_determinism(name):
   for k in (0, 0, 1):
     tx = make(k)
     g, s = tx.update(
-      None, tx.init(X0), X0, per_example_loss=quadratic_loss, batch=BATCH
+      None,
+      zoprivacy.init(tx, X0),
+      X0,
+      per_example_loss=quadratic_loss,
+      batch=BATCH,
     )
     g2, _ = tx.update(None, s, X0, per_example_loss=quadratic_loss, batch=BATCH)
     outs.append((_flat(g), _flat(g2)))
@@ -384,7 +388,7 @@ def test_key_determinism(name):
 
 def test_batched_loss_equals_per_example_loss():
   tx = _private("dpzero", clip=1.0)
-  state = tx.init(X0)
+  state = zoprivacy.init(tx, X0)
   batched = jax.vmap(quadratic_loss, (None, 0))
   a, _ = tx.update(
     None, state, X0, per_example_loss=quadratic_loss, batch=BATCH
@@ -435,7 +439,7 @@ def test_jitted_chain_composes_and_descends(name, opt):
   # the variance of the q = 4 estimators: a smaller step keeps momentum stable.
   scale = 0.2 if name == "dpgd_zeroth" else 1.0
   tx = optax.chain(est, OPTIMIZERS[opt](scale))
-  state = tx.init(X0)
+  state = zoprivacy.init(tx, X0)
   mean_loss = lambda p: jnp.mean(jax.vmap(quadratic_loss, (None, 0))(p, BATCH))
 
   @jax.jit
@@ -458,7 +462,7 @@ def test_jitted_chain_composes_and_descends(name, opt):
 def test_chain_with_sgd_scales_the_estimate():
   est = _private("dpzero", clip=1.0)
   tx = optax.chain(est, optax.sgd(0.1))
-  state = tx.init(X0)
+  state = zoprivacy.init(tx, X0)
   g, _ = est.update(
     None, state[0], X0, per_example_loss=quadratic_loss, batch=BATCH
   )
@@ -523,6 +527,8 @@ def test_privacy_spec_rejects_bad_delta_and_needs_dataset_size():
 def test_missing_extra_args():
   est = _private("dpzero", clip=1.0)
   with pytest.raises(ValueError, match="batch"):
-    est.update(None, est.init(X0), X0, per_example_loss=quadratic_loss)
+    est.update(
+      None, zoprivacy.init(est, X0), X0, per_example_loss=quadratic_loss
+    )
   with pytest.raises(ValueError, match="exactly one"):
-    est.update(None, est.init(X0), X0, batch=BATCH)
+    est.update(None, zoprivacy.init(est, X0), X0, batch=BATCH)

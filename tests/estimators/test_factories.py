@@ -23,9 +23,10 @@ def test_no_locals_forwarding_or_signature_rewriting():
     assert "__signature__" not in path.read_text(), path
 
 
-def test_every_factory_is_keyword_only_and_wrapped_only_for_its_hint():
-  """The one wrapper is the registry's target-epsilon hint: it keeps the
-  factory's signature, name and docstring, and wraps a plain function."""
+def test_every_factory_is_keyword_only_and_wrapped_only_by_the_entry():
+  """The one wrapper is the registry's privacy entry: it keeps the
+  factory's signature, name and docstring, and wraps a plain function;
+  a private factory takes its privacy value first, the rest by keyword."""
   for name in registry.names():
     factory = registry.get(name).factory
     plain = factory.__wrapped__
@@ -37,7 +38,8 @@ def test_every_factory_is_keyword_only_and_wrapped_only_for_its_hint():
     ), name
     params = inspect.signature(factory).parameters.values()
     kinds = {p.kind for p in params}
-    if name == "noisy_zogd":  # its setting is its one positional argument
+    if name == "noisy_zogd" or registry.get(name).private:
+      # the setting, or the privacy value: the one positional argument
       kinds -= {inspect.Parameter.POSITIONAL_OR_KEYWORD}
     assert kinds == {inspect.Parameter.KEYWORD_ONLY}, name
 
@@ -46,8 +48,9 @@ def test_flags_and_defaults_come_from_the_signature():
   for name in registry.names():
     spec = registry.get(name)
     params = inspect.signature(spec.factory).parameters
-    assert spec.private == ("noise_multiplier" in params), name
-    assert spec.exact_noise == ("noise" in params), name
+    assert spec.private == (
+      "privacy" in params or "noise_multiplier" in params
+    ), name
     assert spec.needs_num_steps == ("num_steps" in params), name
     assert spec.needs_learning_rate == ("learning_rate" in params), name
     assert spec.takes_setting == ("setting" in params), name
@@ -56,8 +59,8 @@ def test_flags_and_defaults_come_from_the_signature():
         assert params[key].default == value, (name, key)
       else:  # only a setting's hyperparameters are declared apart
         assert spec.takes_setting and key in dict(spec.setting_defaults)
-  assert dict(registry.get("dpzero").defaults)["clip"] == 1.0
-  assert "noise" not in dict(registry.get("dpzero").defaults)
+  assert dict(registry.get("dpzero").defaults)["smoothing"] == 1e-3
+  assert "privacy" not in dict(registry.get("dpzero").defaults)
   assert not registry.get("mezo").private
 
 
@@ -68,9 +71,10 @@ def test_registered_noisy_zogd_is_the_exported_chain():
       assert getattr(zoprivacy, name) is factory, name
 
 
-def test_private_factories_list_the_shared_privacy_arguments():
-  shared = {"noise_multiplier", "expected_batch_size", "dataset_size"}
+def test_private_factories_take_the_privacy_value_and_no_privacy_keyword():
+  legacy = {"clip", "noise_multiplier", "expected_batch_size", "dataset_size"}
   for name in registry.names():
     spec = registry.get(name)
     if spec.private and not spec.takes_setting:
-      assert shared <= set(inspect.signature(spec.factory).parameters), name
+      params = set(inspect.signature(spec.factory).parameters)
+      assert "privacy" in params and not legacy & params, name

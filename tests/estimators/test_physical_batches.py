@@ -34,7 +34,21 @@ X0 = {"w": jnp.array([0.5, -0.25, 1.0, 0.75])}
 REAL = jnp.asarray(np.random.default_rng(0).integers(-8, 8, (11, D)) / 4.0)
 BATCH = REAL.at[0].set(1e30).at[5].set(jnp.nan).at[9].set(-1e30)
 MASK = jnp.ones(11, bool).at[0].set(False).at[5].set(False).at[9].set(False)
-PRIVACY = dict(noise_multiplier=1.0, expected_batch_size=8.0)
+
+
+def _privacy(seed=7, of=None, **changes):
+  """A privacy value with reproducible test noise (NOT private) on plain
+  arrays (``assume_sampling``: the batches here are given, not sampled)."""
+  of = zoprivacy.Exact() if of is None else of
+  return zoprivacy.Privacy(
+    **{
+      "noise": zoprivacy.TestNoise(seed, of=of),
+      "noise_multiplier": 1.0,
+      "sampling": zoprivacy.Poisson(dataset_size=100, expected_batch_size=8),
+      "assume_sampling": True,
+      **changes,
+    }
+  )
 
 
 def loss(params, example):
@@ -43,8 +57,9 @@ def loss(params, example):
 
 
 def _update(factory, size, batch=BATCH, mask=MASK, **kw):
-  tx = factory(**kw, insecure_test_noise_seed=7, physical_batch_size=size)
-  state = tx.init(X0)
+  privacy = _privacy(**kw.pop("privacy", {}))
+  tx = factory(privacy, **kw, physical_batch_size=size)
+  state = zoprivacy.init(tx, X0)
   step = jax.jit(
     lambda s: tx.update(
       None, s, X0, per_example_loss=loss, batch=batch, mask=mask
@@ -55,13 +70,13 @@ def _update(factory, size, batch=BATCH, mask=MASK, **kw):
 
 
 CASES = {
-  "dpzero": (zoprivacy.dpzero, dict(PRIVACY, smoothing=0.25)),
+  "dpzero": (zoprivacy.dpzero, dict(smoothing=0.25)),
   "dpzero q=3 counter": (
     zoprivacy.dpzero,
-    dict(PRIVACY, smoothing=0.25, num_queries=3, direction_prng="counter"),
+    dict(smoothing=0.25, direction_prng="counter", privacy=dict(num_queries=3)),
   ),
-  "dp_sgd": (zoprivacy.dp_sgd, PRIVACY),
-  "dpgd_zeroth": (zoprivacy.dpgd_zeroth, dict(PRIVACY, smoothing=0.25)),
+  "dp_sgd": (zoprivacy.dp_sgd, {}),
+  "dpgd_zeroth": (zoprivacy.dpgd_zeroth, dict(smoothing=0.25)),
 }
 
 
@@ -86,8 +101,9 @@ def test_chunked_exact_release_equals_the_whole_batch(name, size):
 
 
 def test_float_noise_release_is_the_whole_batch_to_rounding():
-  whole = _update(zoprivacy.dp_sgd, None, **PRIVACY, noise="float")
-  chunked = _update(zoprivacy.dp_sgd, 3, **PRIVACY, noise="float")
+  floats = dict(of=zoprivacy.Float())
+  whole = _update(zoprivacy.dp_sgd, None, privacy=floats)
+  chunked = _update(zoprivacy.dp_sgd, 3, privacy=floats)
   np.testing.assert_allclose(chunked[0], whole[0], rtol=0, atol=1e-6)
 
 
@@ -105,7 +121,7 @@ def test_map_rows_and_sum_rows_keep_the_rows_and_their_order():
   )
   assert int(ints) == 15  # rows 0..4, plus one each
   with pytest.raises(ValueError, match="physical_batch_size"):
-    zoprivacy.dpzero(**PRIVACY, physical_batch_size=0)
+    zoprivacy.dpzero(_privacy(), physical_batch_size=0)
 
 
 class _Model(nn.Module):
@@ -169,18 +185,15 @@ def test_ghost_exact_noise_bound_covers_the_chunk_additions():
   def released(size):
     # a multiplier small enough that both integer sigmas are 1
     tx = zoprivacy.dp_sgd(
-      clip=0.5,
-      noise_multiplier=1e-6,
-      expected_batch_size=8.0,
+      _privacy(3, clip=0.5, noise_multiplier=1e-6),
       per_example_clipping="ghost",
-      insecure_test_noise_seed=3,
       physical_batch_size=size,
     )
     g, _ = jax.jit(
       lambda s: tx.update(
         None, s, params, per_example_loss=model_loss, batch=x, mask=mask
       )
-    )(tx.init(params))
+    )(zoprivacy.init(tx, params))
     return np.concatenate([np.ravel(v) for v in jax.tree.leaves(g)])
 
   gamma = 2.0**-k
@@ -198,14 +211,15 @@ def _compiled_peak(factory, size, rows=1024, **kw):
     h = jnp.tanh(x @ p["w"])
     return jnp.sum(h @ p["v"]) + jnp.max(jnp.cumsum(h))
 
-  tx = factory(**PRIVACY, **kw, physical_batch_size=size)
+  tx = factory(_privacy(**kw), physical_batch_size=size)
   batch = jax.ShapeDtypeStruct((rows, 32), jnp.float32)
   step = jax.jit(
     lambda s, b: tx.update(
       None, s, params, per_example_loss=per_example, batch=b
     )
   )
-  m = step.lower(tx.init(params), batch).compile().memory_analysis()
+  state = zoprivacy.init(tx, params)
+  m = step.lower(state, batch).compile().memory_analysis()
   return (
     m.argument_size_in_bytes
     + m.output_size_in_bytes
@@ -223,7 +237,7 @@ def test_the_compiled_peak_falls_with_the_chunk(factory, cap_mib, ratio):
   per-example gradients (10,240 floats a row) and DPZero's hidden layer
   (256 a row) need more than ``cap_mib`` at once, and ``ratio`` times less
   in physical chunks of 64."""
-  whole = _compiled_peak(factory, None, noise="float")
-  chunked = _compiled_peak(factory, 64, noise="float")
+  whole = _compiled_peak(factory, None, of=zoprivacy.Float())
+  chunked = _compiled_peak(factory, 64, of=zoprivacy.Float())
   assert whole > cap_mib * 2**20 > chunked
   assert chunked * ratio < whole, (whole, chunked)

@@ -102,9 +102,9 @@ def test_a_factory_given_target_epsilon_names_the_one_call():
     zoprivacy.dpzero(target_epsilon=2.0, **SAMPLING, **HYPER)
   text = str(err.value)
   assert text.startswith("dpzero() takes no target_epsilon")
-  assert "zoprivacy.private(zoprivacy.dpzero, target_epsilon=" in text
+  assert "target=zoprivacy.Target(epsilon=2.0" in text
   assert "zoprivacy.epsilon(state, delta)" in text and "\n" not in text
-  with pytest.raises(TypeError, match="takes no delta: .*zoprivacy.private"):
+  with pytest.raises(TypeError, match="takes no delta: .*zoprivacy.Target"):
     zoprivacy.dp_sgd(noise_multiplier=1.0, delta=1e-5, **SAMPLING)
   with pytest.raises(TypeError, match="setting=..."):
     zoprivacy.noisy_zogd_chain(None, target_epsilon=1.0)
@@ -117,8 +117,8 @@ def test_a_factory_given_target_epsilon_names_the_one_call():
 @pytest.mark.parametrize(
   "factory, kwargs, match",
   [
-    (zoprivacy.mezo, SAMPLING, "takes no noise_multiplier"),
-    (optax.sgd, SAMPLING, "takes no noise_multiplier"),
+    (zoprivacy.mezo, SAMPLING, "takes no privacy value"),
+    (optax.sgd, SAMPLING, "takes no privacy value"),
     (zoprivacy.dpzero, dict(noise_multiplier=1.0, **SAMPLING), "give one"),
     (zoprivacy.dpzero, dict(expected_batch_size=16), "dataset_size and one"),
     (

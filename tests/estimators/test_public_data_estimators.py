@@ -148,9 +148,9 @@ def test_pazo_m_alpha_zero_is_dpzero_on_the_quarter_sphere(q):
   pazo = pazo_mod.pazo_m(alpha=0.0, **common)
   dpz = zoprivacy.dpzero(directions="sphere_quarter", **common)
   with pytest.warns(InsecureTestNoiseWarning):
-    s_pazo = pazo.init(X0)
+    s_pazo = zoprivacy.init(pazo, X0)
   with pytest.warns(InsecureTestNoiseWarning):
-    s_dpz = dpz.init(X0)
+    s_dpz = zoprivacy.init(dpz, X0)
   plan = zoprivacy.find_plan(s_pazo)
   assert plan.noise_source == "insecure_test_seed" and not plan.is_private
   assert "NOT PRIVATE" in plan.describe()
@@ -193,7 +193,7 @@ def test_pazo_m_mixes_public_gradient_and_dpzero():
     jax.jit(
       lambda: dpz.update(
         None,
-        dpz.init(X0),
+        zoprivacy.init(dpz, X0),
         X0,
         per_example_loss=quadratic_loss,
         batch=BATCH,
@@ -205,7 +205,7 @@ def test_pazo_m_mixes_public_gradient_and_dpzero():
     g, _ = jax.jit(
       lambda: est.update(
         None,
-        est.init(X0),
+        zoprivacy.init(est, X0),
         X0,
         per_example_loss=quadratic_loss,
         batch=BATCH,
@@ -232,7 +232,7 @@ def test_pazo_m_quarter_sphere_aligns_norms():
   def sq_norm(key):
     g, _ = est.update(
       None,
-      with_keys(est.init(X0), key),
+      with_keys(zoprivacy.init(est, X0), key),
       X0,
       per_example_loss=linear,
       batch=BATCH,
@@ -325,7 +325,7 @@ def test_pazo_p_directions_lie_in_the_public_span(prng):
     with jax.disable_jit():
       g, _ = est.update(
         None,
-        est.init(X0),
+        zoprivacy.init(est, X0),
         X0,
         batched_loss=loss,
         batch=BATCH,
@@ -365,7 +365,7 @@ def test_pazo_p_estimates_the_projected_gradient():
   def one(key):
     g, _ = est.update(
       None,
-      with_keys(est.init(X0), key),
+      with_keys(zoprivacy.init(est, X0), key),
       X0,
       per_example_loss=quadratic_loss,
       batch=BATCH,
@@ -423,7 +423,7 @@ def test_pazo_s_candidates_are_distinct_public_gradients():
     )
     g, state = est.update(
       None,
-      est.init(X0),
+      zoprivacy.init(est, X0),
       X0,
       per_example_loss=_targeted_loss(target),
       batch=BATCH,
@@ -458,7 +458,7 @@ def test_pazo_s_extra_candidate_is_taken_only_when_it_scores_best():
   def one(key):
     g, s = est.update(
       None,
-      with_keys(est.init(X0), key),
+      with_keys(zoprivacy.init(est, X0), key),
       X0,
       per_example_loss=_targeted_loss(target),
       batch=BATCH,
@@ -487,7 +487,9 @@ def test_pazo_s_chain_with_sgd_is_the_candidate_step():
   eta = 0.1
   est = _make("pazo_s", learning_rate=eta)
   tx = optax.chain(est, optax.sgd(eta))
-  state = tx.init(X0)  # one state: the estimator alone sees the same keys
+  state = zoprivacy.init(
+    tx, X0
+  )  # one state: the estimator alone sees the same keys
   g, _ = est.update(
     None,
     state[0],
@@ -532,7 +534,7 @@ def test_operation_counts_match_table_6(name, kw, private_fwd, public_fb):
   with jax.disable_jit():
     g, _ = est.update(
       None,
-      est.init(X0),
+      zoprivacy.init(est, X0),
       X0,
       batched_loss=loss,
       batch=BATCH,
@@ -553,7 +555,7 @@ def test_first_order_baselines_operation_counts(name):
   with jax.disable_jit():
     est.update(
       None,
-      est.init(X0),
+      zoprivacy.init(est, X0),
       X0,
       batched_loss=loss,
       batch=BATCH,
@@ -600,7 +602,7 @@ def test_noise_std_per_query(name, kw, expected_std, noise):
   def one(key):
     _, s = est.update(
       None,
-      with_keys(est.init(X0), key),
+      with_keys(zoprivacy.init(est, X0), key),
       X0,
       per_example_loss=_zero_loss,
       batch=BATCH,
@@ -662,7 +664,7 @@ def test_removing_one_example_moves_released_values_by_at_most_clip_over_b(
   the float opt-in: the same state draws the same noise whatever the mask."""
   clip = 0.7
   est = _make(name, clip=clip, noise_multiplier=2.0, **kw)
-  state = est.init(X0)
+  state = zoprivacy.init(est, X0)
   full = jnp.ones(8, bool)
   plan = est.privacy_plan
   exact = kw.get("noise", "exact") == "exact"
@@ -731,7 +733,7 @@ def test_first_order_sensitivity(name, bound):
     )
   else:
     est = _make(name, clip=0.7, noise_multiplier=2.0)
-  state = est.init(X0)
+  state = zoprivacy.init(est, X0)
   if name == "dpmd":  # mid-schedule: the private part has weight 1 - alpha_t
     state = state._replace(step=jnp.asarray(50, jnp.int32))
     bound *= 1.0 - float(public_first_order.dpmd_public_weight(50, 100))
@@ -784,13 +786,15 @@ def test_dpmd_schedule_and_endpoints():
     clip=1.0, noise_multiplier=1.0, expected_batch_size=B, **seeds
   )
   call = dict(per_example_loss=quadratic_loss, batch=BATCH, public_batch=PUB)
-  g0, s1 = est.update(None, est.init(X0), X0, **call)
+  g0, s1 = est.update(None, zoprivacy.init(est, X0), X0, **call)
   np.testing.assert_allclose(_flat(g0), _flat(mean_grad(X0, PUB)), rtol=1e-6)
   assert int(s1.step) == 1
   step_T = jnp.asarray(T, jnp.int32)
-  late = est.init(X0)._replace(step=step_T)
+  late = zoprivacy.init(est, X0)._replace(step=step_T)
   g_T, _ = est.update(None, late, X0, **call)
-  g_dp, _ = dpsgd.update(None, dpsgd.init(X0)._replace(step=step_T), X0, **call)
+  g_dp, _ = dpsgd.update(
+    None, zoprivacy.init(dpsgd, X0)._replace(step=step_T), X0, **call
+  )
   np.testing.assert_allclose(_flat(g_T), _flat(g_dp), rtol=1e-5, atol=1e-6)
 
 
@@ -813,7 +817,7 @@ def test_first_order_baselines_recover_the_private_gradient(name):
     )
   g, _ = est.update(
     None,
-    est.init(X0),
+    zoprivacy.init(est, X0),
     X0,
     per_example_loss=quadratic_loss,
     batch=BATCH,
@@ -833,7 +837,7 @@ def test_dope_clips_around_the_public_gradient():
   )
   g, _ = est.update(
     None,
-    est.init(X0),
+    zoprivacy.init(est, X0),
     X0,
     per_example_loss=quadratic_loss,
     batch=same,
@@ -885,7 +889,7 @@ def test_gep_mechanism_accounting():
     dataset_size=100,
     noise="secure_mode",
   )
-  plan = zoprivacy.find_plan(est.init(X0))
+  plan = zoprivacy.find_plan(zoprivacy.init(est, X0))
   assert plan is est.privacy_plan
   assert plan.mechanism.name == "gaussian"
   assert plan.noise_multiplier == pytest.approx(1.7)  # the effective sigma
@@ -911,7 +915,7 @@ def test_gep_noise_variance():
   def one(key):
     g, _ = est.update(
       None,
-      with_keys(est.init(X0), key),
+      with_keys(zoprivacy.init(est, X0), key),
       X0,
       per_example_loss=loss,
       batch=private,
@@ -1027,7 +1031,7 @@ def test_jitted_chain_composes_and_descends(name, opt):
 
   mean_loss = lambda p: float(jnp.mean(batched_quadratic(p, BATCH)))
   optimum = mean_loss({"a": BATCH.mean(0)[:4], "b": BATCH.mean(0)[4:]})
-  params, state = X0, tx.init(X0)
+  params, state = X0, zoprivacy.init(tx, X0)
   for _ in range(100):
     params, state = step(params, state)
   # The excess loss over the private optimum at least halves.
@@ -1041,11 +1045,11 @@ def test_key_determinism_and_batched_loss(name):
   est = _make(name, direction_key=3, insecure_test_noise_seed=3)
   call = dict(batch=BATCH, **_public(name))
   g1, s1 = est.update(
-    None, est.init(X0), X0, per_example_loss=quadratic_loss, **call
+    None, zoprivacy.init(est, X0), X0, per_example_loss=quadratic_loss, **call
   )
   g2, _ = est.update(
     None,
-    est.init(X0),
+    zoprivacy.init(est, X0),
     X0,
     batched_loss=batched_quadratic,
     unknown_arg=1,
@@ -1062,7 +1066,7 @@ def test_key_determinism_and_batched_loss(name):
 )
 def test_padding_contributes_nothing(name):
   est = _make(name)
-  state = est.init(X0)  # one state: both calls use the same keys
+  state = zoprivacy.init(est, X0)  # one state: both calls use the same keys
   garbage = jnp.concatenate([BATCH[:5], jnp.full((3, D), jnp.nan)], 0)
   garbage = garbage.at[6].set(1e30)
   call = dict(per_example_loss=quadratic_loss, **_public(name))
@@ -1135,7 +1139,7 @@ def test_bad_public_data_fails_at_first_call(name, extra, match):
   with pytest.raises(ValueError, match=match):
     est.update(
       None,
-      est.init(X0),
+      zoprivacy.init(est, X0),
       X0,
       per_example_loss=quadratic_loss,
       batch=BATCH,
@@ -1149,7 +1153,7 @@ def test_too_many_public_directions_for_the_dimension():
   with pytest.raises(ValueError, match="orthonormalize"):
     est.update(
       None,
-      est.init(X0),
+      zoprivacy.init(est, X0),
       X0,
       per_example_loss=quadratic_loss,
       batch=BATCH,
@@ -1159,7 +1163,7 @@ def test_too_many_public_directions_for_the_dimension():
   with pytest.raises(ValueError, match="num_bases"):
     est.update(
       None,
-      est.init(X0),
+      zoprivacy.init(est, X0),
       X0,
       per_example_loss=quadratic_loss,
       batch=BATCH,

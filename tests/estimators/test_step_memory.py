@@ -54,7 +54,7 @@ def _mlp_step_extra(hidden, batch_size, kind):
     return optax.apply_updates(p, updates), s
 
   def extra():
-    state = tx.init(params)
+    state = zoprivacy.init(tx, params)
     lowered = jax.jit(step, donate_argnums=(0, 1)).lower(params, state, (x, y))
     forward = jax.jit(loss).lower(params, (x, y)).compile()
     return _peak(lowered.compile()) - _peak(forward)
@@ -155,7 +155,7 @@ def test_make_step_is_donated_and_lean():
     ),
     optax.sgd(1e-3),
   )
-  state = tx.init(params)
+  state = zoprivacy.init(tx, params)
   step = zoprivacy.make_step(tx, loss)
   param_bytes = sum(v.nbytes for v in jax.tree.leaves(params))
   activations = _peak(jax.jit(loss).lower(params, (x, y)).compile())

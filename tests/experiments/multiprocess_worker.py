@@ -34,6 +34,7 @@ os.environ["XLA_FLAGS"] = (
 
 import hashlib  # noqa: E402
 
+import config_overrides  # noqa: E402
 import jax  # noqa: E402
 
 from configs import default  # noqa: E402
@@ -56,11 +57,12 @@ def _estimator_config(name):
   c = default.get_config()
   c.update(num_steps=3, eval_every=0, checkpoint_every=0, workdir="")
   c.update(dataset="digits_public", public="stratified4", public_batch_size=16)
-  c.update(check_per_example=False, target_epsilon=None)
+  c.update(check_per_example=False)
+  c.privacy.target_epsilon = None
   c.estimator = name
   c.estimator_kwargs = dict(registry.get(name).defaults)
-  for key, value in registry.get(name).run_settings:
-    setattr(c, key, value)
+  c.privacy.clip = None  # the estimator's own default
+  config_overrides.apply(c, dict(registry.get(name).run_settings))
   if registry.get(name).public_data is None:
     c.public = ""  # a task without a public split refuses one
   if name in ("pazo_p", "pazo_s"):
@@ -68,8 +70,8 @@ def _estimator_config(name):
   if name == "gep":
     c.estimator_kwargs["num_bases"] = 2
   private = registry.get(name).private
-  c.noise_multiplier = (
-    (3.0 if c.sampling == "poisson" else 10.0) if private else None
+  c.privacy.noise_multiplier = (
+    (3.0 if c.privacy.sampling == "poisson" else 10.0) if private else None
   )
   c.mesh.data, c.mesh.fsdp = 2, 2
   _distributed(c)
@@ -103,8 +105,8 @@ config.num_steps = 20
 config.eval_every = 0
 config.checkpoint_every = 10
 config.workdir = workdir
-config.target_epsilon = None
-config.noise_multiplier = 1.0
+config.privacy.target_epsilon = None
+config.privacy.noise_multiplier = 1.0
 config.insecure_test_noise = True  # the same noise in every launch
 config.mesh.data, config.mesh.fsdp = 2, 2
 _distributed(config)

@@ -170,7 +170,11 @@ def test_noisy_zogd_by_override_names_every_setting_it_needs():
   c.estimator = "noisy_zogd"
   with pytest.raises(ValueError) as e:
     preflight.check_spec(c, estimator_manifest.get("noisy_zogd"))
-  for flag in ("dataset=digits_logreg", "l2=0.5", "sampling=full_batch"):
+  for flag in (
+    "dataset=digits_logreg",
+    "l2=0.5",
+    "privacy.sampling=full_batch",
+  ):
     assert f"--config.{flag}" in str(e.value)
 
 

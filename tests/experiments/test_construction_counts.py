@@ -46,7 +46,7 @@ def counts(monkeypatch):
     spec = registry._REGISTRY[name]  # pylint: disable=protected-access
     factory = counting(
       spec.factory,
-      lambda kw: seen["factory"].append(kw.get("noise_multiplier")),
+      lambda kw: seen["factory"].append(kw["privacy"].noise_multiplier),
     )
     monkeypatch.setitem(
       registry._REGISTRY,  # pylint: disable=protected-access
@@ -80,7 +80,7 @@ def test_a_calibrated_default_run_builds_once(counts):
   run = resolved_run.setup(c)
   assert run.how.startswith("calibrated")
   assert counts["factory"] == [run.plan.noise_multiplier]  # no probe
-  assert run.plan.epsilon(c.num_steps) <= c.target_epsilon
+  assert run.plan.epsilon(c.num_steps) <= c.privacy.target_epsilon
   assert (counts["sgd"], counts["kwargs"], counts["layerwise"]) == (1, 1, 0)
 
 
@@ -94,12 +94,16 @@ def test_a_calibrated_run_of_another_estimator_builds_once(counts, estimator):
     c.public = "stratified4"
   run = resolved_run.setup(c)
   assert counts["factory"] == [run.plan.noise_multiplier]
-  assert run.plan.epsilon(c.num_steps) <= c.target_epsilon
+  assert run.plan.epsilon(c.num_steps) <= c.privacy.target_epsilon
 
 
 def test_a_run_with_a_set_multiplier_builds_once(counts):
   c = default.get_config()
-  c.num_steps, c.target_epsilon, c.noise_multiplier = 30, None, 2.0
+  c.num_steps, c.privacy.target_epsilon, c.privacy.noise_multiplier = (
+    30,
+    None,
+    2.0,
+  )
   resolved_run.setup(c)
   assert counts["factory"] == [2.0]
   assert (counts["sgd"], counts["kwargs"]) == (1, 1)
@@ -109,7 +113,7 @@ def test_a_layerwise_run_builds_the_generic_estimator_once(counts):
   c = tiny_opt_sst2.get_config()
   assert c.layerwise and c.estimator == "dp_zo"
   c.num_steps, c.num_train, c.num_eval = 4, 64, 32
-  c.target_epsilon, c.noise_multiplier = None, 1.0
+  c.privacy.target_epsilon, c.privacy.noise_multiplier = None, 1.0
   c.check_per_example = False
   run = resolved_run.setup(c)
   assert run.plan.noise_multiplier == 1.0

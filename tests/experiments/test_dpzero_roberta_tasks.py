@@ -158,13 +158,13 @@ def test_dpzero_table2_config_builds_its_task(tmp_path, name):
   c = importlib.import_module(f"configs.dpzero_table2_roberta_{name}")
   c = c.get_config()
   assert c.dataset == name and c.estimator == "dpzero"
-  assert (c.examples_per_class, c.expected_batch_size, c.num_steps) == (
+  assert (c.examples_per_class, c.privacy.expected_batch_size, c.num_steps) == (
     512,
     64,
     10_000,
   )
   assert c.learning_rate == 1e-6 and c.estimator_kwargs.smoothing == 1e-3
-  assert (c.target_epsilon, c.delta) == (2.0, 1e-5)
+  assert (c.privacy.target_epsilon, c.privacy.delta) == (2.0, 1e-5)
   assert c.max_length == (256 if name == "rte" else 128)  # MeZO's scripts
   # The runner reads every field the config sets (the check before a run).
   config_fields.check(c, estimator_manifest.get(c.estimator).config_fields)

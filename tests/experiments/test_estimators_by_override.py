@@ -3,6 +3,7 @@
 split, Noisy-ZOGD's settings), through the runner's own override path, for a
 few steps at the default target epsilon."""
 
+import config_overrides
 import pytest
 
 from configs import default
@@ -43,7 +44,7 @@ def test_every_estimator_runs_by_override_on_the_default_config(
   config = default.get_config()
   config.update(dict(estimator=name, num_steps=3, eval_every=0))
   config.update(dict(checkpoint_every=0, check_per_example=False))
-  config.update(fields)
+  config_overrides.apply(config, fields)
   cli.check_declared(config)  # what the command line checks before JAX
   cli.apply_late_overrides(config)
   result = train.train(config, progress=False)
@@ -74,7 +75,7 @@ def test_the_override_needs_are_all_named_by_the_refusals(monkeypatch):
         break
       except ValueError as e:
         shown += str(e)
-        config.update(fields)
+        config_overrides.apply(config, fields)
     for field in needs:
       assert f"--config.{field}=" in shown, (name, field, shown)
     if not needs:

@@ -16,8 +16,8 @@ def _config(**overrides):
   config.num_steps = 4
   config.num_eval = 32
   config.num_train = 64
-  config.target_epsilon = None
-  config.noise_multiplier = 1.0
+  config.privacy.target_epsilon = None
+  config.privacy.noise_multiplier = 1.0
   config.insecure_test_noise = True  # the same noise in both runs: tests
   config.check_per_example = False  # checked by the other LLM tests
   for key, value in overrides.items():

@@ -31,7 +31,7 @@ def test_dp_zo_lora_runs_on_the_tiny_mistral():
   assert set(adapters["layers"]["self_attn"]) == {"q_proj", "v_proj"}
   result = train.train(config, progress=False)
   assert result["num_steps"] == 3 and result["private"]
-  assert 0 < result["epsilon"] <= config.target_epsilon
+  assert 0 < result["epsilon"] <= config.privacy.target_epsilon
   assert math.isfinite(result["test_accuracy"])
 
 

@@ -21,9 +21,9 @@ def _config(tmp_path, **fields):
   c.data_dir = str(tmp_path)
   c.model_kwargs = ml_collections.ConfigDict({"features": (2, 4)})
   c.estimator_kwargs.direction_prng = "rbg"  # compiles fast on CPU
-  c.target_epsilon = None  # no calibration: a set multiplier
-  c.noise_multiplier = 1.0
-  c.expected_batch_size = 8
+  c.privacy.target_epsilon = None  # no calibration: a set multiplier
+  c.privacy.noise_multiplier = 1.0
+  c.privacy.expected_batch_size = 8
   c.num_steps = 2
   c.eval_every = 0
   c.checkpoint_every = 0

@@ -45,10 +45,10 @@ def synthetic(monkeypatch):
   c.dataset = "synthetic_public"
   c.model_kwargs = {}
   c.estimator_kwargs.direction_prng = "rbg"
-  c.estimator_kwargs.clip = 5.0
-  c.target_epsilon = None
-  c.noise_multiplier = 1.0
-  c.expected_batch_size = 40
+  c.privacy.clip = 5.0
+  c.privacy.target_epsilon = None
+  c.privacy.noise_multiplier = 1.0
+  c.privacy.expected_batch_size = 40
   c.num_steps = 60
   c.eval_every = 0
   c.checkpoint_every = 0
@@ -111,15 +111,15 @@ def test_selection_trains_on_public_data_and_picks_the_learning_step(
   selections = public_selection.select(
     synthetic,
     {"learning_rate": [0.0, 1.0]},
-    {"noise_multiplier": [0.5, 1.0]},
+    {"privacy.noise_multiplier": [0.5, 1.0]},
   )
   assert _synthetic_task.builds == 1  # swept fields do not reach the task
   expected_eval = public_proxy.public_proxy_task(
     _synthetic_task(synthetic), eval_size=100, seed=0
   ).test_labels
   assert [s["per"] for s in selections] == [
-    {"noise_multiplier": 0.5},
-    {"noise_multiplier": 1.0},
+    {"privacy.noise_multiplier": 0.5},
+    {"privacy.noise_multiplier": 1.0},
   ]
   for s in selections:
     still, learned = s["rows"]
@@ -135,7 +135,7 @@ def test_selection_trains_on_public_data_and_picks_the_learning_step(
   assert text.splitlines()[2].endswith("<- selected")
   assert text.splitlines()[-1].strip() == (
     "private run: python -m experiments.run --config configs/x.py "
-    "--config.noise_multiplier=0.5 --config.learning_rate=1.0"
+    "--config.privacy.noise_multiplier=0.5 --config.learning_rate=1.0"
   )
 
 
@@ -157,11 +157,13 @@ def test_axis_parsing_and_unknown_fields(synthetic):
     public_selection.parse_axis("learning_rate")
   with pytest.raises(ValueError, match="Unknown config field 'lr'"):
     public_selection.with_fields(synthetic, {"lr": 1.0})
+  with pytest.raises(ValueError, match="now privacy.target_epsilon"):
+    public_selection.with_fields(synthetic, {"target_epsilon": 2})
   c = public_selection.with_fields(
-    synthetic, {"target_epsilon": 2, "estimator_kwargs.clip": 1.0}
+    synthetic, {"privacy.target_epsilon": 2, "privacy.clip": 1.0}
   )
-  assert c.target_epsilon == 2.0 and c.estimator_kwargs.clip == 1.0
-  assert synthetic.estimator_kwargs.clip == 5.0  # the original is unchanged
+  assert c.privacy.target_epsilon == 2.0 and c.privacy.clip == 1.0
+  assert synthetic.privacy.clip == 5.0  # the original is unchanged
 
 
 def test_a_proxy_run_says_so_in_its_report(synthetic):

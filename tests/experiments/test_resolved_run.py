@@ -5,6 +5,7 @@ tests/project/test_function_length.py)."""
 import dataclasses
 import importlib
 
+import config_overrides
 import jax
 import jax.numpy as jnp
 import optax
@@ -22,10 +23,8 @@ from zoprivacy.privacy.wrappers import SkippingWrapperError
 def _config(**overrides):
   c = default.get_config()
   c.num_steps, c.eval_every, c.checkpoint_every = 6, 3, 3
-  c.target_epsilon, c.noise_multiplier = None, 2.0
-  for k, v in overrides.items():
-    setattr(c, k, v)
-  return c
+  c.privacy.target_epsilon, c.privacy.noise_multiplier = None, 2.0
+  return config_overrides.apply(c, overrides)
 
 
 @pytest.mark.slow  # six short trainings, 30-50 s on 2 cores
@@ -44,7 +43,7 @@ def test_the_registry_is_consulted_once_per_run(tmp_path, monkeypatch, name):
   c = importlib.import_module(f"configs.{name}").get_config()
   c.num_steps, c.eval_every, c.checkpoint_every = 6, 3, 3
   if c.get("target_epsilon") is not None:  # no calibration for 6 steps
-    c.target_epsilon, c.noise_multiplier = None, 2.0
+    c.privacy.target_epsilon, c.privacy.noise_multiplier = None, 2.0
   c.workdir = str(tmp_path)
   train.train(c, progress=False, stop_after=3)
   train.train(c, progress=False)  # resumed: set up again, once
@@ -76,8 +75,10 @@ def test_checks_that_need_no_data_run_before_any_data(
 def test_clip_and_smoothing_are_checked_before_any_data(monkeypatch):
   monkeypatch.setattr(tasks, "get_task", lambda c: 1 / 0)
   c = _config()
-  c.estimator_kwargs.clip = 0.0
-  with pytest.raises(ValueError, match="clip must be > 0"):
+  c.privacy.clip = 0.0
+  with pytest.raises(
+    ValueError, match="privacy.clip must be a finite number > 0"
+  ):
     resolved_run.setup(c)
   c = _config()
   c.estimator_kwargs.smoothing = -1e-3
@@ -136,7 +137,7 @@ def test_multisteps_in_library_code_runs_the_estimator_once_per_k_calls():
   )
   tx = optax.MultiSteps(optax.chain(est, optax.sgd(0.1)), every_k_schedule=4)
   params = {"w": jnp.ones(3)}
-  state = tx.init(params)
+  state = zoprivacy.init(tx, params)
   loss = lambda p, batch: jnp.sum((batch - p["w"]) ** 2, axis=-1)
   for t in range(8):
     batch = jnp.full((4, 3), float(t))

@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import config_overrides
 import pytest
 
 from configs import default
@@ -33,15 +34,15 @@ def _run(*args, check=False):
 
 def test_overrides_none_noise_multiplier_estimator_switch_and_optimizer():
   out = _run(
-    "--config.target_epsilon=None",
-    "--config.noise_multiplier=2.5",
+    "--config.privacy.target_epsilon=None",
+    "--config.privacy.noise_multiplier=2.5",
     "--config.optimizer=adamw",
     "--config.schedule=cosine_decay_schedule",
     check=True,
   ).stdout
   assert "multiplier 2.5" in out and "set by noise_multiplier" in out
   out = _run("--config.estimator=mezo", check=True).stdout
-  assert "dropped (not taken): clip" in out and "estimator: mezo" in out
+  assert "estimator: mezo" in out and "privacy.clip" not in out
   # Every mezo hyperparameter is reset to its signature default: none is
   # carried over from dpzero's config (a carried one would be named).
   assert "carried over from the config" not in out
@@ -56,16 +57,20 @@ def test_overrides_none_noise_multiplier_estimator_switch_and_optimizer():
     ),
     (
       ("--config.estimator_kwargs.clipp=1",),
-      "does not take 'clipp' (did you mean 'clip'?)",
+      "does not take 'clipp' (did you mean",
     ),
     (("--config.nosie=1",), "unknown config field"),
     (
+      ("--config.privacy.clp=0.5",),
+      "config.privacy.clp (did you mean config.privacy.clip?)",
+    ),
+    (
       ("--config.epsilon_budget=0.5", "--config.num_steps=4000"),
-      "set target_epsilon to at most 0.5",
+      "privacy.target_epsilon to at most",
     ),
     pytest.param(
       (
-        "--config.noise_multiplier=1",
+        "--config.privacy.noise_multiplier=1",
         "--config.epsilon_budget=0.5",
         "--config.num_steps=4000",
       ),
@@ -150,7 +155,7 @@ def test_the_manifest_checks_give_the_live_checks_message(
   monkeypatch.setitem(cli._LATE, "switched", switched)  # pylint: disable=protected-access
   config = default.get_config()
   with config.unlocked():
-    config.update(fields)
+    config_overrides.apply(config, fields)
     config.estimator_kwargs.update(kwargs)
   if fields.get("optimizer") and estimator_manifest.optax_names() is None:
     pytest.skip("the manifest lists another optax version's names")
@@ -175,9 +180,9 @@ def test_naming_the_files_own_estimator_is_no_switch(name, switch, monkeypatch):
   assert kept == ["run.py"]
   config = default.get_config()
   with config.unlocked(), config.estimator_kwargs.unlocked():
-    config.estimator_kwargs.clip = 0.123  # the file's own value
+    config.privacy.clip = 0.123  # the file's own value
   config = cli.apply_late_overrides(config)
   assert config.estimator == name
   assert cli._LATE["switched"] is switch  # pylint: disable=protected-access
-  kept_clip = config.estimator_kwargs.get("clip") == 0.123
+  kept_clip = config.privacy.clip == 0.123
   assert kept_clip is not switch

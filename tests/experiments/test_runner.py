@@ -4,6 +4,7 @@ import glob
 import json
 import os
 
+import config_overrides
 import pytest
 
 from configs import default
@@ -18,9 +19,7 @@ def _small_config(workdir, **overrides):
   c.eval_every = 100
   c.checkpoint_every = 100
   c.workdir = str(workdir)
-  for k, v in overrides.items():
-    setattr(c, k, v)
-  return c
+  return config_overrides.apply(c, overrides)
 
 
 @pytest.mark.integration

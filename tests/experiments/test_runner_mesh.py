@@ -19,7 +19,7 @@ ARGS = (
   "--config.num_steps=150",
   "--config.eval_every=0",
   "--config.insecure_test_noise=True",
-  "--config.exact_noise=False",
+  "--config.privacy.noise=float",
 )
 
 

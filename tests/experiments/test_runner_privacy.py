@@ -4,6 +4,7 @@ import json
 import os
 import shutil
 
+import config_overrides
 import numpy as np
 import pytest
 from run_outputs import run_outputs
@@ -23,9 +24,7 @@ def _config(workdir=None, **overrides):
   c.eval_every = 0
   c.checkpoint_every = 30
   c.workdir = str(workdir) if workdir else ""
-  for k, v in overrides.items():
-    setattr(c, k, v)
-  return c
+  return config_overrides.apply(c, overrides)
 
 
 def _checkpoint_secret(workdir, step):
@@ -119,7 +118,7 @@ def test_insecure_test_noise_with_a_budget_needs_test_run():
 
 def test_replace_one_target_is_met_and_named(tmp_path):
   c = _config(num_steps=100)
-  c.estimator_kwargs.neighboring = "replace_one"
+  c.privacy.neighboring = "replace_one"
   r = train.train(c, progress=False)
   assert r["epsilon"] <= 2.0
   assert r["privacy_plan"]["neighboring"] == "replace_one"
@@ -148,10 +147,10 @@ def _registry_config(name, workdir):
   )
   c.estimator = name
   c.estimator_kwargs = dict(registry.get(name).defaults)
+  c.privacy.clip = None  # the estimator's own default
   # An estimator that runs only under some settings (a task whose loss
   # declares what its analysis assumes, its own sampling) declares them.
-  for key, value in registry.get(name).run_settings:
-    setattr(c, key, value)
+  config_overrides.apply(c, dict(registry.get(name).run_settings))
   if registry.get(name).public_data is None:
     c.public = ""  # a task without a public split refuses one
   if name in ("pazo_p", "pazo_s"):
@@ -160,11 +159,11 @@ def _registry_config(name, workdir):
     c.estimator_kwargs["num_bases"] = 2
   # A set multiplier (no calibration) keeps this test fast; calibration is
   # covered by the replace-one and main-command tests.
-  c.target_epsilon = None
+  c.privacy.target_epsilon = None
   # Full-batch steps have no amplification by sampling: more noise for an
   # epsilon in the same range.
-  c.noise_multiplier = (
-    (3.0 if c.sampling == "poisson" else 10.0)
+  c.privacy.noise_multiplier = (
+    (3.0 if c.privacy.sampling == "poisson" else 10.0)
     if registry.get(name).private
     else None
   )

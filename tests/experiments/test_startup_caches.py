@@ -39,7 +39,8 @@ TRAIN = textwrap.dedent(
   config.num_steps = 2
   config.eval_every = 0
   config.model_kwargs.features = (4,)  # a small model compiles faster
-  config.target_epsilon, config.noise_multiplier = None, 5.0
+  config.privacy.target_epsilon = None
+  config.privacy.noise_multiplier = 5.0
   found = {}
 
   def secrets(run):

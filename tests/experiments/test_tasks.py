@@ -11,6 +11,7 @@ import importlib
 import json
 import pickle
 
+import config_overrides
 import jax
 import ml_collections
 import numpy as np
@@ -45,17 +46,17 @@ def _config(dataset, data_dir="", **fields):
   c.dataset = dataset
   c.data_dir = str(data_dir)
   c.model_kwargs = ml_collections.ConfigDict()
-  c.target_epsilon = None
-  c.noise_multiplier = 1.0
-  c.expected_batch_size = 4
+  c.privacy.target_epsilon = None
+  c.privacy.noise_multiplier = 1.0
+  c.privacy.expected_batch_size = 4
   c.num_steps = 2
   c.eval_every = 0
   c.checkpoint_every = 0
-  for k, v in fields.items():
-    if isinstance(v, dict):
-      v = ml_collections.ConfigDict(v)
-    setattr(c, k, v)
-  return c
+  fields = {
+    k: ml_collections.ConfigDict(v) if isinstance(v, dict) else v
+    for k, v in fields.items()
+  }
+  return config_overrides.apply(c, fields)
 
 
 def _run_two_steps(config, task=None):
@@ -592,10 +593,10 @@ def test_peft_modes_perturb_only_their_parameters(tmp_path, mode):
     return optax.softmax_cross_entropy_with_integer_labels(logits, b[1])
 
   c = _config("vader_minilm", insecure_test_noise=True)
-  c.estimator_kwargs.clip = 10.0
+  c.privacy.clip = 10.0
   est = run_setup.build_estimator(c, 1.0, 16, spec=preflight.validate(c))
   tx = optax.chain(est, optax.sgd(0.1))
-  state = tx.init(trainable)
+  state = zoprivacy.init(tx, trainable)
   plan = zoprivacy.find_plan(state)
   assert plan.mechanism.name == "discrete_gaussian" and not plan.is_private
   noise = zoprivacy.ExactNoiseSource(
@@ -607,8 +608,8 @@ def test_peft_modes_perturb_only_their_parameters(tmp_path, mode):
     state,
     trainable,
     batched_loss=loss,
-    batch=batch,
-    mask=np.ones(4, bool),
+    # A batch standing for one the run's sampler draws (its selection).
+    batch=zoprivacy.Batch(batch, np.ones(4, bool), est.privacy.sampling),
     discrete_noise=noise,
   )
   new = optax.apply_updates(trainable, updates)
@@ -661,7 +662,7 @@ def test_vader_precomputed_features_match_the_frozen_model(tmp_path):
     peft="head",
     precompute_features=True,
     estimator="dp_sgd",
-    estimator_kwargs={"clip": 1.0},
+    estimator_kwargs={},
   )
   feat_task = tasks.get_task(c)
   assert (
@@ -733,7 +734,7 @@ def test_paper_configs_without_data_raise_missing_data(tmp_path, name, missing):
 def test_offline_configs_are_complete(name):
   c = importlib.import_module(f"configs.{name}").get_config()
   assert c.dataset in tasks.TASKS
-  assert c.target_epsilon == 2.0 and c.estimator in ("dpzero", "dp_sgd")
+  assert c.privacy.target_epsilon == 2.0 and c.estimator in ("dpzero", "dp_sgd")
   if c.dataset == "vader_minilm":
     assert c.peft in peft_tasks.PEFT_MODES and c.examples_per_class == 512
-    assert c.delta == 1e-5 and c.expected_batch_size == 32
+    assert c.privacy.delta == 1e-5 and c.privacy.expected_batch_size == 32

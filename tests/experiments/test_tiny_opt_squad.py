@@ -125,7 +125,7 @@ def test_runner_writes_f1_and_exact_match_never_accuracy(tmp_path):
     assert "test_accuracy" not in row
     assert 0.0 <= row["test_exact_match"] <= row["test_f1"] <= 1.0
   assert [h["step"] for h in result["history"]] == [0, 2, 4]
-  assert 0.0 < result["epsilon"] <= config.target_epsilon
+  assert 0.0 < result["epsilon"] <= config.privacy.target_epsilon
   csv = (tmp_path / "run" / "metrics.csv").read_text().splitlines()
   assert csv[0] == (
     "step,test_f1,test_exact_match,epsilon,seconds,"

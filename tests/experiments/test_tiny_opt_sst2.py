@@ -30,7 +30,7 @@ def test_short_run_meets_the_target_epsilon():
   assert result["estimator"] == "dp_zo" and result["num_steps"] == 20
   assert result["private"] and result["noise_multiplier"] > 0
   # calibrated for 20 steps: just under the target, never above it
-  assert 7.0 < result["epsilon"] <= config.target_epsilon
+  assert 7.0 < result["epsilon"] <= config.privacy.target_epsilon
   assert result["delta"] == 1e-5
   assert math.isfinite(result["test_accuracy"])
   assert 0.0 <= result["test_accuracy"] <= 1.0
@@ -46,7 +46,7 @@ def test_full_run_beats_chance():
   margin: 0.7."""
   config = _config(insecure_test_noise=True)  # reproducible: tests only
   result = train.train(config, progress=False)
-  assert result["epsilon"] <= config.target_epsilon
+  assert result["epsilon"] <= config.privacy.target_epsilon
   assert result["history"][0]["test_accuracy"] < 0.6  # zero-shot
   assert result["test_accuracy"] > 0.7, result["test_accuracy"]
 

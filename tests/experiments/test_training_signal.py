@@ -5,6 +5,7 @@ hidden-state run logs none of them."""
 import json
 import types
 
+import config_overrides
 import numpy as np
 import pytest
 
@@ -22,8 +23,7 @@ def _switched(estimator: str, **fields):
   c.estimator = estimator
   cli.switch_estimator_kwargs(c, registry.get(estimator), {})
   c.update(dict(eval_every=0, checkpoint_every=0, insecure_test_noise=True))
-  c.update(fields)
-  return c
+  return config_overrides.apply(c, fields)
 
 
 @pytest.mark.parametrize(
@@ -82,9 +82,8 @@ def test_released_statistics_are_the_logged_signal(tmp_path):
 
 def test_a_hidden_state_run_logs_no_released_values(tmp_path):
   c = _switched("noisy_zogd", num_steps=3, eval_every=1, workdir=str(tmp_path))
-  for key, value in registry.get("noisy_zogd").run_settings:
-    c[key] = value
-  c.update(dict(target_epsilon=None, noise_multiplier=10.0))
+  config_overrides.apply(c, dict(registry.get("noisy_zogd").run_settings))
+  config_overrides.apply(c, dict(target_epsilon=None, noise_multiplier=10.0))
   train.train(c, progress=False)
   rows = [json.loads(x) for x in open(tmp_path / "metrics.jsonl")]
   assert len(rows) == 4

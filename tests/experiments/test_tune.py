@@ -77,11 +77,12 @@ def test_plans_without_an_integer_order_bound_are_refused():
 
 def test_the_trials_keep_exact_noise():
   """trial_base no longer overrides the user's noise: the default config's
-  trials add exact discrete noise, and exact_noise=False stays the opt-in."""
+  trials add exact discrete noise, and privacy.noise='float' stays the
+  opt-in."""
   config = default.get_config()
-  assert trials.trial_base(config).exact_noise is True
-  config.exact_noise = False
-  assert trials.trial_base(config).exact_noise is False
+  assert trials.trial_base(config).privacy.noise == "exact"
+  config.privacy.noise = "float"
+  assert trials.trial_base(config).privacy.noise == "float"
 
 
 def test_the_noisy_score_is_an_exact_integer_count():
@@ -181,7 +182,7 @@ def test_search_spaces():
   space = search.from_flags(
     {
       "learning_rate": "0.01,0.02,0.05",
-      "estimator_kwargs.clip": "loguniform(0.1,10)",
+      "privacy.clip": "loguniform(0.1,10)",
     }
   )
   space.check()
@@ -189,7 +190,7 @@ def test_search_spaces():
   point = space.point(secret, 3)
   assert point == space.point(secret, 3)
   assert point["learning_rate"] in (0.01, 0.02, 0.05)
-  assert 0.1 <= point["estimator_kwargs.clip"] <= 10
+  assert 0.1 <= point["privacy.clip"] <= 10
   with pytest.raises(ValueError, match="single point"):
     search.from_flags({"learning_rate": "0.01"}).check()
   with pytest.raises(ValueError, match="single point"):
@@ -197,7 +198,7 @@ def test_search_spaces():
   with pytest.raises(ValueError, match="cannot be searched"):
     search.from_flags({"num_steps": "10,20"})
   with pytest.raises(ValueError, match="cannot be searched"):
-    search.from_flags({"estimator_kwargs.num_queries": "1,2"})
+    search.from_flags({"privacy.num_queries": "1,2"})
 
 
 def test_search_file(tmp_path):

@@ -6,6 +6,7 @@ import json
 import os
 import stat
 
+import config_overrides
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -45,10 +46,9 @@ def _config(root, **fields):
   c.max_length = 16
   c.state_cache_dir = str(root / "cache")
   c.num_steps = 2
-  c.expected_batch_size = 4
+  c.privacy.expected_batch_size = 4
   c.eval_every = 0
-  c.update(fields)
-  return c
+  return config_overrides.apply(c, fields)
 
 
 def test_step_zero_is_the_pretrained_models_label_logits(files):

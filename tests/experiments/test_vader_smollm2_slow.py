@@ -27,7 +27,7 @@ def test_three_private_steps_of_the_real_model(tmp_path):
   config.examples_per_class = 8
   config.test_size = 0
   config.max_length = 24
-  config.expected_batch_size = 4
+  config.privacy.expected_batch_size = 4
   config.num_steps = 3
   config.eval_every = 0
   result = train.train(config, progress=False)

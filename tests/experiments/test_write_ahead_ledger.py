@@ -14,6 +14,7 @@ import json
 import os
 import stat
 
+import config_overrides
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -29,9 +30,7 @@ def _config(workdir, **overrides):
   c.eval_every = 10
   c.checkpoint_every = 1000  # no checkpoint before the end
   c.workdir = str(workdir)
-  for k, v in overrides.items():
-    setattr(c, k, v)
-  return c
+  return config_overrides.apply(c, overrides)
 
 
 def _ledger_steps(workdir) -> int:
@@ -207,7 +206,7 @@ def test_a_budget_that_fits_the_run_also_fits_its_resume(tmp_path):
   c = _config(
     tmp_path / "full", num_steps=20, eval_every=0, target_epsilon=None
   )
-  c.noise_multiplier = 2.0
+  c.privacy.noise_multiplier = 2.0
   spent = train.train(c, progress=False)["epsilon"]
   c.workdir = str(tmp_path / "resumed")
   c.epsilon_budget = spent * (1 + 1e-9)

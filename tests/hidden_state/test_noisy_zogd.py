@@ -10,7 +10,7 @@ import pytest
 
 import zoprivacy
 from zoprivacy.data import sampling
-from zoprivacy.estimators import base
+from zoprivacy.estimators import base, composition
 from zoprivacy.hidden_state import baselines, theorem32
 from zoprivacy.hidden_state import setting as setting_lib
 from zoprivacy.zo import directions, projection
@@ -59,6 +59,7 @@ def test_noise_split_matches_directional_fraction_and_accountant():
       jnp.zeros([], jnp.int32),
       jnp.zeros([1], jnp.float32),
       est.privacy_plan,
+      composition.CHECKED,  # a bare estimator: nothing around it to check
     )
     g, _ = est.update(None, state, PARAMS, per_example_loss=const, batch=DATA)
     dkey, _ = base.step_keys(state)
@@ -92,7 +93,7 @@ def test_noise_split_matches_directional_fraction_and_accountant():
   assert slope == pytest.approx(measured_slope, rel=5 * math.sqrt(2 / (n * K)))
   # ... and the plan in the state (the ledger's view, std over one example's
   # bound sqrt(K) Delta / n, replace-one factor paid by the accountant).
-  plan = zoprivacy.find_plan(est.init(PARAMS))
+  plan = zoprivacy.find_plan(zoprivacy.init(est, PARAMS))
   measured_multiplier = math.sqrt(emp_along) / (
     setting.clip / (N * math.sqrt(K))
   )
@@ -121,7 +122,7 @@ def test_gradient_is_average_of_clipped_directional_derivatives():
   setting = make_setting(noise_std=1e-9, clip=1.5)
   est = zoprivacy.noisy_zogd(setting, direction_key=3)
   w = {"w": jnp.full((4, 4), 0.1), "b": jnp.full((4,), -0.2)}
-  state = est.init(w)
+  state = zoprivacy.init(est, w)
   g, _ = est.update(None, state, w, per_example_loss=quadratic_loss, batch=DATA)
   dkey, _ = base.step_keys(state)
   mat = np.asarray(jax.vmap(flat)(directions.stiefel(dkey, w, K)))
@@ -135,7 +136,7 @@ def test_schedule_is_indexed_by_step():
   setting = make_setting(directional_fraction=(1.0, 0.0))
   est = zoprivacy.noisy_zogd(setting, direction_key=0)
   const = lambda p, x: jnp.zeros(())
-  state = est.init(PARAMS)
+  state = zoprivacy.init(est, PARAMS)
   out = []
   for _ in range(2):
     dkey, _ = base.step_keys(state)
@@ -153,7 +154,7 @@ def test_projection_keeps_ball_and_is_identity_inside():
   tx = projection.project_l2_ball(2.0)
   inside = {"a": jnp.array([0.3, -0.4]), "b": jnp.array([[0.5]])}
   step = {"a": jnp.array([0.1, 0.1]), "b": jnp.array([[-0.2]])}
-  up, _ = tx.update(step, tx.init(inside), inside)
+  up, _ = tx.update(step, zoprivacy.init(tx, inside), inside)
   for k in inside:
     np.testing.assert_array_equal(up[k], step[k])
   far = {"a": jnp.array([3.0, 4.0]), "b": jnp.array([[12.0]])}
@@ -169,7 +170,7 @@ def test_projection_keeps_ball_and_is_identity_inside():
 def test_chain_stays_in_ball():
   setting = make_setting(noise_std=5.0, step_size=2.0, radius=0.5)
   tx = zoprivacy.noisy_zogd_chain(setting, direction_key=2)
-  params, state = PARAMS, tx.init(PARAMS)
+  params, state = PARAMS, zoprivacy.init(tx, PARAMS)
   for _ in range(5):
     up, state = tx.update(
       jax.tree.map(jnp.zeros_like, params),
@@ -224,7 +225,7 @@ def test_bad_estimator_input_rejected_before_data():
     zoprivacy.noisy_zogd(make_setting(smoothing=0.0))
   est = zoprivacy.noisy_zogd(make_setting(dimension=22))
   with pytest.raises(ValueError, match="d = 22"):
-    est.init(PARAMS)
+    zoprivacy.init(est, PARAMS)
 
 
 def test_without_replacement_sampler_draws_independent_uniform_subsets():
@@ -265,7 +266,7 @@ def test_noise_is_secret_and_directions_public():
   setting = make_setting()
   const = lambda p, x: jnp.zeros(())
   est = zoprivacy.noisy_zogd(setting, direction_key=5)
-  s1, s2 = est.init(PARAMS), est.init(PARAMS)
+  s1, s2 = zoprivacy.init(est, PARAMS), zoprivacy.init(est, PARAMS)
   np.testing.assert_array_equal(
     jax.random.key_data(s1.direction_key),
     jax.random.key_data(s2.direction_key),
@@ -278,7 +279,7 @@ def test_noise_is_secret_and_directions_public():
     test_est = zoprivacy.noisy_zogd(
       setting, direction_key=5, insecure_test_noise_seed=7
     )
-    t1, t2 = test_est.init(PARAMS), test_est.init(PARAMS)
+    t1, t2 = zoprivacy.init(test_est, PARAMS), zoprivacy.init(test_est, PARAMS)
   h1, _ = test_est.update(None, t1, PARAMS, per_example_loss=const, batch=DATA)
   h2, _ = test_est.update(None, t2, PARAMS, per_example_loss=const, batch=DATA)
   np.testing.assert_array_equal(flat(h1), flat(h2))
@@ -321,7 +322,7 @@ def test_masked_parameters_are_rejected_like_every_estimator():
   params = {**PARAMS, "frozen": jnp.zeros(3)}  # d = 20 unmasked
   mask = {"w": True, "b": True, "frozen": False}
   tx = optax.masked(zoprivacy.noisy_zogd(make_setting()), mask)
-  state = tx.init(params)
+  state = zoprivacy.init(tx, params)
   with pytest.raises(ValueError, match="docs/freezing.md"):
     tx.update(
       jax.tree.map(jnp.zeros_like, params),

@@ -76,7 +76,8 @@ def test_final_iterate_epsilon_refused_when_intermediates_published():
     ({"estimator_kwargs.directional_fraction": 1.5}, r"\[0, 1\]"),
     ({"learning_rate": 1000.0}, "above the limit"),
     ({"dataset": "digits"}, "assumptions"),
-    ({"estimator_kwargs.clip": 1.0}, "Lipschitz"),
+    ({"privacy.clip": 1.0}, "Lipschitz"),
+    ({"estimator_kwargs.clip": 1.0}, "now privacy.clip"),
   ],
 )
 def test_bad_input_fails_before_any_data_is_loaded(monkeypatch, changes, match):

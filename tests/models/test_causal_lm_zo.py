@@ -98,7 +98,9 @@ def adapter_steps(model, batch, params, adapters, assemble):
     learning_rate=LEARNING_RATE,
     **hyper,
   )
-  a_generic, _ = jax.jit(generic_step)(adapters, tx.init(adapters), batch)
+  a_generic, _ = jax.jit(generic_step)(
+    adapters, zoprivacy.init(tx, adapters), batch
+  )
   a_scan, _ = jax.jit(zo.step, donate_argnums=0)(
     jax.tree.map(jnp.copy, adapters), zo.init(adapters), batch, frozen=params
   )
@@ -163,7 +165,7 @@ def test_in_scan_step_equals_generic_counter_step(directions, extra):
   assert zo.privacy_plan == estimator.privacy_plan
   generic_step = jax.jit(generic_step)
   in_scan_step = jax.jit(zo.step)
-  p_generic, s_generic = params, tx.init(params)
+  p_generic, s_generic = params, zoprivacy.init(tx, params)
   p_scan, s_scan = params, zo.init(params)
   for _ in range(2):
     p_generic, s_generic = generic_step(p_generic, s_generic, batch)
@@ -211,7 +213,9 @@ def test_in_scan_step_holds_no_parameter_copy():
     directions="gaussian",
     **PRIVACY,
   )
-  peak_g, temp_g = _peak_and_temp(generic_step, params, tx.init(params), batch)
+  peak_g, temp_g = _peak_and_temp(
+    generic_step, params, zoprivacy.init(tx, params), batch
+  )
   peak_s, temp_s = _peak_and_temp(zo.step, params, zo.init(params), batch)
   inference = jax.jit(loss).lower(params, batch).compile().memory_analysis()
   temp_inference = inference.temp_size_in_bytes
@@ -288,7 +292,9 @@ def test_in_scan_mezo_equals_generic_counter_mezo():
     learning_rate=LEARNING_RATE,
     **hyper,
   )
-  p_generic, s_generic = jax.jit(generic_step)(params, tx.init(params))
+  p_generic, s_generic = jax.jit(generic_step)(
+    params, zoprivacy.init(tx, params)
+  )
   p_scan, s_scan = jax.jit(zo.step)(params, zo.init(params), batch, mask=mask)
   np.testing.assert_allclose(s_scan.released, s_generic[0].released, rtol=1e-4)
   assert _max_relative_difference(p_generic, p_scan) <= 1e-5

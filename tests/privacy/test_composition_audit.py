@@ -294,7 +294,7 @@ def test_bfloat16_weights_and_exact_noise(tmp_path):
     config="tiny_opt_sst2",
     overrides={
       "param_dtype": "bfloat16",
-      "exact_noise": True,
+      "privacy.noise": "exact",
       "num_steps": 8,
       "checkpoint_every": 4,
       "num_eval": 16,

@@ -102,7 +102,7 @@ def test_library_predraw_draws_the_next_step_of_a_state(monkeypatch):
     clip=1.0, noise_multiplier=1.0, expected_batch_size=8
   )
   for tx in (_dpzero(), dp_sgd):
-    state = zoprivacy.refresh_noise_keys(tx.init(jnp.zeros(3)))
+    state = zoprivacy.refresh_noise_keys(zoprivacy.init(tx, jnp.zeros(3)))
     kwargs = {"per_example_loss": _loss, "batch": batch}
     params = jnp.zeros(3)
     update = jax.jit(
@@ -121,7 +121,7 @@ def test_library_predraw_draws_the_next_step_of_a_state(monkeypatch):
 def _dp_sgd_update():
   """A fresh dp_sgd state and its jitted update on a fixed batch."""
   tx = zoprivacy.dp_sgd(clip=1.0, noise_multiplier=1.0, expected_batch_size=8)
-  state = zoprivacy.refresh_noise_keys(tx.init(jnp.zeros(3)))
+  state = zoprivacy.refresh_noise_keys(zoprivacy.init(tx, jnp.zeros(3)))
   batch = jnp.linspace(-1, 1, 24).reshape(8, 3)
   update = jax.jit(
     lambda s: tx.update(
@@ -148,9 +148,9 @@ def test_the_runner_draws_no_noise_inside_its_first_step(monkeypatch, tmp_path):
   for name in ("dpzero", "dp_sgd"):
     c = default.get_config()
     c.update(num_steps=3, eval_every=0, checkpoint_every=0, workdir="")
-    c.update(target_epsilon=None, noise_multiplier=2.0)
+    c.privacy.update(target_epsilon=None, noise_multiplier=2.0)
     if name != "dpzero":
-      c.estimator, c.estimator_kwargs = name, {"clip": 1.0}
+      c.estimator, c.estimator_kwargs = name, {}
     train.train(c, progress=False)
   assert {s for s, _ in scalar} >= {0, 1, 2}
   assert {s for s, _ in vector} >= {0, 1, 2}

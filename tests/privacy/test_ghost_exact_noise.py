@@ -208,7 +208,7 @@ def test_ghost_default_is_exact_with_the_bound_in_its_plan(name):
       params, s, params, per_example_loss=loss, batch=x, **extra
     )
   )
-  updates, _ = step(tx.init(params))
+  updates, _ = step(zoprivacy.init(tx, params))
   assert all(np.all(np.isfinite(u)) for u in jax.tree.leaves(updates))
 
 

@@ -54,7 +54,7 @@ def _repro_loss(model):
 def _released_sums(est, params, loss, batch, masks):
   """The step's releases times the expected batch size (the noisy sums),
   one per mask, from one compiled step and one state (the noise shared)."""
-  state = est.init(params)
+  state = zoprivacy.init(est, params)
   zeros = jax.tree.map(jnp.zeros_like, params)
   step = jax.jit(
     lambda s, m: est.update(

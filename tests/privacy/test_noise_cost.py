@@ -76,7 +76,7 @@ def _step_fns(monkeypatch):
       noise=noise,
     )
     tx = optax.chain(est, optax.sgd(1e-3))
-    state = [tx.init(params)]
+    state = [zoprivacy.init(tx, params)]
     source = (
       zoprivacy.ExactNoiseSource.for_state(state[0]) if caller_draws else None
     )

@@ -40,7 +40,7 @@ def test_plain_update_releases_on_the_grid_under_jit_in_a_chain():
   of grid steps clip / grid_points (times 1 / B)."""
   tx = optax.chain(_dpzero(grid_points=512), optax.sgd(0.1))
   w = jnp.zeros(D)
-  state = tx.init(w)
+  state = zoprivacy.init(tx, w)
   batch = jnp.linspace(-1, 1, 8 * D).reshape(8, D)
   step = jax.jit(
     lambda s: tx.update(jnp.zeros(D), s, w, batched_loss=_loss, batch=batch)
@@ -132,7 +132,7 @@ def test_plan_fingerprint_is_stable_and_binds_the_noise():
 
 def test_float_noise_keys_are_bound_to_the_plan():
   est_a, est_b = _dpzero(noise="float"), _dpzero(noise="float", clip=1.01)
-  state = est_a.init(jnp.zeros(D))
+  state = zoprivacy.init(est_a, jnp.zeros(D))
   moved = state._replace(privacy_plan=est_b.privacy_plan)
 
   key_a = jax.random.key_data(base.step_keys(state)[1])

@@ -138,7 +138,7 @@ def test_a_restored_state_steps_again_with_fresh_noise_after_refresh():
   tx = jax.jit(
     lambda s, x: est.update(None, s, jnp.zeros(3), batched_loss=_loss, batch=x)
   )
-  saved = est.init(jnp.zeros(3))
+  saved = zoprivacy.init(est, jnp.zeros(3))
   a, b = jnp.ones((8, 3)), -jnp.ones((8, 3))
   source = zoprivacy.ExactNoiseSource.for_state((saved,), block_size=0)
   noise = int(source.draw_now(0)[0])

@@ -43,7 +43,7 @@ def _dpzero(**kw):
 
 def _updates(est, steps=20, **extra):
   w = jnp.zeros(D)
-  state = est.init(w)
+  state = zoprivacy.init(est, w)
   step = jax.jit(
     lambda s: est.update(
       jnp.zeros(D), s, w, batched_loss=_loss, batch=_batch(), **extra
@@ -75,7 +75,11 @@ def test_identical_estimators_add_independent_noise_along_the_same_directions():
 def test_noise_key_is_not_derived_from_the_direction_key():
   est = _dpzero(direction_key=0)
   keys = {
-    tuple(np.asarray(jax.random.key_data(est.init(jnp.zeros(D)).noise_key)))
+    tuple(
+      np.asarray(
+        jax.random.key_data(zoprivacy.init(est, jnp.zeros(D)).noise_key)
+      )
+    )
     for _ in range(5)
   }
   assert len(keys) == 5  # fresh OS entropy at every init
@@ -98,7 +102,7 @@ def test_an_adversary_with_the_public_seed_cannot_regenerate_the_noise():
   guesses += list(jax.random.split(jax.random.key(7), 3))
   w = jnp.zeros(D)
   for guess in guesses:
-    forged = est.init(w)._replace(
+    forged = zoprivacy.init(est, w)._replace(
       noise_key=jax.random.wrap_key_data(
         jnp.tile(jax.random.key_data(guess), 2)[:4], impl="rbg"
       )
@@ -162,7 +166,7 @@ def test_vector_noise_is_float32_for_bf16_parameters():
   loss = lambda p, ex: jnp.sum(p.astype(jnp.float32)) * 0.0 + ex
   g, _ = est.update(
     jnp.zeros_like(w),
-    est.init(w),
+    zoprivacy.init(est, w),
     w,
     per_example_loss=loss,
     batch=jnp.zeros((1,)),
@@ -186,17 +190,11 @@ def test_plan_survives_wrappers_pickle_and_jit():
       optax.inject_hyperparams(
         zoprivacy.dpzero,
         static_args=zoprivacy.static_args(zoprivacy.dpzero),
-      )(
-        clip=1.0,
-        noise_multiplier=3.0,
-        smoothing=1e-3,
-        expected_batch_size=16,
-        dataset_size=1000,
-      ),
+      )(est.privacy, smoothing=1e-3),
       optax.inject_hyperparams(optax.sgd)(learning_rate=0.1),
     ),
   ):
-    state = tx.init(w)
+    state = zoprivacy.init(tx, w)
     assert find_plan(state) == plan
     assert find_plan(jax.tree.map(lambda x: x, state)) == plan
     _, state = jax.jit(
@@ -209,15 +207,13 @@ def test_plan_survives_wrappers_pickle_and_jit():
 
 
 def test_privacy_hyperparameters_cannot_be_injected():
-  tx = optax.inject_hyperparams(zoprivacy.dpzero)(
-    clip=1.0,
-    noise_multiplier=3.0,
-    smoothing=1e-3,
-    expected_batch_size=16,
-    dataset_size=1000,
-  )
-  with pytest.raises(TypeError, match="privacy hyperparameter"):
-    tx.init(jnp.zeros(D))
+  """The value is static under inject_hyperparams (optax injects numbers
+  only), and a traced number cannot become one of its fields."""
+  privacy = _dpzero().privacy
+  tx = optax.inject_hyperparams(zoprivacy.dpzero)(privacy, smoothing=1e-3)
+  assert find_plan(zoprivacy.init(tx, jnp.zeros(D))) == _dpzero().privacy_plan
+  with pytest.raises(TypeError, match="Python number"):
+    jax.jit(lambda c: privacy.replace(clip=c))(1.0)
 
 
 def test_find_plan_refuses_a_chain_without_an_estimator():
@@ -231,7 +227,7 @@ def test_misspelled_mask_is_an_error_and_padded_batches_carry_their_mask():
   with pytest.raises(TypeError, match="did you mean 'mask'"):
     est.update(
       jnp.zeros(D),
-      est.init(w),
+      zoprivacy.init(est, w),
       w,
       batched_loss=_loss,
       batch=_batch(),
@@ -244,14 +240,14 @@ def test_misspelled_mask_is_an_error_and_padded_batches_carry_their_mask():
   mask = np.arange(16) < 5
   g1, _ = a.update(
     jnp.zeros(D),
-    a.init(w),
+    zoprivacy.init(a, w),
     w,
     batched_loss=_loss,
     batch=sampling.PaddedBatch(_batch(), mask),
   )
   g2, _ = b.update(
     jnp.zeros(D),
-    b.init(w),
+    zoprivacy.init(b, w),
     w,
     batched_loss=_loss,
     batch=_batch(),
@@ -280,7 +276,7 @@ def test_exact_noise_releases_lie_on_the_grid(name, kw):
   plan = est.privacy_plan
   assert plan.noise_kind == "discrete" and plan.grid_points == m
   w = jnp.zeros(D)
-  state = est.init(w)
+  state = zoprivacy.init(est, w)
   source = zoprivacy.ExactNoiseSource.for_state(state)
   scale = b / (clip / m) * (2 * lam if name == "dp_zo" else 1.0)
   plain = jax.jit(
@@ -347,9 +343,9 @@ def test_laplace_queries_pld_matches_dp_accounting_for_one_query():
   assert eps_ref - 1e-6 <= eps <= 1.02 * eps_ref
 
 
-def test_the_deprecated_exact_noise_flag_still_works():
-  with pytest.warns(DeprecationWarning, match="noise='float'"):
-    assert _dpzero(exact_noise=False).privacy_plan.mechanism.name == "gaussian"
+def test_the_exact_noise_flag_is_gone_with_its_replacement_named():
+  with pytest.raises(TypeError, match=r"noise=zoprivacy\.Float\(\)"):
+    _dpzero(exact_noise=False)
 
 
 def test_a_test_seed_cannot_feed_exact_noise_of_a_plan_that_promises_secrecy():

@@ -24,7 +24,12 @@ from zoprivacy.privacy import PlanError, SkippingWrapperError, wrappers
 
 DOC = pathlib.Path(__file__).parents[2] / "docs" / "library.md"
 LOSS = lambda p, batch: jnp.sum((batch - p["w"]) ** 2, axis=-1)  # noqa: E731
-ARGS = dict(clip=1.0, smoothing=1e-3, expected_batch_size=4, dataset_size=16)
+PRIVACY = zoprivacy.Privacy(
+  noise=zoprivacy.TestNoise(0),
+  noise_multiplier=1.0,
+  sampling=zoprivacy.Poisson(dataset_size=16, expected_batch_size=4),
+  assume_sampling=True,  # the tests feed their own batches
+)
 
 
 def _params():  # fresh buffers: make_step donates the ones it is given
@@ -32,9 +37,7 @@ def _params():  # fresh buffers: make_step donates the ones it is given
 
 
 def _est():
-  return zoprivacy.dpzero(
-    noise_multiplier=1.0, insecure_test_noise_seed=0, **ARGS
-  )
+  return zoprivacy.dpzero(PRIVACY, smoothing=1e-3)
 
 
 def _inner():
@@ -68,7 +71,7 @@ ACCEPTED = {
   "inject_hyperparams": lambda: optax.chain(
     optax.inject_hyperparams(
       zoprivacy.dpzero, static_args=zoprivacy.static_args(zoprivacy.dpzero)
-    )(noise_multiplier=1.0, insecure_test_noise_seed=0, **ARGS),
+    )(PRIVACY, smoothing=1e-3),
     optax.sgd(0.1),
   ),
   "MultiSteps after the estimator": lambda: optax.chain(

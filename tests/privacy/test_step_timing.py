@@ -46,7 +46,7 @@ def test_step_time_of_the_plain_update_does_not_follow_the_noise():
   )
   tx = optax.chain(est, optax.sgd(0.01))
   w = jnp.zeros(D)
-  state = tx.init(w)
+  state = zoprivacy.init(tx, w)
   batch = jnp.linspace(-1, 1, 8 * D).reshape(8, D)
   step = jax.jit(
     lambda s: tx.update(jnp.zeros(D), s, w, batched_loss=_loss, batch=batch)

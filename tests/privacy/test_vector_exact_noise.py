@@ -166,7 +166,7 @@ def test_default_release_is_on_the_lattice_ghost_clipping_included():
       lambda s, tx=tx: tx.update(
         None, s, params, per_example_loss=loss, batch=batch
       )
-    )(tx.init(params))
+    )(zoprivacy.init(tx, params))
     scale = 8 * vdm.MAX_GRID  # B M / C
     if clipping == "ghost":
       args = base.parse_extra_args(dict(per_example_loss=loss, batch=batch))

@@ -89,7 +89,7 @@ def test_a_prefetched_dp_sgd_step_makes_no_sampler_call(monkeypatch):
   update as the same state drawn on demand by a fresh cache."""
   tx, update = _dp_sgd_update(monkeypatch)
   vnp._sources.clear()
-  state = tx.init(PARAMS)
+  state = zoprivacy.init(tx, PARAMS)
   _, state = jax.block_until_ready(update(state))  # step 0, on demand
   for source in vnp._sources.values():
     source.join(1)

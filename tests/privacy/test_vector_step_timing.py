@@ -77,7 +77,7 @@ def _timed_steps(monkeypatch, steps, *, on_demand):
   update = jax.jit(
     lambda s: tx.update(None, s, params, per_example_loss=_loss, batch=batch)
   )
-  state = tx.init(params)
+  state = zoprivacy.init(tx, params)
   vnp._sources.clear()
   times = []
   for _ in range(WARM_UP + steps):

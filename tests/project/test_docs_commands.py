@@ -21,7 +21,7 @@ import pytest
 SLOW_WHEN = (
   "configs/tiny_opt_sst2.py",
   "configs/tiny_opt_squad.py",  # test_tiny_opt_squad.py runs it too
-  "--config.target_epsilon=4",
+  "--config.privacy.target_epsilon=4",
   "configs/mezo.py",
   "configs/dp_zo_gaussian.py",
   "configs/dp_zo_laplace.py",

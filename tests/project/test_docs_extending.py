@@ -13,14 +13,15 @@ import numpy as np
 import optax
 import pytest
 
+import zoprivacy
 from configs import default
 from experiments.run import train
 from zoprivacy import accounting
 from zoprivacy.accounting import discrete_pld
-from zoprivacy.estimators import privatization, registry
+from zoprivacy.estimators import registry
 from zoprivacy.mechanisms import registry as mechanism_registry
 from zoprivacy.mechanisms import registry as mechanisms
-from zoprivacy.privacy import find_plan
+from zoprivacy.privacy import find_plan, privatization
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -55,8 +56,8 @@ def _registered_example():
 def test_extending_example_registers_and_trains(noise):
   """The default (exact discrete noise) and the floating-point opt-in."""
   spec = _registered_example()
-  assert spec.private and spec.public_data is None and spec.exact_noise
-  noise_kw = {} if noise is None else dict(noise=noise)
+  assert spec.private and spec.public_data is None
+  kind = zoprivacy.Exact() if noise is None else zoprivacy.Float()
 
   rng = np.random.default_rng(0)
   x = jnp.asarray(rng.normal(size=(256, 4)), jnp.float32)
@@ -65,18 +66,17 @@ def test_extending_example_registers_and_trains(noise):
   loss = lambda w, b: (b[0] @ w - b[1]) ** 2
   with warnings.catch_warnings():
     warnings.simplefilter("ignore")
-    est = spec.factory(
+    privacy = zoprivacy.Privacy(
       clip=50.0,
+      noise=zoprivacy.TestNoise(0, of=kind),
       noise_multiplier=0.5,
-      smoothing=0.5,
-      expected_batch_size=256,
-      dataset_size=256,
-      insecure_test_noise_seed=0,
-      **noise_kw,
+      sampling=zoprivacy.Poisson(dataset_size=256, expected_batch_size=256),
+      assume_sampling=True,  # the whole data set, given as one batch
     )
+    est = spec.factory(privacy, smoothing=0.5)
   tx = optax.chain(est, optax.sgd(2e-3))
   w = jnp.zeros(4)
-  state = tx.init(w)
+  state = zoprivacy.init(tx, w)
   plan = find_plan(state)
   exact = noise is None
   assert plan.mechanism.name == ("discrete_gaussian" if exact else "gaussian")
@@ -158,19 +158,15 @@ def test_the_toy_mechanism_is_one_module_and_one_registration_line():
     mechanism="laplace",
   )
   assert laplace.noise_multiplier <= sigma <= laplace.noise_multiplier * 1.02
-  with pytest.raises(ValueError, match="noise='float'"):
-    privatization.privacy_spec(
-      clip=1.0,
-      noise_multiplier=1.0,
-      expected_batch_size=8,
-      mechanism="toy_geometric",
-    )
+  value = zoprivacy.Privacy(
+    noise_multiplier=1.0,
+    sampling=zoprivacy.Poisson(dataset_size=64, expected_batch_size=8),
+  )
+  with pytest.raises(ValueError, match=r"noise=zoprivacy\.Float\(\)"):
+    privatization.privatize(value.replace(mechanism="toy_geometric"))
   with pytest.raises(ValueError, match="mechanism must be one of"):
-    privatization.privacy_spec(
-      clip=1.0,
-      noise_multiplier=1.0,
-      expected_batch_size=8,
-      mechanism="discrete_laplace",  # an accounting value only
+    privatization.privatize(  # an accounting value only
+      value.replace(mechanism="discrete_laplace")
     )
 
 
@@ -182,7 +178,7 @@ def test_dp_zo_trains_with_the_toy_noise():
   loss = lambda w, b: (b[0] @ w - b[1]) ** 2
   tx = optax.chain(ns["estimator"], optax.sgd(1e-3))
   w = jnp.zeros(4)
-  state = tx.init(w)
+  state = zoprivacy.init(tx, w)
   plan = find_plan(state)
   assert plan.mechanism.name == "toy_geometric" and plan.is_private
   assert plan.noise_multiplier == ns["calibrated"].noise_multiplier
@@ -207,11 +203,10 @@ def test_the_toy_mechanism_trains_in_the_runner_with_a_correct_epsilon(
   _toy_mechanism_module()
   config = default.get_config()
   config.estimator = "dp_zo"
-  config.estimator_kwargs = {
-    "mechanism": "toy_geometric",
-    "noise": "float",
-    "grid_points": 64,
-  }
+  config.estimator_kwargs = {}
+  config.privacy.clip = None  # dp_zo's own
+  config.privacy.mechanism = "toy_geometric"
+  config.privacy.noise = "float"
   config.num_steps = 30
   config.eval_every = 0
   config.checkpoint_every = 0
@@ -223,5 +218,5 @@ def test_the_toy_mechanism_trains_in_the_runner_with_a_correct_epsilon(
   p = plan["expected_batch_size"] / plan["dataset_size"]
   direct = _discrete_laplace_epsilon(result["noise_multiplier"], 30, p)
   assert result["epsilon"] == pytest.approx(direct, rel=1e-9)
-  assert result["epsilon"] <= config.target_epsilon
+  assert result["epsilon"] <= config.privacy.target_epsilon
   assert math.isfinite(result["test_accuracy"])

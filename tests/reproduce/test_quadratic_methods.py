@@ -40,7 +40,7 @@ def _setup(mode="rank_sqrt_d"):
 
 
 def _estimator_grad(est, x, loss, data):
-  state = est.init(x)
+  state = zoprivacy.init(est, x)
   grad, _ = est.update(
     jnp.zeros_like(x), state, x, per_example_loss=loss, batch=data
   )

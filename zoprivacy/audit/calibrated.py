@@ -24,6 +24,7 @@ from zoprivacy.estimators import base, registry
 from zoprivacy.estimators.noisy_zogd import noisy_zogd
 from zoprivacy.hidden_state import privacy as hidden_privacy
 from zoprivacy.hidden_state import setting as hidden_setting
+from zoprivacy.privacy import value
 
 # Estimators whose EstimatorState.released holds the privatized scalars (the
 # others release a privatized gradient and log its norm there).
@@ -35,6 +36,8 @@ SCALAR_RELEASE = frozenset({"dpzero", "dp_zo", "pazo_m", "pazo_p", "pazo_s"})
 # data is free: it moves the release the same way in both worlds.
 NUM_PUBLIC = 4
 PUBLIC_VALUE = 0.5
+# The estimators whose privacy value may name another mechanism (Laplace).
+MECHANISM_CHOICE = frozenset({"dp_zo"})
 # Arguments some factories require that do not change one step's privacy.
 REQUIRED_DEFAULTS = {"learning_rate": 0.1, "num_steps": 1000, "num_bases": 1}
 
@@ -83,24 +86,32 @@ def build(
     raise ValueError(f"Cannot audit {name!r}: {reason}.")
   if spec.takes_setting:
     return _noisy_zogd(noise_multiplier, batch_size, clip, **overrides)
-  kwargs = dict(spec.defaults)
-  kwargs.update(
+  kinds = {"exact": value.Exact(), "float": value.Float()}
+  kinds["secure_mode"] = value.SecureMode()
+  kind = overrides.pop("noise", None) or "exact"
+  dataset_size = int(overrides.pop("dataset_size", batch_size))
+  if kind not in kinds:
+    raise ValueError(f"Unknown noise kind {kind!r}; one of {tuple(kinds)}.")
+  # The game hands the estimator its own neighbouring batches (the full
+  # batch of each world): their sampling is assumed, not drawn.
+  privacy = value.Privacy(
     clip=clip,
+    noise=kinds[kind],
     noise_multiplier=noise_multiplier,
-    expected_batch_size=float(batch_size),
-    dataset_size=int(batch_size),
+    sampling=value.Poisson(
+      dataset_size=dataset_size, expected_batch_size=float(batch_size)
+    ),
+    mechanism=mechanism or "gaussian",
+    assume_sampling=True,
   )
-  if mechanism:
-    kwargs["mechanism"] = mechanism
-  for key, value in REQUIRED_DEFAULTS.items():
-    kwargs.setdefault(key, value)
+  kwargs = dict(spec.defaults)
+  for key, default in REQUIRED_DEFAULTS.items():
+    kwargs.setdefault(key, default)
   kwargs.update(overrides)
   taken = base.forward_kwargs(spec.factory, kwargs)
-  if noise and "noise" not in taken:
-    raise ValueError(f"{name!r} takes no noise kind (asked for {noise!r}).")
-  if mechanism and "mechanism" not in taken:
+  if mechanism and name not in MECHANISM_CHOICE:
     raise ValueError(f"{name!r} takes no mechanism (asked for {mechanism!r}).")
-  return spec.factory(**taken)
+  return spec.factory(privacy, **taken)
 
 
 def _noisy_zogd(noise_multiplier, batch_size, clip, dimension=4):

@@ -44,6 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from zoprivacy.audit import clopper_pearson
+from zoprivacy.estimators import composition
 from zoprivacy.mechanisms import values as mechanisms_accounting
 
 
@@ -125,7 +126,7 @@ def _release_fn(
     raise ValueError(
       f"statistic must be one of {STATISTICS}, got {statistic!r}"
     )
-  state = estimator.init(game.params)
+  state = composition.check(estimator.init(game.params))  # checked whole
   zeros = jax.tree.map(jnp.zeros_like, game.params)
 
   def release(noise_key, include_canary):

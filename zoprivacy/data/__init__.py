@@ -1,2 +1,3 @@
-"""Data: samplers (:mod:`sampling`), the batch-selection value that gives a
-sampler and the scheme it accounts (:mod:`batch_selection`), loaders (:mod:`loaders`), splits (:mod:`splits`)."""
+"""Data: batches for a jitted step (:mod:`sampling`, with the samplers of
+:mod:`zoprivacy.privacy.batch_selection`), loaders (:mod:`loaders`), splits
+(:mod:`splits`)."""

@@ -21,8 +21,9 @@ estimator's sensitivity bound; check it with
 :func:`zoprivacy.first_order.per_example_check.assert_per_example`.
 
 Secret noise: a private estimator's noise key comes from OS entropy at
-``init`` (never from ``direction_key``, which is public) unless the factory's
-``insecure_test_noise_seed`` is set, which makes the run NOT private. Every
+``init`` (never from ``direction_key``, which is public) unless its privacy
+value's noise is ``zoprivacy.TestNoise(seed)``, which makes the run NOT
+private. Every
 noise draw of step ``t`` is keyed by ``(noise_key, plan fingerprint, t)``:
 a pure function of the state. Restoring a state and stepping again on other
 inputs would add the same noise to another sum (the difference of the two
@@ -39,19 +40,19 @@ An execution setting, not a privacy hyperparameter: the plan, the
 calibration and the noise do not depend on it; on exact noise's integer
 lattice the release equals the unchunked one, in float to rounding.
 
-Noise kinds (the ``noise=`` argument of the factories):
+Noise kinds (the ``noise`` of the privacy value, :class:`zoprivacy.Privacy`):
 
-* ``'exact'`` (the default): each clipped scalar is quantized to an
+* ``zoprivacy.Exact()`` (the default): each clipped scalar is quantized to an
   integer grid and exact discrete Gaussian / Laplace noise is added to the
   integer sum; the update fetches the noise from the host sampler by itself
   (:mod:`zoprivacy.secret_noise.host_noise`), or takes it as the extra argument
   ``discrete_noise=``. The vector estimators put each example's clipped
   vector on an integer lattice and add exact vector discrete Gaussian noise
   (:mod:`zoprivacy.secret_noise.vector_discrete_mechanism`);
-* ``'secure_mode'`` (Noisy-ZOGD's, an opt-in elsewhere): floating-point
+* ``zoprivacy.SecureMode()`` (Noisy-ZOGD's, an opt-in elsewhere): floating-point
   Gaussian noise, each draw the scaled sum of 4 independent Gaussians
   (Opacus' defence, Holohan & Braghin 2021);
-* ``'float'``: plain floating-point noise, an explicit opt-in exposed to
+* ``zoprivacy.Float()``: plain floating-point noise, an explicit opt-in exposed to
   floating-point attacks (Mironov 2012); the plan and every report say so.
 """
 
@@ -66,15 +67,13 @@ import jax.numpy as jnp
 import optax
 
 from zoprivacy.core import physical_batches
-from zoprivacy.estimators.privatization import (  # noqa: F401 (re-exported)
-  NOISE_KINDS,
-  Privatization,
-  make_plan,
-  noise_kind,
-  privacy_spec,
-)
+from zoprivacy.estimators import composition as composition_lib
 from zoprivacy.privacy import plan as plan_lib
 from zoprivacy.privacy import randomness
+from zoprivacy.privacy.privatization import (  # noqa: F401 (re-exported)
+  Privatization,
+  make_plan,
+)
 from zoprivacy.secret_noise import host_noise, vector_noise_prefetch
 from zoprivacy.zo import queries
 
@@ -98,6 +97,10 @@ class EstimatorState(NamedTuple):
       norm of the privatized gradient): public post-processing.
     privacy_plan: the :class:`~zoprivacy.privacy.PrivacyPlan` of one step,
       a pytree node without leaves (see :func:`zoprivacy.privacy.find_plan`).
+    composition: whether the whole optimizer state was checked before the
+      first release (:func:`zoprivacy.init`), a node without leaves; a
+      private estimator releases only from a checked state or inside
+      :func:`zoprivacy.make_step` (:mod:`zoprivacy.estimators.composition`).
   """
 
   direction_key: jax.Array
@@ -105,6 +108,7 @@ class EstimatorState(NamedTuple):
   step: jax.Array
   released: jax.Array
   privacy_plan: plan_lib.PrivacyPlan
+  composition: composition_lib.Composition = composition_lib.UNCHECKED
 
 
 def init_state(
@@ -197,6 +201,7 @@ class LossArgs(NamedTuple):
   per_example_loss: Any
   batched_loss: Any
   extra: dict  # every keyword extra argument, e.g. public batches
+  selection: Any = None  # the batch's selection (a zoprivacy.Batch's)
   physical_batch_size: int | None = None  # rows per chunk (None: all)
 
   @property
@@ -215,9 +220,10 @@ def parse_extra_args(
   """Reads ``per_example_loss`` / ``batched_loss``, ``batch`` and ``mask``.
 
   A batch that carries its own mask (a :class:`~zoprivacy.data.sampling.
-  PaddedBatch`) supplies it; a padded batch without a mask is refused.
-  With ``physical_batch_size``, ``loss`` evaluates its batch over physical
-  chunks of that many rows (:mod:`zoprivacy.core.physical_batches`).
+  Batch`) supplies it, and the selection it was drawn under; a padded batch
+  without a mask is refused. With ``physical_batch_size``, ``loss``
+  evaluates its batch over physical chunks of that many rows
+  (:mod:`zoprivacy.core.physical_batches`).
   """
   _reject_misspellings(extra_args)
   per_example_loss = extra_args.get("per_example_loss")
@@ -228,11 +234,10 @@ def parse_extra_args(
     )
   loss = queries.as_batched_loss(per_example_loss, batched_loss)
   batch, mask = extra_args["batch"], extra_args.get("mask")
+  selection = getattr(batch, "selection", None)
   if hasattr(batch, "mask") and hasattr(batch, "data"):
     if mask is not None:
-      raise ValueError(
-        "Pass either a PaddedBatch or batch= with mask=, not both."
-      )
+      raise ValueError("Pass either a Batch or batch= with mask=, not both.")
     batch, mask = batch.data, batch.mask
   return LossArgs(
     physical_batches.chunked_loss(loss, physical_batch_size),
@@ -241,8 +246,54 @@ def parse_extra_args(
     per_example_loss,
     batched_loss,
     dict(extra_args),
+    selection,
     physical_batch_size,
   )
+
+
+class UnaccountedBatchError(ValueError):
+  """A private step was given a batch its plan does not account."""
+
+
+def check_batch(plan: plan_lib.PrivacyPlan, selection, rows=None) -> None:
+  """Refuses, when the step is traced (the selection is static), a batch
+  that ``plan`` does not account: one drawn under another selection (a
+  sampler at another rate, fixed-size batches for a Poisson plan), or one
+  that carries none (arrays from elsewhere) unless the plan assumes its
+  sampling (``zoprivacy.Privacy(assume_sampling=True)``) or the batch is
+  the whole data set of a full-batch plan (``rows``, its static number of
+  rows, is the plan's dataset size: there is no sampling to assume)."""
+  if not plan.is_noised:
+    return
+  if selection is None:
+    whole = plan.sampling.name == "full_batch"
+    if plan.sampling_assumed or (whole and rows == plan.dataset_size):
+      return
+    raise UnaccountedBatchError(
+      "This private estimator was given a batch that does not say how it "
+      f"was drawn, and its plan accounts {plan.sampling.describe()}: the "
+      "epsilon it reports holds only for batches drawn so. Draw them with "
+      "the sampler of the privacy value it was built from (sampler = "
+      "privacy.sampler(); batch = zoprivacy.padded_batch(arrays, "
+      "sampler.batch_indices(t))), or, for batches of your own whose "
+      "sampling you vouch for, build the value with assume_sampling=True "
+      "(every report then says the sampling is assumed, not checked)."
+    )
+  try:
+    selection.check_plan(plan)
+  except ValueError as err:
+    raise UnaccountedBatchError(str(err)) from None
+
+
+def guard_release(state: EstimatorState, args: LossArgs) -> None:
+  """Before a private estimator computes a release, when its update is
+  traced: the batch is one its plan accounts (:func:`check_batch`) and the
+  composition around it was checked (:func:`composition_lib.
+  refuse_unchecked`)."""
+  leaves = jax.tree.leaves(args.batch)
+  rows = leaves[0].shape[0] if leaves and jnp.ndim(leaves[0]) else None
+  check_batch(state.privacy_plan, args.selection, rows)
+  composition_lib.refuse_unchecked(state)
 
 
 def forward_kwargs(factory, hyperparameters) -> dict:
@@ -263,12 +314,15 @@ class PrivateEstimator(optax.GradientTransformationExtraArgs):
       eps = plan.epsilon(num_steps=T, delta=1e-5)
 
   ``privacy_plan`` on the estimator object is the same plan, for
-  convenience before ``init``.
+  convenience before ``init``; ``privacy`` the (calibrated) privacy value
+  a factory built it from (its ``sampler()`` draws the batches the plan
+  accounts; ``None`` for the estimators built otherwise).
   """
 
   def __new__(cls, init, update, privacy_plan: plan_lib.PrivacyPlan):
     self = super().__new__(cls, init, update)
     self.privacy_plan = privacy_plan
+    self.privacy = None
     return self
 
 
@@ -315,6 +369,7 @@ def build_estimator(
       raise ValueError("Estimators need params in update().")
     reject_masked_params(params)
     args = parse_extra_args(extra_args, physical_batch_size)
+    guard_release(state, args)  # at trace time: both are static
     args = with_exact_noise(state, args)
     dir_key, noise_key = step_keys(state)
     grad, released = compute(params, args, dir_key, noise_key)

@@ -1,182 +1,114 @@
-"""One call from a target epsilon to a private estimator and its plan.
+"""``zoprivacy.private``: an estimator and its plan from a privacy value.
 
-::
+The one road from a target epsilon to an estimator is the value itself::
 
-    est, plan = zoprivacy.private(
-        zoprivacy.dpzero,
-        target_epsilon=2.0, delta=1e-5, num_steps=4000,
-        expected_batch_size=64, dataset_size=1437,
-        clip=1.0, smoothing=1e-3,
+    privacy = zoprivacy.Privacy(
+        sampling=zoprivacy.Poisson(dataset_size=1437, expected_batch_size=64),
+        target=zoprivacy.Target(epsilon=2.0, delta=1e-5, num_steps=4000),
     )
-    tx = optax.chain(est, optax.sgd(0.02))
-    assert zoprivacy.find_plan(tx.init(params)) == plan
+    est = zoprivacy.dpzero(privacy, smoothing=1e-3)   # calibrated here
+    plan = est.privacy_plan   # plan.epsilon(4000) <= 2.0, delta set
 
-The noise multiplier is calibrated on the estimator's own plan
-(:func:`zoprivacy.accounting.calibrate_plan`, the search the runner uses:
-the plan's own PLD epsilon after ``num_steps`` steps is at most the
-target), and the estimator is built with it, once: the plan to calibrate
-comes from the factory's registered privatization of these arguments, not
-from a probe estimator. Its state holds the calibrated
-plan with ``delta`` set, so ``zoprivacy.epsilon(state)`` needs no delta and
-``plan.epsilon(num_steps)`` is the epsilon of the whole run.
-
-The sampling is Poisson at ``q = expected_batch_size / dataset_size``
-(give two of ``expected_batch_size``, ``dataset_size`` and
-``sampling_probability``, the dataset size among them: the estimator divides
-by the expected batch size). Draw the batches so, with
-:class:`zoprivacy.PoissonSampler`; the plan's ``describe()`` says so.
+:func:`private` is that call returning ``(estimator, plan)`` as well. The
+keyword form of earlier releases (``private(factory, target_epsilon=...,
+delta=..., num_steps=..., expected_batch_size=..., dataset_size=...,
+clip=...)``) still works, with a ``DeprecationWarning``, through the same
+value (whose sampling it assumes, as that road never tied the batches to
+the plan).
 """
 
 from __future__ import annotations
 
-import inspect
-import math
+import warnings
 from collections.abc import Callable
 
-import jax
-
-from zoprivacy.accounting import plan_calibration
-from zoprivacy.core import validation
-from zoprivacy.estimators import base, registry
+from zoprivacy.estimators import base, privacy_call
 from zoprivacy.privacy import plan as plan_lib
+from zoprivacy.privacy import value as value_lib
 
-_BATCH = ("expected_batch_size", "dataset_size", "sampling_probability")
+_LEGACY = ("target_epsilon", "delta", "num_steps")
+_SAMPLING = ("expected_batch_size", "dataset_size", "sampling_probability")
 
 
 def private(
   factory: Callable[..., base.PrivateEstimator],
-  *,
-  target_epsilon: float,
-  delta: float,
-  num_steps: int,
-  expected_batch_size: float | None = None,
-  dataset_size: int | None = None,
-  sampling_probability: float | None = None,
+  privacy: value_lib.Privacy | None = None,
   **hyperparameters,
 ) -> tuple[base.PrivateEstimator, plan_lib.PrivacyPlan]:
-  """``(estimator, plan)``: ``factory`` with the smallest noise multiplier
-  (to 0.2%) whose plan spends at most ``target_epsilon`` at ``delta`` over
-  ``num_steps`` steps.
-
-  Args:
-    factory: a private zoprivacy estimator factory (``zoprivacy.dpzero``,
-      ``zoprivacy.dp_sgd``, ...: one that takes ``noise_multiplier``).
-    target_epsilon, delta: the guarantee of the whole run.
-    num_steps: how many steps (calls of the estimator's update) the run
-      takes; also passed to a factory that takes it (a schedule).
-    expected_batch_size, dataset_size, sampling_probability: the Poisson
-      sampling (two of them, ``dataset_size`` among them); a factory that
-      takes ``setting=`` (Noisy-ZOGD) reads them from its setting.
-    **hyperparameters: the factory's other arguments (``clip``,
-      ``smoothing``, ``noise``, ...).
-
-  Returns:
-    The estimator and its calibrated plan (``delta`` set): the plan every
-    state the estimator initializes holds (``zoprivacy.find_plan(state) ==
-    plan``), with ``plan.epsilon(num_steps) <= target_epsilon``.
-  """
-  target_epsilon = validation.epsilon(target_epsilon, "target_epsilon")
-  delta = validation.delta(delta)
-  num_steps = validation.num_steps(num_steps)
-  takes = inspect.signature(factory).parameters
-  _check_factory(factory, takes, hyperparameters)
-  kwargs = dict(hyperparameters)
-  kwargs.update(
-    _batch_arguments(
-      takes, expected_batch_size, dataset_size, sampling_probability
-    )
-  )
-  if "num_steps" in takes:
-    kwargs["num_steps"] = num_steps
-  template = _plan_of(
-    factory, registry.plan_template(factory, dict(kwargs, noise_multiplier=1.0))
-  )
-  calibrated = plan_calibration.calibrate_plan(
-    template.replace(delta=delta),
-    target_epsilon=target_epsilon,
-    num_steps=num_steps,
-  )
-  estimator = factory(noise_multiplier=calibrated.noise_multiplier, **kwargs)
-  plan = estimator.privacy_plan.replace(delta=delta)
-  if plan != calibrated and plan.epsilon(num_steps) > target_epsilon:
-    raise AssertionError(  # a factory that rounds its multiplier upward
-      f"{factory.__name__} built a plan that misses the target: "
-      f"{plan.describe()}."
-    )
-  return _holding(estimator, plan), plan
-
-
-def _check_factory(factory, takes, hyperparameters) -> None:
-  name = getattr(factory, "__name__", repr(factory))
-  if "noise_multiplier" not in takes:
+  """``(factory(privacy, **hyperparameters), its plan)``: a value holding a
+  target and no multiplier is calibrated on the factory's own plan (the
+  smallest multiplier, to 0.2%, with ``plan.epsilon(num_steps) <=
+  epsilon``); the plan's ``delta`` is the target's, so
+  ``zoprivacy.epsilon(state)`` needs none."""
+  if not privacy_call.takes_privacy(factory):
+    name = getattr(factory, "__name__", repr(factory))
     raise TypeError(
-      f"zoprivacy.private({name}, ...): {name} takes no noise_multiplier, "
-      "so there is no noise to calibrate (a non-private baseline, or not a "
+      f"zoprivacy.private({name}, ...): {name} takes no privacy value, so "
+      "there is no noise to calibrate (a non-private baseline, or not a "
       "zoprivacy estimator factory). Pass a private factory such as "
       "zoprivacy.dpzero."
     )
-  if "noise_multiplier" in hyperparameters:
+  if privacy is None:
+    privacy, hyperparameters = _legacy_value(hyperparameters)
+  elif any(k in hyperparameters for k in _LEGACY + _SAMPLING):
+    raise TypeError(
+      "zoprivacy.private(factory, privacy, ...) reads the target and the "
+      "sampling from the value (privacy.replace(target=..., sampling=...))."
+    )
+  if privacy.noise_multiplier is not None and privacy.target is None:
+    raise TypeError(
+      "zoprivacy.private calibrates a value for its target; this one has a "
+      "noise_multiplier and no target: call the factory directly, "
+      "factory(privacy, ...), and read the epsilon spent with "
+      "zoprivacy.epsilon(state, delta)."
+    )
+  estimator = factory(privacy, **hyperparameters)
+  return estimator, estimator.privacy_plan
+
+
+def _legacy_value(hyperparameters):
+  """The value earlier releases' keywords describe (deprecated)."""
+  missing = [k for k in _LEGACY if k not in hyperparameters]
+  if missing:
+    raise TypeError(
+      "zoprivacy.private(factory, privacy, ...) takes a privacy value with "
+      f"a target (zoprivacy.Target(epsilon, delta, num_steps)); got no "
+      f"value and no {', '.join(missing)}."
+    )
+  warnings.warn(
+    "zoprivacy.private(factory, target_epsilon=..., delta=..., "
+    "num_steps=..., expected_batch_size=..., ...) is deprecated: give the "
+    "estimator a zoprivacy.Privacy value with target=zoprivacy.Target("
+    "epsilon, delta, num_steps) and sampling=zoprivacy.Poisson(...); it "
+    "calibrates itself (docs/library.md).",
+    DeprecationWarning,
+    stacklevel=3,
+  )
+  rest = dict(hyperparameters)
+  target = value_lib.Target(
+    epsilon=rest.pop("target_epsilon"),
+    delta=rest.pop("delta"),
+    num_steps=rest.pop("num_steps"),
+  )
+  given = {k: rest.pop(k) for k in _SAMPLING if rest.get(k) is not None}
+  for k in _SAMPLING:
+    rest.pop(k, None)
+  if "noise_multiplier" in rest:
     raise TypeError(
       "zoprivacy.private calibrates noise_multiplier for target_epsilon; "
-      f"give one of them. With a multiplier of your own, call {name}(...) "
-      "directly and read the epsilon spent with zoprivacy.epsilon(state, "
-      "delta)."
+      "give one of them."
     )
-
-
-def _batch_arguments(takes, expected_batch_size, dataset_size, probability):
-  """The factory's ``expected_batch_size`` and ``dataset_size`` from two of
-  the three ways of giving the Poisson sampling."""
-  given = [
-    n
-    for n, v in zip(_BATCH, (expected_batch_size, dataset_size, probability))
-    if v is not None
-  ]
-  if "expected_batch_size" not in takes:
-    if given:
-      raise TypeError(
-        f"This estimator takes its batches from setting=, not {given}."
-      )
-    return {}
-  if dataset_size is None or len(given) != 2:
+  if given.get("dataset_size") is None or len(given) != 2:
     raise TypeError(
       "zoprivacy.private needs the Poisson sampling as dataset_size and "
       "one of expected_batch_size or sampling_probability (the estimator "
-      f"divides by the expected batch size); got {given or 'none'}."
+      f"divides by the expected batch size); got {sorted(given) or 'none'}."
     )
-  dataset_size = validation.positive_int("dataset_size", dataset_size)
-  if probability is not None:
-    probability = validation.sampling_probability(probability)
-    expected_batch_size = probability * dataset_size
-  expected_batch_size, dataset_size = validation.batch_size_and_dataset(
-    expected_batch_size, dataset_size
+  legacy = {
+    k: rest.pop(k) for k in list(rest) if k in privacy_call.LEGACY_KEYWORDS
+  }
+  sampling = value_lib.Poisson(**given)
+  privacy = privacy_call.of_keywords(**legacy).replace(
+    sampling=sampling, target=target
   )
-  if math.isclose(expected_batch_size, round(expected_batch_size)):
-    expected_batch_size = round(expected_batch_size)
-  return dict(
-    expected_batch_size=expected_batch_size, dataset_size=dataset_size
-  )
-
-
-def _plan_of(factory, plan) -> plan_lib.PrivacyPlan:
-  if not isinstance(plan, plan_lib.PrivacyPlan) or not plan.is_noised:
-    raise TypeError(
-      f"zoprivacy.private: {getattr(factory, '__name__', factory)} did not "
-      "build a private zoprivacy estimator (one with a noised privacy_plan); "
-      "pass the estimator factory itself, and wrap the estimator it returns "
-      "(optax.chain, ...) afterwards."
-    )
-  return plan
-
-
-def _holding(estimator, plan) -> base.PrivateEstimator:
-  """``estimator`` whose states hold ``plan`` (its own, with ``delta``)."""
-  is_plan = lambda x: isinstance(x, plan_lib.PrivacyPlan)
-
-  def init(params):
-    state = estimator.init(params)
-    return jax.tree.map(
-      lambda x: plan if is_plan(x) else x, state, is_leaf=is_plan
-    )
-
-  return base.PrivateEstimator(init, estimator.update, plan)
+  return privacy, rest

@@ -8,17 +8,15 @@ extra arguments as the zeroth-order estimators, so benchmarks can swap them.
 
 from __future__ import annotations
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 
 from zoprivacy.core import physical_batches, validation
 from zoprivacy.estimators import base, registry
-from zoprivacy.estimators.privacy_args import PrivacyArgs
 from zoprivacy.first_order import ghost_clipping
 from zoprivacy.mechanisms import clipping
 from zoprivacy.mechanisms import noise as mechanisms
+from zoprivacy.privacy import privatization as privatization_lib
 from zoprivacy.secret_noise import rounded_sum_mechanism as rounded_sum
 from zoprivacy.secret_noise import vector_discrete_mechanism as vector_exact
 from zoprivacy.zo import queries
@@ -26,35 +24,33 @@ from zoprivacy.zo import queries
 PER_EXAMPLE_CLIPPING = ("explicit", "ghost")
 
 
-def vector_privatization(arguments) -> base.Privatization:
-  """:func:`privatization` of a DP-SGD-like factory's bound ``arguments``
-  (ghost clipping where it takes ``per_example_clipping='ghost'``): what
-  the registrations of DP-SGD, DPMD, DOPE-SGD and DPGD-0th declare."""
+def vector_privatization(privacy, arguments) -> base.Privatization:
+  """:func:`privatization` of a DP-SGD-like factory's privacy value and
+  bound ``arguments`` (ghost clipping where it takes
+  ``per_example_clipping='ghost'``): what the registrations of DP-SGD,
+  DPMD, DOPE-SGD and DPGD-0th declare."""
   ghost = arguments.get("per_example_clipping") == "ghost"
-  return privatization(PrivacyArgs.of_arguments(arguments), ghost=ghost)
+  return privatization(privacy, ghost=ghost)
 
 
 @registry.estimator("dp_sgd", learning_rate=0.2, privatize=vector_privatization)
 def dp_sgd(
+  privacy,
   *,
-  clip: float = 1.0,
-  noise_multiplier: float,
-  expected_batch_size: float,
-  dataset_size: int | None = None,
-  neighboring: str = "add_or_remove",
-  direction_key=0,
-  insecure_test_noise_seed: int | None = None,
   per_example_clipping: str = "explicit",
-  noise: str = "exact",
+  direction_key=0,
   physical_batch_size: int | None = None,
 ) -> base.PrivateEstimator:
   """DP-SGD's privatized gradient (Abadi et al. 2016, Alg. 1 lines 5-8).
 
-  ``g = (sum_i clip_C(grad f(x; xi_i)) + N(0, sigma^2 C^2 I_d)) / B``.
+  ``g = (sum_i clip_C(grad f(x; xi_i)) + N(0, sigma^2 C^2 I_d)) / B``, with
+  ``C`` the value's clip on the per-example gradient's L2 norm (default
+  1.0), ``sigma`` its noise multiplier and ``B`` its expected batch size.
 
-  Privacy: sensitivity ``C`` (L2, add/remove; ``2C`` replace-one), noise std
-  ``sigma C`` per coordinate, event ``GaussianDpEvent(sigma)`` Poisson-sampled
-  at ``p = B/n``.
+  Privacy, from the value ``privacy``: sensitivity ``C`` (L2, add/remove;
+  ``2C`` replace-one), noise std ``sigma C`` per coordinate, event
+  ``GaussianDpEvent(sigma)`` sampled at ``p = B/n``; one Gaussian query
+  (the value's ``num_queries`` and ``mechanism`` stay 1 and 'gaussian').
 
   ``per_example_clipping='ghost'`` computes the same clipped sum without
   per-example gradients for the layers
@@ -63,19 +59,19 @@ def dp_sgd(
   with a warning naming them), equal to the explicit path to about 1e-6 at a fraction of its memory. The
   default, ``'explicit'``, materializes ``vmap(grad)``.
 
-  ``noise='exact'`` (the default): each clipped per-example gradient is
-  quantized to an integer lattice of proven L2 sensitivity and the integer
-  sum gets exact discrete Gaussian noise
+  Exact noise (the default, ``zoprivacy.Exact()``): each clipped
+  per-example gradient is quantized to an integer lattice of proven L2
+  sensitivity and the integer sum gets exact discrete Gaussian noise
   (:class:`~zoprivacy.secret_noise.vector_discrete_mechanism.VectorDiscreteGaussianMechanism`,
   accounted by a subsampled RDP bound; add/remove only); with ghost
   clipping the float sum is rounded to a grid and the noise scaled to a
   proven bound of the rounded sum's sensitivity, float error included
   (:mod:`zoprivacy.secret_noise.rounded_sum_mechanism`; CPU and GPU).
-  ``noise='secure_mode'`` draws each coordinate's float Gaussian as
-  the scaled sum of 4 independent draws (Opacus' ``secure_mode``, Holohan &
-  Braghin 2021); ``noise='float'`` opts in to plain floating-point noise;
-  both are exposed to floating-point attacks (Mironov 2012). The plan names
-  which.
+  ``zoprivacy.SecureMode()`` draws each coordinate's float Gaussian as the
+  scaled sum of 4 independent draws (Opacus' ``secure_mode``, Holohan &
+  Braghin 2021); ``zoprivacy.Float()`` opts in to plain floating-point
+  noise; both are exposed to floating-point attacks (Mironov 2012). The
+  plan names which.
 
   ``physical_batch_size``: the per-example gradients (or ghost norms) are
   formed that many rows at a time, each chunk's clipped sum added to the
@@ -85,15 +81,7 @@ def dp_sgd(
   :mod:`zoprivacy.estimators.base`.
   """
   return estimator(
-    PrivacyArgs(
-      clip=clip,
-      noise_multiplier=noise_multiplier,
-      expected_batch_size=expected_batch_size,
-      dataset_size=dataset_size,
-      neighboring=neighboring,
-      noise=noise,
-      insecure_test_noise_seed=insecure_test_noise_seed,
-    ),
+    privacy,
     per_example_clipping=per_example_clipping,
     direction_key=direction_key,
     physical_batch_size=physical_batch_size,
@@ -101,18 +89,17 @@ def dp_sgd(
 
 
 def estimator(
-  privacy_args: PrivacyArgs,
+  privacy,
   *,
   per_example_clipping: str,
   direction_key,
   physical_batch_size: int | None = None,
 ) -> base.PrivateEstimator:
-  """DP-SGD's estimator from its privacy arguments (:func:`dp_sgd`)."""
+  """DP-SGD's estimator from its privacy value (:func:`dp_sgd`)."""
   validation.one_of(
     "per_example_clipping", per_example_clipping, PER_EXAMPLE_CLIPPING
   )
-  validation.one_of("noise", privacy_args.noise, base.NOISE_KINDS)
-  privacy = privatization(privacy_args, ghost=per_example_clipping == "ghost")
+  privacy = privatization(privacy, ghost=per_example_clipping == "ghost")
 
   def gradient(params, args, direction_key, noise_key):
     del direction_key
@@ -128,17 +115,24 @@ def estimator(
   )
 
 
-def privatization(
-  privacy: PrivacyArgs, *, ghost: bool = False
-) -> base.Privatization:
-  """The vector estimators' mechanism and plan: exact vector noise for
-  ``noise='exact'`` (on the per-example lattice, or on the rounded sum for
-  ``ghost``), else the floating-point Gaussian (``privacy_spec``)."""
-  if privacy.noise != "exact":
-    return privacy.privatization()
-  build = rounded_sum.ghost_privacy if ghost else vector_exact.vector_privacy
-  mech, plan = build(dataclasses.asdict(privacy), base.make_plan)
-  return base.Privatization(mech, plan, privacy.insecure_test_noise_seed)
+def privatization(privacy, *, ghost: bool = False) -> base.Privatization:
+  """The vector estimators' mechanism and plan from the value ``privacy``
+  (one Gaussian query, clip 1.0 by default): exact vector noise for
+  :class:`~zoprivacy.Exact` (on the per-example lattice, or on the rounded
+  sum for ``ghost``), else the floating-point Gaussian."""
+  privatization_lib.require_one_gaussian(privacy, "A vector estimator releases")
+  if privacy.noise.kind != "exact":
+    return privatization_lib.privatize(privacy)
+  mech = vector_exact.VectorDiscreteGaussianMechanism(
+    1.0 if privacy.clip is None else privacy.clip,
+    privatization_lib.noise_multiplier(privacy),
+    privacy.neighboring,
+  )
+  if ghost:
+    mech = rounded_sum.RoundedSumDiscreteGaussianMechanism(
+      mech.clip, mech.noise_multiplier, mech.neighboring
+    )
+  return privatization_lib.of_mechanism(mech, privacy)
 
 
 def ghost_gradient(privacy, params, args, noise_key):

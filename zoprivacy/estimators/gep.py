@@ -22,6 +22,7 @@ from zoprivacy.core import linalg, physical_batches, validation
 from zoprivacy.estimators import base, public_data, registry
 from zoprivacy.mechanisms import clipping
 from zoprivacy.mechanisms import noise as mechanisms
+from zoprivacy.privacy import privatization as privatization_lib
 from zoprivacy.secret_noise import vector_discrete_mechanism as vector_exact
 from zoprivacy.secret_noise import vector_noise_prefetch
 from zoprivacy.zo import queries
@@ -136,54 +137,45 @@ def anchor_subspace(
   return v
 
 
-def _privatization(a) -> tuple[base.Privatization, tuple]:
+def _privatization(privacy, a) -> tuple[base.Privatization, tuple]:
   """GEP's privatization and its two parts (embedding, residual) from its
-  (bound) arguments ``a``: the mechanism, its plan and the two clips."""
-  embedding_clip = validation.positive("embedding_clip", a["embedding_clip"])
+  privacy value (its clip is the embedding clip ``C0``, default 1.0; its
+  multiplier the effective one) and (bound) arguments ``a``: the
+  mechanism, its plan and the two parts."""
+  privatization_lib.require_one_gaussian(privacy, "GEP releases (composed)")
+  embedding_clip = 1.0 if privacy.clip is None else privacy.clip
   residual_clip = validation.positive("residual_clip", a["residual_clip"])
-  expected_batch_size, dataset_size = validation.batch_size_and_dataset(
-    a["expected_batch_size"], a["dataset_size"]
-  )
   split = _split_noise(
-    a["noise_multiplier"],
+    privacy.noise_multiplier,
     a["embedding_noise_multiplier"],
     a["residual_noise_multiplier"],
   )
-  validation.one_of("noise", a["noise"], base.NOISE_KINDS)
   mechanism, parts = _mechanisms(
-    embedding_clip, residual_clip, split, a["neighboring"], a["noise"]
+    embedding_clip,
+    residual_clip,
+    split,
+    privacy.neighboring,
+    privacy.noise.kind,
   )
-  plan = base.make_plan(
-    mechanism,
-    expected_batch_size=expected_batch_size,
-    dataset_size=dataset_size,
-    insecure_test_noise_seed=a["insecure_test_noise_seed"],
-  )
-  privacy = base.Privatization(mechanism, plan, a["insecure_test_noise_seed"])
-  return privacy, parts
+  return privatization_lib.of_mechanism(mechanism, privacy), parts
 
 
 @registry.estimator(
   "gep",
   public_data="batch",
   learning_rate=0.3,
-  privatize=lambda a: _privatization(a)[0],
+  privatize=lambda privacy, a: _privatization(privacy, a)[0],
+  aliases={"embedding_clip": "clip"},
 )
 def gep(
+  privacy,
   *,
-  embedding_clip: float = 1.0,
-  residual_clip: float = 0.5,
-  expected_batch_size: float,
   num_bases: int,
-  noise_multiplier: float | None = None,
+  residual_clip: float = 0.5,
   embedding_noise_multiplier: float | None = None,
   residual_noise_multiplier: float | None = None,
   power_iterations: int = 1,
-  dataset_size: int | None = None,
-  neighboring: str = "add_or_remove",
   direction_key=0,
-  insecure_test_noise_seed: int | None = None,
-  noise: str = "exact",
   physical_batch_size: int | None = None,
 ) -> base.PrivateEstimator:
   """GEP (Yu et al. 2021, gradient embedding perturbation), first order.
@@ -194,8 +186,11 @@ def gep(
   e_i`` clipped at ``C1``. Update ``V (sum e_i + N(0, sigma_0^2 C0^2 I_k)) /
   b + (sum r_i + N(0, sigma_1^2 C1^2 I_d)) / b``.
 
-  Noise: pass ``noise_multiplier`` sigma (the effective one; both parts then
-  get ``sqrt(2) sigma``, the equal split of GEP's code) or both
+  The privacy value ``privacy``: its clip is the embedding clip ``C0``
+  (default 1.0; ``residual_clip`` ``C1`` is GEP's own). Noise: the value's
+  ``noise_multiplier`` sigma (the effective one; both parts then get
+  ``sqrt(2) sigma``, the equal split of GEP's code, and a target calibrates
+  it), or, with no multiplier in the value, both
   ``embedding_noise_multiplier`` and ``residual_noise_multiplier``.
   Privacy: :class:`GEPMechanism`, one Gaussian with ``sigma_eff``
   Poisson-sampled at ``p = b/n``. ``noise='exact'`` (the default): each
@@ -211,18 +206,12 @@ def gep(
   :mod:`zoprivacy.estimators.base`.
   """
   privacy, parts = _privatization(
+    privacy,
     dict(
-      embedding_clip=embedding_clip,
       residual_clip=residual_clip,
-      expected_batch_size=expected_batch_size,
-      noise_multiplier=noise_multiplier,
       embedding_noise_multiplier=embedding_noise_multiplier,
       residual_noise_multiplier=residual_noise_multiplier,
-      dataset_size=dataset_size,
-      neighboring=neighboring,
-      insecure_test_noise_seed=insecure_test_noise_seed,
-      noise=noise,
-    )
+    ),
   )
   num_bases = validation.positive_int("num_bases", num_bases)
   power_iterations = validation.positive_int(
@@ -234,7 +223,7 @@ def gep(
     _private_gradient,
     num_bases=num_bases,
     power_iterations=power_iterations,
-    clips=(float(embedding_clip), float(residual_clip)),
+    clips=(float(mechanism.clip), float(residual_clip)),
     mechanism=mechanism,
     parts=parts,
     batch_size=privacy.expected_batch_size,

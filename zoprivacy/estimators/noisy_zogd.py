@@ -162,6 +162,7 @@ def noisy_zogd(
       raise ValueError("Estimators need params in update().")
     base.reject_masked_params(params)
     args = base.parse_extra_args(extra_args, physical_batch_size)
+    base.guard_release(state, args)  # at trace time: both are static
     dir_key, noise_key = base.step_keys(state)  # public, secret
     u = sampler(dir_key, params)  # leading axis K
     beta = fraction_at(state.step)
@@ -245,7 +246,7 @@ def _privatized_gradient(
     ("model", "linear"),
     ("l2", 0.5),
     ("radius", 0.5),
-    ("sampling", "full_batch"),
+    ("privacy.sampling", "full_batch"),
   ),
   config_fields=("l2", "radius", "hidden_state"),
 )

@@ -30,26 +30,24 @@ import jax.numpy as jnp
 
 from zoprivacy.core import validation
 from zoprivacy.estimators import base, public_data, registry, two_point
-from zoprivacy.estimators.privacy_args import (
-  PrivacyArgs,
-  scalar_privatization,
-)
+from zoprivacy.estimators.scalar_zo import scalar_privatization
+from zoprivacy.privacy import privatization
 from zoprivacy.zo import directions as directions_lib
 
 _FD = "finite_difference"  # PAZO clips the finite difference (conventions §2).
 
 
 def _finite_difference_query(
-  privacy: PrivacyArgs, *, directions, direction_prng, smoothing
+  privacy, *, directions, direction_prng, smoothing
 ) -> two_point.TwoPointQuery:
   """The private two-point query of a PAZO method (clip on ``fd_i``) with
-  ``privacy``'s mechanism and plan."""
+  the mechanism and plan of the value ``privacy``."""
   return two_point.make_query(
     directions=directions,
     direction_prng=direction_prng,
     smoothing=smoothing,
     clip_target=_FD,
-    privacy=privacy.privatization(),
+    privacy=privatization.privatize(privacy),
   )
 
 
@@ -72,25 +70,16 @@ def _estimator(
   "pazo_m",
   public_data="batch",
   learning_rate=0.3,
-  privatize=scalar_privatization,
+  privatize=scalar_privatization(),
 )
 def pazo_m(
+  privacy,
   *,
   alpha: float = 0.5,
   directions: str = "sphere_quarter",
-  noise_multiplier: float,
-  expected_batch_size: float,
-  clip: float = 1.0,
   smoothing: float = 1e-3,
-  dataset_size: int | None = None,
-  num_queries: int = 1,
-  neighboring: str = "add_or_remove",
   direction_key=0,
   direction_prng: str = "auto",
-  noise: str = "exact",
-  grid_points: int = 1024,
-  exact_noise: bool | None = None,
-  insecure_test_noise_seed: int | None = None,
   physical_batch_size: int | None = None,
 ) -> base.PrivateEstimator:
   """PAZO-M (PAZO Alg. 1): mix the public gradient with private DPZero.
@@ -102,42 +91,26 @@ def pazo_m(
   norms). Line 13: the returned update is ``alpha g_pub + (1 - alpha) g~/q``,
   ``g_pub`` the gradient of the mean loss on ``public_batch``.
 
-  Privacy: the public gradient is free; the ``q`` scalars are one Gaussian
-  mechanism with ``noise_multiplier`` (each gets std ``sqrt(q) sigma C``),
-  Poisson-sampled at ``p = b/n``. Cost (Table 6): ``2q`` private forwards,
-  one public forward+backward.
+  Privacy, from the value ``privacy``: the public gradient is free; the
+  ``q`` scalars (its ``num_queries``) are one Gaussian mechanism with its
+  ``noise_multiplier`` (each gets std ``sqrt(q) sigma C``, ``C`` its clip
+  on the per-example finite difference, default 1.0), sampled at ``p =
+  b/n``; the noisy sums are divided by its expected batch size ``b``.
+  Cost (Table 6): ``2q`` private forwards, one public forward+backward.
 
   Args:
-    clip: ``C`` on the per-example finite difference.
-    noise_multiplier: ``sigma``.
+    privacy: the privacy value (noise and calibration as in
+      :func:`~zoprivacy.estimators.scalar_zo.dpzero`).
     smoothing: ``lambda``.
-    expected_batch_size: ``b``; the noisy sums are divided by it.
     alpha: mixing coefficient in ``[0, 1]`` (weight of the public gradient).
-    dataset_size: ``n``.
-    num_queries: ``q``.
     directions: a sampler name; the paper's ``'sphere_quarter'`` by default.
-    neighboring: 'add_or_remove' (default) or 'replace_one'.
     direction_key: PUBLIC PRNG key or integer seed of the directions; the
-      noise comes from the state's SECRET noise key (OS entropy), or from
-      ``insecure_test_noise_seed`` in tests.
-    direction_prng, noise, grid_points, exact_noise, insecure_test_noise_seed:
-      as in :func:`~zoprivacy.estimators.scalar_zo.dpzero`.
+      noise comes from the state's SECRET noise key.
+    direction_prng: as in :func:`~zoprivacy.estimators.scalar_zo.dpzero`.
 
   Per-example contract, secret noise keys and ``physical_batch_size``: see
   :mod:`zoprivacy.estimators.base`.
   """
-  privacy = PrivacyArgs(
-    clip=clip,
-    noise_multiplier=noise_multiplier,
-    expected_batch_size=expected_batch_size,
-    dataset_size=dataset_size,
-    num_queries=num_queries,
-    neighboring=neighboring,
-    noise=noise,
-    exact_noise=exact_noise,
-    grid_points=grid_points,
-    insecure_test_noise_seed=insecure_test_noise_seed,
-  )
   alpha = validation.unit_interval("alpha", alpha)
   query = _finite_difference_query(
     privacy,
@@ -165,25 +138,16 @@ def pazo_m(
   "pazo_p",
   public_data="batches",
   learning_rate=0.3,
-  privatize=scalar_privatization,
+  privatize=scalar_privatization(),
 )
 def pazo_p(
+  privacy,
   *,
   num_public_batches: int = 4,
   orthonormalize: bool = True,
-  noise_multiplier: float,
-  expected_batch_size: float,
-  clip: float = 1.0,
   smoothing: float = 1e-3,
-  dataset_size: int | None = None,
-  num_queries: int = 1,
-  neighboring: str = "add_or_remove",
   direction_key=0,
   direction_prng: str = "auto",
-  noise: str = "exact",
-  grid_points: int = 1024,
-  exact_noise: bool | None = None,
-  insecure_test_noise_seed: int | None = None,
   physical_batch_size: int | None = None,
 ) -> base.PrivateEstimator:
   """PAZO-P (PAZO Alg. 2) and PAZO-P' (``orthonormalize=False``).
@@ -209,18 +173,6 @@ def pazo_p(
   Per-example contract, secret noise keys and ``physical_batch_size``: see
   :mod:`zoprivacy.estimators.base`.
   """
-  privacy = PrivacyArgs(
-    clip=clip,
-    noise_multiplier=noise_multiplier,
-    expected_batch_size=expected_batch_size,
-    dataset_size=dataset_size,
-    num_queries=num_queries,
-    neighboring=neighboring,
-    noise=noise,
-    exact_noise=exact_noise,
-    grid_points=grid_points,
-    insecure_test_noise_seed=insecure_test_noise_seed,
-  )
   k = validation.positive_int("num_public_batches", num_public_batches)
   if not isinstance(orthonormalize, bool):
     raise ValueError(f"orthonormalize must be a bool, got {orthonormalize!r}.")

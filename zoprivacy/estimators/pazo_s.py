@@ -18,25 +18,31 @@ import jax.numpy as jnp
 
 from zoprivacy.core import validation
 from zoprivacy.estimators import base, public_data, registry
-from zoprivacy.estimators.privacy_args import PrivacyArgs
 from zoprivacy.mechanisms import clipping
+from zoprivacy.privacy import privatization as privatization_lib
 from zoprivacy.zo import directions as directions_lib
 from zoprivacy.zo import queries
 
 # ------------------------------------------------------------------- PAZO-S
 
 
-def privatization(arguments) -> base.Privatization:
-  """PAZO-S's mechanism and plan from its (bound) ``arguments``: the ``k``
-  scores, plus the current iterate's with ``extra_candidate``, are
-  ``num_queries`` queries of one Gaussian with ``noise_multiplier``."""
+def privatization(privacy, arguments) -> base.Privatization:
+  """PAZO-S's mechanism and plan from its privacy value and (bound)
+  ``arguments``: the ``k`` scores, plus the current iterate's with
+  ``extra_candidate``, are ``k(+1)`` queries of one Gaussian with the
+  value's ``noise_multiplier`` (the value's ``num_queries`` is 1, or
+  ``k(+1)`` itself)."""
   k = validation.positive_int(
     "num_public_batches", arguments["num_public_batches"]
   )
   num_scores = k + 1 if arguments["extra_candidate"] else k
-  return PrivacyArgs.of_arguments(
-    dict(arguments, num_queries=num_scores)
-  ).privatization()
+  if privacy.num_queries not in (1, num_scores):
+    raise ValueError(
+      f"pazo_s scores {num_scores} candidates per step, the queries of its "
+      f"one mechanism; the privacy value's num_queries="
+      f"{privacy.num_queries} is neither 1 (the default) nor {num_scores}."
+    )
+  return privatization_lib.privatize(privacy, num_queries=num_scores)
 
 
 @registry.estimator(
@@ -46,21 +52,14 @@ def privatization(arguments) -> base.Privatization:
   privatize=privatization,
 )
 def pazo_s(
+  privacy,
   *,
-  noise_multiplier: float,
   learning_rate: float,
-  expected_batch_size: float,
-  clip: float = 1.0,
   num_public_batches: int = 4,
   candidate_noise_scale: float = 0.0,
   extra_candidate: bool = True,
-  dataset_size: int | None = None,
-  neighboring: str = "add_or_remove",
   direction_key=0,
-  insecure_test_noise_seed: int | None = None,
   direction_prng: str = "threefry",
-  noise: str = "exact",
-  grid_points: int = 1024,
   physical_batch_size: int | None = None,
 ) -> base.PrivateEstimator:
   """PAZO-S (PAZO Alg. 3): select the best public gradient by private loss.
@@ -79,34 +78,26 @@ def pazo_s(
   passes, ``k`` public forward+backward.
 
   Args:
-    clip: ``C`` on each per-example loss value.
-    noise_multiplier: ``sigma``.
+    privacy: the privacy value: its ``clip`` ``C`` bounds each per-example
+      loss value (default 1.0), its ``noise_multiplier`` is ``sigma``, its
+      sampling's expected batch size ``b``; the ``k(+1)`` queries are
+      derived here (its noise: as :func:`pazo_m`, exact by default: one
+      discrete Gaussian, ``k(+1)`` queries).
     learning_rate: ``eta`` of the candidate steps ``x - eta g_j``.
-    expected_batch_size: ``b``.
     num_public_batches: ``k``.
     candidate_noise_scale: ``s`` (the paper's ``epsilon``), ``>= 0``.
     extra_candidate: whether to add the perturbed candidate ``g_j^ + z'``.
-    dataset_size, neighboring, direction_key, direction_prng: as
-      :func:`pazo_m` (``direction_prng`` applies to ``z'``).
-    noise, grid_points: as :func:`pazo_m` (exact noise, the default: one
-      discrete Gaussian, ``k(+1)`` queries).
+    direction_key, direction_prng: as :func:`pazo_m` (``direction_prng``
+      applies to ``z'``).
 
   Per-example contract, secret noise keys and ``physical_batch_size``: see
   :mod:`zoprivacy.estimators.base`.
   """
   privacy = privatization(
+    privacy,
     dict(
-      clip=clip,
-      noise_multiplier=noise_multiplier,
-      expected_batch_size=expected_batch_size,
-      dataset_size=dataset_size,
-      neighboring=neighboring,
-      noise=noise,
-      grid_points=grid_points,
-      insecure_test_noise_seed=insecure_test_noise_seed,
-      num_public_batches=num_public_batches,
-      extra_candidate=extra_candidate,
-    )
+      num_public_batches=num_public_batches, extra_candidate=extra_candidate
+    ),
   )
   k, learning_rate, candidate_noise_scale = _candidate_settings(
     num_public_batches, learning_rate, extra_candidate, candidate_noise_scale

@@ -25,7 +25,6 @@ from zoprivacy.estimators.dp_sgd import (
   privatization,
   vector_privatization,
 )
-from zoprivacy.estimators.privacy_args import PrivacyArgs
 
 # --------------------------------------------------------------------- DPMD
 
@@ -43,17 +42,11 @@ def dpmd_public_weight(step, num_steps: int):
   privatize=vector_privatization,
 )
 def dpmd(
+  privacy,
   *,
   num_steps: int,
-  noise_multiplier: float,
-  expected_batch_size: float,
-  clip: float = 1.0,
-  dataset_size: int | None = None,
-  neighboring: str = "add_or_remove",
-  direction_key=0,
-  insecure_test_noise_seed: int | None = None,
   per_example_clipping: str = "explicit",
-  noise: str = "exact",
+  direction_key=0,
   physical_batch_size: int | None = None,
 ) -> base.PrivateEstimator:
   """DPMD (Amid et al. 2022, public-data-assisted mirror descent), first order.
@@ -71,15 +64,6 @@ def dpmd(
   Per-example contract, secret noise keys and ``physical_batch_size``: see
   :mod:`zoprivacy.estimators.base`.
   """
-  privacy = PrivacyArgs(
-    clip=clip,
-    noise_multiplier=noise_multiplier,
-    expected_batch_size=expected_batch_size,
-    dataset_size=dataset_size,
-    neighboring=neighboring,
-    noise=noise,
-    insecure_test_noise_seed=insecure_test_noise_seed,
-  )
   num_steps = validation.positive_int("num_steps", num_steps)
   private = dp_sgd_estimator(
     privacy,
@@ -109,16 +93,7 @@ def dpmd(
   privatize=vector_privatization,
 )
 def dope_sgd(
-  *,
-  noise_multiplier: float,
-  expected_batch_size: float,
-  clip: float = 1.0,
-  dataset_size: int | None = None,
-  neighboring: str = "add_or_remove",
-  direction_key=0,
-  insecure_test_noise_seed: int | None = None,
-  noise: str = "exact",
-  physical_batch_size: int | None = None,
+  privacy, *, direction_key=0, physical_batch_size: int | None = None
 ) -> base.PrivateEstimator:
   """DOPE-SGD's gradient (Nasr et al. 2023): clip around the public gradient.
 
@@ -140,17 +115,7 @@ def dope_sgd(
   Per-example contract, secret noise keys and ``physical_batch_size``: see
   :mod:`zoprivacy.estimators.base`.
   """
-  privacy = privatization(
-    PrivacyArgs(
-      clip=clip,
-      noise_multiplier=noise_multiplier,
-      expected_batch_size=expected_batch_size,
-      dataset_size=dataset_size,
-      neighboring=neighboring,
-      noise=noise,
-      insecure_test_noise_seed=insecure_test_noise_seed,
-    )
-  )
+  privacy = privatization(privacy)
 
   def gradient(params, args, dir_key, noise_key):
     del dir_key

@@ -9,12 +9,12 @@ means writing its module and one :func:`register` call in it; see
 from __future__ import annotations
 
 import dataclasses
-import functools
 import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from zoprivacy.core import estimator_manifest
+from zoprivacy.estimators import privacy_call
 from zoprivacy.privacy import find_plan
 
 PUBLIC_DATA = (None, "batch", "batches")
@@ -24,16 +24,14 @@ PUBLIC_DATA = (None, "batch", "batches")
 # data), so they are no hyperparameter defaults of the estimator.
 RUNNER_ARGUMENTS = frozenset(
   (
-    "noise_multiplier",
-    "expected_batch_size",
-    "dataset_size",
+    "privacy",
     "direction_key",
-    "insecure_test_noise_seed",
-    "noise",
-    "exact_noise",
     "num_steps",
     "learning_rate",
     "setting",
+    # Noisy-ZOGD's chain: the plan's multiplier and the test seed.
+    "noise_multiplier",
+    "insecure_test_noise_seed",
     "physical_batch_size",  # config.physical_batch_size
   )
 )
@@ -64,9 +62,10 @@ class EstimatorSpec:
       none of its own, e.g. Noisy-ZOGD takes its theorem's limit).
     config_fields: run-config fields beyond the default schema that a
       runner reads for this estimator (any other field is refused).
-    privatize: the factory's privatization (mechanism and plan) from its
-      bound arguments, the one its body builds (equal plans for every
-      estimator of this package: tests/estimators/test_privacy_args.py):
+    privatize: ``privatize(privacy, arguments)``: the factory's
+      privatization (mechanism and plan) from its privacy value and its
+      other bound arguments, the one its body builds (equal plans for every
+      estimator of this package: tests/estimators/test_privacy_value.py):
       the plan a calibration starts from, without building the estimator
       (:meth:`plan_template`).
   """
@@ -79,7 +78,7 @@ class EstimatorSpec:
   run_settings: tuple[tuple[str, Any], ...] = ()
   learning_rate: float | None = None
   config_fields: tuple[str, ...] = ()
-  privatize: Callable[[Mapping[str, Any]], Any] | None = None
+  privatize: Callable[[Any, Mapping[str, Any]], Any] | None = None
 
   def __post_init__(self):
     if self.public_data not in PUBLIC_DATA:
@@ -93,8 +92,9 @@ class EstimatorSpec:
 
   @property
   def private(self) -> bool:
-    """It takes ``noise_multiplier`` (and so has a noised privacy plan)."""
-    return "noise_multiplier" in self.parameters
+    """It takes a privacy value (Noisy-ZOGD: a ``noise_multiplier``), and
+    so has a noised privacy plan."""
+    return "privacy" in self.parameters or "noise_multiplier" in self.parameters
 
   @property
   def needs_num_steps(self) -> bool:
@@ -105,12 +105,6 @@ class EstimatorSpec:
   def needs_learning_rate(self) -> bool:
     """It takes ``learning_rate``."""
     return "learning_rate" in self.parameters
-
-  @property
-  def exact_noise(self) -> bool:
-    """It takes ``noise``: a runner passes ``noise='exact'``, or
-    ``'float'`` when its config opts out."""
-    return "noise" in self.parameters
 
   @property
   def takes_setting(self) -> bool:
@@ -146,18 +140,19 @@ class EstimatorSpec:
       if p.default is p.empty and name not in RUNNER_ARGUMENTS
     )
 
-  def plan_template(self, kwargs: Mapping[str, Any]):
-    """The privacy plan ``factory(**kwargs)`` holds, from the declared
-    ``privatize`` of the call's bound arguments (defaults applied): nothing
-    is built. A factory that declares none (one registered outside this
-    package) is built once to read it."""
+  def plan_template(self, privacy, kwargs: Mapping[str, Any]):
+    """The privacy plan ``factory(privacy, **kwargs)`` holds, from the
+    declared ``privatize`` of the value and the call's bound arguments
+    (defaults applied): nothing is built. A factory that declares none (one
+    registered outside this package) is built once to read it."""
     if self.privatize is None:
-      probe = self.factory(**kwargs)
+      probe = self.factory(privacy, **kwargs)
       plan = getattr(probe, "privacy_plan", None)
       return plan if plan is not None else find_plan(probe.init(None))
-    bound = inspect.signature(self.factory).bind(**kwargs)
+    bound = inspect.signature(self.factory).bind(privacy, **kwargs)
     bound.apply_defaults()
-    return self.privatize(bound.arguments).plan
+    arguments = dict(bound.arguments)
+    return self.privatize(arguments.pop("privacy"), arguments).plan
 
   @property
   def public_arg(self) -> str | None:
@@ -181,80 +176,46 @@ def register(spec: EstimatorSpec) -> EstimatorSpec:
   return spec
 
 
-def estimator(name: str, **fields) -> Callable:
+def estimator(name: str, aliases=None, **fields) -> Callable:
   """Decorator: registers the factory under ``name`` with ``fields``.
 
   ``@registry.estimator("pazo_m", public_data="batch")`` above a factory is
   ``register(EstimatorSpec("pazo_m", factory, public_data="batch"))`` for
-  the factory with :func:`target_epsilon_hint` (the same signature and
-  behaviour), which is registered and returned.
+  the factory behind the one privacy entry
+  (:func:`~zoprivacy.estimators.privacy_call.wrap`: the same signature; it
+  calibrates a value that holds only a target, checks its sampling, and
+  keeps earlier releases' keyword form, whose names ``aliases`` maps onto
+  the value's fields), which is registered and returned.
   """
 
   def decorate(factory: Callable) -> Callable:
-    factory = target_epsilon_hint(factory)
-    register(EstimatorSpec(name, factory, **fields))
-    return factory
+    wrapped = entry(name, aliases, **fields)(factory)
+    register(EstimatorSpec(name, wrapped, **fields))
+    return wrapped
 
   return decorate
 
 
-# What a user may try to give a factory that takes a noise multiplier.
-ACCOUNTING_ARGUMENTS = ("target_epsilon", "epsilon", "target_delta", "delta")
+def entry(name: str, aliases=None, **fields) -> Callable:
+  """:func:`estimator` without the registration: the one privacy entry for
+  a factory no runner selects by name (the layer-wise step)."""
+
+  def decorate(factory: Callable) -> Callable:
+    spec = EstimatorSpec(name, factory, **fields)
+    return privacy_call.wrap(factory, spec, aliases)
+
+  return decorate
 
 
-def target_epsilon_hint(factory: Callable) -> Callable:
-  """``factory`` (same signature, by ``functools.wraps``) that answers an
-  accounting argument it does not take (``target_epsilon=``, ``delta=``)
-  with one paragraph naming :func:`zoprivacy.private`, instead of Python's
-  bare "unexpected keyword argument"."""
-  takes = inspect.signature(factory).parameters
-  refused = tuple(a for a in ACCOUNTING_ARGUMENTS if a not in takes)
-
-  @functools.wraps(factory)
-  def build(*args, **kwargs):
-    given = [a for a in refused if a in kwargs]
-    if given:
-      raise TypeError(_private_call_message(factory.__name__, takes, given))
-    return factory(*args, **kwargs)
-
-  return build
-
-
-def _private_call_message(name: str, takes, given: list[str]) -> str:
-  what = " or ".join(given)
-  if "noise_multiplier" not in takes:
-    return (
-      f"{name}() takes no {what}: it is a non-private baseline (no noise, "
-      "no epsilon). Use a private estimator (zoprivacy.dpzero, ...) built "
-      "with zoprivacy.private(...) for a target epsilon."
-    )
-  batches = (
-    "setting=..."
-    if "setting" in takes
-    else "expected_batch_size=B, dataset_size=n"
-  )
-  return (
-    f"{name}() takes no {what}: an estimator is built from its "
-    "noise_multiplier, and the multiplier that meets a target epsilon "
-    "depends on the whole run (its steps and sampling rate). One call "
-    "calibrates it and builds the estimator: est, plan = "
-    f"zoprivacy.private(zoprivacy.{name}, target_epsilon=2.0, delta=1e-5, "
-    f"num_steps=T, {batches}, <its other arguments>), which returns the "
-    "estimator and the calibrated plan its state holds (docs/library.md). "
-    "Or pass noise_multiplier= yourself and read the epsilon spent with "
-    "zoprivacy.epsilon(state, delta)."
-  )
-
-
-def plan_template(factory: Callable, kwargs: Mapping[str, Any]):
-  """The privacy plan ``factory(**kwargs)`` holds
+def plan_template(factory: Callable, privacy, kwargs: Mapping[str, Any]):
+  """The privacy plan ``factory(privacy, **kwargs)`` holds
   (:meth:`EstimatorSpec.plan_template` of its registration; an
   unregistered factory is built once to read it)."""
   spec = next(
     (s for s in _REGISTRY.values() if s.factory is factory),
     EstimatorSpec(getattr(factory, "__name__", "factory"), factory),
   )
-  return spec.plan_template(kwargs)
+  return spec.plan_template(privacy, kwargs)
 
 
 def get(name: str) -> EstimatorSpec:

@@ -14,7 +14,6 @@ import jax.numpy as jnp
 from zoprivacy.core import validation
 from zoprivacy.estimators import base, registry
 from zoprivacy.estimators.dp_sgd import privatization, vector_privatization
-from zoprivacy.estimators.privacy_args import PrivacyArgs
 from zoprivacy.mechanisms import clipping
 from zoprivacy.mechanisms import noise as mechanisms
 from zoprivacy.zo import directions as directions_lib
@@ -25,18 +24,12 @@ from zoprivacy.zo import queries
   "dpgd_zeroth", learning_rate=0.02, privatize=vector_privatization
 )
 def dpgd_zeroth(
+  privacy,
   *,
-  noise_multiplier: float,
-  expected_batch_size: float,
-  clip: float = 1.0,
   smoothing: float = 1e-3,
   directions: str = "sphere",
   direction_prng: str = "threefry",
-  dataset_size: int | None = None,
-  neighboring: str = "add_or_remove",
   direction_key=0,
-  insecure_test_noise_seed: int | None = None,
-  noise: str = "exact",
   physical_batch_size: int | None = None,
 ) -> base.PrivateEstimator:
   """DPGD-0th, DPZero Alg. 1 lines 2-3.
@@ -53,26 +46,18 @@ def dpgd_zeroth(
   scalars and the direction are put on an integer lattice
   (:meth:`~zoprivacy.secret_noise.vector_discrete_mechanism.VectorDiscreteGaussianMechanism.privatize_direction`).
 
-  Privacy: sensitivity ``C`` (L2, add/remove; ``2C`` replace-one), noise std
-  ``sigma C`` per coordinate, event ``GaussianDpEvent(sigma)`` Poisson-sampled
-  at ``p = B/n``: the same accounting as DP-SGD.
+  Privacy, from the value ``privacy`` (``C`` its clip, default 1.0):
+  sensitivity ``C`` (L2, add/remove; ``2C`` replace-one), noise std
+  ``sigma C`` per coordinate, event ``GaussianDpEvent(sigma)`` sampled at
+  ``p = B/n``: the same accounting as DP-SGD.
 
   Per-example contract, secret noise keys and ``physical_batch_size``: see
   :mod:`zoprivacy.estimators.base`.
   """
-  privacy_args = PrivacyArgs(
-    clip=clip,
-    noise_multiplier=noise_multiplier,
-    expected_batch_size=expected_batch_size,
-    dataset_size=dataset_size,
-    neighboring=neighboring,
-    noise=noise,
-    insecure_test_noise_seed=insecure_test_noise_seed,
-  )
   smoothing = validation.positive("smoothing", smoothing)
   validation.one_of("directions", directions, directions_lib.DIRECTION_NAMES)
   validation.one_of("direction_prng", direction_prng, directions_lib.PRNG_IMPLS)
-  privacy = privatization(privacy_args)
+  privacy = privatization(privacy)
   exact = privacy.plan.noise_kind == "discrete_vector"
   sampler = directions_lib.get_sampler(directions, prng=direction_prng)
 

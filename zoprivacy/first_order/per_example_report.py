@@ -21,8 +21,8 @@ class CrossExampleDependenceError(ValueError):
     report: the :class:`PerExampleReport` that failed.
   """
 
-  def __init__(self, report: PerExampleReport):
-    super().__init__(report.message())
+  def __init__(self, report: PerExampleReport, *, paragraph: bool = False):
+    super().__init__(report.message(paragraph=paragraph))
     self.report = report
 
 
@@ -105,7 +105,9 @@ class PerExampleReport:
   rtol: float
   atol: float
 
-  def message(self) -> str:
+  def message(self, *, paragraph: bool = False) -> str:
+    """The verdict; a failure lists each violation on its own line, or,
+    with ``paragraph``, in one paragraph."""
     note = ""
     if self.num_nonfinite:
       note = (
@@ -123,6 +125,9 @@ class PerExampleReport:
       "batched_loss mixes examples: entry i of batched_loss(params, "
       "batch) must depend only on params and on example i of batch."
     ]
+    if paragraph:
+      found = "; ".join(v.describe() for v in self.violations)
+      return f"{lines[0]} On a synthetic batch, {found}. {_CAUSES}{note}"
     lines += [f"  - {v.describe()}" for v in self.violations]
     lines.append(_CAUSES + note)
     return "\n".join(lines)

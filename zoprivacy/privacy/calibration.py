@@ -1,4 +1,12 @@
-"""Calibrate a mechanism named by a string for a target (epsilon, delta).
+"""Calibration: a privacy value for its target, or a mechanism by name.
+
+:func:`calibrate_value` is THE calibration of a
+:class:`~zoprivacy.privacy.value.Privacy` value (``Privacy.calibrate``,
+and every estimator given an uncalibrated value): the plan the value gives
+(the estimator's own, when named) at multiplier 1 is calibrated on its own
+epsilon (:func:`~zoprivacy.accounting.calibrate_plan`), and the value
+returned holds the multiplier, its target and the plan it was calibrated
+on.
 
 :func:`calibrate_noise_multiplier` is the by-name form of the noise search:
 it builds the :class:`~zoprivacy.privacy.PrivacyPlan` its arguments describe
@@ -68,3 +76,29 @@ def calibrate_noise_multiplier(
     value_discretization_interval=value_discretization_interval,
     rtol=rtol,
   )
+
+
+def calibrate_value(privacy, target=None, *, estimator=None, **hyperparameters):
+  """``privacy`` with the smallest multiplier (to 0.2%) whose plan (of
+  ``estimator(privacy, **hyperparameters)``, or the value's own) spends at
+  most ``target`` (``privacy.target`` when ``None``), which it keeps."""
+  target = privacy.target if target is None else target
+  if target is None:
+    raise ValueError(
+      "Calibration needs a target: privacy.calibrate(zoprivacy.Target("
+      "epsilon=2.0, delta=1e-5, num_steps=T)), or a value built with "
+      "target=."
+    )
+  template = privacy.replace(noise_multiplier=1.0, target=target)
+  plan = template.plan(estimator, **hyperparameters)
+  if not plan.is_noised:
+    raise ValueError("A non-private plan has no noise to calibrate.")
+  calibrated = plan_calibration.calibrate_plan(
+    plan,
+    target_epsilon=target.epsilon,
+    delta=target.delta,
+    num_steps=target.num_steps,
+  )
+  out = template.replace(noise_multiplier=calibrated.noise_multiplier)
+  object.__setattr__(out, "calibrated_plan", calibrated)
+  return out

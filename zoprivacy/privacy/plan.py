@@ -61,6 +61,7 @@ _PLAN_KEYS = (
   "delta",
   "notes",
   "analysis",
+  "sampling_assumed",
 )
 
 
@@ -93,6 +94,11 @@ class PrivacyPlan:
       setting, :func:`zoprivacy.hidden_state.privacy.setting_of_plan`), as
       sorted ``(name, value)`` pairs (a mapping is accepted); part of the
       plan, so ledger segments that differ in it stay apart. Empty: none.
+    sampling_assumed: the batches are accepted without the selection they
+      were drawn under (``zoprivacy.Privacy(assume_sampling=True)``): the
+      sampling is ASSUMED, not checked, and every report says so. It
+      changes no release, so the noise keys (:meth:`fingerprint`) leave it
+      out.
 
   :meth:`build` makes a plan from flat keyword arguments (a mechanism name).
   """
@@ -105,6 +111,7 @@ class PrivacyPlan:
   delta: float | None = None
   notes: tuple[str, ...] = ()
   analysis: tuple[tuple[str, Any], ...] = ()
+  sampling_assumed: bool = False
 
   def __post_init__(self):
     if "jax" in sys.modules:  # a plan made where JAX runs can meet a pytree
@@ -284,6 +291,7 @@ class PrivacyPlan:
 
     data = self.to_dict()
     data.pop("delta")
+    data.pop("sampling_assumed", None)
     text = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).digest()
 
@@ -309,6 +317,11 @@ class PrivacyPlan:
       else "replace-one"
     )
     parts.append(self.sampling.describe())
+    if self.sampling_assumed:
+      parts.append(
+        "the sampling ASSUMED, not checked (batches accepted without their "
+        "selection: assume_sampling=True)"
+      )
     parts.append(self.mechanism.accountant_name(self.sampling))
     parts.append(
       "secret noise from OS entropy"
@@ -333,6 +346,8 @@ class PrivacyPlan:
     out.pop("analysis")  # absent when empty: other plans' JSON is unchanged
     if self.analysis:
       out["analysis"] = {k: _jsonable(v) for k, v in self.analysis}
+    if not self.sampling_assumed:  # absent when checked: as before
+      out.pop("sampling_assumed")
     return out
 
   @classmethod

@@ -57,6 +57,16 @@ def find_plan(state) -> PrivacyPlan:
   return unique[0]
 
 
+def check_composition(state) -> None:
+  """Refuses an optimizer state whose composition :func:`find_plan` would
+  refuse (several plans or private estimators, a wrapper that drops or
+  repeats the releases, a member that reads the loss, ``optax.lookahead``);
+  a state without a plan passes. Run before the first release, by
+  :func:`zoprivacy.init` and :func:`zoprivacy.make_step`."""
+  if wrappers.holds_plan(state):
+    find_plan(state)
+
+
 def _counters(state) -> list:
   """The estimator states in ``state``: nodes with a ``step`` count next
   to their ``privacy_plan`` (:class:`zoprivacy.EstimatorState`)."""

@@ -155,7 +155,7 @@ def _loss_readers_in(state) -> list[LossReader]:
 def refuse_loss_readers(state) -> None:
   """Raises :class:`LossReadingError` if ``state`` holds an estimator's plan
   and the state of an optax member that reads the loss itself."""
-  if not _holds_plan(state):
+  if not holds_plan(state):
     return
   found = list(dict.fromkeys(_loss_readers_in(state)))
   if not found:
@@ -218,7 +218,8 @@ def _is_plan(x) -> bool:
   return isinstance(x, plan_lib.PrivacyPlan)
 
 
-def _holds_plan(tree) -> bool:
+def holds_plan(tree) -> bool:
+  """Whether ``tree`` holds a privacy plan (a zoprivacy estimator's state)."""
   import jax  # pylint: disable=g-import-not-at-top
 
   return any(map(_is_plan, jax.tree.leaves(tree, is_leaf=_is_plan)))
@@ -252,7 +253,7 @@ def _refused_around_plans(node) -> list[Refused]:
   import jax  # pylint: disable=g-import-not-at-top
 
   refused, parts = _skipped_parts(node)
-  if refused is not None and any(map(_holds_plan, parts)):
+  if refused is not None and any(map(holds_plan, parts)):
     return [refused]
   children = jax.tree.leaves(node, is_leaf=lambda x: x is not node)
   if len(children) == 1 and children[0] is node:  # an array (or tracer)
@@ -265,13 +266,41 @@ def _refused_around_plans(node) -> list[Refused]:
   return found
 
 
+class UnsupportedWrapperError(plan_lib.PlanError):
+  """An optax wrapper that cannot run in a chain with an estimator."""
+
+
+def refuse_lookahead(state) -> None:
+  """Raises :class:`UnsupportedWrapperError` if ``state`` holds an
+  estimator's plan and an ``optax.lookahead`` state, wherever it is."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import optax  # pylint: disable=g-import-not-at-top
+
+  is_lookahead = lambda x: isinstance(x, optax.LookaheadState)
+  leaves = jax.tree.leaves(state, is_leaf=is_lookahead)
+  if not (holds_plan(state) and any(map(is_lookahead, leaves))):
+    return
+  raise UnsupportedWrapperError(
+    "optax.lookahead is in a chain with a zoprivacy estimator, and the two "
+    "cannot run together: lookahead's update takes optax.LookaheadParams (a "
+    "fast and a slow copy of the parameters) and passes its inner "
+    "transformation neither the loss nor the batch, so an estimator inside "
+    "it gets no loss, and one before it would perturb and evaluate both "
+    "copies. To pull the weights back to a slow copy, keep that copy "
+    "yourself after the step (every k steps: slow = slow + alpha * (params "
+    "- slow), params = slow), which only post-processes released updates; "
+    "or average iterates after the estimator (optax.contrib.schedule_free_sgd)."
+  )
+
+
 def refuse_skipping_wrappers(state) -> None:
   """Raises :class:`SkippingWrapperError` if a refused wrapper holds an
   estimator's state (a privacy plan) in ``state``; one paragraph naming the
   wrapper, what goes wrong and what to write instead."""
-  if not _holds_plan(state):
+  if not holds_plan(state):
     return
   refuse_loss_readers(state)
+  refuse_lookahead(state)
   found = list(dict.fromkeys(_refused_around_plans(state)))
   if not found:
     return

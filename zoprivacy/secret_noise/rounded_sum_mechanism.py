@@ -161,22 +161,3 @@ def rounded(flat, k: int):
     flat * jnp.float32(2.0**k), nan=0.0, posinf=LIMIT, neginf=-LIMIT
   )
   return jnp.clip(jnp.round(scaled), -LIMIT, LIMIT).astype(jnp.int32)
-
-
-def ghost_privacy(hyperparameters, make_plan):
-  """``(mechanism, plan)`` of exact noise on ghost clipping, from a
-  factory's keyword arguments (validated as the lattice's)."""
-  mech, _ = lattice.vector_privacy(hyperparameters, lambda *a, **k: None)
-  rounded = RoundedSumDiscreteGaussianMechanism(
-    mech.clip, mech.noise_multiplier, mech.neighboring
-  )
-  batch, n = validation.batch_size_and_dataset(
-    hyperparameters["expected_batch_size"], hyperparameters.get("dataset_size")
-  )
-  plan = make_plan(
-    rounded,
-    expected_batch_size=batch,
-    dataset_size=n,
-    insecure_test_noise_seed=hyperparameters.get("insecure_test_noise_seed"),
-  )
-  return rounded, plan

@@ -356,29 +356,3 @@ def _split_like(flat, leaves, *, batched: bool):
     out.append(flat[start : start + size].reshape(shape).astype(x.dtype))
     start += size
   return out
-
-
-def vector_privacy(hyperparameters, make_plan):
-  """``(mechanism, plan)`` of the exact vector path from a factory's
-  keyword arguments (validated as the float path validates them)."""
-  clip = validation.static_positive("clip", hyperparameters["clip"])
-  sigma = validation.static_positive(
-    "noise_multiplier", hyperparameters["noise_multiplier"]
-  )
-  batch, n = validation.batch_size_and_dataset(
-    validation.static_positive(
-      "expected_batch_size", hyperparameters["expected_batch_size"]
-    ),
-    hyperparameters.get("dataset_size"),
-  )
-  mech = VectorDiscreteGaussianMechanism(
-    clip, sigma, hyperparameters.get("neighboring", "add_or_remove")
-  )
-  seed = hyperparameters.get("insecure_test_noise_seed")
-  plan = make_plan(
-    mech,
-    expected_batch_size=batch,
-    dataset_size=n,
-    insecure_test_noise_seed=seed,
-  )
-  return mech, plan

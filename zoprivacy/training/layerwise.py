@@ -47,8 +47,7 @@ import jax
 import jax.numpy as jnp
 
 from zoprivacy.core import low_precision, physical_batches, validation
-from zoprivacy.estimators import base, two_point
-from zoprivacy.estimators.privacy_args import PrivacyArgs
+from zoprivacy.estimators import base, registry, two_point
 from zoprivacy.mechanisms import clipping
 from zoprivacy.models.layer_perturbation import (  # noqa: F401 (re-exported)
   Perturbation,
@@ -58,6 +57,7 @@ from zoprivacy.models.layer_perturbation import (  # noqa: F401 (re-exported)
   split_stacked,
 )
 from zoprivacy.privacy import plan as plan_lib
+from zoprivacy.privacy import privatization
 from zoprivacy.secret_noise import host_noise
 from zoprivacy.zo import directions as directions_lib
 from zoprivacy.zo import rounding
@@ -180,6 +180,7 @@ def layerwise_two_point(
   def step(
     trainable, state, batch, frozen=None, mask=None, discrete_noise=None
   ):
+    base.check_batch(plan, getattr(batch, "selection", None))
     batch, mask = _unpack_batch(batch, mask)
     if discrete_noise is None and plan.noise_kind == "discrete":
       discrete_noise = host_noise.draw_in_jit(plan, state.noise_key, state.step)
@@ -217,10 +218,10 @@ def layerwise_two_point(
 
 
 def _unpack_batch(batch, mask):
-  """``(data, mask)`` of a ``PaddedBatch``, or ``(batch, mask)`` as given."""
-  if hasattr(batch, "mask") and hasattr(batch, "data"):  # a PaddedBatch
+  """``(data, mask)`` of a ``Batch``, or ``(batch, mask)`` as given."""
+  if hasattr(batch, "mask") and hasattr(batch, "data"):  # a Batch
     if mask is not None:
-      raise ValueError("Pass either a PaddedBatch or mask=, not both.")
+      raise ValueError("Pass either a Batch or mask=, not both.")
     batch, mask = batch.data, batch.mask
   return batch, mask
 
@@ -257,55 +258,41 @@ def _per_example_scalars(
   return jax.lax.map(one_query, query_keys).T  # [B, q]
 
 
+@registry.entry(
+  "layerwise_dpzero",
+  privatize=lambda privacy, a: privatization.privatize(privacy),
+)
 def layerwise_dpzero(
+  privacy,
   *,
   perturbed_loss: PerturbedLoss,
   learning_rate: float,
-  noise_multiplier: float,
-  expected_batch_size: float,
-  clip: float = 1.0,
   smoothing: float = 1e-3,
-  dataset_size: int | None = None,
-  num_queries: int = 1,
   directions: str = "gaussian",
   clip_target: str = "finite_difference",
-  mechanism: str = "gaussian",
-  neighboring: str = "add_or_remove",
   direction_key=0,
-  noise: str = "exact",
-  grid_points: int = 1024,
-  exact_noise: bool | None = None,
-  insecure_test_noise_seed: int | None = None,
   direction_prng: str = directions_lib.AUTO_COUNTER,
   physical_batch_size: int | None = None,
 ) -> LayerwiseZO:
   """DPZero (Zhang et al. 2024, Alg. 2) plus SGD at learning rate ``a``,
-  layer-wise; ``clip_target='raw_difference'`` (and ``mechanism='laplace'``)
-  give DP-ZO (Tang et al. 2024, Alg. 1). Hyperparameters, privacy and the
-  secret noise key are as in :func:`zoprivacy.estimators.scalar_zo.dpzero`
-  with ``direction_prng`` a counter hash (``'counter2'``, what ``'auto'``
-  draws with on a large model, or ``'counter'``); ``directions`` must be
-  sliceable (``'gaussian'`` or ``'rademacher'``: a sphere needs the global
-  norm)."""
-  privacy = PrivacyArgs(
-    clip=clip,
-    noise_multiplier=noise_multiplier,
-    expected_batch_size=expected_batch_size,
-    dataset_size=dataset_size,
-    num_queries=num_queries,
-    neighboring=neighboring,
-    mechanism=mechanism,
-    noise=noise,
-    exact_noise=exact_noise,
-    grid_points=grid_points,
-    insecure_test_noise_seed=insecure_test_noise_seed,
-  ).privatization()
+  layer-wise; ``clip_target='raw_difference'`` (and the value's
+  ``mechanism='laplace'``) give DP-ZO (Tang et al. 2024, Alg. 1). The
+  privacy value (clip 1.0 by default, in ``clip_target``'s units),
+  hyperparameters and the secret noise key are as in
+  :func:`zoprivacy.estimators.scalar_zo.dpzero` with ``direction_prng`` a
+  counter hash (``'counter2'``, what ``'auto'`` draws with on a large
+  model, or ``'counter'``); ``directions`` must be sliceable
+  (``'gaussian'`` or ``'rademacher'``: a sphere needs the global norm)."""
   return _layerwise(
     directions,
     clip_target,
-    privacy,
+    privatization.privatize(privacy),
     _direction_args(
-      smoothing, num_queries, direction_key, direction_prng, physical_batch_size
+      smoothing,
+      privacy.num_queries,
+      direction_key,
+      direction_prng,
+      physical_batch_size,
     ),
     perturbed_loss,
     learning_rate,

@@ -67,7 +67,9 @@ def public_direction_hyperparameters(
 ) -> dict[str, Any]:
   """``directions``, ``direction_prng``, ``num_queries`` of a scalar
   estimator: its keyword arguments over its registry defaults over its
-  factory's signature defaults (what regenerates ``u_j``). With ``params``
+  factory's signature defaults (what regenerates ``u_j``; a private
+  estimator's ``num_queries`` is its privacy value's, given among
+  ``estimator_kwargs``, 1 by default). With ``params``
   (arrays or shapes), ``direction_prng='auto'`` is resolved to the
   generator it chooses for them."""
   if estimator not in REPLAYABLE_ESTIMATORS:
@@ -96,7 +98,7 @@ def public_direction_hyperparameters(
     )
     if params is not None
     else str(values["direction_prng"]),
-    "num_queries": int(values["num_queries"]),
+    "num_queries": int(values.get("num_queries", 1)),
   }
 
 

@@ -142,15 +142,15 @@ def zo_config(
   c.model_kwargs.features = mode.features
   c.seed = seed
   c.num_steps = mode.num_steps
-  c.delta = DELTA
+  c.privacy.delta = DELTA
   c.eval_every = 0
   c.checkpoint_every = 0
-  c.target_epsilon = None
+  c.privacy.target_epsilon = None
   if setting.private:
     if noise_multiplier is None:
-      c.target_epsilon = setting.epsilon
+      c.privacy.target_epsilon = setting.epsilon
     else:
-      c.noise_multiplier = noise_multiplier
+      c.privacy.noise_multiplier = noise_multiplier
   c.insecure_test_noise = mode.smoke
   return c
 
@@ -160,8 +160,8 @@ def _restore_params(config, result: dict):
   task = tasks.get_task(config)
   template_config = config.copy_and_resolve_references()
   if result["noise_multiplier"] is not None:
-    template_config.noise_multiplier = result["noise_multiplier"]
-    template_config.target_epsilon = None
+    template_config.privacy.noise_multiplier = result["noise_multiplier"]
+    template_config.privacy.target_epsilon = None
   trainable, _, opt_state, _ = run_setup.state_template(template_config, task)
   template = {
     "params": trainable,
@@ -200,7 +200,7 @@ def run_one(
       task,
       seed=seed,
       num_steps=mode.num_steps,
-      batch_size=int(config.expected_batch_size),
+      batch_size=int(config.privacy.expected_batch_size),
       learning_rate=SGD_LEARNING_RATE,
     )
     record = {"accuracy": accuracy, "epsilon": float("inf")}

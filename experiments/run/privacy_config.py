@@ -1,0 +1,121 @@
+"""The run's privacy value, from its config's ``privacy`` block.
+
+``config.privacy`` holds every privacy setting of a run once (the fields of
+``configs/default.py``): the clip, the noise kind and grid, the target
+epsilon and delta or the noise multiplier, the sampling and expected batch
+size, the neighbouring relation, the queries per step and the mechanism.
+:func:`value` reads it into the :class:`zoprivacy.Privacy` the estimator is
+built from (``config.insecure_test_noise`` makes its noise
+:class:`zoprivacy.TestNoise` of the seed). The fields of earlier releases
+(``config.target_epsilon``, ``estimator_kwargs.clip``, ``exact_noise``,
+...) are refused, each naming its new place (:data:`MOVED`).
+
+Importing this module imports nothing heavy: a command line checks the block
+before JAX loads.
+"""
+
+from __future__ import annotations
+
+from zoprivacy.privacy import value as value_lib
+
+NOISES = ("exact", "secure_mode", "float")
+# Earlier releases' top-level fields, now in the privacy block.
+MOVED = {
+  name: f"privacy.{name}"
+  for name in (
+    "target_epsilon",
+    "delta",
+    "noise_multiplier",
+    "sampling",
+    "expected_batch_size",
+  )
+}
+MOVED["exact_noise"] = "privacy.noise"  # True: 'exact', False: 'float'
+MOVED["insecure_test_noise_seed"] = "insecure_test_noise"
+# Earlier releases' estimator_kwargs of a private estimator, now in the
+# privacy block.
+MOVED_KWARGS = (
+  "clip",
+  "num_queries",
+  "neighboring",
+  "mechanism",
+  "noise",
+  "grid_points",
+)
+
+
+def new_name(name: str) -> str | None:
+  """Where the field ``name`` (or ``estimator_kwargs.<k>``) of earlier
+  releases is now; ``None`` for any other name."""
+  if name in MOVED:
+    return MOVED[name]
+  key = name.removeprefix("estimator_kwargs.")
+  if key != name and key in MOVED_KWARGS:
+    return f"privacy.{key}"
+  return None
+
+
+def moved_hint(name: str) -> str | None:
+  """``'name' (now privacy.x: --config.privacy.x=...)`` for a moved field."""
+  new = new_name(name)
+  if new is None:
+    return None
+  values = " ('exact' or 'float')" if name == "exact_noise" else ""
+  return f"{name!r} (now {new}{values}: --config.{new}=...)"
+
+
+def noise(config):
+  """The noise of ``config.privacy`` (and of ``insecure_test_noise``)."""
+  block = config.privacy
+  kind = block.get("noise", "exact")
+  if kind not in NOISES:
+    raise ValueError(f"privacy.noise must be one of {NOISES}, got {kind!r}.")
+  chosen = {
+    "exact": lambda: value_lib.Exact(int(block.get("grid_points", 1024))),
+    "secure_mode": value_lib.SecureMode,
+    "float": value_lib.Float,
+  }[kind]()
+  if config.get("insecure_test_noise"):
+    return value_lib.TestNoise(int(config.seed), chosen)
+  return chosen
+
+
+def selection(config, dataset_size: int | None):
+  """The batch selection of ``config.privacy`` (``None`` for 'shuffle')."""
+  block = config.privacy
+  name, size = block.sampling, block.get("expected_batch_size")
+  if name == "shuffle":
+    return None
+  if name == "full_batch":
+    return value_lib.FullBatch(dataset_size)
+  if name == "without_replacement":
+    return value_lib.WithoutReplacement(
+      dataset_size=dataset_size, batch_size=int(size)
+    )
+  return value_lib.Poisson(dataset_size=dataset_size, expected_batch_size=size)
+
+
+def value(config, dataset_size: int) -> value_lib.Privacy:
+  """The run's privacy value: calibrated by the estimator for
+  ``target_epsilon`` over ``num_steps`` at ``delta``, unless
+  ``noise_multiplier`` is set (a set multiplier wins; the ledger and the
+  budget check what it spends)."""
+  block = config.privacy
+  sigma = block.get("noise_multiplier")
+  target = None
+  if sigma is None and block.get("target_epsilon") is not None:
+    target = value_lib.Target(
+      epsilon=float(block.target_epsilon),
+      delta=float(block.delta),
+      num_steps=int(config.num_steps),
+    )
+  return value_lib.Privacy(
+    clip=block.get("clip"),
+    noise=noise(config),
+    noise_multiplier=None if sigma is None else float(sigma),
+    target=target,
+    sampling=selection(config, dataset_size),
+    neighboring=block.get("neighboring", "add_or_remove"),
+    num_queries=int(block.get("num_queries", 1)),
+    mechanism=block.get("mechanism", "gaussian"),
+  )

@@ -96,7 +96,7 @@ def noise_free_difference(state) -> np.ndarray:
 
 
 def template(n: int):
-  return [TX.init(jnp.zeros(DIM)) for _ in range(n)]
+  return [zoprivacy.init(TX, jnp.zeros(DIM)) for _ in range(n)]
 
 
 def _stacked(states):

@@ -45,13 +45,13 @@ def _pickle(state, tmp_path):
 def _flax(state, tmp_path, template=None):
   """Restored into ``template`` (default: ``TX.init``), whose plan it
   takes (the plan is no leaf); the same for orbax."""
-  template = TX.init(jnp.zeros(D)) if template is None else template
+  template = zoprivacy.init(TX, jnp.zeros(D)) if template is None else template
   saved = serialization.to_state_dict(jax.device_get(state))
   return serialization.from_state_dict(template, saved)
 
 
 def _orbax(state, tmp_path, template=None):
-  template = TX.init(jnp.zeros(D)) if template is None else template
+  template = zoprivacy.init(TX, jnp.zeros(D)) if template is None else template
   path = tmp_path / f"ckpt{len(os.listdir(tmp_path))}"
   with ocp.StandardCheckpointer() as checkpointer:
     checkpointer.save(path, state)
@@ -63,7 +63,7 @@ SERIALIZERS = {"pickle": _pickle, "flax": _flax, "orbax": _orbax}
 
 
 def _stepped_once():
-  return STEP(TX.init(jnp.zeros(D)), rw.MASKS[0])
+  return STEP(zoprivacy.init(TX, jnp.zeros(D)), rw.MASKS[0])
 
 
 def _residual(on_d, on_d_prime, difference) -> np.ndarray:
@@ -162,7 +162,7 @@ def test_float_and_vector_noise_are_fresh_after_a_restore(factory, kw):
       jnp.zeros(D), s, w, batched_loss=rw.loss, batch=rw.BATCH
     )
   )
-  state = tx.init(w)
+  state = zoprivacy.init(tx, w)
   copy = pickle.loads(pickle.dumps(state))
   g1, _ = step(state)
   with pytest.warns(RECOMPUTED):
@@ -191,7 +191,7 @@ def test_test_seeded_and_bound_states_are_explicit_and_replay():
   est = rw.dpzero(insecure_test_noise_seed=3)
   w = jnp.zeros(D)
   with pytest.warns(randomness.InsecureTestNoiseWarning):
-    state = est.init(w)
+    state = zoprivacy.init(est, w)
   assert not isinstance(state.noise_key, noise_sessions.SessionKey)
   step = jax.jit(
     lambda s: est.update(None, s, w, batched_loss=rw.loss, batch=rw.BATCH)[1]
@@ -235,7 +235,7 @@ def test_a_per_device_program_refuses_session_keys():
     out_specs=P(),
   )
   with pytest.raises(ValueError, match="inside shard_map.*bind_noise_secret"):
-    jax.jit(per_device).lower(TX.init(jnp.zeros(D)))
+    jax.jit(per_device).lower(zoprivacy.init(TX, jnp.zeros(D)))
 
 
 def _tx_with_noise(noise_multiplier):
@@ -252,7 +252,7 @@ def test_epsilon_never_counts_saved_steps_under_a_templates_plan(tmp_path):
   step and after refresh_noise_keys; the same plan, or a state saved
   before any step, counts as usual."""
   other = _tx_with_noise(20.0)
-  template = other.init(jnp.zeros(D))
+  template = zoprivacy.init(other, jnp.zeros(D))
   restored = _flax(_stepped_once(), tmp_path, template)
   assert zoprivacy.epsilon(restored, 1e-5) == rw.PLAN.epsilon(1, 1e-5)
   restored = _orbax(_stepped_once(), tmp_path, template)
@@ -265,9 +265,9 @@ def test_epsilon_never_counts_saved_steps_under_a_templates_plan(tmp_path):
   for state in (restored, later, zoprivacy.refresh_noise_keys(restored)):
     with pytest.raises(PlanError, match="did not all run under its plan"):
       zoprivacy.epsilon(state, 1e-5)
-  same = _orbax(_stepped_once(), tmp_path, TX.init(jnp.zeros(D)))
+  same = _orbax(_stepped_once(), tmp_path, zoprivacy.init(TX, jnp.zeros(D)))
   assert zoprivacy.epsilon(same, 1e-5) == rw.PLAN.epsilon(1, 1e-5)
-  fresh = stepped(_orbax(TX.init(jnp.zeros(D)), tmp_path, template))
+  fresh = stepped(_orbax(zoprivacy.init(TX, jnp.zeros(D)), tmp_path, template))
   plan = zoprivacy.find_plan(template)
   assert zoprivacy.epsilon(fresh, 1e-5) == plan.epsilon(1, 1e-5)
 
@@ -276,7 +276,7 @@ def test_another_process_cannot_name_a_session_keys_noise(monkeypatch):
   """In a job of several processes a jitted step looks its key up on
   process 0: drawing a step's noise outside it from a session key
   (``ExactNoiseSource.for_state``) is refused, naming bind_noise_secret."""
-  state = TX.init(jnp.zeros(D))
+  state = zoprivacy.init(TX, jnp.zeros(D))
   monkeypatch.setattr(jax, "process_count", lambda: 2)
   with pytest.raises(ValueError, match="bind_noise_secret"):
     zoprivacy.ExactNoiseSource.for_state(state)

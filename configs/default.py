@@ -33,6 +33,10 @@ def get_config() -> ml_collections.ConfigDict:
   config.public_batch_size = (
     64  # public-data methods (PAZO, DPMD, DOPE-SGD, GEP)
   )
+  # None: each step's batch at once. An int P: the step's per-example work
+  # runs P rows at a time (a logical batch larger than memory), still one
+  # release per step; not a privacy setting (docs/experiments.md).
+  config.physical_batch_size = config_dict.placeholder(int)
   config.num_steps = 4000
   # The run's privacy value (zoprivacy.Privacy), every privacy setting once:
   # the estimator, its sampler, its plan and every epsilon come from it.

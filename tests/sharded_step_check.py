@@ -2,7 +2,8 @@
 
 Prints one JSON line: max abs difference between the 8-device and the
 1-device dpzero update, and the shapes of all cross-device collectives, for
-floating-point noise (top level) and for exact discrete noise (``"exact"``).
+floating-point noise (top level), for exact discrete noise (``"exact"``) and
+for exact noise in physical chunks of 16 rows (``"chunked"``).
 """
 
 import json
@@ -40,11 +41,12 @@ def main():
 
   mesh = sharding.data_mesh(8)
 
-  def check(exact_noise):
+  def check(exact_noise, physical_batch_size=None):
     """One step on 8 devices and on one, from the same state (same public
     direction key, same noise key: bound to a secret, so that both
     computations of the step draw the same noise) and, for exact noise, the
-    same host-drawn integer noise (a replicated input)."""
+    same host-drawn integer noise (a replicated input); the batch's work in
+    physical chunks of ``physical_batch_size`` rows, if given."""
     privacy = zoprivacy.Privacy(
       clip=1.0,
       noise=zoprivacy.Exact() if exact_noise else zoprivacy.Float(),
@@ -52,7 +54,12 @@ def main():
       sampling=zoprivacy.Poisson(dataset_size=1000, expected_batch_size=50),
       assume_sampling=True,  # the same arrays on 8 devices and on one
     )
-    est = zoprivacy.dpzero(privacy, smoothing=1e-3, direction_key=42)
+    est = zoprivacy.dpzero(
+      privacy,
+      smoothing=1e-3,
+      direction_key=42,
+      physical_batch_size=physical_batch_size,
+    )
     tx = optax.chain(est, optax.sgd(0.1))
     state = zoprivacy.refresh_noise_keys(
       zoprivacy.init(tx, params), secret=bytes(32)
@@ -104,7 +111,11 @@ def main():
     }
 
   out = check(exact_noise=False)
-  out.update(num_params=num_params, exact=check(exact_noise=True))
+  out.update(
+    num_params=num_params,
+    exact=check(exact_noise=True),
+    chunked=check(exact_noise=True, physical_batch_size=16),
+  )
   print(json.dumps(out))
 
 

@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from zoprivacy.core import low_precision
 from zoprivacy.zo import blockwise_dot, directions, queries
 
 
@@ -57,10 +58,13 @@ def test_first_use_perturbation_equals_the_materialized_one(name, scale):
   @jax.jit
   def first_use(params, batch):
     def perturb_leaf(i, leaf, after):
+      # as queries.perturb: u drawn and added in float32 for the 16-bit
+      # leaf (low_precision), in the leaf's dtype otherwise
+      dtype = low_precision.compute_dtype(leaf)
       u = directions.leaf_slice(
-        name, directions.key_after(key, after), i, leaf.shape, leaf.dtype
+        name, directions.key_after(key, after), i, leaf.shape, dtype
       )
-      return leaf + (scale * u).astype(leaf.dtype)
+      return low_precision.perturbed(leaf, scale * u)
 
     return queries.loss_perturbed_at_first_use(
       _loss, params, batch, perturb_leaf
@@ -112,7 +116,10 @@ def test_blockwise_perturbed_dot_equals_the_materialized_one(name, monkeypatch):
   x = jnp.asarray(np.random.default_rng(3).normal(size=(5, 64)), jnp.float32)
   key, scale = jax.random.key(8), 1e-2
   sampler = directions.get_sampler(name, prng="counter")
-  want = _dense_loss(queries.perturb(params, sampler(key, params), scale), x)
+  materialized = jax.jit(  # one program (op by op: most of the test's time)
+    lambda p, x: _dense_loss(queries.perturb(p, sampler(key, p), scale), x)
+  )
+  want = materialized(params, x)
 
   def first_use(params, x):
     def perturb_leaf(i, leaf, after, start=0):

@@ -223,7 +223,8 @@ PRIVACY_HYPERPARAMETERS = (
 
 def static_args(factory) -> tuple[str, ...]:
   """The ``static_args`` to give ``optax.inject_hyperparams(factory, ...)``:
-  the privacy arguments (and the direction key) that ``factory`` takes::
+  the privacy arguments (and the direction key and the physical batch,
+  which fixes shapes) that ``factory`` takes::
 
       tx = optax.inject_hyperparams(
           zoprivacy.dpzero, static_args=zoprivacy.static_args(zoprivacy.dpzero)
@@ -231,7 +232,9 @@ def static_args(factory) -> tuple[str, ...]:
   """
   names = inspect.signature(factory).parameters
   return tuple(
-    a for a in PRIVACY_HYPERPARAMETERS + ("direction_key",) if a in names
+    a
+    for a in PRIVACY_HYPERPARAMETERS + ("direction_key", "physical_batch_size")
+    if a in names
   )
 
 

@@ -6,8 +6,9 @@ command uses one CPU or all the accelerators of a machine unchanged. The
 trainable and frozen parameters are sharded FSDP-style on ``fsdp``
 (:func:`zoprivacy.core.sharding.fsdp_spec`), the padded batch and its mask are
 split over ``data`` x ``fsdp`` (padded further, with masked rows, to a
-multiple of that size), and everything else (keys, the integer noise, public
-batches) is replicated. The step is one ``jax.jit``: XLA inserts the
+multiple of that size and of ``config.physical_batch_size``: whole
+physical chunks, each split over those devices), and everything else
+(keys, the integer noise, public batches) is replicated. The step is one ``jax.jit``: XLA inserts the
 collectives (for a zeroth-order step, the all-reduce of the ``q`` clipped
 scalar sums; for FSDP, the parameter gathers of the forward pass).
 
@@ -19,6 +20,7 @@ its (identical) copy, and the batch rows that land on its devices.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import jax
 import numpy as np
@@ -33,13 +35,39 @@ class Placement:
   """The mesh of a run and how its arrays are placed on it."""
 
   mesh: jax.sharding.Mesh
+  physical_batch_size: int | None = None
 
   @classmethod
   def from_config(cls, config) -> Placement:
     axes = config.get("mesh")
     if axes is not None and not isinstance(axes, dict):
       axes = axes.to_dict()
-    return cls(sharding.make_mesh(axes))
+    placement = cls(sharding.make_mesh(axes), config.get("physical_batch_size"))
+    placement.check_physical_batch()
+    return placement
+
+  def row_multiple(self, rows: int) -> int:
+    """A padded batch of ``rows`` rows is padded to a multiple of this:
+    the devices it is split over, and the physical batch (whole chunks)
+    when it takes more than one."""
+    multiple = sharding.batch_multiple(self.mesh)
+    size = self.physical_batch_size
+    return (
+      multiple if size is None or size >= rows else math.lcm(multiple, size)
+    )
+
+  def check_physical_batch(self) -> None:
+    """A physical chunk is split over the batch's devices: its rows are a
+    multiple of them."""
+    size, devices = self.physical_batch_size, sharding.batch_multiple(self.mesh)
+    if size is not None and size % devices:
+      raise ValueError(
+        f"physical_batch_size={size} is not a multiple of the {devices} "
+        "devices the batch is split over: each physical chunk is split "
+        "over all of them. Set it to a multiple of "
+        f"{devices} (e.g. {max(devices, size // devices * devices)}); it "
+        "is the whole mesh's rows per chunk, not one device's."
+      )
 
   @property
   def num_devices(self) -> int:
@@ -85,8 +113,8 @@ class Placement:
     return jax.lax.with_sharding_constraint(tree, self.param_shardings(tree))
 
   def index_batch(self, batch: sampling.IndexBatch) -> sampling.IndexBatch:
-    """Pads with masked rows to a multiple of the batch-sharded devices."""
-    multiple = sharding.batch_multiple(self.mesh)
+    """Pads with masked rows to :meth:`row_multiple`."""
+    multiple = self.row_multiple(len(batch.mask))
     extra = -len(batch.mask) % multiple
     if not extra:
       return batch

@@ -128,13 +128,34 @@ def check_numbers(config) -> None:
     )
   # 0 is a legitimate control (public selection compares it).
   _positive(config, "learning_rate", allow_zero=True)
-  value = dict(config.get("estimator_kwargs") or {}).get("smoothing")
+  kwargs = dict(config.get("estimator_kwargs") or {})
+  _check_physical_batch(config, kwargs)
+  value = kwargs.get("smoothing")
   if value is not None and not isinstance(value, (list, tuple)):
     if not isinstance(value, (int, float)) or not value > 0:
       raise ValueError(
         f"estimator_kwargs.smoothing must be > 0, got {value!r} "
         f"({config.get('estimator')})."
       )
+
+
+def _check_physical_batch(config, kwargs) -> None:
+  """``physical_batch_size``: unset, or a whole number of rows >= 1, set
+  in one place."""
+  if "physical_batch_size" in kwargs:
+    raise ValueError(
+      "physical_batch_size is a run setting, not an estimator "
+      "hyperparameter: set config.physical_batch_size (e.g. "
+      "--config.physical_batch_size=8), not estimator_kwargs."
+    )
+  size = config.get("physical_batch_size")
+  if size is not None and (
+    isinstance(size, bool) or not isinstance(size, int) or size < 1
+  ):
+    raise ValueError(
+      f"physical_batch_size must be a whole number of rows >= 1 (or unset, "
+      f"the whole batch at once), got {size!r}."
+    )
 
 
 def _check_privacy(config, spec) -> None:

@@ -84,6 +84,14 @@ def estimator_kwargs(config, dataset_size, *, spec) -> dict:
     kwargs["privacy"] = privacy_config.value(config, dataset_size)
   elif spec.private and config.get("insecure_test_noise"):
     kwargs["insecure_test_noise_seed"] = config.seed
+  if config.get("physical_batch_size") is not None:
+    if "physical_batch_size" not in accepted:
+      raise ValueError(
+        f"{config.estimator} takes no physical_batch_size (its factory "
+        "does not evaluate a batch in physical chunks); unset "
+        "config.physical_batch_size."
+      )
+    kwargs["physical_batch_size"] = config.physical_batch_size
   if spec.needs_num_steps:
     kwargs.setdefault("num_steps", config.num_steps)
   if spec.needs_learning_rate:

@@ -70,14 +70,15 @@ def _placed(placement: Placement, trainable, frozen, opt_state, batch, noise):
 def lowered(config, task, rows: int):
   """The run's one step for ``config`` and ``task`` (built), lowered on
   abstract arguments with a batch of ``rows`` examples (padded to a
-  multiple of the batch-sharded devices, as a run pads it):
+  multiple of the batch-sharded devices and to whole physical chunks, as
+  a run pads it):
   ``lowered(...).compile().memory_analysis()`` is its compiled memory."""
   spec = preflight.validate(config)
   config, _ = with_learning_rate(config, spec)
   resolved = resolve(config, task.num_train, spec=spec)
   placement = Placement.from_config(config)
   init, body = step_body(config, spec, resolved, task, placement)
-  multiple = sharding.batch_multiple(placement.mesh)  # as a run pads it
+  multiple = placement.row_multiple(rows)  # as a run pads it
   rows = -(-rows // multiple) * multiple
   trainable, frozen = _shapes(task.init(jax.random.key(config.seed)))
   opt_state = jax.eval_shape(

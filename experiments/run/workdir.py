@@ -39,6 +39,7 @@ IGNORED = (
   "resume",
   "check_per_example",
   "distributed",  # how the job is launched (coordinator, process ids)
+  "physical_batch_size",  # how a step is executed, not what it releases
 )
 
 

@@ -27,6 +27,7 @@ from zoprivacy.data import loaders
 from zoprivacy.data.loaders import (
   amazon_polarity,
   base,
+  digits,
   lm_bff,
   mezo_tasks,
   vader,
@@ -100,10 +101,10 @@ def _digits(monkeypatch):
 
   def load(rows):
     rows = [new if r == "NEW" else r for r in rows]
-    bunch = sklearn.datasets.load_digits()
-    bunch.images = np.stack([img for img, _ in rows])
-    bunch.target = np.asarray([y for _, y in rows])
-    monkeypatch.setattr(sklearn.datasets, "load_digits", lambda: bunch)
+    images = np.stack([img for img, _ in rows])
+    target = np.asarray([y for _, y in rows])
+    # the loader reads scikit-learn's bundled file (_bundled_digits)
+    monkeypatch.setattr(digits, "_bundled_digits", lambda: (images, target))
     return _parts(loaders.load_digits(seed=0))
 
   return _check_coins, load, rows

@@ -240,17 +240,18 @@ def test_the_exact_test_carries_the_law(monkeypatch):
 def test_draws_are_a_pure_function_of_key_step_sigma_and_size():
   """The same key and step give the same draws, bit for bit, in two calls,
   jitted or not and under vmap; another step or key gives others."""
-  a = _draw(1000, 5000, step=7)
-  assert np.array_equal(a, _draw(1000, 5000, step=7))
+  draw = jax.jit(lambda k, s: ddg.draw(k, s, 1000, 5000))  # one compilation
+  at = lambda key, step: np.asarray(draw(key, jnp.int32(step)))
+  a = at(KEY, 7)
+  assert np.array_equal(a, at(KEY, 7))
   assert np.array_equal(a, np.asarray(ddg.draw(KEY, 7, 1000, 5000)))
-  assert not np.array_equal(a, _draw(1000, 5000, step=8))
-  assert not np.array_equal(a, _draw(1000, 5000, key=KEY + 1, step=7))
+  assert not np.array_equal(a, at(KEY, 8))
+  other = at(KEY + 1, 7)
+  assert not np.array_equal(a, other)
   keys = jnp.stack([KEY, KEY + 1])
-  rows = jax.vmap(lambda k: ddg.draw(k, 7, 1000, 5000))(keys)
+  rows = jax.jit(jax.vmap(lambda k: ddg.draw(k, 7, 1000, 5000)))(keys)
   assert np.array_equal(np.asarray(rows[0]), a)
-  assert np.array_equal(
-    np.asarray(rows[1]), _draw(1000, 5000, key=KEY + 1, step=7)
-  )
+  assert np.array_equal(np.asarray(rows[1]), other)
 
 
 def test_failure_bound_holds_at_every_size():

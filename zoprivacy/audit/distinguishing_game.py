@@ -55,6 +55,7 @@ def _replace_one(neighboring) -> bool:
 
 CANARY_LOSS_SCALE = 1e6
 STATISTICS = ("released", "gradient")
+CHUNK_SIZE = 32768  # trials per compiled, vmapped call (memory bound)
 
 
 def canary_loss(params, example):
@@ -162,12 +163,66 @@ def canary_direction(
   diff = np.asarray(release(key, True), np.float64) - np.asarray(
     release(key, False), np.float64
   )
+  return _moved(diff)
+
+
+def _moved(diff: np.ndarray) -> np.ndarray:
+  """``diff``, refused where the canary does not move the release."""
   if not np.all(np.isfinite(diff)) or not np.any(diff != 0):
     raise ValueError(
       "The canary does not move the release: the game cannot distinguish "
       "the worlds (is the statistic the private release?)."
     )
   return diff
+
+
+def _scorer(estimator, game, statistic, extra_args, step, direction=None):
+  """``(keys, include) -> (scores, c)`` of one chunk of trials, jitted once
+  (both worlds of a game share it: ``include`` is an argument). Unless
+  ``direction`` is given, two more lanes play :func:`canary_direction`'s
+  key (seed 0) in world 1 and in world 0: their difference is the canary's
+  direction ``c``, found in the same program (one compilation, not two)."""
+  release = _release_fn(estimator, game, statistic, extra_args, step)
+  if direction is not None:
+    unit = jnp.asarray(direction / np.dot(direction, direction), jnp.float32)
+  probe = jax.random.key(0)[None]
+
+  @jax.jit
+  def chunk_scores(keys, include):
+    if direction is not None:
+      return jax.vmap(release)(keys, include) @ unit, None
+    keys = jnp.concatenate([probe, probe, keys])
+    include = jnp.concatenate([jnp.asarray([True, False]), include])
+    flat = jax.vmap(release)(keys, include)
+    c = flat[0] - flat[1]
+    return flat[2:] @ (c / jnp.dot(c, c)), c
+
+  return chunk_scores
+
+
+def _scores(chunk_scores, include_canary, num_trials, seed, chunk_size):
+  """``chunk_scores`` over ``num_trials`` keys from ``seed``, in the fewest
+  chunks of at most ``chunk_size`` trials, all of one size (the last padded
+  by at most one trial per chunk: one compiled shape, little waste)."""
+  if num_trials < 1:
+    raise ValueError(f"num_trials must be >= 1, got {num_trials}.")
+  keys = jax.random.split(jax.random.key(seed), num_trials)
+  include = np.broadcast_to(np.asarray(include_canary, bool), [num_trials])
+  num_chunks = -(-num_trials // max(int(chunk_size), 1))
+  size = -(-num_trials // num_chunks)
+  out = []
+  for start in range(0, num_trials, size):
+    part = keys[start : start + size]
+    part_include = include[start : start + size]
+    n = part.shape[0]
+    if n < size:  # pad to one compiled shape
+      part = jnp.concatenate([part, keys[: size - n]])
+      part_include = np.concatenate([part_include, include[: size - n]])
+    scores, c = chunk_scores(part, part_include)
+    if c is not None and not out:  # before any score is used
+      _moved(np.asarray(c, np.float64))
+    out.append(np.asarray(scores, np.float64)[:n])
+  return np.concatenate(out)
 
 
 def game_scores(
@@ -179,42 +234,19 @@ def game_scores(
   seed: int,
   statistic: str = "released",
   direction: np.ndarray | None = None,
-  chunk_size: int = 32768,
+  chunk_size: int = CHUNK_SIZE,
   extra_args=None,
   step: int = 0,
 ) -> np.ndarray:
   """``[num_trials]`` scores ``<release, c> / <c, c>`` of one world, each
   from an independent noise key derived from ``seed`` (jit + vmap, in
-  chunks of ``chunk_size`` trials). ``include_canary``: one bool for the
-  whole world, or one per trial (the canary's Poisson coin, see
+  chunks of at most ``chunk_size`` trials). ``include_canary``: one bool
+  for the whole world, or one per trial (the canary's Poisson coin, see
   :func:`run_game`)."""
-  if num_trials < 1:
-    raise ValueError(f"num_trials must be >= 1, got {num_trials}.")
-  if direction is None:
-    direction = canary_direction(
-      estimator, game, statistic=statistic, extra_args=extra_args, step=step
-    )
-  release = _release_fn(estimator, game, statistic, extra_args, step)
-  unit = jnp.asarray(direction / np.dot(direction, direction), jnp.float32)
-
-  @jax.jit
-  def chunk_scores(keys, include):
-    flat = jax.vmap(release)(keys, include)
-    return flat @ unit
-
-  keys = jax.random.split(jax.random.key(seed), num_trials)
-  include = np.broadcast_to(np.asarray(include_canary, bool), [num_trials])
-  size = min(chunk_size, num_trials)
-  out = []
-  for start in range(0, num_trials, size):
-    part = keys[start : start + size]
-    part_include = include[start : start + size]
-    n = part.shape[0]
-    if n < size:  # pad to one compiled shape
-      part = jnp.concatenate([part, keys[: size - n]])
-      part_include = np.concatenate([part_include, include[: size - n]])
-    out.append(np.asarray(chunk_scores(part, part_include), np.float64)[:n])
-  return np.concatenate(out)
+  chunk_scores = _scorer(
+    estimator, game, statistic, extra_args, step, direction
+  )
+  return _scores(chunk_scores, include_canary, num_trials, seed, chunk_size)
 
 
 class GameResult(NamedTuple):
@@ -260,6 +292,12 @@ def one_step_accountant_epsilon(
       "== dataset_size."
     )
   return float(plan.epsilon(num_steps=1, delta=delta))
+
+
+def world_seeds(seed: int) -> tuple[int, int]:
+  """The key streams of world 0 and world 1 in :func:`run_game` of
+  ``seed`` (independent of each other)."""
+  return tuple(int(s) for s in np.random.SeedSequence(seed).generate_state(2))
 
 
 def run_game(
@@ -310,23 +348,16 @@ def run_game(
     plan, delta=delta, subsampled=canary_in_batch is not None
   )
   in_world_1 = True if canary_in_batch is None else canary_in_batch
-  direction = canary_direction(
-    estimator, game, statistic=statistic, extra_args=extra_args, step=step
-  )
-  world_seeds = np.random.SeedSequence(seed).generate_state(2)
+  chunk_scores = _scorer(estimator, game, statistic, extra_args, step)
   scores = tuple(
-    game_scores(
-      estimator,
-      game,
-      include_canary=in_world_1 if world else False,
-      num_trials=num_trials,
-      seed=int(world_seeds[world]),
-      statistic=statistic,
-      direction=direction,
-      extra_args=extra_args,
-      step=step,
+    _scores(
+      chunk_scores,
+      in_world_1 if world else False,
+      num_trials,
+      world_seed,
+      CHUNK_SIZE,
     )
-    for world in (0, 1)
+    for world, world_seed in enumerate(world_seeds(seed))
   )
   audit = clopper_pearson.threshold_audit(
     scores[0],

@@ -32,6 +32,16 @@ function of the state: a privacy value's ``zoprivacy.TestNoise(seed)``
 (NOT private) and keys bound to a shared secret
 (:func:`zoprivacy.privacy.bind_noise_secret`, the runner's).
 
+Physical batches: every factory takes ``physical_batch_size`` (``None``,
+the default: the whole batch at once). With it, the step's per-example
+work (forward passes, per-example gradients, their clipping) runs over
+physical chunks of that many rows, one after another
+(:mod:`zoprivacy.core.physical_batches`), and the step still releases once
+per logical batch: one clipped sum, one noise draw, one step of the plan.
+An execution setting, not a privacy hyperparameter: the plan, the
+calibration and the noise do not depend on it; on exact noise's integer
+lattice the release equals the unchunked one, in float to rounding.
+
 Noise kinds (the ``noise`` of the privacy value, :class:`zoprivacy.Privacy`):
 
 * ``zoprivacy.Exact()`` (the default): each clipped scalar is quantized to an
@@ -58,6 +68,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from zoprivacy.core import physical_batches
 from zoprivacy.estimators import composition as composition_lib
 from zoprivacy.privacy import noise_sessions, randomness
 from zoprivacy.privacy import plan as plan_lib
@@ -196,25 +207,35 @@ def _reject_misspellings(extra_args: dict) -> None:
 
 
 class LossArgs(NamedTuple):
-  loss: Any  # batched loss (params, batch) -> [B]
+  loss: Any  # batched loss (params, batch) -> [B], over physical chunks
   batch: Any
   mask: jax.Array | None
   per_example_loss: Any
   batched_loss: Any
   extra: dict  # every keyword extra argument, e.g. public batches
   selection: Any = None  # the batch's selection (a zoprivacy.Batch's)
+  physical_batch_size: int | None = None  # rows per chunk (None: all)
 
   @property
   def discrete_noise(self):
     return self.extra.get("discrete_noise")
 
+  @property
+  def whole_loss(self):
+    """The batched loss on whatever batch it is given (not chunked)."""
+    return queries.as_batched_loss(self.per_example_loss, self.batched_loss)
 
-def parse_extra_args(extra_args: dict) -> LossArgs:
+
+def parse_extra_args(
+  extra_args: dict, physical_batch_size: int | None = None
+) -> LossArgs:
   """Reads ``per_example_loss`` / ``batched_loss``, ``batch`` and ``mask``.
 
   A batch that carries its own mask (a :class:`~zoprivacy.data.sampling.
   Batch`) supplies it, and the selection it was drawn under; a padded batch
-  without a mask is refused.
+  without a mask is refused. With ``physical_batch_size``, ``loss``
+  evaluates its batch over physical chunks of that many rows
+  (:mod:`zoprivacy.core.physical_batches`).
   """
   _reject_misspellings(extra_args)
   per_example_loss = extra_args.get("per_example_loss")
@@ -231,13 +252,14 @@ def parse_extra_args(extra_args: dict) -> LossArgs:
       raise ValueError("Pass either a Batch or batch= with mask=, not both.")
     batch, mask = batch.data, batch.mask
   return LossArgs(
-    loss,
+    physical_batches.chunked_loss(loss, physical_batch_size),
     batch,
     mask,
     per_example_loss,
     batched_loss,
     dict(extra_args),
     selection,
+    physical_batch_size,
   )
 
 
@@ -336,13 +358,16 @@ def build_estimator(
   direction_key,
   privacy: Privatization | None,
   num_released: int = 1,
+  physical_batch_size: int | None = None,
 ) -> PrivateEstimator:
   """Wraps a step computation into an optax transformation.
 
   ``compute(params, loss_args, direction_key, noise_key) -> (grad, released)``
   holds the method; this wrapper owns what every estimator shares: the state,
-  the public/secret key schedule and the extra-argument parsing.
+  the public/secret key schedule and the extra-argument parsing (with the
+  factory's ``physical_batch_size``, :mod:`zoprivacy.core.physical_batches`).
   """
+  physical_batch_size = physical_batches.check(physical_batch_size)
   plan = plan_lib.PrivacyPlan.non_private() if privacy is None else privacy.plan
   test_seed = None if privacy is None else privacy.insecure_test_noise_seed
 
@@ -355,7 +380,7 @@ def build_estimator(
     if params is None:
       raise ValueError("Estimators need params in update().")
     reject_masked_params(params)
-    args = parse_extra_args(extra_args)
+    args = parse_extra_args(extra_args, physical_batch_size)
     guard_release(state, args)  # at trace time: both are static
     keyed, noise = keyed_with_noise(
       state, args.discrete_noise, inputs=(params, extra_args)
@@ -378,7 +403,11 @@ def noisy_mean(privacy: Privatization, noise_key, clipped_sum):
 
 
 def build_vector_estimator(
-  gradient, *, direction_key, privacy: Privatization
+  gradient,
+  *,
+  direction_key,
+  privacy: Privatization,
+  physical_batch_size: int | None = None,
 ) -> PrivateEstimator:
   """:func:`build_estimator` for a privatized *vector*: ``gradient(params,
   args, direction_key, noise_key) -> grad``; the state logs ``||grad||``."""
@@ -387,7 +416,12 @@ def build_vector_estimator(
     grad = gradient(params, args, dir_key, noise_key)
     return grad, release_norm(grad)
 
-  return build_estimator(compute, direction_key=direction_key, privacy=privacy)
+  return build_estimator(
+    compute,
+    direction_key=direction_key,
+    privacy=privacy,
+    physical_batch_size=physical_batch_size,
+  )
 
 
 def release_norm(grad) -> jax.Array:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from zoprivacy.core import validation
+from zoprivacy.core import physical_batches, validation
 from zoprivacy.estimators import base, registry
 from zoprivacy.first_order import ghost_clipping
 from zoprivacy.mechanisms import clipping
@@ -39,6 +39,7 @@ def dp_sgd(
   *,
   per_example_clipping: str = "explicit",
   direction_key=0,
+  physical_batch_size: int | None = None,
 ) -> base.PrivateEstimator:
   """DP-SGD's privatized gradient (Abadi et al. 2016, Alg. 1 lines 5-8).
 
@@ -72,17 +73,27 @@ def dp_sgd(
   noise; both are exposed to floating-point attacks (Mironov 2012). The
   plan names which.
 
-  Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
+  ``physical_batch_size``: the per-example gradients (or ghost norms) are
+  formed that many rows at a time, each chunk's clipped sum added to the
+  batch's (:func:`private_gradient`, :func:`ghost_gradient`).
+
+  Per-example contract, secret noise keys and ``physical_batch_size``: see
+  :mod:`zoprivacy.estimators.base`.
   """
   return estimator(
     privacy,
     per_example_clipping=per_example_clipping,
     direction_key=direction_key,
+    physical_batch_size=physical_batch_size,
   )
 
 
 def estimator(
-  privacy, *, per_example_clipping: str, direction_key
+  privacy,
+  *,
+  per_example_clipping: str,
+  direction_key,
+  physical_batch_size: int | None = None,
 ) -> base.PrivateEstimator:
   """DP-SGD's estimator from its privacy value (:func:`dp_sgd`)."""
   validation.one_of(
@@ -97,7 +108,10 @@ def estimator(
     return private_gradient(privacy, params, args, noise_key)
 
   return base.build_vector_estimator(
-    gradient, direction_key=direction_key, privacy=privacy
+    gradient,
+    direction_key=direction_key,
+    privacy=privacy,
+    physical_batch_size=physical_batch_size,
   )
 
 
@@ -124,7 +138,9 @@ def privatization(privacy, *, ghost: bool = False) -> base.Privatization:
 def ghost_gradient(privacy, params, args, noise_key):
   """DP-SGD's privatized mean gradient by ghost clipping: exact noise on
   the rounded sum with certified factors and its float error bound, or
-  the float mechanism on the plain clipped sum."""
+  the float mechanism on the plain clipped sum; over physical chunks
+  (``args.physical_batch_size``), each chunk's sum added to the batch's
+  (the certified bound covers the additions)."""
   mech = privacy.mechanism
   if isinstance(mech, rounded_sum.RoundedSumDiscreteGaussianMechanism):
     sums, bound = ghost_clipping.certified_clipped_sum(
@@ -132,20 +148,14 @@ def ghost_gradient(privacy, params, args, noise_key):
     )
     noisy = mech.privatize_sum(noise_key, sums, bound, like=params)
     return jax.tree.map(lambda x: x / privacy.expected_batch_size, noisy)
-  clipped_sum, _ = ghost_clipping.clipped_gradient_sum(
-    args, params, clip=mech.clip
+  clipped_sum, _ = physical_batches.sum_rows(
+    lambda batch, mask: ghost_clipping.clipped_gradient_sum(
+      args._replace(batch=batch, mask=mask), params, clip=mech.clip
+    )[0],
+    args.batch,
+    args.mask,
+    args.physical_batch_size,
   )
-  return base.noisy_mean(privacy, noise_key, clipped_sum)
-
-
-def noisy_tree_mean(privacy, noise_key, clipped, mask):
-  """``(sum_i clipped_i + noise) / B`` of per-example leaves: exact vector
-  noise on their lattice, or the float mechanism on their masked sum."""
-  mech = privacy.mechanism
-  if isinstance(mech, vector_exact.VectorDiscreteGaussianMechanism):
-    noisy = mech.privatize_tree(noise_key, clipped, mask)
-    return jax.tree.map(lambda x: x / privacy.expected_batch_size, noisy)
-  clipped_sum = mechanisms.masked_tree_sum(clipped, mask)
   return base.noisy_mean(privacy, noise_key, clipped_sum)
 
 
@@ -155,15 +165,33 @@ def private_gradient(privacy, params, args, noise_key, *, origin=None):
   ``(sum_i clip_C(grad_i - o) + N(0, sigma^2 C^2 I)) / B + o`` with the
   clipping origin ``o`` zero (DP-SGD) or a public vector (DOPE-SGD, Nasr
   et al. 2023). Padded rows (``args.mask``) never reach the sum; the noise
-  is ``privacy``'s mechanism keyed by the secret ``noise_key``.
+  is ``privacy``'s mechanism keyed by the secret ``noise_key``. The
+  per-example gradients are formed one physical chunk at a time
+  (``args.physical_batch_size``); each chunk's clipped sum is added to the
+  total: in int32 on the exact noise's lattice (the same integers as the
+  whole batch's), else in float.
   """
-  per_example = queries.per_example_gradients(args, params)
-  if origin is not None:
-    per_example = jax.tree.map(lambda g, o: g - o[None], per_example, origin)
-  clipped, _ = clipping.clip_tree_per_example(
-    per_example, privacy.mechanism.clip
+  mech = privacy.mechanism
+  lattice = isinstance(mech, vector_exact.VectorDiscreteGaussianMechanism)
+  grid = mech.grid(physical_batches.rows_of(args.batch)) if lattice else None
+
+  def clipped_sum(batch, mask):
+    per_example = queries.per_example_gradients(args, params, batch)
+    if origin is not None:
+      per_example = jax.tree.map(lambda g, o: g - o[None], per_example, origin)
+    clipped, _ = clipping.clip_tree_per_example(per_example, mech.clip)
+    if lattice:
+      return mech.lattice_sum(vector_exact.tree_rows(clipped), mask, grid)
+    return mechanisms.masked_tree_sum(clipped, mask)
+
+  total, _ = physical_batches.sum_rows(
+    clipped_sum, args.batch, args.mask, args.physical_batch_size
   )
-  noisy_mean = noisy_tree_mean(privacy, noise_key, clipped, args.mask)
+  if lattice:
+    noisy = mech.release_tree(noise_key, total, grid, params)
+    noisy_mean = jax.tree.map(lambda x: x / privacy.expected_batch_size, noisy)
+  else:
+    noisy_mean = base.noisy_mean(privacy, noise_key, total)
   if origin is None:
     return noisy_mean
   return jax.tree.map(jnp.add, origin, noisy_mean)

@@ -18,7 +18,7 @@ import jax
 import jax.flatten_util
 import jax.numpy as jnp
 
-from zoprivacy.core import linalg, validation
+from zoprivacy.core import linalg, physical_batches, validation
 from zoprivacy.estimators import base, public_data, registry
 from zoprivacy.mechanisms import clipping
 from zoprivacy.mechanisms import noise as mechanisms
@@ -176,6 +176,7 @@ def gep(
   residual_noise_multiplier: float | None = None,
   power_iterations: int = 1,
   direction_key=0,
+  physical_batch_size: int | None = None,
 ) -> base.PrivateEstimator:
   """GEP (Yu et al. 2021, gradient embedding perturbation), first order.
 
@@ -201,7 +202,8 @@ def gep(
   floating-point attacks. Cost (Table 6): ``b`` private and ``b'``
   public forward+backward (both vmapped); memory ``O((b + b') d)``.
 
-  Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
+  Per-example contract, secret noise keys and ``physical_batch_size``: see
+  :mod:`zoprivacy.estimators.base`.
   """
   privacy, parts = _privatization(
     privacy,
@@ -227,7 +229,10 @@ def gep(
     batch_size=privacy.expected_batch_size,
   )
   return base.build_vector_estimator(
-    gradient, direction_key=direction_key, privacy=privacy
+    gradient,
+    direction_key=direction_key,
+    privacy=privacy,
+    physical_batch_size=physical_batch_size,
   )
 
 
@@ -245,23 +250,40 @@ def _private_gradient(
   batch_size,
 ):
   """GEP's update direction: the noised clipped embeddings mapped back
-  through ``V`` plus the noised clipped residuals, over ``b``."""
-  v, grads, unravel = _anchors_and_gradients(
-    params, args, dir_key, num_bases, power_iterations
-  )
-  embedding = grads @ v  # [B, k]
-  residual = grads - embedding @ v.T  # [B, d]
-  clipped = (
-    clipping.clip_tree_per_example(embedding, clips[0])[0],
-    clipping.clip_tree_per_example(residual, clips[1])[0],
+  through ``V`` plus the noised clipped residuals, over ``b``. The
+  per-example gradients are formed one physical chunk at a time, each
+  chunk's clipped sums added to the batch's (in int32 on the lattices of
+  exact noise)."""
+  v = _anchors(params, args, dir_key, num_bases, power_iterations)
+  rows = physical_batches.rows_of(args.batch)
+  grids = None if parts is None else tuple(p.grid(rows) for p in parts)
+
+  def clipped_sums(batch, mask):
+    grads, _ = public_data.flatten_stacked(
+      queries.per_example_gradients(args, params, batch)
+    )
+    embedding = grads @ v  # [P, k]
+    residual = grads - embedding @ v.T  # [P, d]
+    clipped = (
+      clipping.clip_tree_per_example(embedding, clips[0])[0],
+      clipping.clip_tree_per_example(residual, clips[1])[0],
+    )
+    if parts is None:
+      return tuple(mechanisms.masked_sum(c, mask) for c in clipped)
+    return tuple(
+      part.lattice_sum(c, mask, grid)
+      for part, c, grid in zip(parts, clipped, grids)
+    )
+
+  sums, _ = physical_batches.sum_rows(
+    clipped_sums, args.batch, args.mask, args.physical_batch_size
   )
   if parts is not None:
-    noisy = _exact_parts(parts, noise_key, clipped, args.mask)
+    noisy = _exact_parts(parts, noise_key, sums, grids)
   else:
-    noisy = mechanism.add_noise(
-      noise_key, tuple(mechanisms.masked_sum(c, args.mask) for c in clipped)
-    )
+    noisy = mechanism.add_noise(noise_key, sums)
   flat = (v @ noisy[0] + noisy[1]) / batch_size
+  _, unravel = jax.flatten_util.ravel_pytree(params)
   dtype = jax.tree.leaves(params)[0].dtype
   return jax.tree.map(
     lambda g, p: g.astype(p.dtype), unravel(flat.astype(dtype)), params
@@ -317,9 +339,9 @@ def _split_noise(noise_multiplier, embedding, residual) -> tuple[float, float]:
   )
 
 
-def _anchors_and_gradients(params, args, dir_key, num_bases, iterations):
-  """``(V, G, unravel)``: the anchor subspace from the public batch's
-  per-example gradients, and the private per-example gradients ``[B, d]``."""
+def _anchors(params, args, dir_key, num_bases, iterations):
+  """``V``: the anchor subspace from the public batch's per-example
+  gradients."""
   public_batch = public_data.get_public_batch(args)
   anchors, _ = public_data.flatten_stacked(
     queries.per_example_gradients(args, params, public_batch)
@@ -328,20 +350,16 @@ def _anchors_and_gradients(params, args, dir_key, num_bases, iterations):
     raise ValueError(
       f"num_bases={num_bases} exceeds the dimension {anchors.shape[1]}."
     )
-  v = anchor_subspace(dir_key, anchors, num_bases, iterations)
-  grads, unravel = public_data.flatten_stacked(
-    queries.per_example_gradients(args, params)
-  )
-  return v, grads, unravel
+  return anchor_subspace(dir_key, anchors, num_bases, iterations)
 
 
-def _exact_parts(parts, noise_key, clipped, mask):
-  """Each clipped part summed on its own lattice with exact noise."""
+def _exact_parts(parts, noise_key, sums, grids):
+  """Each part's integer sum released on its own lattice with exact noise."""
   if isinstance(noise_key, vector_noise_prefetch.NoiseStep):
     keys = (noise_key.part(0), noise_key.part(1))
   else:
     keys = jax.random.split(noise_key)
   return tuple(
-    part.privatize_rows(k, rows, mask)
-    for part, k, rows in zip(parts, keys, clipped)
+    part.release(k, ints, grid)
+    for part, k, ints, grid in zip(parts, keys, sums, grids)
   )

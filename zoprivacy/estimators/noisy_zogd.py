@@ -58,7 +58,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from zoprivacy.core import validation
+from zoprivacy.core import physical_batches, validation
 from zoprivacy.estimators import base, registry
 from zoprivacy.hidden_state import privacy as privacy_lib
 from zoprivacy.hidden_state import setting as setting_lib
@@ -99,6 +99,7 @@ def noisy_zogd(
   insecure_test_noise_seed: int | None = None,
   direction_prng: str = "threefry",
   query_batch_size: int | None = None,
+  physical_batch_size: int | None = None,
 ) -> base.PrivateEstimator:
   """The privatized Noisy-ZOGD gradient ``g`` of eq. (3) (before ``-eta``).
 
@@ -114,6 +115,8 @@ def noisy_zogd(
       :mod:`zoprivacy.zo.counter_hash`), 'rbg' or 'unsafe_rbg'.
     query_batch_size: directions evaluated together (``lax.map`` batch);
       ``None``: all ``K`` at once.
+    physical_batch_size: examples evaluated together (physical chunks of
+      the batch, :mod:`zoprivacy.core.physical_batches`); ``None``: all.
 
   Returns:
     An estimator whose state holds the composition plan built from the same
@@ -131,6 +134,7 @@ def noisy_zogd(
     if query_batch_size is None
     else validation.positive_int("query_batch_size", query_batch_size)
   )
+  physical_batch_size = physical_batches.check(physical_batch_size)
   sampler = directions_lib.get_sampler(
     "stiefel", num_directions=k, prng=direction_prng
   )
@@ -157,7 +161,7 @@ def noisy_zogd(
     if params is None:
       raise ValueError("Estimators need params in update().")
     base.reject_masked_params(params)
-    args = base.parse_extra_args(extra_args)
+    args = base.parse_extra_args(extra_args, physical_batch_size)
     base.guard_release(state, args)  # at trace time: both are static
     inputs = (params, extra_args)
     dir_key, noise_key = base.step_keys(state, inputs)  # public, secret
@@ -255,6 +259,7 @@ def noisy_zogd_chain(
   insecure_test_noise_seed: int | None = None,
   direction_prng: str = "threefry",
   query_batch_size: int | None = None,
+  physical_batch_size: int | None = None,
 ) -> base.PrivateEstimator:
   """The whole eq. (3) update: estimator, ``sgd(eta)``, projection on ``B_R``.
 
@@ -275,6 +280,7 @@ def noisy_zogd_chain(
     insecure_test_noise_seed=insecure_test_noise_seed,
     direction_prng=direction_prng,
     query_batch_size=query_batch_size,
+    physical_batch_size=physical_batch_size,
   )
   chain = optax.chain(
     estimator,

@@ -51,12 +51,15 @@ def _finite_difference_query(
   )
 
 
-def _estimator(compute, query, direction_key) -> base.PrivateEstimator:
+def _estimator(
+  compute, query, direction_key, physical_batch_size
+) -> base.PrivateEstimator:
   return base.build_estimator(
     compute,
     direction_key=direction_key,
     privacy=query.privacy,
     num_released=query.num_queries,
+    physical_batch_size=physical_batch_size,
   )
 
 
@@ -77,6 +80,7 @@ def pazo_m(
   smoothing: float = 1e-3,
   direction_key=0,
   direction_prng: str = "auto",
+  physical_batch_size: int | None = None,
 ) -> base.PrivateEstimator:
   """PAZO-M (PAZO Alg. 1): mix the public gradient with private DPZero.
 
@@ -104,7 +108,8 @@ def pazo_m(
       noise comes from the state's SECRET noise key.
     direction_prng: as in :func:`~zoprivacy.estimators.scalar_zo.dpzero`.
 
-  Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
+  Per-example contract, secret noise keys and ``physical_batch_size``: see
+  :mod:`zoprivacy.estimators.base`.
   """
   alpha = validation.unit_interval("alpha", alpha)
   query = _finite_difference_query(
@@ -123,7 +128,7 @@ def pazo_m(
     g_pub = public_data.public_gradient(public_loss, params, public_batch)
     return public_data.combine(alpha, g_pub, g_private), scalars
 
-  return _estimator(compute, query, direction_key)
+  return _estimator(compute, query, direction_key, physical_batch_size)
 
 
 # ------------------------------------------------------------------- PAZO-P
@@ -143,6 +148,7 @@ def pazo_p(
   smoothing: float = 1e-3,
   direction_key=0,
   direction_prng: str = "auto",
+  physical_batch_size: int | None = None,
 ) -> base.PrivateEstimator:
   """PAZO-P (PAZO Alg. 2) and PAZO-P' (``orthonormalize=False``).
 
@@ -164,7 +170,8 @@ def pazo_p(
     orthonormalize: True for PAZO-P, False for PAZO-P'.
     Others: as :func:`pazo_m`.
 
-  Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
+  Per-example contract, secret noise keys and ``physical_batch_size``: see
+  :mod:`zoprivacy.estimators.base`.
   """
   k = validation.positive_int("num_public_batches", num_public_batches)
   if not isinstance(orthonormalize, bool):
@@ -186,7 +193,7 @@ def pazo_p(
     )
 
   compute = _pazo_p_compute(query, k, orthonormalize, coefficients)
-  return _estimator(compute, query, direction_key)
+  return _estimator(compute, query, direction_key, physical_batch_size)
 
 
 def _in_span(basis, c):

@@ -60,6 +60,7 @@ def pazo_s(
   extra_candidate: bool = True,
   direction_key=0,
   direction_prng: str = "threefry",
+  physical_batch_size: int | None = None,
 ) -> base.PrivateEstimator:
   """PAZO-S (PAZO Alg. 3): select the best public gradient by private loss.
 
@@ -89,7 +90,8 @@ def pazo_s(
     direction_key, direction_prng: as :func:`pazo_m` (``direction_prng``
       applies to ``z'``).
 
-  Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
+  Per-example contract, secret noise keys and ``physical_batch_size``: see
+  :mod:`zoprivacy.estimators.base`.
   """
   privacy = privatization(
     privacy,
@@ -115,6 +117,7 @@ def pazo_s(
     direction_key=direction_key,
     privacy=privacy,
     num_released=privacy.plan.num_queries,  # the k(+1) scores
+    physical_batch_size=physical_batch_size,
   )
 
 

@@ -47,6 +47,7 @@ def dpmd(
   num_steps: int,
   per_example_clipping: str = "explicit",
   direction_key=0,
+  physical_batch_size: int | None = None,
 ) -> base.PrivateEstimator:
   """DPMD (Amid et al. 2022, public-data-assisted mirror descent), first order.
 
@@ -60,19 +61,21 @@ def dpmd(
   Privacy: exactly DP-SGD's (the public gradient is free). Cost (Table 6):
   ``b`` private forward+backward (vmapped), one public forward+backward.
 
-  Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
+  Per-example contract, secret noise keys and ``physical_batch_size``: see
+  :mod:`zoprivacy.estimators.base`.
   """
   num_steps = validation.positive_int("num_steps", num_steps)
   private = dp_sgd_estimator(
     privacy,
     per_example_clipping=per_example_clipping,
     direction_key=direction_key,
+    physical_batch_size=physical_batch_size,
   )
 
   def update_fn(updates, state, params=None, **extra_args):
     public_data.require_params(params)
     g_private, new_state = private.update(updates, state, params, **extra_args)
-    args = base.parse_extra_args(extra_args)
+    args = base.parse_extra_args(extra_args, physical_batch_size)
     g_pub = public_data.public_batch_gradient(args, params)
     weight = dpmd_public_weight(state.step, num_steps)
     return public_data.combine(weight, g_pub, g_private), new_state
@@ -89,7 +92,9 @@ def dpmd(
   learning_rate=0.1,
   privatize=vector_privatization,
 )
-def dope_sgd(privacy, *, direction_key=0) -> base.PrivateEstimator:
+def dope_sgd(
+  privacy, *, direction_key=0, physical_batch_size: int | None = None
+) -> base.PrivateEstimator:
   """DOPE-SGD's gradient (Nasr et al. 2023): clip around the public gradient.
 
   ``g = g_pub + (sum_i clip_C(grad f(x; xi_i) - g_pub) + N(0, sigma^2 C^2
@@ -107,7 +112,8 @@ def dope_sgd(privacy, *, direction_key=0) -> base.PrivateEstimator:
   vector noise on an integer lattice, as DP-SGD's. Cost (Table 6): ``b``
   private forward+backward (vmapped), one public forward+backward.
 
-  Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
+  Per-example contract, secret noise keys and ``physical_batch_size``: see
+  :mod:`zoprivacy.estimators.base`.
   """
   privacy = privatization(privacy)
 
@@ -120,4 +126,5 @@ def dope_sgd(privacy, *, direction_key=0) -> base.PrivateEstimator:
     gradient,
     direction_key=direction_key,
     privacy=privacy,
+    physical_batch_size=physical_batch_size,
   )

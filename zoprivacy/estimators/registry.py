@@ -32,6 +32,7 @@ RUNNER_ARGUMENTS = frozenset(
     # Noisy-ZOGD's chain: the plan's multiplier and the test seed.
     "noise_multiplier",
     "insecure_test_noise_seed",
+    "physical_batch_size",  # config.physical_batch_size
   )
 )
 

@@ -19,6 +19,7 @@ def mezo(
   directions: str = "gaussian",
   direction_key=0,
   direction_prng: str = "auto",
+  physical_batch_size: int | None = None,
 ) -> base.PrivateEstimator:
   """MeZO (Malladi et al. 2023): non-private two-point SPSA, the baseline.
 
@@ -36,7 +37,8 @@ def mezo(
       and :func:`~zoprivacy.zo.directions.perturbs_leafwise`), 'counter',
       'threefry', 'rbg' or 'unsafe_rbg' (directions).
 
-  Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
+  Per-example contract, secret noise keys and ``physical_batch_size``: see
+  :mod:`zoprivacy.estimators.base`.
   """
   query = two_point.make_query(
     directions=directions,
@@ -46,7 +48,11 @@ def mezo(
     privacy=None,
     num_queries=num_queries,
   )
-  return two_point.two_point_estimator(query, direction_key=direction_key)
+  return two_point.two_point_estimator(
+    query,
+    direction_key=direction_key,
+    physical_batch_size=physical_batch_size,
+  )
 
 
 def _private_scalar_estimator(
@@ -54,14 +60,19 @@ def _private_scalar_estimator(
 ) -> base.PrivateEstimator:
   """DPZero / DP-ZO: the two-point step with ``privacy``'s mechanism and
   plan; ``direction_args``: ``directions``, ``direction_prng``,
-  ``smoothing`` and ``direction_key``."""
+  ``smoothing``, ``direction_key`` and ``physical_batch_size``."""
   direction_key = direction_args.pop("direction_key")
+  physical_batch_size = direction_args.pop("physical_batch_size")
   query = two_point.make_query(
     clip_target=clip_target,
     privacy=privatization.privatize(privacy, clip=default_clip),
     **direction_args,
   )
-  return two_point.two_point_estimator(query, direction_key=direction_key)
+  return two_point.two_point_estimator(
+    query,
+    direction_key=direction_key,
+    physical_batch_size=physical_batch_size,
+  )
 
 
 def scalar_privatization(default_clip: float = 1.0):
@@ -83,6 +94,7 @@ def dpzero(
   directions: str = "sphere",
   direction_key=0,
   direction_prng: str = "auto",
+  physical_batch_size: int | None = None,
 ) -> base.PrivateEstimator:
   """DPZero (Zhang et al. 2024, Alg. 2): scalar Gaussian noise.
 
@@ -113,6 +125,9 @@ def dpzero(
     direction_key: PUBLIC PRNG key or integer seed of the directions.
     direction_prng: 'auto' (default; ``docs/directions.md``), 'counter2',
       'counter', 'threefry' (the papers'), 'rbg' or 'unsafe_rbg'.
+    physical_batch_size: rows per physical chunk of the forward passes
+      (``None``: the whole batch at once); the release is one per batch
+      whatever it is (:mod:`zoprivacy.core.physical_batches`).
 
   Per-example contract (entry ``i`` of the batched loss depends only on
   example ``i``; :mod:`zoprivacy.first_order.per_example_check`): see
@@ -126,6 +141,7 @@ def dpzero(
     direction_prng=direction_prng,
     smoothing=smoothing,
     direction_key=direction_key,
+    physical_batch_size=physical_batch_size,
   )
 
 
@@ -146,6 +162,7 @@ def dp_zo(
   clip_target: str = "raw_difference",
   direction_key=0,
   direction_prng: str = "auto",
+  physical_batch_size: int | None = None,
 ) -> base.PrivateEstimator:
   """DP-ZO (Tang et al. 2024, Alg. 1/2): Gaussian or Laplace scalar noise.
 
@@ -169,8 +186,8 @@ def dp_zo(
     directions: 'gaussian' (the paper's) or another sampler name.
     clip_target: 'raw_difference' (the paper's) or 'finite_difference'.
 
-  ``direction_key`` and ``direction_prng`` are as in :func:`dpzero`. The
-  loss must satisfy the per-example contract
+  ``direction_key``, ``direction_prng`` and ``physical_batch_size`` are
+  as in :func:`dpzero`. The loss must satisfy the per-example contract
   (:mod:`zoprivacy.first_order.per_example_check`).
   """
   return _private_scalar_estimator(
@@ -181,4 +198,5 @@ def dp_zo(
     direction_prng=direction_prng,
     smoothing=smoothing,
     direction_key=direction_key,
+    physical_batch_size=physical_batch_size,
   )

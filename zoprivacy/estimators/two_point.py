@@ -27,7 +27,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from zoprivacy.core import validation
+from zoprivacy.core import physical_batches, validation
 from zoprivacy.estimators import base
 from zoprivacy.mechanisms import clipping
 from zoprivacy.mechanisms import noise as mechanisms
@@ -192,8 +192,14 @@ def two_point_scalars(
       signs = (smoothing, -smoothing)
       return tuple(queries.perturb(leaf, u, signs[k]) for k in lanes)
 
-    f_plus, f_minus = queries.losses_perturbed_at_first_use(
-      args.loss, params, args.batch, perturb_both
+    # Over physical chunks, each chunk perturbing as it goes (not the
+    # chunked args.loss: its one map would read every leaf at once).
+    f_plus, f_minus = physical_batches.map_rows(
+      lambda batch: queries.losses_perturbed_at_first_use(
+        args.whole_loss, params, batch, perturb_both
+      ),
+      args.batch,
+      args.physical_batch_size,
     )
     return clipping.two_point_scalar(f_plus, f_minus, smoothing, clip_target)
 
@@ -299,9 +305,10 @@ def released_update(query, params, query_keys, scalars, scales=None):
 
 
 def two_point_estimator(
-  query: TwoPointQuery, *, direction_key
+  query: TwoPointQuery, *, direction_key, physical_batch_size=None
 ) -> base.PrivateEstimator:
-  """Steps 1-5 as an optax transformation (MeZO, DPZero, DP-ZO)."""
+  """Steps 1-5 as an optax transformation (MeZO, DPZero, DP-ZO); the
+  losses over physical chunks of ``physical_batch_size`` rows."""
   return base.build_estimator(
     lambda params, args, dir_key, noise_key: zo_gradient(
       query, params, args, dir_key, noise_key
@@ -309,4 +316,5 @@ def two_point_estimator(
     direction_key=direction_key,
     privacy=query.privacy,
     num_released=query.num_queries,
+    physical_batch_size=physical_batch_size,
   )

@@ -30,6 +30,7 @@ def dpgd_zeroth(
   directions: str = "sphere",
   direction_prng: str = "threefry",
   direction_key=0,
+  physical_batch_size: int | None = None,
 ) -> base.PrivateEstimator:
   """DPGD-0th, DPZero Alg. 1 lines 2-3.
 
@@ -50,7 +51,8 @@ def dpgd_zeroth(
   ``sigma C`` per coordinate, event ``GaussianDpEvent(sigma)`` sampled at
   ``p = B/n``: the same accounting as DP-SGD.
 
-  Per-example contract and secret noise keys: see :mod:`zoprivacy.estimators.base`.
+  Per-example contract, secret noise keys and ``physical_batch_size``: see
+  :mod:`zoprivacy.estimators.base`.
   """
   smoothing = validation.positive("smoothing", smoothing)
   validation.one_of("directions", directions, directions_lib.DIRECTION_NAMES)
@@ -86,4 +88,5 @@ def dpgd_zeroth(
     gradient,
     direction_key=direction_key,
     privacy=privacy,
+    physical_batch_size=physical_batch_size,
   )

@@ -205,6 +205,25 @@ class SumBound(NamedTuple):
     relative = gamma(self.length + 1) * self.rows * self.ratio * float(clip)
     return relative + self.floor
 
+  def over_chunks(self, chunks: int, entries: int) -> SumBound:
+    """The bound of ``chunks`` float32 sums each bounded by this one (the
+    physical chunks of a batch) added one after another from zero. Each is
+    off by ``gamma(L + 1) A_c`` entrywise plus flushes (``A_c = sum_c c_i
+    |x_i| |y_i|^T``); the ``n - 1`` additions by ``gamma(n - 1) sum_c
+    |S~_c|`` plus ``mu`` each (Higham 2002, eq. (4.4)); ``gamma(L + 1) +
+    gamma(n - 1) (1 + gamma(L + 1)) <= gamma(L + n)`` (Lemma 3.3): one sum
+    of ``L + n - 1`` terms over the ``n rows`` rows, floors ``(1 +
+    gamma(n)) (n F + (n - 1) sqrt(entries) mu)``."""
+    if chunks == 1:
+      return self
+    flushes = chunks * self.floor + (chunks - 1) * math.sqrt(entries) * MU
+    return SumBound(
+      self.rows * chunks,
+      self.length + chunks - 1,
+      self.ratio,
+      (1.0 + gamma(chunks)) * flushes,
+    )
+
 
 def _sum_of_squares(values):
   """``(sum v^2 [B], m)``, ``m`` the roundings in each sum: ``n`` for

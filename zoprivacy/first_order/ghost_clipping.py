@@ -86,6 +86,7 @@ import collections
 import jax
 import jax.numpy as jnp
 
+from zoprivacy.core import physical_batches
 from zoprivacy.first_order import ghost_certified as certified
 from zoprivacy.first_order import ghost_fallback, ghost_groups, layer_capture
 from zoprivacy.zo import queries
@@ -143,20 +144,35 @@ def clipped_gradient_sum_of_loss(
 def certified_clipped_sum(loss_args, params, *, clip):
   """``(float32 tree, SumBound)``: the clipped sum with certified factors
   and the bound of its float error (:mod:`.ghost_certified`), for exact
-  noise. ``loss_args`` as in :func:`clipped_gradient_sum`."""
+  noise. ``loss_args`` as in :func:`clipped_gradient_sum`; with its
+  ``physical_batch_size``, the sums of physical chunks are added one
+  after another and the bound covers the additions
+  (:meth:`~.ghost_certified.SumBound.over_chunks`)."""
   certified.check_platform()
   loss_one = queries.as_per_example_loss(
     loss_args.per_example_loss, loss_args.batched_loss
   )
-  batch, mask = loss_args.batch, loss_args.mask
-  leaves, treedef, parts, summers, free_grads = _ghost_parts(
-    loss_one, params, batch
+  bounds = []  # each chunk's bound (static), recorded as it is traced
+
+  def chunk_sum(batch, mask):
+    leaves, treedef, parts, summers, free_grads = _ghost_parts(
+      loss_one, params, batch
+    )
+    size = jax.tree.leaves(batch)[0].shape[0]
+    keep = jnp.ones((size,), bool) if mask is None else mask.astype(bool)
+    factor, bound = certified.certified_factor(parts, clip, keep, size)
+    bounds.append(bound)
+    sums = _sums(leaves, summers, free_grads, factor)
+    return jax.tree.unflatten(treedef, sums)
+
+  sums, chunks = physical_batches.sum_rows(
+    chunk_sum,
+    loss_args.batch,
+    loss_args.mask,
+    getattr(loss_args, "physical_batch_size", None),
   )
-  size = jax.tree.leaves(batch)[0].shape[0]
-  keep = jnp.ones((size,), bool) if mask is None else mask.astype(bool)
-  factor, bound = certified.certified_factor(parts, clip, keep, size)
-  sums = _sums(leaves, summers, free_grads, factor)
-  return jax.tree.unflatten(treedef, sums), bound
+  entries = sum(x.size for x in jax.tree.leaves(sums))
+  return sums, bounds[-1].over_chunks(chunks, entries)
 
 
 def _tapped_gradients(

@@ -103,7 +103,8 @@ class RoundedSumDiscreteGaussianMechanism(lattice.ClippedSumScale):
         f"Exact noise on ghost clipping: the proven float error of the "
         f"clipped sum ({bound.rows} rows, sums of {bound.length} terms) "
         f"is {inflation:.0%} of the clip, so the noise would grow by as "
-        "much. Use a smaller physical batch, per_example_clipping='explicit' "
+        "much. Use a smaller physical batch (physical_batch_size=, the "
+        "same logical batch and privacy), per_example_clipping='explicit' "
         "(exact noise on the per-example lattice, no float error), or pass "
         "noise='secure_mode' (floating point, exposed to precision attacks)."
       )
@@ -111,7 +112,8 @@ class RoundedSumDiscreteGaussianMechanism(lattice.ClippedSumScale):
       warnings.warn(
         f"Exact noise on ghost clipping: the proven float error of the "
         f"clipped sum adds {inflation:.1%} of the clip to the sensitivity "
-        "(and the noise); a smaller physical batch lowers it.",
+        "(and the noise); a smaller physical batch (physical_batch_size=) "
+        "lowers it.",
         stacklevel=3,
       )
     return inflation

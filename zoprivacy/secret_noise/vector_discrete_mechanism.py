@@ -217,8 +217,14 @@ class VectorDiscreteGaussianMechanism(ClippedSumScale):
     steps (``sqrt(d) / (2 M)`` of the clip: 0.1% at ``d = 10**6``,
     ``M = 2**19``) before the rescale, which only shrinks it.
     """
-    b, d = rows.shape
-    grid = self.grid(b)
+    grid = self.grid(rows.shape[0])
+    return self.release(noise_key, self.lattice_sum(rows, mask, grid), grid)
+
+  def lattice_sum(self, rows: jax.Array, mask, grid: int) -> jax.Array:
+    """``int32[d]``: the sum of the real rows of ``rows [b, d]`` on the
+    lattice of ``grid`` (:meth:`privatize_rows`). Sums of disjoint chunks
+    of a batch add up, in integers, to the batch's exactly, with ``grid``
+    the batch's (:meth:`grid` of its rows bounds every partial sum)."""
     x = jnp.nan_to_num(
       rows.astype(jnp.float32) * (grid / self.clip),
       nan=0.0,
@@ -226,21 +232,20 @@ class VectorDiscreteGaussianMechanism(ClippedSumScale):
       neginf=-COORD_LIMIT,
     )
     k = jnp.clip(jnp.round(x), -COORD_LIMIT, COORD_LIMIT).astype(jnp.int32)
-    k = reclip_rows(k, grid)
-    ints = masked_sum(k, mask)
-    noise = draw_noise(noise_key, self.integer_sigma(grid), d)
+    return masked_sum(reclip_rows(k, grid), mask)
+
+  def release(self, noise_key, ints: jax.Array, grid: int) -> jax.Array:
+    """``float32[d]``: the integer sum ``ints`` plus exact discrete
+    Gaussian noise, on the lattice of ``grid``."""
+    noise = draw_noise(noise_key, self.integer_sigma(grid), ints.shape[0])
     return exact_release(ints, noise) * jnp.float32(self.clip / grid)
 
-  def privatize_tree(self, noise_key, clipped, mask):
-    """:meth:`privatize_rows` of a pytree of per-example leaves (leading
-    axis ``B``); returns the noisy sum tree in the leaves' dtypes."""
-    leaves, treedef = jax.tree.flatten(clipped)
-    b = leaves[0].shape[0]
-    rows = jnp.concatenate(
-      [x.reshape(b, -1).astype(jnp.float32) for x in leaves], axis=1
-    )
-    flat = self.privatize_rows(noise_key, rows, mask)
-    return jax.tree.unflatten(treedef, _split_like(flat, leaves, batched=True))
+  def release_tree(self, noise_key, ints: jax.Array, grid: int, like):
+    """:meth:`release` cut into a tree shaped and typed like ``like``
+    (the integer sum of rows flattened by :func:`tree_rows`)."""
+    leaves, treedef = jax.tree.flatten(like)
+    flat = self.release(noise_key, ints, grid)
+    return jax.tree.unflatten(treedef, _split_like(flat, leaves, batched=False))
 
   def direction_grid(self, batch_rows: int, dim: int) -> tuple[int, int]:
     """``(M, m)`` for :meth:`privatize_direction`: ``m (1 + 8 u B) +
@@ -280,6 +285,16 @@ class VectorDiscreteGaussianMechanism(ClippedSumScale):
     noise = draw_noise(noise_key, self.integer_sigma(grid), d)
     out = exact_release(v, noise) * jnp.float32(self.clip / m)
     return jax.tree.unflatten(treedef, _split_like(out, leaves, batched=False))
+
+
+def tree_rows(per_example) -> jax.Array:
+  """``float32[B, d]``: each example's leaves of ``per_example`` (leading
+  axis ``B``) flattened into one row."""
+  leaves = jax.tree.leaves(per_example)
+  b = leaves[0].shape[0]
+  return jnp.concatenate(
+    [x.reshape(b, -1).astype(jnp.float32) for x in leaves], axis=1
+  )
 
 
 def direction_lattice(total: jax.Array, direction: jax.Array) -> jax.Array:

@@ -46,7 +46,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from zoprivacy.core import low_precision, validation
+from zoprivacy.core import low_precision, physical_batches, validation
 from zoprivacy.estimators import base, registry, two_point
 from zoprivacy.mechanisms import clipping
 from zoprivacy.models.layer_perturbation import (  # noqa: F401 (re-exported)
@@ -146,6 +146,7 @@ def layerwise_two_point(
   perturbed_loss: PerturbedLoss,
   learning_rate: float,
   direction_key=0,
+  physical_batch_size: int | None = None,
 ) -> LayerwiseZO:
   """The two-point step of ``query`` with the loss of ``perturbed_loss``.
 
@@ -153,8 +154,11 @@ def layerwise_two_point(
   generic step): ``f(x + l u_j)`` then ``f(x - l u_j)`` per example, each
   pass perturbing as it goes (DPZero eq. (2)); the two-point scalar, its
   clipping and noise (:func:`release_scalars`); the in-place update
-  (:func:`descend`).
+  (:func:`descend`). The passes run over physical chunks of
+  ``physical_batch_size`` rows (:mod:`zoprivacy.core.physical_batches`),
+  each chunk perturbing as it goes.
   """
+  physical_batch_size = physical_batches.check(physical_batch_size)
   validation.one_of("directions", directions, SLICEABLE_DIRECTIONS)
   prng = query.direction_prng
   if prng not in directions_lib.COUNTER_PRNGS:
@@ -190,6 +194,7 @@ def layerwise_two_point(
       batch,
       directions,
       prng,
+      physical_batch_size,
     )
     per_example = _per_example_scalars(
       losses, query_keys, query.num_queries, smoothing, clip_target
@@ -222,11 +227,16 @@ def _unpack_batch(batch, mask):
 
 
 def _perturbed_losses(
-  perturbed_loss, trainable, frozen, batch, directions, prng, k, scale
+  perturbed_loss, trainable, frozen, batch, directions, prng, size, k, scale
 ):
-  """The per-example losses at ``x + scale u(k)``, perturbed as they go."""
-  return perturbed_loss(
-    trainable, frozen, batch, Perturbation(directions, k, scale, prng)
+  """The per-example losses at ``x + scale u(k)``, perturbed as they go,
+  over physical chunks of ``size`` rows."""
+  return physical_batches.map_rows(
+    lambda rows: perturbed_loss(
+      trainable, frozen, rows, Perturbation(directions, k, scale, prng)
+    ),
+    batch,
+    size,
   )
 
 
@@ -262,6 +272,7 @@ def layerwise_dpzero(
   clip_target: str = "finite_difference",
   direction_key=0,
   direction_prng: str = directions_lib.AUTO_COUNTER,
+  physical_batch_size: int | None = None,
 ) -> LayerwiseZO:
   """DPZero (Zhang et al. 2024, Alg. 2) plus SGD at learning rate ``a``,
   layer-wise; ``clip_target='raw_difference'`` (and the value's
@@ -277,7 +288,11 @@ def layerwise_dpzero(
     clip_target,
     privatization.privatize(privacy),
     _direction_args(
-      smoothing, privacy.num_queries, direction_key, direction_prng
+      smoothing,
+      privacy.num_queries,
+      direction_key,
+      direction_prng,
+      physical_batch_size,
     ),
     perturbed_loss,
     learning_rate,
@@ -293,24 +308,30 @@ def layerwise_mezo(
   directions: str = "gaussian",
   direction_key=0,
   direction_prng: str = directions_lib.AUTO_COUNTER,
+  physical_batch_size: int | None = None,
 ) -> LayerwiseZO:
   """MeZO (Malladi et al. 2023) plus SGD, layer-wise; NOT private."""
   return _layerwise(
     directions,
     "finite_difference",
     None,
-    _direction_args(smoothing, num_queries, direction_key, direction_prng),
+    _direction_args(
+      smoothing, num_queries, direction_key, direction_prng, physical_batch_size
+    ),
     perturbed_loss,
     learning_rate,
   )
 
 
-def _direction_args(smoothing, num_queries, direction_key, direction_prng):
+def _direction_args(
+  smoothing, num_queries, direction_key, direction_prng, physical_batch_size
+):
   return dict(
     smoothing=smoothing,
     num_queries=num_queries,
     direction_key=direction_key,
     direction_prng=direction_prng,
+    physical_batch_size=physical_batch_size,
   )
 
 
@@ -329,4 +350,5 @@ def _layerwise(directions, clip_target, privacy, h, loss, learning_rate):
     perturbed_loss=loss,
     learning_rate=learning_rate,
     direction_key=h["direction_key"],
+    physical_batch_size=h["physical_batch_size"],
   )

@@ -168,9 +168,18 @@ def switch_estimator_kwargs(config, spec, given: dict) -> dict:
     dict(spec.defaults),
     given,
   )
+  reset = _reset_clip(config)
+  # A registered default that the privacy block holds (Noisy-ZOGD's
+  # setting registers its clip) goes there, not into estimator_kwargs.
+  for name in privacy_config.MOVED_KWARGS:
+    if name in new and name not in given and name in config.privacy:
+      value = new.pop(name)
+      if config.privacy.get(name) is None:
+        with config.privacy.unlocked():
+          config.privacy[name] = value
   with config.unlocked():
     config.estimator_kwargs = new
-  if _reset_clip(config) and spec.private:
+  if reset and spec.private:
     changes["reset to the registered default"].append("privacy.clip")
   return changes
 

@@ -345,6 +345,15 @@ def validate(config):
 
   check_numbers(config)
   spec = registry.get(config.estimator)  # a typo lists the choices
+  # The command line checks this before JAX loads; a config built in
+  # Python (train.train(config)) is checked here: a field no part of the
+  # run reads (config.target_epsilon of earlier releases) is refused, not
+  # ignored.
+  config_fields.check(
+    config,
+    spec.config_fields,
+    {n: registry.get(n).config_fields for n in registry.names()},
+  )
   check_spec(config, spec)
   _check_estimator_kwargs(config, spec)
   _check_optimizer(config, spec)

@@ -62,9 +62,8 @@ def test_command_line_matches_a_real_run(capsys, tmp_path):
     num_steps=2,
     eval_every=0,
     checkpoint_every=0,
-    target_epsilon=None,
-    noise_multiplier=2.0,
   )
+  config.privacy.update(target_epsilon=None, noise_multiplier=2.0)
   result = train.train(config, progress=False)
   plan = result["privacy_plan"]
   args = [

@@ -11,7 +11,7 @@ from run_outputs import run_outputs
 
 from configs import default
 from experiments import tasks
-from experiments.run import checkpointing, report, train
+from experiments.run import checkpointing, privacy_config, report, train
 from zoprivacy import accounting
 from zoprivacy.estimators import registry
 from zoprivacy.first_order import per_example_check
@@ -146,7 +146,13 @@ def _registry_config(name, workdir):
     check_per_example=False,
   )
   c.estimator = name
-  c.estimator_kwargs = dict(registry.get(name).defaults)
+  # The registered defaults that are privacy settings (Noisy-ZOGD's
+  # setting registers its clip) are the privacy block's, not kwargs.
+  c.estimator_kwargs = {
+    k: v
+    for k, v in registry.get(name).defaults
+    if k not in privacy_config.MOVED_KWARGS
+  }
   c.privacy.clip = None  # the estimator's own default
   # An estimator that runs only under some settings (a task whose loss
   # declares what its analysis assumes, its own sampling) declares them.

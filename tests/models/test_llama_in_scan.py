@@ -79,7 +79,7 @@ def test_llama_in_scan_step_equals_generic_counter_step(tied):
     perturbed_loss=in_scan_loss, learning_rate=LEARNING_RATE, **hyper
   )
   generic_step, in_scan_step = jax.jit(generic_step), jax.jit(zo.step)
-  p_generic, s_generic = params, tx.init(params)
+  p_generic, s_generic = params, zoprivacy.init(tx, params)
   p_scan, s_scan = params, zo.init(params)
   for _ in range(2):
     p_generic, s_generic = generic_step(p_generic, s_generic, batch)

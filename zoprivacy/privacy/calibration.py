@@ -86,10 +86,11 @@ def calibrate_value(privacy, target=None, *, estimator=None, **hyperparameters):
   if target is None:
     raise ValueError(
       "Calibration needs a target: privacy.calibrate(zoprivacy.Target("
-      "epsilon=2.0, delta=1e-5, num_steps=T)), or a value built with "
-      "target=."
+      "epsilon=2.0, delta=1e-5, num_steps=T or num_epochs=E)), or a value "
+      "built with target=."
     )
   template = privacy.replace(noise_multiplier=1.0, target=target)
+  target = template.target  # its steps counted on the sampling (epochs)
   plan = template.plan(estimator, **hyperparameters)
   if not plan.is_noised:
     raise ValueError("A non-private plan has no noise to calibrate.")

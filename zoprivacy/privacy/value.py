@@ -38,6 +38,7 @@ from typing import Any
 
 from zoprivacy.core import validation
 from zoprivacy.privacy import batch_selection
+from zoprivacy.privacy.target import Target
 
 # ------------------------------------------------------------------- noise
 
@@ -104,21 +105,6 @@ class TestNoise:
 
 
 NOISES = (Exact, SecureMode, Float, TestNoise)
-
-
-@dataclasses.dataclass(frozen=True)
-class Target:
-  """The guarantee a run must meet: ``(epsilon, delta)`` after ``num_steps``
-  steps (calls of the estimator's update)."""
-
-  epsilon: float
-  delta: float
-  num_steps: int
-
-  def __post_init__(self):
-    object.__setattr__(self, "epsilon", validation.epsilon(self.epsilon))
-    object.__setattr__(self, "delta", validation.delta(self.delta))
-    object.__setattr__(self, "num_steps", validation.num_steps(self.num_steps))
 
 
 # ---------------------------------------------------------------- sampling
@@ -238,6 +224,7 @@ class Privacy:
     if not isinstance(self.mechanism, str):  # its name: checked when built
       raise TypeError(f"mechanism must be a name, got {self.mechanism!r}.")
     _check_sampling(self.sampling, self.neighboring)
+    _set(self, "target", _target_on(self.target, self.sampling))
 
   # --------------------------------------------------------------- reading
   @property
@@ -330,11 +317,7 @@ class Privacy:
       ),
     ]
     if self.target is not None:
-      t = self.target
-      parts.append(
-        f"target epsilon {t.epsilon:g} at delta {t.delta:g} over "
-        f"{t.num_steps} steps"
-      )
+      parts.append(self.target.describe())
     parts.append(
       "no sampling" if self.sampling is None else self.sampling.describe()
     )
@@ -396,12 +379,27 @@ def _check_types(value: Privacy) -> None:
   if value.target is not None and not isinstance(value.target, Target):
     raise TypeError(
       "target must be zoprivacy.Target(epsilon=..., delta=..., "
-      f"num_steps=...), got {value.target!r}."
+      f"num_steps=... or num_epochs=...), got {value.target!r}."
     )
   if not isinstance(value.assume_sampling, bool):
     raise TypeError(
       f"assume_sampling must be a bool, got {value.assume_sampling!r}."
     )
+
+
+def _target_on(target: Target | None, sampling) -> Target | None:
+  """``target`` with its steps counted on ``sampling`` when it is given in
+  epochs (:meth:`Target.on`); refused without a sampling to count on."""
+  if target is None or target.num_epochs is None:
+    return target
+  if sampling is None:
+    raise PrivacyValueError(
+      f"Target(num_epochs={target.num_epochs:g}) counts its steps from the "
+      "value's sampling (ceil(epochs * dataset_size / expected_batch_size)"
+      "): give sampling=zoprivacy.Poisson(dataset_size=n, "
+      "expected_batch_size=B), or num_steps instead of num_epochs."
+    )
+  return target.on(sampling)
 
 
 def _check_sampling(sampling, neighboring: str) -> None:

@@ -348,12 +348,14 @@ def validate(config):
   # The command line checks this before JAX loads; a config built in
   # Python (train.train(config)) is checked here: a field no part of the
   # run reads (config.target_epsilon of earlier releases) is refused, not
-  # ignored.
-  config_fields.check(
-    config,
-    spec.config_fields,
-    {n: registry.get(n).config_fields for n in registry.names()},
-  )
+  # ignored. (A task put into the task table by hand, not registered,
+  # declares no fields: its build names an unknown dataset.)
+  if config.get("dataset") in config_fields.TASK_FIELDS:
+    config_fields.check(
+      config,
+      spec.config_fields,
+      {n: registry.get(n).config_fields for n in registry.names()},
+    )
   check_spec(config, spec)
   _check_estimator_kwargs(config, spec)
   _check_optimizer(config, spec)

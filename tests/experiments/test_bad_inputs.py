@@ -91,7 +91,7 @@ def _run(args, tmp_path, *, watch_jax=False):
   a_file = tmp_path / "a_file"
   a_file.write_text("")
   a_folder = tmp_path / "a_folder"  # another program's files
-  a_folder.mkdir()
+  a_folder.mkdir(exist_ok=True)
   (a_folder / "notes.txt").write_text("")
   args = [
     a.format(bad_config=bad, a_file=a_file, a_folder=a_folder) for a in args

@@ -127,8 +127,8 @@ def is_wide(size: int, start) -> bool:
 
 
 def leaf_positions(shape, start=0, *, limit: int = WORD):
-  """The flat positions ``start, start + 1, ...`` of a leaf's slice of
-  ``shape``: ``uint32`` where they all fit 32 bits, else
+  """The flat positions of a leaf's slice of ``shape``, counted from
+  ``start`` on: ``uint32`` where they all fit 32 bits, else
   :class:`Positions`.
 
   ``start``: a Python integer (any size), a traced integer below 2^32, or

@@ -38,6 +38,10 @@ def get_config() -> ml_collections.ConfigDict:
   # release per step; not a privacy setting (docs/experiments.md).
   config.physical_batch_size = config_dict.placeholder(int)
   config.num_steps = 4000
+  # Or the run's length in epochs (num_steps = None): ceil(num_epochs * n /
+  # expected_batch_size) steps, n the private training set's size. A
+  # --config.num_epochs override alone replaces num_steps.
+  config.num_epochs = config_dict.placeholder(float)
   # The run's privacy value (zoprivacy.Privacy), every privacy setting once:
   # the estimator, its sampler, its plan and every epsilon come from it.
   config.privacy = ml_collections.ConfigDict(

@@ -202,6 +202,7 @@ def tune(
   """
   space.check()
   _refuse_private_evaluation(config)
+  _refuse_epochs(config)
   if not config.get("workdir"):
     raise ValueError("A tuning needs config.workdir (its secret lives there).")
   workdir_lib.check_own(config.workdir, "tuning")  # before secret/ is made
@@ -258,6 +259,17 @@ def _method(space, count) -> dict:
     "trial_count": "secret (never released)",
     "search": space.describe(),
   }
+
+
+def _refuse_epochs(config) -> None:
+  """A trial's length is its steps (its training set is the task's less
+  the validation part, so epochs would count other steps)."""
+  if config.get("num_epochs") is not None:
+    raise ValueError(
+      f"A tuning's trials run num_steps steps each (on the training set "
+      f"less its validation part), not num_epochs={config.num_epochs:g}: "
+      "set --config.num_steps (and --config.num_epochs=None)."
+    )
 
 
 def _refuse_private_evaluation(config) -> None:

@@ -41,6 +41,7 @@ from ml_collections import config_flags
 
 from experiments.run import (
   caches,
+  config_defaults,
   config_fields,
   errors,
   preflight,
@@ -52,6 +53,25 @@ from zoprivacy.core import estimator_manifest
 CONFIG = config_flags.DEFINE_config_file(
   "config", None, "Path to a configs/<name>.py file.", lock_config=True
 )
+# The fields of configs/default.py the config file leaves out (filled).
+FILLED: list[str] = []
+
+
+class _CompletingParser(type(flags.FLAGS["config"].parser)):
+  """Loads the config file and gives it ``configs/default.py``'s values for
+  the fields it leaves out (:mod:`experiments.run.config_defaults`) before
+  the ``--config.<field>`` overrides apply: any field of the schema can be
+  overridden, whatever the file sets."""
+
+  def parse(self, path):
+    config = super().parse(path)
+    if isinstance(config, dict | ml_collections.ConfigDict):
+      config, FILLED[:] = config_defaults.complete(config)
+      config.lock()
+    return config
+
+
+flags.FLAGS["config"].parser = _CompletingParser("config", lock_config=False)
 DEBUG = flags.DEFINE_bool("debug", False, "Show the traceback of user errors.")
 RESUME = flags.DEFINE_string(
   "resume", "", "'force': resume a workdir written by a different config."
@@ -215,6 +235,7 @@ def _apply_taken_out(config):
   ``--resume``: no estimator lookup (no JAX) needed. Naming the estimator
   the config file already has is no switch: its ``estimator_kwargs`` stay."""
   _apply_fields(config)
+  _one_length(config)
   estimator = _LATE["estimator"]
   if estimator is not None and config.get("estimator") != estimator:
     _LATE["switched"] = True
@@ -235,6 +256,23 @@ def _apply_taken_out(config):
     if flags.FLAGS.is_parsed() and RESUME.value:
       config.resume = RESUME.value
   return config
+
+
+def _overridden(path: str, given) -> bool:
+  """Whether the command line sets ``path`` (or the block holding it)."""
+  return any(path == g or path.startswith(g + ".") for g in given)
+
+
+def _one_length(config) -> None:
+  """A length given on the command line (``--config.num_epochs=3``)
+  replaces the config file's other one (its ``num_steps``); both given
+  there are left to :func:`experiments.run.run_length.check` to refuse."""
+  given = {a.split("=")[0].removeprefix("--config.") for a in sys.argv}
+  for name, other in (("num_epochs", "num_steps"), ("num_steps", "num_epochs")):
+    if name in given and other not in given and config.get(name) is not None:
+      if config.get(other) is not None:
+        with config.unlocked():
+          config[other] = None
 
 
 def apply_late_overrides(config, argv_had_estimator: bool | None = None):
@@ -354,6 +392,11 @@ def main(argv=None) -> int:
   if code is not None:
     return code
   logging.set_verbosity(logging.WARNING)
+  given = {a.split("=")[0].removeprefix("--config.") for a in sys.argv[1:]}
+  FILLED[:] = [f for f in FILLED if not _overridden(f, given)]
+  note = config_defaults.note(CONFIG.value, FILLED)
+  if note:  # the run's first line: what the file leaves to the default
+    print(note)
   _open_progress(CONFIG.value)
 
   live = "zoprivacy.estimators.registry" in sys.modules
@@ -409,4 +452,4 @@ def _train(live: bool):
   config = apply_late_overrides(CONFIG.value)
   if live:
     _check_live(config)
-  return train.train(config)
+  return train.train(config, defaults_filled=list(FILLED))

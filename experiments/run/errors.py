@@ -12,6 +12,8 @@ import errno
 import functools
 import textwrap
 
+from experiments.run import config_defaults
+
 
 class RunInterrupted(RuntimeError):
   """Ctrl-C during the steps: the ledger is durable, the run resumable."""
@@ -82,7 +84,10 @@ def one_paragraph(error: BaseException) -> str:
   """``error: <type>: <message>`` wrapped, and how to see the traceback."""
   if isinstance(error, RunInterrupted):
     return str(error)
-  if isinstance(error, OSError) and type(error).__module__ == "builtins":
+  missing = config_defaults.missing_field(error)
+  if missing is not None:
+    message = missing
+  elif isinstance(error, OSError) and type(error).__module__ == "builtins":
     message = _os_message(error)
   elif isinstance(error, KeyError):
     message = str(error).strip("'\"")

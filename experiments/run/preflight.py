@@ -24,13 +24,15 @@ import errno
 import math
 import os
 
-from experiments.run import config_fields, optimizer_names, privacy_config
+from experiments.run import (
+  config_fields,
+  optimizer_names,
+  privacy_config,
+  run_length,
+)
 from experiments.run import workdir as workdir_lib
 from zoprivacy.core import estimator_manifest
 
-# The accountant composes up to this many steps in a few seconds (a PLD of
-# 10^6 Poisson-subsampled Gaussian steps: ~3 s on one core; 10^7: ~30 s).
-MAX_STEPS = 1_000_000
 # Optax names that are not an optimizer the runner can place after the
 # estimator: MultiSteps wraps a whole chain and merges its calls (a step of
 # the plan would no longer be one call; the library refuses it around an
@@ -64,17 +66,7 @@ def _positive(
 
 
 def _check_steps(config) -> None:
-  n = config.get("num_steps")
-  if isinstance(n, float) and n.is_integer():
-    n = int(n)
-  if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-    raise ValueError(f"num_steps must be an integer >= 1, got {n!r}.")
-  if n > MAX_STEPS:
-    raise ValueError(
-      f"num_steps={n:,} is more than the {MAX_STEPS:,} steps whose privacy "
-      "the accountant composes in bounded time; run fewer steps (with a "
-      "larger expected_batch_size) or split the experiment."
-    )
+  run_length.check(config)  # num_steps or num_epochs, once
   for name in ("eval_every", "checkpoint_every"):
     value = config.get(name) or 0
     if not isinstance(value, int) or value < 0:
@@ -262,10 +254,17 @@ def check_budget_against_target(config, private: bool) -> None:
   raise BudgetBelowTargetError(
     f"privacy.target_epsilon={target:g} is above epsilon_budget={budget:g}: the "
     f"noise is calibrated to spend epsilon {target:g} over the "
-    f"{config.num_steps} planned steps, which the budget refuses. Set "
+    f"{_planned(config)}, which the budget refuses. Set "
     f"privacy.target_epsilon to at most {budget:g} (more noise), or raise "
     "epsilon_budget."
   )
+
+
+def _planned(config) -> str:
+  """``4000 planned steps`` or ``steps of 3 planned epochs``."""
+  if config.get("num_epochs") is not None:
+    return f"steps of {config.num_epochs:g} planned epochs"
+  return f"{config.num_steps} planned steps"
 
 
 def _check_run_settings(config, declaration) -> None:

@@ -97,17 +97,20 @@ def selection(config, dataset_size: int | None):
 
 def value(config, dataset_size: int) -> value_lib.Privacy:
   """The run's privacy value: calibrated by the estimator for
-  ``target_epsilon`` over ``num_steps`` at ``delta``, unless
+  ``target_epsilon`` over ``num_steps`` (or ``num_epochs`` of its
+  sampling: :mod:`experiments.run.run_length`) at ``delta``, unless
   ``noise_multiplier`` is set (a set multiplier wins; the ledger and the
   budget check what it spends)."""
   block = config.privacy
   sigma = block.get("noise_multiplier")
   target = None
   if sigma is None and block.get("target_epsilon") is not None:
-    target = value_lib.Target(
+    epochs = config.get("num_epochs")
+    target = value_lib.Target(  # epochs: counted on the sampling below
       epsilon=float(block.target_epsilon),
       delta=float(block.delta),
-      num_steps=int(config.num_steps),
+      num_steps=None if epochs is not None else int(config.num_steps),
+      num_epochs=epochs,
     )
   return value_lib.Privacy(
     clip=block.get("clip"),

@@ -116,6 +116,26 @@ def _privacy_lines(result: dict[str, Any]) -> str:
   return privacy
 
 
+def _steps_line(result: dict[str, Any]) -> str:
+  """``steps: 68 (3 epochs; 4.1 s)``, and the physical batch when set (a
+  memory setting, not a privacy one)."""
+  epochs = result.get("num_epochs")
+  length = f"{result['num_steps']}"
+  timing = f"{result['train_seconds']:.1f} s"
+  if epochs is not None:
+    counted = str(result.get("num_epochs_source", "")).startswith("counted")
+    plural = "" if epochs == 1 else "s"
+    timing = f"{'~' * counted}{epochs:.3g} epoch{plural}; {timing}"
+  line = f"steps: {length} ({timing})"
+  physical = result.get("physical_batch_size")
+  if physical is not None:
+    line += (
+      f"\nphysical batch: {physical} rows at a time (a memory setting, not "
+      "a privacy one: one release per step)"
+    )
+  return line
+
+
 def format_report(result: dict[str, Any]) -> str:
   """The closing lines of a run: the task's metrics (accuracy, or F1 and
   exact match), steps and privacy spent; first a warning when the metrics
@@ -142,10 +162,15 @@ def format_report(result: dict[str, Any]) -> str:
     headline_warning(result),
     f"estimator: {result['estimator']} on {result['dataset']}",
     *(f"{lab}: {result[n]:.4f}" for lab, n in zip(labels, names)),
-    f"steps: {result['num_steps']} ({result['train_seconds']:.1f} s)"
-    + _mesh_note(result.get("mesh")),
+    _steps_line(result) + _mesh_note(result.get("mesh")),
     _privacy_lines(result),
   ]
+  if result.get("defaults_filled"):
+    lines.append(
+      f"note: {len(result['defaults_filled'])} fields from "
+      "configs/default.py (the config leaves them out; result.json's "
+      "defaults_filled names them)"
+    )
   if str(result.get("learning_rate_source", "")).endswith("default"):
     lines.append(
       f"learning rate: {result['learning_rate']:g} "

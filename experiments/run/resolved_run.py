@@ -7,7 +7,9 @@
    of the run, passed to everything after it;
 2. claims the workdir, stores the run's secret and an empty (or the
    existing) privacy ledger durably (:mod:`experiments.run.run_ledger`);
-3. loads the data; refuses a batch larger than the training set;
+3. loads the data; counts a run given in epochs in steps
+   (:mod:`experiments.run.run_length`); refuses a batch larger than the
+   training set;
 4. builds the optimizer and its plan (calibrated for ``target_epsilon``
    unless ``noise_multiplier`` is set) and checks the budget, before the
    model is built;
@@ -38,6 +40,7 @@ from experiments.run import (
   preflight,
   progress,
   run_ledger,
+  run_length,
   task_registry,
 )
 from experiments.run import workdir as workdir_lib
@@ -208,6 +211,7 @@ def setup(config, *, task=None) -> Run:
   progress.stage("loading the data")
   task = task or task_registry.get_task(config)  # 3
   n = task.num_train
+  config = run_length.resolved(config, n)  # num_epochs in steps, on n
   preflight.check_dataset_size(config, n)
   placement = Placement.from_config(config)
   tx, plan, how, trainable, frozen, opt_state, body = _optimizer(

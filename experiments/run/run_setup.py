@@ -20,6 +20,7 @@ from experiments.run import (
   preflight,
   privacy_config,
   progress,
+  run_length,
 )
 from experiments.run.optimizers import learning_rate_of, make_optimizer
 from zoprivacy import accounting
@@ -146,7 +147,9 @@ def resolve(config, dataset_size, *, spec) -> Resolved:
   """THE resolution of a run's optimizer (the runner's :func:`setup`, tuning
   and the reproductions all call it): the factory's arguments computed once,
   the noise multiplier set or calibrated, the estimator and the optimizer
-  built once each; no state is initialized."""
+  built once each; no state is initialized. A config in epochs is counted
+  in steps first (:func:`experiments.run.run_length.resolved`)."""
+  config = run_length.resolved(config, dataset_size)
   kwargs, how = calibrated(
     config, spec, estimator_kwargs(config, dataset_size, spec=spec)
   )

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import ml_collections
@@ -42,8 +42,10 @@ import ml_collections
 from experiments.run import (
   chance,
   checkpointing,
+  config_defaults,
   final_iterate,
   hidden_state_run,
+  run_length,
   task_registry,
 )
 from experiments.run import metrics as metrics_lib
@@ -51,6 +53,12 @@ from experiments.run import progress as progress_bar
 from experiments.run.loop import Loop
 from experiments.run.resolved_run import Run, setup
 
+# result.json's word on physical_batch_size.
+PHYSICAL_NOTE = (
+  "a memory setting, not a privacy one: each step's per-example work runs "
+  "this many rows at a time (null: the whole batch at once), still one "
+  "release per step; the plan, the noise and epsilon do not depend on it"
+)
 # A resumed run may end this far above its calibrated target (calibration
 # tolerance) before the report warns.
 TARGET_SLACK = 1e-3
@@ -63,8 +71,15 @@ def train(
   stop_after: int | None = None,
   task: task_registry.Task | None = None,
   check_run: Callable[[Run], None] | None = None,
+  defaults_filled: Sequence[str] = (),
 ) -> dict[str, Any]:
   """Runs (or resumes) one experiment and returns its final metrics.
+
+  ``config`` need not start from ``configs/default.py``: the fields it
+  leaves out take the default's values
+  (:func:`experiments.run.config_defaults.complete`), named on the first
+  line printed and in the result's ``defaults_filled`` (with
+  ``defaults_filled``: those the caller, the command line, already filled).
 
   ``stop_after``: stop (after checkpointing) once this many steps are done,
   as if interrupted; a later call with the same ``workdir`` resumes.
@@ -73,7 +88,17 @@ def train(
   ``check_run``: called with the resolved :class:`Run` before its first
   step (tuning checks a trial's plan there, on the run's own resolution).
   """
-  run = setup(config, task=task)
+  config, filled = config_defaults.complete(config)
+  if filled:
+    print(config_defaults.note(config, filled))
+  try:
+    run = setup(config, task=task)
+  except AttributeError as e:  # a field the default cannot give (l2, ...)
+    missing = config_defaults.missing_field(e)
+    if missing is None:
+      raise
+    raise ValueError(missing) from e
+  config = run.config  # num_steps counted (num_epochs), learning rate set
   if check_run is not None:
     check_run(run)
   loop = Loop(run, progress=progress)
@@ -95,7 +120,7 @@ def train(
   if not loop.history or loop.history[-1]["step"] != done:
     loop.evaluate(done, loop.train_seconds)
   loop.checkpoint(done)
-  result = finish(run, loop)
+  result = finish(run, loop, [*defaults_filled, *filled])
   if run.checkpointer is not None:
     run.checkpointer.close()
   return result
@@ -163,8 +188,29 @@ def _privacy_fields(run: Run, done: int) -> dict[str, Any]:
   return out
 
 
-def finish(run: Run, loop: Loop) -> dict[str, Any]:
-  """The result of a finished run; ``result.json`` and the plot written."""
+def _run_fields(run: Run, done: int, filled) -> dict[str, Any]:
+  """The run's length in steps and epochs, its physical batch (a memory
+  setting, not a privacy one) and the fields the default filled."""
+  config, n = run.config, run.task.num_train
+  out = {
+    "num_steps": done,
+    "num_epochs": run_length.epochs(config, done, n),
+    "num_epochs_source": (
+      "set by the config (num_epochs)"
+      if config.get("num_epochs") is not None
+      else "counted from num_steps (expected batch / training set size)"
+    ),
+    "physical_batch_size": config.get("physical_batch_size"),
+    "physical_batch_note": PHYSICAL_NOTE,
+  }
+  if filled:
+    out["defaults_filled"] = list(filled)
+  return out
+
+
+def finish(run: Run, loop: Loop, filled=()) -> dict[str, Any]:
+  """The result of a finished run; ``result.json`` and the plot written
+  (``filled``: the config's fields that came from ``configs/default.py``)."""
   config, history = run.config, loop.history
   done = int(loop.state["step"])
   names = metrics_lib.metric_names(history[-1])
@@ -176,7 +222,7 @@ def finish(run: Run, loop: Loop) -> dict[str, Any]:
     "metric_names": names,
     **chance.assess(run.task, {k: history[-1][k] for k in names}),
     "public_proxy": bool(config.get("public_proxy")),
-    "num_steps": done,
+    **_run_fields(run, done, filled),
     "learning_rate": config.get("learning_rate"),
     "learning_rate_source": run.learning_rate_source,
     **_privacy_fields(run, done),

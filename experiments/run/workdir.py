@@ -80,6 +80,11 @@ LEGACY_DEFAULTS = {
 }
 
 
+# Fields added to configs/default.py since a workdir may have been written,
+# at the value that leaves an earlier run's computation unchanged.
+ADDED = {"num_epochs": None}
+
+
 class ConfigMismatchError(ValueError):
   """The workdir holds a run of a different configuration."""
 
@@ -177,6 +182,12 @@ def check_own(workdir: str, kind: str = "run") -> None:
     )
 
 
+def with_added(old: dict, new: dict) -> dict:
+  """The flat config ``old`` with the fields added since it was written
+  (:data:`ADDED`, which ``new`` has) at their value then."""
+  return {**{k: v for k, v in ADDED.items() if k in new}, **old}
+
+
 def normalized(old: dict, new: dict) -> dict:
   """The flat config ``old`` of an earlier release in the privacy block's
   names (``new``: the flat config of this run, which says which
@@ -212,8 +223,11 @@ def claim(
       recorded = json.load(f)
     if recorded["fingerprint"] == digest:
       return
-    old = normalized(recorded["config"], flat)
-    renamed = old is not recorded["config"]
+    recorded_config = with_added(recorded["config"], flat)
+    if fingerprint(_nested(recorded_config))[0] == digest:
+      return  # a run of an earlier release, before fields were added
+    old = normalized(recorded_config, flat)
+    renamed = old is not recorded_config
     same = renamed and fingerprint(_nested(old))[0] == digest
     if not same and resume != "force":
       keys = sorted(set(old) | set(flat))

@@ -117,8 +117,7 @@ def _privacy_lines(result: dict[str, Any]) -> str:
 
 
 def _steps_line(result: dict[str, Any]) -> str:
-  """``steps: 68 (3 epochs; 4.1 s)``, and the physical batch when set (a
-  memory setting, not a privacy one)."""
+  """``steps: 68 (3 epochs; 4.1 s)``."""
   epochs = result.get("num_epochs")
   length = f"{result['num_steps']}"
   timing = f"{result['train_seconds']:.1f} s"
@@ -126,14 +125,18 @@ def _steps_line(result: dict[str, Any]) -> str:
     counted = str(result.get("num_epochs_source", "")).startswith("counted")
     plural = "" if epochs == 1 else "s"
     timing = f"{'~' * counted}{epochs:.3g} epoch{plural}; {timing}"
-  line = f"steps: {length} ({timing})"
+  return f"steps: {length} ({timing})"
+
+
+def _physical_line(result: dict[str, Any]) -> str | None:
+  """The physical batch, when set: a memory setting, not a privacy one."""
   physical = result.get("physical_batch_size")
-  if physical is not None:
-    line += (
-      f"\nphysical batch: {physical} rows at a time (a memory setting, not "
-      "a privacy one: one release per step)"
-    )
-  return line
+  if physical is None:
+    return None
+  return (
+    f"physical batch: {physical} rows at a time (a memory setting, not a "
+    "privacy one: one release per step)"
+  )
 
 
 def format_report(result: dict[str, Any]) -> str:
@@ -163,6 +166,7 @@ def format_report(result: dict[str, Any]) -> str:
     f"estimator: {result['estimator']} on {result['dataset']}",
     *(f"{lab}: {result[n]:.4f}" for lab, n in zip(labels, names)),
     _steps_line(result) + _mesh_note(result.get("mesh")),
+    _physical_line(result),
     _privacy_lines(result),
   ]
   if result.get("defaults_filled"):

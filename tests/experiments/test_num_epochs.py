@@ -83,17 +83,17 @@ def test_the_budget_message_and_the_report_speak_in_epochs():
   c = _config(num_steps=None, num_epochs=3.0, epsilon_budget=1.0)
   with pytest.raises(ValueError, match="steps of 3 planned epochs"):
     preflight.check_budget_against_target(c, True)
-  line = report._steps_line(
-    {
-      "num_steps": 68,
-      "num_epochs": 3.0,
-      "num_epochs_source": "set by the config (num_epochs)",
-      "train_seconds": 2.0,
-      "physical_batch_size": 8,
-    }
-  )
-  assert line.startswith("steps: 68 (3 epochs; 2.0 s)")
-  assert "physical batch: 8 rows at a time (a memory setting" in line
+  result = {
+    "num_steps": 68,
+    "num_epochs": 3.0,
+    "num_epochs_source": "set by the config (num_epochs)",
+    "train_seconds": 2.0,
+    "physical_batch_size": 8,
+  }
+  assert report._steps_line(result) == "steps: 68 (3 epochs; 2.0 s)"
+  physical = report._physical_line(result)
+  assert physical.startswith("physical batch: 8 rows at a time (a memory")
+  assert report._physical_line(dict(result, physical_batch_size=None)) is None
   counted = report._steps_line(
     {
       "num_steps": 100,

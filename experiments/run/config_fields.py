@@ -1,7 +1,7 @@
 """Which config fields a run reads; any other field is refused.
 
 A run reads the fields of ``configs/default.py`` (the schema every config
-starts from), the fields its task declares (:data:`TASK_FIELDS`; a task
+is completed to: :mod:`experiments.run.config_defaults`), the fields its task declares (:data:`TASK_FIELDS`; a task
 registered elsewhere declares its own with
 ``experiments.tasks.register(name, fields=...)``) and the fields its
 estimator declares (``config_fields`` of its registry entry, in the JAX-free

@@ -47,6 +47,7 @@ from experiments.run import (
   preflight,
   privacy_config,
   progress,
+  run_length,
 )
 from zoprivacy.core import estimator_manifest
 
@@ -235,7 +236,7 @@ def _apply_taken_out(config):
   ``--resume``: no estimator lookup (no JAX) needed. Naming the estimator
   the config file already has is no switch: its ``estimator_kwargs`` stay."""
   _apply_fields(config)
-  _one_length(config)
+  run_length.one_from_command_line(config, sys.argv)
   estimator = _LATE["estimator"]
   if estimator is not None and config.get("estimator") != estimator:
     _LATE["switched"] = True
@@ -256,23 +257,6 @@ def _apply_taken_out(config):
     if flags.FLAGS.is_parsed() and RESUME.value:
       config.resume = RESUME.value
   return config
-
-
-def _overridden(path: str, given) -> bool:
-  """Whether the command line sets ``path`` (or the block holding it)."""
-  return any(path == g or path.startswith(g + ".") for g in given)
-
-
-def _one_length(config) -> None:
-  """A length given on the command line (``--config.num_epochs=3``)
-  replaces the config file's other one (its ``num_steps``); both given
-  there are left to :func:`experiments.run.run_length.check` to refuse."""
-  given = {a.split("=")[0].removeprefix("--config.") for a in sys.argv}
-  for name, other in (("num_epochs", "num_steps"), ("num_steps", "num_epochs")):
-    if name in given and other not in given and config.get(name) is not None:
-      if config.get(other) is not None:
-        with config.unlocked():
-          config[other] = None
 
 
 def apply_late_overrides(config, argv_had_estimator: bool | None = None):
@@ -392,8 +376,7 @@ def main(argv=None) -> int:
   if code is not None:
     return code
   logging.set_verbosity(logging.WARNING)
-  given = {a.split("=")[0].removeprefix("--config.") for a in sys.argv[1:]}
-  FILLED[:] = [f for f in FILLED if not _overridden(f, given)]
+  FILLED[:] = config_defaults.not_overridden(FILLED, sys.argv[1:])
   note = config_defaults.note(CONFIG.value, FILLED)
   if note:  # the run's first line: what the file leaves to the default
     print(note)

@@ -159,6 +159,15 @@ def _nodes(config, paths):
     yield (config[block[0]] if block else config), key
 
 
+def not_overridden(filled, argv) -> list[str]:
+  """The names of ``filled`` that no ``--config.<field>=...`` of ``argv``
+  sets (nor the block holding it): those the run takes from the default."""
+  given = {a.split("=")[0].removeprefix("--config.") for a in argv}
+  return [
+    f for f in filled if not any(f == g or f.startswith(g + ".") for g in given)
+  ]
+
+
 def note(config, filled) -> str | None:
   """The run's first line when fields came from the default (``config``:
   the completed config): the privacy fields with their values, the others

@@ -120,3 +120,15 @@ def epochs(config, steps: int, dataset_size: int) -> float:
   if config.get("num_epochs") is not None:
     return float(config.num_epochs)
   return steps * batch_size(config, dataset_size) / dataset_size
+
+
+def one_from_command_line(config, argv) -> None:
+  """A length given on the command line ``argv`` (``--config.num_epochs=3``)
+  replaces the config file's other one (its ``num_steps``); both given
+  there are left to :func:`check` to refuse."""
+  given = {a.split("=")[0].removeprefix("--config.") for a in argv}
+  for name, other in (("num_epochs", "num_steps"), ("num_steps", "num_epochs")):
+    if name in given and other not in given and config.get(name) is not None:
+      if config.get(other) is not None:
+        with config.unlocked():
+          config[other] = None

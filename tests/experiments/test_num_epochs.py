@@ -2,12 +2,10 @@
 the training set's size is known, the same count as the library's
 ``Target(num_epochs=...)``; one length per config; the report gives both."""
 
-import sys
-
 import pytest
 
 from configs import default
-from experiments.run import cli, preflight, privacy_config, report, run_length
+from experiments.run import preflight, privacy_config, report, run_length
 
 
 def _config(**fields):
@@ -58,23 +56,17 @@ def test_too_many_epochs_are_refused_once_counted():
     run_length.num_steps(c, 1431)
 
 
-def test_a_length_on_the_command_line_replaces_the_files_other_one(
-  monkeypatch,
-):
+def test_a_length_on_the_command_line_replaces_the_files_other_one():
   c = _config(num_epochs=3.0)  # as --config.num_epochs=3 leaves it
-  monkeypatch.setattr(sys, "argv", ["run", "--config.num_epochs=3"])
-  cli._one_length(c)
+  run_length.one_from_command_line(c, ["run", "--config.num_epochs=3"])
   assert c.num_steps is None and c.num_epochs == 3.0
   c = _config(num_steps=None, num_epochs=3.0)  # a file in epochs
   c.num_steps = 50
-  monkeypatch.setattr(sys, "argv", ["run", "--config.num_steps=50"])
-  cli._one_length(c)
+  run_length.one_from_command_line(c, ["run", "--config.num_steps=50"])
   assert c.num_steps == 50 and c.num_epochs is None
   c = _config(num_epochs=3.0)  # both on the command line: refused
-  monkeypatch.setattr(
-    sys, "argv", ["run", "--config.num_epochs=3", "--config.num_steps=4000"]
-  )
-  cli._one_length(c)
+  both = ["run", "--config.num_epochs=3", "--config.num_steps=4000"]
+  run_length.one_from_command_line(c, both)
   with pytest.raises(ValueError, match="sets both"):
     preflight.check_numbers(c)
 

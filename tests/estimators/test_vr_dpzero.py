@@ -130,11 +130,13 @@ def test_its_first_step_is_dpzeros():
   np.testing.assert_allclose(out[0][0], out[1][0], rtol=1e-6)
 
 
-def test_trains_in_a_chain_with_init_make_step_and_the_values_sampler():
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_trains_in_a_chain_with_init_make_step_and_the_values_sampler(dtype):
   """The library road: the value's sampler, ``zoprivacy.init``,
   ``zoprivacy.make_step`` (state donated) in a chain with ``optax.sgd``;
   the method slot carries the reference (the parameters the last step was
-  taken at), and the epsilon spent is the plan's for the steps taken."""
+  taken at) in the parameters' dtype, and the epsilon spent is the plan's
+  for the steps taken."""
   rng = np.random.default_rng(0)
   x = rng.normal(size=(512, 4)).astype(np.float32)
   y = x @ np.asarray([1.0, -2.0, 0.5, 3.0], np.float32)
@@ -145,12 +147,14 @@ def test_trains_in_a_chain_with_init_make_step_and_the_values_sampler():
   )
   est = zoprivacy.vr_dpzero(privacy, smoothing=0.05, reference_weight=0.5)
   tx = optax.chain(est, optax.sgd(5e-3))
-  w = jnp.zeros(4)
+  w = jnp.zeros(4, dtype)
   state = zoprivacy.init(tx, w)
   assert isinstance(state[0].method, ReferenceState)
-  step = zoprivacy.make_step(tx, lambda w, b: (b[0] @ w - b[1]) ** 2)
+  step = zoprivacy.make_step(
+    tx, lambda w, b: (b[0] @ w.astype(jnp.float32) - b[1]) ** 2
+  )
   sampler = privacy.sampler()
-  mse = lambda w: float(np.mean((x @ np.asarray(w) - y) ** 2))
+  mse = lambda w: float(np.mean((x @ np.asarray(w, np.float32) - y) ** 2))
   start = mse(w)
   for t in range(60):
     before = np.asarray(w)
@@ -159,6 +163,9 @@ def test_trains_in_a_chain_with_init_make_step_and_the_values_sampler():
     )
   reference = state[0].method
   np.testing.assert_array_equal(reference.point, before)
+  assert {x.dtype for x in (w, reference.point, reference.estimate)} == {
+    jnp.dtype(dtype)
+  }
   assert float(reference.weight) == 0.5 and int(state[0].step) == 60
   assert mse(w) < 0.5 * start
   spent = zoprivacy.epsilon(state, 1e-5)

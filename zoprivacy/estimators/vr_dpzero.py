@@ -127,10 +127,8 @@ def _step(query, beta, params, args, dir_key, noise_key, reference):
     differences[:, None], args.mask, noise_key, query, args.discrete_noise
   )
   s = jax.lax.optimization_barrier(scalars)[0]
-  estimate = jax.tree.map(
-    lambda u_, v: (
-      s.astype(u_.dtype) * u_ + reference.weight.astype(v.dtype) * v
-    ),
+  estimate = jax.tree.map(  # in the parameters' dtype, like v_{t-1}
+    lambda u_, v: (s * u_ + reference.weight * v).astype(v.dtype),
     u,
     reference.estimate,
   )

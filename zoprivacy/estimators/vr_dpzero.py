@@ -81,9 +81,9 @@ class ReferenceState(NamedTuple):
 def vr_dpzero(
   privacy,
   *,
-  reference_weight: float = 0.9,
   smoothing: float = 1e-3,
   directions: str = "sphere",
+  reference_weight: float = 0.9,
   direction_key=0,
   direction_prng: str = "auto",
   physical_batch_size: int | None = None,
@@ -96,12 +96,12 @@ def vr_dpzero(
       ``C`` (default 1.0) bounds ``g_i(x_t) - beta g_i(x_{t-1})``, its
       ``num_queries`` must be 1. Noise, sampling, calibration: as
       :func:`~zoprivacy.estimators.scalar_zo.dpzero`'s.
-    reference_weight: ``beta`` in ``[0, 1)`` (STORM's ``1 - a``); 0 is
-      DPZero.
     smoothing: ``l``.
     directions: a name from :data:`zoprivacy.zo.directions.DIRECTION_NAMES`
       (``E[u u^T] = I`` for the recursion to be unbiased: 'sphere',
       'gaussian').
+    reference_weight: ``beta`` in ``[0, 1)`` (STORM's ``1 - a``); 0 is
+      DPZero.
     direction_key: PUBLIC PRNG key or integer seed of the directions (step
       ``t``'s ``u_t`` is DPZero's at the same key).
     direction_prng: as :func:`~zoprivacy.estimators.scalar_zo.dpzero`'s.

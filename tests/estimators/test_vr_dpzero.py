@@ -192,3 +192,24 @@ def test_refuses_what_it_cannot_account_or_run():
     zoprivacy.vr_dpzero(_privacy(), reference_weight=1.0)
   with pytest.raises(ValueError, match="num_queries must be 1"):
     zoprivacy.vr_dpzero(_privacy(num_queries=2))
+
+
+def test_an_injected_zero_reference_weight_is_dpzero():
+  """``optax.inject_hyperparams`` injects ``reference_weight`` (a schedule
+  of ``beta`` is possible); at 0 every step is DPZero's, bit for bit."""
+  privacy = _privacy(zoprivacy.Exact(), clip=1.0, noise_multiplier=1.0)
+  runs = []
+  for factory in (zoprivacy.dpzero, zoprivacy.vr_dpzero):
+    inject = optax.inject_hyperparams(
+      factory, static_args=zoprivacy.static_args(factory)
+    )
+    tx = optax.chain(inject(privacy, smoothing=1e-2), optax.sgd(0.1))
+    state = zoprivacy.init(tx, X_NOW)
+    if factory is zoprivacy.vr_dpzero:
+      state[0].hyperparams["reference_weight"] = jnp.asarray(0.0)
+    step = zoprivacy.make_step(tx, jax.vmap(quadratic_loss, (None, 0)))
+    params = jax.tree.map(jnp.copy, X_NOW)  # make_step donates it
+    for _ in range(3):
+      params, state = step(params, state, BATCH)
+    runs.append(_flat(params))
+  np.testing.assert_array_equal(runs[0], runs[1])

@@ -52,7 +52,6 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from zoprivacy.core import validation
 from zoprivacy.estimators import base, registry, scalar_zo, two_point
 from zoprivacy.mechanisms import clipping
 from zoprivacy.privacy import privatization
@@ -111,7 +110,7 @@ def vr_dpzero(
     privacy, reference_weight, smoothing, directions, direction_prng
   )
   return base.build_estimator(
-    functools.partial(_step, query, float(reference_weight)),
+    functools.partial(_step, query, reference_weight),
     direction_key=direction_key,
     privacy=query.privacy,
     physical_batch_size=physical_batch_size,
@@ -138,8 +137,9 @@ def _step(query, beta, params, args, dir_key, noise_key, reference):
 
 def _query(privacy, beta, smoothing, directions, direction_prng):
   """DPZero's two-point query and privatization (clip default 1.0); refuses
-  a ``beta`` outside ``[0, 1)`` and more than one query."""
-  if not 0.0 <= float(beta) < 1.0:
+  a ``beta`` outside ``[0, 1)`` (unless ``optax.inject_hyperparams``
+  injects it as an array) and more than one query."""
+  if not isinstance(beta, jax.Array) and not 0.0 <= float(beta) < 1.0:
     raise ValueError(f"reference_weight must be in [0, 1), got {beta}.")
   privatized = privatization.privatize(privacy, clip=1.0)
   if privatized.mechanism.num_queries != 1:
@@ -151,7 +151,7 @@ def _query(privacy, beta, smoothing, directions, direction_prng):
   return two_point.make_query(
     directions=directions,
     direction_prng=direction_prng,
-    smoothing=validation.positive("smoothing", smoothing),
+    smoothing=smoothing,
     clip_target="finite_difference",
     privacy=privatized,
   )

@@ -74,8 +74,14 @@ class ReferenceState(NamedTuple):
   weight: jax.Array
 
 
+# Its default clip: (1 - beta) DPZero's 1.0 at the default beta = 0.9.
+DEFAULT_CLIP = 0.1
+
+
 @registry.estimator(
-  "vr_dpzero", learning_rate=0.02, privatize=scalar_zo.scalar_privatization()
+  "vr_dpzero",
+  learning_rate=0.02,
+  privatize=scalar_zo.scalar_privatization(DEFAULT_CLIP),
 )
 def vr_dpzero(
   privacy,
@@ -92,7 +98,7 @@ def vr_dpzero(
 
   Args:
     privacy: the privacy value (:class:`zoprivacy.Privacy`); its ``clip``
-      ``C`` (default 1.0) bounds ``g_i(x_t) - beta g_i(x_{t-1})``, its
+      ``C`` (default 0.1) bounds ``g_i(x_t) - beta g_i(x_{t-1})``, its
       ``num_queries`` must be 1. Noise, sampling, calibration: as
       :func:`~zoprivacy.estimators.scalar_zo.dpzero`'s.
     smoothing: ``l``.
@@ -136,12 +142,12 @@ def _step(query, beta, params, args, dir_key, noise_key, reference):
 
 
 def _query(privacy, beta, smoothing, directions, direction_prng):
-  """DPZero's two-point query and privatization (clip default 1.0); refuses
+  """DPZero's two-point query and privatization (clip default 0.1); refuses
   a ``beta`` outside ``[0, 1)`` (unless ``optax.inject_hyperparams``
   injects it as an array) and more than one query."""
   if not isinstance(beta, jax.Array) and not 0.0 <= float(beta) < 1.0:
     raise ValueError(f"reference_weight must be in [0, 1), got {beta}.")
-  privatized = privatization.privatize(privacy, clip=1.0)
+  privatized = privatization.privatize(privacy, clip=DEFAULT_CLIP)
   if privatized.mechanism.num_queries != 1:
     raise ValueError(
       "vr_dpzero releases one scalar per step along one direction: its "

@@ -28,7 +28,9 @@ from zoprivacy.privacy import value
 
 # Estimators whose EstimatorState.released holds the privatized scalars (the
 # others release a privatized gradient and log its norm there).
-SCALAR_RELEASE = frozenset({"dpzero", "dp_zo", "pazo_m", "pazo_p", "pazo_s"})
+SCALAR_RELEASE = frozenset(
+  {"dpzero", "dp_zo", "pazo_m", "pazo_p", "pazo_s", "vr_dpzero"}
+)
 # Public examples of the canary loss (``example * 1e6 * sum(params)``): value
 # 1/2 gives every public gradient the fixed direction of the all-ones vector
 # (so PAZO-P's and GEP's public subspaces are well defined) at half the

@@ -18,12 +18,11 @@ from run_outputs import run_outputs
 import zoprivacy
 from configs import default
 from experiments.run import checkpointing, cli, train
-from zoprivacy import accounting
 from zoprivacy.core import estimator_manifest
 from zoprivacy.estimators import registry
 from zoprivacy.estimators.base import EstimatorState
 from zoprivacy.estimators.vr_dpzero import ReferenceState
-from zoprivacy.privacy import PrivacyPlan
+from zoprivacy.privacy import PrivacyLedger, PrivacyPlan
 
 STEPS, STOP = 8, 3
 
@@ -130,9 +129,7 @@ def test_trains_by_override_resumes_bit_for_bit_and_reports_the_ledger(
   with open(tmp_path / "resumed" / "result.json") as f:
     saved = json.load(f)
   plan = PrivacyPlan.from_dict(saved["privacy_plan"])
-  ledger = accounting.PrivacyLedger.load(
-    tmp_path / "resumed" / "privacy_ledger.json"
-  )
+  ledger = PrivacyLedger.load(tmp_path / "resumed" / "privacy_ledger.json")
   assert plan.num_queries == 1 and ledger.num_steps == STEPS
   assert (
     plan.epsilon(STEPS)

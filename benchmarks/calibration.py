@@ -3,7 +3,7 @@
 DP-ZO Table 16 setting: T = 75000 steps, Poisson p = 16/1000, delta = 1e-5,
 targets eps in {0.5, 1, 4}. Measured side by side in one run:
 
-* ``zoprivacy.accounting.calibrate_noise_multiplier`` (RDP warm start +
+* ``zoprivacy.privacy.calibrate_noise_multiplier`` (RDP warm start +
   safeguarded log-space secant on the 1e-4 pessimistic PLD; caches cleared
   before every repetition, so every run is cold);
 * ``dp_accounting.mechanism_calibration.calibrate_dp_mechanism`` with a
@@ -39,12 +39,12 @@ from dp_accounting.pld import pld_privacy_accountant
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from zoprivacy import accounting as zacc  # noqa: E402
-from zoprivacy.accounting import calibration as zcal  # noqa: E402
-from zoprivacy.accounting import calibration_cache as zcache  # noqa: E402
+from zoprivacy import privacy as zprivacy  # noqa: E402
 from zoprivacy.accounting import epsilon as zeps  # noqa: E402
 from zoprivacy.accounting import events as zev  # noqa: E402
 from zoprivacy.accounting import search_start as zstart  # noqa: E402
+from zoprivacy.privacy import calibration as zcal  # noqa: E402
+from zoprivacy.privacy.calibration import noise_search as zsearch  # noqa: E402
 
 P = 16 / 1000
 T = 75000
@@ -53,7 +53,7 @@ TARGETS = (0.5, 1.0, 4.0)
 
 
 def _clear_caches():
-  zcal._fine_epsilon.cache_clear()  # pylint: disable=protected-access
+  zsearch._fine_epsilon.cache_clear()  # pylint: disable=protected-access
   zstart.rdp_warm_start.cache_clear()
   zeps._lru_pld.cache_clear()  # pylint: disable=protected-access
 
@@ -70,7 +70,7 @@ def fine_epsilon(sigma: float) -> float:
 def ours(target: float):
   _clear_caches()
   t0 = time.perf_counter()
-  res = zacc.calibrate_noise_multiplier(
+  res = zprivacy.calibrate_noise_multiplier(
     target_epsilon=target, delta=DELTA, sampling_probability=P, num_steps=T
   )
   return time.perf_counter() - t0, res
@@ -101,7 +101,7 @@ def wall_seconds(argv: list[str]) -> tuple[float, float]:
   """Wall and CPU seconds (user + system) of one fresh process running
   ``argv`` (the calibration cache variable removed: every run searches
   anew)."""
-  env = {k: v for k, v in os.environ.items() if k != zcache.ENV_VAR}
+  env = {k: v for k, v in os.environ.items() if k != zcal.CACHE_VAR}
   before = resource.getrusage(resource.RUSAGE_CHILDREN)
   t0 = time.perf_counter()
   subprocess.run(argv, env=env, check=True, capture_output=True)

@@ -15,8 +15,8 @@ script run as the child (``--child``): it runs the runner in-process and
 splits its wall time into exclusive parts:
 
 * imports: the outermost ``import`` statements and ``import_module`` calls;
-* calibration: ``calibrate_plan`` (the noise multiplier's search and the
-  plan's PLD);
+* calibration: ``zoprivacy.privacy.calibrate`` (the noise multiplier's
+  search and the plan's PLD);
 * compilation: JAX's tracing, lowering and XLA compilation (or loading from
   the persistent cache), from JAX's own monitoring events, per program;
 * steps: the jitted step's calls (the first one's compilation excluded);
@@ -142,12 +142,20 @@ def _after_import(clock) -> None:
         clock.nested_event(seconds)
 
     modules["jax.monitoring"].register_event_duration_secs_listener(listener)
-  plan = modules.get("zoprivacy.accounting.plan_calibration")
-  if "calibration" not in _HOOKED and hasattr(plan, "calibrate_plan"):
-    _HOOKED.add("calibration")
-    _wrap(clock, plan, "calibrate_plan", "calibration")
-    accounting = modules["zoprivacy.accounting"]
-    accounting.__dict__["calibrate_plan"] = plan.calibrate_plan
+  # The calibration, and its name in earlier versions (timed beside it).
+  for module, name, package in (
+    ("zoprivacy.privacy.calibration", "calibrate", "zoprivacy.privacy"),
+    (
+      "zoprivacy.accounting.plan_calibration",
+      "calibrate_plan",
+      "zoprivacy.accounting",
+    ),
+  ):
+    found = modules.get(module)
+    if "calibration" not in _HOOKED and hasattr(found, name):
+      _HOOKED.add("calibration")
+      _wrap(clock, found, name, "calibration")
+      modules[package].__dict__[name] = getattr(found, name)
   loop = modules.get("experiments.run.loop")
   if "steps" not in _HOOKED and hasattr(loop, "Loop"):
     _HOOKED.add("steps")
@@ -220,7 +228,10 @@ CALIBRATION = """
 import json, sys, time
 import jax, dp_accounting, scipy.optimize, scipy.signal, scipy.stats
 import zoprivacy
-from zoprivacy.accounting import plan_calibration  # the imports, untimed
+try:  # the imports, untimed (the calibration's module, and its earlier one)
+  from zoprivacy.privacy import calibration
+except ImportError:
+  from zoprivacy.accounting import plan_calibration
 from zoprivacy.estimators import dpzero
 w, c = time.perf_counter(), time.process_time()
 est, plan = zoprivacy.private(zoprivacy.dpzero, target_epsilon=2.0,

@@ -52,7 +52,8 @@ from experiments import tasks
 from experiments.run import cli, errors, train
 from experiments.run import workdir as workdir_lib
 from experiments.tuning import budget, record, search, store, trials
-from zoprivacy import accounting
+from zoprivacy.privacy import calibration
+from zoprivacy.privacy.value import Target
 
 _SEARCH: dict[str, str] = {}
 ACCOUNTANT = (
@@ -81,8 +82,8 @@ def _plan_and_noise(config, trial_task, count, score_noise, trial_epsilon):
     raise ValueError("Set target_epsilon (the total over all trials).")
   steps = config.num_steps
   if trial_epsilon is not None:
-    sigma = accounting.calibrate_plan(
-      plan, target_epsilon=trial_epsilon, num_steps=steps
+    sigma = calibration.calibrate(
+      plan, Target(trial_epsilon, plan.delta, steps)
     ).noise_multiplier
   else:
     sigma = budget.calibrate_trial_noise(

@@ -36,7 +36,7 @@ Most runner tests calibrate their noise for a target epsilon, and the PLD
 search behind it (seconds each) repeats across tests and subprocesses for
 the same public settings. The session shares the optional calibration cache
 (``ZOPRIVACY_CALIBRATION_CACHE_DIR``,
-:mod:`zoprivacy.accounting.calibration_cache`) in the same temporary
+:mod:`zoprivacy.privacy.calibration`) in the same temporary
 directory; it stores only the search's starting point, and every plan's
 epsilon is still computed and checked against its target.
 ``ZOPRIVACY_TEST_NO_CALIBRATION_CACHE=1`` turns it off.

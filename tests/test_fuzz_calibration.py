@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zoprivacy.accounting import calibrate_plan
-from zoprivacy.privacy import PrivacyPlan
+from zoprivacy import Target
+from zoprivacy.privacy import PrivacyPlan, calibrate
 
 _SETTINGS = settings(
   max_examples=6,
@@ -43,8 +43,6 @@ def test_calibrated_epsilon_never_exceeds_the_target(
     neighboring=neighboring,
   )
   delta = 10.0**log10_delta
-  calibrated = calibrate_plan(
-    plan, target_epsilon=epsilon, num_steps=num_steps, delta=delta
-  )
+  calibrated = calibrate(plan, Target(epsilon, delta, num_steps))
   assert calibrated.noise_multiplier > 0
   assert calibrated.epsilon(num_steps) <= epsilon

@@ -41,7 +41,9 @@ def _loss(params, batch):
 
 @_SETTINGS
 @given(
-  name=st.sampled_from(["mezo", "dpzero", "dp_zo", "dpgd_zeroth", "dp_sgd"]),
+  name=st.sampled_from(
+    ["mezo", "dpzero", "dp_zo", "dpgd_zeroth", "dp_sgd", "vr_dpzero"]
+  ),
   clip=st.floats(1e-3, 1e3),
   noise_multiplier=st.floats(0.1, 100.0),
   smoothing=st.floats(1e-4, 1.0),

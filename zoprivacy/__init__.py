@@ -98,6 +98,7 @@ _EXPORTS = {
   "pazo_p": "zoprivacy.estimators",
   "pazo_s": "zoprivacy.estimators",
   "registry": "zoprivacy.estimators",
+  "vr_dpzero": "zoprivacy.estimators",
   "private": "zoprivacy.estimators.calibrated",
   **{
     name: "zoprivacy.privacy.value"
@@ -186,6 +187,7 @@ if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
     pazo_p,
     pazo_s,
     registry,
+    vr_dpzero,
   )
   from zoprivacy.estimators.calibrated import private  # noqa: F401
   from zoprivacy.mechanisms import clipping  # noqa: F401

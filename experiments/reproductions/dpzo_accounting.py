@@ -33,7 +33,7 @@ import math
 import os
 import time
 
-from zoprivacy import accounting
+from zoprivacy import accounting, privacy
 
 # DP-ZO Table 16.
 TABLE16 = {
@@ -56,8 +56,8 @@ TABLE12 = {
 def _calibrate(eps: float, delta: float, p: float, steps: int, mechanism: str):
   """The ``mechanism`` noise multiplier calibrated for ``(eps, delta)``
   over ``steps`` Poisson-sampled steps of probability ``p`` (the result of
-  :func:`zoprivacy.accounting.calibrate_noise_multiplier`)."""
-  return accounting.calibrate_noise_multiplier(
+  :func:`zoprivacy.privacy.calibrate_noise_multiplier`)."""
+  return privacy.calibrate_noise_multiplier(
     target_epsilon=eps,
     delta=delta,
     sampling_probability=p,

@@ -12,7 +12,7 @@ noise calibrations, so that a second run of a config starts in seconds.
   test_startup_caches.py`` trains on data carrying a canary value and finds
   neither it nor the secret in any stored program).
 * ``calibrations/``: the noise calibration's starting points
-  (:mod:`zoprivacy.accounting.calibration_cache`: public numbers; the plan's
+  (:mod:`zoprivacy.privacy.calibration`'s cache: public numbers; the plan's
   epsilon is recomputed and checked on every run).
 
 Both folders are the owner's only (mode 0700): a program loaded from the

@@ -54,9 +54,8 @@ from experiments.run.run_setup import (
   run_secret,
 )
 from experiments.run.step import step_body
-from zoprivacy import accounting
 from zoprivacy.privacy import randomness
-from zoprivacy.privacy.ledger import PrivacyLedger
+from zoprivacy.privacy.ledger import PrivacyBudgetExceededError, PrivacyLedger
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,7 +144,7 @@ def _check_budget(config, plan, ledger) -> None:
   left = max(0, config.num_steps - ledger.num_steps)
   fits = ledger.ledger.steps_within_budget(plan, left)
   if fits < left:
-    raise accounting.PrivacyBudgetExceededError(
+    raise PrivacyBudgetExceededError(
       f"The run plans {config.num_steps} steps but only "
       f"{ledger.num_steps + fits} fit epsilon_budget "
       f"{config.epsilon_budget:g} at delta {config.privacy.delta:g} "

@@ -23,11 +23,11 @@ from experiments.run import (
   run_length,
 )
 from experiments.run.optimizers import learning_rate_of, make_optimizer
-from zoprivacy import accounting
 from zoprivacy.data import sampling
 from zoprivacy.estimators import composition
 from zoprivacy.first_order import per_example_check
-from zoprivacy.privacy import find_plan, randomness
+from zoprivacy.privacy import calibration, find_plan, randomness
+from zoprivacy.privacy.value import Target
 from zoprivacy.secret_noise import bind_noise_secret
 
 
@@ -113,9 +113,9 @@ def _with_multiplier(kwargs, spec, sigma) -> dict:
 
 def calibrated(config, spec, kwargs) -> tuple[dict, str]:
   """``(kwargs, how)``: the factory's arguments with the noise multiplier
-  set or calibrated (the privacy value's own calibration, on the
-  estimator's plan: :meth:`zoprivacy.Privacy.calibrate`), and where it came
-  from. Nothing is built."""
+  set or calibrated (the library's calibration, :func:`zoprivacy.privacy.
+  calibrate`: the privacy value's on the estimator's plan, or a setting's
+  plan), and where it came from. Nothing is built."""
   if not spec.private:
     return kwargs, "non-private"
   block = config.privacy
@@ -132,10 +132,9 @@ def calibrated(config, spec, kwargs) -> tuple[dict, str]:
   progress.stage(f"calibrating the noise for epsilon {block.target_epsilon:g}")
   if spec.takes_setting:
     probe = spec.factory(**dict(kwargs, noise_multiplier=1.0))
-    plan = accounting.calibrate_plan(
-      probe.privacy_plan.replace(delta=block.delta),
-      target_epsilon=block.target_epsilon,
-      num_steps=config.num_steps,
+    plan = calibration.calibrate(
+      probe.privacy_plan,
+      Target(block.target_epsilon, block.delta, config.num_steps),
     )
     return dict(kwargs, noise_multiplier=plan.noise_multiplier), how
   rest = {k: v for k, v in kwargs.items() if k != "privacy"}

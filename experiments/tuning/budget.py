@@ -41,13 +41,13 @@ import math
 from typing import NamedTuple
 
 import dp_accounting
-import numpy as np
 
 from zoprivacy import accounting
 from zoprivacy.accounting import dp_accounting_adapter, subsampled_rdp
 from zoprivacy.mechanisms import values as mech_values
 from zoprivacy.mechanisms import vector_values
-from zoprivacy.privacy import randomness
+from zoprivacy.privacy import calibration, randomness
+from zoprivacy.privacy.value import Target
 
 # name -> dp_accounting's shape of the trial-count distribution.
 DISTRIBUTIONS = {
@@ -204,45 +204,31 @@ def calibrate_trial_noise(
   score_noise: float,
   count: TrialCount,
   target_epsilon: float,
-  iterations: int = 60,
 ) -> float:
-  """The smallest per-trial noise multiplier (to 1e-6 relative, rounded up)
-  whose tuning meets ``target_epsilon`` in total.
+  """The smallest per-trial noise multiplier (to 1e-6 relative) whose
+  tuning meets ``target_epsilon`` in total: the library's calibration
+  (:func:`zoprivacy.privacy.calibrate`) under :func:`total_epsilon`.
 
   Raises ``ValueError`` if even very large noise cannot (the score's own
   cost and the trial count already exceed the target).
   """
 
-  def total(sigma: float) -> float:
-    event = trial_event(
-      step_rdp_event(plan.with_noise_multiplier(sigma)), num_steps, score_noise
-    )
+  def total(trial_plan) -> float:
+    event = trial_event(step_rdp_event(trial_plan), num_steps, score_noise)
     return total_epsilon(
-      event, count, delta=plan.delta, neighboring=plan.neighboring
+      event, count, delta=trial_plan.delta, neighboring=trial_plan.neighboring
     )
 
   cap = 1e4
-  if total(cap) > target_epsilon:
+  if total(plan.with_noise_multiplier(cap)) > target_epsilon:
     raise ValueError(
       f"No per-trial noise meets total epsilon {target_epsilon:g}: even a "
-      f"noise multiplier of {cap:g} gives {total(cap):.4g} (the score noise "
+      f"noise multiplier of {cap:g} gives "
+      f"{total(plan.with_noise_multiplier(cap)):.4g} (the score noise "
       f"{score_noise:g} and the {count.describe()} trial count cost that "
       "much). Raise the target or the score noise, or lower the mean."
     )
-  hi = 1.0
-  while total(hi) > target_epsilon:  # bracket: double from 1
-    hi *= 2.0
-  lo = hi / 2.0
-  if hi == 1.0:  # already met at 1: search below it
-    lo = 1e-2
-    if total(lo) <= target_epsilon:
-      return lo
-  for _ in range(iterations):
-    mid = math.sqrt(lo * hi)
-    if total(mid) > target_epsilon:
-      lo = mid
-    else:
-      hi = mid
-    if hi / lo < 1 + 1e-6:
-      break
-  return float(np.nextafter(hi, np.inf))
+  target = Target(target_epsilon, plan.delta, num_steps)
+  return calibration.calibrate(
+    plan, target, epsilon_of=total, rtol=1e-6
+  ).noise_multiplier

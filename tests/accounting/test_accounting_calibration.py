@@ -6,12 +6,9 @@ from dp_accounting import mechanism_calibration
 from dp_accounting.pld import pld_privacy_accountant
 
 from zoprivacy import accounting as acc
-from zoprivacy.accounting import (
-  calibration,
-  epsilon,
-  pld_size,
-  search_start,
-)
+from zoprivacy.accounting import epsilon, pld_size, search_start
+from zoprivacy.privacy import calibrate_noise_multiplier
+from zoprivacy.privacy.calibration import noise_search
 
 P = 16 / 1000
 T = 75000
@@ -22,7 +19,7 @@ DELTA = 1e-5
   "target,paper_sigma", [(0.5, 30.9), (1.0, 16.4), (4.0, 4.8)]
 )
 def test_calibration_recovers_dpzo_table16(target, paper_sigma):
-  res = acc.calibrate_noise_multiplier(
+  res = calibrate_noise_multiplier(
     target_epsilon=target, delta=DELTA, sampling_probability=P, num_steps=T
   )
   assert abs(res.noise_multiplier - paper_sigma) / paper_sigma < 0.01
@@ -71,7 +68,7 @@ def test_calibration_within_one_percent_of_dp_accounting_tight():
     bracket_interval=mechanism_calibration.ExplicitBracketInterval(10.0, 25.0),
     tol=1e-4,
   )
-  res = acc.calibrate_noise_multiplier(
+  res = calibrate_noise_multiplier(
     target_epsilon=target, delta=DELTA, sampling_probability=P, num_steps=T
   )
   assert tight <= res.noise_multiplier * (1 + 1e-5)
@@ -80,7 +77,7 @@ def test_calibration_within_one_percent_of_dp_accounting_tight():
 
 def test_calibration_laplace_and_replace_one_and_full_batch():
   # Laplace: PLD (eps, delta), far below the pure-eps multiplier.
-  res = acc.calibrate_noise_multiplier(
+  res = calibrate_noise_multiplier(
     target_epsilon=0.3,
     delta=1e-5,
     sampling_probability=0.02,
@@ -99,14 +96,14 @@ def test_calibration_laplace_and_replace_one_and_full_batch():
   )
   assert res.noise_multiplier < 0.5 * pure_b
   # Replace-one (Poisson): needs more noise than add/remove.
-  rep = acc.calibrate_noise_multiplier(
+  rep = calibrate_noise_multiplier(
     target_epsilon=1.0,
     delta=1e-5,
     sampling_probability=0.01,
     num_steps=1000,
     neighboring="replace_one",
   )
-  add = acc.calibrate_noise_multiplier(
+  add = calibrate_noise_multiplier(
     target_epsilon=1.0,
     delta=1e-5,
     sampling_probability=0.01,
@@ -124,7 +121,7 @@ def test_calibration_laplace_and_replace_one_and_full_batch():
     <= 1.0
   )
   # Full batch (p = 1), DPZero-style replace-one.
-  full = acc.calibrate_noise_multiplier(
+  full = calibrate_noise_multiplier(
     target_epsilon=2.0,
     delta=1e-5,
     sampling_probability=1.0,
@@ -156,7 +153,7 @@ _SETTING = dict(
     (dict(num_steps=0), "num_steps"),
     (dict(mechanism="exponential"), "mechanism"),
     # Searched as the Gaussian, then on its plan's epsilon.
-    (dict(mechanism="discrete_gaussian"), "calibrate_plan"),
+    (dict(mechanism="discrete_gaussian"), r"zoprivacy.privacy.calibrate\("),
     (dict(mechanism="none"), "non-private"),
     (
       dict(mechanism="laplace", neighboring="replace_one"),
@@ -166,7 +163,7 @@ _SETTING = dict(
 )
 def test_calibration_errors(change, message):
   with pytest.raises(ValueError, match=message):
-    acc.calibrate_noise_multiplier(**{**_SETTING, **change})
+    calibrate_noise_multiplier(**{**_SETTING, **change})
 
 
 def _random_calibration_settings(n=6):
@@ -194,7 +191,7 @@ def test_calibration_on_random_settings(half):
   for target, p, steps, delta in _random_calibration_settings()[
     3 * half : 3 * half + 3
   ]:
-    res = acc.calibrate_noise_multiplier(
+    res = calibrate_noise_multiplier(
       target_epsilon=target,
       delta=delta,
       sampling_probability=p,
@@ -246,7 +243,7 @@ def test_first_secant_slope_is_the_pld_slope_to_within_a_quarter(
   pld_slope = (math.log(up) - math.log(down)) / (2 * h)
   assert slope < 0 and pld_slope < 0
   assert abs(slope - pld_slope) <= 0.25 * abs(pld_slope), (slope, pld_slope)
-  res = acc.calibrate_noise_multiplier(
+  res = calibrate_noise_multiplier(
     target_epsilon=target,
     delta=delta,
     sampling_probability=p,
@@ -271,11 +268,11 @@ def _laplace_with_guard(monkeypatch, refuse_below):
 
   monkeypatch.setattr(pld_size, "check_pld_size", guard)
   # Fresh caches: a PLD or epsilon cached by an earlier test skips the guard.
-  calibration._fine_epsilon.cache_clear()  # pylint: disable=protected-access
+  noise_search._fine_epsilon.cache_clear()  # pylint: disable=protected-access
   epsilon._lru_pld.cache_clear()  # pylint: disable=protected-access
   kwargs = dict(sampling_probability=0.02, num_steps=300)
   try:
-    r = acc.calibrate_noise_multiplier(
+    r = calibrate_noise_multiplier(
       target_epsilon=4.0, delta=1e-5, mechanism="laplace", **kwargs
     )
   finally:

@@ -10,7 +10,7 @@ from dp_accounting.rdp import rdp_privacy_accountant
 
 from zoprivacy import accounting as acc
 from zoprivacy.accounting import dp_accounting_adapter as adapter
-from zoprivacy.privacy import PrivacyPlan, sampling_scheme
+from zoprivacy.privacy import PrivacyPlan, epsilon_report, sampling_scheme
 
 P_TABLE16 = 16 / 1000
 T_TABLE16 = 75000
@@ -176,7 +176,7 @@ def test_subsampled_laplace_pld_is_far_below_pure_eps():
   )
   eps = acc.pld_epsilon(event, delta=1e-5)
   assert 0.27 < eps < 0.29
-  report = acc.epsilon_report(
+  report = epsilon_report(
     _plan(mechanism="laplace", noise_multiplier=b, sampling_probability=0.02),
     num_steps=2000,
     delta=1e-5,
@@ -300,7 +300,7 @@ def test_dpzero_advanced_composition_reference():
 
 
 def test_epsilon_report_side_by_side():
-  rep = acc.epsilon_report(
+  rep = epsilon_report(
     _plan(noise_multiplier=16.4, sampling_probability=P_TABLE16),
     num_steps=T_TABLE16,
     delta=DELTA,
@@ -310,7 +310,7 @@ def test_epsilon_report_side_by_side():
   assert rep.pld_epsilon < rep.rdp_epsilon < 1.2
   text = rep.format()
   assert "PLD epsilon" in text and "RDP epsilon" in text
-  rep2 = acc.epsilon_report(
+  rep2 = epsilon_report(
     _plan(noise_multiplier=3.0, sampling_probability=0.04, num_queries=4),
     num_steps=400,
     delta=DELTA,

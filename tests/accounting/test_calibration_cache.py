@@ -7,11 +7,11 @@ import os
 
 import pytest
 
-from zoprivacy.accounting import calibrate_plan, calibration_cache
-from zoprivacy.privacy import PrivacyPlan
+from zoprivacy import Target
+from zoprivacy.privacy import PrivacyPlan, calibration
 
-ENV = calibration_cache.ENV_VAR
-KWARGS = dict(target_epsilon=2.0, num_steps=40, delta=1e-5)
+ENV = calibration.CACHE_VAR
+TARGET = Target(epsilon=2.0, delta=1e-5, num_steps=40)
 
 
 def _counting_search(value=1.25):
@@ -39,9 +39,7 @@ def test_off_by_default_reads_and_writes_nothing(monkeypatch, tmp_path):
   monkeypatch.chdir(tmp_path)
   search, calls = _counting_search()
   for _ in range(2):
-    assert (
-      calibration_cache.cached_noise_multiplier("s", {"a": 1}, search) == 1.25
-    )
+    assert calibration._cached_start({"a": 1}, search) == 1.25
   assert len(calls) == 2
   assert os.listdir(tmp_path) == []
 
@@ -50,12 +48,10 @@ def test_on_stores_once_per_inputs(monkeypatch, tmp_path):
   monkeypatch.setenv(ENV, str(tmp_path))
   search, calls = _counting_search()
   for _ in range(3):
-    assert (
-      calibration_cache.cached_noise_multiplier("s", {"a": 1}, search) == 1.25
-    )
+    assert calibration._cached_start({"a": 1}, search) == 1.25
   assert len(calls) == 1
-  calibration_cache.cached_noise_multiplier("s", {"a": 2}, search)
-  calibration_cache.cached_noise_multiplier("t", {"a": 1}, search)
+  calibration._cached_start({"a": 2}, search)
+  calibration._cached_start({"a": 1, "b": 1}, search)
   assert len(calls) == 3
   assert len(glob.glob(str(tmp_path / "*.json"))) == 3
   assert not glob.glob(str(tmp_path / "*.tmp"))
@@ -70,13 +66,11 @@ def test_corrupt_or_foreign_entries_are_recomputed(
 ):
   monkeypatch.setenv(ENV, str(tmp_path))
   search, calls = _counting_search()
-  calibration_cache.cached_noise_multiplier("s", {"a": 1}, search)
+  calibration._cached_start({"a": 1}, search)
   (path,) = glob.glob(str(tmp_path / "*.json"))
   with open(path, "w") as f:
     f.write(content)
-  assert (
-    calibration_cache.cached_noise_multiplier("s", {"a": 1}, search) == 1.25
-  )
+  assert calibration._cached_start({"a": 1}, search) == 1.25
   assert len(calls) == 2
 
 
@@ -84,25 +78,23 @@ def test_corrupt_or_foreign_entries_are_recomputed(
 def test_invalid_stored_values_are_recomputed(monkeypatch, tmp_path, value):
   monkeypatch.setenv(ENV, str(tmp_path))
   search, calls = _counting_search()
-  calibration_cache.cached_noise_multiplier("s", {"a": 1}, search)
+  calibration._cached_start({"a": 1}, search)
   (path,) = glob.glob(str(tmp_path / "*.json"))
   with open(path) as f:
     record = json.load(f)
   record["noise_multiplier"] = value
   with open(path, "w") as f:
     json.dump(record, f)
-  assert (
-    calibration_cache.cached_noise_multiplier("s", {"a": 1}, search) == 1.25
-  )
+  assert calibration._cached_start({"a": 1}, search) == 1.25
   assert len(calls) == 2
 
 
 def test_cached_calibration_equals_the_uncached_one(monkeypatch, tmp_path):
   monkeypatch.delenv(ENV, raising=False)
-  fresh = calibrate_plan(_plan(), **KWARGS)
+  fresh = calibration.calibrate(_plan(), TARGET)
   monkeypatch.setenv(ENV, str(tmp_path))
-  first = calibrate_plan(_plan(), **KWARGS)  # computes and stores
-  second = calibrate_plan(_plan(), **KWARGS)  # reads
+  first = calibration.calibrate(_plan(), TARGET)  # computes and stores
+  second = calibration.calibrate(_plan(), TARGET)  # reads
   assert len(glob.glob(str(tmp_path / "*.json"))) == 1
   assert fresh.noise_multiplier == first.noise_multiplier
   assert second.noise_multiplier == first.noise_multiplier
@@ -111,7 +103,7 @@ def test_cached_calibration_equals_the_uncached_one(monkeypatch, tmp_path):
 def _calibrate_then_store(tmp_path, factor):
   """Calibrates once (storing the search's start), then overwrites the
   stored multiplier with ``factor`` times the calibrated one."""
-  honest = calibrate_plan(_plan(), **KWARGS)
+  honest = calibration.calibrate(_plan(), TARGET)
   (path,) = glob.glob(str(tmp_path / "*.json"))
   with open(path) as f:
     record = json.load(f)
@@ -128,7 +120,7 @@ def test_a_tampered_entry_cannot_make_a_plan_miss_its_target(
   cache: calibration still checks the plan's own epsilon and raises it."""
   monkeypatch.setenv(ENV, str(tmp_path))
   honest = _calibrate_then_store(tmp_path, 0.99)
-  tampered = calibrate_plan(_plan(), **KWARGS)
+  tampered = calibration.calibrate(_plan(), TARGET)
   assert tampered.epsilon(40) <= 2.0
   assert tampered.noise_multiplier >= 0.999 * honest.noise_multiplier
 
@@ -138,6 +130,6 @@ def test_the_stored_start_is_used(monkeypatch, tmp_path):
   as is: the entry is read (at a utility cost only)."""
   monkeypatch.setenv(ENV, str(tmp_path))
   honest = _calibrate_then_store(tmp_path, 1.5)
-  assert calibrate_plan(_plan(), **KWARGS).noise_multiplier == pytest.approx(
-    1.5 * honest.noise_multiplier, rel=1e-12
-  )
+  assert calibration.calibrate(
+    _plan(), TARGET
+  ).noise_multiplier == pytest.approx(1.5 * honest.noise_multiplier, rel=1e-12)

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from zoprivacy.accounting import plan_calibration
+from zoprivacy.privacy import calibration
 
 
 class _Plan:
@@ -43,7 +43,7 @@ def test_the_raise_is_the_first_in_turn_in_a_few_evaluations(seed):
   curve = lambda s: scale * s**-power * (kink if s < 1.1 else 1.0)
   target = float(curve(1.0) / rng.uniform(1.0, 1.6))
   plan = _Plan(curve)
-  found = plan_calibration._first_raise_meeting(
+  found = calibration._first_raise_meeting(
     plan, 1.0, 1e-5, target, 100, 2e-3, 400
   )
   expected = _in_turn(curve, 1.0, target, 2e-3, 400)

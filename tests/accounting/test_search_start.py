@@ -7,7 +7,9 @@ import pytest
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 from zoprivacy import accounting as acc
-from zoprivacy.accounting import calibration, pld_size, search_start
+from zoprivacy import privacy
+from zoprivacy.accounting import pld_size, search_start
+from zoprivacy.privacy.calibration import noise_search
 
 P, T, DELTA = 16 / 1000, 75000, 1e-5
 
@@ -42,7 +44,7 @@ def test_without_sampling_the_estimate_is_exact():
   estimate is the fine PLD's calibrated multiplier to its discretization."""
   steps = 1000
   sigma = search_start.gdp_noise_multiplier(2.0, DELTA, 1.0, steps)
-  res = acc.calibrate_noise_multiplier(
+  res = privacy.calibrate_noise_multiplier(
     target_epsilon=2.0, delta=DELTA, sampling_probability=1.0, num_steps=steps
   )
   assert sigma == pytest.approx(res.noise_multiplier, rel=3e-3)
@@ -53,8 +55,8 @@ def test_table16_starts_next_to_the_root_and_takes_two_evaluations(target):
   """DP-ZO Table 16: the start is within 0.3% of the calibrated multiplier
   and below the RDP warm start, and the search ends after two fine PLD
   evaluations (three from the RDP warm start alone)."""
-  calibration._fine_epsilon.cache_clear()  # pylint: disable=protected-access
-  res = acc.calibrate_noise_multiplier(
+  noise_search._fine_epsilon.cache_clear()  # pylint: disable=protected-access
+  res = privacy.calibrate_noise_multiplier(
     target_epsilon=target, delta=DELTA, sampling_probability=P, num_steps=T
   )
   warm, _ = search_start.rdp_warm_start(target, DELTA, P, T, "add_or_remove")  # pylint: disable=protected-access
@@ -71,8 +73,8 @@ def test_table16_starts_next_to_the_root_and_takes_two_evaluations(target):
 def test_a_wrong_start_changes_nothing_but_the_evaluations(monkeypatch, factor):
   """Whatever the estimate says (below the root, above it, far off), the
   result is the same kind of certified bracket around the same root."""
-  calibration._fine_epsilon.cache_clear()  # pylint: disable=protected-access
-  good = acc.calibrate_noise_multiplier(
+  noise_search._fine_epsilon.cache_clear()  # pylint: disable=protected-access
+  good = privacy.calibrate_noise_multiplier(
     target_epsilon=1.0, delta=DELTA, sampling_probability=P, num_steps=T
   )
   monkeypatch.setattr(
@@ -80,7 +82,7 @@ def test_a_wrong_start_changes_nothing_but_the_evaluations(monkeypatch, factor):
     "gdp_noise_multiplier",
     lambda *a: good.noise_multiplier * factor,
   )
-  res = acc.calibrate_noise_multiplier(
+  res = privacy.calibrate_noise_multiplier(
     target_epsilon=1.0, delta=DELTA, sampling_probability=P, num_steps=T
   )
   assert res.epsilon <= 1.0
@@ -104,9 +106,9 @@ def test_a_start_too_small_to_account_falls_back_to_the_warm_start(
 
   monkeypatch.setattr(pld_size, "check_pld_size", guard)
   monkeypatch.setattr(search_start, "gdp_noise_multiplier", lambda *a: 5.0)
-  calibration._fine_epsilon.cache_clear()  # pylint: disable=protected-access
+  noise_search._fine_epsilon.cache_clear()  # pylint: disable=protected-access
   acc.epsilon._lru_pld.cache_clear()  # pylint: disable=protected-access
-  res = acc.calibrate_noise_multiplier(
+  res = privacy.calibrate_noise_multiplier(
     target_epsilon=1.0, delta=DELTA, sampling_probability=P, num_steps=T
   )
   assert refused and refused[0] == pytest.approx(5.0 * (1 + search_start.RAISE))

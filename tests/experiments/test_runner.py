@@ -10,7 +10,7 @@ import pytest
 from configs import default
 from experiments import tasks
 from experiments.run import checkpointing, preflight, train
-from zoprivacy import accounting
+from zoprivacy import privacy
 
 
 def _small_config(workdir, **overrides):
@@ -39,7 +39,7 @@ def test_resume_ends_exactly_where_an_uninterrupted_run_does(tmp_path):
   assert resumed["params_sha256"] == full["params_sha256"]
   assert resumed["epsilon"] == full["epsilon"]
   assert resumed["test_accuracy"] == full["test_accuracy"]
-  ledger = accounting.PrivacyLedger.load(
+  ledger = privacy.PrivacyLedger.load(
     tmp_path / "resumed" / "privacy_ledger.json"
   )
   assert ledger.num_steps == 300
@@ -54,7 +54,7 @@ def test_budget_refuses_the_step_that_would_exceed_it(tmp_path):
   c = _small_config(
     tmp_path, epsilon_budget=1.0, target_epsilon=None, noise_multiplier=0.8
   )
-  with pytest.raises(accounting.PrivacyBudgetExceededError, match="budget"):
+  with pytest.raises(privacy.PrivacyBudgetExceededError, match="budget"):
     train.train(c, progress=False)
 
 

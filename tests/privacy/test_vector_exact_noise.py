@@ -15,9 +15,10 @@ import pytest
 from scipy import stats
 
 import zoprivacy
-from zoprivacy.accounting import plan_calibration, subsampled_rdp
+from zoprivacy.accounting import subsampled_rdp
 from zoprivacy.estimators import base
 from zoprivacy.first_order import ghost_clipping
+from zoprivacy.privacy import calibration
 from zoprivacy.privacy.ledger import PrivacyLedger
 from zoprivacy.privacy.plan import PrivacyPlan
 from zoprivacy.secret_noise import rounded_sum_mechanism
@@ -224,8 +225,8 @@ def test_calibration_meets_the_target_with_exact_vector_noise():
   plan = zoprivacy.dp_sgd(
     clip=1.0, noise_multiplier=1.0, expected_batch_size=64, dataset_size=1797
   ).privacy_plan
-  calibrated = plan_calibration.calibrate_plan(
-    plan, target_epsilon=2.0, num_steps=300, delta=1e-5
+  calibrated = calibration.calibrate(
+    plan, zoprivacy.Target(epsilon=2.0, delta=1e-5, num_steps=300)
   )
   assert calibrated.epsilon(300) <= 2.0
   assert calibrated.epsilon(300) >= 2.0 * 0.98

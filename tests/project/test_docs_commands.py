@@ -27,6 +27,8 @@ SLOW_WHEN = (
   "configs/dp_zo_laplace.py",
   "configs/dpgd_zeroth.py",
   "configs/dp_sgd.py",
+  # docs/extending.md's: test_vr_dpzero_run.py runs it in-process.
+  "--config.estimator=vr_dpzero",
 )
 
 # The README's first set-up command ends with the main job.

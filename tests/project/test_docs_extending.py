@@ -16,12 +16,15 @@ import pytest
 import zoprivacy
 from configs import default
 from experiments.run import train
-from zoprivacy import accounting
 from zoprivacy.accounting import discrete_pld
 from zoprivacy.estimators import registry
 from zoprivacy.mechanisms import registry as mechanism_registry
 from zoprivacy.mechanisms import registry as mechanisms
-from zoprivacy.privacy import find_plan, privatization
+from zoprivacy.privacy import (
+  calibrate_noise_multiplier,
+  find_plan,
+  privatization,
+)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -150,7 +153,7 @@ def test_the_toy_mechanism_is_one_module_and_one_registration_line():
     < _discrete_laplace_epsilon(sigma / 1.01, 100)
   )
   # Its calibration is the continuous Laplace's search, then its own plan.
-  laplace = accounting.calibrate_noise_multiplier(
+  laplace = calibrate_noise_multiplier(
     target_epsilon=2.0,
     delta=1e-5,
     sampling_probability=64 / 1797,

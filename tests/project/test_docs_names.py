@@ -28,7 +28,7 @@ GOOD = """
 Run `python -m experiments.run --config configs/default.py`; see
 `experiments/run/loop.py`, `zoprivacy.PrivacyPlan`, `zoprivacy.dpzero(...)`,
 `zoprivacy.privacy.plan.PrivacyPlan.describe`, `experiments.run.train.train`,
-`zoprivacy.ExactNoiseSource`, `zoprivacy.accounting.calibrate_plan`,
+`zoprivacy.ExactNoiseSource`, `zoprivacy.accounting.pld_epsilon`,
 `Task.metric_names`, `PrivacyPlan`, `find_plan(state)`, `docs/experiments.md`,
 `tests/project/test_docs_names.py::test_every_name_the_docs_give_exists`,
 dp_accounting's `PLDAccountant`, `configs/<name>.py`, `tests/project/test_*.py`

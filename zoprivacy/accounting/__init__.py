@@ -8,6 +8,10 @@ Conventions (``docs/conventions.md``, ``docs/accounting.md``):
 * PLD epsilons are dp_accounting's *pessimistic* estimate and the maximum of
   the add and remove directions (DP-ZO App. A, Remark A.9).
 * All composition is done by dp_accounting (PLD and RDP accountants).
+
+What reads a privacy plan lives a layer above, in :mod:`zoprivacy.privacy`:
+the calibration (``zoprivacy.privacy.calibrate``), the ledger and the
+epsilon report. This package imports nothing from there.
 """
 
 import importlib
@@ -15,20 +19,8 @@ import importlib
 # Imported on first use (PEP 562): ``import zoprivacy.accounting`` stays cheap
 # and never imports JAX; dp_accounting loads with the first function called.
 _EXPORTS = {
-  "CalibrationResult": "zoprivacy.accounting.calibration",
   "DirectionalEpsilon": "zoprivacy.accounting.epsilon",
-  "EpsilonReport": "zoprivacy.accounting.report",
-  "epsilon_report": "zoprivacy.accounting.report",
-  # The ledger composes plans, so it lives beside them in zoprivacy.privacy;
-  # these three names stay here as aliases for existing callers.
-  "CorruptLedgerError": "zoprivacy.privacy.ledger",
-  "PrivacyBudgetExceededError": "zoprivacy.privacy.ledger",
-  "PrivacyLedger": "zoprivacy.privacy.ledger",
   "build_pld": "zoprivacy.accounting.epsilon",
-  # A mechanism named by a string is calibrated through the plan it names
-  # (zoprivacy.privacy builds plans); the name stays here for its callers.
-  "calibrate_noise_multiplier": "zoprivacy.privacy.calibration",
-  "calibrate_plan": "zoprivacy.accounting.plan_calibration",
   "dpzero_advanced_composition_noise_multiplier": "zoprivacy.accounting.epsilon",
   "dpzero_advanced_composition_sigma": "zoprivacy.accounting.epsilon",
   "neighboring_relation": "zoprivacy.accounting.events",
@@ -42,10 +34,29 @@ _EXPORTS = {
   "rdp_epsilon": "zoprivacy.accounting.rdp",
   "rdp_epsilon_and_order": "zoprivacy.accounting.rdp",
 }
+# Names of earlier releases that read plans, which live a layer above
+# (zoprivacy.privacy): where each one is now.
+_MOVED = {
+  "calibrate_plan": "the plan's calibration is zoprivacy.privacy.calibrate("
+  "plan, zoprivacy.Target(epsilon=, delta=, num_steps=))",
+  "calibrate_noise_multiplier": "it is zoprivacy.privacy."
+  "calibrate_noise_multiplier",
+  "CalibrationResult": "it is zoprivacy.privacy.CalibrationResult",
+  "epsilon_report": "it is zoprivacy.privacy.epsilon_report",
+  "EpsilonReport": "it is zoprivacy.privacy.EpsilonReport",
+  "PrivacyLedger": "it is zoprivacy.privacy.PrivacyLedger",
+  "PrivacyBudgetExceededError": "it is zoprivacy.privacy."
+  "PrivacyBudgetExceededError",
+  "CorruptLedgerError": "it is zoprivacy.privacy.CorruptLedgerError",
+}
 __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str):
+  if name in _MOVED:
+    raise AttributeError(
+      f"zoprivacy.accounting.{name} has moved: {_MOVED[name]}."
+    )
   if name not in _EXPORTS:
     raise AttributeError(
       f"module 'zoprivacy.accounting' has no attribute {name!r}"

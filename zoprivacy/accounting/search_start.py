@@ -1,5 +1,8 @@
 """Where the noise calibration's search starts
-(:mod:`~zoprivacy.accounting.calibration`).
+(:mod:`zoprivacy.privacy.calibration`, which alone runs the search): the
+starting points a mechanism value states (its ``warm_start`` and
+``first_point``, :mod:`zoprivacy.mechanisms.values`), for the
+:class:`SearchTarget` the calibration asks them about.
 
 Two starting points. The RDP warm start (:func:`rdp_warm_start`) is
 feasible: RDP bounds epsilon from above, so its multiplier meets the
@@ -28,25 +31,43 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import NamedTuple
 
 from scipy import optimize
 
 from zoprivacy.accounting import events as _ev
-from zoprivacy.accounting import rdp
+from zoprivacy.accounting import rdp, relations
 
 # The range of multipliers the calibration searches, in log space, and its
 # largest step.
 MIN_NOISE_MULTIPLIER = 1e-2
 MAX_NOISE_MULTIPLIER = 1e6
-_X_MIN = math.log(MIN_NOISE_MULTIPLIER)
-_X_MAX = math.log(MAX_NOISE_MULTIPLIER)
-_MAX_STEP = math.log(4.0)
+X_MIN = math.log(MIN_NOISE_MULTIPLIER)
+X_MAX = math.log(MAX_NOISE_MULTIPLIER)
+MAX_STEP = math.log(4.0)
 _ADD_OR_REMOVE = _ev.NeighboringRelation.ADD_OR_REMOVE_ONE
 _REPLACE_ONE = _ev.NeighboringRelation.REPLACE_ONE
 
 # The start is the estimate times 1 + RAISE: the estimate tends to sit a
 # little below the PLD root (it misses the subsampled PLD's skew).
 RAISE = 2.5e-3
+
+
+class SearchTarget(NamedTuple):
+  """What a search meets: ``target_epsilon`` at ``delta`` after
+  ``num_steps`` steps at ``sampling_probability`` under ``neighboring``
+  (the argument of a mechanism value's ``warm_start`` and ``first_point``)."""
+
+  target_epsilon: float
+  delta: float
+  sampling_probability: float
+  num_steps: int
+  neighboring: relations.Relation
+
+  def search_args(self) -> tuple:
+    """``(target, delta, p, steps, relation name)``, the arguments of this
+    module's functions."""
+    return (*self[:4], relations.name(self.neighboring))
 
 
 def _phi(x: float) -> float:
@@ -171,13 +192,13 @@ def _rdp_root(target, delta, p, steps, neighboring, orders):
 
   lo = hi = 0.0
   g_lo = g_hi = gap(0.0)
-  while g_hi > 0 and hi < _X_MAX:
+  while g_hi > 0 and hi < X_MAX:
     lo, g_lo = hi, g_hi
-    hi = min(hi + _MAX_STEP, _X_MAX)
+    hi = min(hi + MAX_STEP, X_MAX)
     g_hi = gap(hi)
-  while g_lo <= 0 and lo > _X_MIN:
+  while g_lo <= 0 and lo > X_MIN:
     hi, g_hi = lo, g_lo
-    lo = max(lo - _MAX_STEP, _X_MIN)
+    lo = max(lo - MAX_STEP, X_MIN)
     g_lo = gap(lo)
   if g_hi > 0:
     return MAX_NOISE_MULTIPLIER, -1.0, None

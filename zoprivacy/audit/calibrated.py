@@ -8,7 +8,7 @@ secure_mode snapped to a lattice for Noisy-ZOGD). It is built from its
 registered defaults with ``clip = 1``, ``expected_batch_size ==
 dataset_size`` (sampling probability 1: the distinguishing game does not
 subsample) and the noise multiplier that
-:func:`zoprivacy.accounting.calibrate_plan` finds for the target epsilon of
+:func:`zoprivacy.privacy.calibrate` finds for the target epsilon of
 one step, so its plan's epsilon is at most the target.
 """
 
@@ -19,16 +19,17 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 import zoprivacy.estimators  # noqa: F401  (registers every estimator)
-from zoprivacy import accounting
 from zoprivacy.estimators import base, registry
 from zoprivacy.estimators.noisy_zogd import noisy_zogd
 from zoprivacy.hidden_state import privacy as hidden_privacy
 from zoprivacy.hidden_state import setting as hidden_setting
-from zoprivacy.privacy import value
+from zoprivacy.privacy import calibration, value
 
 # Estimators whose EstimatorState.released holds the privatized scalars (the
 # others release a privatized gradient and log its norm there).
-SCALAR_RELEASE = frozenset({"dpzero", "dp_zo", "pazo_m", "pazo_p", "pazo_s"})
+SCALAR_RELEASE = frozenset(
+  {"dpzero", "dp_zo", "pazo_m", "pazo_p", "pazo_s", "vr_dpzero"}
+)
 # Public examples of the canary loss (``example * 1e6 * sum(params)``): value
 # 1/2 gives every public gradient the fixed direction of the all-ones vector
 # (so PAZO-P's and GEP's public subspaces are well defined) at half the
@@ -145,11 +146,8 @@ def calibrated(
 ) -> AuditTarget:
   """``label`` with the noise multiplier calibrated for one step."""
   probe = build(label, noise_multiplier=1.0, batch_size=batch_size, **overrides)
-  plan = accounting.calibrate_plan(
-    probe.privacy_plan,
-    target_epsilon=target_epsilon,
-    num_steps=1,
-    delta=delta,
+  plan = calibration.calibrate(
+    probe.privacy_plan, value.Target(target_epsilon, delta, num_steps=1)
   )
   sigma = plan.noise_multiplier
   estimator = build(

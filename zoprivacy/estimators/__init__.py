@@ -17,5 +17,6 @@ from zoprivacy.estimators.pazo_s import pazo_s
 from zoprivacy.estimators.public_first_order import dope_sgd, dpmd
 from zoprivacy.estimators.scalar_zo import dp_zo, dpzero, mezo
 from zoprivacy.estimators.vector_zo import dpgd_zeroth
+from zoprivacy.estimators.vr_dpzero import vr_dpzero
 
 ESTIMATORS = registry.factories()

@@ -70,114 +70,22 @@ import optax
 
 from zoprivacy.core import physical_batches
 from zoprivacy.estimators import composition as composition_lib
-from zoprivacy.privacy import noise_sessions, randomness
+from zoprivacy.estimators.estimator_state import (  # noqa: F401 (re-exported)
+  EstimatorState,
+  init_state,
+  next_state,
+  step_keys,
+)
 from zoprivacy.privacy import plan as plan_lib
 from zoprivacy.privacy.privatization import (  # noqa: F401 (re-exported)
   Privatization,
   make_plan,
 )
-from zoprivacy.secret_noise import vector_noise_prefetch
 from zoprivacy.secret_noise.session_lookup import (  # noqa: F401 (re-exported)
   keyed_state,
   keyed_with_noise,
 )
 from zoprivacy.zo import queries
-
-plan_lib.register_pytree()  # every estimator state holds a plan
-
-
-class EstimatorState(NamedTuple):
-  """State of every estimator.
-
-  Attributes:
-    direction_key: PUBLIC key of the directions; step ``t`` uses
-      ``fold_in(direction_key, t)``. It may be published: with the released
-      scalars it replays the trajectory (DP-ZO Sec. 5, "seed + scalar").
-    noise_key: by default a :class:`~zoprivacy.privacy.noise_sessions.
-      SessionKey`, the public handle of a secret key held in this process
-      only (OS entropy, never derived from the direction key or a config
-      value); or an explicit 128-bit ``rbg`` key, bound to a run secret or
-      to an insecure test seed, which makes a checkpoint of this state
-      secret material. Step ``t`` uses ``fold_in(key, t)``.
-    step: number of updates taken.
-    released: the privatized values released at the last step (for the
-      scalar estimators, the ``q`` scalars ``s_j``; for the vector ones, the
-      norm of the privatized gradient): public post-processing.
-    privacy_plan: the :class:`~zoprivacy.privacy.PrivacyPlan` of one step,
-      a pytree node without leaves (see :func:`zoprivacy.privacy.find_plan`).
-    composition: whether the whole optimizer state was checked before the
-      first release (:func:`zoprivacy.init`), a node without leaves; a
-      private estimator releases only from a checked state or inside
-      :func:`zoprivacy.make_step` (:mod:`zoprivacy.estimators.composition`).
-  """
-
-  direction_key: jax.Array
-  noise_key: jax.Array
-  step: jax.Array
-  released: jax.Array
-  privacy_plan: plan_lib.PrivacyPlan
-  composition: composition_lib.Composition = composition_lib.UNCHECKED
-
-
-def init_state(
-  direction_key,
-  plan: plan_lib.PrivacyPlan,
-  num_released: int = 1,
-  insecure_test_noise_seed: int | None = None,
-) -> EstimatorState:
-  """A fresh state: public direction key, a session noise key (or the
-  insecure test key), step 0."""
-  if not isinstance(direction_key, jax.Array):
-    direction_key = jax.random.key(int(direction_key))
-  if insecure_test_noise_seed is None:
-    noise_key = noise_sessions.new_session_key(plan)
-  else:
-    noise_key = randomness.jax_noise_key(
-      randomness.insecure_test_secret(insecure_test_noise_seed)
-    )
-  return EstimatorState(
-    direction_key=direction_key,
-    noise_key=noise_key,
-    step=jnp.zeros([], jnp.int32),
-    released=jnp.zeros([max(num_released, 1)], jnp.float32),
-    privacy_plan=plan,
-  )
-
-
-def next_state(state: EstimatorState, **changes) -> EstimatorState:
-  """The state after this step: ``step + 1``, a session key's plan stamp
-  carried on (:func:`~zoprivacy.privacy.noise_sessions.successor`), and
-  ``changes``."""
-  key = state.noise_key
-  if isinstance(key, noise_sessions.SessionKey):
-    plan = state.privacy_plan
-    changes["noise_key"] = noise_sessions.successor(key, plan, state.step)
-  return state._replace(step=state.step + 1, **changes)
-
-
-def step_keys(state: EstimatorState, inputs=()):
-  """``(direction_key, noise_key)`` of the current step, by ``fold_in``.
-  A state with a session key has it looked up first (:func:`keyed_state`,
-  with the step's other ``inputs``: that serves the step).
-
-  The noise key of step ``t`` is bound to the plan: ``noise_key`` folded
-  with the plan's fingerprint, then with ``t``; a run resumed under a
-  changed plan draws independent noise. Under exact vector noise the noise
-  "key" is a :class:`~zoprivacy.secret_noise.vector_noise_prefetch.NoiseStep`
-  (the plan-bound key and the step), which the sampler prefetches from.
-  """
-  state = keyed_state(state, inputs)
-  noise_key = state.noise_key
-  if state.privacy_plan.is_noised:
-    for word in state.privacy_plan.fingerprint_words():
-      noise_key = jax.random.fold_in(noise_key, word)
-  direction_key = jax.random.fold_in(state.direction_key, state.step)
-  if state.privacy_plan.noise_kind == "discrete_vector":
-    # Exact vector noise is drawn ahead of the step, off its timing path:
-    # the host needs a step-independent key and the step to prefetch.
-    return direction_key, vector_noise_prefetch.NoiseStep(noise_key, state.step)
-  return direction_key, jax.random.fold_in(noise_key, state.step)
-
 
 # Extra arguments the estimators read; anything close to one of these but not
 # equal is a misspelling that would silently change the computation.
@@ -359,6 +267,7 @@ def build_estimator(
   privacy: Privatization | None,
   num_released: int = 1,
   physical_batch_size: int | None = None,
+  method_init=None,
 ) -> PrivateEstimator:
   """Wraps a step computation into an optax transformation.
 
@@ -366,14 +275,21 @@ def build_estimator(
   holds the method; this wrapper owns what every estimator shares: the state,
   the public/secret key schedule and the extra-argument parsing (with the
   factory's ``physical_batch_size``, :mod:`zoprivacy.core.physical_batches`).
+
+  A method with state of its own gives ``method_init(params) -> pytree``,
+  the state's ``method`` slot at ``init``
+  (:class:`~zoprivacy.estimators.estimator_state.EstimatorState`); its
+  ``compute`` then takes that state last and returns it updated, ``compute(
+  params, loss_args, direction_key, noise_key, method) -> (grad, released,
+  method)``, with the same tree structure, shapes and dtypes.
   """
   physical_batch_size = physical_batches.check(physical_batch_size)
   plan = plan_lib.PrivacyPlan.non_private() if privacy is None else privacy.plan
   test_seed = None if privacy is None else privacy.insecure_test_noise_seed
 
   def init_fn(params):
-    del params
-    return init_state(direction_key, plan, num_released, test_seed)
+    method = None if method_init is None else method_init(params)
+    return init_state(direction_key, plan, num_released, test_seed, method)
 
   def update_fn(updates, state, params=None, **extra_args):
     del updates
@@ -388,11 +304,34 @@ def build_estimator(
     if noise is not None:
       args = args._replace(extra={**args.extra, "discrete_noise": noise})
     dir_key, noise_key = step_keys(keyed)
-    grad, released = compute(params, args, dir_key, noise_key)
+    if method_init is None:
+      grad, released = compute(params, args, dir_key, noise_key)
+      method = None
+    else:
+      grad, released, method = compute(
+        params, args, dir_key, noise_key, state.method
+      )
+      check_method_state(state.method, method)
     released = jnp.asarray(released, jnp.float32).reshape([-1])
-    return grad, next_state(state, released=released)
+    return grad, next_state(state, released=released, method=method)
 
   return PrivateEstimator(init_fn, update_fn, plan)
+
+
+def check_method_state(before, after) -> None:
+  """A step returns its method state as it took it: the same tree, shapes
+  and dtypes (a jitted loop or ``lax.scan`` needs one state type)."""
+  types = lambda tree: (
+    jax.tree.structure(tree),
+    [(jnp.shape(x), jnp.result_type(x)) for x in jax.tree.leaves(tree)],
+  )
+  if types(before) != types(after):
+    raise TypeError(
+      "The estimator's step returned its method state changed in structure, "
+      f"shape or dtype ({types(before)} became {types(after)}): a step must "
+      "return the state with the type its method_init gave it (cast with "
+      "astype, keep every field)."
+    )
 
 
 def noisy_mean(privacy: Privatization, noise_key, clipped_sum):

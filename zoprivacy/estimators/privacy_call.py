@@ -232,9 +232,9 @@ def refuse_accounting_arguments(factory: Callable, kwargs) -> None:
     raise TypeError(
       f"{name}() takes no {what}: its noise comes from its setting=... "
       "(noise_std) or its plan's noise_multiplier=. For a target epsilon, "
-      "calibrate its plan (zoprivacy.accounting.calibrate_plan(estimator."
-      "privacy_plan, target_epsilon=..., num_steps=T, delta=...)) and pass "
-      "the multiplier found as noise_multiplier=."
+      "calibrate its plan (zoprivacy.privacy.calibrate(estimator."
+      "privacy_plan, zoprivacy.Target(epsilon=..., delta=..., num_steps=T)))"
+      " and pass the multiplier found as noise_multiplier=."
     )
   if "privacy" not in takes and "noise_multiplier" not in takes:
     raise TypeError(

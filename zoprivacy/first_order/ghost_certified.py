@@ -101,10 +101,17 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from zoprivacy.first_order.power_scaling import (
+  Scaled,
+  per_row,
+  pow2,
+  scale,
+  unscale_at_most_one,
+)
+
 U = 2.0**-24
 MU = 2.0**-125  # one flushed result or input: twice the least normal
 MARGIN = 2.0**-16
-LOW = -100  # the least scale exponent (examples of smaller values)
 FACTOR_LIMIT = 64  # |x|, |g| of a dense kernel's sum stay below 2^64
 VALUE_LIMIT = 126  # a gradient formed per example stays below 2^126
 WHOLE = 2**20  # a formed gradient of more entries is summed in two stages
@@ -116,55 +123,6 @@ def gamma(n: int) -> float:
   if n * U >= 0.5:
     raise ValueError(f"No float32 error bound for {n} operations.")
   return n * U / (1.0 - n * U)
-
-
-def pow2(k):
-  """``2^k`` in float32, exactly, for integers ``k`` (held to ``[-126,
-  127]``: the normal range), from its bit pattern."""
-  k = jnp.clip(jnp.asarray(k, jnp.int32), -126, 127)
-  return jax.lax.bitcast_convert_type((k + 127) << 23, jnp.float32)
-
-
-class Scaled(NamedTuple):
-  """Per-example factors scaled by a power of two: ``values`` (``v
-  2^-k``, every entry below 1 in magnitude), ``exponent`` (``k [B]``),
-  ``rho`` (``[B]``: how far an entry may have moved, flushes included)
-  and ``ok`` (``[B]``: finite and below the limit)."""
-
-  values: jax.Array
-  exponent: jax.Array
-  rho: jax.Array
-  ok: jax.Array
-
-
-def _per_row(x, like):
-  return x.reshape((-1,) + (1,) * (like.ndim - 1))
-
-
-def scale(values, limit: int) -> Scaled:
-  """:class:`Scaled` of ``values [B, ...]``: ``k`` the exponent of each
-  example's largest ``|v|`` (``max |v| < 2^k``, ``k >= LOW``); an example
-  at or above ``2^limit`` or not finite is not ``ok``."""
-  top = jnp.max(jnp.abs(values).reshape(values.shape[0], -1), axis=1)
-  _, k = jnp.frexp(top)
-  k = jnp.maximum(k.astype(jnp.int32), LOW)
-  ok = jnp.isfinite(top) & (k <= limit) & (top * pow2(-k) < 1.0)
-  out = values * _per_row(pow2(-k), values).astype(values.dtype)
-  rho = pow2(-124 - jnp.minimum(k, 0))
-  return Scaled(out, k, rho, ok)
-
-
-def one_hot(valid) -> Scaled:
-  """An embedding's inputs ``[B, T] -> [B, T, 1]``: one-hot rows (norm 1
-  or 0, exact), unscaled."""
-  rows = valid.shape[0]
-  zero = jnp.zeros((rows,), jnp.int32)
-  return Scaled(
-    valid.astype(jnp.float32)[..., None],
-    zero,
-    jnp.zeros((rows,), jnp.float32),
-    jnp.ones((rows,), bool),
-  )
 
 
 class Part(NamedTuple):
@@ -334,9 +292,7 @@ def _weights(parts):
   top = _per_example(jnp.max, parts[0].exponent)
   for p in parts[1:]:
     top = jnp.maximum(top, _per_example(jnp.max, p.exponent))
-  return top, [
-    pow2(2 * (p.exponent - _per_row(top, p.exponent))) for p in parts
-  ]
+  return top, [pow2(2 * (p.exponent - per_row(top, p.exponent))) for p in parts]
 
 
 def certified_sizes(parts) -> Sizes:
@@ -360,17 +316,6 @@ def certified_sizes(parts) -> Sizes:
     ok = ok & _per_example(jnp.all, p.ok)
   ratio = math.sqrt(max(p.positions for p in parts))
   return Sizes(norm, absolute, top, ratio, ok)
-
-
-def unscale_at_most_one(q, exponent):
-  """``min(1, q 2^-exponent)`` in exact power-of-two steps; 0 where ``q``
-  is not finite or the result falls below ``2^-125`` (a rounded subnormal
-  may exceed the true value)."""
-  shift = -jnp.asarray(exponent, jnp.int32)
-  half = jnp.floor_divide(shift, 2)  # both steps of the same sign
-  c = q * pow2(half) * pow2(shift - half)
-  c = jnp.where(c >= 1.0, 1.0, c)
-  return jnp.where(jnp.isfinite(q) & (c >= 2.0**-125), c, 0.0)
 
 
 def certified_factor(parts, clip: float, keep, rows: int):

@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 
 from zoprivacy.first_order import ghost_certified as certified
+from zoprivacy.first_order import power_scaling
 
 _HIGHEST = jax.lax.Precision.HIGHEST
 
@@ -64,8 +65,8 @@ def dense(calls, inputs, gs, names, leaves):
     parts.append(certified.object_part(bias_grads))
   if positions * positions <= d_in * d_out:
     # the norm from factors scaled per example (flushes, .ghost_certified)
-    sx = certified.scale(x, certified.FACTOR_LIMIT)
-    sg = certified.scale(g, certified.FACTOR_LIMIT)
+    sx = power_scaling.scale(x, certified.FACTOR_LIMIT)
+    sg = power_scaling.scale(g, certified.FACTOR_LIMIT)
     xx = jnp.einsum("btd,bsd->bts", sx.values, sx.values, precision=_HIGHEST)
     gg = jnp.einsum("btd,bsd->bts", sg.values, sg.values, precision=_HIGHEST)
     sq = jnp.maximum(jnp.sum(xx * gg, axis=(1, 2)), 0.0)
@@ -103,12 +104,12 @@ def embed(calls, inputs, gs, names, leaves):
   ids = jnp.where(ids < 0, ids + vocab, ids)  # jnp.take's normalization
   valid = (ids >= 0) & (ids < vocab)  # out of range: no gradient
   same = (ids[:, :, None] == ids[:, None, :]) & valid[:, :, None]
-  scaled = certified.scale(g, certified.VALUE_LIMIT)
+  scaled = power_scaling.scale(g, certified.VALUE_LIMIT)
   v = scaled.values
   gg = jnp.einsum("btd,bsd->bts", v, v, precision=_HIGHEST)
   sq = jnp.sum(jnp.where(same & valid[:, None, :], gg, 0.0), axis=(1, 2))
   sq = jnp.maximum(sq, 0.0)  # a Gram sum: rounding may dip below 0
-  one_hot = certified.one_hot(valid)  # ||x_t||: 1 for a valid token, else 0
+  one_hot = power_scaling.one_hot(valid)  # ||x_t||: 1 for a valid token, else 0
   part = certified.ghost_part(sq, one_hot, scaled, table=vocab)
 
   def clipped_sum(factor):

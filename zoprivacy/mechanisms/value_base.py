@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import dp_accounting
 
 from zoprivacy.accounting import relations
-from zoprivacy.accounting.calibration import SearchTarget
+from zoprivacy.accounting.search_start import SearchTarget
 
 Relation = relations.Relation
 ADD_OR_REMOVE = relations.ADD_OR_REMOVE

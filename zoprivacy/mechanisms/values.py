@@ -33,7 +33,7 @@ import dp_accounting
 from zoprivacy.accounting import discrete_laplace_queries as dlq
 from zoprivacy.accounting import discrete_pld, relations, search_start
 from zoprivacy.accounting import epsilon as _eps
-from zoprivacy.accounting.calibration import SearchTarget
+from zoprivacy.accounting.search_start import SearchTarget
 from zoprivacy.mechanisms.value_base import (  # noqa: F401 (re-exported)
   MechanismError,
   NoiseMechanism,

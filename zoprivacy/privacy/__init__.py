@@ -6,8 +6,11 @@
   as a value the accountant reads;
 * :mod:`~zoprivacy.privacy.plan`: :class:`PrivacyPlan`, the one description
   of a run's privacy that calibration, the ledger and every report read;
-* :mod:`~zoprivacy.privacy.calibration`: the noise multiplier of a
-  mechanism named by a string, searched on the plan it names;
+* :mod:`~zoprivacy.privacy.calibration`: THE calibration of a privacy
+  value or plan for a target (:func:`calibrate`), and the noise search for
+  a mechanism named by a string (:func:`calibrate_noise_multiplier`);
+* :mod:`~zoprivacy.privacy.report`: a plan's epsilons side by side
+  (:func:`epsilon_report`, the accounting command line's);
 * :mod:`~zoprivacy.privacy.state`: the plan an optimizer state holds
   (:func:`find_plan`) and the epsilon of the releases it counted
   (:func:`epsilon`), refusing the optax wrappers that drop releases and
@@ -33,13 +36,20 @@ __getattr__, __dir__, __all__ = lazy_package(
   __name__,
   (),
   {
+    "CalibrationResult": "zoprivacy.privacy.calibration",
+    "CorruptLedgerError": "zoprivacy.privacy.ledger",
+    "EpsilonReport": "zoprivacy.privacy.report",
     "InsecureTestNoiseWarning": "zoprivacy.privacy.randomness",
     "LossReadingError": "zoprivacy.privacy.wrappers",
     "PlanError": "zoprivacy.privacy.plan",
+    "PrivacyBudgetExceededError": "zoprivacy.privacy.ledger",
+    "PrivacyLedger": "zoprivacy.privacy.ledger",
     "PrivacyPlan": "zoprivacy.privacy.plan",
     "RecomputedStepWarning": "zoprivacy.privacy.noise_sessions",
     "SkippingWrapperError": "zoprivacy.privacy.wrappers",
+    "calibrate": "zoprivacy.privacy.calibration",
     "calibrate_noise_multiplier": "zoprivacy.privacy.calibration",
+    "epsilon_report": "zoprivacy.privacy.report",
     "epsilon": "zoprivacy.privacy.state",
     "find_plan": "zoprivacy.privacy.state",
     "refresh_noise_keys": "zoprivacy.privacy.noise_keys",

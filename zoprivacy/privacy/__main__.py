@@ -36,10 +36,9 @@ import argparse
 import sys
 import time
 
-from zoprivacy.accounting import plan_calibration, report
 from zoprivacy.mechanisms import registry
+from zoprivacy.privacy import calibration, report, sampling_scheme, value
 from zoprivacy.privacy import plan as plan_lib
-from zoprivacy.privacy import sampling_scheme
 
 MECHANISMS = tuple(n for n in registry.MECHANISMS if n != "none")
 
@@ -171,8 +170,11 @@ def _plan(args, noise_multiplier: float, num_queries: int = 1):
 def _calibrated(args):
   """The plan calibrated for ``--epsilon`` on its own epsilon."""
   start = time.perf_counter()
-  plan = plan_calibration.calibrate_plan(
-    _plan(args, 1.0), target_epsilon=args.epsilon, num_steps=args.num_steps
+  plan = calibration.calibrate(
+    _plan(args, 1.0),
+    value.Target(
+      epsilon=args.epsilon, delta=args.delta, num_steps=args.num_steps
+    ),
   )
   print(
     f"calibrated noise_multiplier {plan.noise_multiplier:.6g}  (the "

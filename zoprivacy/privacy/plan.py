@@ -252,7 +252,7 @@ class PrivacyPlan:
   def step_event_at(self, noise_multiplier: float):
     """:meth:`step_event` at another noise multiplier: the plan's event
     factory, on which calibration searches
-    (:func:`~zoprivacy.accounting.calibrate_plan`)."""
+    (:func:`~zoprivacy.privacy.calibrate`)."""
     mechanism = self.mechanism.with_noise_multiplier(noise_multiplier)
     return dataclasses.replace(self, mechanism=mechanism).step_event()
 

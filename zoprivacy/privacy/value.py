@@ -300,7 +300,7 @@ class Privacy:
     # Imported on use: calibration loads dp_accounting (and the plan JAX).
     from zoprivacy.privacy import calibration  # pylint: disable=g-import-not-at-top
 
-    return calibration.calibrate_value(
+    return calibration.calibrate(
       self, target, estimator=estimator, **hyperparameters
     )
 

@@ -76,9 +76,9 @@ def public_direction_hyperparameters(
     raise TrajectoryLogError(
       f"A trajectory log replays only the scalar estimators "
       f"{REPLAYABLE_ESTIMATORS}: their update is (1/q) sum_j s_j u_j of the "
-      f"released scalars. {estimator!r} releases something else (a vector, "
-      "its norm, or public-data terms), so its run cannot be stored as "
-      "(seed, scalars)."
+      f"released scalars. {estimator!r} releases or updates otherwise (a "
+      "vector, its norm, public-data terms, a recursion over past steps), "
+      "so its run cannot be stored as (seed, scalars)."
     )
   spec = registry.get(estimator)
   values = {

@@ -19,7 +19,7 @@ neighbouring relation is replace-one (Def. 2.1: same-size datasets differing
 in one element) and Alg. 1/2 are full batch (p = 1). For every iteration
 count ``T`` the noise multiplier is the smallest one whose pessimistic PLD
 epsilon for ``T`` replace-one Gaussian releases at ``delta = 1e-6`` is
-``<= 2`` (``zoprivacy.accounting.calibrate_noise_multiplier`` with
+``<= 2`` (``zoprivacy.privacy.calibrate_noise_multiplier`` with
 ``sampling_probability=1, neighboring='replace_one'``). Alg. 2's advanced-
 composition sigma (``4 C sqrt(2T log(e + eps/delta)) / (n eps)`` on the
 mean) is reported next to it as a reference; it is 2.41 times larger.

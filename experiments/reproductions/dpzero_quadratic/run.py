@@ -21,7 +21,7 @@ from experiments.reproductions.dpzero_quadratic.grid import (
   EPSILON,
   GridConfig,
 )
-from zoprivacy import accounting
+from zoprivacy import accounting, privacy
 from zoprivacy.privacy import randomness
 
 
@@ -47,7 +47,7 @@ def noise_multipliers(
   out = {}
   for steps in sorted(set(iterations)):
     if steps not in cached:
-      res = accounting.calibrate_noise_multiplier(
+      res = privacy.calibrate_noise_multiplier(
         target_epsilon=EPSILON,
         delta=DELTA,
         sampling_probability=1.0,

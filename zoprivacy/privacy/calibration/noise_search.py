@@ -1,71 +1,26 @@
-"""Fast, safe calibration of the noise multiplier for a target (eps, delta).
-
-Method (every epsilon below is computed by dp_accounting):
-
-The search runs on a plan's event factory (the multiplier to one step's
-``DpEvent``) and is started by the mechanism value's own methods
-(:mod:`zoprivacy.mechanisms.values`); no mechanism is named here.
-
-1. Warm start. Gaussian: the multiplier that meets the target under the RDP
-   accountant at the few orders of
-   :data:`~zoprivacy.accounting.search_start.WARM_START_ORDERS` (an upper
-   bound on epsilon at any set of orders, so this multiplier is feasible and
-   close: about a dozen RDP evaluations in log space, 3 ms each). Laplace:
-   the closed-form pure-eps multiplier of DP-ZO Thm. 3.1 (also feasible).
-   For the Gaussian under add/remove the search's first point is the
-   central-limit (GDP) estimate where it lies below the warm start
-   (:mod:`~zoprivacy.accounting.search_start`: an approximation that moves
-   where the search looks, never what it returns); a first point too small
-   to account falls back to the warm start.
-2. Safeguarded secant search in ``(log sigma, log eps)`` on the *fine*
-   (``value_discretization_interval``, default ``1e-4``) pessimistic PLD
-   epsilon, the same quantity :func:`pld_epsilon` reports. It keeps a
-   bracket ``[lo, hi]`` of evaluated multipliers with ``eps(lo) > target >=
-   eps(hi)`` and stops when ``hi / lo <= 1 + rtol``. The first secant step
-   takes the RDP curve's log-log slope at the warm start (Gaussian; -1 for
-   Laplace), later ones the slope between the two evaluated points nearest
-   the root. A multiplier too small to account (its PLD would not fit in
-   memory) raises unless a feasible multiplier is known; then it counts as
-   infinite epsilon and the search moves up from it (it raises if the
-   final bracket's lower end is such a multiplier).
-   Once the secant estimate is accurate it places one point just
-   above and one just below the root, so it usually needs 2-4 fine
-   evaluations in all.
-3. Returns ``hi``: its epsilon is the fine pessimistic PLD epsilon (never a
-   coarse or optimistic value) and is ``<= target``; the bracket certifies
-   that the exact calibrated multiplier (the root of the same fine PLD
-   epsilon, e.g. what ``dp_accounting.mechanism_calibration`` finds) is within
-   ``rtol`` below it (assuming epsilon decreases with the multiplier).
-
-Fine evaluations are cached, so repeated calibrations are cheap.
-"""
+"""Step 1 of the calibration (:mod:`zoprivacy.privacy.calibration`, whose
+docstring gives the method): the safeguarded secant search for the noise
+multiplier in ``(log sigma, log eps)``, on a plan's fine PLD epsilon
+(:func:`search`) or on any epsilon of it (:class:`SecantSearch`). Only
+that package calls it."""
 
 from __future__ import annotations
 
 import functools
 import math
 import time
-from collections.abc import Callable
 from typing import NamedTuple
 
 import dp_accounting
 
 from zoprivacy.accounting import epsilon as _eps
-from zoprivacy.accounting import pld_size, relations
-from zoprivacy.accounting.dp_warnings import summarize_warnings
-from zoprivacy.accounting.search_start import (
-  _MAX_STEP,
-  _X_MAX,
-  _X_MIN,
-  MAX_NOISE_MULTIPLIER,
-  MIN_NOISE_MULTIPLIER,
-)
+from zoprivacy.accounting import pld_size, relations, search_start
 from zoprivacy.core import validation
 
 
 class CalibrationResult(NamedTuple):
-  """Result of :func:`calibrate_events` (and of
-  :func:`~zoprivacy.accounting.calibrate_noise_multiplier`).
+  """Result of :func:`search` (and of
+  :func:`~zoprivacy.privacy.calibrate_noise_multiplier`).
 
   Attributes:
     noise_multiplier: the calibrated multiplier (std or Laplace scale over C).
@@ -96,91 +51,66 @@ class CalibrationResult(NamedTuple):
   value_discretization_interval: float
 
 
-class SearchTarget(NamedTuple):
-  """What a search meets: ``target_epsilon`` at ``delta`` after
-  ``num_steps`` steps at ``sampling_probability`` under ``neighboring``
-  (the argument of a mechanism value's ``warm_start`` and ``first_point``)."""
-
-  target_epsilon: float
-  delta: float
-  sampling_probability: float
-  num_steps: int
-  neighboring: relations.Relation
-
-  def search_args(self) -> tuple:
-    """``(target, delta, p, steps, relation name)``, the arguments of
-    :mod:`~zoprivacy.accounting.search_start`'s functions."""
-    return (*self[:4], relations.name(self.neighboring))
+def checked_rtol(rtol: float) -> float:
+  """``rtol``, the relative width the search stops at, if in (0, 0.1]."""
+  if not 0.0 < rtol <= 0.1:
+    raise ValueError(f"rtol must be in (0, 0.1], got {rtol!r}.")
+  return rtol
 
 
 @functools.lru_cache(maxsize=4096)
 def _fine_epsilon(event, delta, rel, interval):
-  """The fine pessimistic PLD epsilon of ``event`` (what :func:`pld_epsilon`
-  reports), cached on the event and the Python scalars."""
+  """The fine pessimistic PLD epsilon of ``event`` (what
+  :func:`~zoprivacy.accounting.pld_epsilon` reports), cached on the event
+  and the Python scalars."""
   return _eps.pld_epsilon(
     event, delta=delta, neighboring=rel, value_discretization_interval=interval
   )
 
 
-@summarize_warnings
-def calibrate_events(
-  step_event: Callable[[float], dp_accounting.DpEvent],
-  mechanism,
+def search(
+  plan,
   *,
   target_epsilon: float,
   delta: float,
-  sampling_probability: float,
   num_steps: int,
-  neighboring: relations.NeighboringLike = relations.ADD_OR_REMOVE,
   value_discretization_interval: float = 1e-4,
   rtol: float = 2e-3,
 ) -> CalibrationResult:
-  """Smallest noise multiplier (to ``rtol``) whose ``num_steps`` steps have
-  PLD epsilon ``<= target_epsilon``.
-
-  ``step_event`` is a plan's event factory: the multiplier to one step's
-  ``DpEvent`` (its sampling included; :meth:`PrivacyPlan.step_event_at
-  <zoprivacy.privacy.PrivacyPlan.step_event_at>`). ``mechanism`` is the
-  mechanism value it releases (:mod:`zoprivacy.mechanisms.values`): its
-  relations, its ``warm_start`` and its ``first_point`` start the search
-  (the module docstring); the returned ``epsilon`` is the fine pessimistic
-  PLD epsilon of the returned multiplier (max of add and remove).
-
-  Raises:
-    ValueError: on invalid input, or when no multiplier in
-      ``[1e-2, 1e6]`` brackets the target (e.g. epsilon so small that even
-      ``noise_multiplier = 1e6`` exceeds it).
-  """
+  """Step 1 on ``plan``'s own event factory, started by its mechanism
+  value (``warm_start``, ``first_point``); the result's ``epsilon`` is the
+  fine pessimistic PLD epsilon of its multiplier (max of add and remove)."""
   t0 = time.perf_counter()
-  target = SearchTarget(
+  target = search_start.SearchTarget(
     validation.epsilon(target_epsilon, "target_epsilon"),
     validation.delta(delta),
-    validation.sampling_probability(sampling_probability),
+    validation.sampling_probability(plan.sampling_probability),
     validation.num_steps(num_steps),
-    relations.relation(neighboring),
+    relations.relation(plan.neighboring),
   )
   interval = validation.discretization_interval(value_discretization_interval)
-  if not 0.0 < rtol <= 0.1:
-    raise ValueError(f"rtol must be in (0, 0.1], got {rtol!r}.")
+  mechanism, steps = plan.mechanism, target.num_steps
   mechanism.check_relation(target.neighboring)
   # A feasible starting multiplier and d log eps / d log sigma there (the
   # first secant step's slope).
   warm, slope = mechanism.warm_start(target)
-  steps = target.num_steps
-  search = _SecantSearch(
+  search = SecantSearch(
     lambda sigma: _fine_epsilon(
-      dp_accounting.SelfComposedDpEvent(step_event(sigma), steps),
+      dp_accounting.SelfComposedDpEvent(plan.step_event_at(sigma), steps),
       target.delta,
       target.neighboring,
       interval,
     ),
     target=target.target_epsilon,
-    width=math.log1p(rtol),
+    width=math.log1p(checked_rtol(rtol)),
     slope=slope,
     context=f"at delta={target.delta} (p={target.sampling_probability}, "
     f"T={steps}, {mechanism.name})",
   )
-  warm = min(max(warm, MIN_NOISE_MULTIPLIER), MAX_NOISE_MULTIPLIER)
+  warm = min(
+    max(warm, search_start.MIN_NOISE_MULTIPLIER),
+    search_start.MAX_NOISE_MULTIPLIER,
+  )
   lo, hi = search.run(mechanism.first_point(target, warm), feasible=warm)
   return CalibrationResult(
     noise_multiplier=float(math.exp(hi[0])),
@@ -198,10 +128,12 @@ def calibrate_events(
   )
 
 
-class _SecantSearch:
-  """The safeguarded secant search of the module docstring, in ``x = log
-  sigma``: points are ``(x, g, eps)`` with ``g = log eps - log target``;
-  ``lo`` has ``eps > target`` and ``hi`` ``eps <= target``."""
+class SecantSearch:
+  """The safeguarded secant search in ``x = log sigma``: points are
+  ``(x, g, eps)`` with ``g = log eps - log target``; ``lo`` has ``eps >
+  target`` and ``hi`` ``eps <= target``. Once the secant estimate is
+  accurate it places one point just above and one just below the root;
+  bisection where the secant leaves the bracket."""
 
   def __init__(self, fine, *, target, width, slope, context):
     self.fine, self.target, self.width = fine, target, width
@@ -265,16 +197,17 @@ class _SecantSearch:
     return e
 
   def check_reachable(self, x: float, e: float) -> None:
-    if self.hi is None and x >= _X_MAX - 1e-12:
+    if self.hi is None and x >= search_start.X_MAX - 1e-12:
       raise ValueError(
         f"Target epsilon {self.target} is unreachable: even noise_multiplier="
-        f"{MAX_NOISE_MULTIPLIER:g} gives epsilon {e:.6g} {self.context}."
+        f"{search_start.MAX_NOISE_MULTIPLIER:g} gives epsilon {e:.6g} "
+        f"{self.context}."
       )
-    if self.lo is None and x <= _X_MIN + 1e-12:
+    if self.lo is None and x <= search_start.X_MIN + 1e-12:
       raise ValueError(
         f"Target epsilon {self.target} is met by every noise_multiplier >= "
-        f"{MIN_NOISE_MULTIPLIER:g} (epsilon {e:.6g} there); nothing to "
-        "calibrate in the supported range."
+        f"{search_start.MIN_NOISE_MULTIPLIER:g} (epsilon {e:.6g} there); "
+        "nothing to calibrate in the supported range."
       )
 
   def secant_estimate(self) -> float:
@@ -310,8 +243,10 @@ class _SecantSearch:
     if lo is not None and hi is not None:
       margin = min(0.05 * (hi[0] - lo[0]), 0.4 * width)
       x_new = min(max(x_new, lo[0] + margin), hi[0] - margin)
-    x_new = min(max(x_new, x - _MAX_STEP), x + _MAX_STEP)
-    x_new = min(max(x_new, _X_MIN), _X_MAX)
+    x_new = min(
+      max(x_new, x - search_start.MAX_STEP), x + search_start.MAX_STEP
+    )
+    x_new = min(max(x_new, search_start.X_MIN), search_start.X_MAX)
     if any(abs(x_new - pt[0]) < 1e-12 for pt in self.points):
       x_new = 0.5 * (lo[0] + hi[0]) if (lo and hi) else x_new + offset
     return x_new

@@ -18,6 +18,7 @@ from zoprivacy.accounting.epsilon import (
 )
 from zoprivacy.accounting.rdp import rdp_epsilon
 from zoprivacy.core import validation
+from zoprivacy.privacy import plan as plan_lib
 
 NeighborRel = dp_accounting.NeighboringRelation
 
@@ -85,7 +86,7 @@ class EpsilonReport(NamedTuple):
 
 @summarize_warnings
 def epsilon_report(
-  plan,
+  plan: plan_lib.PrivacyPlan,
   *,
   num_steps: int,
   delta: float | None = None,
@@ -94,8 +95,7 @@ def epsilon_report(
   """PLD and RDP epsilon of ``num_steps`` steps of ``plan`` side by side
   (plus the pure epsilon where the mechanism has one).
 
-  ``plan`` is a :class:`zoprivacy.privacy.PrivacyPlan` (read, not
-  imported): its step event (Gaussian ``q`` queries are one Gaussian,
+  ``plan``'s step event (Gaussian ``q`` queries are one Gaussian,
   conventions §5) is composed by dp_accounting's PLD accountant at
   ``value_discretization_interval``; without an event (discrete noise) the
   plan's own PLD is read. RDP is reported where dp_accounting supports the

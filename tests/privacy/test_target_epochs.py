@@ -6,6 +6,7 @@ sampling to count on) is refused in one paragraph."""
 import pytest
 
 import zoprivacy
+from zoprivacy.privacy import calibration
 from zoprivacy.privacy import target as target_lib
 
 DIGITS = zoprivacy.Poisson(dataset_size=1431, expected_batch_size=64)
@@ -74,3 +75,11 @@ def test_epochs_without_a_sampling_are_refused():
   with pytest.raises(zoprivacy.privacy.value.PrivacyValueError) as e:
     zoprivacy.Privacy(target=zoprivacy.Target(2.0, 1e-5, num_epochs=1))
   assert "counts its steps from the value's sampling" in str(e.value)
+
+
+def test_a_plan_cannot_count_epochs():
+  """A plan holds a sampling probability, not the dataset size and batch
+  an epoch is counted on: calibrating a plan for epochs is refused."""
+  plan = zoprivacy.Privacy(noise_multiplier=1.0, sampling=DIGITS).plan()
+  with pytest.raises(ValueError, match="which a plan does not hold"):
+    calibration.calibrate(plan, zoprivacy.Target(2.0, 1e-5, num_epochs=3))

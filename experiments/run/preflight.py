@@ -349,7 +349,9 @@ def validate(config):
   # run reads (config.target_epsilon of earlier releases) is refused, not
   # ignored. (A task put into the task table by hand, not registered,
   # declares no fields: its build names an unknown dataset.)
-  if config.get("dataset") in config_fields.TASK_FIELDS:
+  declared = config.get("dataset") in config_fields.TASK_FIELDS
+  if declared and config_fields.unknown_fields(config, spec.config_fields):
+    # The other estimators' fields only name who reads a wrong field.
     config_fields.check(
       config,
       spec.config_fields,

@@ -38,7 +38,7 @@ import config_overrides  # noqa: E402
 import jax  # noqa: E402
 
 from configs import default  # noqa: E402
-from experiments.run import multihost, placement, train  # noqa: E402
+from experiments.run import multihost, placement, privacy_config, train  # noqa: E402
 from zoprivacy.estimators import registry  # noqa: E402
 
 
@@ -60,7 +60,11 @@ def _estimator_config(name):
   c.update(check_per_example=False)
   c.privacy.target_epsilon = None
   c.estimator = name
-  c.estimator_kwargs = dict(registry.get(name).defaults)
+  c.estimator_kwargs = {  # privacy settings are the privacy block's
+    k: v
+    for k, v in registry.get(name).defaults
+    if k not in privacy_config.MOVED_KWARGS
+  }
   c.privacy.clip = None  # the estimator's own default
   config_overrides.apply(c, dict(registry.get(name).run_settings))
   if registry.get(name).public_data is None:

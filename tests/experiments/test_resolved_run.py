@@ -12,6 +12,7 @@ import optax
 import pytest
 
 import zoprivacy
+from zoprivacy.estimators.composition import UncheckedCompositionError
 from configs import default
 from experiments import tasks
 from experiments.run import preflight, resolved_run, train
@@ -42,7 +43,7 @@ def test_the_registry_is_consulted_once_per_run(tmp_path, monkeypatch, name):
   monkeypatch.setattr(registry, "get", counting)
   c = importlib.import_module(f"configs.{name}").get_config()
   c.num_steps, c.eval_every, c.checkpoint_every = 6, 3, 3
-  if c.get("target_epsilon") is not None:  # no calibration for 6 steps
+  if c.privacy.get("target_epsilon") is not None:  # no calibration
     c.privacy.target_epsilon, c.privacy.noise_multiplier = None, 2.0
   c.workdir = str(tmp_path)
   train.train(c, progress=False, stop_after=3)
@@ -121,42 +122,27 @@ def test_multisteps_around_an_estimator_is_refused_with_the_supported_way():
 
 
 @pytest.mark.slow  # eight eager updates: about 6 s on 2 cores under load
-def test_multisteps_in_library_code_runs_the_estimator_once_per_k_calls():
-  """What the refusal prevents, as docs/experiments.md says: around an
-  estimator's chain, ``optax.MultiSteps(tx, k)`` runs the estimator on one
-  call in k (8 calls, k = 4: two estimator steps), with that call's batch
-  alone. The library refuses the state so built wherever it reads the
-  plan (``find_plan``, ``epsilon``, ``make_step``)."""
+def test_multisteps_in_library_code_is_refused_before_the_first_release():
+  """What docs/experiments.md says of the refusal: around an estimator's
+  chain, ``optax.MultiSteps(tx, k)`` would run the estimator on every call
+  but keep its state on one call in k. The library refuses it when the
+  state is made (``zoprivacy.init``), and a state made by ``tx.init`` alone
+  releases nothing: its first update is refused."""
   est = zoprivacy.dpzero(
-    clip=1.0,
-    noise_multiplier=1.0,
+    zoprivacy.Privacy(noise_multiplier=1.0, assume_sampling=True),
     smoothing=1e-3,
-    expected_batch_size=4,
-    dataset_size=16,
-    insecure_test_noise_seed=0,
   )
   tx = optax.MultiSteps(optax.chain(est, optax.sgd(0.1)), every_k_schedule=4)
   params = {"w": jnp.ones(3)}
-  state = zoprivacy.init(tx, params)
+  with pytest.raises(SkippingWrapperError, match="MultiSteps"):
+    zoprivacy.init(tx, params)
   loss = lambda p, batch: jnp.sum((batch - p["w"]) ** 2, axis=-1)
-  for t in range(8):
-    batch = jnp.full((4, 3), float(t))
-    updates, state = tx.update(
+  with pytest.raises(UncheckedCompositionError, match="zoprivacy.init"):
+    tx.update(
       jax.tree.map(jnp.zeros_like, params),
-      state,
+      tx.init(params),
       params,
       batched_loss=loss,
-      batch=batch,
+      batch=jnp.zeros((4, 3)),
       mask=jnp.ones(4, bool),
     )
-    params = optax.apply_updates(params, updates)
-  steps = [
-    int(s.step)
-    for s in jax.tree.leaves(
-      state, is_leaf=lambda x: isinstance(x, EstimatorState)
-    )
-    if isinstance(s, EstimatorState)
-  ]
-  assert steps == [2]
-  with pytest.raises(SkippingWrapperError, match="MultiSteps"):
-    zoprivacy.find_plan(state)

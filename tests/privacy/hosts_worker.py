@@ -29,6 +29,8 @@ import restore_worker as rw  # noqa: E402
 from jax.sharding import NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
+import zoprivacy  # noqa: E402
+
 mesh = jax.sharding.Mesh(np.array(jax.devices()), ("data",))
 replicated, rows = NamedSharding(mesh, P()), NamedSharding(mesh, P("data"))
 batch = jax.make_array_from_callback(
@@ -42,7 +44,7 @@ step = jax.jit(lambda s, m, b: rw.STEP(s, m, batch=b), out_shardings=replicated)
 
 with open(saved, "rb") as f:
   restored = pickle.load(f)
-fresh = rw.TX.init(jnp.zeros(rw.DIM))
+fresh = zoprivacy.init(rw.TX, jnp.zeros(rw.DIM))
 result = {"fresh_handle": np.asarray(fresh[0].noise_key.handle).tolist()}
 for name, state in [("fresh", fresh), ("restored", restored)]:
   released = []  # the host-local state goes in as it is: jit replicates it

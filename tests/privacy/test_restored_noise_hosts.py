@@ -19,6 +19,8 @@ import numpy as np
 import pytest
 import restore_worker as rw
 
+import zoprivacy
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
@@ -59,7 +61,9 @@ def _job(tmp_path, saved) -> list[dict]:
 
 @pytest.mark.slow  # a two-process job (gloo): ~30-70 s on 2 cores
 def test_two_processes_add_one_noise_and_a_restore_draws_fresh(tmp_path):
-  saved = rw.STEP(rw.TX.init(np.zeros(rw.DIM, np.float32)), rw.MASKS[0])
+  saved = rw.STEP(
+    zoprivacy.init(rw.TX, np.zeros(rw.DIM, np.float32)), rw.MASKS[0]
+  )
   path = str(tmp_path / "state.pickle")
   with open(path, "wb") as f:
     pickle.dump(saved, f)

@@ -18,7 +18,7 @@ import pytest
 from configs import default
 from experiments import tasks
 from experiments.run import cli, config_fields, preflight
-from zoprivacy.core import estimator_manifest
+from zoprivacy import estimator_manifest
 
 ROOT = os.path.dirname(
   os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

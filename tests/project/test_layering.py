@@ -27,7 +27,7 @@ LAYERS = (
   ("data", ("data",)),
   ("models", ("models",)),
   ("evaluation", ("metrics",)),
-  ("algorithms", ("estimators", "training", "hidden_state", "audit")),
+  ("algorithms", ("estimators", "estimator_manifest", "training", "hidden_state", "audit")),
 )  # fmt: skip
 LAYER = {unit: i for i, (_, units) in enumerate(LAYERS) for unit in units}
 

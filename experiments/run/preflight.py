@@ -349,7 +349,7 @@ def validate(config):
   # run reads (config.target_epsilon of earlier releases) is refused, not
   # ignored. (A task put into the task table by hand, not registered,
   # declares no fields: its build names an unknown dataset.)
-  if config.get("dataset") in config_fields.TASK_FIELDS:
+  if config.get("dataset") in config_fields.task_fields():
     config_fields.check(
       config,
       spec.config_fields,

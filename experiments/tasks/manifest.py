@@ -31,7 +31,7 @@ def build() -> dict[str, Any]:
   registered from elsewhere is declared when its module is imported)."""
   declared = registry.declarations()
   entries = []
-  for name, builder in builtin.TASKS.items():
+  for name, builder in sorted(builtin.TASKS.items()):  # any import order
     if module_of(builder).startswith(PACKAGE):
       d = declared[name]
       entries.append(

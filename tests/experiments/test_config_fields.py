@@ -76,7 +76,10 @@ def test_misspelled_fields_in_a_config_file_are_refused_before_jax(tmp_path):
   "fields,needle",
   [
     ({"num_step": 100}, "did you mean 'num_steps'"),
-    ({"eval_split": "validation"}, "read by the tasks 'cifar10', 'tiny_imag"),
+    (
+      {"eval_split": "validation"},
+      "read by the tasks 'cifar10', 'fashion_mnist_public'",
+    ),
     ({"l2": 0.5}, "and the estimator 'noisy_zogd'; this run has dataset"),
     ({"nosie": 1.0}, "unknown config field 'nosie'"),
   ],

@@ -16,23 +16,16 @@ from typing import Any
 
 from experiments.tasks import builtin, registry
 
-PACKAGE = "experiments.tasks."
 COMMAND = "python -m experiments.tasks.manifest"
-
-
-def module_of(builder) -> str:
-  """The module a builder (or the function a ``functools.partial`` wraps)
-  is defined in."""
-  return getattr(getattr(builder, "func", builder), "__module__", "") or ""
 
 
 def build() -> dict[str, Any]:
   """The declarations of the tasks this package registers (a task
   registered from elsewhere is declared when its module is imported)."""
-  declared = registry.declarations()
+  declared = registry.registered()  # not the manifest being written
   entries = []
   for name, builder in sorted(builtin.TASKS.items()):  # any import order
-    if module_of(builder).startswith(PACKAGE):
+    if registry.built_in(builder):
       d = declared[name]
       entries.append(
         {

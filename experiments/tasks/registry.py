@@ -31,6 +31,7 @@ from typing import Any
 # (experiments.tasks.builtin.get_task, public_proxy.py) and the data seed.
 COMMON_FIELDS = ("public", "data_seed", "validation_size", "examples_per_class")
 MANIFEST = os.path.join(os.path.dirname(__file__), "manifest.json")
+PACKAGE = "experiments.tasks."  # the built-in tasks' modules
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,13 +57,22 @@ def register(name: str, *, fields=None, public_splits=()):
   makes ``config.dataset='cifar10'`` work and declares what it reads."""
 
   def wrap(builder: TaskBuilder) -> TaskBuilder:
-    if name in TASKS:
+    if name in TASKS or (not built_in(builder) and name in shipped()):
+      # A built-in name taken before the built-in tasks load is refused
+      # here, not when they load.
       raise ValueError(f"Task {name!r} is registered twice.")
     TASKS[name] = builder
     declare(name, fields, public_splits)
     return builder
 
   return wrap
+
+
+def built_in(builder: TaskBuilder) -> bool:
+  """Whether a builder (or the function a ``functools.partial`` wraps) is
+  defined in this package."""
+  module = getattr(getattr(builder, "func", builder), "__module__", "")
+  return (module or "").startswith(PACKAGE)
 
 
 def declare(name: str, fields, public_splits=()) -> None:
@@ -100,6 +110,11 @@ def shipped() -> dict[str, Declaration]:
     )
     for e in entries
   }
+
+
+def registered() -> dict[str, Declaration]:
+  """The declarations of the tasks registered in this process."""
+  return dict(_DECLARED)
 
 
 def declarations() -> dict[str, Declaration]:

@@ -42,7 +42,6 @@ _MODULES = {
   **{
     name: f"zoprivacy.core.{name}"
     for name in (
-      "estimator_manifest",
       "linalg",
       "masked_sums",
       "nnx_support",

@@ -48,7 +48,6 @@ from absl import app, flags
 from configs import default
 from experiments import public_selection, tasks, tune
 from experiments.run import train
-from experiments.run.task_registry import register
 from experiments.tasks.common import (
   flax_task,
   model_kwargs,
@@ -68,7 +67,7 @@ SCORE_NOISE = 5.0
 MEAN_TRIALS = 3.0
 
 
-@register("digits_public_half")
+@tasks.register("digits_public_half")
 def digits_public_half(config):
   """Digits with 60% of its training set public and 40% private (in
   expectation; neighbour-stable)."""

@@ -12,8 +12,9 @@ trains (:mod:`~experiments.run.train`, :mod:`~experiments.run.loop`,
 checkpoints (:mod:`~experiments.run.checkpointing`), then reports
 (:mod:`~experiments.run.report`).
 
-The runner sits below the tasks, the tuning and the reproductions: none of
-its modules imports them. It finds a task by name through
-:mod:`~experiments.run.task_registry`, where the task modules register
-themselves.
+The runner sits above the tasks and below the tuning and the
+reproductions: it builds a task by name through the tasks package
+(:mod:`experiments.tasks`), whose modules register themselves in
+:mod:`experiments.tasks.registry`; the checks before JAX loads read the
+tasks' declarations from that registry alone.
 """

@@ -49,7 +49,7 @@ from experiments.run import (
   progress,
   run_length,
 )
-from zoprivacy.core import estimator_manifest
+from zoprivacy import estimator_manifest
 
 CONFIG = config_flags.DEFINE_config_file(
   "config", None, "Path to a configs/<name>.py file.", lock_config=True

@@ -32,8 +32,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from experiments.run import logreg_constants as logreg
 from experiments.run import privacy_config
+from experiments.tasks import logreg
 from zoprivacy.hidden_state import setting as setting_lib
 
 SAMPLING = ("full_batch", "without_replacement")

@@ -20,13 +20,13 @@ import time
 import jax
 import numpy as np
 
+from experiments import xla_options
 from experiments.run import metrics as metrics_lib
 from experiments.run import (
   multihost,
   progress,
   run_ledger,
   trajectory_log,
-  xla_options,
 )
 from experiments.run.attempts import StepRandomness
 from experiments.run.errors import RunInterrupted

@@ -31,7 +31,7 @@ from experiments.run import (
   run_length,
 )
 from experiments.run import workdir as workdir_lib
-from zoprivacy.core import estimator_manifest
+from zoprivacy import estimator_manifest
 
 # Optax names that are not an optimizer the runner can place after the
 # estimator: MultiSteps wraps a whole chain and merges its calls (a step of
@@ -220,7 +220,7 @@ def check_required(estimator: str, kwargs, required) -> None:
 # Named in the message for an unknown optimizer.
 def check_declared(config, declaration, kwargs) -> None:
   """:func:`validate`'s checks of the estimator's declaration, run on its
-  JAX-free :class:`~zoprivacy.core.estimator_manifest.Declaration` before JAX
+  JAX-free :class:`~zoprivacy.estimator_manifest.Declaration` before JAX
   loads: :func:`check_spec`, keyword names (``kwargs``: the
   ``estimator_kwargs`` the run will have) and the optimizer's name (when
   the installed optax is the one the manifest lists). A setting-taking
@@ -349,7 +349,7 @@ def validate(config):
   # run reads (config.target_epsilon of earlier releases) is refused, not
   # ignored. (A task put into the task table by hand, not registered,
   # declares no fields: its build names an unknown dataset.)
-  declared = config.get("dataset") in config_fields.TASK_FIELDS
+  declared = config.get("dataset") in config_fields.task_fields()
   if declared and config_fields.unknown_fields(config, spec.config_fields):
     # The other estimators' fields only name who reads a wrong field.
     config_fields.check(

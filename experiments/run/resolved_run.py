@@ -33,6 +33,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from experiments import tasks
 from experiments.run import (
   attempts,
   checkpointing,
@@ -41,7 +42,6 @@ from experiments.run import (
   progress,
   run_ledger,
   run_length,
-  task_registry,
 )
 from experiments.run import workdir as workdir_lib
 from experiments.run.optimizers import with_learning_rate
@@ -208,7 +208,7 @@ def setup(config, *, task=None) -> Run:
   config, lr_source = with_learning_rate(config, spec)
   workdir, secret, ledger = _secret_and_ledger(config, spec, primary)  # 2
   progress.stage("loading the data")
-  task = task or task_registry.get_task(config)  # 3
+  task = task or tasks.get_task(config)  # 3
   n = task.num_train
   config = run_length.resolved(config, n)  # num_epochs in steps, on n
   preflight.check_dataset_size(config, n)

@@ -16,7 +16,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from experiments.run import layerwise_run, training_signal, xla_options
+from experiments import xla_options
+from experiments.run import layerwise_run, training_signal
 from experiments.run.batches import public_batch_indices
 from zoprivacy.core import low_precision
 from zoprivacy.data import sampling

@@ -46,12 +46,12 @@ from experiments.run import (
   final_iterate,
   hidden_state_run,
   run_length,
-  task_registry,
 )
 from experiments.run import metrics as metrics_lib
 from experiments.run import progress as progress_bar
 from experiments.run.loop import Loop
 from experiments.run.resolved_run import Run, setup
+from experiments.tasks.task import Task
 
 # result.json's word on physical_batch_size.
 PHYSICAL_NOTE = (
@@ -69,7 +69,7 @@ def train(
   *,
   progress: bool = True,
   stop_after: int | None = None,
-  task: task_registry.Task | None = None,
+  task: Task | None = None,
   check_run: Callable[[Run], None] | None = None,
   defaults_filled: Sequence[str] = (),
 ) -> dict[str, Any]:

@@ -1,7 +1,11 @@
 """Tasks: data, model and per-example loss, chosen by ``config.dataset``.
 
-Importing this package registers every task below (explicit imports, no
-cycle); reproductions may register their own with :func:`register`.
+Each task is registered beside its builder, with the config fields it reads
+and the public splits it offers (:mod:`experiments.tasks.registry`, which a
+command line reads before JAX loads). The package loads lazily: reading
+:data:`TASKS`, :func:`get_task`, :func:`build_task` or :func:`register`
+from it imports :mod:`experiments.tasks.builtin`, which registers every task
+below; reproductions may register their own with :func:`register`.
 
 =================  ==========================================  =======================
 ``dataset``        model                                       paper setting
@@ -23,7 +27,8 @@ cycle); reproductions may register their own with :func:`register`.
 =================  ==========================================  =======================
 
 Config fields read here (all optional; ``config.get`` with the defaults
-below, so a config only sets what it needs):
+below, so a config only sets what it needs; each task declares which it
+reads):
 
 * ``data_dir``: root of the local dataset copies (see ``docs/data.md``).
 * ``model_dir``: Hugging Face folder (``config.json``, ``model.safetensors``,
@@ -56,36 +61,15 @@ A missing dataset or checkpoint raises
 naming the files looked for.
 """
 
-import ml_collections
+from zoprivacy.core.lazy import lazy_package
 
-from experiments.run.task_registry import TASKS, Task, build_task, register
-from experiments.tasks import (
-  common,
-  images,
-  imdb,
-  llm,
-  logreg,
-  minilm,
-  public_proxy,
-  roberta_prompts,
-  vader_llm,
+__getattr__, __dir__, __all__ = lazy_package(
+  __name__,
+  exports={
+    **{
+      name: "experiments.tasks.builtin"
+      for name in ("TASKS", "build_task", "get_task", "register")
+    },
+    "Task": "experiments.tasks.task",
+  },
 )
-
-__all__ = ["TASKS", "Task", "build_task", "get_task", "register"]
-
-
-def get_task(config: ml_collections.ConfigDict) -> Task:
-  """Builds the task named by ``config.dataset``; with
-  ``config.public_proxy``, its public proxy
-  (:func:`~experiments.tasks.public_proxy.public_proxy_task`: public
-  training and evaluation data, ``validation_size`` evaluation examples,
-  balanced when the config sets ``examples_per_class``)."""
-  task = build_task(config)
-  if config.get("public_proxy"):
-    task = public_proxy.public_proxy_task(
-      task,
-      eval_size=int(config.get("validation_size") or 1000),
-      seed=common.data_seed(config),
-      per_class=config.get("examples_per_class") or None,
-    )
-  return task

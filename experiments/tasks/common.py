@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import inspect
 from collections.abc import Callable
 from pathlib import Path
@@ -10,13 +11,18 @@ from typing import Any
 import jax
 import numpy as np
 
-from experiments.run import preflight, xla_options
-from experiments.run.task_registry import Task
+from experiments import xla_options
+from experiments.tasks.task import Task
 from zoprivacy.data import splits as splits_lib
 from zoprivacy.data import stable_split
 from zoprivacy.data.loaders import Dataset, MissingDataError
 
 HF_FILES = ("config.json", "model.safetensors", "tokenizer.json")
+# The fields train_eval_split reads; image_public_split's, and its splits
+# (the values of config.public an image task accepts).
+EVAL_FIELDS = ("eval_split", "test_size")
+IMAGE_PUBLIC_FIELDS = ("public_fraction", "public_imbalance_ratio")
+IMAGE_SPLITS = ("imbalanced4", "stratified4")
 
 
 def data_seed(config) -> int:
@@ -223,8 +229,18 @@ def _check_names(model: Callable, kw: dict) -> None:
   if any(p.kind == p.VAR_KEYWORD for p in parameters.values()):
     return
   accepted = [n for n in parameters if n not in ("parent", "name")]
+  unknown = [k for k in kw if k not in accepted]
+  if not unknown:
+    return
+  hints = []
+  for k in unknown:
+    close = difflib.get_close_matches(str(k), accepted, n=1)
+    hints.append(repr(k) + (f" (did you mean {close[0]!r}?)" if close else ""))
   title = getattr(model, "__name__", repr(model))
-  preflight.check_kwarg_names(f"config.model_kwargs: {title}", kw, accepted)
+  raise ValueError(
+    f"config.model_kwargs: {title} does not take {', '.join(hints)}; "
+    f"it takes {', '.join(sorted(accepted))}."
+  )
 
 
 def require_hf_dir(model_dir, what: str, how: str) -> Path:

@@ -21,13 +21,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from experiments.run.task_registry import Task, register
 from experiments.tasks.common import (
+  EVAL_FIELDS,
+  IMAGE_PUBLIC_FIELDS,
+  IMAGE_SPLITS,
   flax_task,
   image_public_split,
   model_kwargs,
   train_eval_split,
 )
+from experiments.tasks.registry import register
+from experiments.tasks.task import Task
 from zoprivacy.data import loaders
 from zoprivacy.models import nf_resnet, small, vit
 
@@ -35,6 +39,12 @@ MODELS: dict[str, Callable[..., Any]] = {
   "cnn": small.SmallCNN,
   "mlp": small.MLP,
 }
+
+
+# The config fields each task reads (registry.register): the public split's,
+# and train_eval_split's for those that hold out a validation set.
+PUBLIC = IMAGE_PUBLIC_FIELDS
+HELD_OUT = IMAGE_PUBLIC_FIELDS + EVAL_FIELDS
 
 
 def _image_task(config, splits) -> Task:
@@ -50,12 +60,12 @@ def _image_task(config, splits) -> Task:
   return flax_task(model, private, splits.test, public)
 
 
-@register("digits")
+@register("digits", fields=PUBLIC, public_splits=IMAGE_SPLITS)
 def digits_task(config) -> Task:
   return _image_task(config, loaders.load_digits(seed=config.seed))
 
 
-@register("fashion_mnist")
+@register("fashion_mnist", fields=PUBLIC, public_splits=IMAGE_SPLITS)
 def fashion_mnist_task(config) -> Task:
   return _image_task(
     config,
@@ -63,7 +73,7 @@ def fashion_mnist_task(config) -> Task:
   )
 
 
-@register("cifar10")
+@register("cifar10", fields=HELD_OUT, public_splits=IMAGE_SPLITS)
 def cifar10_task(config) -> Task:
   """PAZO Table 1: NF-ResNet18 from scratch on CIFAR-10, 4% imbalanced public."""
   data = loaders.load_cifar10(config.get("data_dir") or None)
@@ -76,7 +86,11 @@ def cifar10_task(config) -> Task:
   return flax_task(model, train, test, public)
 
 
-@register("tiny_imagenet")
+@register(
+  "tiny_imagenet",
+  fields=(*HELD_OUT, "max_per_class"),
+  public_splits=IMAGE_SPLITS,
+)
 def tiny_imagenet_task(config) -> Task:
   """PAZO Table 2: ViT-small (10.8M parameters) on Tiny-ImageNet, 4% stratified public.
 
@@ -99,7 +113,7 @@ def tiny_imagenet_task(config) -> Task:
   return flax_task(model, train, test, public)
 
 
-@register("fashion_mnist_public")
+@register("fashion_mnist_public", fields=HELD_OUT, public_splits=IMAGE_SPLITS)
 def fashion_mnist_public_task(config) -> Task:
   """Fashion-MNIST with the small CNN and PAZO's public split (offline analog of
   PAZO Table 1: ``public="imbalanced4"`` takes about 2,400 of the 60,000
@@ -114,7 +128,7 @@ def fashion_mnist_public_task(config) -> Task:
   return flax_task(model, train, test, public)
 
 
-@register("digits_public")
+@register("digits_public", fields=PUBLIC, public_splits=IMAGE_SPLITS)
 def digits_public_task(config) -> Task:
   """scikit-learn's digits with a public split (``public='stratified4'`` or
   ``'imbalanced4'``): a seconds-long offline task for the public-data

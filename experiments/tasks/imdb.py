@@ -19,14 +19,16 @@ the others), so neighbouring training sets would not stay neighbouring.
 
 from __future__ import annotations
 
-from experiments.run.task_registry import Task, register
 from experiments.tasks.common import (
+  EVAL_FIELDS,
   data_seed,
   flax_task,
   model_kwargs,
   public_set_builder,
   train_eval_split,
 )
+from experiments.tasks.registry import register
+from experiments.tasks.task import Task
 from zoprivacy.data import loaders
 from zoprivacy.data import splits as splits_lib
 from zoprivacy.data.loaders import amazon_polarity
@@ -98,7 +100,18 @@ def imdb_public(config, pool):
   return splits_lib.exclude_public(pool, public, "drop"), public
 
 
-@register("imdb")
+@register(
+  "imdb",
+  fields=(
+    "public_size",
+    "vocab",
+    "vocab_size",
+    "vocab_corpus_size",
+    "max_length",
+    *EVAL_FIELDS,
+  ),
+  public_splits=("amazon",),
+)
 def imdb_task(config) -> Task:
   """PAZO Table 3: an LSTM from scratch on IMDB.
 

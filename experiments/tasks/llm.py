@@ -48,10 +48,12 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from experiments.run.task_registry import Task, register
 from experiments.tasks import llm_choice, llm_data, llm_files
 from experiments.tasks.common import data_seed
 from experiments.tasks.llm_export import exporter, stacked_lora
+from experiments.tasks.peft import LORA_FIELDS
+from experiments.tasks.registry import register
+from experiments.tasks.task import Task
 from zoprivacy.core.low_precision import is_narrow
 from zoprivacy.data import prompts
 from zoprivacy.data.loaders import mezo_tasks as mt
@@ -403,5 +405,19 @@ def _classification_task(task: str, train, test, lm: _LM) -> Task:
   )
 
 
+# The config fields every "<template>_opt" task reads.
+FIELDS = (
+  "model_dir",
+  "model_family",
+  "param_dtype",
+  "peft",
+  "num_prefix_tokens",
+  *LORA_FIELDS,
+  "max_new_tokens",
+  "eval_batch_size",
+  "max_length",
+  "num_train",
+  "num_eval",
+)
 for _name in tuple(prompts.TEMPLATES):
-  register(f"{_name}_opt")(functools.partial(_build, task=_name))
+  register(f"{_name}_opt", fields=FIELDS)(functools.partial(_build, task=_name))

@@ -14,6 +14,10 @@ looking at the data (Chien, Chen & Li, Thm 3.2 and Cor. 3.3 assumptions):
 * strong convexity ``m = lam``, so ``m / M = lam / (1/2 + lam)``;
 * Lipschitz ``L = sqrt(2) + lam (R + xi)`` on the ball where the losses are
   queried (``||p - e_y|| <= sqrt(2)``); the clip must be at least ``L``.
+
+The runner checks and calibrates Noisy-ZOGD's final-iterate epsilon from
+these constants and the parameter dimension (:func:`assumptions`,
+:func:`dimension`) before the task's data loads.
 """
 
 from __future__ import annotations
@@ -25,10 +29,36 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from experiments.run.logreg_constants import SHAPES, assumptions
-from experiments.run.task_registry import Task, register
+from experiments.tasks.registry import register
+from experiments.tasks.task import Task
 from zoprivacy.data import loaders
 from zoprivacy.hidden_state import setting as setting_lib
+
+# (features, classes) of each dataset, known without loading it.
+SHAPES = {"digits": (64, 10), "fashion_mnist": (784, 10)}
+# The config fields the tasks read: the L2 weight and the ball's radius.
+FIELDS = ("l2", "radius")
+
+
+def dimension(dataset: str) -> int:
+  features, classes = SHAPES[dataset]
+  return (features + 1) * classes
+
+
+def assumptions(
+  l2: float, radius: float, smoothing: float
+) -> setting_lib.LossAssumptions:
+  """The declared constants (the module's docstring)."""
+  if not l2 > 0:
+    raise ValueError(
+      f"The L2 regularization must be > 0 for a strongly "
+      f"convex loss, got {l2!r}."
+    )
+  return setting_lib.LossAssumptions(
+    smoothness=0.5 + l2,
+    lipschitz=math.sqrt(2.0) + l2 * (radius + smoothing),
+    strong_convexity=l2,
+  )
 
 
 def normalize(inputs: np.ndarray) -> np.ndarray:
@@ -84,12 +114,12 @@ def _logreg(config, splits, dataset: str) -> LogRegTask:
   )
 
 
-@register("digits_logreg")
+@register("digits_logreg", fields=FIELDS)
 def digits_logreg(config) -> LogRegTask:
   return _logreg(config, loaders.load_digits(seed=config.seed), "digits")
 
 
-@register("fashion_mnist_logreg")
+@register("fashion_mnist_logreg", fields=FIELDS)
 def fashion_mnist_logreg(config) -> LogRegTask:
   return _logreg(
     config,

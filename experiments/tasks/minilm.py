@@ -7,7 +7,6 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from experiments.run.task_registry import Task, register
 from experiments.tasks.common import (
   HF_FILES,
   data_seed,
@@ -16,7 +15,9 @@ from experiments.tasks.common import (
   require_hf_dir,
   train_eval_split,
 )
-from experiments.tasks.peft import peft_args, peft_split
+from experiments.tasks.peft import ENCODER_FIELDS, peft_args, peft_split
+from experiments.tasks.registry import register
+from experiments.tasks.task import Task
 from zoprivacy.data import splits as splits_lib
 from zoprivacy.data.loaders import Dataset, MissingDataError, vader
 from zoprivacy.data.tokenize import load_tokenizer, pad_to
@@ -72,7 +73,11 @@ def encoder_features(
   return np.concatenate(out).astype(np.float32)
 
 
-@register("vader_minilm")
+@register(
+  "vader_minilm",
+  fields=(*ENCODER_FIELDS, "precompute_features", "public_size"),
+  public_splits=tuple(VADER_PUBLIC),
+)
 def vader_minilm_task(config) -> Task:
   """VADER movie-review snippets (private) with all-MiniLM-L6-v2 and a linear head.
 

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from experiments.tasks.common import EVAL_FIELDS
 from zoprivacy.models import peft
 
 PEFT_MODES = ("full", "lora", "bitfit", "head")
+# The config fields peft_args reads.
+LORA_FIELDS = ("lora_rank", "lora_alpha", "lora_targets")
+# The fields an encoder task fine-tuned through peft_split reads (its
+# checkpoint folder, sequence length, mode, LoRA and held-out evaluation).
+ENCODER_FIELDS = ("model_dir", "max_length", "peft", *LORA_FIELDS, *EVAL_FIELDS)
 
 
 def peft_split(

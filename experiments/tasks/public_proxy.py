@@ -24,7 +24,7 @@ import jax
 import numpy as np
 
 if TYPE_CHECKING:
-  from experiments.run.task_registry import Task
+  from experiments.tasks.task import Task
 
 
 def _take(tree, idx):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import jax
 
-from experiments.run.task_registry import Task, register
 from experiments.tasks.common import (
   data_seed,
   encoded_task,
@@ -14,13 +13,17 @@ from experiments.tasks.common import (
   require_hf_dir,
   train_eval_split,
 )
-from experiments.tasks.peft import peft_args, peft_split
+from experiments.tasks.peft import ENCODER_FIELDS, peft_args, peft_split
+from experiments.tasks.registry import register
+from experiments.tasks.task import Task
 from zoprivacy.data import loaders, tokenize
 from zoprivacy.data import splits as splits_lib
 from zoprivacy.data.loaders import Dataset, lm_bff
 from zoprivacy.data.tokenize import fit_around_mask, label_word_ids, pad_to
 from zoprivacy.models import prompt_mlm
 
+# The config fields of the tasks with a public-data option (public_per_class).
+WITH_PUBLIC = (*ENCODER_FIELDS, "public_per_class")
 ROBERTA_HOW = (
   "put a Hugging Face RoBERTa masked-LM folder (roberta-base or roberta-large: "
   "config.json, model.safetensors with roberta.* and lm_head.* tensors, "
@@ -101,7 +104,7 @@ def _prompt_model(config, model, params):
   return init, apply
 
 
-@register("sst2")
+@register("sst2", fields=WITH_PUBLIC)
 def sst2_task(config) -> Task:
   """DPZero / DP-ZO SST-2 with RoBERTa: ``<sentence> It was<mask>.``, label
   words `` terrible`` / `` great``."""
@@ -110,7 +113,7 @@ def sst2_task(config) -> Task:
   )
 
 
-@register("mnli")
+@register("mnli", fields=WITH_PUBLIC, public_splits=("snli",))
 def mnli_task(config) -> Task:
   """PAZO Table 4 / DPZero MNLI with RoBERTa: ``premise?<mask>, hypothesis``,
   label words `` Yes`` / `` Maybe`` / `` No``; ``public="snli"`` draws
@@ -142,7 +145,7 @@ def snli_public(config, pool: Dataset) -> tuple[Dataset, Dataset | None]:
   return split.private, split.public
 
 
-@register("snli")
+@register("snli", fields=WITH_PUBLIC)
 def snli_task(config) -> Task:
   """DPZero SNLI with RoBERTa and the MNLI template."""
   return _roberta_prompt_task(
@@ -150,7 +153,7 @@ def snli_task(config) -> Task:
   )
 
 
-@register("sst5")
+@register("sst5", fields=ENCODER_FIELDS)
 def sst5_task(config) -> Task:
   """DPZero SST-5 with RoBERTa (LM-BFF's ``sst-5/{train,test}.csv``):
   ``<sentence> It was<mask>.``, label words `` terrible`` / `` bad`` /
@@ -159,7 +162,7 @@ def sst5_task(config) -> Task:
   return _roberta_prompt_task(config, "sst5", data, None)
 
 
-@register("rte")
+@register("rte", fields=ENCODER_FIELDS)
 def rte_task(config) -> Task:
   """DPZero RTE with RoBERTa (GLUE's ``RTE/{train,dev}.tsv``; dev is the
   test set): the MNLI template, label words `` Yes`` / `` No``."""
@@ -167,7 +170,7 @@ def rte_task(config) -> Task:
   return _roberta_prompt_task(config, "rte", data, None)
 
 
-@register("trec")
+@register("trec", fields=ENCODER_FIELDS)
 def trec_task(config) -> Task:
   """DPZero TREC with RoBERTa (LM-BFF's ``trec/{train,test}.csv`` or TREC's
   release): ``<mask>: <question>``, label words `` Description`` /

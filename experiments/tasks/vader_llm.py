@@ -45,12 +45,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments.run.task_registry import Task, register
 from experiments.tasks import llm_files, llm_states
-from experiments.tasks.common import data_seed, train_eval_split
+from experiments.tasks.common import EVAL_FIELDS, data_seed, train_eval_split
 from experiments.tasks.llm import param_dtype
 from experiments.tasks.llm_export import exporter, stacked_lora
-from experiments.tasks.minilm import vader_cache, vader_public
+from experiments.tasks.minilm import VADER_PUBLIC, vader_cache, vader_public
+from experiments.tasks.peft import LORA_FIELDS
+from experiments.tasks.registry import register
+from experiments.tasks.task import Task
 from zoprivacy.core import low_precision
 from zoprivacy.data import prompts
 from zoprivacy.data.loaders import MissingDataError, vader
@@ -217,7 +219,25 @@ def _states_fn(config, model_config, trunk, tok, files, k: int):
   return inputs
 
 
-@register("vader_llm")
+@register(
+  "vader_llm",
+  fields=(
+    "model_dir",
+    "model_family",
+    "param_dtype",
+    "max_length",
+    "peft",
+    "num_prefix_tokens",
+    *LORA_FIELDS,
+    "trained_blocks",
+    "state_cache",
+    "state_cache_dir",
+    "public_size",
+    "public_per_class",
+    *EVAL_FIELDS,
+  ),
+  public_splits=tuple(VADER_PUBLIC),
+)
 def vader_llm_task(config) -> Task:
   """The task of the module docstring."""
   train, test, public = _splits(config)

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from zoprivacy.core import estimator_manifest
+from zoprivacy import estimator_manifest
 from zoprivacy.estimators import manifest, registry
 
 ROOT = os.path.dirname(
@@ -62,7 +62,7 @@ def test_an_unknown_name_raises_the_registry_message(name):
 
 def test_reading_the_manifest_loads_no_jax():
   code = (
-    "import sys; from zoprivacy.core import estimator_manifest as m; "
+    "import sys; from zoprivacy import estimator_manifest as m; "
     "m.get('dpzero'); m.optax_names(); "
     "assert not {'jax', 'optax'} & set(sys.modules), sorted(sys.modules)"
   )

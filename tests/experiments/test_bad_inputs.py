@@ -18,7 +18,7 @@ import time
 import pytest
 
 from experiments.run import errors
-from zoprivacy.core import estimator_manifest
+from zoprivacy import estimator_manifest
 
 ROOT = os.path.dirname(
   os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -13,12 +13,12 @@ import optax
 import pytest
 
 from configs import default, tiny_opt_sst2
+from experiments import tasks
 from experiments.run import (
   layerwise_run,
   preflight,
   resolved_run,
   run_setup,
-  task_registry,
   train,
 )
 from experiments.tuning import trials
@@ -129,7 +129,7 @@ def test_a_tuning_trial_is_resolved_by_its_run_alone(counts, tmp_path):
   c.num_steps, c.eval_every, c.checkpoint_every = 2, 0, 0
   c.insecure_test_noise = True
   base = trials.trial_base(c)
-  plan = trials.trial_plan(base, task_registry.get_task(base))
+  plan = trials.trial_plan(base, tasks.get_task(base))
   assert counts["factory"] == [1.0] and counts["sgd"] == 1
   trial = trials.with_fields(base, {"workdir": str(tmp_path)})
   checked = []

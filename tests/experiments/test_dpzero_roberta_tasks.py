@@ -14,7 +14,7 @@ from test_tasks import NEG, POS, _tiny_hf_checkpoint
 
 from experiments import tasks
 from experiments.run import config_fields
-from zoprivacy.core import estimator_manifest
+from zoprivacy import estimator_manifest
 from zoprivacy.data import prompts, splits, tokenize
 from zoprivacy.data.loaders import (
   Dataset,

@@ -6,7 +6,7 @@ import pytest
 
 from configs import default, dp_sgd, dp_zo_gaussian, dpgd_zeroth, mezo
 from experiments.run import cli, optimizers, report, train
-from zoprivacy.core import estimator_manifest
+from zoprivacy import estimator_manifest
 from zoprivacy.estimators import registry
 
 

@@ -3,7 +3,7 @@
 import ml_collections
 import pytest
 
-from experiments.run import task_registry
+from experiments import tasks
 from experiments.tasks import common
 from zoprivacy.models import small
 
@@ -39,4 +39,4 @@ def test_the_image_task_checks_before_building():
   config.dataset = "digits"
   config.seed = 0
   with pytest.raises(ValueError, match="did you mean 'hidden'"):
-    task_registry.build_task(config)
+    tasks.build_task(config)

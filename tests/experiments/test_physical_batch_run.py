@@ -9,7 +9,8 @@ import pytest
 from configs import default
 from experiments.run import config_fields, placement, preflight, train
 from experiments.run import workdir as workdir_lib
-from zoprivacy.core import estimator_manifest, sharding
+from zoprivacy import estimator_manifest
+from zoprivacy.core import sharding
 from zoprivacy.data import sampling
 
 

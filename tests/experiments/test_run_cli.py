@@ -9,7 +9,7 @@ import pytest
 
 from configs import default
 from experiments.run import cli, preflight, train, workdir
-from zoprivacy.core import estimator_manifest
+from zoprivacy import estimator_manifest
 from zoprivacy.estimators import registry
 
 

@@ -18,7 +18,7 @@ from run_outputs import run_outputs
 import zoprivacy
 from configs import default
 from experiments.run import checkpointing, cli, train
-from zoprivacy.core import estimator_manifest
+from zoprivacy import estimator_manifest
 from zoprivacy.estimators import registry
 from zoprivacy.estimators.base import EstimatorState
 from zoprivacy.estimators.vr_dpzero import ReferenceState

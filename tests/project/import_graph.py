@@ -81,15 +81,12 @@ def reaches(graph, start, goal) -> bool:
   return False
 
 
-def whole_graph(known, drop=()):
-  """Every module's imports, at load time or inside a function, less the
-  arrows in ``drop``."""
+def whole_graph(known):
+  """Every module's imports, at load time or inside a function."""
   top, inner = module_imports(known)
   graph = {m: set(t) for m, t in top.items()}
   for src, _, dst, _ in inner:
     graph[src].add(dst)
-  for src, dst in drop:
-    graph[src].discard(dst)
   return graph
 
 
@@ -109,16 +106,14 @@ def silent(known, reasons) -> list[str]:
   ]
 
 
-def hidden_circles(known, drop=()) -> list[str]:
+def hidden_circles(known) -> list[str]:
   """Inner imports that, loaded at the top, would close a circle (a package
-  reading its own submodule on first use aside; ``drop``: arrows allowed)."""
+  reading its own submodule on first use aside)."""
   top, inner = module_imports(known)
   return [
     f"{known[src]}:{line} imports {dst}, which imports it back"
     for src, line, dst, _ in inner
-    if not dst.startswith(src + ".")
-    and (src, dst) not in drop
-    and reaches(top, dst, src)
+    if not dst.startswith(src + ".") and reaches(top, dst, src)
   ]
 
 
@@ -126,3 +121,27 @@ def units(root: pathlib.Path) -> set[str]:
   """The top-level modules and subpackages of the package at ``root``."""
   found = {p.stem for p in root.glob("*.py") if p.stem != "__init__"}
   return found | {p.parent.name for p in root.glob("*/__init__.py")}
+
+
+PATH_CALLS = ("join", "Path", "joinpath", "open", "files")
+
+
+def path_pieces(source: str) -> set[str]:
+  """The folder and file names in the string constants that ``source``
+  builds paths from: arguments of ``os.path.join``, ``Path``, ``joinpath``,
+  ``open`` and ``importlib.resources.files``, and operands of ``/``."""
+  pieces = set()
+  for node in ast.walk(ast.parse(source)):
+    if isinstance(node, ast.Call):
+      func = node.func
+      name = func.attr if isinstance(func, ast.Attribute) else ""
+      name = name or getattr(func, "id", "")
+      operands = node.args if name in PATH_CALLS else []
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+      operands = [node.left, node.right]
+    else:
+      operands = []
+    for operand in operands:
+      if isinstance(operand, ast.Constant) and isinstance(operand.value, str):
+        pieces.update(operand.value.replace("\\", "/").split("/"))
+  return pieces

@@ -27,7 +27,7 @@ LAYERS = (
   ("data", ("data",)),
   ("models", ("models",)),
   ("evaluation", ("metrics",)),
-  ("algorithms", ("estimators", "training", "hidden_state", "audit")),
+  ("algorithms", ("estimators", "estimator_manifest", "training", "hidden_state", "audit")),
 )  # fmt: skip
 LAYER = {unit: i for i, (_, units) in enumerate(LAYERS) for unit in units}
 
@@ -106,6 +106,37 @@ def test_the_check_sees_an_upward_import(tmp_path, source):
   path.write_text(source)
   (name,) = list(_imports(path))
   assert LAYER[_unit(name)] > LAYER["models"]
+
+
+def _reads_up(path: pathlib.Path, source: str):
+  """The higher layers' folders whose files ``path`` builds a path to."""
+  src = _unit(".".join(path.relative_to(ROOT.parent).with_suffix("").parts))
+  if src is None:
+    return []
+  pieces = import_graph.path_pieces(source)
+  return sorted(p for p in pieces if p in LAYER and LAYER[p] > LAYER[src])
+
+
+def test_no_module_reads_a_file_of_a_higher_layer():
+  """Data is read where it belongs: a module builds no path into a higher
+  layer's folder (a JAX-free copy of the estimators' knowledge in ``core``,
+  read from ``estimators/manifest.json``, would be one)."""
+  found = [
+    f"{path.relative_to(ROOT.parent)} reads {dst}/"
+    for path in sorted(ROOT.rglob("*.py"))
+    for dst in _reads_up(path, path.read_text())
+  ]
+  assert not found, "\n".join(found)
+
+
+def test_the_file_check_sees_a_path_into_a_higher_layer():
+  source = (
+    "import os\n"
+    "PATH = os.path.join(os.path.dirname(os.path.dirname(__file__)),\n"
+    "                    'estimators', 'manifest.json')\n"
+  )
+  assert _reads_up(ROOT / "core" / "m.py", source) == ["estimators"]
+  assert _reads_up(ROOT / "estimator_manifest.py", source) == []
 
 
 # ----------------------------------------------------- modules, inner imports

@@ -5,10 +5,10 @@
 * :mod:`~zoprivacy.core.linalg`: small linear-algebra helpers;
 * :mod:`~zoprivacy.core.masked_sums`: sums over the real (unpadded) examples;
 * :mod:`~zoprivacy.core.sharding`: data and parameter sharding over devices;
-* :mod:`~zoprivacy.core.nnx_support`: Flax NNX models as pure loss functions;
-* :mod:`~zoprivacy.core.estimator_manifest`: the estimators' registry
-  declarations, read before JAX loads (it imports no JAX, so a command line
-  can check its arguments first).
+* :mod:`~zoprivacy.core.nnx_support`: Flax NNX models as pure loss functions.
+
+It knows nothing of the layers above (the estimators' JAX-free declarations
+are :mod:`zoprivacy.estimator_manifest`, beside their package).
 
 Submodules are imported on first access; importing this package loads no
 JAX.
@@ -24,7 +24,6 @@ __getattr__, __dir__, __all__ = lazy_package(
     "masked_sums",
     "sharding",
     "nnx_support",
-    "estimator_manifest",
     "lazy",
   ),
 )

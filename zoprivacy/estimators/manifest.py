@@ -1,6 +1,6 @@
 """Writes (or checks) ``manifest.json``: the registry's declarations that a
 command line reads before JAX loads (see
-:mod:`zoprivacy.core.estimator_manifest`).
+:mod:`zoprivacy.estimator_manifest`).
 
   python -m zoprivacy.estimators.manifest --write   # after changing a spec
   python -m zoprivacy.estimators.manifest           # exit 1 if stale
@@ -18,7 +18,7 @@ from typing import Any
 import optax
 
 import zoprivacy.estimators  # noqa: F401  (registers every estimator)
-from zoprivacy.core import estimator_manifest
+from zoprivacy import estimator_manifest
 from zoprivacy.estimators import registry
 
 PACKAGE = "zoprivacy.estimators."

@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from zoprivacy.core import estimator_manifest
+from zoprivacy import estimator_manifest
 from zoprivacy.estimators import privacy_call
 from zoprivacy.privacy import find_plan
 

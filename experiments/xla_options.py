@@ -1,4 +1,7 @@
-"""The runner's XLA options: LLVM's optimization level 1 on the CPU.
+"""The experiments' XLA options: LLVM's optimization level 1 on the CPU.
+
+The runner's step and evaluation, and the tasks' model initialization,
+compile with them; this module sits below both.
 
 XLA's CPU backend spends most of a compilation in LLVM's optimization
 passes, at level 2 by default. At level 1 the default run's programs

@@ -1,11 +1,10 @@
-"""A task: the data, the model and the loss of one experiment; the registry.
+"""A task: the data, the model and the loss of one experiment.
 
 ``trainable`` parameters are what the estimator perturbs; ``frozen`` ones
 (a pretrained encoder under LoRA or BitFit, say) are passed to the loss as a
 separate argument, so they are neither perturbed nor baked into the compiled
-step as constants. ``config.dataset`` names a task registered here with
-:func:`register`; the modules of :mod:`experiments.tasks` register theirs
-when the package is imported.
+step as constants. A builder makes one from a config; it is registered in
+:mod:`experiments.tasks.registry` under its ``config.dataset`` name.
 """
 
 from __future__ import annotations
@@ -15,11 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
-import ml_collections
 import numpy as np
 import optax
-
-from experiments.run import config_fields
 
 
 @dataclasses.dataclass
@@ -72,47 +68,3 @@ class Task:
     inputs, labels = batch
     logits = self.apply(trainable, frozen, inputs)
     return optax.softmax_cross_entropy_with_integer_labels(logits, labels)
-
-
-TaskBuilder = Callable[[ml_collections.ConfigDict], Task]
-TASKS: dict[str, TaskBuilder] = {}
-
-
-def register(name: str, *, fields=None, public_splits=()):
-  """Decorator: ``@register('cifar10')`` makes ``config.dataset='cifar10'`` work.
-
-  ``fields``: the config fields the builder reads beyond the default schema
-  (a runner refuses any other, :mod:`experiments.run.config_fields`; the
-  built-in tasks are listed there); ``public_splits``: the values of
-  ``config.public`` it accepts."""
-
-  def wrap(builder: TaskBuilder) -> TaskBuilder:
-    if name in TASKS:
-      raise ValueError(f"Task {name!r} is registered twice.")
-    TASKS[name] = builder
-    if fields is not None or name not in config_fields.TASK_FIELDS:
-      config_fields.declare_task(name, fields, public_splits)
-    return builder
-
-  return wrap
-
-
-def build_task(config: ml_collections.ConfigDict) -> Task:
-  """Builds the task named by ``config.dataset`` (its private data; see
-  :func:`experiments.tasks.get_task` for the public proxy)."""
-  if config.dataset not in TASKS:
-    raise ValueError(
-      f"Unknown dataset {config.dataset!r}; choose one of {sorted(TASKS)}."
-    )
-  return TASKS[config.dataset](config)
-
-
-def get_task(config: ml_collections.ConfigDict) -> Task:
-  """Builds the task ``config.dataset`` names, as
-  :func:`experiments.tasks.get_task` does (with its public proxy)."""
-  # The built-in tasks register themselves when the tasks package loads; it
-  # sits above the runner (it imports this module), so the runner loads it on
-  # its first lookup, as a plug-in.
-  from experiments import tasks  # pylint: disable=g-import-not-at-top
-
-  return tasks.get_task(config)

@@ -132,7 +132,11 @@ def step_functions(model, rows=None):
       updates, s = tx.update(zeros, s, p, batched_loss=loss, batch=b, mask=m)
       return optax.apply_updates(p, updates), s
 
-    return (lambda p: jax.eval_shape(lambda q: zoprivacy.init(tx, q), p)), step, (0, 1)
+    return (
+      (lambda p: jax.eval_shape(lambda q: zoprivacy.init(tx, q), p)),
+      step,
+      (0, 1),
+    )
 
   zo = layerwise.layerwise_dpzero(
     perturbed_loss=causal_lm_zo.in_scan_lm_loss(

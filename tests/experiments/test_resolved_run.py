@@ -12,12 +12,11 @@ import optax
 import pytest
 
 import zoprivacy
-from zoprivacy.estimators.composition import UncheckedCompositionError
 from configs import default
 from experiments import tasks
 from experiments.run import preflight, resolved_run, train
 from zoprivacy.estimators import registry
-from zoprivacy.estimators.base import EstimatorState
+from zoprivacy.estimators.composition import UncheckedCompositionError
 from zoprivacy.privacy.wrappers import SkippingWrapperError
 
 
@@ -129,7 +128,11 @@ def test_multisteps_in_library_code_is_refused_before_the_first_release():
   state is made (``zoprivacy.init``), and a state made by ``tx.init`` alone
   releases nothing: its first update is refused."""
   est = zoprivacy.dpzero(
-    zoprivacy.Privacy(noise_multiplier=1.0, assume_sampling=True),
+    zoprivacy.Privacy(
+      noise_multiplier=1.0,
+      sampling=zoprivacy.Poisson(dataset_size=16, expected_batch_size=4),
+      assume_sampling=True,
+    ),
     smoothing=1e-3,
   )
   tx = optax.MultiSteps(optax.chain(est, optax.sgd(0.1)), every_k_schedule=4)

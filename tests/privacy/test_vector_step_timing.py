@@ -102,7 +102,8 @@ def test_prefetched_step_time_does_not_follow_the_noise(monkeypatch):
   whatever their drift) Spearman's rho has mean 0 and variance 1 / 1999
   (std 0.022, near normal), so 0.1 is 4.5 std: a false failure below
   2e-5 for the two. The control (300 steps drawn inside the step) shows
-  the leak the test would catch: rho above 0.3 (measured near 0.8)."""
+  the leak the test would catch: rho above 0.2 (measured near 0.8 on a
+  quiet machine, 0.28 on a loaded one; 0.2 is 3.4 std of the null)."""
   times, norms = _timed_steps(monkeypatch, STEPS, on_demand=False)
   deviation = np.abs(norms - np.median(norms))
   rho = stats.spearmanr(times, norms).statistic
@@ -112,4 +113,4 @@ def test_prefetched_step_time_does_not_follow_the_noise(monkeypatch):
   times, norms = _timed_steps(monkeypatch, CONTROL_STEPS, on_demand=True)
   control = stats.spearmanr(times, norms).statistic
   print(f"on demand: rho(time, norm) {control:+.4f}")
-  assert control > 0.3, control
+  assert control > 0.2, control

@@ -31,7 +31,6 @@ different config. User errors print one paragraph, no traceback
 """
 
 import ast
-import inspect
 import re
 import sys
 
@@ -44,6 +43,7 @@ from experiments.run import (
   config_defaults,
   config_fields,
   errors,
+  estimator_switch,
   preflight,
   privacy_config,
   progress,
@@ -159,52 +159,6 @@ def _apply_fields(config) -> None:
       node[leaf] = _coerce(node.get(leaf), text, path)
 
 
-def switched_kwargs(old: dict, accepted, defaults: dict, given: dict):
-  """``(new estimator_kwargs, what was carried, reset and dropped)`` when a
-  command line switches to an estimator that takes ``accepted`` and
-  registers ``defaults`` (see :func:`switch_estimator_kwargs`)."""
-  carried = [
-    k for k in old if k in accepted and k not in defaults and k not in given
-  ]
-  changes = {
-    "carried over": carried,
-    "reset to the registered default": [
-      k for k in old if k in defaults and old[k] != defaults[k]
-    ],
-    "dropped (not taken)": [k for k in old if k not in accepted],
-  }
-  new = dict(defaults, **{k: old[k] for k in carried}, **given)
-  return new, {k: [n for n in v if n not in given] for k, v in changes.items()}
-
-
-def switch_estimator_kwargs(config, spec, given: dict) -> dict:
-  """``estimator_kwargs`` for a switched estimator: its registered defaults,
-  the config's values it takes but has no default for (carried over), and
-  ``given`` (the command line's) on top; ``privacy.clip`` is the new
-  estimator's default (:func:`_reset_clip`). Returns what was carried,
-  reset and dropped."""
-  new, changes = switched_kwargs(
-    dict(config.estimator_kwargs),
-    inspect.signature(spec.factory).parameters,
-    dict(spec.defaults),
-    given,
-  )
-  reset = _reset_clip(config)
-  # A registered default that the privacy block holds (Noisy-ZOGD's
-  # setting registers its clip) goes there, not into estimator_kwargs.
-  for name in privacy_config.MOVED_KWARGS:
-    if name in new and name not in given and name in config.privacy:
-      value = new.pop(name)
-      if config.privacy.get(name) is None:
-        with config.privacy.unlocked():
-          config.privacy[name] = value
-  with config.unlocked():
-    config.estimator_kwargs = new
-  if reset and spec.private:
-    changes["reset to the registered default"].append("privacy.clip")
-  return changes
-
-
 def check_declared(config) -> None:
   """The checks that need the estimator's declaration, on the JAX-free
   manifest, with the ``estimator_kwargs`` a switch will give."""
@@ -213,7 +167,7 @@ def check_declared(config) -> None:
   config_fields.check(config, declaration.config_fields, _fields_of(every))
   kwargs = dict(config.estimator_kwargs)
   if _LATE["switched"]:  # set by _apply_taken_out, which runs first
-    kwargs, _ = switched_kwargs(
+    kwargs, _ = estimator_switch.switched_kwargs(
       kwargs,
       declaration.parameters,
       dict(declaration.defaults),
@@ -273,7 +227,7 @@ def apply_late_overrides(config, argv_had_estimator: bool | None = None):
   if switched:
     spec = registry.get(config.estimator)
     given = dict(_LATE["estimator_kwargs"])
-    changes = switch_estimator_kwargs(config, spec, given)
+    changes = estimator_switch.switch_estimator_kwargs(config, spec, given)
     CARRIED[:] = changes["carried over"]
     notes = [f"{k}: {', '.join(v)}" for k, v in changes.items() if v]
     if config.get("learning_rate") is None and spec.learning_rate is not None:
@@ -289,19 +243,6 @@ def apply_late_overrides(config, argv_had_estimator: bool | None = None):
 
 
 CARRIED: list[str] = []
-
-
-def _reset_clip(config) -> bool:
-  """On an estimator switch, ``privacy.clip`` back to the new estimator's
-  default (each clips its own quantity), unless the command line sets it;
-  whether it was reset."""
-  if any(a.startswith("--config.privacy.clip=") for a in sys.argv):
-    return False
-  if config.privacy.get("clip") is None:
-    return False
-  with config.privacy.unlocked():
-    config.privacy.clip = None
-  return True
 
 
 def _check_live(config) -> None:

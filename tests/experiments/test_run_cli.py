@@ -8,7 +8,7 @@ import config_overrides
 import pytest
 
 from configs import default
-from experiments.run import cli, preflight, train, workdir
+from experiments.run import cli, estimator_switch, preflight, train, workdir
 from zoprivacy import estimator_manifest
 from zoprivacy.estimators import registry
 
@@ -164,7 +164,9 @@ def test_the_manifest_checks_give_the_live_checks_message(
 
   def live_checks(c):  # what cli.apply_late_overrides, then the run, do
     if switched:
-      cli.switch_estimator_kwargs(c, registry.get(c.estimator), kwargs)
+      estimator_switch.switch_estimator_kwargs(
+        c, registry.get(c.estimator), kwargs
+      )
     preflight.validate(c)
 
   assert fast == _error(live_checks, config)

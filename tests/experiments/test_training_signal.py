@@ -10,7 +10,12 @@ import numpy as np
 import pytest
 
 from configs import default
-from experiments.run import cli, errors, train, training_signal
+from experiments.run import (
+  errors,
+  estimator_switch,
+  train,
+  training_signal,
+)
 from experiments.run.metrics import metric_names
 from zoprivacy.estimators import registry
 from zoprivacy.training import trajectory
@@ -21,7 +26,7 @@ def _switched(estimator: str, **fields):
   the command line applies it."""
   c = default.get_config()
   c.estimator = estimator
-  cli.switch_estimator_kwargs(c, registry.get(estimator), {})
+  estimator_switch.switch_estimator_kwargs(c, registry.get(estimator), {})
   c.update(dict(eval_every=0, checkpoint_every=0, insecure_test_noise=True))
   return config_overrides.apply(c, fields)
 

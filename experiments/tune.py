@@ -127,7 +127,7 @@ def _run_trials(config, space, count, trial_task, plan, score_noise, secrets):
     )
 
     def same_plan(run, point=point):
-      if run.plan != plan:
+      if not budget.same_event(run.plan, plan):
         raise ValueError(f"The point {point} changes the trial's privacy plan.")
 
     result = train.train(

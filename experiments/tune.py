@@ -121,13 +121,13 @@ def _run_trials(config, space, count, trial_task, plan, score_noise, secrets):
       trials.trial_base(config),
       {
         **point,
-        "noise_multiplier": plan.noise_multiplier,
+        "privacy.noise_multiplier": plan.noise_multiplier,
         "workdir": store.trial_workdir(workdir, i),
       },
     )
 
     def same_plan(run, point=point):
-      if run.plan != plan:
+      if not budget.same_event(run.plan, plan):
         raise ValueError(f"The point {point} changes the trial's privacy plan.")
 
     result = train.train(
@@ -165,7 +165,7 @@ def _release(config, task, trial_task, plan, state):
     trials.trial_base(config),
     {
       **entry["point"],
-      "noise_multiplier": plan.noise_multiplier,
+      "privacy.noise_multiplier": plan.noise_multiplier,
       "workdir": store.trial_workdir(config.workdir, int(best)),
     },
   )
@@ -237,7 +237,7 @@ def tune(
     "validation_fraction": validation_fraction,
     "validation_size": size,
     **record.total(
-      plan, steps, score_noise, count, config.get("target_epsilon")
+      plan, steps, score_noise, count, config.privacy.get("target_epsilon")
     ),
     "accountant": ACCOUNTANT,
     "private": plan.is_private and not insecure,

@@ -115,7 +115,7 @@ def feasible_directions(cfg: Config, sigma: float, n: int) -> dict:
 
 
 def setting_delta() -> float:
-  return hidden_state_digits_logreg.get_config().delta
+  return hidden_state_digits_logreg.get_config().privacy.delta
 
 
 def main(

@@ -182,13 +182,15 @@ def init_optimizer_state(init, trainable, secret: bytes):
 def state_template(config, task):
   """``(trainable, frozen, opt_state, plan)`` of ``config``'s run, resolved
   as :func:`experiments.run.resolved_run.setup` resolves it (validated, then
-  :func:`resolve`), at the initial parameters and with no secret bound:
-  the template a tool restores a run's checkpoint into, and the plan the
-  run's state will hold. Reads no private data."""
+  :func:`resolve`), at the initial parameters: the template a tool restores
+  a run's checkpoint into, and the plan the run's state will hold. Its noise
+  keys are bound (:func:`init_optimizer_state`), as in the run's
+  checkpoints, to a fresh secret that nothing keeps. Reads no private
+  data."""
   spec = preflight.validate(config)
   tx = resolve(config, task.num_train, spec=spec).tx
   trainable, frozen = task.init(jax.random.key(config.seed))
-  opt_state = composition.check(tx.init(trainable))
+  opt_state = init_optimizer_state(tx.init, trainable, randomness.new_secret())
   return trainable, frozen, opt_state, held_plan(opt_state, config)
 
 

@@ -137,6 +137,13 @@ EXACT_MECHANISMS = (
 )
 
 
+def same_event(held, plan) -> bool:
+  """Whether a trial's plan ``held`` spends what the tuning's ``plan``
+  accounts: the same plan but for the clip, which a search may set (the
+  noise scales with it: the event, in clip units, is unchanged)."""
+  return held.replace(clip=plan.clip) == plan
+
+
 def step_rdp_event(plan) -> dp_accounting.DpEvent:
   """The event whose RDP at integer orders bounds one step of ``plan``.
 

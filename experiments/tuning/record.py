@@ -89,7 +89,7 @@ def recorded_steps(workdir: str, plan, num_steps: int) -> int:
   most = num_steps
   for trial, ledger in _trial_ledgers(workdir):
     for held, _ in ledger.segments:
-      if held.replace(delta=plan.delta) != plan:
+      if not budget.same_event(held.replace(delta=plan.delta), plan):
         raise _mismatch(
           workdir,
           [

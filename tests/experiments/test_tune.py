@@ -75,6 +75,15 @@ def test_plans_without_an_integer_order_bound_are_refused():
     budget.step_rdp_event(fixed)
 
 
+def test_a_searched_clip_keeps_the_trials_event():
+  """The search may set privacy.clip (default_search.py does): a trial at
+  another clip spends the tuning's event; any other change is refused."""
+  assert budget.same_event(PLAN.replace(clip=2.0), PLAN)
+  assert not budget.same_event(PLAN.with_noise_multiplier(2.0), PLAN)
+  assert not budget.same_event(FLOAT_PLAN, PLAN)
+  assert not budget.same_event(PLAN.replace(expected_batch_size=32), PLAN)
+
+
 def test_the_trials_keep_exact_noise():
   """trial_base no longer overrides the user's noise: the default config's
   trials add exact discrete noise, and privacy.noise='float' stays the

@@ -94,7 +94,7 @@ def _step_mu(config, dataset_size: int, dimension: int = 650) -> float:
   kw = config.estimator_kwargs
   k, beta = kw.num_directions, kw.directional_fraction
   std = kw.noise_std * math.sqrt(beta / k + (1 - beta) / dimension)
-  return 2 * kw.clip / (dataset_size * math.sqrt(k) * std)
+  return 2 * config.privacy.clip / (dataset_size * math.sqrt(k) * std)
 
 
 @pytest.mark.slow  # two launches of an 8-step Noisy-ZOGD run (~30 s)

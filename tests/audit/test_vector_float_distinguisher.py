@@ -391,7 +391,15 @@ def test_every_registered_vector_default_is_exact_or_named():
   exact vector noise, except Noisy-ZOGD (float, secure_mode: its
   hidden-state accountant assumes continuous Gaussians; snapped, see the
   test below), which its plan names."""
-  scalar = {"dpzero", "dp_zo", "pazo_m", "pazo_p", "pazo_s", "mezo"}
+  scalar = {
+    "dpzero",
+    "dp_zo",
+    "pazo_m",
+    "pazo_p",
+    "pazo_s",
+    "mezo",
+    "vr_dpzero",
+  }
   # The library's own estimators (a test may register an example of its
   # own in the same process: docs/extending.md's).
   own = {

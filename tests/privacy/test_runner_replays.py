@@ -199,7 +199,7 @@ def test_the_interrupt_line_is_on_its_own_line_without_a_hint():
   code = (
     "import sys\n"
     "from experiments.run import cli, errors, train\n"
-    "def interrupted(config):\n"
+    "def interrupted(config, **kwargs):\n"
     "  raise errors.RunInterrupted(1481)\n"
     "train.train = interrupted\n"
     "sys.exit(cli.main(['run', '--config', 'configs/default.py']))\n"

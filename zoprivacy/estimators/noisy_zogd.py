@@ -128,15 +128,12 @@ def noisy_zogd(
   """
   smoothing = validation.positive("smoothing", setting.smoothing)
   validation.one_of("direction_prng", direction_prng, directions_lib.PRNG_IMPLS)
-  k = setting.num_directions
-  chunk = (
-    k
-    if query_batch_size is None
-    else validation.positive_int("query_batch_size", query_batch_size)
-  )
+  chunk = setting.num_directions
+  if query_batch_size is not None:
+    chunk = validation.positive_int("query_batch_size", query_batch_size)
   physical_batch_size = physical_batches.check(physical_batch_size)
   sampler = directions_lib.get_sampler(
-    "stiefel", num_directions=k, prng=direction_prng
+    "stiefel", num_directions=setting.num_directions, prng=direction_prng
   )
   fraction_at = _fraction_at(setting.directional_fraction)
   plan = privacy_lib.composition_plan(

@@ -5,6 +5,7 @@ errors; ``.ci/run`` runs it).
 """
 
 import os
+import shutil
 import sys
 
 sys.path.insert(0, os.path.abspath(".."))
@@ -35,5 +36,8 @@ napoleon_numpy_docstring = False
 html_theme = "alabaster"
 suppress_warnings = ["myst.header"]
 autosummary_generate = True
+# Generated afresh on every build: pages of modules removed or moved since an
+# earlier build would otherwise stay, and fail to import (a -W build fails).
+shutil.rmtree(os.path.join(os.path.dirname(__file__), "_autosummary"), True)
 autosummary_imported_members = False
 napoleon_use_ivar = True

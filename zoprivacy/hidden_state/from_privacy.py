@@ -97,15 +97,7 @@ def setting_of_privacy(
   setting = privacy_lib.with_plan_multiplier(setting, privacy.noise_multiplier)
   if target is not None:
     plan = privacy_lib.composition_plan(setting)
-    spent = plan.epsilon(target.num_steps, target.delta)
-    if spent > target.epsilon:
-      raise value_lib.PrivacyValueError(
-        f"Noisy-ZOGD at noise multiplier {privacy.noise_multiplier:.4g} "
-        f"spends epsilon {spent:.4g} over {target.num_steps} steps, above "
-        f"the value's target {target.epsilon:g}. Give the value without its "
-        "multiplier (privacy.replace(noise_multiplier=None)) and it is "
-        "calibrated on this setting's plan."
-      )
+    calibration.require_met(privacy, plan, "Noisy-ZOGD")
   return setting
 
 

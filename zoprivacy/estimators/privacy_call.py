@@ -206,11 +206,17 @@ def _check_target(privacy, spec, hyperparameters) -> None:
   plan = spec.plan_template(privacy, hyperparameters)
   if privacy.calibrated_plan is not None and plan == privacy.calibrated_plan:
     return
-  # Imported on use (a value holding a multiplier and a target): the
-  # calibration loads dp_accounting, which this entry does not otherwise.
-  from zoprivacy.privacy import calibration  # pylint: disable=g-import-not-at-top
-
-  calibration.require_met(privacy, plan, spec.name)
+  t = privacy.target
+  spent = plan.epsilon(t.num_steps, t.delta)
+  if spent > t.epsilon:
+    raise value_lib.PrivacyValueError(
+      f"{spec.name} with noise multiplier {privacy.noise_multiplier:.4g} "
+      f"spends epsilon {spent:.4g} over {t.num_steps} steps, above the "
+      f"value's target {t.epsilon:g}: the value was calibrated for another "
+      "estimator's plan (or set by hand). Give the estimator the value "
+      "without its multiplier (privacy.replace(noise_multiplier=None)) and "
+      "it calibrates on its own plan."
+    )
 
 
 def refuse_accounting_arguments(factory: Callable, kwargs) -> None:

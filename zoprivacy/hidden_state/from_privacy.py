@@ -96,9 +96,22 @@ def setting_of_privacy(
     return privacy_lib.with_plan_multiplier(setting, plan.noise_multiplier)
   setting = privacy_lib.with_plan_multiplier(setting, privacy.noise_multiplier)
   if target is not None:
-    plan = privacy_lib.composition_plan(setting)
-    calibration.require_met(privacy, plan, "Noisy-ZOGD")
+    _check_target(privacy, privacy_lib.composition_plan(setting))
   return setting
+
+
+def _check_target(privacy, plan) -> None:
+  """A value holding a multiplier and a target: the multiplier meets it."""
+  t = privacy.target
+  spent = plan.epsilon(t.num_steps, t.delta)
+  if spent <= t.epsilon:
+    return
+  raise value_lib.PrivacyValueError(
+    f"Noisy-ZOGD at noise multiplier {privacy.noise_multiplier:.4g} spends "
+    f"epsilon {spent:.4g} over {t.num_steps} steps, above the value's target"
+    f" {t.epsilon:g}. Give the value without its multiplier (privacy.replace("
+    "noise_multiplier=None)): it is then calibrated on this setting's plan."
+  )
 
 
 def noise_multiplier_of_std(

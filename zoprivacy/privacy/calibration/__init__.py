@@ -55,7 +55,6 @@ from zoprivacy.accounting import relations
 from zoprivacy.accounting.dp_warnings import summarize_warnings
 from zoprivacy.privacy import plan as plan_lib
 from zoprivacy.privacy import sampling_scheme
-from zoprivacy.privacy import value as value_lib
 from zoprivacy.privacy.calibration import noise_search
 from zoprivacy.privacy.calibration.noise_search import CalibrationResult
 
@@ -179,23 +178,6 @@ def calibrate_noise_multiplier(
     value_discretization_interval=value_discretization_interval,
     rtol=rtol,
   )
-
-
-def require_met(privacy, plan, who: str) -> None:
-  """Refuses, in one paragraph, a ``privacy`` value holding both a noise
-  multiplier and a target whose ``plan`` (``who``'s, at that multiplier)
-  spends more than the target over its steps."""
-  t = privacy.target
-  spent = plan.epsilon(t.num_steps, t.delta)
-  if spent > t.epsilon:
-    raise value_lib.PrivacyValueError(
-      f"{who} with noise multiplier {privacy.noise_multiplier:.4g} "
-      f"spends epsilon {spent:.4g} over {t.num_steps} steps, above the "
-      f"value's target {t.epsilon:g}: the value was calibrated for another "
-      "plan (or set by hand). Give the estimator the value without its "
-      "multiplier (privacy.replace(noise_multiplier=None)) and it "
-      "calibrates on its own plan."
-    )
 
 
 def _calibrated_plan(plan, target, epsilon_of, rtol):

@@ -28,12 +28,18 @@ def get_config() -> ml_collections.ConfigDict:
   config.estimator_kwargs = ml_collections.ConfigDict(
     {
       "num_directions": 200,  # K <= d/2 = 325
-      "noise_std": 3e-4,  # sigma of eq. (3)
+      # sigma of eq. (3), the paper's unit: read as privacy.noise_multiplier
+      # (experiments/run/hidden_state_run.py); or set that, or a target.
+      "noise_std": 3e-4,
       "smoothing": 1e-4,  # xi
       "directional_fraction": 0.5,  # beta: directional share of sigma^2
     }
   )
   config.privacy.clip = 2.0  # Delta >= sqrt(2) + l2 (R + xi)
+  # What the estimator draws (float32 Gaussians, secure mode, snapped to a
+  # lattice with exact noise) and what its analysis assumes.
+  config.privacy.noise = "secure_mode"
+  config.privacy.neighboring = "replace_one"
   config.learning_rate = config_dict.placeholder(float)  # None: eta = K/M
   config.privacy.sampling = "full_batch"
   config.num_steps = 200

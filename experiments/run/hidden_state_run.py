@@ -3,58 +3,60 @@
 The estimator's registry declaration
 (:class:`zoprivacy.estimators.registry.EstimatorSpec`) says its factory
 takes a :class:`~zoprivacy.hidden_state.NoisyZOGDSetting`; this module
-builds it from the config. Everything else (the privacy plan in the state,
-the ledger, calibration, result.json) follows the runner's ordinary path.
+builds it from the run's privacy value
+(:func:`experiments.run.privacy_config.value`) by
+:func:`zoprivacy.hidden_state.setting_of_privacy`, so the clip, the batch
+size, the dataset size and the noise come from one place. Everything else
+(the privacy plan in the state, the ledger, result.json) follows the
+runner's ordinary path.
 
 * :func:`preflight` checks the hyperparameters against Thm 3.2 from the
   config alone, before any data is loaded: ``d >= 2K``, ``R > 0``, the
-  directional fraction in [0, 1], the step size limit and the declared loss
-  assumptions (the clip must cover the Lipschitz constant).
+  directional fraction in [0, 1], the step size limit, the declared loss
+  assumptions (the clip must cover the Lipschitz constant) and the privacy
+  value (secure-mode Gaussian noise, replace-one neighbours, full batch or
+  batches without replacement).
 * :func:`factory_kwargs` gives the factory its setting once the dataset
-  size is known.
+  size is known (calibrated for ``privacy.target_epsilon`` by the library's
+  calibration).
 * :func:`published_outputs` lists what the run publishes from intermediate
   iterates; :func:`experiments.run.final_iterate.final_iterate` refuses the
   final-iterate epsilon when the list is not empty, and computes it from
   the ledger's record of the setting otherwise (``docs/hidden_state.md``).
 
-Config fields: ``estimator_kwargs`` (``num_directions``, ``noise_std``,
-``smoothing``, ``directional_fraction``; defaults from the registry; any
-other key goes to the factory), ``privacy`` (``clip``, the ``Delta`` of the
-setting, default 2.0; ``sampling``, 'full_batch' or 'without_replacement'
-with ``expected_batch_size`` as the batch size; ``delta``; the noise
-multiplier or target epsilon), ``learning_rate`` (the step size ``eta``;
-``None``: the theorem's limit, ``K/M`` for a strongly convex loss),
-``radius``, ``l2`` and ``hidden_state`` (``report``,
-``checkpoints_private``).
+Config fields: ``privacy`` (``clip``, the ``Delta`` of the setting, default
+2.0; ``noise``, 'secure_mode'; ``neighboring``, 'replace_one';
+``sampling``, 'full_batch' or 'without_replacement' with
+``expected_batch_size`` as the batch size; ``delta``; the noise, as
+``noise_multiplier`` or ``target_epsilon``), ``estimator_kwargs``
+(``num_directions``, ``smoothing``, ``directional_fraction``; defaults
+from the registry; ``noise_std``, eq. (3)'s sigma, the paper's unit of the
+noise: an alias of ``privacy.noise_multiplier``, converted by
+:func:`privacy_value`; any other key goes to the factory),
+``learning_rate`` (the step size ``eta``; ``None``: the theorem's limit,
+``K/M`` for a strongly convex loss), ``radius``, ``l2`` and
+``hidden_state`` (``report``, ``checkpoints_private``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from experiments.run import privacy_config
+from experiments.run import privacy_config, progress
 from experiments.tasks import logreg
+from zoprivacy.hidden_state import from_privacy
 from zoprivacy.hidden_state import setting as setting_lib
+from zoprivacy.privacy import value as value_lib
 
-SAMPLING = ("full_batch", "without_replacement")
-SETTING_FIELDS = (
-  "num_directions",
-  "noise_std",
-  "clip",
-  "smoothing",
-  "directional_fraction",
-)
-# The setting's fields the privacy block holds (never estimator_kwargs).
-SETTING_PRIVACY = ("clip",)
+SETTING_FIELDS = ("num_directions", "smoothing", "directional_fraction")
+# eq. (3)'s sigma: an alias of privacy.noise_multiplier (privacy_value).
+NOISE_STD = "noise_std"
 
 
 def _kwargs(config, spec) -> dict[str, Any]:
-  """The setting's hyperparameters: the registered defaults, the
-  ``estimator_kwargs`` and the privacy block's clip (``Delta``)."""
+  """The registered defaults and the ``estimator_kwargs``."""
   kw = dict(spec.defaults)
   kw.update(config.estimator_kwargs)
-  if config.privacy.get("clip") is not None:
-    kw["clip"] = config.privacy.clip
   return kw
 
 
@@ -78,11 +80,12 @@ def _dataset(config) -> str:
   return config.dataset.removesuffix("_logreg")
 
 
-def make_setting(
-  config, dataset_size: int, *, spec
-) -> setting_lib.NoisyZOGDSetting:
+def hyperparameters(config, *, spec) -> dict[str, Any]:
+  """:func:`zoprivacy.hidden_state.setting_of_privacy`'s arguments but the
+  privacy value: ``d``, ``K``, ``eta``, ``R``, ``xi``, ``beta`` and the
+  declared loss."""
   kw = _kwargs(config, spec)
-  fraction = kw.pop("directional_fraction", 0.5)
+  fraction = kw.get("directional_fraction", 0.5)
   if isinstance(fraction, list):
     fraction = tuple(fraction)
   report = _hidden(config).get("report", True)
@@ -93,52 +96,117 @@ def make_setting(
     if assumptions is None:
       raise ValueError("Set learning_rate (the step size eta).")
     eta = setting_lib.step_size_limit(assumptions, k)
-  block = config.privacy
-  if block.sampling not in SAMPLING:
-    raise ValueError(
-      f"Noisy-ZOGD samples {SAMPLING}, got privacy.sampling={block.sampling!r}."
-    )
-  batch = (
-    None if block.sampling == "full_batch" else int(block.expected_batch_size)
-  )
-  return setting_lib.NoisyZOGDSetting(
+  return dict(
     dimension=logreg.dimension(_dataset(config)),
-    dataset_size=dataset_size,
     num_directions=k,
     step_size=float(eta),
-    noise_std=kw["noise_std"],
-    clip=kw["clip"],
     radius=config.radius,
     smoothing=kw["smoothing"],
     directional_fraction=fraction,
-    batch_size=batch,
     assumptions=assumptions,
   )
 
 
+def privacy_value(config, dataset_size: int, *, spec) -> value_lib.Privacy:
+  """The run's privacy value (:func:`experiments.run.privacy_config.value`)
+  with ``estimator_kwargs.noise_std``, eq. (3)'s sigma, read as its
+  ``noise_multiplier`` (the one conversion:
+  :func:`zoprivacy.hidden_state.noise_multiplier_of_std`); refused next to
+  a ``privacy.noise_multiplier`` or ``privacy.target_epsilon``."""
+  privacy = privacy_config.value(config, dataset_size)
+  sigma = config.estimator_kwargs.get(NOISE_STD)
+  if sigma is None:
+    return privacy
+  block = config.privacy
+  both = [
+    f"privacy.{k}={block.get(k)!r}"
+    for k in ("noise_multiplier", "target_epsilon")
+    if block.get(k) is not None
+  ]
+  if both:
+    raise ValueError(
+      f"{spec.name}'s noise is set twice: estimator_kwargs.noise_std={sigma!r}"
+      f" (eq. (3)'s sigma) and {' and '.join(both)}. Keep one: "
+      "--config.estimator_kwargs.noise_std=None, or "
+      "--config.privacy.target_epsilon=None and "
+      "--config.privacy.noise_multiplier=None."
+    )
+  multiplier = from_privacy.noise_multiplier_of_std(
+    float(sigma), privacy, **hyperparameters(config, spec=spec)
+  )
+  return privacy.replace(noise_multiplier=multiplier)
+
+
+def make_setting(
+  config, dataset_size: int, *, spec
+) -> setting_lib.NoisyZOGDSetting:
+  """The run's setting, from its privacy value (calibrated for
+  ``privacy.target_epsilon`` when it sets no multiplier)."""
+  privacy = privacy_value(config, dataset_size, spec=spec)
+  if privacy.noise_multiplier is None and privacy.target is not None:
+    progress.stage(
+      f"calibrating the noise for epsilon {privacy.target.epsilon:g}"
+    )
+  return from_privacy.setting_of_privacy(
+    privacy, **hyperparameters(config, spec=spec)
+  )
+
+
+def noise_source(config) -> str:
+  """Where the run's noise comes from, for the report's ``how``."""
+  block = config.privacy
+  if block.get("noise_multiplier") is not None:
+    return "set by noise_multiplier"
+  if block.get("target_epsilon") is not None:
+    return f"calibrated for target epsilon {block.target_epsilon:g}"
+  if config.estimator_kwargs.get(NOISE_STD) is not None:
+    return "set by estimator_kwargs.noise_std (eq. (3)'s sigma)"
+  raise ValueError(
+    "Set privacy.target_epsilon or privacy.noise_multiplier (or Noisy-ZOGD's"
+    " estimator_kwargs.noise_std, eq. (3)'s sigma) for a private run."
+  )
+
+
 def preflight(config, *, spec) -> None:
-  """Every check that needs no data (a stand-in dataset size is used)."""
-  moved = [k for k in config.estimator_kwargs if k in SETTING_PRIVACY]
+  """Every check that needs no data (a stand-in dataset size is used; the
+  noise is only checked to be set, not calibrated)."""
+  moved = [
+    k
+    for k in config.estimator_kwargs
+    if privacy_config.new_name(f"estimator_kwargs.{k}")
+  ]
   if moved:
     raise ValueError(
       f"{spec.name} does not take "
       + ", ".join(
         privacy_config.moved_hint(f"estimator_kwargs.{k}") for k in moved
       )
-      + ": its setting's clip is the privacy block's."
+      + ": its setting's clip and noise are the privacy block's."
     )
+  noise_source(config)
   block = config.privacy
   stand_in = (
     1 if block.sampling == "full_batch" else int(block.expected_batch_size)
   )
-  make_setting(config, stand_in, spec=spec)
+  privacy = privacy_value(config, stand_in, spec=spec)
+  if privacy.noise_multiplier is None:  # calibrated on the data's size
+    privacy = privacy.replace(noise_multiplier=1.0, target=None)
+  from_privacy.setting_of_privacy(privacy, **hyperparameters(config, spec=spec))
 
 
 def factory_kwargs(config, dataset_size: int, *, spec) -> dict[str, Any]:
-  """The factory's ``setting=`` and the non-setting ``estimator_kwargs``."""
+  """The factory's ``setting=`` (from the run's privacy value), its test
+  seed (the value's :class:`zoprivacy.TestNoise`) and the other
+  ``estimator_kwargs``."""
   kw = _kwargs(config, spec)
-  extra = {k: v for k, v in kw.items() if k not in SETTING_FIELDS}
-  return dict(extra, setting=make_setting(config, dataset_size, spec=spec))
+  extra = {
+    k: v for k, v in kw.items() if k not in SETTING_FIELDS and k != NOISE_STD
+  }
+  setting = make_setting(config, dataset_size, spec=spec)
+  seed = privacy_config.value(config, dataset_size).test_seed
+  if seed is not None:
+    extra["insecure_test_noise_seed"] = seed
+  return dict(extra, setting=setting)
 
 
 def published_outputs(config, history=()) -> list[str]:

@@ -43,6 +43,24 @@ MOVED_KWARGS = (
   "grid_points",
 )
 
+# What earlier releases' Noisy-ZOGD runs drew and were accounted under,
+# whatever their privacy block said (the block's noise and neighbouring
+# were not read then; its setting is built from the value now).
+SETTING_RUN = {
+  "privacy.noise": "secure_mode",
+  "privacy.neighboring": "replace_one",
+}
+
+
+def normalized_setting(old: dict, new: dict) -> dict:
+  """The flat config ``old`` of an earlier release's Noisy-ZOGD run with the
+  noise and neighbouring it ran under (:data:`SETTING_RUN`), when ``new``
+  (this run's) is one too; ``old`` itself otherwise."""
+  if not (old.get("estimator") == new.get("estimator") == "noisy_zogd"):
+    return old
+  stale = {k: v for k, v in SETTING_RUN.items() if k in old and old[k] != v}
+  return {**old, **stale} if stale else old
+
 
 def new_name(name: str) -> str | None:
   """Where the field ``name`` (or ``estimator_kwargs.<k>``) of earlier

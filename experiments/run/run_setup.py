@@ -26,8 +26,8 @@ from experiments.run.optimizers import learning_rate_of, make_optimizer
 from zoprivacy.data import sampling
 from zoprivacy.estimators import composition
 from zoprivacy.first_order import per_example_check
-from zoprivacy.privacy import calibration, find_plan, randomness
-from zoprivacy.privacy.value import Target
+from zoprivacy.hidden_state.privacy import with_plan_multiplier
+from zoprivacy.privacy import find_plan, randomness
 from zoprivacy.secret_noise import bind_noise_secret
 
 
@@ -83,8 +83,6 @@ def estimator_kwargs(config, dataset_size, *, spec) -> dict:
   kwargs["direction_key"] = config.seed
   if spec.private and not spec.takes_setting:
     kwargs["privacy"] = privacy_config.value(config, dataset_size)
-  elif spec.private and config.get("insecure_test_noise"):
-    kwargs["insecure_test_noise_seed"] = config.seed
   if config.get("physical_batch_size") is not None:
     if "physical_batch_size" not in accepted:
       raise ValueError(
@@ -102,11 +100,12 @@ def estimator_kwargs(config, dataset_size, *, spec) -> dict:
 
 def _with_multiplier(kwargs, spec, sigma) -> dict:
   """``kwargs`` whose privacy value (or, for a setting, whose
-  ``noise_multiplier``) is ``sigma``."""
+  plan's multiplier) is ``sigma``."""
   if not spec.private:
     return kwargs
   if spec.takes_setting:
-    return dict(kwargs, noise_multiplier=sigma)
+    setting = with_plan_multiplier(kwargs["setting"], sigma)
+    return dict(kwargs, setting=setting)
   privacy = kwargs["privacy"].replace(noise_multiplier=sigma, target=None)
   return dict(kwargs, privacy=privacy)
 
@@ -114,29 +113,23 @@ def _with_multiplier(kwargs, spec, sigma) -> dict:
 def calibrated(config, spec, kwargs) -> tuple[dict, str]:
   """``(kwargs, how)``: the factory's arguments with the noise multiplier
   set or calibrated (the library's calibration, :func:`zoprivacy.privacy.
-  calibrate`: the privacy value's on the estimator's plan, or a setting's
-  plan), and where it came from. Nothing is built."""
+  calibrate`: the privacy value's on the estimator's plan; a setting is
+  built from the calibrated value, :func:`experiments.run.hidden_state_run.
+  make_setting`), and where it came from. Nothing else is built."""
   if not spec.private:
     return kwargs, "non-private"
+  if spec.takes_setting:  # its setting holds the value's noise, calibrated
+    return kwargs, hidden_state_run.noise_source(config)
   block = config.privacy
   if block.get("noise_multiplier") is not None:
     return kwargs, "set by noise_multiplier"
   if block.get("target_epsilon") is None:
-    if spec.takes_setting:
-      return kwargs, "set by the setting's noise_std"
     raise ValueError(
       "Set privacy.target_epsilon or privacy.noise_multiplier for a private "
       "run."
     )
   how = f"calibrated for target epsilon {block.target_epsilon:g}"
   progress.stage(f"calibrating the noise for epsilon {block.target_epsilon:g}")
-  if spec.takes_setting:
-    probe = spec.factory(**dict(kwargs, noise_multiplier=1.0))
-    plan = calibration.calibrate(
-      probe.privacy_plan,
-      Target(block.target_epsilon, block.delta, config.num_steps),
-    )
-    return dict(kwargs, noise_multiplier=plan.noise_multiplier), how
   rest = {k: v for k, v in kwargs.items() if k != "privacy"}
   privacy = kwargs["privacy"].calibrate(estimator=spec.factory, **rest)
   return dict(kwargs, privacy=privacy), how

@@ -191,7 +191,9 @@ def with_added(old: dict, new: dict) -> dict:
 def normalized(old: dict, new: dict) -> dict:
   """The flat config ``old`` of an earlier release in the privacy block's
   names (``new``: the flat config of this run, which says which
-  ``estimator_kwargs`` its estimator still takes)."""
+  ``estimator_kwargs`` its estimator still takes), a Noisy-ZOGD run's
+  with the noise it ran under (:func:`privacy_config.normalized_setting`)."""
+  old = privacy_config.normalized_setting(old, new)
   if not any(privacy_config.new_name(k) for k in old):
     return old
   out = dict(old)
@@ -206,7 +208,7 @@ def normalized(old: dict, new: dict) -> dict:
   for key, value in LEGACY_DEFAULTS.items():
     if key in new:
       out.setdefault(key, value)
-  return out
+  return privacy_config.normalized_setting(out, new)
 
 
 def claim(

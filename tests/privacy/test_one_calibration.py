@@ -235,12 +235,15 @@ def calls(monkeypatch):
 
 @pytest.mark.parametrize("module", [default, hidden_state_digits_logreg])
 def test_the_runner_calls_it(calls, module):
-  """The value's calibration (DPZero), and a Noisy-ZOGD setting's plan."""
+  """The value's calibration (DPZero), and a Noisy-ZOGD setting's plan
+  (built from the run's value: calibrated as the setting is built)."""
   config = module.get_config()
   config.privacy.target_epsilon = 2.0
+  if "noise_std" in config.estimator_kwargs:  # the target is its noise
+    config.estimator_kwargs.noise_std = None
   spec = preflight.validate(config)
-  kwargs = run_setup.estimator_kwargs(config, 1431, spec=spec)
   with pytest.raises(_Called):
+    kwargs = run_setup.estimator_kwargs(config, 1431, spec=spec)
     run_setup.calibrated(config, spec, kwargs)
   ((kind, target, _),) = calls
   assert kind == ("PrivacyPlan" if spec.takes_setting else "Privacy")

@@ -54,6 +54,8 @@ privatized gradient for use in a chain of one's own.
 
 from __future__ import annotations
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import optax
@@ -106,7 +108,8 @@ def noisy_zogd(
   Args:
     setting: the run's :class:`~zoprivacy.hidden_state.NoisyZOGDSetting`
       (``K``, ``sigma``, ``Delta``, ``xi > 0``, ``directional_fraction``,
-      ``n`` or ``b``). A per-step schedule of fractions is indexed by the
+      ``n`` or ``b``), built from the run's privacy value by
+      :func:`zoprivacy.hidden_state.setting_of_privacy`. A per-step schedule of fractions is indexed by the
       step count (its last entry is reused past its end).
     direction_key: PUBLIC PRNG key or integer seed of the directions.
     insecure_test_noise_seed: REPRODUCIBLE noise for tests (warns; the plan
@@ -234,8 +237,6 @@ def _privatized_gradient(
   sampling=("full_batch", "without_replacement"),
   setting_defaults=(
     ("num_directions", 20),
-    ("noise_std", 0.05),
-    ("clip", 2.0),
     ("smoothing", 1e-4),
     ("directional_fraction", 0.5),
   ),
@@ -245,6 +246,8 @@ def _privatized_gradient(
     ("l2", 0.5),
     ("radius", 0.5),
     ("privacy.sampling", "full_batch"),
+    ("privacy.noise", "secure_mode"),
+    ("privacy.neighboring", "replace_one"),
   ),
   config_fields=("l2", "radius", "hidden_state"),
 )
@@ -263,13 +266,22 @@ def noisy_zogd_chain(
   ``params`` must start inside ``B_R`` and must not depend on the data
   (Thm 3.2 assumes identical initializations ``w_0 = w_0'``).
 
-  ``noise_multiplier``: the plan's per-step multiplier (a runner's set or
-  calibrated value); ``sigma`` is rescaled to give it
-  (:func:`zoprivacy.hidden_state.privacy.with_plan_multiplier`). ``None``
-  (the default): the setting's own ``sigma``. The other arguments are
-  :func:`noisy_zogd`'s. Registered as ``"noisy_zogd"``.
+  ``setting``: from the run's privacy value,
+  :func:`zoprivacy.hidden_state.setting_of_privacy` (its clip, batch,
+  dataset size and noise). ``noise_multiplier`` is deprecated (a second
+  place for the noise): put it in the value (``Privacy(noise_multiplier=
+  ...)``). The other arguments are :func:`noisy_zogd`'s. Registered as
+  ``"noisy_zogd"``.
   """
   if noise_multiplier is not None:
+    warnings.warn(
+      "noisy_zogd_chain(setting, noise_multiplier=...) is deprecated: build "
+      "the setting from the run's privacy value, zoprivacy.hidden_state."
+      "setting_of_privacy(zoprivacy.Privacy(noise_multiplier=..., ...), "
+      "...), which holds the noise once.",
+      DeprecationWarning,
+      stacklevel=3,
+    )
     setting = privacy_lib.with_plan_multiplier(setting, noise_multiplier)
   estimator = noisy_zogd(
     setting,

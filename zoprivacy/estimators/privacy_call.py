@@ -230,11 +230,12 @@ def refuse_accounting_arguments(factory: Callable, kwargs) -> None:
   name, what = factory.__name__, " or ".join(given)
   if "setting" in takes:
     raise TypeError(
-      f"{name}() takes no {what}: its noise comes from its setting=... "
-      "(noise_std) or its plan's noise_multiplier=. For a target epsilon, "
-      "calibrate its plan (zoprivacy.privacy.calibrate(estimator."
-      "privacy_plan, zoprivacy.Target(epsilon=..., delta=..., num_steps=T)))"
-      " and pass the multiplier found as noise_multiplier=."
+      f"{name}() takes no {what}: its noise comes from its setting=..., "
+      "built from a privacy value: zoprivacy.hidden_state.setting_of_privacy("
+      "zoprivacy.Privacy(noise=zoprivacy.SecureMode(), neighboring="
+      "'replace_one', sampling=zoprivacy.FullBatch(n), target=zoprivacy."
+      "Target(epsilon=..., delta=..., num_steps=T)), dimension=d, "
+      "num_directions=K, step_size=eta, radius=R, ...) calibrates it."
     )
   if "privacy" not in takes and "noise_multiplier" not in takes:
     raise TypeError(

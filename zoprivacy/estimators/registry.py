@@ -29,7 +29,8 @@ RUNNER_ARGUMENTS = frozenset(
     "num_steps",
     "learning_rate",
     "setting",
-    # Noisy-ZOGD's chain: the plan's multiplier and the test seed.
+    # Noisy-ZOGD's chain: the plan's multiplier (deprecated) and the test
+    # seed.
     "noise_multiplier",
     "insecure_test_noise_seed",
     "physical_batch_size",  # config.physical_batch_size

@@ -2,7 +2,8 @@
 
 Chien, Chen & Li, "Privacy Amplification in Differentially Private
 Zeroth-Order Optimization with Hidden States". One
-:class:`NoisyZOGDSetting` drives both the mechanism
+:class:`NoisyZOGDSetting`, built from the run's :class:`zoprivacy.Privacy`
+value by :func:`setting_of_privacy`, drives both the mechanism
 (:func:`zoprivacy.noisy_zogd_chain`) and the accountants:
 
 * :func:`hidden_state_bound`: Thm 3.2 / Thm A.3, optimized numerically;
@@ -25,6 +26,10 @@ from zoprivacy.hidden_state.closed_form import (
   corollary33,
   minimum_directions,
   saturation_window,
+)
+from zoprivacy.hidden_state.from_privacy import (
+  noise_multiplier_of_std,
+  setting_of_privacy,
 )
 from zoprivacy.hidden_state.privacy import (
   composition_plan,

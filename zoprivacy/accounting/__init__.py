@@ -52,9 +52,15 @@ _MOVED = {
 __all__ = sorted(_EXPORTS)
 
 
+class MovedNameError(ImportError):
+  """A name of earlier releases that moved. An ImportError, not an
+  AttributeError: ``from zoprivacy.accounting import calibrate_plan`` would
+  turn an AttributeError into Python's generic "cannot import name"."""
+
+
 def __getattr__(name: str):
   if name in _MOVED:
-    raise AttributeError(
+    raise MovedNameError(
       f"zoprivacy.accounting.{name} has moved: {_MOVED[name]}."
     )
   if name not in _EXPORTS:

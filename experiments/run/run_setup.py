@@ -129,7 +129,7 @@ def calibrated(settings: Settings, spec, kwargs) -> tuple[dict, str]:
     # The one remaining raw-config read (hidden_state_run), as above.
     return kwargs, hidden_state_run.noise_source(settings.task_config())
   privacy = settings.privacy
-  if privacy.noise_multiplier is not None:
+  if privacy.base.noise_multiplier is not None:
     return kwargs, "set by noise_multiplier"
   if privacy.target is None:
     raise ValueError(

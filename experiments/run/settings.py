@@ -160,29 +160,26 @@ def _selection(sampling: str, dataset_size: int, size):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RunPrivacy:
-  """``config.privacy`` and ``epsilon_budget``: what the run's
-  :class:`zoprivacy.Privacy` (:attr:`value`) is built from, and what the
-  value cannot hold (the ledger's ``delta`` when the noise multiplier is
-  set, the budget). The value needs the dataset size
-  (:meth:`Settings.for_dataset` binds it); until then, the sampling is
-  its scheme's name and expected batch size."""
+  """``config.privacy`` and ``epsilon_budget``: the run's
+  :class:`zoprivacy.Privacy`, and what that value cannot hold before the
+  training set is loaded, or at all.
 
-  clip: float | None = None
-  noise: (
-    value_lib.Exact
-    | value_lib.SecureMode
-    | value_lib.Float
-    | value_lib.TestNoise
-  ) = value_lib.Exact()
-  noise_multiplier: float | None = None
+  ``base`` holds every privacy setting of the block that needs no data:
+  the clip, the noise, a set noise multiplier, the neighbouring relation,
+  the queries per step and the mechanism. The value's sampling needs the
+  dataset size, and a target in epochs is counted on that sampling, so
+  until :meth:`Settings.for_dataset` binds the size they are kept here
+  (the scheme's name, the expected batch size, the :class:`Target`);
+  :attr:`value` is then the whole value. ``delta`` is the ledger's and
+  every report's (the target's, or the one reported with a set noise
+  multiplier); ``epsilon_budget`` the ledger's limit."""
+
+  base: value_lib.Privacy  # no sampling, no target
   # The target to calibrate for (None when noise_multiplier is set).
   target: target_lib.Target | None = None
-  delta: float = 1e-5  # the ledger's and every report's
-  sampling: str = "poisson"
+  delta: float = 1e-5
+  sampling: str = "poisson"  # or 'full_batch', 'without_replacement', 'shuffle'
   expected_batch_size: float | None = None
-  neighboring: str = "add_or_remove"
-  num_queries: int = 1
-  mechanism: str = "gaussian"
   epsilon_budget: float | None = None
   dataset_size: int | None = None  # bound by Settings.for_dataset
 
@@ -201,17 +198,20 @@ class RunPrivacy:
         num_epochs=epochs,
       )
     test = config.get("insecure_test_noise")
-    return cls(
+    base = value_lib.Privacy(
       clip=block.get("clip"),
       noise=_noise(block, int(config.seed) if test else None),
       noise_multiplier=None if sigma is None else float(sigma),
+      neighboring=block.get("neighboring", "add_or_remove"),
+      num_queries=int(block.get("num_queries", 1)),
+      mechanism=block.get("mechanism", "gaussian"),
+    )
+    return cls(
+      base=base,
       target=target,
       delta=block.get("delta"),
       sampling=block.get("sampling", "poisson"),
       expected_batch_size=block.get("expected_batch_size"),
-      neighboring=block.get("neighboring", "add_or_remove"),
-      num_queries=int(block.get("num_queries", 1)),
-      mechanism=block.get("mechanism", "gaussian"),
       epsilon_budget=config.get("epsilon_budget"),
     )
 
@@ -227,18 +227,10 @@ class RunPrivacy:
 
   def on(self, dataset_size: int) -> value_lib.Privacy:
     """The privacy value on ``dataset_size`` training examples."""
-    return value_lib.Privacy(
-      clip=self.clip,
-      noise=self.noise,
-      noise_multiplier=self.noise_multiplier,
-      target=self.target,
-      sampling=_selection(
-        self.sampling, dataset_size, self.expected_batch_size
-      ),
-      neighboring=self.neighboring,
-      num_queries=self.num_queries,
-      mechanism=self.mechanism,
+    selection = _selection(
+      self.sampling, dataset_size, self.expected_batch_size
     )
+    return self.base.replace(sampling=selection, target=self.target)
 
   @functools.cached_property
   def value(self) -> value_lib.Privacy:

@@ -47,7 +47,7 @@ def _direction_kwargs(settings: Settings) -> dict:
   estimator (its privacy block's ``num_queries``; MeZO's is its own
   keyword, which comes first)."""
   kwargs = thaw(settings.estimator_kwargs)
-  kwargs.setdefault("num_queries", settings.privacy.num_queries)
+  kwargs.setdefault("num_queries", settings.privacy.base.num_queries)
   return kwargs
 
 

@@ -364,7 +364,8 @@ def validate(config):
   _check_estimator_kwargs(config, spec)
   _check_optimizer(config, spec)
   if spec.takes_setting:
-    hidden_state_run.preflight(config, spec=spec)
+    typed = settings.Settings.from_config(config).with_learning_rate(spec)
+    hidden_state_run.preflight(typed, spec=spec)
   return spec
 
 

@@ -63,16 +63,6 @@ def build_estimator(settings: Settings, noise_multiplier, *, spec):
   return spec.factory(**_with_multiplier(kwargs, spec, noise_multiplier))
 
 
-def _setting_kwargs(settings: Settings, spec) -> dict:
-  """A setting's factory arguments. The one raw-config read below the
-  resolution: :mod:`experiments.run.hidden_state_run` still builds
-  Noisy-ZOGD's setting from a (read-only) config view, until the setting
-  is built from the privacy value."""
-  view = settings.task_config()
-  n = settings.privacy.dataset_size
-  return hidden_state_run.factory_kwargs(view, n, spec=spec)
-
-
 def estimator_kwargs(settings: Settings, *, spec) -> dict:
   """The keyword arguments :func:`resolve` passes to the factory: its
   registered defaults, ``estimator_kwargs`` and, for a private estimator,
@@ -81,7 +71,7 @@ def estimator_kwargs(settings: Settings, *, spec) -> dict:
   to the dataset size (:meth:`~experiments.run.settings.Settings.
   for_dataset`)."""
   if spec.takes_setting:  # the setting holds the hyperparameters
-    kwargs = _setting_kwargs(settings, spec)
+    kwargs = hidden_state_run.factory_kwargs(settings, spec=spec)
   else:
     kwargs = dict(spec.defaults)
     kwargs.update(thaw(settings.estimator_kwargs))
@@ -126,8 +116,7 @@ def calibrated(settings: Settings, spec, kwargs) -> tuple[dict, str]:
   if not spec.private:
     return kwargs, "non-private"
   if spec.takes_setting:  # its setting holds the value's noise, calibrated
-    # The one remaining raw-config read (hidden_state_run), as above.
-    return kwargs, hidden_state_run.noise_source(settings.task_config())
+    return kwargs, hidden_state_run.noise_source(settings)
   privacy = settings.privacy
   if privacy.base.noise_multiplier is not None:
     return kwargs, "set by noise_multiplier"

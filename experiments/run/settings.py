@@ -37,7 +37,7 @@ from typing import Any
 import ml_collections
 
 from configs import default
-from experiments.run import run_length
+from experiments.run import config_defaults, run_length
 from zoprivacy.privacy import target as target_lib
 from zoprivacy.privacy import value as value_lib
 
@@ -366,6 +366,15 @@ class Settings:
     privacy = dataclasses.replace(self.privacy, dataset_size=dataset_size)
     out = dataclasses.replace(self, privacy=privacy)
     return out if steps == self.num_steps else out.replace(num_steps=steps)
+
+  def field(self, name: str):
+    """The declared field ``name`` (a task's or the estimator's); one
+    paragraph naming a config of ``configs/`` that sets it when the config
+    does not."""
+    if name not in self.declared:
+      missing = AttributeError(KeyError(name))
+      raise ValueError(config_defaults.missing_field(missing))
+    return self.declared[name]
 
   def epochs(self, steps: int) -> float:
     """The epochs ``steps`` steps draw in expectation on the bound

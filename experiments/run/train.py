@@ -239,11 +239,8 @@ def finish(run: Run, loop: Loop, filled=()) -> dict[str, Any]:
       names, len(run.task.test_labels)
     )
   if run.spec.takes_setting and settings.hidden_state.report:
-    # The one raw-config read below the resolution: Noisy-ZOGD's report
-    # reads a (read-only) config view until its setting is built from the
-    # privacy value.
     result["final_iterate"] = final_iterate.final_iterate(
-      settings.task_config(), run.ledger.ledger, done, history=history
+      settings, run.ledger.ledger, done, history=history
     )
   if run.workdir and run.primary:
     result["plot"] = metrics_lib.plot_report(

@@ -31,13 +31,6 @@ RESOLUTION = {
 }
 # Entry points that take a user's config and convert it at once.
 ENTRY = {("train", "train")}
-# Noisy-ZOGD's setting is being rebuilt from the privacy value elsewhere:
-# these still take a raw-config view (Settings.config_view), the one
-# remaining exception, removed with that change.
-PENDING = {
-  ("hidden_state_run", "*"),
-  ("final_iterate", "final_iterate"),
-}
 TYPED = {
   "resolved_run": ("Run",),
   "settings": ("Settings", "RunPrivacy", "Mesh", "Distributed", "HiddenState"),
@@ -50,11 +43,7 @@ def _modules():
 
 
 def _exempt(module: str, function: str) -> bool:
-  return (
-    (module, function) in ENTRY
-    or (module, function) in PENDING
-    or (module, "*") in PENDING
-  )
+  return (module, function) in ENTRY
 
 
 def _functions(tree):

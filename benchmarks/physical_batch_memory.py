@@ -32,7 +32,7 @@ from timing import compiled_peak
 
 from configs import tiny_opt_sst2
 from experiments import tasks
-from experiments.run import step_program
+from experiments.run import resolution, step_program
 from zoprivacy.models.opt import OPTConfig
 
 TINY_ROWS = 256
@@ -79,7 +79,9 @@ def tiny_rows() -> dict:
   for name, fields in TINY_STEPS.items():
     out[name] = {
       size: peak_mib(
-        step_program.lowered(tiny_config(size, **fields), task, TINY_ROWS)
+        step_program.lowered(
+          *resolution.resolve(tiny_config(size, **fields)), task, TINY_ROWS
+        )
       )
       for size in TINY_CHUNKS
     }

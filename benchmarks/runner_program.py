@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 
 from configs import dpzero_table4_5_opt
-from experiments.run import step_program
+from experiments.run import resolution, step_program
 from experiments.tasks import llm
 from zoprivacy.models.hf_checkpoint import load_bpe_tokenizer
 from zoprivacy.models.llama import LlamaForCausalLM
@@ -66,4 +66,4 @@ def runner_step(model_config, param_dtype: str, rows: int, **config_fields):
   ``model_config``'s shapes, a batch of ``rows`` examples."""
   config = runner_config(param_dtype, **config_fields)
   task = llm.task_with_model(config, abstract_model(model_config, param_dtype))
-  return step_program.lowered(config, task, rows)
+  return step_program.lowered(*resolution.resolve(config), task, rows)

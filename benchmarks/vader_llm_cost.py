@@ -30,6 +30,7 @@ from timing import min_median_round_robin
 
 from configs import vader_smollm2
 from experiments import tasks
+from experiments.run import resolution
 from experiments.run import step as step_lib
 from experiments.run.resolved_run import setup
 from experiments.tasks.vader_llm import load_model
@@ -53,7 +54,7 @@ def time_variant(mode: str, blocks: int, reps: int) -> dict:
   and the number of trained parameters."""
   config = _config(mode, blocks)
   task = tasks.get_task(config)
-  run = setup(config, task=task)
+  run = setup(*resolution.resolve(config), task=task)
   step = step_lib.make_step(run)
   state = dict(run.initial_state)
   trained = peft.num_params(state["params"])

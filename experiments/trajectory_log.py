@@ -23,10 +23,9 @@ import jax
 import numpy as np
 
 from experiments import tasks
-from experiments.run import checkpointing, cli
+from experiments.run import checkpointing, cli, resolution
 from experiments.run import metrics as metrics_lib
 from experiments.run.optimizers import make_optimizer
-from zoprivacy.estimators import registry
 from zoprivacy.training import trajectory
 
 
@@ -42,9 +41,8 @@ def replay_run(config, log: trajectory.TrajectoryLog) -> dict:
     raise trajectory.TrajectoryLogError("Replay from the config needs step 0.")
   task = tasks.get_task(config)
   trainable, frozen = task.init(jax.random.key(config.seed))
-  params, _ = trajectory.replay(
-    trainable, log, make_optimizer(config, spec=registry.get(config.estimator))
-  )
+  settings, _ = resolution.resolve(config)
+  params, _ = trajectory.replay(trainable, log, make_optimizer(settings))
   return {
     "num_steps": int(log.header["num_steps"]),
     **metrics_lib.evaluate_task(task, jax.jit(task.apply), params, frozen),

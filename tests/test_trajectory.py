@@ -15,7 +15,7 @@ import pytest
 import zoprivacy
 from configs import default
 from experiments import trajectory_log as replay_command
-from experiments.run import train, trajectory_log
+from experiments.run import settings, train, trajectory_log
 from zoprivacy.privacy import randomness
 from zoprivacy.training import trajectory
 from zoprivacy.zo import directions as directions_lib
@@ -386,11 +386,12 @@ def test_runner_log_survives_resume_and_replays_to_the_result(tmp_path):
 
 def test_runner_refuses_a_log_of_a_vector_estimator(tmp_path):
   config = _runner_config(tmp_path, estimator="dp_sgd")
+  typed = settings.Settings.from_config
   with pytest.raises(trajectory.TrajectoryLogError, match="scalar"):
-    trajectory_log.for_run(config, PARAMS, 0)
+    trajectory_log.for_run(typed(config), PARAMS, 0)
   config = _runner_config("", estimator="dpzero")
   with pytest.raises(ValueError, match="workdir"):
-    trajectory_log.for_run(config, PARAMS, 0)
+    trajectory_log.for_run(typed(config), PARAMS, 0)
 
 
 @pytest.mark.slow  # two processes, ~20 s on 2 cores

@@ -29,9 +29,8 @@ import optax
 import zoprivacy
 from configs import hidden_state_digits_logreg
 from experiments import tasks
-from experiments.run import hidden_state_run
+from experiments.run import hidden_state_run, resolution
 from zoprivacy import hidden_state
-from zoprivacy.estimators import registry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,8 +58,8 @@ def run_config(cfg: Config, k: int, sigma: float):
 def _setting(config, n: int) -> hidden_state.NoisyZOGDSetting:
   """The setting the runner builds for ``config`` (its declaration
   resolved as the runner resolves it)."""
-  spec = registry.get(config.estimator)
-  return hidden_state_run.make_setting(config, n, spec=spec)
+  typed, spec = resolution.resolve(config)
+  return hidden_state_run.make_setting(typed, n, spec=spec)
 
 
 def train_once(config, task) -> tuple[float, hidden_state.NoisyZOGDSetting]:

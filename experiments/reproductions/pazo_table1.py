@@ -58,7 +58,7 @@ from configs import fashion_mnist_pazo_public4
 from experiments import tasks
 from experiments.reproductions import pazo_table1_data as data
 from experiments.reproductions import pazo_table1_report as report
-from experiments.run import run_setup, train
+from experiments.run import resolution, run_setup, train
 
 EPSILONS = (0.1, 0.5, 1.0, 2.0, 3.0)
 DELTA = 1e-5
@@ -189,7 +189,7 @@ def noise_multiplier(method: str, epsilon: float, budget: Budget) -> float:
   c = _config(method, METHODS[method][2][0], 0, budget, False)
   c.privacy.target_epsilon = epsilon
   task = tasks.get_task(c)
-  plan = run_setup.state_template(c, task)[3]
+  plan = run_setup.state_template(*resolution.resolve(c), task)[3]
   return float(plan.noise_multiplier)
 
 

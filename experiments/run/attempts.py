@@ -30,6 +30,8 @@ the first step's noise before that step runs.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import jax
 
 from experiments.run.batches import make_sampler
@@ -41,12 +43,15 @@ from zoprivacy.secret_noise import (
 )
 from zoprivacy.secret_noise import predraw as predraw_lib
 
+if TYPE_CHECKING:
+  from experiments.run.settings import Settings
 
-def sampler_for(config, task, spec, secret: bytes, plan):
-  """The run's batch sampler, drawing from ``secret`` the batches ``plan``
-  accounts."""
+
+def sampler_for(settings: Settings, task, spec, secret: bytes, plan):
+  """The run's batch sampler (``settings`` bound to the task's training
+  set), drawing from ``secret`` the batches ``plan`` accounts."""
   return make_sampler(
-    config, task.num_train, secret, task.sampling_schemes, spec=spec, plan=plan
+    settings, secret, task.sampling_schemes, spec=spec, plan=plan
   )
 
 
@@ -92,7 +97,7 @@ class StepRandomness:
     run = self.run
     secret = randomness.attempt_secret(run.secret, attempt)
     if attempt != 0 or self.attempt is not None:
-      sampler = sampler_for(run.config, run.task, run.spec, secret, run.plan)
+      sampler = sampler_for(run.settings, run.task, run.spec, secret, run.plan)
       sampler.capacity = max(sampler.capacity, self.sampler.capacity)
       self.sampler = sampler
       self.noise_source = noise_source_for(run.plan, secret)

@@ -9,28 +9,34 @@ seeded.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from zoprivacy.privacy import batch_selection, randomness
 
+if TYPE_CHECKING:
+  from experiments.run.settings import Settings
+
 
 def make_sampler(
-  config,
-  dataset_size: int,
+  settings: Settings,
   secret: bytes,
   supported=("poisson", "shuffle"),
   *,
   spec,
   plan=None,
 ):
-  """The batch sampler; its randomness is the run's SECRET (except the
-  non-private baseline's shuffling, which is seeded). ``spec``: the run's
-  estimator declaration; ``plan``: the run's privacy plan, whose sampling
-  scheme must account the batches drawn (:mod:`zoprivacy.privacy.batch_selection`)."""
-  name = config.privacy.sampling
+  """The batch sampler of the run of ``settings`` (bound to its dataset
+  size: :meth:`~experiments.run.settings.Settings.for_dataset`); its
+  randomness is the run's SECRET (except the non-private baseline's
+  shuffling, which is seeded). ``spec``: the run's estimator declaration;
+  ``plan``: the run's privacy plan, whose sampling scheme must account the
+  batches drawn (:mod:`zoprivacy.privacy.batch_selection`)."""
+  name = settings.privacy.sampling
   if name not in supported:
     raise ValueError(
-      f"privacy.sampling={name!r}, but the {config.dataset!r} loader "
+      f"privacy.sampling={name!r}, but the {settings.dataset!r} loader "
       f"can only provide {supported}: it cannot draw the batches whose privacy "
       "the accountant would report."
     )
@@ -39,27 +45,29 @@ def make_sampler(
       "Poisson" if name == "poisson" else repr(name) for name in spec.sampling
     )
     raise ValueError(
-      f"{config.estimator}'s privacy is accounted under {schemes} "
+      f"{settings.estimator}'s privacy is accounted under {schemes} "
       f"sampling, not {name!r} ('shuffle' is only for the "
       "non-private baseline)."
     )
-  selection = selection_of(config, dataset_size)
+  selection = selection_of(settings)
   if plan is not None:
     selection.check_plan(plan)  # the batches drawn are those accounted
   batch_secret = randomness.derive(secret, f"{name} sampler", num_bytes=32)
-  return selection.sampler(secret=batch_secret, seed=config.seed + 1)
+  return selection.sampler(secret=batch_secret, seed=settings.seed + 1)
 
 
-def selection_of(config, dataset_size: int) -> batch_selection.BatchSelection:
-  """How the run's private batches are drawn: what every batch carries, so
-  that its step can check it against the plan when traced."""
+def selection_of(settings: Settings) -> batch_selection.BatchSelection:
+  """How the run's private batches are drawn (``settings`` bound to the
+  dataset size): what every batch carries, so that its step can check it
+  against the plan when traced."""
+  p = settings.privacy
   return batch_selection.BatchSelection(
-    config.privacy.sampling, dataset_size, config.privacy.expected_batch_size
+    p.sampling, p.dataset_size, p.expected_batch_size
   )
 
 
 def public_batch_indices(
-  config, num_public: int, step: int, *, spec
+  settings: Settings, num_public: int, step: int, *, spec
 ) -> np.ndarray | None:
   """Public examples for ``step``: uniform without replacement, seeded.
 
@@ -71,16 +79,18 @@ def public_batch_indices(
     return None
   if not num_public:
     raise ValueError(
-      f"{config.estimator} needs public data: set config.public "
+      f"{settings.estimator} needs public data: set config.public "
       "to a task that provides a public split."
     )
   k = (
-    dict(spec.defaults, **config.estimator_kwargs).get("num_public_batches", 1)
+    dict(spec.defaults, **settings.estimator_kwargs).get(
+      "num_public_batches", 1
+    )
     if spec.public_data == "batches"
     else 1
   )
-  size = min(int(config.public_batch_size), num_public)
-  rng = np.random.default_rng([config.seed, 2, int(step)])
+  size = min(int(settings.public_batch_size), num_public)
+  rng = np.random.default_rng([settings.seed, 2, int(step)])
   idx = np.stack(
     [rng.choice(num_public, size, replace=False) for _ in range(k)]
   )

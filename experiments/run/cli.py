@@ -47,7 +47,6 @@ from experiments.run import (
   preflight,
   privacy_config,
   progress,
-  run_length,
 )
 from zoprivacy import estimator_manifest
 
@@ -184,13 +183,25 @@ def _fields_of(declarations) -> dict:
   return {d.name: d.config_fields for d in declarations}
 
 
+def one_length(config, argv) -> None:
+  """A length given on the command line ``argv`` (``--config.num_epochs=3``)
+  replaces the config file's other one (its ``num_steps``); both given
+  there are left to :func:`experiments.run.run_length.check` to refuse."""
+  given = {a.split("=")[0].removeprefix("--config.") for a in argv}
+  for name, other in (("num_epochs", "num_steps"), ("num_steps", "num_epochs")):
+    if name in given and other not in given and config.get(name) is not None:
+      if config.get(other) is not None:
+        with config.unlocked():
+          config[other] = None
+
+
 def _apply_taken_out(config):
   """``--config.<field>=None``, ``--config.estimator_kwargs.<k>=<v>``,
   fields outside the default schema, ``--config.estimator`` and
   ``--resume``: no estimator lookup (no JAX) needed. Naming the estimator
   the config file already has is no switch: its ``estimator_kwargs`` stay."""
   _apply_fields(config)
-  run_length.one_from_command_line(config, sys.argv)
+  one_length(config, sys.argv)
   estimator = _LATE["estimator"]
   if estimator is not None and config.get("estimator") != estimator:
     _LATE["switched"] = True

@@ -34,6 +34,7 @@ import dataclasses
 from typing import Any
 
 from experiments.run import hidden_state_run
+from experiments.run.settings import Settings
 from zoprivacy.hidden_state import privacy as privacy_lib
 from zoprivacy.hidden_state import rdp as rdp_lib
 from zoprivacy.hidden_state import setting as setting_lib
@@ -114,11 +115,11 @@ def ledger_setting(
 
 
 def final_iterate(
-  config, ledger: PrivacyLedger, num_steps: int, *, history=()
+  settings: Settings, ledger: PrivacyLedger, num_steps: int, *, history=()
 ) -> dict[str, Any]:
   """The final-iterate block of ``result.json``: the three epsilons of the
   setting the ledger records, or ``{"refused": why}``."""
-  published = hidden_state_run.published_outputs(config, history)
+  published = hidden_state_run.published_outputs(settings, history)
   if published:
     return {
       "refused": "the final-iterate (hidden-state) epsilon does not "

@@ -3,21 +3,21 @@
 The estimator's registry declaration
 (:class:`zoprivacy.estimators.registry.EstimatorSpec`) says its factory
 takes a :class:`~zoprivacy.hidden_state.NoisyZOGDSetting`; this module
-builds it from the run's privacy value
-(:func:`experiments.run.privacy_config.value`) by
+builds it from the run's privacy value (its typed settings'
+:attr:`~experiments.run.settings.RunPrivacy.value`) by
 :func:`zoprivacy.hidden_state.setting_of_privacy`, so the clip, the batch
 size, the dataset size and the noise come from one place. Everything else
 (the privacy plan in the state, the ledger, result.json) follows the
 runner's ordinary path.
 
 * :func:`preflight` checks the hyperparameters against Thm 3.2 from the
-  config alone, before any data is loaded: ``d >= 2K``, ``R > 0``, the
+  settings alone, before any data is loaded: ``d >= 2K``, ``R > 0``, the
   directional fraction in [0, 1], the step size limit, the declared loss
   assumptions (the clip must cover the Lipschitz constant) and the privacy
   value (secure-mode Gaussian noise, replace-one neighbours, full batch or
   batches without replacement).
-* :func:`factory_kwargs` gives the factory its setting once the dataset
-  size is known (calibrated for ``privacy.target_epsilon`` by the library's
+* :func:`factory_kwargs` gives the factory its setting once the settings
+  are bound to the dataset size (calibrated for ``privacy.target_epsilon`` by the library's
   calibration).
 * :func:`published_outputs` lists what the run publishes from intermediate
   iterates; :func:`experiments.run.final_iterate.final_iterate` refuses the
@@ -43,6 +43,7 @@ from __future__ import annotations
 from typing import Any
 
 from experiments.run import privacy_config, progress
+from experiments.run.settings import Settings, thaw
 from experiments.tasks import logreg
 from zoprivacy.hidden_state import from_privacy
 from zoprivacy.hidden_state import setting as setting_lib
@@ -53,76 +54,75 @@ SETTING_FIELDS = ("num_directions", "smoothing", "directional_fraction")
 NOISE_STD = "noise_std"
 
 
-def _kwargs(config, spec) -> dict[str, Any]:
+def _kwargs(settings: Settings, spec) -> dict[str, Any]:
   """The registered defaults and the ``estimator_kwargs``."""
   kw = dict(spec.defaults)
-  kw.update(config.estimator_kwargs)
+  kw.update(thaw(settings.estimator_kwargs))
   return kw
 
 
-def _hidden(config):
-  return config.get("hidden_state") or {}
-
-
-def _assumptions(config, spec) -> setting_lib.LossAssumptions:
-  if config.dataset not in ("digits_logreg", "fashion_mnist_logreg"):
+def _assumptions(settings: Settings, spec) -> setting_lib.LossAssumptions:
+  if settings.dataset not in ("digits_logreg", "fashion_mnist_logreg"):
     raise ValueError(
       f"Noisy-ZOGD's final-iterate epsilon needs declared loss assumptions; "
-      f"the task {config.dataset!r} declares none. Use digits_logreg or "
+      f"the task {settings.dataset!r} declares none. Use digits_logreg or "
       "fashion_mnist_logreg, or set hidden_state.report=False."
     )
   return logreg.assumptions(
-    config.l2, config.radius, _kwargs(config, spec)["smoothing"]
+    settings.field("l2"),
+    settings.field("radius"),
+    _kwargs(settings, spec)["smoothing"],
   )
 
 
-def _dataset(config) -> str:
-  return config.dataset.removesuffix("_logreg")
+def _dataset(settings: Settings) -> str:
+  return settings.dataset.removesuffix("_logreg")
 
 
-def hyperparameters(config, *, spec) -> dict[str, Any]:
+def hyperparameters(settings: Settings, *, spec) -> dict[str, Any]:
   """:func:`zoprivacy.hidden_state.setting_of_privacy`'s arguments but the
   privacy value: ``d``, ``K``, ``eta``, ``R``, ``xi``, ``beta`` and the
   declared loss."""
-  kw = _kwargs(config, spec)
+  kw = _kwargs(settings, spec)
   fraction = kw.get("directional_fraction", 0.5)
   if isinstance(fraction, list):
     fraction = tuple(fraction)
-  report = _hidden(config).get("report", True)
-  assumptions = _assumptions(config, spec) if report else None
+  report = settings.hidden_state.report
+  assumptions = _assumptions(settings, spec) if report else None
   k = kw["num_directions"]
-  eta = config.get("learning_rate")
+  eta = settings.learning_rate
   if eta is None:
     if assumptions is None:
       raise ValueError("Set learning_rate (the step size eta).")
     eta = setting_lib.step_size_limit(assumptions, k)
   return dict(
-    dimension=logreg.dimension(_dataset(config)),
+    dimension=logreg.dimension(_dataset(settings)),
     num_directions=k,
     step_size=float(eta),
-    radius=config.radius,
+    radius=settings.field("radius"),
     smoothing=kw["smoothing"],
     directional_fraction=fraction,
     assumptions=assumptions,
   )
 
 
-def privacy_value(config, dataset_size: int, *, spec) -> value_lib.Privacy:
-  """The run's privacy value (:func:`experiments.run.privacy_config.value`)
-  with ``estimator_kwargs.noise_std``, eq. (3)'s sigma, read as its
+def privacy_value(
+  settings: Settings, dataset_size: int, *, spec
+) -> value_lib.Privacy:
+  """The run's privacy value on ``dataset_size`` examples
+  (:meth:`experiments.run.settings.RunPrivacy.on`) with ``estimator_kwargs.noise_std``, eq. (3)'s sigma, read as its
   ``noise_multiplier`` (the one conversion:
   :func:`zoprivacy.hidden_state.noise_multiplier_of_std`); refused next to
   a ``privacy.noise_multiplier`` or ``privacy.target_epsilon``."""
-  privacy = privacy_config.value(config, dataset_size)
-  sigma = config.estimator_kwargs.get(NOISE_STD)
+  privacy = settings.privacy.on(dataset_size)
+  sigma = settings.estimator_kwargs.get(NOISE_STD)
   if sigma is None:
     return privacy
-  block = config.privacy
-  both = [
-    f"privacy.{k}={block.get(k)!r}"
-    for k in ("noise_multiplier", "target_epsilon")
-    if block.get(k) is not None
-  ]
+  given = {
+    "noise_multiplier": settings.privacy.base.noise_multiplier,
+    "target_epsilon": settings.privacy.target_epsilon,
+  }
+  both = [f"privacy.{k}={v!r}" for k, v in given.items() if v is not None]
   if both:
     raise ValueError(
       f"{spec.name}'s noise is set twice: estimator_kwargs.noise_std={sigma!r}"
@@ -132,34 +132,34 @@ def privacy_value(config, dataset_size: int, *, spec) -> value_lib.Privacy:
       "--config.privacy.noise_multiplier=None."
     )
   multiplier = from_privacy.noise_multiplier_of_std(
-    float(sigma), privacy, **hyperparameters(config, spec=spec)
+    float(sigma), privacy, **hyperparameters(settings, spec=spec)
   )
   return privacy.replace(noise_multiplier=multiplier)
 
 
 def make_setting(
-  config, dataset_size: int, *, spec
+  settings: Settings, dataset_size: int, *, spec
 ) -> setting_lib.NoisyZOGDSetting:
   """The run's setting, from its privacy value (calibrated for
   ``privacy.target_epsilon`` when it sets no multiplier)."""
-  privacy = privacy_value(config, dataset_size, spec=spec)
+  privacy = privacy_value(settings, dataset_size, spec=spec)
   if privacy.noise_multiplier is None and privacy.target is not None:
     progress.stage(
       f"calibrating the noise for epsilon {privacy.target.epsilon:g}"
     )
   return from_privacy.setting_of_privacy(
-    privacy, **hyperparameters(config, spec=spec)
+    privacy, **hyperparameters(settings, spec=spec)
   )
 
 
-def noise_source(config) -> str:
+def noise_source(settings: Settings) -> str:
   """Where the run's noise comes from, for the report's ``how``."""
-  block = config.privacy
-  if block.get("noise_multiplier") is not None:
+  privacy = settings.privacy
+  if privacy.base.noise_multiplier is not None:
     return "set by noise_multiplier"
-  if block.get("target_epsilon") is not None:
-    return f"calibrated for target epsilon {block.target_epsilon:g}"
-  if config.estimator_kwargs.get(NOISE_STD) is not None:
+  if privacy.target is not None:
+    return f"calibrated for target epsilon {privacy.target.epsilon:g}"
+  if settings.estimator_kwargs.get(NOISE_STD) is not None:
     return "set by estimator_kwargs.noise_std (eq. (3)'s sigma)"
   raise ValueError(
     "Set privacy.target_epsilon or privacy.noise_multiplier (or Noisy-ZOGD's"
@@ -167,12 +167,12 @@ def noise_source(config) -> str:
   )
 
 
-def preflight(config, *, spec) -> None:
+def preflight(settings: Settings, *, spec) -> None:
   """Every check that needs no data (a stand-in dataset size is used; the
   noise is only checked to be set, not calibrated)."""
   moved = [
     k
-    for k in config.estimator_kwargs
+    for k in settings.estimator_kwargs
     if privacy_config.new_name(f"estimator_kwargs.{k}")
   ]
   if moved:
@@ -183,38 +183,38 @@ def preflight(config, *, spec) -> None:
       )
       + ": its setting's clip and noise are the privacy block's."
     )
-  noise_source(config)
-  block = config.privacy
-  stand_in = (
-    1 if block.sampling == "full_batch" else int(block.expected_batch_size)
-  )
-  privacy = privacy_value(config, stand_in, spec=spec)
+  noise_source(settings)
+  p = settings.privacy
+  stand_in = 1 if p.sampling == "full_batch" else int(p.expected_batch_size)
+  privacy = privacy_value(settings, stand_in, spec=spec)
   if privacy.noise_multiplier is None:  # calibrated on the data's size
     privacy = privacy.replace(noise_multiplier=1.0, target=None)
-  from_privacy.setting_of_privacy(privacy, **hyperparameters(config, spec=spec))
+  from_privacy.setting_of_privacy(
+    privacy, **hyperparameters(settings, spec=spec)
+  )
 
 
-def factory_kwargs(config, dataset_size: int, *, spec) -> dict[str, Any]:
-  """The factory's ``setting=`` (from the run's privacy value), its test
-  seed (the value's :class:`zoprivacy.TestNoise`) and the other
-  ``estimator_kwargs``."""
-  kw = _kwargs(config, spec)
+def factory_kwargs(settings: Settings, *, spec) -> dict[str, Any]:
+  """The factory's ``setting=`` (from the run's privacy value, ``settings``
+  bound to the dataset size), its test seed (the value's
+  :class:`zoprivacy.TestNoise`) and the other ``estimator_kwargs``."""
+  kw = _kwargs(settings, spec)
   extra = {
     k: v for k, v in kw.items() if k not in SETTING_FIELDS and k != NOISE_STD
   }
-  setting = make_setting(config, dataset_size, spec=spec)
-  seed = privacy_config.value(config, dataset_size).test_seed
+  setting = make_setting(settings, settings.privacy.dataset_size, spec=spec)
+  seed = settings.privacy.base.test_seed
   if seed is not None:
     extra["insecure_test_noise_seed"] = seed
   return dict(extra, setting=setting)
 
 
-def published_outputs(config, history=()) -> list[str]:
+def published_outputs(settings: Settings, history=()) -> list[str]:
   """Outputs computed from intermediate iterates that the run publishes
-  (``config``'s), or that an earlier attempt published (``history``: the
+  (``settings``'), or that an earlier attempt published (``history``: the
   run's metrics rows, kept across resumes)."""
   out = []
-  every, steps = config.get("eval_every") or 0, config.num_steps
+  every, steps = settings.eval_every, settings.num_steps
   earlier = sorted({r["step"] for r in history if 0 < r["step"] < steps})
   if earlier and not (every and every < steps):
     out.append(
@@ -226,23 +226,19 @@ def published_outputs(config, history=()) -> list[str]:
       f"test accuracy of intermediate iterates (eval_every={every},"
       " also shown in the progress bar)"
     )
-  ckpt = config.get("checkpoint_every") or 0
+  ckpt = settings.checkpoint_every
   if (
-    config.get("workdir")
+    settings.workdir
     and ckpt
     and ckpt < steps
-    and not (_hidden(config).get("checkpoints_private", False))
+    and not settings.hidden_state.checkpoints_private
   ):
     out.append(
       f"intermediate checkpoints (checkpoint_every={ckpt}) not "
       "declared private (hidden_state.checkpoints_private)"
     )
-  for name in ("trajectory_log", "log_trajectory"):
-    if config.get(name):
-      out.append(f"the trajectory log ({name}) publishes intermediate iterates")
+  if settings.trajectory_log:
+    out.append(
+      "the trajectory log (trajectory_log) publishes intermediate iterates"
+    )
   return out
-
-
-def wants_report(config) -> bool:
-  """Whether the run asks for the final-iterate report (default: yes)."""
-  return bool(_hidden(config).get("report", True))

@@ -22,9 +22,13 @@ as the generic step does on a model of at least 2^16 parameters; or
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 from zoprivacy.training import layerwise
 from zoprivacy.zo import directions
+
+if TYPE_CHECKING:
+  from experiments.run.settings import Settings
 
 STEPS = {
   "mezo": layerwise.layerwise_mezo,
@@ -35,24 +39,24 @@ STEPS = {
 }
 
 
-def check(config, task) -> None:
+def check(settings: Settings, task) -> None:
   """Refuses, before any step, what the layer-wise step cannot run."""
-  if config.estimator not in STEPS:
+  if settings.estimator not in STEPS:
     raise ValueError(
-      f"layerwise=True runs {', '.join(STEPS)}, not {config.estimator!r}; "
+      f"layerwise=True runs {', '.join(STEPS)}, not {settings.estimator!r}; "
       "set layerwise=False for the generic step."
     )
   if (
-    config.optimizer != "sgd"
-    or config.get("momentum")
-    or config.get("schedule")
-    or dict(config.get("optimizer_kwargs") or {})
+    settings.optimizer != "sgd"
+    or settings.momentum
+    or settings.schedule
+    or settings.optimizer_kwargs
   ):
     raise ValueError(
       "layerwise=True applies plain SGD inside the step: set "
       "optimizer='sgd' with no momentum, schedule or optimizer_kwargs."
     )
-  prng = dict(config.estimator_kwargs).get("direction_prng", "auto")
+  prng = settings.estimator_kwargs.get("direction_prng", "auto")
   if prng not in ("auto",) + directions.COUNTER_PRNGS:
     raise ValueError(
       "layerwise=True draws directions with a counter hash only; set "
@@ -61,26 +65,26 @@ def check(config, task) -> None:
     )
   if getattr(task, "perturbed_loss", None) is None:
     raise ValueError(
-      f"layerwise=True needs a task with an in-scan loss; {config.dataset!r} "
+      f"layerwise=True needs a task with an in-scan loss; {settings.dataset!r} "
       "has none (the causal LM tasks do)."
     )
 
 
-def make(config, resolved, task):
+def make(settings: Settings, resolved, task):
   """The :class:`zoprivacy.training.layerwise.LayerwiseZO` of the run, from
   the factory arguments of its ``resolved`` generic estimator
   (:func:`experiments.run.run_setup.resolve`); its plan is checked equal to
   that estimator's."""
-  check(config, task)
+  check(settings, task)
   kwargs = dict(resolved.kwargs)
   if kwargs.get("direction_prng", "auto") == "auto":  # a large model's choice
     kwargs["direction_prng"] = directions.AUTO_COUNTER
   privacy = kwargs.get("privacy")
   if privacy is not None and privacy.clip is None:  # the estimator's default
     kwargs["privacy"] = privacy.replace(clip=resolved.plan.clip)
-  zo = STEPS[config.estimator](
+  zo = STEPS[settings.estimator](
     perturbed_loss=task.perturbed_loss,
-    learning_rate=config.learning_rate,
+    learning_rate=settings.learning_rate,
     **kwargs,
   )
   if resolved.plan != zo.privacy_plan:

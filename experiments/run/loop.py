@@ -52,7 +52,7 @@ class Loop:
     self.history = self.metrics.resume(first)
     self.seconds_offset = self.history[-1]["seconds"] if self.history else 0.0
     self.trajectory = trajectory_log.for_run(
-      run.config, self.state["params"], first
+      run.settings, self.state["params"], first
     )
     self.signal = Signal(run, first)  # released values' statistics
     self.reserved = first  # the ledger already counts steps before this
@@ -64,7 +64,9 @@ class Loop:
     )
     self.train_seconds = 0.0
     self.stop_requested = False  # Ctrl-C: stop after the current step
-    self.private_evaluation = metrics_lib.evaluates_private_records(run.config)
+    self.private_evaluation = metrics_lib.evaluates_private_records(
+      run.settings
+    )
 
   # ------------------------------------------------------------- hooks
   def persist_ledger(self) -> None:
@@ -76,13 +78,13 @@ class Loop:
     run, and switches to that attempt's randomness."""
     if t < self.reserved:
       return
-    config, ledger = self.run.config, self.run.ledger
+    settings, ledger = self.run.settings, self.run.ledger
     end = int(
       min(
         t + run_ledger.BLOCK,
         last,
-        _next_boundary(t, config.eval_every),
-        _next_boundary(t, config.checkpoint_every),
+        _next_boundary(t, settings.eval_every),
+        _next_boundary(t, settings.checkpoint_every),
       )
     )
     attempt = 0
@@ -139,16 +141,16 @@ class Loop:
     )
 
   def after_step(self, done: int, seconds: float, bar) -> None:
-    config = self.run.config
-    if config.eval_every and done % config.eval_every == 0:
-      if done < config.num_steps:
+    settings = self.run.settings
+    if settings.eval_every and done % settings.eval_every == 0:
+      if done < settings.num_steps:
         row = self.evaluate(done, seconds)
         name = metrics_lib.metric_names(row)[0]
         bar.set_postfix(
           {name.removeprefix("test_"): f"{row[name]:.3f}"},
           eps=f"{row['epsilon']:.3f}",
         )
-    if config.checkpoint_every and done % config.checkpoint_every == 0:
+    if settings.checkpoint_every and done % settings.checkpoint_every == 0:
       self.checkpoint(done)
 
   # -------------------------------------------------------------- loop
@@ -176,7 +178,7 @@ class Loop:
   def _stop_if_asked(self, done: int) -> None:
     if self.stop_requested:
       self.trim(done)
-      if self.run.config.checkpoint_every:
+      if self.run.settings.checkpoint_every:
         self.checkpoint(done)
       raise RunInterrupted(done)
 
@@ -215,8 +217,8 @@ class Loop:
           start = time.time()
           bar = progress.training_bar(
             t + 1,
-            self.run.config.num_steps,
-            self.run.config.estimator,
+            self.run.settings.num_steps,
+            self.run.settings.estimator,
             self.progress,
           )
         else:

@@ -18,6 +18,8 @@ import os
 import jax
 import numpy as np
 
+from experiments.run.settings import Settings
+
 
 def evaluate(
   predict, trainable, frozen, inputs, labels, batch_size: int = 512
@@ -87,12 +89,12 @@ PRIVATE_VALIDATION_PREFIX = "private_validation_"
 NOT_ACCOUNTED = "not private, not accounted"
 
 
-def evaluates_private_records(config) -> bool:
+def evaluates_private_records(settings: Settings) -> bool:
   """Whether the run's evaluation set is held out of its private training
-  pool: ``eval_split="validation"`` on the private data (a public proxy
-  evaluates on public data)."""
-  split = config.get("eval_split") or "test"
-  return split == "validation" and not config.get("public_proxy")
+  pool: ``eval_split="validation"`` (a task's declared field) on the
+  private data (a public proxy evaluates on public data)."""
+  split = settings.declared.get("eval_split") or "test"
+  return split == "validation" and not settings.public_proxy
 
 
 def as_private_validation(scores: dict[str, float]) -> dict[str, float]:

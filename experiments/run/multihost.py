@@ -38,6 +38,7 @@ import itertools
 import math
 import operator
 import warnings
+from typing import TYPE_CHECKING
 
 import jax
 import numpy as np
@@ -45,32 +46,34 @@ from jax.experimental import multihost_utils
 
 from zoprivacy.data import sampling
 
+if TYPE_CHECKING:
+  from experiments.run.settings import Distributed
 
-def initialize(config) -> None:
-  """Calls :func:`jax.distributed.initialize` when the config asks for it.
 
-  Must run before any JAX computation of the process. ``config.distributed``
-  fields: ``enabled``; ``coordinator_address`` (``host:port`` of process 0;
+def initialize(d: Distributed) -> None:
+  """Calls :func:`jax.distributed.initialize` when the run's
+  ``config.distributed`` block ``d`` asks for it.
+
+  Must run before any JAX computation of the process. Its fields: ``enabled``; ``coordinator_address`` (``host:port`` of process 0;
   empty: auto-detection on TPU/SLURM/Open MPI); ``num_processes`` and
   ``process_id`` (0 and -1: auto-detected); ``local_device_ids`` (empty: all
   local devices); ``cpu_collectives`` (the CPU backend's cross-process
   collectives, ``"gloo"``; empty on GPU and TPU).
   """
-  d = config.get("distributed")
-  if not d or not d.get("enabled"):
+  if not d.enabled:
     return
   if jax.distributed.is_initialized():
     return
-  if d.get("cpu_collectives"):
+  if d.cpu_collectives:
     jax.config.update("jax_cpu_collectives_implementation", d.cpu_collectives)
   kwargs = {}
-  if d.get("coordinator_address"):
+  if d.coordinator_address:
     kwargs["coordinator_address"] = d.coordinator_address
-  if d.get("num_processes"):
+  if d.num_processes:
     kwargs["num_processes"] = int(d.num_processes)
-  if d.get("process_id") is not None and int(d.process_id) >= 0:
+  if d.process_id is not None and int(d.process_id) >= 0:
     kwargs["process_id"] = int(d.process_id)
-  local_device_ids = parse_local_device_ids(d.get("local_device_ids"))
+  local_device_ids = parse_local_device_ids(d.local_device_ids)
   if local_device_ids is not None:
     kwargs["local_device_ids"] = local_device_ids
   jax.distributed.initialize(**kwargs)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import TYPE_CHECKING
 
 import jax
 import numpy as np
@@ -28,6 +29,9 @@ import numpy as np
 from experiments.run import multihost
 from zoprivacy.core import sharding
 from zoprivacy.data import sampling
+
+if TYPE_CHECKING:
+  from experiments.run.settings import Settings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,11 +42,12 @@ class Placement:
   physical_batch_size: int | None = None
 
   @classmethod
-  def from_config(cls, config) -> Placement:
-    axes = config.get("mesh")
-    if axes is not None and not isinstance(axes, dict):
-      axes = axes.to_dict()
-    placement = cls(sharding.make_mesh(axes), config.get("physical_batch_size"))
+  def of(cls, settings: Settings) -> Placement:
+    """The placement of the run of ``settings`` (its mesh and physical
+    batch), checked."""
+    placement = cls(
+      sharding.make_mesh(settings.mesh.axes()), settings.physical_batch_size
+    )
     placement.check_physical_batch()
     return placement
 

@@ -29,6 +29,7 @@ from experiments.run import (
   optimizer_names,
   privacy_config,
   run_length,
+  settings,
 )
 from experiments.run import workdir as workdir_lib
 from zoprivacy import estimator_manifest
@@ -66,7 +67,7 @@ def _positive(
 
 
 def _check_steps(config) -> None:
-  run_length.check(config)  # num_steps or num_epochs, once
+  run_length.check(config.get("num_steps"), config.get("num_epochs"))
   for name in ("eval_every", "checkpoint_every"):
     value = config.get(name) or 0
     if not isinstance(value, int) or value < 0:
@@ -329,8 +330,10 @@ def _check_optimizer(config, spec) -> None:
   # Imported on use: optax loads JAX, kept out of the start-up check.
   from experiments.run.optimizers import check_optimizer  # pylint: disable=g-import-not-at-top
 
-  if not spec.takes_setting:
-    check_optimizer(config, spec=spec)  # names and signatures, none built
+  if not spec.takes_setting:  # names and signatures, none built
+    check_optimizer(
+      settings.Settings.from_config(config).with_learning_rate(spec)
+    )
 
 
 def validate(config):
@@ -361,7 +364,8 @@ def validate(config):
   _check_estimator_kwargs(config, spec)
   _check_optimizer(config, spec)
   if spec.takes_setting:
-    hidden_state_run.preflight(config, spec=spec)
+    typed = settings.Settings.from_config(config).with_learning_rate(spec)
+    hidden_state_run.preflight(typed, spec=spec)
   return spec
 
 
@@ -388,13 +392,3 @@ def check_before_jax(config) -> None:
   wrappers and the workdir."""
   check_numbers(config)
   check_workdir(config)
-
-
-def check_dataset_size(config, num_train: int) -> None:
-  """A batch larger than the training set (checked as soon as it is known)."""
-  block = config.privacy
-  if block.sampling != "full_batch" and block.expected_batch_size > num_train:
-    raise ValueError(
-      f"privacy.expected_batch_size={block.expected_batch_size} is larger "
-      f"than the {num_train} training examples of {config.dataset!r}."
-    )

@@ -4,9 +4,10 @@
 ``configs/default.py``): the clip, the noise kind and grid, the target
 epsilon and delta or the noise multiplier, the sampling and expected batch
 size, the neighbouring relation, the queries per step and the mechanism.
-:func:`value` reads it into the :class:`zoprivacy.Privacy` the estimator is
-built from (``config.insecure_test_noise`` makes its noise
-:class:`zoprivacy.TestNoise` of the seed). The fields of earlier releases
+:class:`experiments.run.settings.RunPrivacy` reads it, typed, into the
+:class:`zoprivacy.Privacy` the estimator is built from
+(``config.insecure_test_noise`` makes its noise :class:`zoprivacy.TestNoise`
+of the seed); :func:`value` is that value, for the checks before JAX. The fields of earlier releases
 (``config.target_epsilon``, ``estimator_kwargs.clip``, ``exact_noise``,
 ...) are refused, each naming its new place (:data:`MOVED`).
 
@@ -16,9 +17,10 @@ before JAX loads.
 
 from __future__ import annotations
 
+from experiments.run import settings
 from zoprivacy.privacy import value as value_lib
 
-NOISES = ("exact", "secure_mode", "float")
+NOISES = settings.NOISES
 # Earlier releases' top-level fields, now in the privacy block.
 MOVED = {
   name: f"privacy.{name}"
@@ -82,61 +84,11 @@ def moved_hint(name: str) -> str | None:
   return f"{name!r} (now {new}{values}: --config.{new}=...)"
 
 
-def noise(config):
-  """The noise of ``config.privacy`` (and of ``insecure_test_noise``)."""
-  block = config.privacy
-  kind = block.get("noise", "exact")
-  if kind not in NOISES:
-    raise ValueError(f"privacy.noise must be one of {NOISES}, got {kind!r}.")
-  chosen = {
-    "exact": lambda: value_lib.Exact(int(block.get("grid_points", 1024))),
-    "secure_mode": value_lib.SecureMode,
-    "float": value_lib.Float,
-  }[kind]()
-  if config.get("insecure_test_noise"):
-    return value_lib.TestNoise(int(config.seed), chosen)
-  return chosen
-
-
-def selection(config, dataset_size: int | None):
-  """The batch selection of ``config.privacy`` (``None`` for 'shuffle')."""
-  block = config.privacy
-  name, size = block.sampling, block.get("expected_batch_size")
-  if name == "shuffle":
-    return None
-  if name == "full_batch":
-    return value_lib.FullBatch(dataset_size)
-  if name == "without_replacement":
-    return value_lib.WithoutReplacement(
-      dataset_size=dataset_size, batch_size=int(size)
-    )
-  return value_lib.Poisson(dataset_size=dataset_size, expected_batch_size=size)
-
-
 def value(config, dataset_size: int) -> value_lib.Privacy:
-  """The run's privacy value: calibrated by the estimator for
-  ``target_epsilon`` over ``num_steps`` (or ``num_epochs`` of its
-  sampling: :mod:`experiments.run.run_length`) at ``delta``, unless
-  ``noise_multiplier`` is set (a set multiplier wins; the ledger and the
-  budget check what it spends)."""
-  block = config.privacy
-  sigma = block.get("noise_multiplier")
-  target = None
-  if sigma is None and block.get("target_epsilon") is not None:
-    epochs = config.get("num_epochs")
-    target = value_lib.Target(  # epochs: counted on the sampling below
-      epsilon=float(block.target_epsilon),
-      delta=float(block.delta),
-      num_steps=None if epochs is not None else int(config.num_steps),
-      num_epochs=epochs,
-    )
-  return value_lib.Privacy(
-    clip=block.get("clip"),
-    noise=noise(config),
-    noise_multiplier=None if sigma is None else float(sigma),
-    target=target,
-    sampling=selection(config, dataset_size),
-    neighboring=block.get("neighboring", "add_or_remove"),
-    num_queries=int(block.get("num_queries", 1)),
-    mechanism=block.get("mechanism", "gaussian"),
-  )
+  """The privacy value of ``config``'s block on ``dataset_size`` examples:
+  calibrated by the estimator for ``target_epsilon`` over ``num_steps``
+  (or ``num_epochs`` of its sampling: :mod:`experiments.run.run_length`)
+  at ``delta``, unless ``noise_multiplier`` is set (a set multiplier wins;
+  the ledger and the budget check what it spends). The run reads it from
+  its settings (:attr:`experiments.run.settings.RunPrivacy.value`)."""
+  return settings.RunPrivacy.from_config(config).on(dataset_size)

@@ -10,11 +10,13 @@ its noise for those steps (the privacy value's target is in epochs, counted
 on the same sampling), and the report and ``result.json`` give both.
 
 :func:`check` (no data, no JAX) refuses a config that sets both, or
-neither, in one paragraph; :func:`resolved` is the config with the steps
-counted (a resumed run counts them again on the same data: the same
-steps). On the command line a length given by an override replaces the
-config file's other one (``--config.num_epochs=3`` on a file that sets
-``num_steps``); both on the command line are refused.
+neither, in one paragraph; :func:`num_steps` counts the steps of a run's
+settings (:meth:`experiments.run.settings.Settings.for_dataset`; a resumed
+run counts them again on the same data: the same steps). On the command
+line a length given by an override replaces the config file's other one
+(``--config.num_epochs=3`` on a file that sets ``num_steps``:
+:func:`experiments.run.cli.one_length`); both on the command line are
+refused.
 """
 
 from __future__ import annotations
@@ -28,11 +30,10 @@ from zoprivacy.privacy import target as target_lib
 MAX_STEPS = 1_000_000
 
 
-def _steps_value(config):
-  n = config.get("num_steps")
-  if isinstance(n, float) and n.is_integer():
-    n = int(n)
-  return n
+def _steps_value(steps):
+  if isinstance(steps, float) and steps.is_integer():
+    steps = int(steps)
+  return steps
 
 
 def _too_many(what: str) -> ValueError:
@@ -43,11 +44,11 @@ def _too_many(what: str) -> ValueError:
   )
 
 
-def check(config) -> None:
+def check(num_steps, num_epochs) -> None:
   """One length, well formed: ``num_steps`` an integer in [1,
   :data:`MAX_STEPS`], or ``num_epochs`` a positive finite number (as the
-  config is given, before :func:`resolved`)."""
-  steps, epochs = _steps_value(config), config.get("num_epochs")
+  config gives them, before :func:`num_steps` counts them)."""
+  steps, epochs = _steps_value(num_steps), num_epochs
   if epochs is not None and steps is not None:
     raise ValueError(
       f"the config sets both num_steps={steps!r} and num_epochs="
@@ -76,23 +77,13 @@ def check(config) -> None:
     raise _too_many(f"num_steps={steps:,}")
 
 
-def batch_size(config, dataset_size: int) -> float:
-  """The (expected) batch of a step: the privacy block's, the whole
-  training set for the full batch."""
-  block = config.privacy
-  if block.get("sampling") == "full_batch":
-    return dataset_size
-  return block.expected_batch_size
-
-
-def num_steps(config, dataset_size: int) -> int:
-  """The steps of ``config``'s run on ``dataset_size`` training examples."""
-  epochs = config.get("num_epochs")
+def num_steps(steps, epochs, batch_size: float, dataset_size: int) -> int:
+  """The steps of a run of ``steps`` or ``epochs`` (the other ``None``) on
+  ``dataset_size`` training examples drawn ``batch_size`` (expected) at a
+  time."""
   if epochs is None:
-    return int(_steps_value(config))
-  steps = target_lib.epoch_steps(
-    epochs, dataset_size, batch_size(config, dataset_size)
-  )
+    return int(_steps_value(steps))
+  steps = target_lib.epoch_steps(epochs, dataset_size, batch_size)
   if steps > MAX_STEPS:
     raise _too_many(
       f"num_epochs={epochs:g} over {dataset_size:,} examples ({steps:,} steps)"
@@ -100,35 +91,9 @@ def num_steps(config, dataset_size: int) -> int:
   return steps
 
 
-def resolved(config, dataset_size: int):
-  """``config`` with ``num_steps`` counted from ``num_epochs`` (a copy;
-  ``config`` itself when it is given in steps)."""
-  if config.get("num_epochs") is None:
-    return config
-  steps = num_steps(config, dataset_size)
-  if config.get("num_steps") == steps:
-    return config
-  config = config.copy_and_resolve_references()
-  with config.unlocked():
-    config.num_steps = steps
-  return config
-
-
-def epochs(config, steps: int, dataset_size: int) -> float:
+def epochs(num_epochs, steps: int, batch_size: float, dataset_size: int):
   """The epochs ``steps`` steps draw in expectation (``num_epochs`` itself
-  when the config is given in epochs)."""
-  if config.get("num_epochs") is not None:
-    return float(config.num_epochs)
-  return steps * batch_size(config, dataset_size) / dataset_size
-
-
-def one_from_command_line(config, argv) -> None:
-  """A length given on the command line ``argv`` (``--config.num_epochs=3``)
-  replaces the config file's other one (its ``num_steps``); both given
-  there are left to :func:`check` to refuse."""
-  given = {a.split("=")[0].removeprefix("--config.") for a in argv}
-  for name, other in (("num_epochs", "num_steps"), ("num_steps", "num_epochs")):
-    if name in given and other not in given and config.get(name) is not None:
-      if config.get(other) is not None:
-        with config.unlocked():
-          config[other] = None
+  when the run is given in epochs)."""
+  if num_epochs is not None:
+    return float(num_epochs)
+  return steps * batch_size / dataset_size

@@ -1,4 +1,4 @@
-"""From a config to an estimator and its privacy plan, before any data is read.
+"""From a run's settings to an estimator and its privacy plan.
 
 The run's secret (OS entropy, or the insecure test secret), the estimator
 built from its registry declaration, the plan read from the initialized
@@ -15,14 +15,9 @@ import jax
 import numpy as np
 import optax
 
-from experiments.run import (
-  hidden_state_run,
-  preflight,
-  privacy_config,
-  progress,
-  run_length,
-)
-from experiments.run.optimizers import learning_rate_of, make_optimizer
+from experiments.run import hidden_state_run, preflight, progress
+from experiments.run.optimizers import make_optimizer
+from experiments.run.settings import Settings, thaw
 from zoprivacy.data import sampling
 from zoprivacy.estimators import composition
 from zoprivacy.first_order import per_example_check
@@ -31,16 +26,16 @@ from zoprivacy.privacy import find_plan, randomness
 from zoprivacy.secret_noise import bind_noise_secret
 
 
-def run_secret(config) -> bytes:
+def run_secret(settings: Settings) -> bytes:
   """The run's secret: OS entropy, or the insecure test secret."""
-  if config.get("insecure_test_noise"):
-    if config.get("epsilon_budget") is not None and not config.get("test_run"):
+  if settings.insecure_test_noise:
+    if settings.privacy.epsilon_budget is not None and not settings.test_run:
       raise ValueError(
         "insecure_test_noise makes the noise reproducible from the seed, so "
         "the run is not private; it cannot be combined with epsilon_budget "
         "unless the run is marked test_run=True."
       )
-    return randomness.insecure_test_secret(config.seed)
+    return randomness.insecure_test_secret(settings.seed)
   return randomness.new_secret()
 
 
@@ -60,41 +55,43 @@ class Resolved(NamedTuple):
     return getattr(self.estimator, "privacy_plan", None)
 
 
-def build_estimator(config, noise_multiplier, dataset_size, *, spec):
-  """The estimator named by ``config.estimator``, from its declaration
-  ``spec`` (the run's, from :func:`experiments.run.preflight.validate`), at
-  ``noise_multiplier``."""
-  kwargs = estimator_kwargs(config, dataset_size, spec=spec)
+def build_estimator(settings: Settings, noise_multiplier, *, spec):
+  """The estimator named by ``settings.estimator`` (bound to the dataset
+  size), from its declaration ``spec`` (the run's, from
+  :func:`experiments.run.resolution.resolve`), at ``noise_multiplier``."""
+  kwargs = estimator_kwargs(settings, spec=spec)
   return spec.factory(**_with_multiplier(kwargs, spec, noise_multiplier))
 
 
-def estimator_kwargs(config, dataset_size, *, spec) -> dict:
+def estimator_kwargs(settings: Settings, *, spec) -> dict:
   """The keyword arguments :func:`resolve` passes to the factory: its
-  registered defaults, ``config.estimator_kwargs`` and, for a private
-  estimator, the run's privacy value (:mod:`experiments.run.privacy_config`,
-  uncalibrated when the config sets a target)."""
+  registered defaults, ``estimator_kwargs`` and, for a private estimator,
+  the run's privacy value (:attr:`experiments.run.settings.RunPrivacy.
+  value`, uncalibrated when the config sets a target). ``settings``: bound
+  to the dataset size (:meth:`~experiments.run.settings.Settings.
+  for_dataset`)."""
   if spec.takes_setting:  # the setting holds the hyperparameters
-    kwargs = hidden_state_run.factory_kwargs(config, dataset_size, spec=spec)
+    kwargs = hidden_state_run.factory_kwargs(settings, spec=spec)
   else:
     kwargs = dict(spec.defaults)
-    kwargs.update(config.estimator_kwargs)
+    kwargs.update(thaw(settings.estimator_kwargs))
   accepted = inspect.signature(spec.factory).parameters
-  preflight.check_kwarg_names(config.estimator, kwargs, accepted)
-  kwargs["direction_key"] = config.seed
+  preflight.check_kwarg_names(settings.estimator, kwargs, accepted)
+  kwargs["direction_key"] = settings.seed
   if spec.private and not spec.takes_setting:
-    kwargs["privacy"] = privacy_config.value(config, dataset_size)
-  if config.get("physical_batch_size") is not None:
+    kwargs["privacy"] = settings.privacy.value
+  if settings.physical_batch_size is not None:
     if "physical_batch_size" not in accepted:
       raise ValueError(
-        f"{config.estimator} takes no physical_batch_size (its factory "
+        f"{settings.estimator} takes no physical_batch_size (its factory "
         "does not evaluate a batch in physical chunks); unset "
         "config.physical_batch_size."
       )
-    kwargs["physical_batch_size"] = config.physical_batch_size
+    kwargs["physical_batch_size"] = settings.physical_batch_size
   if spec.needs_num_steps:
-    kwargs.setdefault("num_steps", config.num_steps)
+    kwargs.setdefault("num_steps", settings.num_steps)
   if spec.needs_learning_rate:
-    kwargs.setdefault("learning_rate", learning_rate_of(config, spec)[0])
+    kwargs.setdefault("learning_rate", settings.learning_rate)
   return kwargs
 
 
@@ -110,7 +107,7 @@ def _with_multiplier(kwargs, spec, sigma) -> dict:
   return dict(kwargs, privacy=privacy)
 
 
-def calibrated(config, spec, kwargs) -> tuple[dict, str]:
+def calibrated(settings: Settings, spec, kwargs) -> tuple[dict, str]:
   """``(kwargs, how)``: the factory's arguments with the noise multiplier
   set or calibrated (the library's calibration, :func:`zoprivacy.privacy.
   calibrate`: the privacy value's on the estimator's plan; a setting is
@@ -119,46 +116,47 @@ def calibrated(config, spec, kwargs) -> tuple[dict, str]:
   if not spec.private:
     return kwargs, "non-private"
   if spec.takes_setting:  # its setting holds the value's noise, calibrated
-    return kwargs, hidden_state_run.noise_source(config)
-  block = config.privacy
-  if block.get("noise_multiplier") is not None:
+    return kwargs, hidden_state_run.noise_source(settings)
+  privacy = settings.privacy
+  if privacy.base.noise_multiplier is not None:
     return kwargs, "set by noise_multiplier"
-  if block.get("target_epsilon") is None:
+  if privacy.target is None:
     raise ValueError(
       "Set privacy.target_epsilon or privacy.noise_multiplier for a private "
       "run."
     )
-  how = f"calibrated for target epsilon {block.target_epsilon:g}"
-  progress.stage(f"calibrating the noise for epsilon {block.target_epsilon:g}")
+  epsilon = privacy.target.epsilon
+  how = f"calibrated for target epsilon {epsilon:g}"
+  progress.stage(f"calibrating the noise for epsilon {epsilon:g}")
   rest = {k: v for k, v in kwargs.items() if k != "privacy"}
-  privacy = kwargs["privacy"].calibrate(estimator=spec.factory, **rest)
-  return dict(kwargs, privacy=privacy), how
+  value = kwargs["privacy"].calibrate(estimator=spec.factory, **rest)
+  return dict(kwargs, privacy=value), how
 
 
-def resolve(config, dataset_size, *, spec) -> Resolved:
+def resolve(settings: Settings, *, spec) -> Resolved:
   """THE resolution of a run's optimizer (the runner's :func:`setup`, tuning
   and the reproductions all call it): the factory's arguments computed once,
   the noise multiplier set or calibrated, the estimator and the optimizer
-  built once each; no state is initialized. A config in epochs is counted
-  in steps first (:func:`experiments.run.run_length.resolved`)."""
-  config = run_length.resolved(config, dataset_size)
+  built once each; no state is initialized. ``settings``: bound to the
+  dataset size (:meth:`~experiments.run.settings.Settings.for_dataset`,
+  which counts a run in epochs in steps)."""
   kwargs, how = calibrated(
-    config, spec, estimator_kwargs(config, dataset_size, spec=spec)
+    settings, spec, estimator_kwargs(settings, spec=spec)
   )
   progress.stage("building the model and the optimizer")
   estimator = spec.factory(**kwargs)
   tx = (
     estimator  # a setting's update holds its step size and projection
     if spec.takes_setting
-    else optax.chain(estimator, make_optimizer(config, spec=spec))
+    else optax.chain(estimator, make_optimizer(settings))
   )
   return Resolved(tx, estimator, kwargs, how)
 
 
-def held_plan(opt_state, config):
+def held_plan(opt_state, settings: Settings):
   """The plan ``opt_state`` holds, with the run's ``delta`` when noised."""
   plan = find_plan(opt_state)
-  return plan.replace(delta=config.privacy.delta) if plan.is_noised else plan
+  return plan.replace(delta=settings.privacy.delta) if plan.is_noised else plan
 
 
 def init_optimizer_state(init, trainable, secret: bytes):
@@ -172,19 +170,20 @@ def init_optimizer_state(init, trainable, secret: bytes):
   return bind_noise_secret(composition.check(init(trainable)), secret)
 
 
-def state_template(config, task):
-  """``(trainable, frozen, opt_state, plan)`` of ``config``'s run, resolved
-  as :func:`experiments.run.resolved_run.setup` resolves it (validated, then
-  :func:`resolve`), at the initial parameters: the template a tool restores
-  a run's checkpoint into, and the plan the run's state will hold. Its noise
-  keys are bound (:func:`init_optimizer_state`), as in the run's
-  checkpoints, to a fresh secret that nothing keeps. Reads no private
+def state_template(settings: Settings, spec, task):
+  """``(trainable, frozen, opt_state, plan)`` of the run of ``settings``
+  and ``spec`` (:func:`experiments.run.resolution.resolve`'s), resolved as
+  :func:`experiments.run.resolved_run.setup` resolves it (:func:`resolve`
+  on ``task``'s training set), at the initial parameters: the template a
+  tool restores a run's checkpoint into, and the plan the run's state will
+  hold. Its noise keys are bound (:func:`init_optimizer_state`), as in the
+  run's checkpoints, to a fresh secret that nothing keeps. Reads no private
   data."""
-  spec = preflight.validate(config)
-  tx = resolve(config, task.num_train, spec=spec).tx
-  trainable, frozen = task.init(jax.random.key(config.seed))
+  settings = settings.for_dataset(task.num_train)
+  tx = resolve(settings, spec=spec).tx
+  trainable, frozen = task.init(jax.random.key(settings.seed))
   opt_state = init_optimizer_state(tx.init, trainable, randomness.new_secret())
-  return trainable, frozen, opt_state, held_plan(opt_state, config)
+  return trainable, frozen, opt_state, held_plan(opt_state, settings)
 
 
 def check_loss_is_per_example(

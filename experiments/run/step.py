@@ -12,6 +12,8 @@ public batch and exact noise.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import jax
 import jax.numpy as jnp
 import optax
@@ -23,6 +25,9 @@ from zoprivacy.core import low_precision
 from zoprivacy.data import sampling
 from zoprivacy.training import trajectory
 from zoprivacy.zo import rounding
+
+if TYPE_CHECKING:
+  from experiments.run.settings import Settings
 
 
 def generic_step_fn(spec, task, tx, placement):
@@ -61,19 +66,19 @@ def _rounding_key(opt_state, params):
   return rounding.step_key(jax.random.fold_in(state.direction_key, state.step))
 
 
-def step_body(config, spec, resolved, task, placement):
+def step_body(settings: Settings, spec, resolved, task, placement):
   """``(init, body)``: the optimizer state's ``init`` and the step body of
   the run (the layer-wise step with ``config.layerwise``, else the optax
   chain of ``resolved``, :func:`experiments.run.run_setup.resolve`)."""
-  if config.get("layerwise"):  # the in-scan step: inference-level memory
-    zo = layerwise_run.make(config, resolved, task)
+  if settings.layerwise:  # the in-scan step: inference-level memory
+    zo = layerwise_run.make(settings, resolved, task)
     return zo.init, layerwise_run.step_fn(zo, placement)
   return resolved.tx.init, generic_step_fn(spec, task, resolved.tx, placement)
 
 
-def jit_step(body, config, spec):
+def jit_step(body, settings: Settings, spec):
   """``body`` jitted as the run's one step (see :func:`make_step`)."""
-  keeps_state = bool(config.get("trajectory_log"))
+  keeps_state = settings.trajectory_log
   body = training_signal.with_signal(body, not spec.takes_setting)
   return xla_options.jit(body, donate_argnums=(0,) if keeps_state else (0, 2))
 
@@ -86,7 +91,7 @@ def make_step(run):
   opt_state, stats)``: ``stats`` are the statistics of the step's released
   values (:mod:`experiments.run.training_signal`; ``None`` for a run that
   publishes none)."""
-  return jit_step(run.step_body, run.config, run.spec)
+  return jit_step(run.step_body, run.settings, run.spec)
 
 
 def step_inputs(run, t: int, draws=None):
@@ -100,7 +105,7 @@ def step_inputs(run, t: int, draws=None):
     run.train_data, draws.sampler.batch_indices(t), run.host_shard
   )
   num_public = 0 if task.public_labels is None else len(task.public_labels)
-  pub_idx = public_batch_indices(run.config, num_public, t, spec=run.spec)
+  pub_idx = public_batch_indices(run.settings, num_public, t, spec=run.spec)
   public = placement.replicated(
     None
     if pub_idx is None

@@ -1,9 +1,10 @@
 """The runner's step as a program: compiled on abstract parameters.
 
 The memory tables (``benchmarks/llm_memory.py``, ``llm_memory_bf16.py``)
-measure what a run runs, not a copy of it: :func:`lowered` resolves a config
-as :func:`experiments.run.resolved_run.setup` does (the preflight checks,
-the learning rate, :func:`~experiments.run.run_setup.resolve`), takes the
+measure what a run runs, not a copy of it: :func:`lowered` resolves a run's
+settings (:func:`experiments.run.resolution.resolve`'s) as
+:func:`experiments.run.resolved_run.setup` does
+(:func:`~experiments.run.run_setup.resolve`), takes the
 run's step body (:func:`~experiments.run.step.step_body`), jits it as
 :func:`~experiments.run.step.make_step` does (the same donation and the same
 training-signal outputs) and lowers it on ``jax.ShapeDtypeStruct``
@@ -25,10 +26,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from experiments.run import batches, preflight
-from experiments.run.optimizers import with_learning_rate
+from experiments.run import batches
 from experiments.run.placement import Placement
 from experiments.run.run_setup import init_optimizer_state, resolve
+from experiments.run.settings import Settings
 from experiments.run.step import jit_step, step_body
 from zoprivacy.core import sharding
 from zoprivacy.data import sampling
@@ -67,20 +68,20 @@ def _placed(placement: Placement, trainable, frozen, opt_state, batch, noise):
   )
 
 
-def lowered(config, task, rows: int):
-  """The run's one step for ``config`` and ``task`` (built), lowered on
-  abstract arguments with a batch of ``rows`` examples (padded to a
-  multiple of the batch-sharded devices and to whole physical chunks, as
-  a run pads it):
+def lowered(settings: Settings, spec, task, rows: int):
+  """The run's one step for ``settings`` and ``spec``
+  (:func:`experiments.run.resolution.resolve`'s) and ``task`` (built),
+  lowered on abstract arguments with a batch of ``rows`` examples (padded
+  to a multiple of the batch-sharded devices and to whole physical chunks,
+  as a run pads it):
   ``lowered(...).compile().memory_analysis()`` is its compiled memory."""
-  spec = preflight.validate(config)
-  config, _ = with_learning_rate(config, spec)
-  resolved = resolve(config, task.num_train, spec=spec)
-  placement = Placement.from_config(config)
-  init, body = step_body(config, spec, resolved, task, placement)
+  settings = settings.for_dataset(task.num_train)
+  resolved = resolve(settings, spec=spec)
+  placement = Placement.of(settings)
+  init, body = step_body(settings, spec, resolved, task, placement)
   multiple = placement.row_multiple(rows)  # as a run pads it
   rows = -(-rows // multiple) * multiple
-  trainable, frozen = _shapes(task.init(jax.random.key(config.seed)))
+  trainable, frozen = _shapes(task.init(jax.random.key(settings.seed)))
   opt_state = jax.eval_shape(
     lambda p: init_optimizer_state(init, p, _PLACEHOLDER_SECRET), trainable
   )
@@ -91,7 +92,7 @@ def lowered(config, task, rows: int):
   batch = sampling.Batch(  # as the run's sampler draws it
     examples,
     jax.ShapeDtypeStruct((rows,), jnp.bool_),
-    batches.selection_of(config, task.num_train),
+    batches.selection_of(settings),
   )
   plan = resolved.plan
   noise = None
@@ -100,6 +101,6 @@ def lowered(config, task, rows: int):
   trainable, frozen, opt_state, batch, noise = _placed(
     placement, trainable, frozen, opt_state, batch, noise
   )
-  return jit_step(body, config, spec).lower(
+  return jit_step(body, settings, spec).lower(
     trainable, frozen, opt_state, batch, None, noise
   )

@@ -2,9 +2,12 @@
 
 One run, top to bottom (:func:`train`):
 
-1. :func:`experiments.run.resolved_run.setup` checks the config (everything that
-   needs no data first), stores the run's secret and privacy ledger durably
-   in the workdir, loads the data, resolves the estimator, its privacy plan
+1. :func:`experiments.run.resolution.resolve` checks the config (everything
+   that needs no data) and reads it, once, into the run's typed
+   :class:`~experiments.run.settings.Settings`: nothing after it reads the
+   config. :func:`experiments.run.resolved_run.setup` stores the run's
+   secret and privacy ledger durably in the workdir, loads the data,
+   resolves the estimator, its privacy plan
    (calibrated for ``target_epsilon`` unless ``noise_multiplier`` is set),
    the samplers and the placement once, and restores the latest checkpoint;
 2. :class:`experiments.run.loop.Loop` runs the one jitted step
@@ -44,8 +47,7 @@ from experiments.run import (
   checkpointing,
   config_defaults,
   final_iterate,
-  hidden_state_run,
-  run_length,
+  resolution,
 )
 from experiments.run import metrics as metrics_lib
 from experiments.run import progress as progress_bar
@@ -92,25 +94,25 @@ def train(
   if filled:
     print(config_defaults.note(config, filled))
   try:
-    run = setup(config, task=task)
+    run = setup(*resolution.resolve(config), task=task)
   except AttributeError as e:  # a field the default cannot give (l2, ...)
     missing = config_defaults.missing_field(e)
     if missing is None:
       raise
     raise ValueError(missing) from e
-  config = run.config  # num_steps counted (num_epochs), learning rate set
+  steps = run.settings.num_steps  # counted (num_epochs)
   if check_run is not None:
     check_run(run)
   loop = Loop(run, progress=progress)
-  last = config.num_steps if stop_after is None else stop_after
-  last = min(last, config.num_steps)
+  last = steps if stop_after is None else stop_after
+  last = min(last, steps)
   _announce_resume(run, last)
   if run.restored_step == 0 and not loop.history:
     progress_bar.stage("evaluating step 0")
     loop.evaluate(0, 0.0)
   loop.run_steps(last)
   done = int(loop.state["step"])
-  if done < config.num_steps:  # interrupted on purpose (stop_after)
+  if done < steps:  # interrupted on purpose (stop_after)
     loop.trim(done)
     loop.checkpoint(done)
     return {
@@ -148,17 +150,17 @@ def _announce_resume(run: Run, last: int) -> None:
 
 
 def _privacy_fields(run: Run, done: int) -> dict[str, Any]:
-  plan, config = run.plan, run.config
+  plan, settings = run.plan, run.settings
   out = {
     "noise_multiplier": plan.noise_multiplier if plan.is_noised else None,
     "noise_multiplier_source": run.how,
     "target_epsilon": (
-      config.privacy.get("target_epsilon")
+      settings.privacy.target_epsilon
       if run.how.startswith("calibrated")
       else None
     ),
     "epsilon": run.epsilon(),
-    "delta": config.privacy.delta if plan.is_noised else None,
+    "delta": settings.privacy.delta if plan.is_noised else None,
     "private": plan.is_private,
     "privacy_plan": plan.to_dict(),
     "privacy": plan.describe(),
@@ -176,7 +178,7 @@ def _privacy_fields(run: Run, done: int) -> dict[str, Any]:
     out["warning"] = (
       f"epsilon {out['epsilon']:.4f} exceeds the planned target {target:g} "
       f"(the ledger counts {run.ledger.num_steps} steps, the plan "
-      f"{config.num_steps})."
+      f"{settings.num_steps})."
     )
   pure = (
     plan.mechanism.pure_epsilon(plan.sampling_probability, done)
@@ -191,16 +193,16 @@ def _privacy_fields(run: Run, done: int) -> dict[str, Any]:
 def _run_fields(run: Run, done: int, filled) -> dict[str, Any]:
   """The run's length in steps and epochs, its physical batch (a memory
   setting, not a privacy one) and the fields the default filled."""
-  config, n = run.config, run.task.num_train
+  settings = run.settings
   out = {
     "num_steps": done,
-    "num_epochs": run_length.epochs(config, done, n),
+    "num_epochs": settings.epochs(done),
     "num_epochs_source": (
       "set by the config (num_epochs)"
-      if config.get("num_epochs") is not None
+      if settings.num_epochs is not None
       else "counted from num_steps (expected batch / training set size)"
     ),
-    "physical_batch_size": config.get("physical_batch_size"),
+    "physical_batch_size": settings.physical_batch_size,
     "physical_batch_note": PHYSICAL_NOTE,
   }
   if filled:
@@ -211,19 +213,19 @@ def _run_fields(run: Run, done: int, filled) -> dict[str, Any]:
 def finish(run: Run, loop: Loop, filled=()) -> dict[str, Any]:
   """The result of a finished run; ``result.json`` and the plot written
   (``filled``: the config's fields that came from ``configs/default.py``)."""
-  config, history = run.config, loop.history
+  settings, history = run.settings, loop.history
   done = int(loop.state["step"])
   names = metrics_lib.metric_names(history[-1])
   result = {
-    "estimator": config.estimator,
-    "dataset": config.dataset,
+    "estimator": settings.estimator,
+    "dataset": settings.dataset,
     **{k: history[-1][k] for k in names},
     "headline_metric": names[0],
     "metric_names": names,
     **chance.assess(run.task, {k: history[-1][k] for k in names}),
-    "public_proxy": bool(config.get("public_proxy")),
+    "public_proxy": settings.public_proxy,
     **_run_fields(run, done, filled),
-    "learning_rate": config.get("learning_rate"),
+    "learning_rate": settings.learning_rate,
     "learning_rate_source": run.learning_rate_source,
     **_privacy_fields(run, done),
     "sampling": run.sampler.scheme,
@@ -236,19 +238,22 @@ def finish(run: Run, loop: Loop, filled=()) -> dict[str, Any]:
     result["evaluation_privacy"] = metrics_lib.private_evaluation_note(
       names, len(run.task.test_labels)
     )
-  if run.spec.takes_setting and hidden_state_run.wants_report(config):
+  if run.spec.takes_setting and settings.hidden_state.report:
     result["final_iterate"] = final_iterate.final_iterate(
-      config, run.ledger.ledger, done, history=history
+      settings, run.ledger.ledger, done, history=history
     )
   if run.workdir and run.primary:
     result["plot"] = metrics_lib.plot_report(
       history,
       os.path.join(run.workdir, "report.png"),
-      f"{config.estimator} on {config.dataset}",
+      f"{settings.estimator} on {settings.dataset}",
     )
     loop.persist_ledger()
     with open(os.path.join(run.workdir, "result.json"), "w") as f:
       json.dump(
-        {"config": config.to_dict(), **result}, f, indent=2, default=str
+        {"config": settings.config_dict(), **result},
+        f,
+        indent=2,
+        default=str,
       )
   return result

@@ -116,14 +116,14 @@ def _all_finite(tree) -> jax.Array:
 
 def diverged(run, step: int, what: str) -> DivergedError:
   """The one-paragraph error for a run that went non-finite at ``step``."""
-  config = run.config
-  lr = config.get("learning_rate")
-  source = getattr(run, "learning_rate_source", "set by the config")
+  settings = run.settings
+  lr = settings.learning_rate
+  source = settings.learning_rate_source
   if lr is None:
     cause = "the step size (the theorem's limit) is too large for this loss"
     fix = "set a smaller learning_rate"
   elif source == "set by the config":
-    cause = f"learning_rate {lr:g} is too large for {config.estimator}"
+    cause = f"learning_rate {lr:g} is too large for {settings.estimator}"
     fix = f"lower learning_rate (e.g. --config.learning_rate={lr / 10:g})"
   else:
     cause = (
@@ -234,7 +234,7 @@ class Signal:
   def check_params(self, params, step: int) -> None:
     """Non-finite parameters stop the run (a hidden-state run: only its
     final ones)."""
-    if not self.publishes and step < self.run.config.num_steps:
+    if not self.publishes and step < self.run.settings.num_steps:
       return
     if not bool(multihost.fetch(_all_finite(params))):
       raise diverged(self.run, step, "its parameters are not finite")

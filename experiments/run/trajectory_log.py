@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 
+from experiments.run.settings import Settings, thaw
 from zoprivacy.training import trajectory
 
 FILE_NAME = "trajectory.bin"
@@ -41,12 +42,12 @@ class _NoLog:
     pass
 
 
-def _direction_kwargs(config) -> dict:
+def _direction_kwargs(settings: Settings) -> dict:
   """The estimator's keywords, with the queries per step of a private
   estimator (its privacy block's ``num_queries``; MeZO's is its own
   keyword, which comes first)."""
-  kwargs = dict(config.estimator_kwargs)
-  kwargs.setdefault("num_queries", config.privacy.get("num_queries", 1))
+  kwargs = thaw(settings.estimator_kwargs)
+  kwargs.setdefault("num_queries", settings.privacy.base.num_queries)
   return kwargs
 
 
@@ -54,11 +55,11 @@ class RunTrajectory:
   """The log of one run in its workdir: ``record`` after each step,
   ``save`` with each checkpoint."""
 
-  def __init__(self, config, params, first_step: int):
-    self.path = os.path.join(config.workdir, FILE_NAME)
+  def __init__(self, settings: Settings, params, first_step: int):
+    self.path = os.path.join(settings.workdir, FILE_NAME)
     self.logger = trajectory.TrajectoryLogger(
-      estimator=config.estimator,
-      estimator_kwargs=_direction_kwargs(config),
+      estimator=settings.estimator,
+      estimator_kwargs=_direction_kwargs(settings),
       params=params,
     )
     if first_step:  # resumed: the log up to the checkpoint goes on
@@ -83,12 +84,12 @@ class RunTrajectory:
     self.logger.log().save(self.path)
 
 
-def for_run(config, params, first_step: int):
+def for_run(settings: Settings, params, first_step: int):
   """The run's log hooks: a :class:`RunTrajectory` when
   ``config.trajectory_log`` is set, otherwise hooks that do nothing."""
-  if not config.get("trajectory_log"):
+  if not settings.trajectory_log:
     return _NoLog()
-  if not config.get("workdir"):
+  if not settings.workdir:
     raise ValueError("trajectory_log needs a workdir to write the log to.")
-  trajectory.public_direction_hyperparameters(config.estimator)  # or refuse
-  return RunTrajectory(config, params, first_step)
+  trajectory.public_direction_hyperparameters(settings.estimator)  # or refuse
+  return RunTrajectory(settings, params, first_step)

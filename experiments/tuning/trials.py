@@ -9,7 +9,7 @@ import dataclasses
 import jax
 import numpy as np
 
-from experiments.run import checkpointing, privacy_config
+from experiments.run import checkpointing, privacy_config, resolution
 from experiments.run import metrics as metrics_lib
 from experiments.run.run_setup import state_template
 from zoprivacy.data import stable_split
@@ -95,7 +95,7 @@ def trial_base(config):
 
 def trial_plan(trial_config, task):
   """The plan one trial runs under, read as the runner reads it."""
-  return state_template(trial_config, task)[3]
+  return state_template(*resolution.resolve(trial_config), task)[3]
 
 
 def noisy_score(accuracy: float, size: int, secret: bytes, trial: int, sigma):
@@ -114,7 +114,9 @@ def noisy_score(accuracy: float, size: int, secret: bytes, trial: int, sigma):
 def final_params(trial_config, task, expected_sha256: str):
   """The trial's final parameters, restored from its last checkpoint and
   checked against the digest its run reported."""
-  trainable, frozen, opt_state, _ = state_template(trial_config, task)
+  trainable, frozen, opt_state, _ = state_template(
+    *resolution.resolve(trial_config), task
+  )
   template = {
     "params": trainable,
     "opt_state": opt_state,

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from experiments import tasks
-from experiments.run import step_program
+from experiments.run import resolution, step_program
 
 sys.path.insert(0, str(pathlib.Path(__file__).parents[2] / "benchmarks"))
 import physical_batch_memory as bench  # noqa: E402
@@ -24,7 +24,9 @@ def test_the_runner_step_of_a_language_model_falls_with_the_chunk():
   task = tasks.get_task(bench.tiny_config(None))
   peaks = {
     size: bench.peak_mib(
-      step_program.lowered(bench.tiny_config(size), task, bench.TINY_ROWS)
+      step_program.lowered(
+        *resolution.resolve(bench.tiny_config(size)), task, bench.TINY_ROWS
+      )
     )[0]
     for size in (None, 64, 16)
   }

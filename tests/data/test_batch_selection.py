@@ -2,11 +2,11 @@
 
 import types
 
-import ml_collections
 import numpy as np
 import pytest
 
-from experiments.run import batches
+from configs import default
+from experiments.run import batches, settings
 from zoprivacy.data import sampling
 from zoprivacy.privacy import batch_selection, sampling_scheme
 from zoprivacy.privacy import plan as plan_lib
@@ -80,16 +80,13 @@ def test_a_plan_accounting_other_batches_is_refused(name, batch, n):
 
 
 def test_the_runner_samples_from_the_selection_its_plan_accounts():
-  config = ml_collections.ConfigDict(
-    {
-      "privacy": {"sampling": "poisson", "expected_batch_size": 64},
-      "dataset": "digits",
-      "estimator": "dpzero",
-      "seed": 0,
-    }
-  )
+  typed = settings.Settings.from_config(default.get_config())
   spec = types.SimpleNamespace(private=True, sampling=("poisson",))
-  sampler = batches.make_sampler(config, 1000, SECRET, spec=spec, plan=_plan())
+  sampler = batches.make_sampler(
+    typed.for_dataset(1000), SECRET, spec=spec, plan=_plan()
+  )
   assert sampler.sampling_probability == _plan().sampling.probability
   with pytest.raises(batch_selection.BatchSelectionError, match="not those"):
-    batches.make_sampler(config, 1001, SECRET, spec=spec, plan=_plan())
+    batches.make_sampler(
+      typed.for_dataset(1001), SECRET, spec=spec, plan=_plan()
+    )

@@ -17,6 +17,7 @@ from experiments import tasks
 from experiments.run import (
   layerwise_run,
   preflight,
+  resolution,
   resolved_run,
   run_setup,
   train,
@@ -77,7 +78,7 @@ def test_a_calibrated_default_run_builds_once(counts):
   c = default.get_config()
   c.num_steps = 30
   c.insecure_test_noise = True
-  run = resolved_run.setup(c)
+  run = resolved_run.setup(*resolution.resolve(c))
   assert run.how.startswith("calibrated")
   assert counts["factory"] == [run.plan.noise_multiplier]  # no probe
   assert run.plan.epsilon(c.num_steps) <= c.privacy.target_epsilon
@@ -92,7 +93,7 @@ def test_a_calibrated_run_of_another_estimator_builds_once(counts, estimator):
   c.estimator_kwargs = ml_collections.ConfigDict()  # the factory's defaults
   if registry.get(estimator).public_data:  # a public split of the task
     c.public = "stratified4"
-  run = resolved_run.setup(c)
+  run = resolved_run.setup(*resolution.resolve(c))
   assert counts["factory"] == [run.plan.noise_multiplier]
   assert run.plan.epsilon(c.num_steps) <= c.privacy.target_epsilon
 
@@ -104,7 +105,7 @@ def test_a_run_with_a_set_multiplier_builds_once(counts):
     None,
     2.0,
   )
-  resolved_run.setup(c)
+  resolved_run.setup(*resolution.resolve(c))
   assert counts["factory"] == [2.0]
   assert (counts["sgd"], counts["kwargs"]) == (1, 1)
 
@@ -115,7 +116,7 @@ def test_a_layerwise_run_builds_the_generic_estimator_once(counts):
   c.num_steps, c.num_train, c.num_eval = 4, 64, 32
   c.privacy.target_epsilon, c.privacy.noise_multiplier = None, 1.0
   c.check_per_example = False
-  run = resolved_run.setup(c)
+  run = resolved_run.setup(*resolution.resolve(c))
   assert run.plan.noise_multiplier == 1.0
   assert counts["factory"] == [1.0]  # its plan checks the layer-wise step's
   assert (counts["sgd"], counts["kwargs"], counts["layerwise"]) == (1, 1, 1)

@@ -5,7 +5,7 @@ config file or on the command line) always wins."""
 import pytest
 
 from configs import default, dp_sgd, dp_zo_gaussian, dpgd_zeroth, mezo
-from experiments.run import cli, optimizers, report, train
+from experiments.run import cli, report, settings, train
 from zoprivacy import estimator_manifest
 from zoprivacy.estimators import registry
 
@@ -37,24 +37,28 @@ def test_a_switched_estimator_gets_its_own_rate_and_a_set_one_wins(
   c = default.get_config()
   c.estimator = "mezo"
   cli.apply_late_overrides(c, argv_had_estimator=True)
-  assert optimizers.learning_rate_of(c, registry.get(c.estimator)) == (
-    0.001,
-    "mezo's registered default",
-  )
+  assert _rate(c) == (0.001, "mezo's registered default")
   c.learning_rate = 0.0005  # --config.learning_rate=0.0005
-  assert optimizers.learning_rate_of(c, registry.get(c.estimator)) == (
-    0.0005,
-    "set by the config",
-  )
+  assert _rate(c) == (0.0005, "set by the config")
   # A config file's own rate wins over the switched estimator's.
   c = mezo.get_config()
   c.estimator = "dpzero"
   cli.apply_late_overrides(c, argv_had_estimator=True)
-  assert optimizers.learning_rate_of(c, registry.get(c.estimator))[0] == 0.001
-  # The run resolves a copy: the caller's config keeps None.
+  assert _rate(c)[0] == 0.001
+  # The run resolves its settings: the caller's config keeps None.
   c = default.get_config()
-  resolved, source = optimizers.with_learning_rate(c, registry.get("mezo"))
-  assert (resolved.learning_rate, c.learning_rate) == (0.001, None)
+  typed = settings.Settings.from_config(c).with_learning_rate(
+    registry.get("mezo")
+  )
+  assert (typed.learning_rate, c.learning_rate) == (0.001, None)
+  assert typed.config_dict()["learning_rate"] == 0.001  # the fingerprint's
+
+
+def _rate(c):
+  """``(learning rate, source)`` the run of ``c`` resolves."""
+  typed = settings.Settings.from_config(c)
+  typed = typed.with_learning_rate(registry.get(c.estimator))
+  return typed.learning_rate, typed.learning_rate_source
 
 
 def test_mezo_by_override_learns_with_its_rate_and_the_report_says_whose(

@@ -15,7 +15,7 @@ from jax._src.clusters import cloud_tpu_cluster
 from jax._src.clusters import cluster as cluster_lib
 from ml_collections import config_flags
 
-from experiments.run import multihost
+from experiments.run import multihost, settings
 
 DOC = pathlib.Path(__file__).parents[2] / "docs" / "scaling.md"
 CLUSTER_VARS = re.compile(r"^(SLURM_|OMPI_|PMI_|TPU_|MEGASCALE_|JAX_)")
@@ -48,7 +48,7 @@ def _initialize_kwargs(config, monkeypatch) -> dict:
   monkeypatch.setattr(
     jax.distributed, "initialize", lambda **kw: seen.update(kw)
   )
-  multihost.initialize(config)
+  multihost.initialize(settings.Distributed.from_block(config.distributed))
   return seen
 
 

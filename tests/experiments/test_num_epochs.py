@@ -5,7 +5,13 @@ the training set's size is known, the same count as the library's
 import pytest
 
 from configs import default
-from experiments.run import preflight, privacy_config, report, run_length
+from experiments.run import (
+  cli,
+  preflight,
+  privacy_config,
+  report,
+  settings,
+)
 
 
 def _config(**fields):
@@ -16,20 +22,23 @@ def _config(**fields):
 
 def test_epochs_are_counted_on_the_training_set_and_the_batch():
   c = _config(num_steps=None, num_epochs=3.0)
-  assert run_length.num_steps(c, 1431) == 68  # ceil(3 * 1431 / 64)
-  resolved = run_length.resolved(c, 1431)
-  assert resolved.num_steps == 68 and c.num_steps is None  # a copy
-  assert run_length.epochs(resolved, 68, 1431) == 3.0
+  typed = settings.Settings.from_config(c)
+  bound = typed.for_dataset(1431)
+  assert bound.num_steps == 68  # ceil(3 * 1431 / 64)
+  assert typed.num_steps is None  # a copy
+  assert bound.config_dict()["num_steps"] == 68  # result.json's echo
+  assert bound.epochs(68) == 3.0
   # The library's count for the run's privacy value is the same.
-  target = privacy_config.value(c, 1431).target
+  target = bound.privacy.value.target
   assert target.num_steps == 68 and target.num_epochs == 3.0
+  assert privacy_config.value(c, 1431).target == target
   # The full batch is one step an epoch.
   c.privacy.sampling = "full_batch"
-  assert run_length.num_steps(c, 1431) == 3
+  assert settings.Settings.from_config(c).for_dataset(1431).num_steps == 3
   # A run given in steps is its own length; its epochs are expected ones.
-  steps = _config()
-  assert run_length.resolved(steps, 1431) is steps
-  assert run_length.epochs(steps, 4000, 1431) == pytest.approx(178.9, 1e-3)
+  steps = settings.Settings.from_config(_config())
+  assert steps.for_dataset(1431).num_steps == 4000
+  assert steps.for_dataset(1431).epochs(4000) == pytest.approx(178.9, 1e-3)
 
 
 @pytest.mark.parametrize(
@@ -53,20 +62,20 @@ def test_too_many_epochs_are_refused_once_counted():
   c = _config(num_steps=None, num_epochs=1e5)
   preflight.check_numbers(c)  # not known before the data
   with pytest.raises(ValueError, match=r"\(2,235,938 steps\) is more than"):
-    run_length.num_steps(c, 1431)
+    settings.Settings.from_config(c).for_dataset(1431)
 
 
 def test_a_length_on_the_command_line_replaces_the_files_other_one():
   c = _config(num_epochs=3.0)  # as --config.num_epochs=3 leaves it
-  run_length.one_from_command_line(c, ["run", "--config.num_epochs=3"])
+  cli.one_length(c, ["run", "--config.num_epochs=3"])
   assert c.num_steps is None and c.num_epochs == 3.0
   c = _config(num_steps=None, num_epochs=3.0)  # a file in epochs
   c.num_steps = 50
-  run_length.one_from_command_line(c, ["run", "--config.num_steps=50"])
+  cli.one_length(c, ["run", "--config.num_steps=50"])
   assert c.num_steps == 50 and c.num_epochs is None
   c = _config(num_epochs=3.0)  # both on the command line: refused
   both = ["run", "--config.num_epochs=3", "--config.num_steps=4000"]
-  run_length.one_from_command_line(c, both)
+  cli.one_length(c, both)
   with pytest.raises(ValueError, match="sets both"):
     preflight.check_numbers(c)
 

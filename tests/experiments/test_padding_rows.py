@@ -2,7 +2,6 @@
 sampler points them at row 0; the runner's gather writes zeros there,
 including the rows it adds for a multiple of the batch-sharded devices."""
 
-import ml_collections
 import numpy as np
 
 from experiments.run.placement import Placement
@@ -27,9 +26,7 @@ def test_the_runners_padding_rows_are_zeros_not_copies_of_row_0(monkeypatch):
 
   # Pretend the batch is split over 7 devices: the runner adds masked rows.
   monkeypatch.setattr(sharding, "batch_multiple", lambda mesh: 7)
-  placement = Placement.from_config(
-    ml_collections.ConfigDict({"mesh": {"data": 1, "fsdp": 1, "model": 1}})
-  )
+  placement = Placement(sharding.make_mesh({"data": 1, "fsdp": 1, "model": 1}))
   batch = placement.gather_batch(data, index_batch)
   rows = len(batch.mask)
   assert rows % 7 == 0 and rows > len(index_batch.mask)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from configs import default
-from experiments.run import config_fields, placement, preflight, train
+from experiments.run import config_fields, placement, preflight, settings, train
 from experiments.run import workdir as workdir_lib
 from zoprivacy import estimator_manifest
 from zoprivacy.core import sharding
@@ -50,8 +50,12 @@ def test_the_padded_batch_holds_whole_chunks():
 def test_a_chunk_not_split_evenly_over_the_devices_is_refused(monkeypatch):
   monkeypatch.setattr(sharding, "batch_multiple", lambda mesh: 8)
   with pytest.raises(ValueError, match="multiple of the 8 devices"):
-    placement.Placement.from_config(_config(physical_batch_size=12))
-  placement.Placement.from_config(_config(physical_batch_size=16))
+    placement.Placement.of(_typed(physical_batch_size=12))
+  placement.Placement.of(_typed(physical_batch_size=16))
+
+
+def _typed(**fields):
+  return settings.Settings.from_config(_config(**fields))
 
 
 @pytest.mark.parametrize(

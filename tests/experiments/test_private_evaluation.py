@@ -11,7 +11,7 @@ from fashion_files import write_fashion
 
 from configs import default
 from experiments import tune
-from experiments.run import metrics, report, train
+from experiments.run import metrics, report, settings, train
 from experiments.tuning import budget, search
 
 
@@ -57,11 +57,13 @@ def test_validation_on_private_records_is_named_and_labelled(tmp_path):
 
 
 def test_the_test_split_and_the_public_proxy_are_not_labelled():
-  config = ml_collections.ConfigDict({"eval_split": "validation"})
-  assert metrics.evaluates_private_records(config)
+  config = default.get_config()
+  config.eval_split = "validation"
+  typed = settings.Settings.from_config
+  assert metrics.evaluates_private_records(typed(config))
   config.public_proxy = True  # evaluates on public data
-  assert not metrics.evaluates_private_records(config)
-  assert not metrics.evaluates_private_records(default.get_config())
+  assert not metrics.evaluates_private_records(typed(config))
+  assert not metrics.evaluates_private_records(typed(default.get_config()))
   base = {
     "estimator": "mezo",
     "dataset": "digits",

@@ -14,7 +14,7 @@ import pytest
 import zoprivacy
 from configs import default
 from experiments import tasks
-from experiments.run import preflight, resolved_run, train
+from experiments.run import preflight, resolution, resolved_run, train
 from zoprivacy.estimators import registry
 from zoprivacy.estimators.composition import UncheckedCompositionError
 from zoprivacy.privacy.wrappers import SkippingWrapperError
@@ -69,7 +69,7 @@ def test_checks_that_need_no_data_run_before_any_data(
 
   monkeypatch.setattr(tasks, "get_task", no_data)
   with pytest.raises((ValueError, KeyError), match=needle):
-    resolved_run.setup(_config(**{field: value}))
+    resolved_run.setup(*resolution.resolve(_config(**{field: value})))
 
 
 def test_clip_and_smoothing_are_checked_before_any_data(monkeypatch):
@@ -79,11 +79,11 @@ def test_clip_and_smoothing_are_checked_before_any_data(monkeypatch):
   with pytest.raises(
     ValueError, match="privacy.clip must be a finite number > 0"
   ):
-    resolved_run.setup(c)
+    resolved_run.setup(*resolution.resolve(c))
   c = _config()
   c.estimator_kwargs.smoothing = -1e-3
   with pytest.raises(ValueError, match="smoothing must be > 0"):
-    resolved_run.setup(c)
+    resolved_run.setup(*resolution.resolve(c))
 
 
 def test_a_batch_larger_than_the_data_is_refused_before_the_model(
@@ -96,11 +96,15 @@ def test_a_batch_larger_than_the_data_is_refused_before_the_model(
 
   monkeypatch.setattr(task, "init", no_model)
   with pytest.raises(ValueError, match="larger than the 1431"):
-    resolved_run.setup(_config(expected_batch_size=5000), task=task)
+    resolved_run.setup(
+      *resolution.resolve(_config(expected_batch_size=5000)), task=task
+    )
 
 
 def test_the_run_is_frozen_and_inspectable():
-  run = resolved_run.setup(_config(check_per_example=False))
+  run = resolved_run.setup(
+    *resolution.resolve(_config(check_per_example=False))
+  )
   assert run.spec.name == "dpzero" and run.plan.is_noised
   assert run.restored_step == 0 and run.workdir is None
   text = repr(run)

@@ -23,7 +23,7 @@ from flax import traverse_util
 import zoprivacy
 from configs import default
 from experiments import tasks
-from experiments.run import preflight, run_setup, train
+from experiments.run import resolution, run_setup, train
 from experiments.tasks import peft as peft_tasks
 from zoprivacy.data import tokenize
 from zoprivacy.data.loaders import MissingDataError
@@ -594,7 +594,8 @@ def test_peft_modes_perturb_only_their_parameters(tmp_path, mode):
 
   c = _config("vader_minilm", insecure_test_noise=True)
   c.privacy.clip = 10.0
-  est = run_setup.build_estimator(c, 1.0, 16, spec=preflight.validate(c))
+  typed, spec = resolution.resolve(c)
+  est = run_setup.build_estimator(typed.for_dataset(16), 1.0, spec=spec)
   tx = optax.chain(est, optax.sgd(0.1))
   state = zoprivacy.init(tx, trainable)
   plan = zoprivacy.find_plan(state)

@@ -116,10 +116,10 @@ def test_16bit_full_fine_tuning_stores_the_weights_in_their_dtype(
   no copy of them (nothing parameter-sized), float32 or other."""
   import jax
 
-  from experiments.run import resolved_run, step
+  from experiments.run import resolution, resolved_run, step
 
   config = _full(dtype, num_steps=2, num_eval=8, layerwise=layerwise)
-  run = resolved_run.setup(config)
+  run = resolved_run.setup(*resolution.resolve(config))
   state = run.initial_state
   size = sum(x.size for x in jax.tree.leaves(state["params"]))
   params, opt_state, _ = step.make_step(run)(

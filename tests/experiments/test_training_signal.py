@@ -13,6 +13,7 @@ from configs import default
 from experiments.run import (
   errors,
   estimator_switch,
+  settings,
   train,
   training_signal,
 )
@@ -100,11 +101,10 @@ def _fake_run(takes_setting: bool, num_steps: int = 10):
   config = default.get_config()
   config.update(dict(num_steps=num_steps, learning_rate=0.5))
   return types.SimpleNamespace(
-    config=config,
+    settings=settings.Settings.from_config(config),
     spec=types.SimpleNamespace(takes_setting=takes_setting),
     workdir=None,
     primary=True,
-    learning_rate_source="set by the config",
   )
 
 

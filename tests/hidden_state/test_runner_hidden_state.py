@@ -4,7 +4,13 @@ import pytest
 
 from configs import hidden_state_digits_logreg
 from experiments import tasks
-from experiments.run import final_iterate, hidden_state_run, report, train
+from experiments.run import (
+  final_iterate,
+  hidden_state_run,
+  report,
+  settings,
+  train,
+)
 
 
 def small_config(**changes):
@@ -56,7 +62,7 @@ def test_final_iterate_epsilon_refused_when_intermediates_published():
     "trajectory": (dict(trajectory_log=True), "trajectory log"),
   }
   for changes, reason in cases.values():
-    config = small_config(**changes)
+    config = settings.Settings.from_config(small_config(**changes))
     block = final_iterate.final_iterate(
       config, ledger=None, num_steps=config.num_steps
     )
@@ -64,7 +70,9 @@ def test_final_iterate_epsilon_refused_when_intermediates_published():
     assert "not reported" in final_iterate.format_block(block, 1.0)
   # Private checkpoints for resuming, no evaluation: nothing is published.
   assert not hidden_state_run.published_outputs(
-    small_config(workdir="/tmp/x", checkpoint_every=2)
+    settings.Settings.from_config(
+      small_config(workdir="/tmp/x", checkpoint_every=2)
+    )
   )
 
 

@@ -100,7 +100,9 @@ def _step_mu(config, dataset_size: int, dimension: int = 650) -> float:
 @pytest.mark.slow  # two launches of an 8-step Noisy-ZOGD run (~30 s)
 def test_hidden_state_forced_resume_with_another_noise(tmp_path, monkeypatch):
   ran = []
-  _record_steps(monkeypatch, lambda run, t: ran.append((t, run.config)))
+  _record_steps(
+    monkeypatch, lambda run, t: ran.append((t, run.settings.task_config()))
+  )
   train.train(_hidden_config(tmp_path), progress=False)
   shutil.rmtree(tmp_path / "checkpoints" / "8")
   forced = _hidden_config(tmp_path, noise_std=0.5)

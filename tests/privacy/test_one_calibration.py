@@ -10,7 +10,7 @@ import pytest
 
 import zoprivacy
 from configs import default, hidden_state_digits_logreg
-from experiments.run import preflight, run_setup
+from experiments.run import resolution, run_setup
 from experiments.tuning import budget
 from zoprivacy.privacy import PrivacyPlan, calibration
 
@@ -241,10 +241,11 @@ def test_the_runner_calls_it(calls, module):
   config.privacy.target_epsilon = 2.0
   if "noise_std" in config.estimator_kwargs:  # the target is its noise
     config.estimator_kwargs.noise_std = None
-  spec = preflight.validate(config)
+  typed, spec = resolution.resolve(config)
+  typed = typed.for_dataset(1431)
   with pytest.raises(_Called):
-    kwargs = run_setup.estimator_kwargs(config, 1431, spec=spec)
-    run_setup.calibrated(config, spec, kwargs)
+    kwargs = run_setup.estimator_kwargs(typed, spec=spec)
+    run_setup.calibrated(typed, spec, kwargs)
   ((kind, target, _),) = calls
   assert kind == ("PrivacyPlan" if spec.takes_setting else "Privacy")
   assert target in (None, zoprivacy.Target(2.0, 1e-5, config.num_steps))

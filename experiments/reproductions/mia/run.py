@@ -42,7 +42,7 @@ from configs import default as default_config
 from configs import mezo as mezo_config
 from experiments import tasks
 from experiments.reproductions.mia import attacks, canaries, first_order
-from experiments.run import checkpointing, run_setup, train
+from experiments.run import checkpointing, resolution, run_setup, train
 
 DELTA = 1e-5
 TARGET_SEED = 0
@@ -162,7 +162,9 @@ def _restore_params(config, result: dict):
   if result["noise_multiplier"] is not None:
     template_config.privacy.noise_multiplier = result["noise_multiplier"]
     template_config.privacy.target_epsilon = None
-  trainable, _, opt_state, _ = run_setup.state_template(template_config, task)
+  trainable, _, opt_state, _ = run_setup.state_template(
+    *resolution.resolve(template_config), task
+  )
   template = {
     "params": trainable,
     "opt_state": opt_state,

@@ -52,6 +52,8 @@ from __future__ import annotations
 from zoprivacy.accounting import relations
 from zoprivacy.hidden_state import privacy as privacy_lib
 from zoprivacy.hidden_state import setting as setting_lib
+from zoprivacy.mechanisms import registry as mechanism_registry
+from zoprivacy.mechanisms import values
 from zoprivacy.privacy import calibration
 from zoprivacy.privacy import value as value_lib
 
@@ -166,7 +168,7 @@ def check(privacy) -> None:
       f"{privacy.neighboring!r} (a full batch's divisor n would reveal an "
       "added or removed example): give neighboring='replace_one'."
     )
-  if privacy.mechanism != "gaussian":
+  if mechanism_registry.get(privacy.mechanism) is not values.Gaussian:
     raise value_lib.PrivacyValueError(
       f"Noisy-ZOGD adds Gaussian noise (eq. (3)), not {privacy.mechanism!r}:"
       " give mechanism='gaussian' (the default)."

@@ -119,6 +119,12 @@ def test_16bit_full_fine_tuning_stores_the_weights_in_their_dtype(
   from experiments.run import resolution, resolved_run, step
 
   config = _full(dtype, num_steps=2, num_eval=8, layerwise=layerwise)
+  # What is checked is the step's dtypes, not the plan or the loss: a set
+  # noise multiplier and no per-example check skip a PLD search and a
+  # compilation (~10 s of each member's 15-50 s on 2 cores).
+  config.privacy.target_epsilon = None
+  config.privacy.noise_multiplier = 1.0
+  config.check_per_example = False  # test_..._learns_as_float32 runs it
   run = resolved_run.setup(*resolution.resolve(config))
   state = run.initial_state
   size = sum(x.size for x in jax.tree.leaves(state["params"]))
@@ -130,18 +136,21 @@ def test_16bit_full_fine_tuning_stores_the_weights_in_their_dtype(
   assert sum(x.size for x in jax.tree.leaves(opt_state)) < size / 100
 
 
-@pytest.mark.slow  # 4 runs of 200 steps: ~2-3 min on 2 cores
+@pytest.mark.slow  # 4 runs of 60 steps: ~1.5-2 min on 2 cores
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_16bit_full_fine_tuning_learns_as_float32():
-  """Full fine-tuning, 200 DP-ZO steps (epsilon 8, the same test noise and
-  batches): the float32 weights reach 0.635 test accuracy (zero-shot
-  0.515; measured 0.635 in every row below). Stored in bfloat16 or float16
-  (the layer-wise step), and in bfloat16 through the generic step, each
-  reaches the float32 accuracy within the stated margin of 0.06 (about two
-  binomial standard errors on 200 examples), and beats zero-shot by 0.06.
-  Only casting the weights to 16 bits is not enough: the generic step then
-  rounded ``x + l u`` to bfloat16 and its run stayed at chance (measured
-  0.50; round-to-nearest updates lose every change below half a spacing)."""
+  """Full fine-tuning, 60 DP-ZO steps at step size 3e-3 (epsilon 8, the
+  same test noise and batches): the float32 weights reach 0.685 test
+  accuracy (zero-shot 0.515). Stored in bfloat16 or float16 (the
+  layer-wise step), and in bfloat16 through the generic step, each reaches
+  the float32 accuracy within the stated margin of 0.06 (about two
+  binomial standard errors on 200 examples; measured 0.645-0.685), and
+  beats zero-shot by 0.06 (measured by 0.125 at least). The 200 steps at
+  1e-3 this test ran before reached 0.635 in every row, with less room
+  above zero-shot, in 3x the steps. Only casting the weights to 16 bits is
+  not enough: the generic step then rounded ``x + l u`` to bfloat16 and
+  its run stayed at chance (measured 0.50; round-to-nearest updates lose
+  every change below half a spacing)."""
   runs = {
     ("float32", True): None,
     ("bfloat16", True): None,
@@ -149,7 +158,7 @@ def test_16bit_full_fine_tuning_learns_as_float32():
     ("bfloat16", False): None,
   }
   for dtype, layerwise in runs:
-    config = _full(dtype, num_steps=200, layerwise=layerwise)
+    config = _full(dtype, num_steps=60, learning_rate=3e-3, layerwise=layerwise)
     runs[dtype, layerwise] = train.train(config, progress=False)
   reference = runs["float32", True]["test_accuracy"]
   zero_shot = runs["float32", True]["history"][0]["test_accuracy"]

@@ -97,6 +97,12 @@ def check_numbers(config) -> None:
   needed, no JAX)."""
   _check_steps(config)
   _check_step_wrapper(config)
+  seed = config.get("seed", 0)
+  if isinstance(seed, bool) or not isinstance(seed, int):
+    raise ValueError(
+      f"seed must be an integer (the public seed: initialization, "
+      f"directions, the split), got {seed!r}."
+    )
   block = config.get("privacy")
   if block is None:
     raise ValueError(

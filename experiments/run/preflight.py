@@ -279,11 +279,17 @@ def _check_run_settings(config, declaration) -> None:
   whose loss declares what its analysis assumes, its own sampling) names
   them all when the config lacks them."""
   settings = dict(declaration.run_settings)
-  if not settings or (
-    all(_has(config, k) for k in settings)
-    and config.privacy.get("sampling") in declaration.sampling
-  ):
+  if not settings:
     return
+  sampling = config.privacy.get("sampling")
+  if all(_has(config, k) for k in settings):
+    if sampling in declaration.sampling:
+      return
+    raise ValueError(
+      f"{config.estimator} is analysed under the sampling "
+      f"{' or '.join(map(repr, declaration.sampling))}, not {sampling!r}: "
+      f"set --config.privacy.sampling={settings.get('privacy.sampling')}."
+    )
   shown = " ".join(f"--config.{k}={v}" for k, v in settings.items())
   raise ValueError(
     f"{config.estimator} runs under its declared settings "

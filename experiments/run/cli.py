@@ -91,6 +91,8 @@ USAGE = (
 
 
 def _literal(text: str):
+  if text.strip().lower() in ("nan", "inf", "+inf", "-inf"):
+    return float(text)  # as config_flags reads a float field's value
   try:
     return ast.literal_eval(text)
   except (ValueError, SyntaxError):
@@ -218,7 +220,10 @@ def _apply_taken_out(config):
     with node.unlocked():
       setattr(node, leaf, None)
   with config.unlocked(), config.estimator_kwargs.unlocked():
-    config.estimator_kwargs.update(_LATE["estimator_kwargs"])
+    try:
+      config.estimator_kwargs.update(_LATE["estimator_kwargs"])
+    except TypeError as e:  # a value the field's type cannot take
+      raise ValueError(f"--config.estimator_kwargs: {e}.") from e
     if flags.FLAGS.is_parsed() and RESUME.value:
       config.resume = RESUME.value
   return config

@@ -97,6 +97,12 @@ def check_numbers(config) -> None:
   needed, no JAX)."""
   _check_steps(config)
   _check_step_wrapper(config)
+  seed = config.get("seed", 0)
+  if isinstance(seed, bool) or not isinstance(seed, int):
+    raise ValueError(
+      f"seed must be an integer (the public seed: initialization, "
+      f"directions, the split), got {seed!r}."
+    )
   block = config.get("privacy")
   if block is None:
     raise ValueError(
@@ -273,11 +279,17 @@ def _check_run_settings(config, declaration) -> None:
   whose loss declares what its analysis assumes, its own sampling) names
   them all when the config lacks them."""
   settings = dict(declaration.run_settings)
-  if not settings or (
-    all(_has(config, k) for k in settings)
-    and config.privacy.get("sampling") in declaration.sampling
-  ):
+  if not settings:
     return
+  sampling = config.privacy.get("sampling")
+  if all(_has(config, k) for k in settings):
+    if sampling in declaration.sampling:
+      return
+    raise ValueError(
+      f"{config.estimator} is analysed under the sampling "
+      f"{' or '.join(map(repr, declaration.sampling))}, not {sampling!r}: "
+      f"set --config.privacy.sampling={settings.get('privacy.sampling')}."
+    )
   shown = " ".join(f"--config.{k}={v}" for k, v in settings.items())
   raise ValueError(
     f"{config.estimator} runs under its declared settings "

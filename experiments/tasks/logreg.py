@@ -49,6 +49,13 @@ def assumptions(
   l2: float, radius: float, smoothing: float
 ) -> setting_lib.LossAssumptions:
   """The declared constants (the module's docstring)."""
+  for name, value in (("l2", l2), ("radius", radius), ("smoothing", smoothing)):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+      field = "estimator_kwargs.smoothing" if name == "smoothing" else name
+      raise ValueError(
+        f"{name} must be a number (Noisy-ZOGD's loss constants follow from "
+        f"l2, radius and smoothing), got {value!r}: set --config.{field}."
+      )
   if not l2 > 0:
     raise ValueError(
       f"The L2 regularization must be > 0 for a strongly "

@@ -94,7 +94,18 @@ def build_task(config):
       f"Unknown dataset {config.dataset!r}{hint}; choose one of "
       f"{sorted(TASKS)}."
     )
-  return TASKS[config.dataset](config)
+  try:
+    return TASKS[config.dataset](config)
+  except AttributeError as e:
+    if "FrozenConfigDict is immutable" not in str(e):
+      raise
+    raise ValueError(
+      f"The builder of the task {config.dataset!r} writes to its config, "
+      "which the runner hands it read-only (the run's settings were read "
+      "from it once and must not change under it): copy it first, "
+      "config = ml_collections.ConfigDict(config), or set the value in the "
+      f"config file or on the command line ({e})."
+    ) from e
 
 
 @functools.cache

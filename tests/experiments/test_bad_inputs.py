@@ -65,6 +65,9 @@ BAD_INPUTS = [
   # A target above the budget is refused from the two numbers alone.
   ("budget too small", [*BASE, "--config.epsilon_budget=0.5"], False),
   ("workdir not a run's", [*BASE, "--config.workdir={a_folder}"], False),
+  ("seed None", [*BASE, "--config.seed=None"], False),
+  ("smoothing nan", [*BASE, "--config.estimator_kwargs.smoothing=nan"], False),
+  ("smoothing a word", [*BASE, "--config.estimator_kwargs.smoothing=a"], False),
 ]
 # Every check that needs no data is reported in under FAST_CPU_S. Load
 # policy: the bound is on the CPU time of the child process (user + system,
@@ -127,7 +130,7 @@ def _check(out, seconds, cpu, needs_data):
 
 # The estimator's declaration (4, 9, 17, 18, 20, 24) comes from the manifest.
 @pytest.mark.parametrize(
-  "index", [0, 1, 2, 3, 4, 5, 7, 9, 13, 17, 18, 20, 24, 25]
+  "index", [0, 1, 2, 3, 4, 5, 7, 9, 13, 17, 18, 20, 24, 25, 26, 27, 28]
 )
 def test_errors_found_before_jax_loads_are_one_paragraph(index, tmp_path):
   what, args, needs_data = BAD_INPUTS[index]
@@ -138,7 +141,7 @@ def test_errors_found_before_jax_loads_are_one_paragraph(index, tmp_path):
   assert "jax loaded: False" in out.stdout, out.stdout
 
 
-@pytest.mark.slow  # 25 command lines, ~3 min on 2 cores under load
+@pytest.mark.slow  # 29 command lines, ~3 min on 2 cores under load
 def test_twenty_bad_inputs_table(tmp_path):
   rows = []
   for what, args, needs_data in BAD_INPUTS:

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import ml_collections
 import pytest
 
 from configs import default
@@ -75,3 +76,18 @@ def test_a_task_registered_elsewhere_declares_its_own(monkeypatch):
   with pytest.raises(config_fields.UnknownFieldError, match="'depth'"):
     config_fields.check(c)
   assert registry.declaration("nope") is None
+
+
+def test_a_builder_that_writes_to_its_read_only_config_is_told_how(
+  monkeypatch,
+):
+  def writes(config):
+    config.seed = 7  # the runner hands builders a FrozenConfigDict
+
+  monkeypatch.setitem(registry.TASKS, "writes_config", writes)
+  config = ml_collections.FrozenConfigDict({"dataset": "writes_config"})
+  with pytest.raises(ValueError) as refused:
+    registry.build_task(config)
+  message = str(refused.value)
+  assert "'writes_config'" in message and "read-only" in message
+  assert "ml_collections.ConfigDict(config)" in message

@@ -81,6 +81,10 @@ def test_final_iterate_epsilon_refused_when_intermediates_published():
   [
     ({"estimator_kwargs.num_directions": 400}, "d >= 2K"),
     ({"radius": 0.0}, "radius"),
+    ({"l2": None}, "l2 must be a number"),
+    ({"privacy.sampling": "poisson"}, "not 'poisson'"),
+    ({"radius": None}, "radius must be a number"),
+    ({"estimator_kwargs.smoothing": None}, "smoothing must be a number"),
     ({"estimator_kwargs.directional_fraction": 1.5}, r"\[0, 1\]"),
     ({"learning_rate": 1000.0}, "above the limit"),
     ({"dataset": "digits"}, "assumptions"),

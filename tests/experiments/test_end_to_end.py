@@ -82,6 +82,7 @@ def test_default_run_learns_at_epsilon_two(default_result):
 MEZO_MARGIN = 0.08
 
 
+@pytest.mark.slow  # 4,000 MeZO steps: 19 s on 2 cores, with the long runs
 @pytest.mark.compute_bound
 def test_mezo_does_at_least_as_well_as_dpzero(default_result):
   """MeZO (non-private) is not worse than DPZero at epsilon 2, up to the

@@ -14,7 +14,13 @@ import pytest
 import zoprivacy
 from configs import default
 from experiments import tasks
-from experiments.run import preflight, resolution, resolved_run, train
+from experiments.run import (
+  config_numbers,
+  preflight,
+  resolution,
+  resolved_run,
+  train,
+)
 from zoprivacy.estimators import registry
 from zoprivacy.estimators.composition import UncheckedCompositionError
 from zoprivacy.privacy.wrappers import SkippingWrapperError
@@ -117,7 +123,7 @@ def test_multisteps_around_an_estimator_is_refused_with_the_supported_way():
   """``optax.MultiSteps`` would run the estimator on one call in k with that
   call's batch alone; the runner refuses it by name and says what to use."""
   assert hasattr(optax, "MultiSteps") and hasattr(optax, "apply_every")
-  for name in preflight.STEP_WRAPPERS:
+  for name in config_numbers.STEP_WRAPPERS:
     with pytest.raises(ValueError, match="larger expected_batch_size"):
       preflight.validate(_config(optimizer=name))
   with pytest.raises(ValueError, match="takes no learning rate"):

@@ -23,6 +23,7 @@ RESOLUTION = {
   "cli",
   "config_defaults",
   "config_fields",
+  "config_numbers",  # preflight's checks of the numbers
   "estimator_switch",  # the command line's edit of the config it loaded
   "preflight",
   "privacy_config",

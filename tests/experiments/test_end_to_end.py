@@ -124,6 +124,7 @@ def test_command_line_entry_point_with_overrides(tmp_path):
 
 
 @pytest.mark.slow  # the README's first command in full: ~50 s on 2 cores
+@pytest.mark.xla_defaults  # as users run it: XLA's default emitters in CI
 def test_readme_first_command_prints_accuracy_and_epsilon():
   """``python -m experiments.run --config configs/default.py`` exactly as the
   README gives it (4,000 steps, secret OS-entropy noise, no workdir: it

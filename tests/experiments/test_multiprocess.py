@@ -73,8 +73,9 @@ def _launch(*args, **kwargs):
 
 
 # Slow (about 70 s on 2 cores: three runner processes, one of them starting
-# 40 s late); CI runs it in its slow step.
+# 40 s late); CI runs it in its slow step, with XLA's default emitters.
 @pytest.mark.slow
+@pytest.mark.xla_defaults
 @pytest.mark.integration
 def test_two_processes_with_resume_equal_one_process(tmp_path):
   reference = _start(tmp_path, "single", 1, 4, stop_after=100)

@@ -178,9 +178,11 @@ def _registry_config(name, workdir):
 
 # The first-order baselines, MeZO and two of the PAZO variants resume in CI's
 # slow step; one estimator of each other kind resumes in the default suite
-# (VR-DPZero in test_vr_dpzero_run.py, through the command line's override).
+# (VR-DPZero in test_vr_dpzero_run.py, through the command line's override;
+# DPGD-0th's exact vector release as DP-SGD's).
 SLOW_TO_RESUME = (
   "dope_sgd",
+  "dpgd_zeroth",
   "dpmd",
   "gep",
   "mezo",

@@ -139,7 +139,18 @@ def test_state_cache_is_private_reused_and_deepened(files, monkeypatch):
 @pytest.mark.filterwarnings(
   "ignore::zoprivacy.privacy.InsecureTestNoiseWarning"
 )
-@pytest.mark.parametrize("peft", ["lora", "prefix", "full"])
+@pytest.mark.parametrize(
+  # The configs' LoRA here; prefix and full in CI's slow step (4 s each on
+  # 2 cores): test_tasks.py checks what each mode perturbs, and
+  # test_16bit_weights_their_own_states_and_full_fine_tuning runs full
+  # fine-tuning.
+  "peft",
+  [
+    "lora",
+    pytest.param("prefix", marks=pytest.mark.slow),
+    pytest.param("full", marks=pytest.mark.slow),
+  ],
+)
 def test_runs_through_the_runner(files, peft):
   c = _config(files, peft=peft, insecure_test_noise=True)
   result = train.train(c, progress=False)

@@ -29,6 +29,10 @@ SLOW_WHEN = (
   "configs/dp_sgd.py",
   # docs/extending.md's: test_vr_dpzero_run.py runs it in-process.
   "--config.estimator=vr_dpzero",
+  # docs/trajectory.md's (the default config in full, 11 s on 2 cores):
+  # test_trajectory.py's test_runner_log_survives_resume_and_replays_to_the_
+  # result writes and replays a runner's log here.
+  "--config.trajectory_log=True",
 )
 # Whole commands run in CI's slow step because a slow test runs them as
 # written: README's first command in full

@@ -224,7 +224,8 @@ def plot_report(history: list[dict], path: str, title: str) -> str | None:
     if h.get("released_rms") is not None
   ]
   panels = 1 + private + bool(signal)
-  fig, axes = plt.subplots(1, panels, figsize=(5 * panels, 4), squeeze=False)
+  width = 5 * panels  # inches
+  fig, axes = plt.subplots(1, panels, figsize=(width, 4), squeeze=False)
   axes = axes[0]
   ylabel = ", ".join(metric_label(m) for m in names)
   for name in names:
@@ -249,7 +250,13 @@ def plot_report(history: list[dict], path: str, title: str) -> str | None:
     )
   if len(names) > 1:
     axes[0].legend()
-  fig.tight_layout()
+  # Fixed margins (0.9 inch on the left for the tick labels and the axis
+  # label): tight_layout would draw the figure once more to measure it
+  # (0.3 s of each run's ~0.8 s of plotting on 2 cores).
+  fig.subplots_adjust(
+    left=0.9 / width, right=1 - 0.15 / width, bottom=0.13, top=0.9,
+    wspace=0.35,
+  )  # fmt: skip
   fig.savefig(path, dpi=100)
   plt.close(fig)
   return path

@@ -382,11 +382,14 @@ def test_fixed_batches_accounted_as_poisson_are_caught():
   one step at sigma = 1); the canary is example n - 1. With the real
   PoissonSampler the audit stays below the claim; a sampler replaced by
   fixed batches that always hold the canary leaks the unamplified step
-  (about 4.4), and the audit proves more than the claim (2.4-2.7 over
-  seeds 0-2 at 4 * 10^4 trials per world)."""
+  (about 4.4), and the audit proves more than the claim (2.36 at seed 0,
+  4 * 10^4 trials per world; 2.4-2.7 over seeds 0-2 with exact noise). What
+  is checked is the sampling, so the noise is the floating-point opt-in's
+  (7 s instead of 11 on 2 cores: no host draws of exact noise); the exact
+  scalar release is audited above."""
   n, trials = 10 * BATCH, 40000
   est = calibrated.build(
-    "dpzero", noise_multiplier=1.0, batch_size=BATCH, dataset_size=n
+    "dpzero@float", noise_multiplier=1.0, batch_size=BATCH, dataset_size=n
   )
   assert est.privacy_plan.sampling_probability == pytest.approx(0.1)
   honest = sampling.PoissonSampler(n, BATCH, insecure_test_seed=0)

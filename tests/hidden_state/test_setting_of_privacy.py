@@ -79,6 +79,7 @@ def test_a_target_is_calibrated_by_the_one_calibration():
       "'poisson' sampling",
     ),
     (dict(noise_multiplier=None), "sets no noise"),
+    (dict(assume_sampling=True), "does not take assume_sampling=True"),
   ],
 )
 def test_a_value_it_cannot_honour_is_refused(changes, match):

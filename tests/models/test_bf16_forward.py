@@ -127,7 +127,11 @@ def test_opt_bf16_forward_computes_the_float32_forward():
   _same_function(model, params, ids, mask)
 
 
-@pytest.mark.parametrize("name", ("tiny_llama", "tiny_mistral"))
+@pytest.mark.parametrize(
+  # Mistral's in CI's slow step, as the other Llama variants.
+  "name",
+  ["tiny_llama", pytest.param("tiny_mistral", marks=pytest.mark.slow)],
+)
 def test_llama_bf16_forward_computes_the_float32_forward(name):
   """Untied head (tiny_llama, also decoding) and tied (tiny_mistral)."""
   config, params = load_llama(FIXTURES / name)

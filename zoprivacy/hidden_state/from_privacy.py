@@ -37,7 +37,8 @@ Refused, each in one paragraph: Poisson sampling or none (App. A.9
 analyses batches drawn without replacement; no plan amplifies them);
 add-or-remove neighbours (the analysis is replace-one); a mechanism other
 than ``'gaussian'``; ``num_queries`` other than 1 or ``K`` (``K`` is
-``num_directions``); and a noise other than :class:`zoprivacy.SecureMode`
+``num_directions``); ``assume_sampling=True`` (the final-iterate analysis
+needs the selection it names, and an assumed one is not checked); and a noise other than :class:`zoprivacy.SecureMode`
 (or :class:`zoprivacy.TestNoise` of it): the estimator draws float32
 Gaussians with the secure-mode defence, then snaps its step to a fine
 lattice with exact discrete noise
@@ -161,6 +162,15 @@ def check(privacy) -> None:
       "batches drawn without replacement afresh each step, sampling="
       "zoprivacy.WithoutReplacement(dataset_size=n, batch_size=b); Poisson "
       "sampling is not analysed."
+    )
+  if privacy.assume_sampling:
+    raise value_lib.PrivacyValueError(
+      "Noisy-ZOGD does not take assume_sampling=True: its final-iterate "
+      "epsilon (Thm 3.2, App. A.9) holds for the full batch or for batches "
+      "drawn without replacement afresh each step, and an assumed selection "
+      "is not checked. Give the whole dataset each step (sampling=zoprivacy."
+      "FullBatch(n)), or draw the batches with privacy.sampler(), whose "
+      "batches carry their selection."
     )
   if relations.relation(privacy.neighboring) is not relations.REPLACE_ONE:
     raise value_lib.PrivacyValueError(

@@ -71,6 +71,7 @@ below ``2^32``), and the 160-bit arithmetic uses 16-bit limbs.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 
 import jax
@@ -259,7 +260,17 @@ def draw(key_words, step, sigma: int, size: int) -> jax.Array:
   ``key_words``: the secret key (``uint32[4]``, the estimator's noise key
   bound to the plan); ``step``: the step (a traced integer). A pure
   function of ``(key_words, step, sigma, size)``; constant time.
+
+  Jitted on its own (``sigma`` and ``size`` static), so the step that calls
+  it traces the sampler once per ``(sigma, size)`` and process, not once
+  per program: the same operations, inlined by XLA as before.
   """
+  return _draw(key_words, step, int(sigma), int(size))
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3))
+def _draw(key_words, step, sigma: int, size: int) -> jax.Array:
+  """:func:`draw`'s computation."""
   tab = tables_lib.tables(int(sigma))
   pools = tables_lib.pool_sizes(int(sigma), int(size))
   key = [key_words[i].astype(jnp.uint32) for i in range(4)]

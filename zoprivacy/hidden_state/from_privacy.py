@@ -38,10 +38,11 @@ analyses batches drawn without replacement; no plan amplifies them);
 add-or-remove neighbours (the analysis is replace-one); a mechanism other
 than ``'gaussian'``; ``num_queries`` other than 1 or ``K`` (``K`` is
 ``num_directions``); ``assume_sampling=True`` (the final-iterate analysis
-needs the selection it names, and an assumed one is not checked); and a noise other than :class:`zoprivacy.SecureMode`
-(or :class:`zoprivacy.TestNoise` of it): the estimator draws float32
-Gaussians with the secure-mode defence, then snaps its step to a fine
-lattice with exact discrete noise
+needs the selection it names, and an assumed one is not checked); and a
+noise other than :class:`zoprivacy.SecureMode` (or
+:class:`zoprivacy.TestNoise` of it): the estimator draws float32 Gaussians
+with the secure-mode defence, then snaps its step to a fine lattice with
+exact discrete noise
 (:func:`zoprivacy.secret_noise.vector_discrete_mechanism.snap_to_lattice`),
 which is neither :class:`zoprivacy.Exact` noise on a grid nor plain
 :class:`zoprivacy.Float` noise. A :class:`zoprivacy.TestNoise` value's
